@@ -1,0 +1,54 @@
+"""The one table from domain refusal to HTTP answer.
+
+Queen's wire protocol has several error families (protocol.md 1.3):
+
+- ``kv``: KV, locks and timers, ``{"error": <code>, "reason", "detail"}``;
+- ``engine``: push, pop, ack, configure, ``{"error": <message>, "code"}``;
+- a few bodies of their own (the ``kv_precondition`` abort, queue 404).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queenadmin import errors
+
+#: Exception class -> (HTTP status, family). The first class in the MRO wins.
+STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
+    errors.KVBadRequest: (400, "kv"),
+    errors.KVPayloadTooLarge: (413, "kv"),
+    errors.LocksBadRequest: (400, "kv"),
+    errors.LocksPayloadTooLarge: (413, "kv"),
+    errors.PreconditionFailed: (200, "precondition"),
+    errors.QueueNotFound: (404, "queue_not_found"),
+    errors.NotFound: (404, "engine"),
+    errors.Unauthorized: (401, "auth"),
+    errors.InvalidArgument: (400, "engine"),
+    errors.QueenError: (400, "engine"),
+}
+
+
+def render(exc: errors.QueenError) -> tuple[int, dict[str, Any]]:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            status, family = STATUS[cls]  # type: ignore[index]
+            break
+    else:  # pragma: no cover - QueenError is always in the table
+        status, family = 500, "engine"
+    if family == "kv":
+        return status, {"error": exc.code, "reason": exc.reason or exc.code, "detail": exc.detail}
+    if family == "precondition":
+        assert isinstance(exc, errors.PreconditionFailed)
+        return status, {
+            "ok": False,
+            "reason": "kv_precondition",
+            "failedIndex": exc.failed_index,
+            "kvReason": exc.kv_reason,
+            "version": exc.version,
+            "value": exc.value,
+        }
+    if family == "queue_not_found":
+        return status, {"error": "Queue not found"}
+    if family == "auth":
+        return status, {"error": exc.code, "code": exc.code, "detail": exc.detail}
+    return status, {"error": exc.detail, "code": exc.code}

@@ -1,0 +1,35 @@
+"""The one source of time for the domain: ``now()`` (aware, UTC).
+
+Tests move it with time-machine; nothing in ``domain/`` reads the system
+clock any other way.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso_jsonb(moment: datetime | None) -> str | None:
+    """Render like PostgreSQL's ``to_jsonb(timestamptz)``: KV answers use it.
+
+    ``2026-10-08T10:00:00.123+00:00``: the fraction loses trailing zeros and
+    disappears when it is zero.
+    """
+    if moment is None:
+        return None
+    moment = moment.astimezone(UTC)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if moment.microsecond:
+        text += ("." + f"{moment.microsecond:06d}").rstrip("0")
+    return text + "+00:00"
+
+
+def iso_micros_z(moment: datetime | None) -> str | None:
+    """Render as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (console lists, timers)."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

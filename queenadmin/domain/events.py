@@ -1,0 +1,81 @@
+"""Change events for live dashboards, published after commit and coalesced.
+
+``broadcast_on_commit`` is the only way domain code tells the outside world
+that something changed. A rolled-back write never reaches a dashboard
+(Zulip's ``send_event_on_commit`` rule). Publishing is coalesced per group:
+a hot write path marks a group dirty and a single background thread sends
+at most one message per group every ``FLUSH_INTERVAL`` seconds, so a
+thousand writes a second cost the channel layer a handful of messages and
+the writer a dictionary update.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+LOCKS_GROUP = "locks"
+TIMERS_GROUP = "timers"
+KV_GROUP = "kv"
+QUEUES_GROUP = "queues"
+
+#: Seconds between flushes of coalesced events.
+FLUSH_INTERVAL = 0.2
+
+
+class _Publisher:
+    def __init__(self) -> None:
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        #: Hooks called synchronously with (group, message); tests use them.
+        self.listeners: list[Any] = []
+
+    def mark(self, group: str, message: dict[str, Any]) -> None:
+        for listener in list(self.listeners):
+            listener(group, message)
+        with self._cond:
+            merged = self._pending.setdefault(group, {"type": message["type"], "count": 0})
+            merged["count"] += 1
+            for key, value in message.items():
+                if key not in ("type", "count"):
+                    merged.setdefault(key, value)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="queenadmin-events", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                batch, self._pending = self._pending, {}
+            layer = get_channel_layer()
+            if layer is not None:
+                for group, message in batch.items():
+                    try:
+                        async_to_sync(layer.group_send)(group, message)
+                    except Exception:
+                        log.exception("could not publish to group %s", group)
+            threading.Event().wait(FLUSH_INTERVAL)
+
+
+publisher = _Publisher()
+
+
+def broadcast_on_commit(group: str, message: dict[str, Any]) -> None:
+    """Publish ``message`` to ``group`` once the current transaction commits.
+
+    Outside a transaction it publishes at once. ``message["type"]`` names the
+    consumer handler (``"kv.changed"`` -> ``kv_changed``).
+    """
+    transaction.on_commit(lambda: publisher.mark(group, message))

@@ -1,0 +1,102 @@
+"""API tokens: created once, stored hashed, compared in constant time."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from queenadmin.conf import settings
+from queenadmin.domain import clock
+from queenadmin.errors import InvalidArgument, NotFound
+from queenadmin.models import ApiToken
+
+TOKEN_PREFIX = "qa_"
+
+
+class TokenExists(InvalidArgument):
+    """A token with that name exists already."""
+
+    code = "token_exists"
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    name: str
+    prefix: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+_cache: dict[str, tuple[float, str]] = {}
+_cache_lock = threading.Lock()
+
+
+@transaction.atomic(durable=True)
+def token_create(*, name: str) -> str:
+    """Create a token named ``name`` and return it; it is never shown again.
+
+    Raises ``TokenExists`` when the name is taken (revoked tokens included).
+    """
+    name = name.strip()
+    if not name or len(name) > 100:
+        raise InvalidArgument("a token name is 1 to 100 characters")
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    try:
+        with transaction.atomic():
+            ApiToken.objects.create(name=name, token_hash=_hash(token), prefix=token[:10], created_at=clock.now())
+    except IntegrityError as exc:
+        raise TokenExists(f"a token named {name!r} exists already") from exc
+    return token
+
+
+@transaction.atomic(durable=True)
+def token_revoke(*, name: str) -> None:
+    """Revoke the token named ``name``; raise ``NotFound`` if there is none."""
+    updated = ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(revoked_at=clock.now())
+    if not updated:
+        raise NotFound(f"no active token named {name!r}")
+    with _cache_lock:
+        _cache.clear()
+
+
+def token_list() -> list[TokenInfo]:
+    return [TokenInfo(t.name, t.prefix, t.created_at, t.revoked_at) for t in ApiToken.objects.order_by("name")]
+
+
+def token_check(token: str) -> str | None:
+    """Return the name of the active token ``token``, or None.
+
+    The lookup is by SHA-256, and the stored hash is compared again with
+    ``hmac.compare_digest``. A positive answer is cached for
+    ``QUEENADMIN_TOKEN_CACHE_SECONDS`` (a revocation in another process takes
+    effect within that time; one in this process at once).
+    """
+    if not token:
+        return None
+    digest = _hash(token)
+    ttl = settings.TOKEN_CACHE_SECONDS
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _cache.get(digest)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    row = ApiToken.objects.filter(token_hash=digest, revoked_at__isnull=True).values_list("token_hash", "name").first()
+    if row is None or not hmac.compare_digest(row[0], digest):
+        return None
+    if ttl > 0:
+        with _cache_lock:
+            if len(_cache) > 10_000:
+                _cache.clear()
+            _cache[digest] = (now + ttl, row[1])
+    return row[1]

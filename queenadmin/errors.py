@@ -1,0 +1,81 @@
+"""Domain refusals. No HTTP here: ``api/errors.py`` maps them to answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class QueenError(Exception):
+    """Something the broker refuses to do."""
+
+    #: The wire protocol's machine code for this refusal.
+    code = "bad_request"
+    #: The protocol's finer reason, where the family has one.
+    reason: str | None = None
+
+    def __init__(self, detail: str | None = None, *, reason: str | None = None) -> None:
+        self.detail = detail or (self.__doc__ or "").strip()
+        if reason is not None:
+            self.reason = reason
+        super().__init__(self.detail)
+
+
+class InvalidArgument(QueenError):
+    """The request is not valid."""
+
+
+class KVBadRequest(InvalidArgument):
+    """The KV request is not valid."""
+
+    code = "kv_bad_request"
+    reason = "kv_bad_request"
+
+
+class KVPayloadTooLarge(InvalidArgument):
+    """A key or value is over the KV size limit."""
+
+    code = "payload_too_large"
+
+
+class LocksBadRequest(InvalidArgument):
+    """The locks request is not valid."""
+
+    code = "locks_bad_request"
+    reason = "locks_bad_request"
+
+
+class LocksPayloadTooLarge(InvalidArgument):
+    """The locks request is over a size limit."""
+
+    code = "payload_too_large"
+
+
+class PreconditionFailed(QueenError):
+    """A required KV precondition failed; nothing in the call was written."""
+
+    code = "kv_precondition"
+
+    def __init__(self, *, failed_index: int, kv_reason: str, version: int, value: Any) -> None:
+        super().__init__()
+        self.failed_index = failed_index
+        self.kv_reason = kv_reason
+        self.version = version
+        self.value = value
+
+
+class NotFound(QueenError):
+    """No such thing."""
+
+    code = "not_found"
+
+
+class QueueNotFound(NotFound):
+    """Queue not found"""
+
+    code = "queue_not_found"
+
+
+class Unauthorized(QueenError):
+    """A valid bearer token is required."""
+
+    code = "unauthorized"

@@ -1,0 +1,86 @@
+"""``python manage.py serve``: migrate, then serve API, dashboard and loops."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
+
+from queenadmin.domain import tokens
+
+
+class Command(BaseCommand):
+    help = "Apply migrations and serve the API, the dashboard, websockets and the background loops."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=int(os.environ.get("QUEENADMIN_WORKERS", "1")),
+            help="Server processes (PostgreSQL; set REDIS_URL so dashboards see every worker's events).",
+        )
+        parser.add_argument("--no-migrate", action="store_true", help="Skip applying migrations.")
+        parser.add_argument(
+            "--bootstrap",
+            action="store_true",
+            help="On first start, create a local admin user and an API token and print them once.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not options["no_migrate"]:
+            call_command("migrate", interactive=False, verbosity=0)
+        if options["bootstrap"]:
+            self._bootstrap(options["host"], options["port"])
+        if connection.vendor == "sqlite" and options["workers"] > 1:
+            self.stderr.write("SQLite is served by one process; ignoring --workers.")
+            options["workers"] = 1
+        connection.close()
+        import uvicorn
+
+        self.stdout.write(f"queenadmin serving on http://{options['host']}:{options['port']}/")
+        self.stdout.flush()
+        uvicorn.run(
+            "queenadmin.asgi:application",
+            host=options["host"],
+            port=options["port"],
+            workers=options["workers"],
+            lifespan="on",
+            log_level=os.environ.get("QUEENADMIN_UVICORN_LOG_LEVEL", "warning"),
+            access_log=False,
+            ws="websockets-sansio",
+        )
+
+    def _bootstrap(self, host: str, port: int) -> None:
+        user_model = get_user_model()
+        notes = Path(settings.DATA_DIR) / "first-run.txt"
+        if user_model.objects.filter(is_superuser=True).exists():
+            if notes.exists():
+                self.stdout.write(f"Local credentials were printed on first start; they are in {notes}.")
+            return
+        password = secrets.token_urlsafe(12)
+        user_model.objects.create_superuser("admin", "", password)
+        token = tokens.token_create(name=f"local-{secrets.token_hex(3)}")
+        base = f"http://{host}:{port}"
+        text = (
+            "First start: created a local admin user and an API token (shown this once).\n"
+            f"  Dashboard: {base}/  (user admin, password {password})\n"
+            f"  Admin:     {base}/admin/\n"
+            f"  API docs:  {base}/api/v1/docs\n"
+            f"  API token: {token}\n"
+            f"  Try:       curl -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
+            f'               -d \'{{"operations":[{{"op":"put","ns":"demo","key":"hello","value":1,"forever":true}}]}}\' \\\n'
+            f"               {base}/api/v1/kv\n"
+        )
+        notes.parent.mkdir(parents=True, exist_ok=True)
+        notes.write_text(text)
+        notes.chmod(0o600)
+        self.stdout.write(text + f"(Also kept in {notes}, readable by you only.)")

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class ApiToken(models.Model):
+    """A bearer token for /api/v1. Only the SHA-256 of the secret is kept."""
+
+    name = models.CharField(max_length=100, unique=True)
+    #: Hex SHA-256 of the token; the token itself is shown once, at creation.
+    token_hash = models.CharField(max_length=64, unique=True)
+    #: The first characters of the token, enough to recognise it in a list.
+    prefix = models.CharField(max_length=12)
+    created_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        state = "revoked" if self.revoked_at else "active"
+        return f"{self.name} ({self.prefix}…, {state})"
+
+
+class AuditEntry(models.Model):
+    """Who changed what from the dashboard or the admin, and how."""
+
+    at = models.DateTimeField()
+    actor = models.CharField(max_length=150)
+    action = models.CharField(max_length=64)
+    target = models.TextField()
+    before = models.TextField(blank=True, default="")
+    after = models.TextField(blank=True, default="")
+
+    class Meta:
+        verbose_name_plural = "audit entries"
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.target}"

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+
+class ByteOrderTextField(models.TextField):  # type: ignore[type-arg]
+    """Text that sorts and compares as its UTF-8 bytes on every backend.
+
+    SQLite's default BINARY collation already compares bytes. PostgreSQL
+    compares with the database locale unless told otherwise, so the column
+    gets ``COLLATE "C"`` there: prefix pages and ``after`` cursors then follow
+    the same order on both databases, which is the order the protocol
+    promises.
+    """
+
+    def db_parameters(self, connection: Any) -> dict[str, Any]:
+        params = super().db_parameters(connection)
+        if connection.vendor == "postgresql":
+            params["collation"] = "C"
+        return params

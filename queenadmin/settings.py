@@ -1,0 +1,146 @@
+"""Django settings for queenadmin.
+
+The environment is read once, here:
+
+- ``DATABASE_URL``: ``postgresql://...`` or ``sqlite:///path``; unset means
+  SQLite in ``QUEENADMIN_DATA_DIR`` (default ``./data``).
+- ``REDIS_URL``: set means the channels-redis layer, else in-memory.
+- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``.
+- ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens (local
+  development only; ``make run`` sets it and says so).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("QUEENADMIN_DATA_DIR", BASE_DIR / "data"))
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    # A stable per-install key, kept beside the SQLite file, so sessions survive
+    # restarts without anyone having to invent a secret for local use.
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    _key_file = DATA_DIR / "secret_key"
+    if not _key_file.exists():
+        import secrets
+
+        _key_file.write_text(secrets.token_urlsafe(50))
+    SECRET_KEY = _key_file.read_text().strip()
+
+DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "template_partials",
+    "queenadmin.apps.QueenAdminConfig",
+]
+
+MIDDLEWARE = [
+    "queenadmin.middleware.BodyLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "queenadmin.urls"
+WSGI_APPLICATION = "queenadmin.wsgi.application"
+ASGI_APPLICATION = "queenadmin.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = os.environ.get("DATABASE_URL", "")
+if _database_url:
+    _db = dj_database_url.parse(_database_url)
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    _db = dj_database_url.parse(f"sqlite:///{DATA_DIR / 'queenadmin.sqlite3'}")
+
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # Writers queue at BEGIN instead of failing halfway with "database is
+    # locked"; WAL lets readers run beside the one writer.
+    _db["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    _db["CONN_MAX_AGE"] = 0 if os.environ.get("QUEENADMIN_SQLITE_NO_PERSIST") else 600
+elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
+    # Persistent connections under WSGI threads (framework-ceilings.md: never
+    # CONN_MAX_AGE=0, it costs 5-6 ms of PostgreSQL CPU per request).
+    _db["CONN_MAX_AGE"] = int(os.environ.get("QUEENADMIN_CONN_MAX_AGE", "60"))
+    _db["CONN_HEALTH_CHECKS"] = True
+    _db.setdefault("OPTIONS", {})
+_db["TEST"] = {"NAME": os.environ.get("QUEENADMIN_TEST_DB_NAME") or None}
+DATABASES = {"default": _db}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+_redis_url = os.environ.get("REDIS_URL", "")
+if _redis_url:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [_redis_url]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+LOGIN_URL = "/admin/login/"
+LOGIN_REDIRECT_URL = "/"
+
+# 64 MiB, the protocol's request-body limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024 + 1
+
+QUEENADMIN_OPEN_API = os.environ.get("QUEENADMIN_OPEN_API", "") == "1"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "queenadmin": {"handlers": ["console"], "level": os.environ.get("QUEENADMIN_LOG_LEVEL", "INFO")},
+        "django.request": {"handlers": ["console"], "level": "ERROR"},
+    },
+}

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.urls import include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
+
+from queenadmin.api import api
+from queenadmin.api.http import json_response
+
+
+def health(request: HttpRequest) -> HttpResponse:
+    return json_response({"status": "ok"})
+
+
+@csrf_exempt
+def no_such_route(request: HttpRequest) -> HttpResponse:
+    return json_response({"code": "no_such_route", "error": "not found", "path": request.path}, 404)
+
+
+urlpatterns = [
+    path("health", health, name="health"),
+    path("api/v1/", api.urls),
+    re_path(r"^api(?:/.*)?$", no_such_route, name="no_such_route"),
+    path("admin/", admin.site.urls),
+    path("", include("queenadmin.dashboard.urls")),
+]
