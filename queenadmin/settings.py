@@ -101,7 +101,10 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
     _db["CONN_MAX_AGE"] = int(os.environ.get("QUEENADMIN_CONN_MAX_AGE", "60"))
     _db["CONN_HEALTH_CHECKS"] = True
     _db.setdefault("OPTIONS", {})
-_db["TEST"] = {"NAME": os.environ.get("QUEENADMIN_TEST_DB_NAME") or None}
+if _db["ENGINE"].startswith("django.db.backends.postgresql") and os.environ.get("QUEENADMIN_TEST_DB_NAME"):
+    # Lets several test runs share one PostgreSQL server without sharing a
+    # test database.
+    _db["TEST"] = {"NAME": os.environ["QUEENADMIN_TEST_DB_NAME"]}
 DATABASES = {"default": _db}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
