@@ -125,6 +125,16 @@ def run_server(extra_env: dict[str, str] | None = None, workers: int = 1) -> Ite
                 _admin_psql(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")
 
 
+@pytest.fixture(autouse=True)
+def _live_server_helper() -> Iterator[None]:
+    """Replace pytest-django's helper of the same name.
+
+    Ours ``live_server`` is a subprocess with its own database, so it needs
+    neither ``transactional_db`` nor pytest-django's settings overrides.
+    """
+    yield
+
+
 @pytest.fixture(scope="session")
 def live_server() -> Iterator[LiveServer]:
     with run_server() as server:

@@ -245,7 +245,9 @@ def test_path_routes_refuse_query_strings_and_fields_in_body(client):
     assert response.status_code == 400
     assert response.json()["reason"] == "kv_no_query_string"
     response = client.put(
-        "/api/v1/kv/app/k", data=json.dumps({"key": "other", "value": 1, "forever": True}), content_type="application/json"
+        "/api/v1/kv/app/k",
+        data=json.dumps({"key": "other", "value": 1, "forever": True}),
+        content_type="application/json",
     )
     assert (response.status_code, response.json()["reason"]) == (400, "kv_field_in_path")
     response = client.put("/api/v1/kv/app/k", data="[1]", content_type="application/json")

@@ -27,8 +27,16 @@ def _put_if_absent_worker(key: str, me: int, start_at: float) -> dict[str, Any]:
 
     while time.monotonic() < start_at:
         time.sleep(0.001)
-    result = kv.kv_call(kv.parse_ops([{"op": "putIfAbsent", "ns": "race", "key": key, "value": me, "forever": True}]))[0]
-    return {"me": me, "applied": result.applied, "value": result.value, "version": result.version, "reason": result.reason}
+    result = kv.kv_call(kv.parse_ops([{"op": "putIfAbsent", "ns": "race", "key": key, "value": me, "forever": True}]))[
+        0
+    ]
+    return {
+        "me": me,
+        "applied": result.applied,
+        "value": result.value,
+        "version": result.version,
+        "reason": result.reason,
+    }
 
 
 def test_of_eight_concurrent_put_if_absent_exactly_one_applies(spawn):
