@@ -75,7 +75,31 @@ class QueueNotFound(NotFound):
     code = "queue_not_found"
 
 
+class NameTooLong(InvalidArgument):
+    """A name is over the engine's 511-byte store-key budget."""
+
+    code = "name_too_long"
+
+
 class Unauthorized(QueenError):
     """A valid bearer token is required."""
 
     code = "unauthorized"
+
+
+class LockNotAcquired(QueenError):
+    """The lock could not be acquired before the timeout."""
+
+    code = "lock_not_acquired"
+
+
+class LockLost(QueenError):
+    """The lease was lost while the block ran; its work may have run unprotected."""
+
+    code = "lock_lost"
+
+
+class LockNotHeld(QueenError):
+    """The lock is not held by this handle."""
+
+    code = "lock_not_held"

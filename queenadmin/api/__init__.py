@@ -70,9 +70,9 @@ def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> Http
 
 def _register() -> None:
     # One router per concept; each module exposes ``router``.
-    from queenadmin.api import kv
+    from queenadmin.api import kv, locks
 
-    for module in (kv,):
+    for module in (kv, locks):
         api.add_router("/", module.router)
 
 

@@ -1,0 +1,630 @@
+"""Locks and semaphores: leases with fencing tokens, kept in KV rows.
+
+A permit is one KV row in the namespace ``queen-locks`` under the key
+``<name>#<slot>``, valued ``{"owner": ...}`` (plus ``since`` from the first
+renew on), living as long as the acquire or renew asked. The permit's
+fencing token is the row's KV version, drawn from the store-wide counter,
+so a later holder always has a higher token and every renew answers a new
+one (protocol.md section 3). There is no lock table: every operation is a
+KV call (``kv.kv_call``), which keeps tokens and their order exactly the
+KV store's.
+
+Two faces share this module:
+
+- the wire operations (``parse_lock_ops`` and ``locks_call`` for
+  ``POST /api/v1/locks``; ``lock_acquire``, ``lock_renew``,
+  ``lock_release`` and ``lock_holders`` one at a time), which return plain
+  results: a held lock is ``acquired=False``, not an error;
+- the in-process API for Django code in the same project (the flexiq style):
+  ``hold()`` and ``ahold()`` scoped forms that retry, renew in the
+  background and report a lost lease, the explicit ``Lock`` handle,
+  ``info()`` with masked credentials, and ``reap_expired()``.
+
+Each operation runs its own KV calls, outside any caller transaction: the
+operations of one call are independent (protocol 3.2), and ``kv_call``
+opens the outermost, durable transaction of each step itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from queenadmin.domain import clock, kv
+from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld, LocksBadRequest
+
+__all__ = [
+    "Acquire",
+    "Holder",
+    "HolderInfo",
+    "Lock",
+    "LockInfo",
+    "LockLost",
+    "LockNotAcquired",
+    "LockNotHeld",
+    "LockOp",
+    "LockState",
+    "Release",
+    "Renewal",
+    "ahold",
+    "guard_op",
+    "hold",
+    "info",
+    "lock",
+    "lock_acquire",
+    "lock_holders",
+    "lock_release",
+    "lock_renew",
+    "locks_call",
+    "parse_lock_ops",
+    "reap_expired",
+]
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "queen-locks"
+#: Protocol limits (protocol.md 3.4 and 12).
+MAX_OPS = 64
+MAX_KEYS = 4096
+MAX_NAME_BYTES = 256
+MAX_OWNER_BYTES = 256
+MAX_LIMIT = 1024
+MAX_SLOT = MAX_LIMIT - 1
+#: What a ``get`` counts against ``MAX_KEYS``, and its page size.
+GET_KEYS = 1000
+#: A semaphore acquire re-reads and retries this many times in all before
+#: it answers ``contended``.
+ACQUIRE_ATTEMPTS = 4
+#: A renew whose put lost re-reads once.
+RENEW_ATTEMPTS = 2
+#: Seconds between tries of a waiting in-process acquire.
+RETRY_INTERVAL = 0.05
+
+Verb = Literal["acquire", "renew", "release", "get"]
+VERBS: frozenset[str] = frozenset({"acquire", "renew", "release", "get"})
+_TENANT_FIELDS = ("tenant", "tenantId", "_tenant")
+
+
+# --------------------------------------------------------------------------
+# Operations and results
+
+
+@dataclass(frozen=True)
+class LockOp:
+    """One validated lock operation; ``index`` is its request position."""
+
+    index: int
+    op: Verb
+    name: str
+    #: acquire and renew: the lease's lifetime.
+    ttl: timedelta = timedelta(0)
+    owner: str | None = None
+    #: acquire: permits of the semaphore (1 = a lock).
+    limit: int = 1
+    #: renew and release: the token of the last grant or renew.
+    token: int = 0
+    #: renew and release: which permit.
+    slot: int = 0
+
+    @property
+    def key_count(self) -> int:
+        """What this op counts against the call's ``MAX_KEYS`` budget."""
+        if self.op == "acquire":
+            return self.limit
+        if self.op == "get":
+            return GET_KEYS
+        return 1
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A live permit. The lease fields are filled by ``lock_holders`` only."""
+
+    slot: int
+    owner: str | None
+    token: int = 0
+    since: datetime | None = None
+    expires_at: datetime | None = None
+    renewed_at: datetime | None = None
+
+
+def guard_op(*, name: str, slot: int, token: int) -> dict[str, Any]:
+    """The KV ``check`` that holds while the permit is at ``token``.
+
+    Put it in a KV batch (or a transaction) to make it commit only while the
+    lease is still the holder's: it aborts the call with ``kv_precondition``
+    otherwise.
+    """
+    return {"op": "check", "ns": NAMESPACE, "key": _key(name, slot), "expect": token, "required": True}
+
+
+@dataclass(frozen=True)
+class Acquire:
+    """The answer to an acquire: granted (``acquired``) or refused.
+
+    Granted: ``slot``, ``token`` and ``owner`` (the one sent, or None), with
+    ``already`` when that owner held the permit before this call. Refused:
+    ``reason`` is ``"held"`` (no free permit) or ``"contended"`` (a
+    semaphore's free permits kept being taken under it), with ``holders``.
+    """
+
+    index: int
+    name: str
+    acquired: bool
+    slot: int | None = None
+    token: int | None = None
+    owner: str | None = None
+    already: bool = False
+    reason: Literal["held", "contended"] | None = None
+    holders: tuple[Holder, ...] = ()
+
+    @property
+    def guard(self) -> dict[str, Any] | None:
+        if not self.acquired or self.slot is None or self.token is None:
+            return None
+        return guard_op(name=self.name, slot=self.slot, token=self.token)
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """The answer to a renew: a NEW ``token`` when ``renewed``, else lost.
+
+    Lost: ``holders`` is empty when the permit's row is gone, else the one
+    holder of the slot.
+    """
+
+    index: int
+    name: str
+    renewed: bool
+    slot: int
+    token: int | None = None
+    reason: Literal["lost"] | None = None
+    holders: tuple[Holder, ...] = ()
+
+    @property
+    def guard(self) -> dict[str, Any] | None:
+        if not self.renewed or self.token is None:
+            return None
+        return guard_op(name=self.name, slot=self.slot, token=self.token)
+
+
+@dataclass(frozen=True)
+class Release:
+    """The answer to a release: ``released``, or lost with ``holders``."""
+
+    index: int
+    name: str
+    released: bool
+    slot: int
+    reason: Literal["lost"] | None = None
+    holders: tuple[Holder, ...] = ()
+
+
+@dataclass(frozen=True)
+class LockState:
+    """The answer to a get: every live permit of the name, by slot."""
+
+    index: int
+    name: str
+    held: bool
+    holders: tuple[Holder, ...]
+
+
+LockResult = Acquire | Renewal | Release | LockState
+
+
+# --------------------------------------------------------------------------
+# Parsing the wire language (protocol.md 3.4)
+
+
+def _bad(reason: str, detail: str) -> LocksBadRequest:
+    return LocksBadRequest(detail, reason=reason)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_control(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code <= 0x9F
+
+
+def _utf8_len(text: str) -> int | None:
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError:  # a lone surrogate from JSON's \ud800
+        return None
+
+
+def check_name(name: Any) -> str:
+    """Return ``name`` if it is a lock name, else raise ``locks_bad_name``."""
+    size = _utf8_len(name) if isinstance(name, str) else None
+    if size is None or not name or size > MAX_NAME_BYTES or any(_is_control(c) or c == "#" for c in name):
+        raise _bad(
+            "locks_bad_name",
+            f"name is a non-empty string of at most {MAX_NAME_BYTES} bytes, without control characters or '#'",
+        )
+    return str(name)
+
+
+def check_owner(owner: Any) -> str | None:
+    """Return ``owner`` (None = no owner), else raise ``locks_bad_owner``."""
+    if owner is None:
+        return None
+    size = _utf8_len(owner) if isinstance(owner, str) else None
+    if size is None or not owner or size > MAX_OWNER_BYTES or any(_is_control(c) for c in owner):
+        raise _bad(
+            "locks_bad_owner",
+            f"owner is a non-empty string of at most {MAX_OWNER_BYTES} bytes, without control characters",
+        )
+    return str(owner)
+
+
+def _ttl(raw: dict[str, Any]) -> timedelta:
+    # null counts as absent for forever (as on the KV routes), but a null
+    # ttlSeconds is a bad value, not a missing one (protocol 3.4).
+    if raw.get("forever") is not None:
+        raise _bad("locks_ttl_required", "a lock has no forever: give ttlSeconds, and renew")
+    if "ttlSeconds" not in raw:
+        raise _bad("locks_ttl_required", "acquire and renew need ttlSeconds")
+    ttl = raw["ttlSeconds"]
+    if not _is_int(ttl) or ttl <= 0 or ttl > kv.MAX_TTL_SECONDS:
+        raise _bad("locks_bad_ttl", f"ttlSeconds must be an integer from 1 to {kv.MAX_TTL_SECONDS}")
+    return timedelta(seconds=ttl)
+
+
+def _token(raw: dict[str, Any]) -> int:
+    if "token" not in raw:
+        raise _bad("locks_token_required", "renew and release need the token of the last grant or renew")
+    token = raw["token"]
+    if not _is_int(token) or token <= 0:
+        raise _bad("locks_bad_token", "token must be an integer above 0")
+    return int(token)
+
+
+def _slot(raw: dict[str, Any]) -> int:
+    slot = raw.get("slot")
+    if slot is None:
+        return 0
+    if not _is_int(slot) or not 0 <= slot <= MAX_SLOT:
+        raise _bad("locks_bad_slot", f"slot must be an integer from 0 to {MAX_SLOT}")
+    return int(slot)
+
+
+def _limit(raw: dict[str, Any]) -> int:
+    limit = raw.get("limit")
+    if limit is None:
+        return 1
+    if not _is_int(limit) or not 1 <= limit <= MAX_LIMIT:
+        raise _bad("locks_bad_limit", f"limit must be an integer from 1 to {MAX_LIMIT}")
+    return int(limit)
+
+
+def parse_lock_op(index: int, raw: Any) -> LockOp:
+    """Validate one wire operation; raise ``LocksBadRequest`` with its reason."""
+    if not isinstance(raw, dict):
+        raise _bad("locks_bad_request", f"operation {index} is not an object")
+    if any(name in raw for name in _TENANT_FIELDS):
+        raise _bad("locks_tenant_not_an_input", "the tenant is never a body field")
+    op = raw.get("op")
+    if not isinstance(op, str) or op not in VERBS:
+        raise _bad("locks_unknown_op", "op must be one of acquire, renew, release, get")
+    name = check_name(raw.get("name"))
+    if op == "get":
+        return LockOp(index=index, op="get", name=name)
+    if op == "release":
+        return LockOp(index=index, op="release", name=name, token=_token(raw), slot=_slot(raw))
+    ttl = _ttl(raw)
+    owner = check_owner(raw.get("owner"))
+    if op == "renew":
+        return LockOp(index=index, op="renew", name=name, ttl=ttl, owner=owner, token=_token(raw), slot=_slot(raw))
+    return LockOp(index=index, op="acquire", name=name, ttl=ttl, owner=owner, limit=_limit(raw))
+
+
+def parse_lock_ops(raw_ops: Any) -> list[LockOp]:
+    """Validate a whole call: each op, the op and key budgets, duplicates.
+
+    Validation is all-or-nothing: one bad op refuses the whole call.
+    """
+    if not isinstance(raw_ops, list):
+        raise _bad("locks_bad_body", "body must be an array or {operations: [...]}")
+    if len(raw_ops) > MAX_OPS:
+        raise _bad("locks_too_many_ops", f"at most {MAX_OPS} operations per call")
+    ops = [parse_lock_op(i, raw) for i, raw in enumerate(raw_ops)]
+    if sum(op.key_count for op in ops) > MAX_KEYS:
+        raise _bad(
+            "locks_too_many_keys",
+            f"at most {MAX_KEYS} slot rows per call (acquire counts its limit, get {GET_KEYS})",
+        )
+    seen: set[str] = set()
+    for op in ops:
+        if op.name in seen:
+            raise _bad("locks_duplicate_in_call", f"lock {op.name!r} appears twice in one call")
+        seen.add(op.name)
+    return ops
+
+
+# --------------------------------------------------------------------------
+# The operations, each a few KV calls
+
+
+def _key(name: str, slot: int) -> str:
+    return f"{name}#{slot}"
+
+
+def _slot_of(name: str, key: str) -> int | None:
+    """The slot a key names under ``name``; None for a key that is no slot."""
+    tail = key[len(name) + 1 :]
+    # Plain decimal only: "#07" and "#+7" are not slots (protocol 3.1).
+    if not tail.isascii() or not tail.isdigit() or (len(tail) > 1 and tail[0] == "0"):
+        return None
+    return int(tail)
+
+
+def _owner_of(value: Any) -> str | None:
+    owner = value.get("owner") if isinstance(value, dict) else None
+    return owner if isinstance(owner, str) else None
+
+
+def _since_of(row: kv.KVRow) -> datetime:
+    since = row.value.get("since") if isinstance(row.value, dict) else None
+    if isinstance(since, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(since)
+    return row.updated_at
+
+
+def _write(op: kv.KVOp, now: datetime | None) -> kv.WriteResult:
+    result = kv.kv_call([op], now=now)[0]
+    assert isinstance(result, kv.WriteResult)
+    return result
+
+
+def _put(
+    key: str, value: dict[str, Any], ttl: timedelta, *, expect: int, op: str = "put", now: datetime | None
+) -> kv.WriteResult:
+    return _write(
+        kv.KVOp(index=0, op=op, namespace=NAMESPACE, key=key, value_json=kv.dumps_value(value), ttl=ttl, expect=expect),
+        now,
+    )
+
+
+def _get(key: str, now: datetime | None) -> kv.KVRow | None:
+    result = kv.kv_call([kv.KVOp(index=0, op="get", namespace=NAMESPACE, key=key)], now=now)[0]
+    assert isinstance(result, kv.GetResult)
+    return result.row
+
+
+def _get_many(keys: tuple[str, ...], now: datetime | None) -> tuple[kv.KVRow, ...]:
+    result = kv.kv_call([kv.KVOp(index=0, op="getMany", namespace=NAMESPACE, keys=keys)], now=now)[0]
+    assert isinstance(result, kv.GetManyResult)
+    return result.rows
+
+
+def _holder_of(slot: int, result: kv.WriteResult) -> tuple[Holder, ...]:
+    """The holder a refused write saw (none when the row is gone)."""
+    return () if result.version == 0 else (Holder(slot, _owner_of(result.value)),)
+
+
+def _acquire(op: LockOp, now: datetime | None) -> Acquire:
+    value = {"owner": op.owner}
+
+    def granted(slot: int, token: int, *, already: bool = False) -> Acquire:
+        return Acquire(op.index, op.name, True, slot, token, op.owner, already)
+
+    def mine(result_value: Any) -> bool:
+        return op.owner is not None and _owner_of(result_value) == op.owner
+
+    if op.limit == 1:
+        # A lock: take slot 0 at once, with no read first.
+        result = _put(_key(op.name, 0), value, op.ttl, expect=0, op="putIfAbsent", now=now)
+        if result.applied:
+            return granted(0, result.version)
+        if mine(result.value):
+            # This owner's earlier acquire won (its answer was lost).
+            return granted(0, result.version, already=True)
+        return Acquire(op.index, op.name, False, reason="held", holders=_holder_of(0, result))
+
+    keys = tuple(_key(op.name, s) for s in range(op.limit))
+    holders: tuple[Holder, ...] = ()
+    for _attempt in range(ACQUIRE_ATTEMPTS):
+        rows = _get_many(keys, now)
+        taken: dict[int, kv.KVRow] = {}
+        for row in rows:
+            slot = _slot_of(op.name, row.key)
+            if slot is not None:
+                taken[slot] = row
+        for slot, row in sorted(taken.items()):
+            if mine(row.value):
+                return granted(slot, row.version, already=True)
+        holders = tuple(Holder(slot, _owner_of(row.value)) for slot, row in sorted(taken.items()))
+        free = [s for s in range(op.limit) if s not in taken]
+        if not free:
+            return Acquire(op.index, op.name, False, reason="held", holders=holders)
+        slot = random.choice(free)
+        result = _put(_key(op.name, slot), value, op.ttl, expect=0, op="putIfAbsent", now=now)
+        if result.applied:
+            return granted(slot, result.version)
+        if mine(result.value):
+            return granted(slot, result.version, already=True)
+        holders = tuple(sorted((*holders, *_holder_of(slot, result)), key=lambda h: h.slot))
+    return Acquire(op.index, op.name, False, reason="contended", holders=holders)
+
+
+def _renew(op: LockOp, now: datetime | None) -> Renewal:
+    key = _key(op.name, op.slot)
+
+    def lost(holders: tuple[Holder, ...]) -> Renewal:
+        return Renewal(op.index, op.name, False, op.slot, reason="lost", holders=holders)
+
+    holders: tuple[Holder, ...] = ()
+    for _attempt in range(RENEW_ATTEMPTS):
+        row = _get(key, now)
+        if row is None:
+            return lost(())
+        owner = _owner_of(row.value)
+        # The token, or the owner: a renew whose earlier attempt landed (its
+        # answer lost) carries through at the row's current version.
+        if row.version != op.token and (op.owner is None or owner != op.owner):
+            return lost((Holder(op.slot, owner),))
+        value = dict(row.value) if isinstance(row.value, dict) else {"owner": owner}
+        value.setdefault("since", clock.iso_jsonb(row.updated_at))
+        result = _put(key, value, op.ttl, expect=row.version, now=now)
+        if result.applied:
+            return Renewal(op.index, op.name, True, op.slot, token=result.version)
+        holders = _holder_of(op.slot, result)
+    return lost(holders)
+
+
+def _release(op: LockOp, now: datetime | None) -> Release:
+    result = _write(
+        kv.KVOp(index=0, op="delete", namespace=NAMESPACE, key=_key(op.name, op.slot), expect=op.token),
+        now,
+    )
+    if result.applied:
+        return Release(op.index, op.name, True, op.slot)
+    return Release(op.index, op.name, False, op.slot, reason="lost", holders=_holder_of(op.slot, result))
+
+
+def _holders(op: LockOp, now: datetime | None) -> LockState:
+    prefix = f"{op.name}#"
+    found: list[Holder] = []
+    after = ""
+    while True:
+        page_op = kv.KVOp(index=0, op="getPrefix", namespace=NAMESPACE, prefix=prefix, after=after, limit=GET_KEYS)
+        page = kv.kv_call([page_op], now=now)[0]
+        assert isinstance(page, kv.PageResult)
+        for row in page.rows:
+            slot = _slot_of(op.name, row.key)
+            if slot is None:
+                continue
+            found.append(
+                Holder(
+                    slot=slot,
+                    owner=_owner_of(row.value),
+                    token=row.version,
+                    since=_since_of(row),
+                    expires_at=row.expires_at,
+                    renewed_at=row.updated_at,
+                )
+            )
+        if not page.truncated or page.next_after is None:
+            break
+        after = page.next_after
+    found.sort(key=lambda h: h.slot)
+    return LockState(op.index, op.name, bool(found), tuple(found))
+
+
+_RUN = {"acquire": _acquire, "renew": _renew, "release": _release, "get": _holders}
+
+
+def locks_call(ops: Sequence[LockOp], *, now: datetime | None = None) -> list[LockResult]:
+    """Apply a validated call, op by op; each op is independent.
+
+    Returns one result per op, in request order. Must run outside any
+    transaction: every step is its own outermost KV transaction.
+    """
+    return [_RUN[op.op](op, now) for op in ops]  # type: ignore[operator]
+
+
+def lock_acquire(
+    *,
+    name: str,
+    ttl: timedelta,
+    owner: str | None = None,
+    limit: int = 1,
+    now: datetime | None = None,
+) -> Acquire:
+    """Take a permit of ``name`` (a semaphore of ``limit``) for ``ttl``.
+
+    Returns ``Acquire``: granted with its slot and token, ``already`` when
+    ``owner`` held a permit before; or refused with reason ``held`` (no free
+    permit) or ``contended`` (semaphores only). Raises ``LocksBadRequest``
+    for a bad name, owner, ttl or limit. Must be the outermost call.
+    """
+    op = LockOp(
+        index=0,
+        op="acquire",
+        name=check_name(name),
+        ttl=_check_ttl(ttl),
+        owner=check_owner(owner),
+        limit=_limit({"limit": limit}),
+    )
+    return _acquire(op, now)
+
+
+def lock_renew(
+    *,
+    name: str,
+    token: int,
+    ttl: timedelta,
+    slot: int = 0,
+    owner: str | None = None,
+    now: datetime | None = None,
+) -> Renewal:
+    """Extend the permit at ``token`` (or held by ``owner``) by ``ttl``.
+
+    Returns ``Renewal``: renewed with a NEW token (the old one stops working
+    for renew, release and guard), or lost with the slot's holder if any.
+    Must be the outermost call.
+    """
+    op = LockOp(
+        index=0,
+        op="renew",
+        name=check_name(name),
+        ttl=_check_ttl(ttl),
+        owner=check_owner(owner),
+        token=_token({"token": token}),
+        slot=_slot({"slot": slot}),
+    )
+    return _renew(op, now)
+
+
+def lock_release(*, name: str, token: int, slot: int = 0, now: datetime | None = None) -> Release:
+    """Give back the permit at ``token``; lost when the token is stale.
+
+    Must be the outermost call.
+    """
+    op = LockOp(
+        index=0, op="release", name=check_name(name), token=_token({"token": token}), slot=_slot({"slot": slot})
+    )
+    return _release(op, now)
+
+
+def lock_holders(*, name: str, now: datetime | None = None) -> LockState:
+    """Every live permit of ``name`` with raw owners and tokens (no masking).
+
+    For the wire's ``get`` and for trusted callers; show ``info()`` to
+    people. Takes no lock.
+    """
+    return _holders(LockOp(index=0, op="get", name=check_name(name)), now)
+
+
+def _check_ttl(ttl: timedelta | float) -> timedelta:
+    if not isinstance(ttl, timedelta):
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+            raise _bad("locks_bad_ttl", "ttl must be a timedelta or a number of seconds")
+        ttl = timedelta(seconds=ttl)
+    if ttl <= timedelta(0) or ttl > timedelta(seconds=kv.MAX_TTL_SECONDS):
+        raise _bad("locks_bad_ttl", "ttl must be above zero")
+    return ttl
+
+
+# The in-process API (hold, ahold, Lock, info, reap_expired) lives in
+# ``inprocess``; re-exported here so callers write ``locks.hold(...)``.
+from queenadmin.domain.locks.inprocess import (  # noqa: E402
+    HolderInfo,
+    Lock,
+    LockInfo,
+    ahold,
+    hold,
+    info,
+    lock,
+    reap_expired,
+)
