@@ -132,7 +132,7 @@ def _live_server_helper() -> Iterator[None]:
     Ours ``live_server`` is a subprocess with its own database, so it needs
     neither ``transactional_db`` nor pytest-django's settings overrides.
     """
-    yield
+    return
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,8 @@ def get(key: str, ns: str = "t") -> Any:
 
 def test_put_then_get_round_trips_value_and_version():
     written = put("a", {"x": [1, "two", None]})
-    assert written.applied and written.reason is None
+    assert written.applied
+    assert written.reason is None
     assert written.value == {"x": [1, "two", None]}
     found = get("a")
     assert found.row.value == {"x": [1, "two", None]}
@@ -68,7 +69,8 @@ def test_a_recreated_key_gets_a_higher_version_than_it_ever_had():
     first = put("k").version
     second = put("k").version
     deleted = one({"op": "delete", "ns": "t", "key": "k"})
-    assert deleted.applied and deleted.version == second
+    assert deleted.applied
+    assert deleted.version == second
     recreated = put("k").version
     assert first < second < recreated
 
@@ -98,7 +100,8 @@ def test_expect_n_updates_only_at_that_version():
     stale = put("x", 2, expect=first.version + 1000)
     assert (stale.applied, stale.reason, stale.value, stale.version) == (False, "version", 1, first.version)
     fresh = put("x", 3, expect=first.version)
-    assert fresh.applied and fresh.version > first.version
+    assert fresh.applied
+    assert fresh.version > first.version
 
 
 def test_expect_n_never_creates():
@@ -111,7 +114,8 @@ def test_expect_n_never_creates():
 def test_put_if_absent_is_put_with_expect_zero():
     won = one({"op": "putIfAbsent", "ns": "t", "key": "p", "value": "a", "forever": True})
     lost = one({"op": "putIfAbsent", "ns": "t", "key": "p", "value": "b", "forever": True})
-    assert won.applied and won.op == "putIfAbsent"
+    assert won.applied
+    assert won.op == "putIfAbsent"
     assert (lost.applied, lost.reason, lost.value, lost.version) == (False, "exists", "a", won.version)
 
 
@@ -126,7 +130,8 @@ def test_an_expired_row_is_invisible_and_never_blocks_expect_zero():
         assert get("tmp").row is None
         assert KVEntry.objects.filter(key="tmp").exists()  # not reaped yet
         fresh = put("tmp", "new", expect=0)
-        assert fresh.applied and fresh.version > old.version
+        assert fresh.applied
+        assert fresh.version > old.version
         assert get("tmp").row.value == "new"
 
 
