@@ -126,7 +126,7 @@ def run_server(extra_env: dict[str, str] | None = None, workers: int = 1) -> Ite
 
 
 @pytest.fixture(autouse=True)
-def _live_server_helper() -> Iterator[None]:
+def _live_server_helper() -> None:
     """Replace pytest-django's helper of the same name.
 
     Ours ``live_server`` is a subprocess with its own database, so it needs
