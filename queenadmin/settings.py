@@ -137,6 +137,9 @@ LOGIN_REDIRECT_URL = "/"
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024 + 1
 
 QUEENADMIN_OPEN_API = os.environ.get("QUEENADMIN_OPEN_API", "") == "1"
+for _name in ("TOKEN_CACHE_SECONDS", "REAPER_INTERVAL_SECONDS"):
+    if os.environ.get(f"QUEENADMIN_{_name}"):
+        globals()[f"QUEENADMIN_{_name}"] = float(os.environ[f"QUEENADMIN_{_name}"])
 
 LOGGING = {
     "version": 1,

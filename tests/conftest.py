@@ -73,7 +73,9 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def run_server(extra_env: dict[str, str] | None = None, workers: int = 1) -> Iterator[LiveServer]:
+def run_server(
+    extra_env: dict[str, str] | None = None, workers: int = 1, args: tuple[str, ...] = ()
+) -> Iterator[LiveServer]:
     tmp = Path(tempfile.mkdtemp(prefix="qa-live-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env["QUEENADMIN_DATA_DIR"] = str(tmp)
@@ -89,7 +91,7 @@ def run_server(extra_env: dict[str, str] | None = None, workers: int = 1) -> Ite
     log_path = tmp / "serve.log"
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers)],
+        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(workers), *args],
         cwd=ROOT,
         env=env,
         stdout=log_file,

@@ -1,0 +1,67 @@
+"""``manage.py serve``: the first start a newcomer sees, and its loops."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import run_server
+
+pytestmark = pytest.mark.live
+
+
+def test_first_start_prints_working_credentials_once():
+    with run_server(args=("--bootstrap",)) as server:
+        first = server.log()
+        password = re.search(r"user admin, password (\S+)\)", first).group(1)
+        token = re.search(r"API token: (qa_\S+)", first).group(1)
+        api = httpx.post(
+            f"{server.url}/api/v1/kv",
+            json={"operations": [{"op": "put", "ns": "demo", "key": "hello", "value": 1, "forever": True}]},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert api.json()["results"][0]["applied"] is True
+        with httpx.Client(base_url=server.url, follow_redirects=True) as browser:
+            page = browser.get("/admin/login/")
+            csrf = browser.cookies["csrftoken"]
+            assert page.status_code == 200
+            logged_in = browser.post(
+                "/admin/login/?next=/",
+                data={"username": "admin", "password": password, "csrfmiddlewaretoken": csrf},
+                headers={"Referer": f"{server.url}/admin/login/"},
+            )
+            assert logged_in.status_code == 200
+            assert "Signed in as admin" in logged_in.text
+        with open(server.env["QUEENADMIN_DATA_DIR"] + "/first-run.txt") as fh:
+            assert token in fh.read()
+        # A second start on the same data prints no new credentials.
+        same = {"QUEENADMIN_DATA_DIR": server.env["QUEENADMIN_DATA_DIR"]}
+        if "DATABASE_URL" in server.env:
+            same["DATABASE_URL"] = server.env["DATABASE_URL"]
+        with run_server(extra_env=same, args=("--bootstrap",)) as again:
+            log = again.log()
+            assert "API token:" not in log
+            assert "were printed on first start" in log
+
+
+def test_the_reaper_loop_removes_expired_rows():
+    with run_server(extra_env={"QUEENADMIN_REAPER_INTERVAL_SECONDS": "0.2"}) as server:
+        headers = {"Authorization": f"Bearer {server.token}"}
+        httpx.post(
+            f"{server.url}/api/v1/kv",
+            json={"operations": [{"op": "put", "ns": "reap", "key": "k", "value": 1, "ttlSeconds": 1}]},
+            headers=headers,
+        )
+        listing = {"namespace": "reap", "includeExpired": True}
+        assert (
+            len(httpx.post(f"{server.url}/api/v1/resources/kv/list", json=listing, headers=headers).json()["rows"]) == 1
+        )
+        deadline = time.monotonic() + 10
+        rows = [1]
+        while rows and time.monotonic() < deadline:
+            time.sleep(0.2)
+            rows = httpx.post(f"{server.url}/api/v1/resources/kv/list", json=listing, headers=headers).json()["rows"]
+        assert rows == []
