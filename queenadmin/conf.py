@@ -28,6 +28,14 @@ class _Settings:
     KV_MAX_VALUE_BYTES: int = 64 * 1024
     #: Request body limit, answered 413 in plain text (protocol 1.1).
     MAX_BODY_BYTES: int = 64 * 1024 * 1024
+    #: Message log: a waiting pop re-tries its claim at least this often, in
+    #: case a wake-up was lost (a push wakes it at once).
+    POP_RECHECK_SECONDS: float = 2.0
+    #: Threads per process that run the database work of async pops.
+    POP_DB_THREADS: int = 8
+    #: What pop autopilot chooses when the client leaves batch/partitions unset.
+    AUTOPILOT_BATCH: int = 100
+    AUTOPILOT_PARTITIONS: int = 4
 
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():

@@ -21,6 +21,7 @@ STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.LocksPayloadTooLarge: (413, "kv"),
     errors.PreconditionFailed: (200, "precondition"),
     errors.QueueNotFound: (404, "queue_not_found"),
+    errors.NameTooLong: (413, "engine"),
     errors.NotFound: (404, "engine"),
     errors.Unauthorized: (401, "auth"),
     errors.InvalidArgument: (400, "engine"),

@@ -2,5 +2,17 @@ from __future__ import annotations
 
 from queenadmin.models.auth import ApiToken, AuditEntry
 from queenadmin.models.kv import KVEntry, VersionCounter
+from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
-__all__ = ["ApiToken", "AuditEntry", "KVEntry", "VersionCounter"]
+__all__ = [
+    "ApiToken",
+    "AuditEntry",
+    "ConsumerCursor",
+    "ConsumerGroup",
+    "DeadLetter",
+    "KVEntry",
+    "Message",
+    "Partition",
+    "Queue",
+    "VersionCounter",
+]

@@ -1,0 +1,47 @@
+"""Run synchronous database work from async views on a few fixed threads.
+
+Why not ``sync_to_async``: under Django's ASGI handler its thread-sensitive
+mode gives every request a thread of its own, so every long-poll pop would
+open (and leave behind) a database connection. These threads keep one
+persistent connection each (``CONN_MAX_AGE`` applies as usual), and a
+waiting pop holds none of them while it waits. The domain functions called
+here open their own ``transaction.atomic``; nothing async does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from django.db import close_old_connections
+
+from queenadmin.conf import settings
+
+T = TypeVar("T")
+
+_executor: ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        with _lock:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(settings.POP_DB_THREADS, thread_name_prefix="queenadmin-db")
+    return _executor
+
+
+def _call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    close_old_connections()
+    return fn(*args, **kwargs)
+
+
+async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Await ``fn(*args, **kwargs)`` run on a database thread."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_pool(), functools.partial(_call, fn, args, kwargs))

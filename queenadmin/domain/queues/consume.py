@@ -1,0 +1,509 @@
+"""Pop, ack and lease extend: the consumer side of the log.
+
+A consumer group has one cursor row per partition. ``committed_offset``
+says everything up to it is done; the one leased batch is
+``committed_offset + 1 .. batch_last`` under ``lease_id`` until
+``leased_until``. So one batch per (partition, group) is out at a time,
+FIFO holds per partition, and an expired lease makes the same offsets
+claimable again with ``deliveryAttempt + 1``.
+
+Claims lock cursor rows with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL and
+then write with a conditional UPDATE (the committed offset and a free lease
+must still hold), which also keeps SQLite correct: there the IMMEDIATE
+transaction already makes writers take turns.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
+
+from queenadmin.domain import clock, events
+from queenadmin.domain.queues import wakeups
+from queenadmin.domain.queues.common import (
+    QUEUE_MODE,
+    Delivered,
+    QueueRef,
+    Status,
+    db_time,
+    from_db_time,
+    is_postgres,
+    uuid7,
+)
+from queenadmin.errors import InvalidArgument
+from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+
+SUBSCRIPTION_MODES = frozenset({"new", "all"})
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one pop got. ``messages`` empty means nothing was ready.
+
+    ``retry_at`` is the earliest time a partition that has messages but is
+    leased to someone else frees up (a waiter may re-try then).
+    """
+
+    queue: str | None
+    lease_id: str
+    group: str
+    partitions: tuple[tuple[int, str], ...]
+    messages: tuple[Delivered, ...]
+    retry_at: datetime | None = None
+
+    @property
+    def partition_id(self) -> int | None:
+        return self.partitions[0][0] if self.partitions else None
+
+    @property
+    def partition(self) -> str | None:
+        return self.partitions[0][1] if self.partitions else None
+
+
+@dataclass(frozen=True)
+class PopRequest:
+    """A validated pop. ``queue`` or ``namespace``/``task`` picks queues."""
+
+    queue: str | None = None
+    partition: str | None = None
+    namespace: str | None = None
+    task: str | None = None
+    group: str = QUEUE_MODE
+    batch: int = 200
+    max_partitions: int = 1
+    #: None means the queue's ``leaseTime``.
+    lease_seconds: int | None = None
+    subscription_mode: str | None = None
+    #: An aware datetime, or the string "now".
+    subscription_from: datetime | str | None = None
+    auto_ack: bool = False
+
+
+@dataclass(frozen=True)
+class AckItem:
+    index: int
+    transaction_id: str
+    partition_id: str
+    status: Status
+    lease_id: str | None = None
+    error: str | None = None
+    group: str = QUEUE_MODE
+
+
+@dataclass(frozen=True)
+class AckOutcome:
+    index: int
+    transaction_id: str
+    success: bool
+    error: str | None = None
+    lease_released: bool = False
+    dlq: bool = False
+    noop: bool = False
+
+
+@dataclass(frozen=True)
+class LeaseExtension:
+    lease_id: str
+    renewed: int
+    expires_at: datetime | None
+
+
+# --------------------------------------------------------------------------
+# Pop
+
+
+@transaction.atomic(durable=True)
+def queue_claim(*, request: PopRequest) -> Claim:
+    """Lease the next messages for ``request.group``; never blocks on a lock.
+
+    Takes up to ``request.batch`` messages in offset order from up to
+    ``request.max_partitions`` free partitions (least recently claimed
+    first), all under one new lease id. With ``auto_ack`` the cursor moves
+    past them at once and the lease id is ``""``. Returns an empty claim
+    when nothing is ready or the queue does not exist. Must be the
+    outermost transaction.
+    """
+    now = clock.now()
+    lease_id = "" if request.auto_ack else uuid7()
+    queues = _target_queues(request)
+    retry_at: datetime | None = None
+    for queue in queues:
+        claim = _claim_queue(queue, request, lease_id, now)
+        if claim.messages:
+            return claim
+        if claim.retry_at is not None and (retry_at is None or claim.retry_at < retry_at):
+            retry_at = claim.retry_at
+    return Claim(None, lease_id, request.group, (), (), retry_at)
+
+
+def _target_queues(request: PopRequest) -> list[QueueRef]:
+    rows = Queue.objects.all()
+    if request.queue is not None:
+        rows = rows.filter(name=request.queue)
+    else:
+        if request.namespace:
+            rows = rows.filter(namespace=request.namespace)
+        if request.task:
+            rows = rows.filter(task=request.task)
+        rows = rows.order_by("id")
+    return [QueueRef(i, n, o) for i, n, o in rows.values_list("id", "name", "options")]
+
+
+def _register_group(queue: QueueRef, request: PopRequest, now: datetime) -> None:
+    """Store a named group on its first pop and place its cursors.
+
+    ``new`` (the default) starts after the messages already in each
+    existing partition; ``all`` from the oldest; a ``subscriptionFrom``
+    time after the last message pushed before it. Later partitions are
+    always read from their start.
+    """
+    if ConsumerGroup.objects.filter(queue_id=queue.id, name=request.group).exists():
+        return
+    mode = request.subscription_mode or "new"
+    if request.subscription_from == "now":
+        mode = "new"
+    try:
+        with transaction.atomic():
+            ConsumerGroup.objects.create(queue_id=queue.id, name=request.group, subscription_mode=mode, created_at=now)
+    except IntegrityError:
+        return  # Another pop registered it first.
+    start_from = request.subscription_from if isinstance(request.subscription_from, datetime) else None
+    if mode == "all" and start_from is None:
+        return
+    cursors = []
+    for pid, next_offset in Partition.objects.filter(queue_id=queue.id).values_list("id", "next_offset"):
+        start = next_offset - 1
+        if start_from is not None:
+            last = (
+                Message.objects.filter(partition_id=pid, created_at__lt=start_from)
+                .order_by("-offset")
+                .values_list("offset", flat=True)
+                .first()
+            )
+            start = last or 0
+        if start > 0:
+            cursors.append(
+                ConsumerCursor(
+                    partition_id=pid,
+                    group=request.group,
+                    committed_offset=start,
+                    start_offset=start,
+                    batch_last=start,
+                    delivered_offset=start,
+                )
+            )
+    ConsumerCursor.objects.bulk_create(cursors, ignore_conflicts=True)
+
+
+def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[list[tuple[int, bool]], datetime | None]:
+    """Partitions with messages the group has not finished: (id, has cursor).
+
+    Free ones come least recently claimed first; also returns the earliest
+    expiry among the leased ones.
+    """
+    sql = (
+        "SELECT p.id, c.id, c.lease_id, c.leased_until, c.last_claim_at"
+        " FROM queenadmin_partition p LEFT JOIN queenadmin_consumercursor c"
+        " ON c.partition_id = p.id AND c.group_name = %s"
+        " WHERE p.queue_id = %s AND p.next_offset - 1 > COALESCE(c.committed_offset, 0)"
+    )
+    params: list[Any] = [request.group, queue.id]
+    if request.partition is not None:
+        sql += " AND p.name = %s"
+        params.append(request.partition)
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    free: list[tuple[Any, int, bool]] = []
+    retry_at: datetime | None = None
+    for pid, cid, lease, until, last_claim in rows:
+        until = from_db_time(until) if until is not None else None
+        if lease is not None and until is not None and until > now:
+            if retry_at is None or until < retry_at:
+                retry_at = until
+            continue
+        order = from_db_time(last_claim) if last_claim is not None else None
+        free.append((order, pid, cid is not None))
+    free.sort(key=lambda r: (r[0] is not None, r[0] or now, r[1]))
+    return [(pid, has) for _, pid, has in free], retry_at
+
+
+def _lock_cursor(pid: int, group: str, now: datetime) -> tuple[Any, ...] | None:
+    sql = (
+        "SELECT c.id, c.committed_offset, c.head_attempts, c.delivered_offset, p.next_offset, p.name"
+        " FROM queenadmin_consumercursor c JOIN queenadmin_partition p ON p.id = c.partition_id"
+        " WHERE c.partition_id = %s AND c.group_name = %s AND (c.lease_id IS NULL OR c.leased_until <= %s)"
+    )
+    if is_postgres():
+        sql += " FOR UPDATE OF c SKIP LOCKED"
+    with connection.cursor() as cur:
+        cur.execute(sql, [pid, group, db_time(now)])
+        return cur.fetchone()  # type: ignore[no-any-return]
+
+
+def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datetime) -> Claim:
+    if request.group != QUEUE_MODE:
+        _register_group(queue, request, now)
+    candidates, retry_at = _candidates(queue, request, now)
+    missing = [pid for pid, has in candidates if not has]
+    if missing:
+        ConsumerCursor.objects.bulk_create(
+            [ConsumerCursor(partition_id=pid, group=request.group) for pid in missing], ignore_conflicts=True
+        )
+    lease_seconds = request.lease_seconds or queue.lease_seconds
+    leased_until = now + timedelta(seconds=lease_seconds)
+    budget = request.batch
+    claimed: list[tuple[int, str]] = []
+    delivered: list[Delivered] = []
+    for pid, _ in candidates:
+        if budget <= 0 or len(claimed) >= request.max_partitions:
+            break
+        row = _lock_cursor(pid, request.group, now)
+        if row is None:
+            continue  # Leased meanwhile, or locked by another claim.
+        cid, committed, head_attempts, delivered_offset, next_offset, name = row
+        take = min(budget, next_offset - 1 - committed)
+        if take <= 0:
+            continue
+        first, last = committed + 1, committed + take
+        attempt = head_attempts + 1 if first <= delivered_offset else 1
+        fields: dict[str, Any] = {
+            "delivered_offset": max(delivered_offset, last),
+            "last_claim_at": now,
+        }
+        if request.auto_ack:
+            fields.update(committed_offset=last, batch_last=last, head_attempts=0, retry_count=0)
+        else:
+            fields.update(lease_id=lease_id, leased_until=leased_until, batch_last=last, head_attempts=attempt)
+        # SQLite ignores FOR UPDATE; this compare-and-set is what protects it.
+        won = (
+            ConsumerCursor.objects.filter(pk=cid, committed_offset=committed)
+            .exclude(lease_id__isnull=False, leased_until__gt=now)
+            .update(**fields)
+        )
+        if not won:
+            continue
+        budget -= take
+        claimed.append((pid, name))
+        rows = (
+            Message.objects.filter(partition_id=pid, offset__gte=first, offset__lte=last)
+            .order_by("offset")
+            .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
+        )
+        for offset, txn, mid, payload, trace, created in rows:
+            seen = attempt if offset <= delivered_offset else 1
+            delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, offset, seen))
+    if claimed:
+        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue.name]})
+    return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at)
+
+
+# --------------------------------------------------------------------------
+# Ack
+
+
+UNRESOLVABLE = "transaction is unresolvable, already committed, or acknowledgment is stale"
+BAD_LEASE = "invalid or expired lease"
+
+
+@transaction.atomic(durable=True)
+def queue_ack(*, items: Sequence[AckItem]) -> list[AckOutcome]:
+    """Apply acknowledgments; return one outcome per item, in order.
+
+    ``completed`` moves the group's cursor to the message (earlier ones in
+    the batch count as done); ``failed`` spends one of the queue's
+    ``retryLimit`` retries and hands the batch back, or files the message
+    in the DLQ once they are spent; ``retry`` hands the batch back for
+    free; ``dlq`` files the message now. Per (partition, group) the cursor
+    stops at the lowest message that will come back. An ack with a
+    ``leaseId`` must name the live lease holding the message; without one
+    it is unfenced. Refusals are outcomes with ``success: false``. Must be
+    the outermost transaction.
+    """
+    return ack_in_transaction(items=items, now=clock.now())
+
+
+def ack_in_transaction(*, items: Sequence[AckItem], now: datetime) -> list[AckOutcome]:
+    """The body of ``queue_ack`` for callers that own the transaction."""
+    assert connection.in_atomic_block
+    outcomes: dict[int, AckOutcome] = {}
+    by_cursor: dict[tuple[int, str], list[AckItem]] = defaultdict(list)
+    wanted: set[int] = set()
+    for item in items:
+        raw = item.partition_id
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+            outcomes[item.index] = AckOutcome(
+                item.index, item.transaction_id, False, "partitionId is not a partition id"
+            )
+            continue
+        wanted.add(int(raw))
+        by_cursor[(int(raw), item.group)].append(item)
+    partitions = {
+        pid: (qid, qname, opts)
+        for pid, qid, qname, opts in Partition.objects.filter(id__in=wanted).values_list(
+            "id", "queue_id", "queue__name", "queue__options"
+        )
+    }
+    woken: set[str] = set()
+    for (pid, group), group_items in sorted(by_cursor.items()):
+        if pid not in partitions:
+            for item in group_items:
+                outcomes[item.index] = AckOutcome(item.index, item.transaction_id, False, f"no partition {pid}")
+            continue
+        qid, qname, opts = partitions[pid]
+        queue = QueueRef(qid, qname, opts)
+        released = _ack_cursor(queue, pid, group, group_items, now, outcomes)
+        if released:
+            woken.add(qname)
+    if woken:
+        wakeups.notify_on_commit(sorted(woken))
+    if outcomes:
+        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed"})
+    return [outcomes[item.index] for item in items]
+
+
+def _ack_cursor(
+    queue: QueueRef, pid: int, group: str, items: list[AckItem], now: datetime, outcomes: dict[int, AckOutcome]
+) -> bool:
+    """Apply one cursor's acks; return True when messages were handed back."""
+    cursors = ConsumerCursor.objects.filter(partition_id=pid, group=group)
+    cursor = cursors.select_for_update().first()
+    if cursor is None:
+        ConsumerCursor.objects.bulk_create([ConsumerCursor(partition_id=pid, group=group)], ignore_conflicts=True)
+        cursor = cursors.select_for_update().get()
+    offsets: dict[str, list[int]] = defaultdict(list)
+    for txn, offset in Message.objects.filter(
+        partition_id=pid, transaction_id__in={i.transaction_id for i in items}
+    ).values_list("transaction_id", "offset"):
+        offsets[txn].append(offset)
+
+    committed = cursor.committed_offset
+    live_lease = cursor.lease_id if cursor.lease_id and cursor.leased_until and cursor.leased_until > now else None
+    located: list[tuple[int, AckItem]] = []
+    for item in items:
+        found = offsets.get(item.transaction_id)
+        if not found:
+            outcomes[item.index] = AckOutcome(item.index, item.transaction_id, False, UNRESOLVABLE)
+            continue
+        ahead = [o for o in found if o > committed]
+        offset = min(ahead) if ahead else max(found)
+        if offset <= committed:
+            if item.status == "completed":
+                outcomes[item.index] = AckOutcome(item.index, item.transaction_id, True, noop=True)
+            else:
+                outcomes[item.index] = AckOutcome(item.index, item.transaction_id, False, UNRESOLVABLE)
+            continue
+        if item.lease_id is not None and (item.lease_id != live_lease or offset > cursor.batch_last):
+            outcomes[item.index] = AckOutcome(item.index, item.transaction_id, False, BAD_LEASE)
+            continue
+        located.append((offset, item))
+    if not located:
+        return False
+
+    located.sort(key=lambda pair: pair[0])
+    retry_count = cursor.retry_count
+    dead: list[tuple[int, AckItem]] = []
+    blocked = False
+    results: list[tuple[AckItem, bool, bool]] = []  # item, dlq, noop
+    for offset, item in located:
+        if blocked:
+            # Below it a message comes back, so this one does too.
+            results.append((item, False, False))
+            continue
+        status = item.status
+        if status == "failed" and retry_count >= queue.retry_limit:
+            status = "dlq"
+        if status == "completed":
+            committed = max(committed, offset)
+            retry_count = 0
+            results.append((item, False, False))
+        elif status == "dlq":
+            committed = max(committed, offset)
+            dead.append((offset, item))
+            retry_count = 0
+            results.append((item, True, False))
+        else:
+            if status == "failed":
+                retry_count += 1
+            blocked = True
+            results.append((item, False, False))
+
+    if dead:
+        _dead_letter(queue, pid, group, dead, cursor.retry_count, now)
+    fields: dict[str, Any] = {"committed_offset": committed, "retry_count": retry_count}
+    if committed != cursor.committed_offset and committed + 1 > cursor.delivered_offset:
+        fields["head_attempts"] = 0
+    release = blocked or committed >= cursor.batch_last
+    if release:
+        fields.update(lease_id=None, leased_until=None, batch_last=committed)
+    if dead:
+        fields["dead_lettered"] = F("dead_lettered") + len(dead)
+    ConsumerCursor.objects.filter(pk=cursor.pk).update(**fields)
+    released_now = release and cursor.lease_id is not None
+    for item, dlq, noop in results:
+        outcomes[item.index] = AckOutcome(item.index, item.transaction_id, True, None, released_now, dlq, noop)
+    partition_last = Partition.objects.filter(pk=pid).values_list("next_offset", flat=True).get() - 1
+    return blocked or (release and committed < partition_last)
+
+
+def _dead_letter(
+    queue: QueueRef, pid: int, group: str, dead: list[tuple[int, AckItem]], retries: int, now: datetime
+) -> None:
+    errors = {offset: item.error for offset, item in dead}
+    rows = Message.objects.filter(partition_id=pid, offset__in=list(errors)).values_list(
+        "offset", "transaction_id", "message_id", "payload", "created_at"
+    )
+    DeadLetter.objects.bulk_create(
+        [
+            DeadLetter(
+                queue_id=queue.id,
+                partition_id=pid,
+                group=group,
+                offset=offset,
+                transaction_id=txn,
+                message_id=mid,
+                payload=payload,
+                error=errors[offset],
+                retry_count=retries,
+                created_at=created,
+                failed_at=now,
+            )
+            for offset, txn, mid, payload, created in rows
+        ]
+    )
+
+
+# --------------------------------------------------------------------------
+# Lease extend
+
+
+@transaction.atomic(durable=True)
+def queue_lease_extend(*, lease_id: str, seconds: int) -> LeaseExtension:
+    """Push back the expiry of every live lease of ``lease_id``.
+
+    An extension never shortens a lease, and an expired or released lease
+    cannot be renewed (``renewed == 0``, ``expires_at`` None). Must be the
+    outermost transaction.
+    """
+    if seconds < 1:
+        raise InvalidArgument("seconds must be at least 1")
+    now = clock.now()
+    target = now + timedelta(seconds=seconds)
+    live = ConsumerCursor.objects.filter(lease_id=lease_id, leased_until__gt=now)
+    renewed = live.update(leased_until=Greatest(F("leased_until"), Value(target)))
+    if not renewed:
+        return LeaseExtension(lease_id, 0, None)
+    earliest = (
+        ConsumerCursor.objects.filter(lease_id=lease_id)
+        .order_by("leased_until")
+        .values_list("leased_until", flat=True)
+        .first()
+    )
+    return LeaseExtension(lease_id, renewed, earliest)

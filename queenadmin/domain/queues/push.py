@@ -1,0 +1,287 @@
+"""Push: append messages to partitions, with dedup, in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from django.db import connection, transaction
+
+from queenadmin.domain import clock, events
+from queenadmin.domain.queues import wakeups
+from queenadmin.domain.queues.common import (
+    AUTO_CREATE_OPTIONS,
+    DEFAULT_PARTITION,
+    MAX_TXN_BYTES,
+    QueueRef,
+    check_name,
+    db_time,
+    dumps,
+    from_db_time,
+    is_postgres,
+    is_uuid,
+    uuid7,
+)
+from queenadmin.errors import InvalidArgument
+from queenadmin.models.queues import Partition, Queue
+
+#: SQLite's host parameter limit is 32766; stay far below it.
+_SQLITE_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class PushItem:
+    """One validated push item."""
+
+    queue: str
+    partition: str
+    payload_json: str
+    #: None means "use the minted message id".
+    transaction_id: str | None = None
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PushResult:
+    index: int
+    message_id: str
+    transaction_id: str
+    queue: str
+    status: Literal["queued", "duplicate"]
+    offset: int
+
+
+def parse_push_items(raw: Any) -> list[PushItem]:
+    """Validate the ``items`` of a push body; raise ``InvalidArgument``.
+
+    Raises ``NameTooLong`` for a queue or partition over the key budget. A
+    ``traceId`` that is not a UUID is ignored (protocol section 5.1).
+    """
+    if not isinstance(raw, list):
+        raise InvalidArgument("items must be an array")
+    items = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise InvalidArgument(f"items[{index}] must be an object")
+        queue = check_name(item.get("queue"), f"items[{index}].queue")
+        partition = item.get("partition")
+        partition = DEFAULT_PARTITION if partition is None else check_name(partition, f"items[{index}].partition")
+        if "payload" not in item:
+            raise InvalidArgument(f"items[{index}].payload is required")
+        try:
+            payload_json = dumps(item["payload"])
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"items[{index}].payload is not JSON") from exc
+        txn = item.get("transactionId")
+        if txn is not None:
+            if not isinstance(txn, str) or not txn:
+                raise InvalidArgument(f"items[{index}].transactionId must be a non-empty string")
+            if len(txn.encode()) > MAX_TXN_BYTES:
+                raise InvalidArgument(f"items[{index}].transactionId is over {MAX_TXN_BYTES} bytes")
+        trace = item.get("traceId")
+        items.append(PushItem(queue, partition, payload_json, txn, trace if is_uuid(trace) else None))
+    return items
+
+
+@transaction.atomic(durable=True)
+def queue_push(*, items: Sequence[PushItem]) -> list[PushResult]:
+    """Append ``items`` in order; return one result per item, index-aligned.
+
+    Queues and partitions are created on first use. An item whose
+    (queue, partition, transactionId) is already in the log inside the
+    queue's ``dedupWindowSeconds``, or earlier in the same call, answers
+    ``duplicate`` with the original message id and offset. Must be the
+    outermost transaction.
+    """
+    return push_in_transaction(items=items, now=clock.now())
+
+
+def _ensure_queues(names: Iterable[str], now: datetime) -> dict[str, QueueRef]:
+    names = sorted(set(names))
+    found = {
+        n: QueueRef(i, n, o) for n, i, o in Queue.objects.filter(name__in=names).values_list("name", "id", "options")
+    }
+    missing = [n for n in names if n not in found]
+    if missing:
+        Queue.objects.bulk_create(
+            [Queue(name=n, options=dict(AUTO_CREATE_OPTIONS), created_at=now) for n in missing],
+            ignore_conflicts=True,
+        )
+        for n, i, o in Queue.objects.filter(name__in=missing).values_list("name", "id", "options"):
+            found[n] = QueueRef(i, n, o)
+        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "created": missing})
+    return found
+
+
+def _ensure_partitions(pairs: set[tuple[int, str]], now: datetime) -> dict[tuple[int, str], int]:
+    queue_ids = {q for q, _ in pairs}
+    names = {n for _, n in pairs}
+    rows = Partition.objects.filter(queue_id__in=queue_ids, name__in=names).values_list("queue_id", "name", "id")
+    found = {(q, n): i for q, n, i in rows if (q, n) in pairs}
+    missing = pairs - found.keys()
+    if missing:
+        Partition.objects.bulk_create(
+            [Partition(queue_id=q, name=n, created_at=now) for q, n in sorted(missing)],
+            ignore_conflicts=True,
+        )
+        rows = Partition.objects.filter(queue_id__in={q for q, _ in missing}, name__in={n for _, n in missing})
+        for q, n, i in rows.values_list("queue_id", "name", "id"):
+            if (q, n) in missing:
+                found[(q, n)] = i
+    return found
+
+
+def _lock_partitions(ids: list[int]) -> dict[int, int]:
+    """Lock the partitions (by id, so no deadlocks) and read next offsets."""
+    with connection.cursor() as cur:
+        if is_postgres():
+            cur.execute(
+                "SELECT id, next_offset FROM queenadmin_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+                [ids],
+            )
+        else:
+            # SQLite has one writer at a time (BEGIN IMMEDIATE): no row locks.
+            marks = ",".join("%s" for _ in ids)
+            cur.execute(f"SELECT id, next_offset FROM queenadmin_partition WHERE id IN ({marks})", ids)
+        return dict(cur.fetchall())
+
+
+def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[tuple[int, str], tuple[str, int]]:
+    """Messages already in the log for (partition, transactionId) pairs.
+
+    Only rows newer than their partition's cutoff count; the earliest wins.
+    """
+    if not pairs:
+        return {}
+    pids = sorted({p for p, _ in pairs})
+    txns = sorted({t for _, t in pairs})
+    earliest = min(cutoffs[p] for p in pids)
+    rows: list[tuple[Any, ...]] = []
+    with connection.cursor() as cur:
+        if is_postgres():
+            cur.execute(
+                "SELECT partition_id, transaction_id, message_id, msg_offset, created_at FROM queenadmin_message"
+                " WHERE partition_id = ANY(%s) AND transaction_id = ANY(%s) AND created_at > %s",
+                [pids, txns, db_time(earliest)],
+            )
+            rows = cur.fetchall()
+        else:
+            pmarks = ",".join("%s" for _ in pids)
+            for start in range(0, len(txns), _SQLITE_CHUNK):
+                chunk = txns[start : start + _SQLITE_CHUNK]
+                tmarks = ",".join("%s" for _ in chunk)
+                cur.execute(
+                    "SELECT partition_id, transaction_id, message_id, msg_offset, created_at FROM queenadmin_message"
+                    f" WHERE partition_id IN ({pmarks}) AND transaction_id IN ({tmarks}) AND created_at > %s",
+                    [*pids, *chunk, db_time(earliest)],
+                )
+                rows.extend(cur.fetchall())
+    found: dict[tuple[int, str], tuple[str, int]] = {}
+    for pid, txn, mid, offset, created_at in rows:
+        key = (pid, txn)
+        if key not in pairs or from_db_time(created_at) <= cutoffs[pid]:
+            continue
+        if key not in found or offset < found[key][1]:
+            found[key] = (mid, offset)
+    return found
+
+
+def push_in_transaction(*, items: Sequence[PushItem], now: datetime) -> list[PushResult]:
+    """The body of ``queue_push`` for callers that own the transaction."""
+    assert connection.in_atomic_block
+    if not items:
+        return []
+    queues = _ensure_queues((i.queue for i in items), now)
+    pairs = {(queues[i.queue].id, i.partition) for i in items}
+    partitions = _ensure_partitions(pairs, now)
+    next_offsets = _lock_partitions(sorted(set(partitions.values())))
+
+    cutoffs: dict[int, datetime] = {}
+    wanted: set[tuple[int, str]] = set()
+    for item in items:
+        queue = queues[item.queue]
+        pid = partitions[(queue.id, item.partition)]
+        window = queue.dedup_window_seconds
+        if window > 0 and item.transaction_id is not None:
+            cutoffs[pid] = now - timedelta(seconds=window)
+            wanted.add((pid, item.transaction_id))
+    originals = _recent(wanted, cutoffs)
+
+    results: list[PushResult] = []
+    rows: list[tuple[int, int, str, str, str, str | None]] = []
+    for index, item in enumerate(items):
+        queue = queues[item.queue]
+        pid = partitions[(queue.id, item.partition)]
+        txn = item.transaction_id
+        if txn is not None and pid in cutoffs and (pid, txn) in originals:
+            mid, offset = originals[(pid, txn)]
+            results.append(PushResult(index, mid, txn, item.queue, "duplicate", offset))
+            continue
+        mid = uuid7()
+        txn = txn if txn is not None else mid
+        offset = next_offsets[pid]
+        next_offsets[pid] = offset + 1
+        if pid in cutoffs:
+            originals[(pid, txn)] = (mid, offset)
+        rows.append((pid, offset, txn, mid, item.payload_json, item.trace_id))
+        results.append(PushResult(index, mid, txn, item.queue, "queued", offset))
+
+    if rows:
+        touched = sorted({r[0] for r in rows})
+        sizes: dict[int, int] = dict.fromkeys(touched, 0)
+        for r in rows:
+            sizes[r[0]] += len(r[4].encode())
+        _write(rows, {p: (next_offsets[p], sizes[p]) for p in touched}, now)
+        names = sorted({r.queue for r in results if r.status == "queued"})
+        wakeups.notify_on_commit(names)
+        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
+    return results
+
+
+def _write(
+    rows: list[tuple[int, int, str, str, str, str | None]], partitions: dict[int, tuple[int, int]], now: datetime
+) -> None:
+    with connection.cursor() as cur:
+        if is_postgres():
+            cur.execute(
+                "UPDATE queenadmin_partition AS p"
+                " SET next_offset = v.n, retained_bytes = p.retained_bytes + v.b, last_push_at = %s"
+                " FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, n, b) WHERE p.id = v.id",
+                [
+                    db_time(now),
+                    list(partitions),
+                    [n for n, _ in partitions.values()],
+                    [b for _, b in partitions.values()],
+                ],
+            )
+            cols = list(zip(*rows, strict=True))
+            cur.execute(
+                "INSERT INTO queenadmin_message"
+                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
+                " SELECT u.p, u.o, u.t, u.m, u.d, u.r, %s"
+                " FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[])"
+                " AS u(p, o, t, m, d, r)",
+                [
+                    db_time(now),
+                    list(cols[0]),
+                    list(cols[1]),
+                    list(cols[2]),
+                    list(cols[3]),
+                    list(cols[4]),
+                    list(cols[5]),
+                ],
+            )
+        else:
+            cur.executemany(
+                "UPDATE queenadmin_partition"
+                " SET next_offset = %s, retained_bytes = retained_bytes + %s, last_push_at = %s WHERE id = %s",
+                [(n, b, db_time(now), p) for p, (n, b) in partitions.items()],
+            )
+            cur.executemany(
+                "INSERT INTO queenadmin_message"
+                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [(*r, db_time(now)) for r in rows],
+            )
