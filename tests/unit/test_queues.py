@@ -1,0 +1,405 @@
+"""The message-log domain: push, dedup, claims, leases, acks, groups, DLQ, depth."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import time_machine
+
+from queenadmin.domain import queues as log
+from queenadmin.errors import InvalidArgument, NameTooLong
+from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
+
+
+def push(queue: str = "q", n: int = 1, partition: str | None = None, txn: str | None = None, **extra: Any):
+    items = []
+    for i in range(n):
+        item: dict[str, Any] = {"queue": queue, "payload": {"i": i}, **extra}
+        if partition is not None:
+            item["partition"] = partition
+        if txn is not None:
+            item["transactionId"] = txn if n == 1 else f"{txn}-{i}"
+        items.append(item)
+    return log.queue_push(items=log.parse_push_items(items))
+
+
+def claim(queue: str = "q", **kw: Any) -> log.Claim:
+    return log.queue_claim(request=log.PopRequest(queue=queue, **kw))
+
+
+def ack(c: log.Claim, status: str = "completed", messages: Any = None, fenced: bool = True, group: str | None = None):
+    items = [
+        log.AckItem(
+            i,
+            m.transaction_id,
+            str(m.partition_id),
+            status,  # type: ignore[arg-type]
+            c.lease_id if fenced else None,
+            None,
+            group or c.group,
+        )
+        for i, m in enumerate(messages if messages is not None else c.messages)
+    ]
+    return log.queue_ack(items=items)
+
+
+def configure(name: str = "q", **options: Any) -> log.QueueConfig:
+    return log.queue_configure(name=name, namespace=None, task=None, options=options)
+
+
+def depth(queue: str = "q", group: str | None = None) -> dict[str, int]:
+    stats = log.queue_stats(name=queue, group=group)
+    assert stats is not None
+    return stats.totals
+
+
+# -- push ---------------------------------------------------------------------
+
+
+def test_push_assigns_gapless_offsets_per_partition_and_auto_creates():
+    first = push(n=3)
+    other = push(n=2, partition="p2")
+    assert [r.offset for r in first] == [1, 2, 3]
+    assert [r.offset for r in other] == [1, 2]
+    assert {r.status for r in first + other} == {"queued"}
+    queue = Queue.objects.get(name="q")
+    assert queue.options["leaseTime"] == 60
+    assert queue.options["retryLimit"] == 3
+    assert sorted(Partition.objects.values_list("name", "next_offset")) == [("Default", 4), ("p2", 3)]
+
+
+def test_push_without_transaction_id_uses_the_message_id():
+    (result,) = push()
+    assert result.transaction_id == result.message_id
+    assert len(result.message_id) == 36
+    assert result.message_id[14] == "7"
+
+
+def test_duplicate_answers_the_original_id_and_offset():
+    (original,) = push(txn="t-1")
+    (again,) = push(txn="t-1")
+    assert again.status == "duplicate"
+    assert (again.message_id, again.offset) == (original.message_id, original.offset)
+    assert Message.objects.count() == 1
+
+
+def test_repeat_inside_one_call_is_a_duplicate():
+    items = log.parse_push_items([{"queue": "q", "payload": i, "transactionId": "same"} for i in range(3)])
+    results = log.queue_push(items=items)
+    assert [r.status for r in results] == ["queued", "duplicate", "duplicate"]
+    assert {r.offset for r in results} == {1}
+    assert Partition.objects.get().next_offset == 2
+
+
+def test_dedup_is_per_partition():
+    push(txn="t", partition="a")
+    (other,) = push(txn="t", partition="b")
+    assert other.status == "queued"
+
+
+def test_dedup_window_ends_and_zero_turns_it_off():
+    with time_machine.travel(T0, tick=False) as traveller:
+        configure(dedupWindowSeconds=10)
+        push(txn="t")
+        traveller.shift(timedelta(seconds=11))
+        (late,) = push(txn="t")
+        assert (late.status, late.offset) == ("queued", 2)
+    configure(name="off", dedupWindowSeconds=0)
+    push("off", txn="x")
+    (again,) = push("off", txn="x")
+    assert again.status == "queued"
+
+
+@pytest.mark.parametrize(
+    ("items", "error"),
+    [
+        ("nope", InvalidArgument),
+        (["x"], InvalidArgument),
+        ([{"payload": 1}], InvalidArgument),
+        ([{"queue": "", "payload": 1}], InvalidArgument),
+        ([{"queue": 5, "payload": 1}], InvalidArgument),
+        ([{"queue": "q"}], InvalidArgument),
+        ([{"queue": "q", "payload": 1, "partition": 3}], InvalidArgument),
+        ([{"queue": "q", "payload": 1, "transactionId": 7}], InvalidArgument),
+        ([{"queue": "q", "payload": 1, "transactionId": "x" * 65536}], InvalidArgument),
+        ([{"queue": "q" * 512, "payload": 1}], NameTooLong),
+        ([{"queue": "q", "partition": "p" * 512, "payload": 1}], NameTooLong),
+    ],
+)
+def test_bad_push_items_are_refused(items, error):
+    with pytest.raises(error):
+        log.parse_push_items(items)
+
+
+def test_null_payload_and_invalid_trace_id_are_accepted():
+    (item,) = log.parse_push_items([{"queue": "q", "payload": None, "traceId": "not-a-uuid"}])
+    assert item.payload_json == "null"
+    assert item.trace_id is None
+
+
+# -- claims and leases ----------------------------------------------------------
+
+
+def test_claim_is_fifo_and_one_batch_per_partition_and_group():
+    push(n=5)
+    first = claim(batch=2)
+    assert [m.offset for m in first.messages] == [1, 2]
+    assert {m.delivery_attempt for m in first.messages} == {1}
+    assert claim(batch=2).messages == ()
+    assert claim(batch=2, group="other", subscription_mode="all").messages != ()
+
+
+def test_missing_queue_claims_nothing():
+    result = claim("ghost")
+    assert result.messages == ()
+    assert result.queue is None
+
+
+def test_expired_lease_redelivers_with_the_next_attempt():
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=3)
+        first = claim(batch=2, lease_seconds=5)
+        assert claim(batch=2).retry_at == T0 + timedelta(seconds=5)
+        traveller.shift(timedelta(seconds=6))
+        again = claim(batch=3)
+        assert [(m.offset, m.delivery_attempt) for m in again.messages] == [(1, 2), (2, 2), (3, 1)]
+        assert again.lease_id != first.lease_id
+        # The old lease can neither ack nor extend any more.
+        assert [o.error for o in ack(first)] == [log.consume.BAD_LEASE] * 2
+        assert log.queue_lease_extend(lease_id=first.lease_id, seconds=30).renewed == 0
+
+
+def test_completed_moves_the_cursor_and_releases_the_lease():
+    push(n=3)
+    c = claim(batch=2)
+    outcomes = ack(c, messages=c.messages[1:])
+    assert outcomes[0].success
+    assert outcomes[0].lease_released
+    assert depth() == {
+        "total": 3, "pending": 1, "processing": 0, "ready": 1, "completed": 2, "deadLetter": 0,
+        "partitionsPending": 1, "partitionsReady": 1,
+    }  # fmt: skip
+    # The earlier message was acked implicitly; acking it again is a no-op.
+    (noop,) = ack(c, messages=c.messages[:1])
+    assert (noop.success, noop.noop) == (True, True)
+    assert [m.offset for m in claim().messages] == [3]
+
+
+def test_processing_counts_the_leased_batch():
+    push(n=5)
+    claim(batch=2)
+    totals = depth()
+    assert (totals["pending"], totals["processing"], totals["ready"]) == (5, 2, 3)
+
+
+def test_ack_with_a_wrong_lease_is_refused_and_changes_nothing():
+    push(n=2)
+    c = claim(batch=2)
+    forged = log.AckItem(0, c.messages[0].transaction_id, str(c.partition_id), "completed", log.uuid7())
+    (outcome,) = log.queue_ack(items=[forged])
+    assert (outcome.success, outcome.error) == (False, "invalid or expired lease")
+    assert depth()["processing"] == 2
+
+
+def test_unfenced_ack_is_accepted():
+    push(n=1)
+    c = claim()
+    (outcome,) = ack(c, fenced=False)
+    assert outcome.success
+    assert depth()["pending"] == 0
+
+
+def test_ack_of_unknown_things_is_refused_per_item():
+    push(n=1)
+    c = claim()
+    pid = str(c.partition_id)
+    items = [
+        log.AckItem(0, "nope", pid, "completed"),
+        log.AckItem(1, c.messages[0].transaction_id, "abc", "completed"),
+        log.AckItem(2, c.messages[0].transaction_id, "999999", "completed"),
+    ]
+    outcomes = log.queue_ack(items=items)
+    assert [o.success for o in outcomes] == [False, False, False]
+    assert outcomes[0].error == log.consume.UNRESOLVABLE
+    assert outcomes[1].error == "partitionId is not a partition id"
+    assert outcomes[2].error == "no partition 999999"
+
+
+def test_failed_spends_retry_limit_then_dead_letters():
+    configure(retryLimit=1)
+    push(n=2, txn="m")
+    c = claim(batch=1)
+    (first,) = ack(c, "failed")
+    assert (first.success, first.dlq, first.lease_released) == (True, False, True)
+    c = claim(batch=1)
+    assert [(m.offset, m.delivery_attempt) for m in c.messages] == [(1, 2)]
+    (second,) = ack(c, "failed")
+    assert second.dlq
+    assert DeadLetter.objects.get().transaction_id == "m-0"
+    assert [m.offset for m in claim().messages] == [2]
+    assert depth()["deadLetter"] == 1
+
+
+def test_retry_hands_back_without_spending_a_retry():
+    configure(retryLimit=0)
+    push(n=1)
+    for attempt in (1, 2, 3):
+        c = claim()
+        assert c.messages[0].delivery_attempt == attempt
+        (outcome,) = ack(c, "retry")
+        assert not outcome.dlq
+    assert DeadLetter.objects.count() == 0
+
+
+def test_dlq_status_files_at_once():
+    push(n=2)
+    c = claim(batch=1)
+    (outcome,) = ack(c, "dlq")
+    assert outcome.dlq
+    assert depth()["deadLetter"] == 1
+    assert [m.offset for m in claim().messages] == [2]
+
+
+def test_batch_ack_cursor_stops_at_the_lowest_message_that_comes_back():
+    push(n=4)
+    c = claim(batch=4)
+    statuses = ["completed", "retry", "completed", "completed"]
+    items = [
+        log.AckItem(i, m.transaction_id, str(m.partition_id), s, c.lease_id)  # type: ignore[arg-type]
+        for i, (m, s) in enumerate(zip(c.messages, statuses, strict=True))
+    ]
+    assert all(o.success for o in log.queue_ack(items=items))
+    again = claim(batch=4)
+    assert [(m.offset, m.delivery_attempt) for m in again.messages] == [(2, 2), (3, 2), (4, 2)]
+
+
+def test_auto_ack_commits_at_delivery():
+    push(n=3)
+    c = claim(batch=2, auto_ack=True)
+    assert c.lease_id == ""
+    assert depth()["pending"] == 1
+    assert [m.offset for m in claim().messages] == [3]
+
+
+def test_multi_partition_claim_shares_one_lease_and_the_budget():
+    for name in ("a", "b", "c"):
+        push(n=2, partition=name)
+    c = claim(batch=5, max_partitions=3)
+    assert len(c.messages) == 5
+    assert len(c.partitions) == 3
+    assert set(ConsumerCursor.objects.exclude(lease_id=None).values_list("lease_id", flat=True)) == {c.lease_id}
+    extended = log.queue_lease_extend(lease_id=c.lease_id, seconds=600)
+    assert extended.renewed == 3
+
+
+def test_partition_pop_takes_only_that_partition():
+    push(n=1, partition="a")
+    push(n=1, partition="b")
+    c = claim(partition="b")
+    assert [m.partition for m in c.messages] == ["b"]
+
+
+def test_lease_extension_never_shortens():
+    with time_machine.travel(T0, tick=False):
+        push()
+        c = claim(lease_seconds=300)
+        result = log.queue_lease_extend(lease_id=c.lease_id, seconds=10)
+        assert result.renewed == 1
+        assert result.expires_at == T0 + timedelta(seconds=300)
+        result = log.queue_lease_extend(lease_id=c.lease_id, seconds=600)
+        assert result.expires_at == T0 + timedelta(seconds=600)
+
+
+# -- consumer groups --------------------------------------------------------------
+
+
+def test_groups_have_their_own_cursors_and_subscription_modes():
+    push(n=2)
+    news = claim(group="news")
+    assert news.messages == ()
+    everything = claim(group="all-of-it", subscription_mode="all", batch=10)
+    assert [m.offset for m in everything.messages] == [1, 2]
+    push(n=1)
+    assert [m.offset for m in claim(group="news").messages] == [3]
+    # Queue mode starts from the oldest message, whatever the mode says.
+    assert [m.offset for m in claim(subscription_mode="new", batch=10).messages] == [1, 2, 3]
+    # The mode is decided on the group's first pop.
+    assert claim(group="news", subscription_mode="all").messages == ()
+
+
+def test_subscription_from_a_time_starts_after_earlier_messages():
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=2)
+        traveller.shift(timedelta(seconds=10))
+        push(n=1)
+        c = claim(group="g", subscription_from=T0 + timedelta(seconds=5), batch=10)
+        assert [m.offset for m in c.messages] == [3]
+
+
+def test_depth_of_an_unseen_group_is_minus_one_and_worst_group_wins():
+    push(n=3)
+    assert depth(group="never")["pending"] == -1
+    c = claim(group="slow", subscription_mode="all", batch=3)
+    ack(c)
+    claim(group="fast", subscription_mode="all", batch=1)
+    assert depth()["pending"] == 3  # the worst named group ("fast")
+    assert depth(group="slow")["pending"] == 0
+
+
+def test_oldest_ready_age_is_read_from_the_head_message():
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=2)
+        traveller.shift(timedelta(seconds=30))
+        claim(batch=1)
+        stats = log.queue_stats(name="q", with_age=True)
+        assert stats is not None
+        assert stats.oldest_ready_age == 30.0
+
+
+# -- configure and delete -----------------------------------------------------------
+
+
+def test_configure_merges_and_replaces():
+    created = configure(leaseTime=30, retryLimit=5)
+    assert created.created
+    assert (created.options["leaseTime"], created.options["retryLimit"]) == (30, 5)
+    merged = configure(retryLimit=2)
+    assert (merged.options["leaseTime"], merged.options["retryLimit"]) == (30, 2)
+    replaced = log.queue_configure(name="q", namespace="ns", task=None, options={"retryLimit": 1}, replace=True)
+    assert (replaced.options["leaseTime"], replaced.namespace) == (300, "ns")
+    restored = configure(retryLimit=None)
+    assert restored.options["retryLimit"] == 3
+
+
+@pytest.mark.parametrize("options", [{"leaseTime": "5"}, {"retryLimit": 1.5}, {"deadLetterQueue": 1}, {"ttl": -1}])
+def test_configure_refuses_wrong_types(options):
+    with pytest.raises(InvalidArgument):
+        configure(**options)
+    assert not Queue.objects.exists()
+
+
+def test_delete_removes_everything():
+    push(n=3)
+    c = claim()
+    ack(c, "dlq")
+    assert log.queue_delete(name="q") is True
+    assert log.queue_delete(name="q") is False
+    assert not Message.objects.exists()
+    assert not DeadLetter.objects.exists()
+    assert not Partition.objects.exists()
+
+
+def test_dlq_list_filters_and_counts():
+    push(n=2)
+    ack(claim(batch=2), "dlq")
+    rows, total = log.dlq_list(queue="q", group=None, partition=None, since=None, until=None, limit=1, offset=0)
+    assert total == 2
+    assert len(rows) == 1
+    rows, total = log.dlq_list(queue="other", group=None, partition=None, since=None, until=None, limit=10, offset=0)
+    assert (rows, total) == ([], 0)
