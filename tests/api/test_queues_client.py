@@ -1,0 +1,170 @@
+"""The official ``queen-mq`` client against a live server, end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+pytestmark = pytest.mark.live
+
+
+async def test_push_pop_ack_round_trip(queen, unique):
+    q = unique("cli")
+    await queen.queue(q).create()
+    pushed = await queen.queue(q).push([{"data": {"n": i}} for i in range(3)])
+    assert [r["status"] for r in pushed] == ["queued"] * 3
+    messages = await queen.queue(q).batch(10).wait(False).pop()
+    assert [m["data"] for m in messages] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    result = await queen.ack(messages, True)
+    assert result["success"] is True
+    single = await queen.queue(q).push([{"data": "one"}])
+    (message,) = await queen.queue(q).wait(False).pop()
+    assert message["transactionId"] == single[0]["transaction_id"]
+    assert (await queen.ack(message, True))["success"] is True
+    assert await queen.queue(q).wait(False).pop() == []
+    depth = await queen.admin.get_queue_depth(q)
+    assert (depth["pending"], depth["processing"]) == (0, 0)
+
+
+async def test_duplicate_push_is_reported_as_duplicate(queen, unique):
+    q = unique("dup")
+    seen = []
+
+    async def on_duplicate(items, error):
+        seen.extend(items)
+
+    await queen.queue(q).push([{"data": 1, "transactionId": "same"}])
+    await queen.queue(q).push([{"data": 2, "transactionId": "same"}]).on_duplicate(on_duplicate)
+    assert [i["transactionId"] for i in seen] == ["same"]
+
+
+async def test_consume_loop_with_handler_and_limit(queen, unique):
+    q = unique("consume")
+    await queen.queue(q).push([{"data": {"n": i}} for i in range(10)])
+    handled = []
+
+    async def handler(message):
+        handled.append(message["data"]["n"])
+
+    await asyncio.wait_for(queen.queue(q).batch(1).limit(10).timeout_millis(2000).consume(handler), 30)
+    assert handled == list(range(10))
+    depth = await queen.admin.get_queue_depth(q)
+    assert depth["pending"] == 0
+
+
+async def test_consume_in_batches_acks_the_whole_batch(queen, unique):
+    q = unique("consume-batch")
+    await queen.queue(q).push([{"data": i} for i in range(25)])
+    batches = []
+
+    async def handler(messages):
+        batches.append([m["data"] for m in messages])
+
+    await asyncio.wait_for(queen.queue(q).limit(25).timeout_millis(2000).consume(handler), 30)
+    assert [n for batch in batches for n in batch] == list(range(25))
+    assert (await queen.admin.get_queue_depth(q))["pending"] == 0
+
+
+async def test_expired_lease_is_redelivered_and_the_old_ack_refused(queen, unique):
+    q = unique("lease")
+    await queen.queue(q).config({"lease_time": 1}).create()
+    await queen.queue(q).push([{"data": "x"}])
+    (first,) = await queen.queue(q).wait(False).pop()
+    assert first["deliveryAttempt"] == 1
+    assert await queen.queue(q).wait(False).pop() == []
+    started = time.monotonic()
+    (again,) = await queen.queue(q).wait(True).timeout_millis(5000).pop()
+    # The waiting pop re-tried when the lease ran out, not at its timeout.
+    assert time.monotonic() - started < 2.5
+    assert (again["transactionId"], again["deliveryAttempt"]) == (first["transactionId"], 2)
+    stale = await queen.ack(first, True)
+    assert stale == {"success": False, "error": "invalid or expired lease"}
+    assert (await queen.ack(again, True))["success"] is True
+
+
+async def test_renew_extends_the_lease(queen, unique):
+    q = unique("renew")
+    await queen.queue(q).config({"lease_time": 2}).create()
+    await queen.queue(q).push([{"data": "x"}])
+    (message,) = await queen.queue(q).wait(False).pop()
+    renewed = await queen.renew(message)
+    assert renewed["success"] is True
+    await asyncio.sleep(2.2)
+    # Renewed to 60 s, so the message is still leased.
+    assert await queen.queue(q).wait(False).pop() == []
+    assert (await queen.ack(message, True))["success"] is True
+    gone = await queen.renew(message)
+    assert gone["success"] is False
+
+
+async def test_consumer_groups_have_their_own_cursors(queen, unique):
+    q = unique("groups")
+    await queen.queue(q).push([{"data": i} for i in range(3)])
+    a = await queen.queue(q).group("a").subscription_mode("all").batch(10).wait(False).pop()
+    b = await queen.queue(q).group("b").subscription_mode("all").batch(10).wait(False).pop()
+    assert [m["data"] for m in a] == [m["data"] for m in b] == [0, 1, 2]
+    assert {m["consumerGroup"] for m in a} == {"a"}
+    assert (await queen.ack(a, True, {"group": "a"}))["success"] is True
+    assert (await queen.admin.get_queue_depth(q, group="a"))["pending"] == 0
+    assert (await queen.admin.get_queue_depth(q, group="b"))["pending"] == 3
+    late = await queen.queue(q).group("late").wait(False).pop()
+    assert late == []  # subscriptionMode "new" by default
+    await queen.queue(q).push([{"data": "fresh"}])
+    assert [m["data"] for m in await queen.queue(q).group("late").wait(False).pop()] == ["fresh"]
+
+
+async def test_failed_messages_reach_the_dlq_after_retry_limit(queen, unique):
+    q = unique("dlq")
+    await queen.queue(q).config({"retry_limit": 2}).create()
+    await queen.queue(q).push([{"data": "poison"}])
+    attempts = []
+    for _ in range(3):
+        (message,) = await queen.queue(q).wait(False).pop()
+        attempts.append(message["deliveryAttempt"])
+        assert (await queen.ack(message, False, {"error": "handler blew up"}))["success"] is True
+    assert attempts == [1, 2, 3]
+    assert await queen.queue(q).wait(False).pop() == []
+    dlq = await queen.queue(q).dlq().get()
+    assert dlq["total"] == 1
+    assert (dlq["messages"][0]["data"], dlq["messages"][0]["errorMessage"]) == ("poison", "handler blew up")
+
+
+async def test_consume_handler_errors_nack_and_dead_letter(queen, unique):
+    q = unique("nack")
+    await queen.queue(q).config({"retry_limit": 1}).create()
+    await queen.queue(q).push([{"data": "bad"}])
+    calls = 0
+
+    async def handler(message):
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("no")
+
+    await asyncio.wait_for(queen.queue(q).batch(1).limit(2).timeout_millis(1000).consume(handler), 30)
+    assert calls == 2
+    assert (await queen.queue(q).dlq().get())["total"] == 1
+
+
+async def test_long_poll_pop_wakes_on_push(queen, unique):
+    q = unique("wake")
+
+    async def push_later():
+        await asyncio.sleep(0.5)
+        await queen.queue(q).push([{"data": "now"}])
+        return time.monotonic()
+
+    pusher = asyncio.create_task(push_later())
+    messages = await queen.queue(q).wait(True).timeout_millis(20000).pop()
+    woke = time.monotonic()
+    pushed_at = await pusher
+    assert [m["data"] for m in messages] == ["now"]
+    assert woke - pushed_at < 1.0
+
+
+async def test_delete_queue(queen, unique):
+    q = unique("del")
+    await queen.queue(q).push([{"data": 1}])
+    answer = await queen.queue(q).delete()
+    assert answer == {"deleted": True, "existed": True, "queue": q}
