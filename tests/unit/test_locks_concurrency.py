@@ -1,0 +1,172 @@
+"""Locks under real concurrency: 16 processes on PostgreSQL.
+
+Every worker hammers one lock (or one semaphore) through the domain API with
+short lifetimes, random pauses, renews and freezes that outlive the lease.
+It records every grant (acquire or renew) with its token and the window in
+which the holder may believe it holds: from the answer's arrival until the
+request's send time plus the lifetime, cut short by its own release. The
+server stamps expiry from its clock when it applies the write, which is
+never before the send, so these windows are what any correct lock must keep
+apart. Times are ``time.time()``, the clock ``clock.now()`` reads, shared by
+the processes of one machine.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.conftest import requires_postgres
+
+pytestmark = [requires_postgres, pytest.mark.postgres]
+
+#: Seconds each race runs; QUEENADMIN_LOCKS_RACE_SECONDS tunes it.
+RACE_SECONDS = float(os.environ.get("QUEENADMIN_LOCKS_RACE_SECONDS", "20"))
+CONTENDERS = 16
+#: Clock noise tolerated between grants of different holders (seconds).
+SLACK = 0.002
+
+
+@dataclass(frozen=True)
+class Grant:
+    worker: int
+    tenure: int
+    slot: int
+    token: int
+    start: float
+    end: float
+
+
+def _hammer(name: str, limit: int, me: int, duration: float, start_at: float) -> list[tuple[Any, ...]]:
+    """Acquire, hold (renewing, or freezing past the lease), release; repeat."""
+    from queenadmin.domain import locks
+
+    rng = random.Random(me)
+    owner = f"worker-{me}"
+    grants: list[tuple[Any, ...]] = []
+    while time.time() < start_at:
+        time.sleep(0.005)
+    stop = start_at + duration
+    tenure = 0
+    while time.time() < stop:
+        ttl = rng.choice((0.3, 0.4, 0.6))
+        sent = time.time()
+        got = locks.lock_acquire(name=name, ttl=timedelta(seconds=ttl), owner=owner, limit=limit)
+        received = time.time()
+        if not got.acquired:
+            time.sleep(rng.uniform(0, 0.02))
+            continue
+        assert not got.already, "this worker never acquires what it believes it holds"
+        tenure += 1
+        token, slot = got.token, got.slot
+        valid_until = sent + ttl
+        grants.append((me, tenure, slot, token, received, valid_until))
+        freeze = rng.random() < 0.25
+        hold_until = time.time() + rng.uniform(0, 2 * ttl)
+        while time.time() < hold_until:
+            if freeze:
+                # A paused holder: no renew, so the lease may pass.
+                time.sleep(hold_until - time.time())
+                break
+            time.sleep(min(ttl / 3, max(hold_until - time.time(), 0)))
+            sent = time.time()
+            renewal = locks.lock_renew(name=name, token=token, ttl=timedelta(seconds=ttl), slot=slot, owner=owner)
+            if not renewal.renewed:
+                token = None
+                break
+            token = renewal.token
+            valid_until = sent + ttl
+            grants.append((me, tenure, slot, token, time.time(), valid_until))
+        if token is not None:
+            released_at = time.time()
+            release = locks.lock_release(name=name, token=token, slot=slot)
+            if release.released or released_at < valid_until:
+                # The holder stops believing at its release: cut every
+                # window of this tenure there (earlier renews included).
+                grants = [(*g[:5], min(g[5], released_at)) if (g[0], g[1]) == (me, tenure) else g for g in grants]
+        time.sleep(rng.uniform(0, 0.03))
+    return grants
+
+
+def _race(spawn: Any, name: str, limit: int, seconds: float) -> list[Grant]:
+    start_at = time.time() + 6  # the pool's processes start slowly on 2 cores
+    per_worker = spawn(_hammer, [(name, limit, i, seconds, start_at) for i in range(CONTENDERS)])
+    return [Grant(*g) for grants in per_worker for g in grants]
+
+
+def _assert_fenced(grants: list[Grant]) -> int:
+    """Overlapping grants of one slot: the later one has the higher token.
+
+    Returns how many overlapping pairs of different holders were seen.
+    """
+    foreign_overlaps = 0
+    by_slot: dict[int, list[Grant]] = defaultdict(list)
+    for g in grants:
+        by_slot[g.slot].append(g)
+    for slot_grants in by_slot.values():
+        slot_grants.sort(key=lambda g: g.start)
+        active: list[Grant] = []
+        for g in slot_grants:
+            active = [a for a in active if a.end > g.start]
+            for a in active:
+                assert g.token > a.token, f"{g} overlaps {a} with a lower token"
+                if (a.worker, a.tenure) != (g.worker, g.tenure) and a.end - g.start > SLACK:
+                    foreign_overlaps += 1
+            active.append(g)
+    tokens = [g.token for g in grants]
+    assert len(tokens) == len(set(tokens)), "a token was granted twice"
+    return foreign_overlaps
+
+
+def _max_live_permits(grants: list[Grant]) -> int:
+    """The most tenures believing they hold a permit at one instant."""
+    tenures: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+    for g in grants:
+        tenures[(g.worker, g.tenure)].append((g.start, g.end))
+    events: list[tuple[float, int]] = []
+    for windows in tenures.values():
+        windows.sort()
+        merged: list[list[float]] = []
+        for start, end in windows:
+            if end <= start:
+                continue
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        for start, end in merged:
+            # Shrink by the clock slack so touching windows do not count.
+            events += [(start + SLACK, 1), (end - SLACK, -1)]
+    live = peak = 0
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):
+        live += delta
+        peak = max(peak, live)
+    return peak
+
+
+def test_sixteen_contenders_on_one_lock_are_fenced(spawn):
+    """No two grants overlap unless the later has the higher token, and
+    different holders never overlap at all."""
+    grants = _race(spawn, "hammered", 1, RACE_SECONDS)
+    workers = {g.worker for g in grants}
+    assert len(grants) > 2 * RACE_SECONDS, "the race produced too few grants to mean anything"
+    assert len(workers) >= 3
+    assert {g.slot for g in grants} == {0}
+    assert _assert_fenced(grants) == 0
+    assert _max_live_permits(grants) == 1
+
+
+def test_a_semaphore_never_has_more_than_limit_live_permits(spawn):
+    """Three permits among sixteen contenders: never a fourth holder."""
+    grants = _race(spawn, "pool", 3, RACE_SECONDS / 2)
+    assert len(grants) > RACE_SECONDS
+    assert {g.slot for g in grants} == {0, 1, 2}
+    assert _assert_fenced(grants) == 0
+    assert _max_live_permits(grants) == 3
