@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -521,7 +521,12 @@ def _holders(op: LockOp, now: datetime | None) -> LockState:
     return LockState(op.index, op.name, bool(found), tuple(found))
 
 
-_RUN = {"acquire": _acquire, "renew": _renew, "release": _release, "get": _holders}
+_RUN: dict[str, Callable[[LockOp, datetime | None], LockResult]] = {
+    "acquire": _acquire,
+    "renew": _renew,
+    "release": _release,
+    "get": _holders,
+}
 
 
 def locks_call(ops: Sequence[LockOp], *, now: datetime | None = None) -> list[LockResult]:
@@ -530,7 +535,7 @@ def locks_call(ops: Sequence[LockOp], *, now: datetime | None = None) -> list[Lo
     Returns one result per op, in request order. Must run outside any
     transaction: every step is its own outermost KV transaction.
     """
-    return [_RUN[op.op](op, now) for op in ops]  # type: ignore[operator]
+    return [_RUN[op.op](op, now) for op in ops]
 
 
 def lock_acquire(

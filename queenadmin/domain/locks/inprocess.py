@@ -81,10 +81,8 @@ def info(name: str, *, viewer: str | Lock | None = None, now: datetime | None = 
     ``mask_token``. Takes no lock.
     """
     state = lock_holders(name=name, now=now)
-    if isinstance(viewer, Lock):
-        own_owner, own_token = viewer.owner, viewer.token
-    else:
-        own_owner, own_token = viewer, None
+    own_owner: str | None = viewer.owner if isinstance(viewer, Lock) else viewer
+    own_token: int | None = viewer.token if isinstance(viewer, Lock) else None
     out = []
     for h in state.holders:
         mine = (own_owner is not None and h.owner == own_owner) or (own_token is not None and h.token == own_token)
