@@ -364,3 +364,15 @@ def test_openapi_lists_every_kv_route_with_schemas(client):
     assert body["oneOf"][0] == {"$ref": "#/components/schemas/KVCallIn"}
     assert "KVOpIn" in schema["components"]["schemas"]
     assert Client().get("/api/v1/docs").status_code == 200
+
+
+def test_a_lone_surrogate_is_refused_and_a_surrogate_pair_is_text(client):
+    lone = '{"operations":[{"op":"put","ns":"t","key":"\\ud800","value":1,"forever":true}]}'
+    response = post(client, lone)
+    assert response.status_code == 400
+    assert response.json()["reason"] == "kv_bad_body"
+    in_value = '{"operations":[{"op":"put","ns":"t","key":"k","value":"x\\uDFFF","forever":true}]}'
+    assert post(client, in_value).status_code == 400
+    assert KVEntry.objects.count() == 0
+    pair = '{"operations":[{"op":"put","ns":"t","key":"\\ud83d\\ude00","value":1,"forever":true}]}'
+    assert post(client, pair).json()["results"][0]["key"] == "\U0001f600"
