@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import requires_postgres, run_server
+
 pytestmark = pytest.mark.live
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -464,3 +466,31 @@ def test_dlq_parameters_are_checked(http):
     answer = http.get("/dlq", params={"from": "long ago"})
     assert answer.json() == {"error": "from must be an ISO time", "code": "bad_request"}
     assert http.get("/dlq", params={"queue": "nothing-here"}).json() == {"messages": [], "total": 0}
+
+
+@requires_postgres
+def test_a_push_on_another_replica_wakes_the_waiter(live_server, unique):
+    """Two servers on one database: LISTEN/NOTIFY carries the wake-up."""
+    q = unique("replica")
+    with run_server(extra_env={"DATABASE_URL": live_server.env["DATABASE_URL"]}) as other:
+        results: dict[str, Any] = {}
+
+        def waiter() -> None:
+            with httpx.Client(headers={"Authorization": f"Bearer {live_server.token}"}, timeout=40) as client:
+                results["answer"] = client.get(f"{live_server.url}/api/v1/pop/queue/{q}?wait=true&timeout=20000")
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        time.sleep(0.7)
+        pushed_at = time.monotonic()
+        answer = httpx.post(
+            f"{other.url}/api/v1/push",
+            json={"items": [{"queue": q, "payload": "from the other replica"}]},
+            headers={"Authorization": f"Bearer {live_server.token}"},
+        )
+        assert answer.status_code == 201
+        thread.join(30)
+        woke_after = time.monotonic() - pushed_at
+    assert results["answer"].json()["messages"][0]["data"] == "from the other replica"
+    # Well under the 2 s re-check: the NOTIFY woke it.
+    assert woke_after < 1.0

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -63,10 +62,23 @@ _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-f
 
 def uuid7() -> str:
     """A UUIDv7: 48 bits of Unix milliseconds, then random bits."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & 0xFFFFFFFFFFFF) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62 | rand & (2**62 - 1)
-    return str(uuid.UUID(int=value))
+    return uuid7s(1)[0]
+
+
+def uuid7s(count: int) -> list[str]:
+    """``count`` UUIDv7 strings sharing one timestamp (one urandom call)."""
+    ms = f"{time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF:012x}"
+    head = f"{ms[:8]}-{ms[8:]}-7"
+    rand = os.urandom(10 * count).hex()
+    out = []
+    for i in range(0, 20 * count, 20):
+        r = rand[i : i + 20]
+        out.append(f"{head}{r[1:4]}-{_VARIANT[r[4]]}{r[5:8]}-{r[8:20]}")
+    return out
+
+
+#: The top two bits of the clock-sequence byte are the RFC 4122 variant.
+_VARIANT = {f"{n:x}": f"{8 | n & 3:x}" for n in range(16)}
 
 
 def is_uuid(value: Any) -> bool:
@@ -185,3 +197,17 @@ def from_db_time(value: Any) -> datetime:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value  # type: ignore[no-any-return]
+
+
+def pg_cursor() -> Any:
+    """A psycopg cursor with server-side binding on Django's connection.
+
+    Django's psycopg cursors bind on the client, which quotes every array
+    element in Python: 16 ms of a 1,000-item push (measured). Bound on the
+    server (binary), the same arrays cost well under a millisecond. It
+    shares the connection, so it runs inside the current transaction.
+    """
+    import psycopg
+
+    connection.ensure_connection()
+    return psycopg.Cursor(connection.connection)

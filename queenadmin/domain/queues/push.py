@@ -22,7 +22,8 @@ from queenadmin.domain.queues.common import (
     from_db_time,
     is_postgres,
     is_uuid,
-    uuid7,
+    pg_cursor,
+    uuid7s,
 )
 from queenadmin.errors import InvalidArgument
 from queenadmin.models.queues import Partition, Queue
@@ -159,15 +160,17 @@ def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[t
     txns = sorted({t for _, t in pairs})
     earliest = min(cutoffs[p] for p in pids)
     rows: list[tuple[Any, ...]] = []
-    with connection.cursor() as cur:
-        if is_postgres():
+    if is_postgres():
+        with pg_cursor() as cur:
             cur.execute(
                 "SELECT partition_id, transaction_id, message_id, msg_offset, created_at FROM queenadmin_message"
-                " WHERE partition_id = ANY(%s) AND transaction_id = ANY(%s) AND created_at > %s",
-                [pids, txns, db_time(earliest)],
+                " WHERE partition_id = ANY(%b::bigint[]) AND transaction_id = ANY(%b::text[]) AND created_at > %s",
+                [pids, txns, earliest],
+                binary=True,
             )
             rows = cur.fetchall()
-        else:
+    else:
+        with connection.cursor() as cur:
             pmarks = ",".join("%s" for _ in pids)
             for start in range(0, len(txns), _SQLITE_CHUNK):
                 chunk = txns[start : start + _SQLITE_CHUNK]
@@ -209,6 +212,7 @@ def push_in_transaction(*, items: Sequence[PushItem], now: datetime) -> list[Pus
             wanted.add((pid, item.transaction_id))
     originals = _recent(wanted, cutoffs)
 
+    fresh = iter(uuid7s(len(items)))
     results: list[PushResult] = []
     rows: list[tuple[int, int, str, str, str, str | None]] = []
     for index, item in enumerate(items):
@@ -219,7 +223,7 @@ def push_in_transaction(*, items: Sequence[PushItem], now: datetime) -> list[Pus
             mid, offset = originals[(pid, txn)]
             results.append(PushResult(index, mid, txn, item.queue, "duplicate", offset))
             continue
-        mid = uuid7()
+        mid = next(fresh)
         txn = txn if txn is not None else mid
         offset = next_offsets[pid]
         next_offsets[pid] = offset + 1
@@ -243,45 +247,35 @@ def push_in_transaction(*, items: Sequence[PushItem], now: datetime) -> list[Pus
 def _write(
     rows: list[tuple[int, int, str, str, str, str | None]], partitions: dict[int, tuple[int, int]], now: datetime
 ) -> None:
-    with connection.cursor() as cur:
-        if is_postgres():
+    if is_postgres():
+        cols = [list(c) for c in zip(*rows, strict=True)]
+        with pg_cursor() as cur:
             cur.execute(
                 "UPDATE queenadmin_partition AS p"
                 " SET next_offset = v.n, retained_bytes = p.retained_bytes + v.b, last_push_at = %s"
-                " FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, n, b) WHERE p.id = v.id",
-                [
-                    db_time(now),
-                    list(partitions),
-                    [n for n, _ in partitions.values()],
-                    [b for _, b in partitions.values()],
-                ],
+                " FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[]) AS v(id, n, b) WHERE p.id = v.id",
+                [now, list(partitions), [n for n, _ in partitions.values()], [b for _, b in partitions.values()]],
+                binary=True,
             )
-            cols = list(zip(*rows, strict=True))
             cur.execute(
                 "INSERT INTO queenadmin_message"
                 " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
                 " SELECT u.p, u.o, u.t, u.m, u.d, u.r, %s"
-                " FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[])"
+                " FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[])"
                 " AS u(p, o, t, m, d, r)",
-                [
-                    db_time(now),
-                    list(cols[0]),
-                    list(cols[1]),
-                    list(cols[2]),
-                    list(cols[3]),
-                    list(cols[4]),
-                    list(cols[5]),
-                ],
+                [now, *cols],
+                binary=True,
             )
-        else:
-            cur.executemany(
-                "UPDATE queenadmin_partition"
-                " SET next_offset = %s, retained_bytes = retained_bytes + %s, last_push_at = %s WHERE id = %s",
-                [(n, b, db_time(now), p) for p, (n, b) in partitions.items()],
-            )
-            cur.executemany(
-                "INSERT INTO queenadmin_message"
-                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [(*r, db_time(now)) for r in rows],
-            )
+        return
+    with connection.cursor() as cur:
+        cur.executemany(
+            "UPDATE queenadmin_partition"
+            " SET next_offset = %s, retained_bytes = retained_bytes + %s, last_push_at = %s WHERE id = %s",
+            [(n, b, db_time(now), p) for p, (n, b) in partitions.items()],
+        )
+        cur.executemany(
+            "INSERT INTO queenadmin_message"
+            " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(*r, db_time(now)) for r in rows],
+        )
