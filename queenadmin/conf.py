@@ -26,6 +26,15 @@ class _Settings:
     KV_MAX_KEYS_PER_CALL: int = 1024
     KV_MAX_KEY_BYTES: int = 512
     KV_MAX_VALUE_BYTES: int = 64 * 1024
+    #: KV call rate per API token and server process (protocol 2.12), in
+    #: calls per second; 0 turns the limit off (the default: a self-hosted
+    #: broker has one tenant, and Queen's cloud default of 100 writes/s
+    #: would cap it far below what it serves). A call with any write or
+    #: check counts as a write. Bursts default to twice the rate.
+    KV_WRITE_RATE: float = 0.0
+    KV_WRITE_BURST: float = 0.0
+    KV_READ_RATE: float = 0.0
+    KV_READ_BURST: float = 0.0
     #: Request body limit, answered 413 in plain text (protocol 1.1).
     MAX_BODY_BYTES: int = 64 * 1024 * 1024
     #: Message log: a waiting pop re-tries its claim at least this often, in

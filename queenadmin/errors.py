@@ -87,6 +87,18 @@ class Unauthorized(QueenError):
     code = "unauthorized"
 
 
+class RateLimited(QueenError):
+    """Too many calls; retry after the time given."""
+
+    code = "rate_limited"
+    reason = "rate_limited"
+
+    def __init__(self, *, retry_after: float) -> None:
+        super().__init__()
+        #: Seconds until the call would be admitted.
+        self.retry_after = retry_after
+
+
 class LockNotAcquired(QueenError):
     """The lock could not be acquired before the timeout."""
 

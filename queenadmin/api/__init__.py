@@ -51,7 +51,7 @@ api = QueenNinjaAPI(
 @api.exception_handler(QueenError)
 def on_queen_error(request: HttpRequest, exc: QueenError) -> HttpResponse:
     status, body = error_table.render(exc)
-    return json_response(body, status)
+    return json_response(body, status, error_table.headers(exc))
 
 
 @api.exception_handler(AuthenticationError)

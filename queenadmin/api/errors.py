@@ -9,6 +9,7 @@ Queen's wire protocol has several error families (protocol.md 1.3):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from queenadmin import errors
@@ -24,9 +25,17 @@ STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.NameTooLong: (413, "engine"),
     errors.NotFound: (404, "engine"),
     errors.Unauthorized: (401, "auth"),
+    errors.RateLimited: (429, "kv"),
     errors.InvalidArgument: (400, "engine"),
     errors.QueenError: (400, "engine"),
 }
+
+
+def headers(exc: errors.QueenError) -> dict[str, str]:
+    """Extra response headers a refusal carries (``Retry-After`` on 429)."""
+    if isinstance(exc, errors.RateLimited):
+        return {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+    return {}
 
 
 def render(exc: errors.QueenError) -> tuple[int, dict[str, Any]]:

@@ -7,6 +7,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
+from queenadmin.api import ratelimit
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.kv import (
@@ -88,6 +89,7 @@ def _operations(body: Any) -> Any:
 def kv_batch(request: HttpRequest) -> HttpResponse:
     raw = _operations(read_json(request, KVBadRequest, "kv_bad_body"))
     ops = kv.parse_ops(raw)
+    ratelimit.admit(request, "write" if any(op.is_write for op in ops) else "read")
     if not ops:
         return json_response({"results": []})
     results = kv.kv_call(ops)
@@ -99,8 +101,10 @@ def _no_query(request: HttpRequest) -> None:
         raise KVBadRequest("the KV path routes take no query string", reason="kv_no_query_string")
 
 
-def _single(raw: dict[str, Any]) -> dict[str, Any]:
-    results = kv.kv_call(kv.parse_ops([raw]))
+def _single(request: HttpRequest, raw: dict[str, Any]) -> dict[str, Any]:
+    ops = kv.parse_ops([raw])
+    ratelimit.admit(request, "write" if ops[0].is_write else "read")
+    results = kv.kv_call(ops)
     return result_out(results[0])
 
 
@@ -111,7 +115,7 @@ def _single(raw: dict[str, Any]) -> dict[str, Any]:
 )
 def get_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     _no_query(request)
-    out = _single({"op": "get", "ns": ns, "key": key})
+    out = _single(request, {"op": "get", "ns": ns, "key": key})
     headers = {"ETag": f'"{out["version"]}"'} if out.get("found") else None
     return json_response(out, headers=headers)
 
@@ -133,7 +137,7 @@ def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     if any(name in body for name in ("op", "ns", "namespace", "key")):
         raise KVBadRequest("op, ns and key come from the path", reason="kv_field_in_path")
     raw = {"op": "put", "ns": ns, "key": key, **{k: body[k] for k in _PATH_FIELDS if k in body}}
-    return json_response(_single(raw))
+    return json_response(_single(request, raw))
 
 
 @router.delete(
@@ -151,11 +155,12 @@ def delete_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     if any(name in body for name in ("op", "ns", "namespace", "key")):
         raise KVBadRequest("op, ns and key come from the path", reason="kv_field_in_path")
     raw = {"op": "delete", "ns": ns, "key": key, **{k: body[k] for k in ("expect", "required") if k in body}}
-    return json_response(_single(raw))
+    return json_response(_single(request, raw))
 
 
 @router.get("/resources/kv/namespaces", response=KVNamespacesOut, summary="KV namespaces with key counts")
 def list_namespaces(request: HttpRequest) -> HttpResponse:
+    ratelimit.admit(request, "read")
     rows = kv.kv_namespaces()
     return json_response({"namespaces": [{"namespace": ns, "keys": n} for ns, n in rows]})
 
@@ -171,6 +176,7 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     if not isinstance(body, dict):
         raise KVBadRequest("the body must be a JSON object", reason="kv_bad_body")
     namespace = kv.check_namespace(body.get("namespace"))
+    ratelimit.admit(request, "read")
     prefix = body.get("prefix") or ""
     after = body.get("after") or ""
     if not isinstance(prefix, str) or not isinstance(after, str):

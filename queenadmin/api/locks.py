@@ -7,6 +7,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
+from queenadmin.api import ratelimit
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.locks import LocksCallIn, LocksCallOut, LocksErrorOut
@@ -82,6 +83,8 @@ def _operations(body: Any) -> Any:
 )
 def locks_batch(request: HttpRequest) -> HttpResponse:
     ops = locks.parse_lock_ops(_operations(read_json(request, LocksBadRequest, "locks_bad_body")))
+    # Locks are KV calls underneath, so they spend the same KV rate.
+    ratelimit.admit(request, "read" if all(op.op == "get" for op in ops) else "write")
     if not ops:
         return json_response({"results": []})
     return json_response({"results": [result_out(r) for r in locks.locks_call(ops)]})

@@ -376,3 +376,44 @@ def test_a_lone_surrogate_is_refused_and_a_surrogate_pair_is_text(client):
     assert KVEntry.objects.count() == 0
     pair = '{"operations":[{"op":"put","ns":"t","key":"\\ud83d\\ude00","value":1,"forever":true}]}'
     assert post(client, pair).json()["results"][0]["key"] == "\U0001f600"
+
+
+@pytest.fixture
+def fresh_buckets():
+    from queenadmin.api import ratelimit
+
+    ratelimit.reset()
+    yield
+    ratelimit.reset()
+
+
+@override_settings(QUEENADMIN_KV_WRITE_RATE=1, QUEENADMIN_KV_WRITE_BURST=2)
+def test_write_rate_answers_429_rate_limited_with_retry_after(client, fresh_buckets):
+    write = {"op": "put", "ns": "t", "key": "k", "value": 1, "forever": True}
+    assert kv_ops(client, write).status_code == 200
+    assert kv_ops(client, write).status_code == 200
+    refused = kv_ops(client, {**write, "key": "third"})
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == "1"
+    assert refused.json() == {
+        "error": "rate_limited",
+        "reason": "rate_limited",
+        "detail": "Too many calls; retry after the time given.",
+    }
+    assert not KVEntry.objects.filter(key="third").exists()
+    # Reads have their own budget (off here), and so does every other token.
+    assert kv_ops(client, {"op": "get", "ns": "t", "key": "k"}).status_code == 200
+    other = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(name='other')}")
+    assert kv_ops(other, {**write, "key": "fourth"}).status_code == 200
+
+
+@override_settings(QUEENADMIN_KV_READ_RATE=1, QUEENADMIN_KV_READ_BURST=1)
+def test_read_rate_covers_path_and_console_reads(client, fresh_buckets):
+    assert client.get("/api/v1/kv/t/k").status_code == 200
+    assert client.get("/api/v1/kv/t/k").status_code == 429
+    assert client.get("/api/v1/resources/kv/namespaces").status_code == 429
+
+
+def test_no_rate_limit_by_default(client, fresh_buckets):
+    for _ in range(50):
+        assert kv_ops(client, {"op": "put", "ns": "t", "key": "k", "value": 1, "forever": True}).status_code == 200

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.test import Client
+from django.test import Client, override_settings
 
 from queenadmin.domain import kv, tokens
 
@@ -492,3 +492,20 @@ def test_too_many_keys_counts_limits_and_gets(client):
 
 def test_a_name_twice_in_one_call(client):
     bad(client, [acquire("a"), {"op": "get", "name": "a"}], "locks_duplicate_in_call")
+
+
+@override_settings(QUEENADMIN_KV_WRITE_RATE=1, QUEENADMIN_KV_WRITE_BURST=1)
+def test_lock_calls_spend_the_kv_write_rate(client):
+    from queenadmin.api import ratelimit
+
+    ratelimit.reset()
+    try:
+        acquire = {"operations": [{"op": "acquire", "name": "rl", "ttlSeconds": 30}]}
+        first = client.post("/api/v1/locks", data=json.dumps(acquire), content_type="application/json")
+        assert first.status_code == 200
+        refused = client.post("/api/v1/locks", data=json.dumps(acquire), content_type="application/json")
+        assert refused.status_code == 429
+        assert refused.json()["error"] == "rate_limited"
+        assert refused["Retry-After"] == "1"
+    finally:
+        ratelimit.reset()
