@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,24 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
 from queenadmin.domain import tokens
+
+
+def _run_workers(config: Any) -> None:
+    """``uvicorn.run``'s several-workers branch, with Nagle off.
+
+    uvicorn binds the shared listener with ``proto`` 0; accepted sockets
+    inherit it and asyncio then skips ``TCP_NODELAY`` (uvicorn issue 3149),
+    so every keep-alive response waits ~40 ms for the client's delayed ACK
+    (measured: 22 calls/s at concurrency 1 with 2 workers, against 600 with
+    one). Re-wrapping the descriptor lets Python read the real protocol.
+    """
+    from uvicorn.supervisors import Multiprocess
+
+    sock = config.bind_socket()
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock = socket.socket(fileno=sock.detach())
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    Multiprocess(config, sockets=[sock]).run()
 
 
 class Command(BaseCommand):
@@ -48,16 +67,19 @@ class Command(BaseCommand):
 
         self.stdout.write(f"queenadmin serving on http://{options['host']}:{options['port']}/")
         self.stdout.flush()
-        uvicorn.run(
-            "queenadmin.asgi:application",
-            host=options["host"],
-            port=options["port"],
-            workers=options["workers"],
-            lifespan="on",
-            log_level=os.environ.get("QUEENADMIN_UVICORN_LOG_LEVEL", "warning"),
-            access_log=False,
-            ws="websockets-sansio",
-        )
+        config = {
+            "host": options["host"],
+            "port": options["port"],
+            "workers": options["workers"],
+            "lifespan": "on",
+            "log_level": os.environ.get("QUEENADMIN_UVICORN_LOG_LEVEL", "warning"),
+            "access_log": False,
+            "ws": "websockets-sansio",
+        }
+        if options["workers"] > 1:
+            _run_workers(uvicorn.Config("queenadmin.asgi:application", **config))
+        else:
+            uvicorn.run("queenadmin.asgi:application", **config)
 
     def _bootstrap(self, host: str, port: int) -> None:
         user_model = get_user_model()
