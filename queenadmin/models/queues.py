@@ -114,10 +114,12 @@ class ConsumerCursor(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     #: The leased batch is ``committed_offset + 1 .. batch_last``.
     batch_last = models.BigIntegerField(default=0)
-    #: How many times the message at ``committed_offset + 1`` was delivered.
-    head_attempts = models.IntegerField(default=0)
-    #: Highest offset ever delivered to the group on this partition.
-    delivered_offset = models.BigIntegerField(default=0)
+    #: How many times each offset above ``committed_offset`` was delivered
+    #: to the group: sorted, disjoint ``[first, last, attempts]`` runs, with
+    #: touching runs of equal attempts merged. An offset outside every run
+    #: was never delivered. Trimmed whenever the cursor advances, so it
+    #: only ever describes messages that are still pending.
+    delivery_runs = models.JSONField(default=list)
     #: Retries spent by explicit ``failed`` acks on the current head.
     retry_count = models.IntegerField(default=0)
     dead_lettered = models.BigIntegerField(default=0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 import time_machine
 
 from queenadmin.domain import queues as log
+from queenadmin.domain.queues import common
 from queenadmin.errors import InvalidArgument, NameTooLong
 from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue
 
@@ -314,6 +317,130 @@ def test_lease_extension_never_shortens():
         assert result.expires_at == T0 + timedelta(seconds=300)
         result = log.queue_lease_extend(lease_id=c.lease_id, seconds=600)
         assert result.expires_at == T0 + timedelta(seconds=600)
+
+
+def attempts(c: log.Claim) -> list[tuple[int, int]]:
+    return [(m.offset, m.delivery_attempt) for m in c.messages]
+
+
+def runs(group: str = log.QUEUE_MODE) -> list[list[int]]:
+    return ConsumerCursor.objects.get(group=group).delivery_runs
+
+
+def test_delivery_runs_match_a_count_per_offset():
+    """Runs stay merged, sorted and equal to one counter per offset."""
+    rng = random.Random(4)
+    runs: list[list[int]] = []
+    counts: dict[int, int] = {}
+    committed = 0
+    for _ in range(500):
+        if rng.random() < 0.3:
+            committed += rng.randint(0, 4)
+            runs = common.runs_trim(runs, committed)
+            counts = {o: n for o, n in counts.items() if o > committed}
+        first = committed + 1 if rng.random() < 0.8 else committed + rng.randint(1, 6)
+        last = first + rng.randint(0, 8)
+        runs = common.runs_deliver(runs, first, last)
+        for offset in range(first, last + 1):
+            counts[offset] = counts.get(offset, 0) + 1
+        assert common.runs_attempts(runs, committed + 1, committed + 20) == [
+            counts.get(o, 0) for o in range(committed + 1, committed + 21)
+        ]
+        assert all(a <= b for a, b, _ in runs)
+        assert all(b1 < a2 and (b1 + 1 < a2 or n1 != n2) for (_, b1, n1), (a2, _, n2) in itertools.pairwise(runs))
+
+
+def test_attempts_stay_exact_when_redelivered_batches_change_size():
+    """Each message counts its own deliveries, whatever the batch sizes."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=15)
+        assert {a for _, a in attempts(claim(batch=10, lease_seconds=5))} == {1}
+        traveller.shift(timedelta(seconds=6))
+        small = claim(batch=5, lease_seconds=5)
+        assert attempts(small) == [(o, 2) for o in range(1, 6)]
+        ack(small)
+        bigger = claim(batch=10, lease_seconds=5)
+        assert attempts(bigger) == [(o, 2) for o in range(6, 11)] + [(o, 1) for o in range(11, 16)]
+        traveller.shift(timedelta(seconds=6))
+        assert attempts(claim(batch=3, lease_seconds=5)) == [(6, 3), (7, 3), (8, 3)]
+        assert runs() == [[6, 8, 3], [9, 10, 2], [11, 15, 1]]
+        traveller.shift(timedelta(seconds=6))
+        assert attempts(claim(batch=15)) == [(6, 4), (7, 4), (8, 4), (9, 3), (10, 3)] + [(o, 2) for o in range(11, 16)]
+
+
+def test_attempts_stay_exact_after_partial_batch_acks():
+    """Acking part of a batch keeps the count of the rest, and trims it."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=12)
+        first = claim(batch=10, lease_seconds=5)
+        (done,) = ack(first, messages=first.messages[2:3])
+        assert not done.lease_released  # 4..10 are still out under the lease
+        traveller.shift(timedelta(seconds=6))
+        second = claim(batch=3, lease_seconds=5)
+        assert attempts(second) == [(4, 2), (5, 2), (6, 2)]
+        assert runs() == [[4, 6, 2], [7, 10, 1]]
+        ack(second)
+        assert attempts(claim(batch=10)) == [(7, 2), (8, 2), (9, 2), (10, 2), (11, 1), (12, 1)]
+
+
+def test_retry_redelivers_with_exact_attempts():
+    """A ``retry`` in a batch brings it and everything after it back once more."""
+    push(n=6)
+    c = claim(batch=4)
+    statuses = ["completed", "retry", "completed", "completed"]
+    items = [
+        log.AckItem(i, m.transaction_id, str(m.partition_id), s, c.lease_id)  # type: ignore[arg-type]
+        for i, (m, s) in enumerate(zip(c.messages, statuses, strict=True))
+    ]
+    assert all(o.success for o in log.queue_ack(items=items))
+    again = claim(batch=6)
+    assert attempts(again) == [(2, 2), (3, 2), (4, 2), (5, 1), (6, 1)]
+    statuses = ["completed", "completed", "completed", "retry", "completed"]
+    items = [
+        log.AckItem(i, m.transaction_id, str(m.partition_id), s, again.lease_id)  # type: ignore[arg-type]
+        for i, (m, s) in enumerate(zip(again.messages, statuses, strict=True))
+    ]
+    assert all(o.lease_released for o in log.queue_ack(items=items))
+    assert attempts(claim(batch=6)) == [(5, 2), (6, 2)]
+
+
+def test_failed_with_retries_left_redelivers_with_exact_attempts():
+    """``failed`` hands the batch back; each message counts its own deliveries."""
+    configure(retryLimit=2)
+    push(n=5)
+    ack(claim(batch=3), "failed", messages=None)
+    second = claim(batch=2)
+    assert attempts(second) == [(1, 2), (2, 2)]
+    (outcome,) = ack(second, "failed", messages=second.messages[:1])
+    assert not outcome.dlq
+    assert attempts(claim(batch=5)) == [(1, 3), (2, 3), (3, 2), (4, 1), (5, 1)]
+
+
+def test_consumer_groups_count_attempts_independently():
+    """One group's redeliveries never show in another group's attempts."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=4)
+        claim(batch=4, lease_seconds=5)
+        traveller.shift(timedelta(seconds=6))
+        assert attempts(claim(group="g", subscription_mode="all", batch=2, lease_seconds=5)) == [(1, 1), (2, 1)]
+        assert attempts(claim(batch=2, lease_seconds=5)) == [(1, 2), (2, 2)]
+        traveller.shift(timedelta(seconds=6))
+        assert attempts(claim(group="g", batch=4)) == [(1, 2), (2, 2), (3, 1), (4, 1)]
+        assert attempts(claim(batch=4)) == [(1, 3), (2, 3), (3, 2), (4, 2)]
+        assert runs("g") == [[1, 2, 2], [3, 4, 1]]
+
+
+def test_auto_ack_counts_the_delivery_and_trims_the_record():
+    """An auto-acked redelivery reports its attempt and keeps no record below the cursor."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=4)
+        claim(batch=4, lease_seconds=5)
+        traveller.shift(timedelta(seconds=6))
+        assert attempts(claim(batch=2, auto_ack=True)) == [(1, 2), (2, 2)]
+        assert runs() == [[3, 4, 1]]
+        ack(c := claim(batch=4))
+        assert attempts(c) == [(3, 2), (4, 2)]
+        assert runs() == []
 
 
 # -- consumer groups --------------------------------------------------------------

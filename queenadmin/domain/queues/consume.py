@@ -7,6 +7,11 @@ says everything up to it is done; the one leased batch is
 FIFO holds per partition, and an expired lease makes the same offsets
 claimable again with ``deliveryAttempt + 1``.
 
+Every claim starts at ``committed_offset + 1``, so ``delivery_runs`` (how
+many times each pending offset went out) only grows by whole prefixes and
+is trimmed as the cursor advances: ``deliveryAttempt`` is exact per message
+however batch sizes, partial acks and redeliveries interleave.
+
 Claims lock cursor rows with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL and
 then write with a conditional UPDATE (the committed offset and a free lease
 must still hold), which also keeps SQLite correct: there the IMMEDIATE
@@ -15,6 +20,7 @@ transaction already makes writers take turns.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,10 +37,14 @@ from queenadmin.domain.queues.common import (
     QUEUE_MODE,
     Delivered,
     QueueRef,
+    Runs,
     Status,
     db_time,
     from_db_time,
     is_postgres,
+    runs_attempts,
+    runs_deliver,
+    runs_trim,
     uuid7,
 )
 from queenadmin.errors import InvalidArgument
@@ -196,7 +206,6 @@ def _register_group(queue: QueueRef, request: PopRequest, now: datetime) -> None
                     committed_offset=start,
                     start_offset=start,
                     batch_last=start,
-                    delivered_offset=start,
                 )
             )
     ConsumerCursor.objects.bulk_create(cursors, ignore_conflicts=True)
@@ -237,7 +246,7 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
 
 def _lock_cursor(pid: int, group: str, now: datetime) -> tuple[Any, ...] | None:
     sql = (
-        "SELECT c.id, c.committed_offset, c.head_attempts, c.delivered_offset, p.next_offset, p.name"
+        "SELECT c.id, c.committed_offset, c.delivery_runs, p.next_offset, p.name"
         " FROM queenadmin_consumercursor c JOIN queenadmin_partition p ON p.id = c.partition_id"
         " WHERE c.partition_id = %s AND c.group_name = %s AND (c.lease_id IS NULL OR c.leased_until <= %s)"
     )
@@ -268,21 +277,21 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         row = _lock_cursor(pid, request.group, now)
         if row is None:
             continue  # Leased meanwhile, or locked by another claim.
-        cid, committed, head_attempts, delivered_offset, next_offset, name = row
+        cid, committed, stored_runs, next_offset, name = row
         take = min(budget, next_offset - 1 - committed)
         if take <= 0:
             continue
         first, last = committed + 1, committed + take
-        attempt = head_attempts + 1 if first <= delivered_offset else 1
-        fields: dict[str, Any] = {
-            "delivered_offset": max(delivered_offset, last),
-            "last_claim_at": now,
-        }
+        runs = runs_deliver(runs_trim(_load_runs(stored_runs), committed), first, last)
+        seen = runs_attempts(runs, first, last)
+        fields: dict[str, Any] = {"last_claim_at": now}
         if request.auto_ack:
-            fields.update(committed_offset=last, batch_last=last, head_attempts=0, retry_count=0)
+            fields.update(committed_offset=last, batch_last=last, retry_count=0, delivery_runs=runs_trim(runs, last))
         else:
-            fields.update(lease_id=lease_id, leased_until=leased_until, batch_last=last, head_attempts=attempt)
+            fields.update(lease_id=lease_id, leased_until=leased_until, batch_last=last, delivery_runs=runs)
         # SQLite ignores FOR UPDATE; this compare-and-set is what protects it.
+        # It also guards ``delivery_runs``: only a claim (which needs a free
+        # lease) or a moving committed offset ever changes them.
         won = (
             ConsumerCursor.objects.filter(pk=cid, committed_offset=committed)
             .exclude(lease_id__isnull=False, leased_until__gt=now)
@@ -298,11 +307,18 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
             .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
         )
         for offset, txn, mid, payload, trace, created in rows:
-            seen = attempt if offset <= delivered_offset else 1
-            delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, offset, seen))
+            delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, offset, seen[offset - first]))
     if claimed:
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue.name]})
     return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at)
+
+
+def _load_runs(value: Any) -> Runs:
+    # Raw SQL reads JSON as text on both backends (Django loads jsonb as
+    # text on psycopg 3); the ORM would have decoded it.
+    if isinstance(value, str | bytes):
+        return json.loads(value)  # type: ignore[no-any-return]
+    return value or []  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------
@@ -438,8 +454,8 @@ def _ack_cursor(
     if dead:
         _dead_letter(queue, pid, group, dead, cursor.retry_count, now)
     fields: dict[str, Any] = {"committed_offset": committed, "retry_count": retry_count}
-    if committed != cursor.committed_offset and committed + 1 > cursor.delivered_offset:
-        fields["head_attempts"] = 0
+    if committed != cursor.committed_offset:
+        fields["delivery_runs"] = runs_trim(cursor.delivery_runs, committed)
     release = blocked or committed >= cursor.batch_last
     if release:
         fields.update(lease_id=None, leased_until=None, batch_last=committed)
