@@ -454,6 +454,37 @@ def test_queue_list_detail_depth_and_delete(http, unique):
     }  # fmt: skip
 
 
+def test_queue_detail_oldest_and_newest_message(http, unique):
+    """oldestMessage is the first pending message's push time, newestMessage the last one's."""
+    q = unique("ages")
+    for n in (1, 2, 3):
+        push(http, q, n)
+    body = pop(http, q, batch=3)
+    created = [m["createdAt"] for m in body["messages"]]
+    assert len(set(created)) == 3
+
+    def times() -> tuple[str | None, str | None]:
+        (part,) = http.get(f"/resources/queues/{q}").json()["partitions"]
+        return part["oldestMessage"], part["newestMessage"]
+
+    # Leased messages are still pending.
+    assert times() == (created[0], created[2])
+    first = body["messages"][0]
+    acked = http.post(
+        "/ack",
+        json={"transactionId": first["transactionId"], "partitionId": first["partitionId"], "status": "completed",
+              "leaseId": body["leaseId"]},
+    )  # fmt: skip
+    assert acked.json()[0]["success"] is True
+    assert times() == (created[1], created[2])
+    items = [
+        {"transactionId": m["transactionId"], "partitionId": m["partitionId"], "status": "completed"}
+        for m in body["messages"][1:]
+    ]
+    assert all(a["success"] for a in http.post("/ack/batch", json={"acknowledgments": items}).json())
+    assert times() == (None, created[2])
+
+
 def test_unknown_queue_is_404_queue_not_found(http):
     for path in ("/resources/queues/nope-nope", "/resources/queues/nope-nope/depth"):
         answer = http.get(path)

@@ -489,6 +489,42 @@ def test_oldest_ready_age_is_read_from_the_head_message():
         assert stats.oldest_ready_age == 30.0
 
 
+def test_oldest_and_newest_message_are_the_slowest_groups_head_and_the_last_offset():
+    """Oldest is the lowest pending offset of the slowest cursor; newest the last offset."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=1)
+        push(n=1, partition="done")
+        traveller.shift(timedelta(seconds=10))
+        push(n=1)
+        traveller.shift(timedelta(seconds=10))
+        push(n=1)
+        ack(claim(partition="done"))
+
+        def times(group: str | None = None) -> dict[str, tuple[datetime | None, datetime | None]]:
+            stats = log.queue_stats(name="q", group=group, with_messages=True)
+            assert stats is not None
+            return {p.name: (p.oldest_message_at, p.newest_message_at) for p in stats.partitions}
+
+        newest = T0 + timedelta(seconds=20)
+        assert times() == {"Default": (T0, newest), "done": (None, T0)}
+        # A leased message is still pending, so it stays the oldest.
+        leased = claim(batch=1)
+        assert times()["Default"] == (T0, newest)
+        ack(leased)
+        assert times()["Default"] == (T0 + timedelta(seconds=10), newest)
+        claim(batch=2, auto_ack=True)
+        assert times()["Default"] == (None, newest)
+        # With named groups the slowest one decides; a group can be asked for.
+        claim(group="fast", subscription_mode="all", batch=3, auto_ack=True)
+        claim(group="slow", subscription_mode="all", batch=1, auto_ack=True)
+        assert times()["Default"] == (T0 + timedelta(seconds=10), newest)
+        assert times("fast")["Default"] == (None, newest)
+        # Without the flag nothing is looked up.
+        stats = log.queue_stats(name="q")
+        assert stats is not None
+        assert {(p.oldest_message_at, p.newest_message_at) for p in stats.partitions} == {(None, None)}
+
+
 # -- configure and delete -----------------------------------------------------------
 
 

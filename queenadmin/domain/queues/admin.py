@@ -7,7 +7,7 @@ O(messages).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +46,13 @@ class PartitionDepth:
     #: The offset of the oldest ready message, if any.
     ready_offset: int | None
     retained_bytes: int = 0
+    #: The lowest offset still pending for the cursor these counts describe
+    #: (leased or not), if any.
+    pending_offset: int | None = None
+    #: Push time of the message at ``pending_offset`` (read only on request).
+    oldest_message_at: datetime | None = None
+    #: Push time of the message at the last offset (read only on request).
+    newest_message_at: datetime | None = None
 
     @property
     def ready(self) -> int:
@@ -194,6 +201,7 @@ def _depths(
                 dead,
                 head if head <= last else None,
                 retained,
+                committed + 1 if committed < last else None,
             )
             if best is None or depth.pending > best.pending:
                 best = depth
@@ -231,9 +239,34 @@ def _oldest_ready_age(parts: tuple[PartitionDepth, ...], now: datetime) -> float
     return None if oldest is None else max(0.0, (now - oldest).total_seconds())
 
 
-def queue_stats(*, name: str, group: str | None = None, with_age: bool = False) -> QueueStats | None:
+def _message_times(parts: tuple[PartitionDepth, ...]) -> tuple[PartitionDepth, ...]:
+    """Fill the oldest and newest push times: one index lookup per partition.
+
+    "Oldest" is the message at ``pending_offset``: the oldest message the
+    cursor behind the partition's counts has not finished (the slowest
+    named group's, or queue mode's when there are no named groups), the
+    same one ``pending`` starts at. Messages every group is done with do
+    not count, so a drained partition has no oldest message.
+    """
+    result = []
+    for part in parts:
+        wanted = [o for o in (part.pending_offset, part.total) if o]
+        found = dict(
+            Message.objects.filter(partition_id=part.id, offset__in=wanted).values_list("offset", "created_at")
+        )
+        oldest = found.get(part.pending_offset) if part.pending_offset else None
+        result.append(replace(part, oldest_message_at=oldest, newest_message_at=found.get(part.total)))
+    return tuple(result)
+
+
+def queue_stats(
+    *, name: str, group: str | None = None, with_age: bool = False, with_messages: bool = False
+) -> QueueStats | None:
     """Depth of queue ``name`` for ``group`` (see ``_depths``).
 
+    ``with_age`` adds the age of the oldest ready message; ``with_messages``
+    adds each partition's oldest and newest push times (see
+    ``_message_times``). Each costs one indexed lookup per partition.
     Returns None when the queue does not exist; ``partitions`` is empty and
     ``totals`` hold -1 when the named group was never seen.
     """
@@ -247,6 +280,8 @@ def queue_stats(*, name: str, group: str | None = None, with_age: bool = False) 
         unseen = dict.fromkeys(_totals(()), -1)
         return QueueStats(qid, name, namespace, task, options, created_at, group, (), None, unseen)
     age = _oldest_ready_age(parts, now) if with_age else None
+    if with_messages:
+        parts = _message_times(parts)
     return QueueStats(qid, name, namespace, task, options, created_at, group, parts, age, _totals(parts))
 
 
