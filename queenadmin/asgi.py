@@ -1,6 +1,7 @@
 """The one ASGI application ``serve`` runs.
 
-Plain HTTP goes to Django's WSGI handler in a thread pool (a2wsgi):
+Plain HTTP goes to Django's WSGI handler in a thread pool
+(``wsgi_bridge``, one thread hop per request; a2wsgi for large bodies):
 framework-ceilings.md measured Django's ASGI handler at ~1.2 ms CPU per
 request against ~0.08 ms under WSGI. Websockets (the dashboard) and
 long-poll pops, which must wait without holding a thread, go through ASGI.
@@ -28,12 +29,21 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 
 from queenadmin import loops  # noqa: E402
 from queenadmin.dashboard.routing import websocket_urlpatterns  # noqa: E402
+from queenadmin.wsgi_bridge import BufferedWSGI  # noqa: E402
 
 #: Path prefixes served by Django's ASGI handler (async views that wait).
 ASYNC_PREFIXES: tuple[str, ...] = ("/api/v1/pop",)
 
 _threads = int(os.environ.get("QUEENADMIN_HTTP_THREADS", "16"))
-wsgi_app = WSGIMiddleware(StaticFilesHandler(get_wsgi_application()), workers=_threads)  # type: ignore[no-untyped-call]
+_django_wsgi = StaticFilesHandler(get_wsgi_application())
+_a2wsgi_app = WSGIMiddleware(_django_wsgi, workers=_threads)  # type: ignore[no-untyped-call]
+#: One thread pool (so one set of DB connections) for both paths; the
+#: buffered one takes every request with a small declared body.
+#: ``QUEENADMIN_HTTP_BRIDGE=a2wsgi`` sends everything through a2wsgi (for
+#: comparing the two with bench/kv.py).
+wsgi_app: Any = BufferedWSGI(_django_wsgi, _a2wsgi_app.executor, fallback=_a2wsgi_app)
+if os.environ.get("QUEENADMIN_HTTP_BRIDGE") == "a2wsgi":
+    wsgi_app = _a2wsgi_app
 django_asgi_app = get_asgi_application()
 websocket_app = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 
