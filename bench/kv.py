@@ -1,0 +1,616 @@
+"""KV speed benchmark: the real HTTP stack against raw psycopg, side by side.
+
+Run on demand (not part of CI)::
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python bench/kv.py
+
+It creates a scratch PostgreSQL database, starts ``manage.py serve`` on it
+(the production entry point: uvicorn, a2wsgi, Django), makes an API token,
+then for every cell (single-op ``put`` calls and 100-op ``put`` batches, at
+each concurrency) runs, interleaved and in the same session:
+
+- ``http``: ``POST /api/v1/kv`` through the server, load from Debian's
+  ``wrk`` replaying pre-built JSON bodies (so the load generator costs
+  little of the 2 cores), or from a Python client when ``wrk`` is missing;
+- ``raw``: psycopg in one process per connection doing the same upserts on
+  the same table with the same advisory-lock SQL the domain uses: one
+  autocommit statement per single op, and one transaction per 100-op batch.
+
+Each cell runs ``--runs`` times after a warm-up; the table shows medians of
+ops/s and of p50/p99 call latency, the HTTP/raw ratio of ops/s, and the
+1-minute load average sampled before each run (the box is shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import multiprocessing
+import os
+import random
+import re
+import resource
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
+NAMESPACE = "bench"
+RAW_NAMESPACE = "benchraw"
+KEYSPACE = 10_000
+TABLE = "queenadmin_kventry"
+SEQUENCE = "queenadmin_kv_version"
+ADVISORY_CLASS = 0x51AD
+
+# The domain's single-put statement (domain/kv.py, _blind_put_fast).
+SINGLE_SQL = (
+    "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
+    f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+    f"SELECT %s, %s, %s, nextval('{SEQUENCE}'), NULL, %s, %s FROM lk "
+    "ON CONFLICT (namespace, key) DO UPDATE SET "
+    "value_json = excluded.value_json, version = excluded.version, "
+    "expires_at = excluded.expires_at, updated_at = excluded.updated_at "
+    "RETURNING version"
+)
+# A batch, set-based: sorted per-key advisory locks in one statement, then
+# one multi-row upsert drawing each version after the locks are held.
+BATCH_LOCK_SQL = (
+    "SELECT count(pg_advisory_xact_lock(%s, h)) FROM "
+    "(SELECT DISTINCT hashtext(n) AS h FROM unnest(%s::text[]) AS n ORDER BY 1) AS s"
+)
+BATCH_UPSERT_SQL = (
+    f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+    f"SELECT %s, k, v, nextval('{SEQUENCE}'), NULL, %s, %s FROM unnest(%s::text[], %s::text[]) AS u(k, v) "
+    "ON CONFLICT (namespace, key) DO UPDATE SET "
+    "value_json = excluded.value_json, version = excluded.version, "
+    "expires_at = excluded.expires_at, updated_at = excluded.updated_at "
+    "RETURNING version"
+)
+
+
+# --------------------------------------------------------------------------
+# Workload: the same keys and values for both sides
+
+
+def _value(rng: random.Random) -> dict[str, Any]:
+    return {"n": rng.randrange(1_000_000), "s": "hello world"}
+
+
+def make_calls(batch: int, count: int, seed: int) -> list[list[tuple[str, dict[str, Any]]]]:
+    """``count`` calls of ``batch`` distinct random keys each."""
+    rng = random.Random(seed)
+    calls = []
+    for _ in range(count):
+        keys = rng.sample(range(KEYSPACE), batch)
+        calls.append([(f"k{k}", _value(rng)) for k in keys])
+    return calls
+
+
+def call_body(call: list[tuple[str, dict[str, Any]]]) -> str:
+    ops = [{"op": "put", "ns": NAMESPACE, "key": k, "value": v, "forever": True} for k, v in call]
+    return json.dumps({"operations": ops}, separators=(",", ":"))
+
+
+# --------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class Run:
+    calls_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    load: float
+    generator: str
+    #: CPU per call (µs) of the serve process tree and of our database's
+    #: PostgreSQL backends; cores used by the load generator and by anything
+    #: else on the machine (other people's work: the noise) during the run.
+    srv_us: float = 0.0
+    pg_us: float = 0.0
+    gen_cores: float = 0.0
+    foreign_cores: float = 0.0
+
+
+@dataclass
+class Cell:
+    side: str  # http | raw
+    batch: int
+    conc: int
+    runs: list[Run] = field(default_factory=list)
+
+    def med(self, attr: str) -> float:
+        return statistics.median(getattr(r, attr) for r in self.runs)
+
+    @property
+    def ops_per_s(self) -> float:
+        return self.med("calls_per_s") * self.batch
+
+    def spread(self) -> str:
+        values = [r.calls_per_s * self.batch for r in self.runs]
+        return f"{min(values):.0f}-{max(values):.0f}"
+
+
+def loadavg() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_ticks(pid: str) -> tuple[int, float]:
+    """(parent pid, utime + stime in seconds) of one process, or (-1, 0)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return -1, 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class CpuMeter:
+    """CPU seconds of: the whole machine, the server tree, our PG backends."""
+
+    def __init__(self, server_pid: int, db_name: str) -> None:
+        self.server_pid = server_pid
+        self.db_name = db_name.encode()
+
+    def snapshot(self) -> tuple[float, float, float, float]:
+        with open("/proc/stat") as f:
+            parts = [int(x) for x in f.readline().split()[1:]]
+        busy = (sum(parts[:8]) - parts[3] - parts[4]) / _TICK  # minus idle and iowait
+        parents: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        pg = 0.0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            ppid, seconds = _proc_ticks(entry)
+            parents[int(entry)] = ppid
+            cpu[int(entry)] = seconds
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.startswith(b"postgres: ") and self.db_name in cmdline:
+                pg += seconds
+        server = 0.0
+        for pid, seconds in cpu.items():
+            walk = pid
+            while walk > 1 and walk != self.server_pid:
+                walk = parents.get(walk, -1)
+            if walk == self.server_pid:
+                server += seconds
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return busy, server, pg, children.ru_utime + children.ru_stime
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, max(0, round(q * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+# --------------------------------------------------------------------------
+# The server under test
+
+
+@dataclass
+class Server:
+    url: str
+    token: str
+    db_url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+
+def _admin(base_url: str, sql: str) -> None:
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        conn.execute(sql)  # type: ignore[arg-type]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve(base_url: str, workers: int | None, extra_env: dict[str, str]) -> Iterator[Server]:
+    tmp = Path(tempfile.mkdtemp(prefix="qa-bench-"))
+    db_name = f"qa_bench_{os.getpid()}_{secrets.token_hex(3)}"
+    _admin(base_url, f"CREATE DATABASE {db_name}")
+    db_url = f"{base_url.rsplit('/', 1)[0]}/{db_name}"
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env.update({"DATABASE_URL": db_url, "QUEENADMIN_DATA_DIR": str(tmp), **extra_env})
+    port = _free_port()
+    log_path = tmp / "serve.log"
+    cmd = [sys.executable, "manage.py", "serve", "--port", str(port)]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError("serve exited:\n" + log_path.read_text())
+            with contextlib.suppress(OSError):
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+                conn.request("GET", "/health")
+                if conn.getresponse().status == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("serve did not answer /health:\n" + log_path.read_text())
+            time.sleep(0.2)
+        out = subprocess.run(
+            [sys.executable, "manage.py", "apitoken", "create", f"bench-{secrets.token_hex(3)}"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        yield Server(f"http://127.0.0.1:{port}", out.strip().splitlines()[-1], db_url, process, log_path)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        with contextlib.suppress(Exception):
+            _admin(base_url, f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def server_check(server: Server, body: str) -> None:
+    """One call by hand: the bodies are accepted and every put applies."""
+    host, port = server.url.rsplit("/", 1)[-1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.request("POST", "/api/v1/kv", body=body.encode(), headers=_headers(server.token))
+    response = conn.getresponse()
+    data = json.loads(response.read())
+    if response.status != 200 or not all(r.get("applied") for r in data["results"]):
+        raise RuntimeError(f"unexpected answer {response.status}: {str(data)[:300]}")
+
+
+def _headers(token: str) -> dict[str, str]:
+    return {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+
+
+# --------------------------------------------------------------------------
+# HTTP load: wrk, or a Python client
+
+
+_LUA = """
+local bodies = {}
+local f = io.open("%(bodies)s", "r")
+for line in f:lines() do bodies[#bodies + 1] = line end
+f:close()
+local n = #bodies
+local i = 0
+wrk.method = "POST"
+wrk.path = "/api/v1/kv"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %(token)s"
+function setup(thread) end
+function init(args)
+  i = math.random(0, n - 1)
+end
+function request()
+  i = i %% n + 1
+  return wrk.format(nil, nil, nil, bodies[i])
+end
+"""
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60000.0}
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
+    if not match:
+        raise ValueError(text)
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def wrk_run(server: Server, script: Path, conc: int, seconds: float) -> Run:
+    load = loadavg()
+    cmd = [
+        "wrk",
+        "-t1",
+        f"-c{conc}",
+        f"-d{max(1, round(seconds))}s",
+        "--latency",
+        "--timeout",
+        "10s",
+        "-s",
+        str(script),
+    ]
+    out = subprocess.run(
+        [*cmd, server.url + "/api/v1/kv"], check=True, capture_output=True, text=True, timeout=seconds + 60
+    ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"\s50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"\s99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    errors = 0
+    for pattern in (r"Non-2xx or 3xx responses:\s+(\d+)", r"Socket errors:.*?(\d+).*?(\d+).*?(\d+).*?(\d+)"):
+        match = re.search(pattern, out)
+        if match:
+            errors += sum(int(g) for g in match.groups())
+    return Run(rps, p50, p99, errors, load, "wrk")
+
+
+def _py_client(args: tuple[str, int, str, list[str], float, float]) -> tuple[int, int, list[float]]:
+    host, port, token, bodies, start_at, seconds = args
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    headers = _headers(token)
+    payloads = [b.encode() for b in bodies]
+    random.shuffle(payloads)
+    latencies: list[float] = []
+    errors = 0
+    i = 0
+    while time.time() < start_at:
+        time.sleep(0.001)
+    end = start_at + seconds
+    while time.time() < end:
+        now = time.perf_counter()
+        conn.request("POST", "/api/v1/kv", body=payloads[i % len(payloads)], headers=headers)
+        response = conn.getresponse()
+        response.read()
+        latencies.append((time.perf_counter() - now) * 1000)
+        if response.status != 200:
+            errors += 1
+        i += 1
+    return i, errors, latencies
+
+
+def python_run(server: Server, bodies: list[str], conc: int, seconds: float) -> Run:
+    """Fallback load generator: one process per connection (costs CPU)."""
+    load = loadavg()
+    host, port = server.url.rsplit("/", 1)[-1].split(":")
+    start_at = time.time() + 0.5
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(conc) as pool:
+        pending = pool.map_async(_py_client, [(host, int(port), server.token, bodies, start_at, seconds)] * conc)
+        parts = pending.get(timeout=seconds + 120)
+    calls = sum(p[0] for p in parts)
+    latencies = sorted(x for p in parts for x in p[2])
+    return Run(
+        calls / seconds,
+        percentile(latencies, 0.50),
+        percentile(latencies, 0.99),
+        sum(p[1] for p in parts),
+        load,
+        "python",
+    )
+
+
+# --------------------------------------------------------------------------
+# Raw psycopg: the same upserts without HTTP or Django
+
+
+def _raw_client(
+    args: tuple[str, int, list[list[tuple[str, str]]], float, float],
+) -> tuple[int, list[float], float]:
+    db_url, batch, calls, start_at, seconds = args
+    # psycopg defaults: server-side binding, prepared after 5 executions. A
+    # lock timeout turns a stuck run into an error instead of a hang.
+    conn = psycopg.connect(db_url, autocommit=True, connect_timeout=10, options="-c lock_timeout=30s")
+    backend = str(conn.execute("SELECT pg_backend_pid()").fetchone()[0])  # type: ignore[index]
+    backend_cpu = _proc_ticks(backend)[1]
+    random.shuffle(calls)
+    latencies: list[float] = []
+    i = 0
+    while time.time() < start_at:
+        time.sleep(0.001)
+    end = start_at + seconds
+    while time.time() < end:
+        call = calls[i % len(calls)]
+        begin = time.perf_counter()
+        stamp = datetime.now(UTC)
+        if batch == 1:
+            key, value = call[0]
+            conn.execute(
+                SINGLE_SQL,
+                [ADVISORY_CLASS, f"{RAW_NAMESPACE}/{key}", RAW_NAMESPACE, key, value, stamp, stamp],
+            ).fetchone()
+        else:
+            keys = [k for k, _ in call]
+            values = [v for _, v in call]
+            with conn.transaction():
+                conn.execute(BATCH_LOCK_SQL, [ADVISORY_CLASS, [f"{RAW_NAMESPACE}/{k}" for k in keys]]).fetchone()
+                conn.execute(BATCH_UPSERT_SQL, [RAW_NAMESPACE, stamp, stamp, keys, values]).fetchall()
+        latencies.append((time.perf_counter() - begin) * 1000)
+        i += 1
+    # The backend exits with the connection, before the run's last CPU
+    # snapshot, so each client reports its own backend's CPU.
+    backend_cpu = _proc_ticks(backend)[1] - backend_cpu
+    conn.close()
+    return i, latencies, backend_cpu
+
+
+def raw_run(db_url: str, calls: list[list[tuple[str, dict[str, Any]]]], conc: int, seconds: float) -> Run:
+    load = loadavg()
+    batch = len(calls[0])
+    prepared = [[(k, json.dumps(v, separators=(",", ":"))) for k, v in call] for call in calls]
+    start_at = time.time() + 0.5
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(conc) as pool:
+        pending = pool.map_async(_raw_client, [(db_url, batch, prepared, start_at, seconds)] * conc)
+        parts = pending.get(timeout=seconds + 120)
+    done = sum(p[0] for p in parts)
+    latencies = sorted(x for p in parts for x in p[1])
+    run = Run(done / seconds, percentile(latencies, 0.50), percentile(latencies, 0.99), 0, load, "psycopg")
+    run.pg_us = sum(p[2] for p in parts) / max(1, done) * 1e6
+    return run
+
+
+# --------------------------------------------------------------------------
+# Main
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2f}"
+
+
+def print_table(cells: list[Cell], generator: str) -> None:
+    def find(side: str, batch: int, conc: int) -> Cell:
+        return next(c for c in cells if (c.side, c.batch, c.conc) == (side, batch, conc))
+
+    head = (
+        "| work | conc | HTTP ops/s (calls/s) | HTTP p50 / p99 ms | raw ops/s | raw p50 / p99 ms "
+        "| HTTP / raw | HTTP runs ops/s | load avg (HTTP runs) | errors |"
+    )
+    print(head)
+    print("|---" * (head.count("|") - 1) + "|")
+    for batch, conc in sorted({(c.batch, c.conc) for c in cells}):
+        h, r = find("http", batch, conc), find("raw", batch, conc)
+        work = "put x1" if batch == 1 else f"put x{batch} batch"
+        loads = "/".join(f"{run.load:.2f}" for run in h.runs)
+        print(
+            f"| {work} | {conc} | {_fmt(h.ops_per_s)} ({_fmt(h.med('calls_per_s'))}) "
+            f"| {h.med('p50_ms'):.2f} / {h.med('p99_ms'):.2f} | {_fmt(r.ops_per_s)} "
+            f"| {r.med('p50_ms'):.2f} / {r.med('p99_ms'):.2f} | {h.ops_per_s / r.ops_per_s:.0%} "
+            f"| {h.spread()} | {loads} | {sum(run.errors for run in h.runs)} |"
+        )
+    print(f"\nHTTP load generator: {generator}. Medians of each cell's runs; latency is per call.")
+
+
+def _server_stack(env: dict[str, str]) -> str:
+    """Which event loop and HTTP parser uvicorn's "auto" picks for the server."""
+    code = (
+        "import importlib.util as u;"
+        "print(('uvloop' if u.find_spec('uvloop') else 'asyncio') + ' + ' "
+        "+ ('httptools' if u.find_spec('httptools') else 'h11'))"
+    )
+    full = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True).stdout.strip()
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # run the finally blocks: stop serve, drop the DB
+
+
+def main() -> int:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up before each cell's runs")
+    parser.add_argument("--concurrency", default="1,16", help="comma-separated connection counts")
+    parser.add_argument("--batch", default="1,100", help="comma-separated ops per call")
+    parser.add_argument("--workers", type=int, default=None, help="serve --workers (default: serve's own)")
+    parser.add_argument("--generator", choices=("auto", "wrk", "python"), default="auto")
+    parser.add_argument("--only", choices=("both", "http", "raw"), default="both")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment for the server (repeatable), e.g. QUEENADMIN_HTTP_THREADS=8",
+    )
+    args = parser.parse_args()
+
+    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    if not base_url.startswith("postgres"):
+        print("bench/kv.py needs PostgreSQL: DATABASE_URL=postgresql://...", file=sys.stderr)
+        return 2
+    generator = args.generator
+    if generator == "auto":
+        generator = "wrk" if shutil.which("wrk") else "python"
+    extra_env = dict(item.split("=", 1) for item in args.env)
+    concs = [int(c) for c in args.concurrency.split(",")]
+    batches = [int(b) for b in args.batch.split(",")]
+    sides = ["http", "raw"] if args.only == "both" else [args.only]
+
+    tmp = Path(tempfile.mkdtemp(prefix="qa-bench-lua-"))
+    workload: dict[int, list[list[tuple[str, dict[str, Any]]]]] = {}
+    scripts: dict[int, Path] = {}
+    bodies: dict[int, list[str]] = {}
+    for batch in batches:
+        workload[batch] = make_calls(batch, 2000 if batch == 1 else 300, seed=batch)
+        bodies[batch] = [call_body(c) for c in workload[batch]]
+
+    started = datetime.now(UTC)
+    with serve(base_url, args.workers, extra_env) as server:
+        for batch in batches:
+            body_file = tmp / f"bodies-{batch}.jsonl"
+            body_file.write_text("\n".join(bodies[batch]) + "\n")
+            scripts[batch] = tmp / f"kv-{batch}.lua"
+            scripts[batch].write_text(_LUA % {"bodies": body_file, "token": server.token})
+            server_check(server, bodies[batch][0])
+        cells = [Cell(side, b, c) for b in batches for c in concs for side in ("http", "raw")]
+
+        meter = CpuMeter(server.process.pid, server.db_url.rsplit("/", 1)[1])
+
+        def one(cell: Cell, seconds: float) -> Run:
+            before, started_at = meter.snapshot(), time.monotonic()
+            if cell.side == "raw":
+                run = raw_run(server.db_url, workload[cell.batch], cell.conc, seconds)
+            elif generator == "wrk":
+                run = wrk_run(server, scripts[cell.batch], cell.conc, seconds)
+            else:
+                run = python_run(server, bodies[cell.batch], cell.conc, seconds)
+            after, wall = meter.snapshot(), time.monotonic() - started_at
+            busy, srv, pg, gen = (a - b for a, b in zip(after, before, strict=True))
+            calls = max(1.0, run.calls_per_s * seconds)
+            run.srv_us = srv / calls * 1e6
+            if cell.side == "raw":
+                pg = run.pg_us * calls / 1e6  # reported by the clients
+            else:
+                run.pg_us = pg / calls * 1e6
+            run.gen_cores = gen / wall
+            run.foreign_cores = max(0.0, busy - srv - pg - gen) / wall
+            return run
+
+        for cell in cells:
+            if cell.side in sides and args.warmup > 0:
+                one(cell, args.warmup)
+        for run_no in range(args.runs):
+            for cell in cells:
+                if cell.side not in sides:
+                    continue
+                run = one(cell, args.seconds)
+                cell.runs.append(run)
+                print(
+                    f"run {run_no + 1} {cell.side:4} put x{cell.batch:<3} c{cell.conc:<2} "
+                    f"{run.calls_per_s * cell.batch:9,.0f} ops/s  p50 {run.p50_ms:6.2f} ms  "
+                    f"p99 {run.p99_ms:7.2f} ms  srv {run.srv_us:6.0f} us/call  pg {run.pg_us:6.0f} us/call  "
+                    f"gen {run.gen_cores:.2f}  foreign {run.foreign_cores:.2f} cores  "
+                    f"load {run.load:.2f}  errors {run.errors}",
+                    flush=True,
+                )
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    print(
+        f"\n{started:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, serve --workers "
+        f"{args.workers if args.workers is not None else 'default'}, env {extra_env or '{}'}, "
+        f"{args.runs} x {args.seconds:g} s per cell, {KEYSPACE} keys, values ~40 bytes, forever; "
+        f"server stack {_server_stack(extra_env)}\n"
+    )
+    if args.only == "both":
+        print_table(cells, generator)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
