@@ -41,7 +41,7 @@ def headers(exc: errors.QueenError) -> dict[str, str]:
 def render(exc: errors.QueenError) -> tuple[int, dict[str, Any]]:
     for cls in type(exc).__mro__:
         if cls in STATUS:
-            status, family = STATUS[cls]  # type: ignore[index]
+            status, family = STATUS[cls]
             break
     else:  # pragma: no cover - QueenError is always in the table
         status, family = 500, "engine"

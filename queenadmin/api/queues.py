@@ -54,7 +54,7 @@ DEFAULT_BATCH = 200
 class AsyncBearerToken(BearerToken):
     """The API's bearer check for async views, run on a database thread."""
 
-    async def __call__(self, request: HttpRequest) -> Any:  # type: ignore[override]
+    async def __call__(self, request: HttpRequest) -> Any:
         if settings.OPEN_API:
             return "open"
         header = request.headers.get(self.header) or ""

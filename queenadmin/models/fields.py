@@ -1,11 +1,16 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
+if TYPE_CHECKING:
+    _TextField = models.TextField[str, str]
+else:
+    _TextField = models.TextField
 
-class ByteOrderTextField(models.TextField):  # type: ignore[type-arg]
+
+class ByteOrderTextField(_TextField):
     """Text that sorts and compares as its UTF-8 bytes on every backend.
 
     SQLite's default BINARY collation already compares bytes. PostgreSQL

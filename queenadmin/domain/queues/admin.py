@@ -130,7 +130,7 @@ def queue_delete(*, name: str) -> bool:
     DeadLetter.objects.filter(queue_id=queue_id).delete()
     ConsumerCursor.objects.filter(partition__queue_id=queue_id).delete()
     ConsumerGroup.objects.filter(queue_id=queue_id).delete()
-    Message.objects.filter(partition__queue_id=queue_id)._raw_delete(Message.objects.db)  # type: ignore[attr-defined]
+    Message.objects.filter(partition__queue_id=queue_id)._raw_delete(Message.objects.db)
     Partition.objects.filter(queue_id=queue_id).delete()
     Queue.objects.filter(pk=queue_id).delete()
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "deleted": [name]})

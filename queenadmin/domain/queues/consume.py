@@ -318,7 +318,7 @@ def _load_runs(value: Any) -> Runs:
     # text on psycopg 3); the ORM would have decoded it.
     if isinstance(value, str | bytes):
         return json.loads(value)  # type: ignore[no-any-return]
-    return value or []  # type: ignore[no-any-return]
+    return value or []
 
 
 # --------------------------------------------------------------------------

@@ -127,8 +127,8 @@ def _ensure_partitions(pairs: set[tuple[int, str]], now: datetime) -> dict[tuple
             [Partition(queue_id=q, name=n, created_at=now) for q, n in sorted(missing)],
             ignore_conflicts=True,
         )
-        rows = Partition.objects.filter(queue_id__in={q for q, _ in missing}, name__in={n for _, n in missing})
-        for q, n, i in rows.values_list("queue_id", "name", "id"):
+        created = Partition.objects.filter(queue_id__in={q for q, _ in missing}, name__in={n for _, n in missing})
+        for q, n, i in created.values_list("queue_id", "name", "id"):
             if (q, n) in missing:
                 found[(q, n)] = i
     return found
