@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
+import psycopg
 from django.db import connection, transaction
 from psycopg import Cursor as PgCursor
 
@@ -411,9 +412,12 @@ def parse_ops(raw_ops: Any, *, in_transaction: bool = False) -> list[KVOp]:
 
 
 def _aware(moment: datetime | None) -> datetime | None:
-    if moment is None or moment.tzinfo is not None:
+    """The moment in UTC, with ``datetime.UTC`` as its tzinfo."""
+    if moment is None or moment.tzinfo is UTC:
         return moment
-    return moment.replace(tzinfo=UTC)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def _db_time(moment: datetime | None) -> Any:
@@ -424,6 +428,10 @@ _COLUMNS = "id, namespace, key, value_json, version, expires_at, created_at, upd
 
 
 _EXPLICIT_PREPARE_ONLY = 2**62
+_TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(
+    psycopg.adapters.types["timestamptz"].oid,
+    psycopg.pq.Format.TEXT,
+)
 
 
 def _pg_run(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -445,6 +453,10 @@ def _pg_run(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         # automatic kind off for everyone else and lets ours through.
         pg.prepare_threshold = _EXPLICIT_PREPARE_ONLY
     with connection.wrap_database_errors, PgCursor(pg) as cursor:
+        # psycopg's C timestamptz loader, not Django's pure-Python one
+        # (a tenth of the cost; a 100-row read parses 200 of them). Its
+        # results are in the session time zone; _aware() makes them UTC.
+        cursor.adapters.register_loader("timestamptz", _TIMESTAMPTZ_LOADER)
         cursor.execute(sql, params, prepare=True)  # type: ignore[arg-type]
         return cursor.fetchall() if cursor.description is not None else []
 
