@@ -36,7 +36,7 @@ ASYNC_PREFIXES: tuple[str, ...] = ("/api/v1/pop",)
 
 _threads = int(os.environ.get("QUEENADMIN_HTTP_THREADS", "16"))
 _django_wsgi = StaticFilesHandler(get_wsgi_application())
-_a2wsgi_app = WSGIMiddleware(_django_wsgi, workers=_threads)  # type: ignore[no-untyped-call]
+_a2wsgi_app = WSGIMiddleware(_django_wsgi, workers=_threads)  # type: ignore[arg-type]
 #: One thread pool (so one set of DB connections) for both paths; the
 #: buffered one takes every request with a small declared body.
 #: ``QUEENADMIN_HTTP_BRIDGE=a2wsgi`` sends everything through a2wsgi (for

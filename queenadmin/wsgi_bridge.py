@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import io
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,7 +29,6 @@ from a2wsgi.wsgi import build_environ
 BUFFER_LIMIT = 1024 * 1024
 
 Message = dict[str, Any]
-ASGIApp = Callable[[dict[str, Any], Callable[[], Any], Callable[[Message], Any]], Any]
 
 
 def _declared_length(scope: dict[str, Any]) -> int | None:
@@ -51,7 +50,7 @@ def _declared_length(scope: dict[str, Any]) -> int | None:
 class BufferedWSGI:
     """An ASGI app for plain HTTP that runs ``wsgi_app`` in ``executor``."""
 
-    def __init__(self, wsgi_app: Any, executor: ThreadPoolExecutor, fallback: ASGIApp) -> None:
+    def __init__(self, wsgi_app: Any, executor: ThreadPoolExecutor, fallback: Any) -> None:
         self.wsgi_app = wsgi_app
         self.executor = executor
         self.fallback = fallback
@@ -70,9 +69,9 @@ class BufferedWSGI:
             body += message.get("body", b"")
             more = message.get("more_body", False)
         loop = asyncio.get_running_loop()
-        environ = build_environ(scope, io.BytesIO(bytes(body)))  # type: ignore[arg-type]
-        context = contextvars.copy_context()
-        status, headers, chunks = await loop.run_in_executor(self.executor, context.run, self._run, environ, loop, send)
+        environ: dict[str, Any] = dict(build_environ(scope, io.BytesIO(bytes(body))))  # type: ignore[arg-type]
+        job = functools.partial(contextvars.copy_context().run, self._run, environ, loop, send)
+        status, headers, chunks = await loop.run_in_executor(self.executor, job)
         if status is None:  # a streaming answer, already sent from the thread
             return
         await send({"type": "http.response.start", "status": status, "headers": headers})

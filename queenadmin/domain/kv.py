@@ -428,7 +428,7 @@ _COLUMNS = "id, namespace, key, value_json, version, expires_at, created_at, upd
 
 
 _EXPLICIT_PREPARE_ONLY = 2**62
-_TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(
+_TIMESTAMPTZ_LOADER: Any = psycopg.adapters.get_loader(
     psycopg.adapters.types["timestamptz"].oid,
     psycopg.pq.Format.TEXT,
 )
@@ -457,7 +457,7 @@ def _pg_run(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         # (a tenth of the cost; a 100-row read parses 200 of them). Its
         # results are in the session time zone; _aware() makes them UTC.
         cursor.adapters.register_loader("timestamptz", _TIMESTAMPTZ_LOADER)
-        cursor.execute(sql, params, prepare=True)  # type: ignore[arg-type]
+        cursor.execute(sql, params, prepare=True)
         return cursor.fetchall() if cursor.description is not None else []
 
 
