@@ -34,7 +34,9 @@ from queenadmin.wsgi_bridge import BufferedWSGI  # noqa: E402
 #: Path prefixes served by Django's ASGI handler (async views that wait).
 ASYNC_PREFIXES: tuple[str, ...] = ("/api/v1/pop",)
 
-_threads = int(os.environ.get("QUEENADMIN_HTTP_THREADS", "16"))
+#: 8, not 16: fewer threads queue less on the GIL (bench/README.md: one process
+#: served ~1,200 single puts/s at concurrency 16 with 16 threads, ~1,450 with 8).
+_threads = int(os.environ.get("QUEENADMIN_HTTP_THREADS", "8"))
 _django_wsgi = StaticFilesHandler(get_wsgi_application())
 _a2wsgi_app = WSGIMiddleware(_django_wsgi, workers=_threads)  # type: ignore[arg-type]
 #: One thread pool (so one set of DB connections) for both paths; the
