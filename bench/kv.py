@@ -135,7 +135,7 @@ class Cell:
     runs: list[Run] = field(default_factory=list)
 
     def med(self, attr: str) -> float:
-        return statistics.median(getattr(r, attr) for r in self.runs)
+        return float(statistics.median(getattr(r, attr) for r in self.runs))
 
     @property
     def ops_per_s(self) -> float:
@@ -170,13 +170,13 @@ class CpuMeter:
         self.server_pid = server_pid
         self.db_name = db_name.encode()
 
-    def snapshot(self) -> tuple[float, float, float, float]:
+    def snapshot(self) -> tuple[float, dict[int, float], dict[int, float], float]:
         with open("/proc/stat") as f:
             parts = [int(x) for x in f.readline().split()[1:]]
         busy = (sum(parts[:8]) - parts[3] - parts[4]) / _TICK  # minus idle and iowait
         parents: dict[int, int] = {}
         cpu: dict[int, float] = {}
-        pg = 0.0
+        pg: dict[int, float] = {}
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
@@ -188,16 +188,21 @@ class CpuMeter:
             except OSError:
                 continue
             if cmdline.startswith(b"postgres: ") and self.db_name in cmdline:
-                pg += seconds
-        server = 0.0
+                pg[int(entry)] = seconds
+        server: dict[int, float] = {}
         for pid, seconds in cpu.items():
             walk = pid
             while walk > 1 and walk != self.server_pid:
                 walk = parents.get(walk, -1)
             if walk == self.server_pid:
-                server += seconds
+                server[pid] = seconds
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         return busy, server, pg, children.ru_utime + children.ru_stime
+
+
+def _grown(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds gained by the processes alive at the end."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -222,7 +227,7 @@ class Server:
 
 def _admin(base_url: str, sql: str) -> None:
     with psycopg.connect(base_url, autocommit=True) as conn:
-        conn.execute(sql)  # type: ignore[arg-type]
+        conn.execute(sql)
 
 
 def _free_port() -> int:
@@ -359,7 +364,7 @@ def wrk_run(server: Server, script: Path, conc: int, seconds: float) -> Run:
     return Run(rps, p50, p99, errors, load, "wrk")
 
 
-def _py_client(args: tuple[str, int, str, list[str], float, float]) -> tuple[int, int, list[float]]:
+def _py_client(args: tuple[str, int, str, list[str], float, float]) -> tuple[int, int, list[float], float]:
     host, port, token, bodies, start_at, seconds = args
     conn = http.client.HTTPConnection(host, port, timeout=30)
     headers = _headers(token)
@@ -371,6 +376,7 @@ def _py_client(args: tuple[str, int, str, list[str], float, float]) -> tuple[int
     while time.time() < start_at:
         time.sleep(0.001)
     end = start_at + seconds
+    began = time.time()
     while time.time() < end:
         now = time.perf_counter()
         conn.request("POST", "/api/v1/kv", body=payloads[i % len(payloads)], headers=headers)
@@ -380,22 +386,20 @@ def _py_client(args: tuple[str, int, str, list[str], float, float]) -> tuple[int
         if response.status != 200:
             errors += 1
         i += 1
-    return i, errors, latencies
+    return i, errors, latencies, i / max(1e-3, end - began)
 
 
 def python_run(server: Server, bodies: list[str], conc: int, seconds: float) -> Run:
     """Fallback load generator: one process per connection (costs CPU)."""
     load = loadavg()
     host, port = server.url.rsplit("/", 1)[-1].split(":")
-    start_at = time.time() + 0.5
-    ctx = multiprocessing.get_context("fork")
+    start_at, ctx = _start_time(conc), multiprocessing.get_context("spawn")
     with ctx.Pool(conc) as pool:
         pending = pool.map_async(_py_client, [(host, int(port), server.token, bodies, start_at, seconds)] * conc)
         parts = pending.get(timeout=seconds + 120)
-    calls = sum(p[0] for p in parts)
     latencies = sorted(x for p in parts for x in p[2])
     return Run(
-        calls / seconds,
+        sum(p[3] for p in parts),  # each client's rate over its own window
         percentile(latencies, 0.50),
         percentile(latencies, 0.99),
         sum(p[1] for p in parts),
@@ -408,9 +412,19 @@ def python_run(server: Server, bodies: list[str], conc: int, seconds: float) -> 
 # Raw psycopg: the same upserts without HTTP or Django
 
 
+def _start_time(conc: int) -> float:
+    """When the clients start together: after every one of them is ready.
+
+    Spawned, not forked: forking a process that has threads (the previous
+    pool's handlers) can leave a child stuck on a lock it copied (seen here:
+    one run hung for minutes). Spawning 16 interpreters takes a second or two.
+    """
+    return time.time() + 2.0 + 0.15 * conc
+
+
 def _raw_client(
     args: tuple[str, int, list[list[tuple[str, str]]], float, float],
-) -> tuple[int, list[float], float]:
+) -> tuple[int, list[float], float, float]:
     db_url, batch, calls, start_at, seconds = args
     # psycopg defaults: server-side binding, prepared after 5 executions. A
     # lock timeout turns a stuck run into an error instead of a hang.
@@ -423,6 +437,7 @@ def _raw_client(
     while time.time() < start_at:
         time.sleep(0.001)
     end = start_at + seconds
+    began = time.time()
     while time.time() < end:
         call = calls[i % len(calls)]
         begin = time.perf_counter()
@@ -445,21 +460,20 @@ def _raw_client(
     # snapshot, so each client reports its own backend's CPU.
     backend_cpu = _proc_ticks(backend)[1] - backend_cpu
     conn.close()
-    return i, latencies, backend_cpu
+    return i, latencies, backend_cpu, i / max(1e-3, end - began)
 
 
 def raw_run(db_url: str, calls: list[list[tuple[str, dict[str, Any]]]], conc: int, seconds: float) -> Run:
     load = loadavg()
     batch = len(calls[0])
     prepared = [[(k, json.dumps(v, separators=(",", ":"))) for k, v in call] for call in calls]
-    start_at = time.time() + 0.5
-    ctx = multiprocessing.get_context("fork")
+    start_at, ctx = _start_time(conc), multiprocessing.get_context("spawn")
     with ctx.Pool(conc) as pool:
         pending = pool.map_async(_raw_client, [(db_url, batch, prepared, start_at, seconds)] * conc)
         parts = pending.get(timeout=seconds + 120)
     done = sum(p[0] for p in parts)
     latencies = sorted(x for p in parts for x in p[1])
-    run = Run(done / seconds, percentile(latencies, 0.50), percentile(latencies, 0.99), 0, load, "psycopg")
+    run = Run(sum(p[3] for p in parts), percentile(latencies, 0.50), percentile(latencies, 0.99), 0, load, "psycopg")
     run.pg_us = sum(p[2] for p in parts) / max(1, done) * 1e6
     return run
 
@@ -478,7 +492,7 @@ def print_table(cells: list[Cell], generator: str) -> None:
 
     head = (
         "| work | conc | HTTP ops/s (calls/s) | HTTP p50 / p99 ms | raw ops/s | raw p50 / p99 ms "
-        "| HTTP / raw | HTTP runs ops/s | load avg (HTTP runs) | errors |"
+        "| HTTP / raw | HTTP CPU us/call serve + PG | raw PG us/call | HTTP runs ops/s | load avg (HTTP runs) | errors |"
     )
     print(head)
     print("|---" * (head.count("|") - 1) + "|")
@@ -490,6 +504,7 @@ def print_table(cells: list[Cell], generator: str) -> None:
             f"| {work} | {conc} | {_fmt(h.ops_per_s)} ({_fmt(h.med('calls_per_s'))}) "
             f"| {h.med('p50_ms'):.2f} / {h.med('p99_ms'):.2f} | {_fmt(r.ops_per_s)} "
             f"| {r.med('p50_ms'):.2f} / {r.med('p99_ms'):.2f} | {h.ops_per_s / r.ops_per_s:.0%} "
+            f"| {h.med('srv_us'):,.0f} + {h.med('pg_us'):,.0f} | {r.med('pg_us'):,.0f} "
             f"| {h.spread()} | {loads} | {sum(run.errors for run in h.runs)} |"
         )
     print(f"\nHTTP load generator: {generator}. Medians of each cell's runs; latency is per call.")
@@ -571,7 +586,11 @@ def main() -> int:
             else:
                 run = python_run(server, bodies[cell.batch], cell.conc, seconds)
             after, wall = meter.snapshot(), time.monotonic() - started_at
-            busy, srv, pg, gen = (a - b for a, b in zip(after, before, strict=True))
+            busy, gen = after[0] - before[0], after[3] - before[3]
+            # Per process, so one that exits (a connection past CONN_MAX_AGE)
+            # loses its own CPU instead of making the sum negative.
+            srv = _grown(before[1], after[1])
+            pg = _grown(before[2], after[2])
             calls = max(1.0, run.calls_per_s * seconds)
             run.srv_us = srv / calls * 1e6
             if cell.side == "raw":
