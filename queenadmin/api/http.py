@@ -51,6 +51,19 @@ def read_json(request: HttpRequest, error: type[QueenError], reason: str, *, emp
     return parsed
 
 
+def operations_of(body: Any, error: type[QueenError], reason: str) -> Any:
+    """The op list of a batch body: ``{"operations": [...]}`` or a bare array.
+
+    The list itself is checked by the caller's parser; only a JSON object
+    without ``operations`` is refused here.
+    """
+    if isinstance(body, dict):
+        if "operations" not in body:
+            raise error("body must be an array or {operations: [...]}", reason=reason)
+        return body["operations"]
+    return body
+
+
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
     response = HttpResponse(
         json.dumps(data, separators=(",", ":"), ensure_ascii=False),

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
 from queenadmin.api import ratelimit
-from queenadmin.api.http import json_response, read_json
+from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.kv import (
     KVCallIn,
@@ -72,14 +72,6 @@ def result_out(result: kv.KVResult) -> dict[str, Any]:
     return out
 
 
-def _operations(body: Any) -> Any:
-    if isinstance(body, dict):
-        if "operations" not in body:
-            raise KVBadRequest("body must be an array or {operations: [...]}", reason="kv_bad_body")
-        return body["operations"]
-    return body
-
-
 @router.post(
     "/kv",
     response={200: KVCallOut | KVPreconditionOut, **_ERRORS},
@@ -87,7 +79,7 @@ def _operations(body: Any) -> Any:
     summary="Apply a batch of KV operations",
 )
 def kv_batch(request: HttpRequest) -> HttpResponse:
-    raw = _operations(read_json(request, KVBadRequest, "kv_bad_body"))
+    raw = operations_of(read_json(request, KVBadRequest, "kv_bad_body"), KVBadRequest, "kv_bad_body")
     ops = kv.parse_ops(raw)
     ratelimit.admit(request, "write" if any(op.is_write for op in ops) else "read")
     if not ops:

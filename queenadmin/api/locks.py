@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
 from queenadmin.api import ratelimit
-from queenadmin.api.http import json_response, read_json
+from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.locks import LocksCallIn, LocksCallOut, LocksErrorOut
 from queenadmin.domain import clock, locks
@@ -63,14 +63,6 @@ def result_out(result: locks.LockResult) -> dict[str, Any]:
     }
 
 
-def _operations(body: Any) -> Any:
-    if isinstance(body, dict):
-        if "operations" not in body:
-            raise LocksBadRequest("body must be an array or {operations: [...]}", reason="locks_bad_body")
-        return body["operations"]
-    return body
-
-
 @router.post(
     "/locks",
     response={200: LocksCallOut, 400: LocksErrorOut, 413: LocksErrorOut},
@@ -82,7 +74,8 @@ def _operations(body: Any) -> Any:
     ),
 )
 def locks_batch(request: HttpRequest) -> HttpResponse:
-    ops = locks.parse_lock_ops(_operations(read_json(request, LocksBadRequest, "locks_bad_body")))
+    body = read_json(request, LocksBadRequest, "locks_bad_body")
+    ops = locks.parse_lock_ops(operations_of(body, LocksBadRequest, "locks_bad_body"))
     # Locks are KV calls underneath, so they spend the same KV rate.
     ratelimit.admit(request, "read" if all(op.op == "get" for op in ops) else "write")
     if not ops:
