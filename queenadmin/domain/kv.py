@@ -56,6 +56,8 @@ DEFAULT_PAGE_LIMIT = 100
 #: A page of rows stops early once it carries this many value bytes.
 PAGE_READ_BUDGET = 4 * 1024 * 1024
 TXN_MAX_OPS = 64
+#: The namespace whose rows are lock permits (see ``domain/locks``).
+LOCKS_NAMESPACE = "queen-locks"
 TXN_MAX_KEYS = 256
 
 Reason = Literal["exists", "absent", "version", "limit", "type"]
@@ -906,7 +908,7 @@ def apply_ops(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
     if plan.upserts or plan.deletes:
         namespaces = sorted({op.namespace for op in writes})
         events.broadcast_on_commit(events.KV_GROUP, {"type": "kv.changed", "namespaces": namespaces})
-        if "queen-locks" in namespaces:
+        if LOCKS_NAMESPACE in namespaces:
             events.broadcast_on_commit(events.LOCKS_GROUP, {"type": "lock.changed"})
     return [out[i] for i in sorted(out)]
 
@@ -950,8 +952,73 @@ def _blind_put_fast(op: KVOp, now: datetime) -> WriteResult:
         ],
     )
     version = int(row[0][0])
-    events.broadcast_on_commit(events.KV_GROUP, {"type": "kv.changed", "namespaces": [op.namespace]})
+    _changed(op.namespace)
     return WriteResult(op.index, op.op, True, op.key, json.loads(op.value_json), version)
+
+
+def _create_fast(op: KVOp, now: datetime) -> WriteResult | None:
+    """``putIfAbsent`` of a key with no row at all, as one statement.
+
+    Same lock-then-draw order as ``_blind_put_fast``. When any row exists
+    (live or expired) nothing is written and None is returned: the caller
+    then takes the transactional path, which answers ``exists`` or takes
+    over the expired row. So only the common uncontended acquire is fast.
+    """
+    rows = _pg_run(
+        "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
+        f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+        f"SELECT %s, %s, %s, nextval('{SEQUENCE}'), %s, %s, %s FROM lk "
+        "ON CONFLICT (namespace, key) DO NOTHING RETURNING version",
+        [ADVISORY_CLASS, f"{op.namespace}/{op.key}", op.namespace, op.key, op.value_json, _expires(op, now), now, now],
+    )
+    if not rows:
+        return None
+    _changed(op.namespace)
+    return WriteResult(op.index, op.op, True, op.key, json.loads(op.value_json), int(rows[0][0]))
+
+
+def _delete_fast(op: KVOp, now: datetime) -> WriteResult | None:
+    """Delete of a live key (at version ``expect`` when given), one statement.
+
+    It holds the key's advisory lock like every writer, so it serialises
+    with a conditional write of the same key: both cannot apply on one
+    version. The statement's snapshot predates the lock, but the row lock
+    re-checks the newest row version (EvalPlanQual), so a row changed
+    meanwhile is not deleted; a row made meanwhile is not seen. Either
+    way no row is deleted and None is returned: the caller then takes the
+    transactional path, which also answers every refusal.
+    """
+    sql = (
+        "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
+        f"DELETE FROM {TABLE} USING lk WHERE namespace = %s AND key = %s "
+        "AND (expires_at IS NULL OR expires_at > %s)"
+    )
+    params: list[Any] = [ADVISORY_CLASS, f"{op.namespace}/{op.key}", op.namespace, op.key, now]
+    if op.expect is not None:
+        sql += " AND version = %s"
+        params.append(op.expect)
+    rows = _pg_run(sql + " RETURNING version, value_json", params)
+    if not rows:
+        return None
+    _changed(op.namespace)
+    return WriteResult(op.index, op.op, True, op.key, json.loads(rows[0][1]), int(rows[0][0]))
+
+
+def _changed(namespace: str) -> None:
+    events.broadcast_on_commit(events.KV_GROUP, {"type": "kv.changed", "namespaces": [namespace]})
+    if namespace == LOCKS_NAMESPACE:
+        events.broadcast_on_commit(events.LOCKS_GROUP, {"type": "lock.changed"})
+
+
+def _fast_path(op: KVOp, now: datetime) -> WriteResult | None:
+    """A one-statement answer for a lone write on PostgreSQL, or None."""
+    if op.op == "put" and op.expect is None:
+        return _blind_put_fast(op, now)
+    if op.op == "putIfAbsent" or (op.op == "put" and op.expect == 0):
+        return _create_fast(op, now)
+    if op.op == "delete" and op.expect != 0:
+        return _delete_fast(op, now)
+    return None
 
 
 def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResult]:
@@ -969,14 +1036,10 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResul
             _run_reads(cursor, ops, now, out)
             _run_multi_reads(cursor, ops, now, out)
         return [out[i] for i in sorted(out)]
-    if (
-        len(ops) == 1
-        and ops[0].op == "put"
-        and ops[0].expect is None
-        and connection.vendor == "postgresql"
-        and not connection.in_atomic_block
-    ):
-        return [_blind_put_fast(ops[0], now)]
+    if len(ops) == 1 and connection.vendor == "postgresql" and not connection.in_atomic_block:
+        fast = _fast_path(ops[0], now)
+        if fast is not None:
+            return [fast]
     return _kv_call_atomic(ops, now)
 
 

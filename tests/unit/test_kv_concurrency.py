@@ -62,15 +62,29 @@ def _churn_worker(seed: int, keys: list[str], duration: float, start_at: float) 
     while time.monotonic() < start_at:
         time.sleep(0.001)
     end = start_at + duration
+    last_seen: dict[str, int] = {}
     while time.monotonic() < end:
         key = rng.choice(keys)
         roll = rng.random()
-        if roll < 0.35:
+        if roll < 0.25:
             op = {"op": "put", "ns": "churn", "key": key, "value": seed, "ttlSeconds": 60}
-        elif roll < 0.5:
+        elif roll < 0.35:
             op = {"op": "put", "ns": "churn", "key": key, "value": seed, "ttlSeconds": 60, "expect": 0}
-        elif roll < 0.75:
+        elif roll < 0.45:
+            op = {"op": "putIfAbsent", "ns": "churn", "key": key, "value": seed, "ttlSeconds": 60}
+        elif roll < 0.55:
+            op = {
+                "op": "put",
+                "ns": "churn",
+                "key": key,
+                "value": seed,
+                "ttlSeconds": 60,
+                "expect": last_seen.get(key, 1),
+            }
+        elif roll < 0.65:
             op = {"op": "delete", "ns": "churn", "key": key}
+        elif roll < 0.75:
+            op = {"op": "delete", "ns": "churn", "key": key, "expect": last_seen.get(key, 1)}
         else:
             op = {"op": "get", "ns": "churn", "key": key}
         began = time.monotonic()
@@ -80,17 +94,19 @@ def _churn_worker(seed: int, keys: list[str], duration: float, start_at: float) 
             seen = result.row.version if result.row is not None else 0
         else:
             seen = result.version
-        log.append((key, op["op"], began, ended, seen, getattr(result, "applied", True)))
+        if seen:
+            last_seen[key] = seen
+        log.append((key, op["op"], began, ended, seen, getattr(result, "applied", True), op.get("expect")))
     return log
 
 
 def test_versions_never_go_back_under_puts_deletes_and_recreates(spawn):
-    """A per-key real-time check over ~20k operations on 3 hot keys."""
+    """Per-key real-time order of versions, and compare-and-set exclusivity."""
     keys = ["h1", "h2", "h3"]
     start_at = time.monotonic() + 3
     logs = spawn(_churn_worker, [(seed, keys, 8.0, start_at) for seed in range(8)])
     events = [e for log in logs for e in log]
-    recreates = sum(1 for e in events if e[1] == "put" and e[5])
+    recreates = sum(1 for e in events if e[1] in ("put", "putIfAbsent") and e[5])
     assert len(events) > 2000, len(events)
     assert recreates > 200
     by_key: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
@@ -111,6 +127,11 @@ def test_versions_never_go_back_under_puts_deletes_and_recreates(spawn):
             if event[4] != 0 and event[4] < high:
                 violations.append((key, event, high))
     assert violations == []
+    # A version is consumed by at most one applied conditional write: after
+    # a put or delete at expect v applies, the key is no longer at v.
+    consumed = [(e[0], e[6]) for e in events if e[6] and e[5] and e[1] in ("put", "delete")]
+    assert len(consumed) > 50
+    assert len(consumed) == len(set(consumed))
 
 
 def _incr_worker(times: int, start_at: float) -> int:

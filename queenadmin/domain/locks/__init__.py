@@ -67,7 +67,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-NAMESPACE = "queen-locks"
+NAMESPACE = kv.LOCKS_NAMESPACE
 #: Protocol limits (protocol.md 3.4 and 12).
 MAX_OPS = 64
 MAX_KEYS = 4096

@@ -1,0 +1,89 @@
+"""Lone writes outside any transaction: on PostgreSQL these take the
+one-statement paths (blind put, create-if-no-row, delete of a live key) and
+fall back to the transactional path for every other case. The answers must
+be the same as the transactional path's, on both databases.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import time_machine
+from django.db import connection
+
+from queenadmin.domain import kv
+from queenadmin.models import KVEntry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
+
+
+def one(op: dict[str, Any]) -> Any:
+    assert not connection.in_atomic_block
+    return kv.kv_call(kv.parse_ops([{"ns": "fast", **op}]))[0]
+
+
+def test_put_if_absent_creates_refuses_and_takes_over_an_expired_row():
+    with time_machine.travel(T0, tick=False):
+        created = one({"op": "putIfAbsent", "key": "k", "value": {"owner": "a"}, "ttlSeconds": 5})
+        assert (created.applied, created.value) == (True, {"owner": "a"})
+        refused = one({"op": "putIfAbsent", "key": "k", "value": {"owner": "b"}, "ttlSeconds": 5})
+        assert (refused.applied, refused.reason, refused.value, refused.version) == (
+            False,
+            "exists",
+            {"owner": "a"},
+            created.version,
+        )
+    with time_machine.travel(T0 + timedelta(seconds=6), tick=False):
+        taken = one({"op": "putIfAbsent", "key": "k", "value": {"owner": "b"}, "ttlSeconds": 5})
+        assert taken.applied
+        assert taken.version > created.version
+        assert kv.kv_get(namespace="fast", key="k").value == {"owner": "b"}
+        assert KVEntry.objects.get(namespace="fast", key="k").created_at == T0 + timedelta(seconds=6)
+
+
+def test_put_with_expect_zero_is_a_create():
+    first = one({"op": "put", "key": "z", "value": 1, "forever": True, "expect": 0})
+    second = one({"op": "put", "key": "z", "value": 2, "forever": True, "expect": 0})
+    assert first.applied
+    assert (second.applied, second.reason, second.version) == (False, "exists", first.version)
+
+
+def test_delete_applies_at_the_right_version_only():
+    written = one({"op": "put", "key": "d", "value": "v", "forever": True})
+    stale = one({"op": "delete", "key": "d", "expect": written.version + 1})
+    assert (stale.applied, stale.reason, stale.value, stale.version) == (False, "version", "v", written.version)
+    deleted = one({"op": "delete", "key": "d", "expect": written.version})
+    assert (deleted.applied, deleted.value, deleted.version) == (True, "v", written.version)
+    again = one({"op": "delete", "key": "d"})
+    assert (again.applied, again.reason, again.version) == (False, "absent", 0)
+
+
+def test_plain_delete_of_an_expired_row_is_refused_and_prunes_it():
+    with time_machine.travel(T0, tick=False):
+        one({"op": "put", "key": "e", "value": 1, "ttlSeconds": 1})
+    with time_machine.travel(T0 + timedelta(seconds=2), tick=False):
+        refused = one({"op": "delete", "key": "e"})
+        assert (refused.applied, refused.reason) == (False, "absent")
+    assert not KVEntry.objects.filter(namespace="fast", key="e").exists()
+
+
+def test_required_refusals_still_abort_from_the_fallback():
+    from queenadmin.errors import PreconditionFailed
+
+    one({"op": "put", "key": "r", "value": 1, "forever": True})
+    with pytest.raises(PreconditionFailed) as info:
+        one({"op": "putIfAbsent", "key": "r", "value": 2, "forever": True, "required": True})
+    assert info.value.kv_reason == "exists"
+
+
+def test_lock_cycle_versions_rise_across_acquire_release_acquire():
+    first = one({"op": "putIfAbsent", "ns": "queen-locks", "key": "job#0", "value": {"owner": "a"}, "ttlSeconds": 30})
+    released = one({"op": "delete", "ns": "queen-locks", "key": "job#0", "expect": first.version})
+    second = one({"op": "putIfAbsent", "ns": "queen-locks", "key": "job#0", "value": {"owner": "b"}, "ttlSeconds": 30})
+    assert released.applied
+    assert second.applied
+    assert second.version > first.version
