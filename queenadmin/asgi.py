@@ -58,6 +58,6 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         else:
             await wsgi_app(scope, receive, send)
     elif kind == "websocket":
-        await websocket_app(scope, receive, send)
+        await websocket_app(scope, receive, send)  # type: ignore[arg-type]
     elif kind == "lifespan":
         await loops.lifespan(scope, receive, send)

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import psycopg
 from django.db import connection, transaction
@@ -162,7 +162,8 @@ def _bad(reason: str, detail: str) -> KVBadRequest:
     return KVBadRequest(detail, reason=reason)
 
 
-def _is_int(value: Any) -> bool:
+def is_json_int(value: Any) -> TypeGuard[int]:
+    """A JSON integer: an ``int`` that is not a ``bool``."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -229,7 +230,7 @@ def _expiry(raw: dict[str, Any]) -> timedelta | None:
         raise _bad("kv_expiry_not_specified", "give exactly one of ttlSeconds or forever: true")
     if forever:
         return None
-    if not _is_int(ttl) or ttl <= 0 or ttl > MAX_TTL_SECONDS:
+    if not is_json_int(ttl) or ttl <= 0 or ttl > MAX_TTL_SECONDS:
         raise _bad("kv_bad_ttl", f"ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS}")
     return timedelta(seconds=ttl)
 
@@ -240,7 +241,7 @@ def _expect(raw: dict[str, Any], *, mandatory: bool = False) -> int | None:
             raise _bad("kv_bad_expect", "expect is required")
         return None
     expect = raw["expect"]
-    if not _is_int(expect) or expect < 0:
+    if not is_json_int(expect) or expect < 0:
         raise _bad("kv_bad_expect", "expect must be an integer >= 0")
     return int(expect)
 

@@ -226,10 +226,6 @@ def _bad(reason: str, detail: str) -> LocksBadRequest:
     return LocksBadRequest(detail, reason=reason)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_control(ch: str) -> bool:
     code = ord(ch)
     return code < 0x20 or 0x7F <= code <= 0x9F
@@ -274,7 +270,7 @@ def _ttl(raw: dict[str, Any]) -> timedelta:
     if "ttlSeconds" not in raw:
         raise _bad("locks_ttl_required", "acquire and renew need ttlSeconds")
     ttl = raw["ttlSeconds"]
-    if not _is_int(ttl) or ttl <= 0 or ttl > kv.MAX_TTL_SECONDS:
+    if not kv.is_json_int(ttl) or ttl <= 0 or ttl > kv.MAX_TTL_SECONDS:
         raise _bad("locks_bad_ttl", f"ttlSeconds must be an integer from 1 to {kv.MAX_TTL_SECONDS}")
     return timedelta(seconds=ttl)
 
@@ -283,7 +279,7 @@ def _token(raw: dict[str, Any]) -> int:
     if "token" not in raw:
         raise _bad("locks_token_required", "renew and release need the token of the last grant or renew")
     token = raw["token"]
-    if not _is_int(token) or token <= 0:
+    if not kv.is_json_int(token) or token <= 0:
         raise _bad("locks_bad_token", "token must be an integer above 0")
     return int(token)
 
@@ -292,7 +288,7 @@ def _slot(raw: dict[str, Any]) -> int:
     slot = raw.get("slot")
     if slot is None:
         return 0
-    if not _is_int(slot) or not 0 <= slot <= MAX_SLOT:
+    if not kv.is_json_int(slot) or not 0 <= slot <= MAX_SLOT:
         raise _bad("locks_bad_slot", f"slot must be an integer from 0 to {MAX_SLOT}")
     return int(slot)
 
@@ -301,7 +297,7 @@ def _limit(raw: dict[str, Any]) -> int:
     limit = raw.get("limit")
     if limit is None:
         return 1
-    if not _is_int(limit) or not 1 <= limit <= MAX_LIMIT:
+    if not kv.is_json_int(limit) or not 1 <= limit <= MAX_LIMIT:
         raise _bad("locks_bad_limit", f"limit must be an integer from 1 to {MAX_LIMIT}")
     return int(limit)
 
