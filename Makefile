@@ -22,9 +22,11 @@ run: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+## ruff and mypy (strict), as CI runs them
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python bench/kv.py
