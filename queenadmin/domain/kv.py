@@ -1011,6 +1011,44 @@ def _changed(namespace: str) -> None:
         events.broadcast_on_commit(events.LOCKS_GROUP, {"type": "lock.changed"})
 
 
+def _blind_puts_fast(ops: Sequence[KVOp], now: datetime) -> list[KVResult]:
+    """A call of unconditional puts only, on PostgreSQL, as one statement.
+
+    The ``lk`` CTE takes every key's advisory lock, sorted (as
+    ``_lock_keys`` does), and the rows it feeds are sorted into apply order
+    before ``nextval()`` runs (PostgreSQL evaluates volatile output
+    expressions after ORDER BY), so every version is drawn after all the
+    locks, in key order. A put needs no old value: whether the row is live
+    only decides ``created_at``, which the upsert decides itself.
+    """
+    ordered = sorted(ops, key=lambda op: (op.namespace, op.key.encode()))
+    rows = [
+        [op.namespace, op.key, op.value_json, None if op.ttl is None else (now + op.ttl).isoformat()] for op in ordered
+    ]
+    names = sorted({f"{op.namespace}/{op.key}" for op in ordered})
+    stored = _pg_run(
+        "WITH lk AS (SELECT count(pg_advisory_xact_lock(%s, h)) AS held FROM "
+        "(SELECT DISTINCT hashtext(n) AS h FROM unnest(%s::text[]) AS n ORDER BY 1) AS s) "
+        f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+        f"SELECT r->>0, r->>1, r->>2, nextval('{SEQUENCE}'), (r->>3)::timestamptz, %s, %s "
+        "FROM lk, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, i) ORDER BY i "
+        "ON CONFLICT (namespace, key) DO UPDATE SET "
+        "value_json = excluded.value_json, version = excluded.version, "
+        "expires_at = excluded.expires_at, updated_at = excluded.updated_at, "
+        f"created_at = CASE WHEN {TABLE}.expires_at IS NULL OR {TABLE}.expires_at > %s "
+        f"THEN {TABLE}.created_at ELSE excluded.created_at END "
+        "RETURNING namespace, key, version",
+        [ADVISORY_CLASS, names, now, now, json.dumps(rows, ensure_ascii=False), now],
+    )
+    versions = {(ns, key): int(version) for ns, key, version in stored}
+    for namespace in sorted({op.namespace for op in ops}):
+        _changed(namespace)
+    return [
+        WriteResult(op.index, op.op, True, op.key, json.loads(op.value_json), versions[(op.namespace, op.key)])
+        for op in ops
+    ]
+
+
 def _fast_path(op: KVOp, now: datetime) -> WriteResult | None:
     """A one-statement answer for a lone write on PostgreSQL, or None."""
     if op.op == "put" and op.expect is None:
@@ -1037,10 +1075,13 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResul
             _run_reads(cursor, ops, now, out)
             _run_multi_reads(cursor, ops, now, out)
         return [out[i] for i in sorted(out)]
-    if len(ops) == 1 and connection.vendor == "postgresql" and not connection.in_atomic_block:
-        fast = _fast_path(ops[0], now)
-        if fast is not None:
-            return [fast]
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        if len(ops) == 1:
+            fast = _fast_path(ops[0], now)
+            if fast is not None:
+                return [fast]
+        elif all(op.op == "put" and op.expect is None for op in ops):
+            return _blind_puts_fast(ops, now)
     return _kv_call_atomic(ops, now)
 
 

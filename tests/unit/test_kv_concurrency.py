@@ -85,6 +85,17 @@ def _churn_worker(seed: int, keys: list[str], duration: float, start_at: float) 
             op = {"op": "delete", "ns": "churn", "key": key}
         elif roll < 0.75:
             op = {"op": "delete", "ns": "churn", "key": key, "expect": last_seen.get(key, 1)}
+        elif roll < 0.85:
+            # A batch of unconditional puts on two keys (one statement on PostgreSQL).
+            pair = rng.sample(keys, 2)
+            ops = [{"op": "put", "ns": "churn", "key": k, "value": seed, "ttlSeconds": 60} for k in pair]
+            began = time.monotonic()
+            results = kv.kv_call(kv.parse_ops(ops))
+            ended = time.monotonic()
+            for k, result in zip(pair, results, strict=True):
+                last_seen[k] = result.version
+                log.append((k, "put", began, ended, result.version, True, None))
+            continue
         else:
             op = {"op": "get", "ns": "churn", "key": key}
         began = time.monotonic()

@@ -87,3 +87,29 @@ def test_lock_cycle_versions_rise_across_acquire_release_acquire():
     assert released.applied
     assert second.applied
     assert second.version > first.version
+
+
+def test_a_batch_of_puts_writes_all_in_key_order_and_keeps_live_created_at():
+    with time_machine.travel(T0, tick=False):
+        one({"op": "put", "key": "b", "value": "old", "forever": True})
+        one({"op": "put", "key": "c", "value": "old", "ttlSeconds": 1})
+    later = T0 + timedelta(seconds=5)
+    with time_machine.travel(later, tick=False):
+        keys = ["zz", "b", "a", "c", "\u00e9", "B"]
+        ops = [{"op": "put", "ns": "fast", "key": k, "value": {"k": k}, "ttlSeconds": 60} for k in keys]
+        ops.append({"op": "put", "ns": "fast2", "key": "a", "value": 0, "forever": True})
+        results = kv.kv_call(kv.parse_ops(ops))
+        assert [r.index for r in results] == list(range(len(ops)))
+        assert all(r.applied for r in results)
+        assert [r.value for r in results[:-1]] == [{"k": k} for k in keys]
+        by_key = {r.key: r.version for r in results[:-1]}
+        in_byte_order = sorted(keys, key=str.encode)
+        assert [by_key[k] for k in in_byte_order] == sorted(by_key.values())
+        assert results[-1].version > max(by_key.values())  # namespace "fast2" sorts after "fast"
+        for k in keys:
+            row = kv.kv_get(namespace="fast", key=k)
+            assert (row.value, row.version, row.expires_at) == ({"k": k}, by_key[k], later + timedelta(seconds=60))
+    created = dict(KVEntry.objects.filter(namespace="fast").values_list("key", "created_at"))
+    assert created["b"] == T0  # was live: keeps its creation time
+    assert created["c"] == later  # had expired: created anew
+    assert created["a"] == later
