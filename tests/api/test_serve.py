@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import run_server
+from tests.conftest import requires_postgres, run_server
 
 pytestmark = pytest.mark.live
 
@@ -65,3 +65,25 @@ def test_the_reaper_loop_removes_expired_rows():
             time.sleep(0.2)
             rows = httpx.post(f"{server.url}/api/v1/resources/kv/list", json=listing, headers=headers).json()["rows"]
         assert rows == []
+
+
+@requires_postgres
+def test_several_workers_serve_one_store():
+    """``serve --workers 2`` on PostgreSQL: every call lands in the one store."""
+    with run_server(workers=2) as server:
+        headers = {"Authorization": f"Bearer {server.token}"}
+        versions = []
+        with httpx.Client(base_url=server.url, headers=headers) as client:
+            for i in range(40):
+                # A fresh connection per call: the kernel hands each to either process.
+                response = httpx.post(
+                    f"{server.url}/api/v1/kv",
+                    json={"operations": [{"op": "incr", "ns": "workers", "key": "n", "delta": 1, "forever": True}]},
+                    headers=headers,
+                )
+                assert response.status_code == 200
+                result = response.json()["results"][0]
+                assert result["value"] == i + 1
+                versions.append(result["version"])
+            assert versions == sorted(versions)
+            assert client.get("/api/v1/kv/workers/n").json()["value"] == 40
