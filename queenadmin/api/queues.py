@@ -66,7 +66,10 @@ class AsyncBearerToken(BearerToken):
 
 def _body_object(request: HttpRequest, *, empty: Any = ...) -> Any:
     body = read_json(request, InvalidArgument, "bad_request", empty=empty)
-    if body is not None and not isinstance(body, dict):
+    if body is None and empty is not ...:
+        # A JSON null counts as no body where no body is allowed.
+        return empty
+    if not isinstance(body, dict):
         raise InvalidArgument("the body must be a JSON object")
     return body
 

@@ -1,0 +1,111 @@
+"""Bad input never gets a 500: arbitrary JSON and non-JSON at every body route.
+
+Whatever arrives, the answer is below 500 and, when it is a refusal, a JSON
+error body (protocol.md 1.3 families) -- except the plain-text 413 of an
+oversize body, which no test here sends.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytestmark = pytest.mark.live
+
+ROUTES = [
+    ("POST", "/api/v1/kv"),
+    ("PUT", "/api/v1/kv/fuzz/some/key"),
+    ("DELETE", "/api/v1/kv/fuzz/some/key"),
+    ("POST", "/api/v1/resources/kv/list"),
+    ("POST", "/api/v1/locks"),
+    ("POST", "/api/v1/configure"),
+    ("POST", "/api/v1/push"),
+    ("POST", "/api/v1/ack"),
+    ("POST", "/api/v1/ack/batch"),
+    ("POST", "/api/v1/lease/not-a-lease/extend"),
+]
+
+FIELDS = [
+    "op", "ns", "key", "keys", "prefix", "value", "ttlSeconds", "forever", "expect", "required", "delta",
+    "min", "max", "limit", "after", "operations", "name", "owner", "token", "slot", "queue", "partition",
+    "payload", "items", "transactionId", "partitionId", "leaseId", "status", "consumerGroup", "options",
+    "acknowledgments", "namespace", "seconds", "mode",
+]  # fmt: skip
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+    st.sampled_from(["get", "put", "acquire", "release", "completed", "failed", "dlq", "x" * 600]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(FIELDS), inner, max_size=6),
+    ),
+    max_leaves=20,
+)
+bodies = st.one_of(
+    values.map(json.dumps),
+    st.dictionaries(st.sampled_from(FIELDS), values, max_size=8).map(json.dumps),
+    st.lists(st.dictionaries(st.sampled_from(FIELDS), values, max_size=8), max_size=4).map(
+        lambda ops: json.dumps({"operations": ops})
+    ),
+    st.sampled_from(["", "{", "NaN", "[1,", '{"a": Infinity}', "\x00", '"\\ud800"']),
+)
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_arbitrary_bodies_never_get_a_server_error(live_server, method, path):
+    headers = {"Authorization": f"Bearer {live_server.token}", "Content-Type": "application/json"}
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(body=bodies)
+    def check(body: str) -> None:
+        response = httpx.request(method, f"{live_server.url}{path}", content=body.encode(), headers=headers, timeout=30)
+        assert response.status_code < 500, (body, response.status_code, response.text[:300])
+        if response.status_code >= 400:
+            payload = response.json()
+            assert isinstance(payload, dict)
+            assert "error" in payload
+
+    check()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/pop/queue/fuzz?batch=abc",
+        "/api/v1/pop/queue/fuzz?batch=-5&wait=maybe",
+        "/api/v1/pop/queue/fuzz?timeout=99999999999999999999&wait=false",
+        "/api/v1/pop/queue/fuzz/partition/p?leaseSeconds=-1&wait=false",
+        "/api/v1/pop?namespace=&task=&wait=false",
+        "/api/v1/pop/queue/fuzz?subscriptionFrom=not-a-date&consumerGroup=g&wait=false",
+        "/api/v1/resources/queues/nope/depth?group=",
+        "/api/v1/dlq?limit=abc",
+        "/api/v1/kv/BAD/k",
+    ],
+)
+def test_odd_query_strings_never_get_a_server_error(live_server, path):
+    response = httpx.get(
+        f"{live_server.url}{path}", headers={"Authorization": f"Bearer {live_server.token}"}, timeout=30
+    )
+    assert response.status_code < 500, response.text[:300]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/configure", "/api/v1/push", "/api/v1/ack", "/api/v1/ack/batch"])
+def test_a_null_body_is_a_bad_request_on_the_engine_routes(live_server, path):
+    response = httpx.post(
+        f"{live_server.url}{path}",
+        content=b"null",
+        headers={"Authorization": f"Bearer {live_server.token}", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert response.json() == {"error": "the body must be a JSON object", "code": "bad_request"}
