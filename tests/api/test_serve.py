@@ -35,6 +35,7 @@ def test_first_start_prints_working_credentials_once():
             )
             assert logged_in.status_code == 200
             assert "Signed in as admin" in logged_in.text
+            assert browser.get("/static/queenadmin/queenadmin.css").status_code == 200
         with open(server.env["QUEENADMIN_DATA_DIR"] + "/first-run.txt") as fh:
             assert token in fh.read()
         # A second start on the same data prints no new credentials.
