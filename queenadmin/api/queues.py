@@ -12,8 +12,6 @@ import json
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Sum
-from django.db.models.functions import Length
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
@@ -35,12 +33,11 @@ from queenadmin.api.schemas.queues import (
     QueueNotFoundOut,
 )
 from queenadmin.conf import settings
-from queenadmin.domain import clock, tokens
+from queenadmin.domain import clock, kv, tokens
 from queenadmin.domain import queues as log
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.common import STATUSES, check_group, check_name, is_int, is_uuid
 from queenadmin.errors import InvalidArgument, QueueNotFound
-from queenadmin.models import KVEntry
 
 router = Router(tags=["queues"])
 
@@ -466,12 +463,12 @@ def list_queues(request: HttpRequest) -> HttpResponse:
             for q in queues
         ]
         return json_response({"queues": lanes, "stats": "lanes"})
-    kv = KVEntry.objects.aggregate(size=Sum(Length("key") + Length("value_json")))
+    kv_rows, kv_bytes = kv.kv_totals()
     return json_response(
         {
             "queues": [_queue_summary(q) for q in queues],
-            "kvRows": KVEntry.objects.count(),
-            "kvBytes": kv["size"] or 0,
+            "kvRows": kv_rows,
+            "kvBytes": kv_bytes,
             "timerRows": 0,
             "timerBytes": 0,
         }

@@ -1156,6 +1156,19 @@ def kv_namespaces() -> list[tuple[str, int]]:
         return [(ns, int(n)) for ns, n in cursor.fetchall()]
 
 
+def kv_totals() -> tuple[int, int]:
+    """Rows in the store and the size of their keys and values.
+
+    Counts expired-but-unreaped rows too. The size is in characters (equal
+    to bytes for ASCII; SQLite has no portable octet length). One aggregate
+    over the table: for the console's resource list, not for a hot path.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*), coalesce(sum(length(key) + length(value_json)), 0) FROM {TABLE}")
+        rows, size = cursor.fetchone()
+    return int(rows), int(size)
+
+
 def kv_list(
     *,
     namespace: str,

@@ -540,3 +540,9 @@ def test_in_process_helpers_speak_the_same_rules():
     assert kv.kv_incr(namespace="app", key="n", ttl=None, maximum=1).reason == "limit"
     assert kv.kv_delete(namespace="app", key="cfg").applied
     assert kv.kv_get(namespace="app", key="cfg") is None
+
+
+def test_totals_count_rows_and_their_size():
+    put("ab", {"x": 1})
+    put("c", "é", ns="other")
+    assert kv.kv_totals() == (2, len("ab") + len('{"x":1}') + len("c") + len('"é"'))
