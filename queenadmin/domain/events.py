@@ -43,7 +43,13 @@ class _Publisher:
             merged = self._pending.setdefault(group, {"type": message["type"], "count": 0})
             merged["count"] += 1
             for key, value in message.items():
-                if key not in ("type", "count"):
+                if key in ("type", "count"):
+                    continue
+                if isinstance(value, list):
+                    # Lists (namespaces, queues) name what changed: keep them all.
+                    known = merged.setdefault(key, [])
+                    known.extend(v for v in value if v not in known)
+                else:
                     merged.setdefault(key, value)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="queenadmin-events", daemon=True)
