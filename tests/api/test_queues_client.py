@@ -168,3 +168,16 @@ async def test_delete_queue(queen, unique):
     await queen.queue(q).push([{"data": 1}])
     answer = await queen.queue(q).delete()
     assert answer == {"deleted": True, "existed": True, "queue": q}
+
+
+async def test_delayed_processing_through_the_client(queen, unique):
+    q = unique("delayed")
+    await queen.queue(q).config({"delayedProcessing": 2}).create()
+    await queen.queue(q).push([{"data": {"n": 1}}])
+    assert await queen.queue(q).wait(False).pop() == []
+    started = asyncio.get_running_loop().time()
+    # A long-poll pop comes back when the delay ends, not at its timeout.
+    (message,) = await queen.queue(q).wait(True).timeout_millis(10000).pop()
+    waited = asyncio.get_running_loop().time() - started
+    assert message["data"] == {"n": 1}
+    assert 0.5 < waited < 5

@@ -566,3 +566,35 @@ def test_dlq_list_filters_and_counts():
     assert len(rows) == 1
     rows, total = log.dlq_list(queue="other", group=None, partition=None, since=None, until=None, limit=10, offset=0)
     assert (rows, total) == ([], 0)
+
+
+# -- delayedProcessing --------------------------------------------------------
+
+
+def test_delayed_processing_holds_messages_until_their_delay_has_passed():
+    configure(delayedProcessing=10)
+    with time_machine.travel(T0, tick=False):
+        push(n=2)
+    with time_machine.travel(T0 + timedelta(seconds=4), tick=False):
+        push(n=1)
+    with time_machine.travel(T0 + timedelta(seconds=9), tick=False):
+        early = claim(batch=10)
+        assert early.messages == ()
+        assert early.retry_at == T0 + timedelta(seconds=10)
+    with time_machine.travel(T0 + timedelta(seconds=10), tick=False):
+        # The first two are ready; the third (pushed at +4 s) waits, and so FIFO holds.
+        first = claim(batch=10)
+        assert [m.offset for m in first.messages] == [1, 2]
+        ack(first)
+        rest = claim(batch=10)
+        assert rest.messages == ()
+        assert rest.retry_at == T0 + timedelta(seconds=14)
+    with time_machine.travel(T0 + timedelta(seconds=14), tick=False):
+        assert [m.offset for m in claim(batch=10).messages] == [3]
+
+
+def test_without_delayed_processing_a_message_is_ready_at_once():
+    configure(delayedProcessing=0)
+    with time_machine.travel(T0, tick=False):
+        push(n=1)
+        assert [m.offset for m in claim().messages] == [1]

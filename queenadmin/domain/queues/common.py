@@ -169,6 +169,11 @@ class QueueRef:
     def dedup_window_seconds(self) -> int:
         return int(self.options.get("dedupWindowSeconds", 3600))
 
+    @property
+    def delay_seconds(self) -> int:
+        """``delayedProcessing``: a message is claimable this long after its push."""
+        return max(0, int(self.options.get("delayedProcessing") or 0))
+
 
 #: Per-offset delivery counts as ``[first, last, attempts]`` runs (see
 #: ``ConsumerCursor.delivery_runs``).

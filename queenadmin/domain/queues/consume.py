@@ -58,7 +58,8 @@ class Claim:
     """What one pop got. ``messages`` empty means nothing was ready.
 
     ``retry_at`` is the earliest time a partition that has messages but is
-    leased to someone else frees up (a waiter may re-try then).
+    leased to someone else frees up, or whose head message comes out of the
+    queue's ``delayedProcessing`` (a waiter may re-try then).
     """
 
     queue: str | None
@@ -282,6 +283,26 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         if take <= 0:
             continue
         first, last = committed + 1, committed + take
+        if queue.delay_seconds:
+            # Only the prefix pushed at least delay_seconds ago is ready:
+            # the first younger message and everything after it wait, so the
+            # partition stays FIFO.
+            delay = timedelta(seconds=queue.delay_seconds)
+            young = (
+                Message.objects.filter(
+                    partition_id=pid, offset__gte=first, offset__lte=last, created_at__gt=now - delay
+                )
+                .order_by("offset")
+                .values_list("offset", "created_at")
+                .first()
+            )
+            if young is not None:
+                if young[0] == first:
+                    ready_at = young[1] + delay
+                    retry_at = ready_at if retry_at is None else min(retry_at, ready_at)
+                    continue
+                last = young[0] - 1
+                take = last - committed
         runs = runs_deliver(runs_trim(_load_runs(stored_runs), committed), first, last)
         seen = runs_attempts(runs, first, last)
         fields: dict[str, Any] = {"last_claim_at": now}
