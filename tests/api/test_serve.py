@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import secrets
+import subprocess
+import sys
+import tempfile
 import time
 
 import httpx
 import pytest
 
-from tests.conftest import requires_postgres, run_server
+from tests.conftest import ROOT, _admin_psql, free_port, requires_postgres, run_server
 
 pytestmark = pytest.mark.live
 
@@ -88,3 +94,48 @@ def test_several_workers_serve_one_store():
                 versions.append(result["version"])
             assert versions == sorted(versions)
             assert client.get("/api/v1/kv/workers/n").json()["value"] == 40
+
+
+@requires_postgres
+def test_replicas_starting_together_on_an_empty_database_all_come_up():
+    """Three ``serve`` processes at once: migrations run one at a time."""
+    db_name = f"qa_replicas_{secrets.token_hex(3)}"
+    _admin_psql(f"CREATE DATABASE {db_name}")
+    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["DATABASE_URL"] = f"{base}/{db_name}"
+    ports = [free_port() for _ in range(3)]
+    stack = contextlib.ExitStack()
+    logs = [stack.enter_context(tempfile.TemporaryFile()) for _ in ports]  # noqa: SIM115 (the stack closes them)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        for port, log in zip(ports, logs, strict=True)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        up: set[int] = set()
+        while len(up) < len(ports) and time.monotonic() < deadline:
+            for port, proc, log in zip(ports, procs, logs, strict=True):
+                if proc.poll() is not None:
+                    log.seek(0)
+                    pytest.fail(f"a replica exited:\n{log.read().decode(errors='replace')}")
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                        up.add(port)
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.2)
+        assert up == set(ports)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=15)
+        stack.close()
+        _admin_psql(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")

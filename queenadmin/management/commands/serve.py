@@ -35,6 +35,29 @@ def _run_workers(config: Any) -> None:
     Multiprocess(config, sockets=[sock]).run()
 
 
+#: Session advisory lock that serialises ``migrate`` among replicas starting
+#: together on one PostgreSQL database (an arbitrary constant of ours).
+MIGRATE_LOCK = 0x51AD_0001
+
+
+def _migrate() -> None:
+    """Apply migrations; on PostgreSQL one replica at a time.
+
+    Without the lock, replicas starting together race to create the same
+    tables and all but one fail. The others wait, then find nothing to do.
+    """
+    if connection.vendor != "postgresql":
+        call_command("migrate", interactive=False, verbosity=0)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [MIGRATE_LOCK])
+    try:
+        call_command("migrate", interactive=False, verbosity=0)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [MIGRATE_LOCK])
+
+
 class Command(BaseCommand):
     help = "Apply migrations and serve the API, the dashboard, websockets and the background loops."
 
@@ -56,7 +79,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["no_migrate"]:
-            call_command("migrate", interactive=False, verbosity=0)
+            _migrate()
         if options["bootstrap"]:
             self._bootstrap(options["host"], options["port"])
         if connection.vendor == "sqlite" and options["workers"] > 1:
