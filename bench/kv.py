@@ -32,7 +32,6 @@ import os
 import random
 import re
 import resource
-import secrets
 import shutil
 import signal
 import statistics
@@ -49,6 +48,7 @@ from typing import Any
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 NAMESPACE = "bench"
 RAW_NAMESPACE = "benchraw"
@@ -225,66 +225,22 @@ class Server:
     log_path: Path
 
 
-def _admin(base_url: str, sql: str) -> None:
-    with psycopg.connect(base_url, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serve(base_url: str, workers: int | None, extra_env: dict[str, str]) -> Iterator[Server]:
-    tmp = Path(tempfile.mkdtemp(prefix="qa-bench-"))
-    db_name = f"qa_bench_{os.getpid()}_{secrets.token_hex(3)}"
-    _admin(base_url, f"CREATE DATABASE {db_name}")
-    db_url = f"{base_url.rsplit('/', 1)[0]}/{db_name}"
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env.update({"DATABASE_URL": db_url, "QUEENADMIN_DATA_DIR": str(tmp), **extra_env})
-    port = _free_port()
-    log_path = tmp / "serve.log"
-    cmd = [sys.executable, "manage.py", "serve", "--port", str(port)]
-    if workers is not None:
-        cmd += ["--workers", str(workers)]
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError("serve exited:\n" + log_path.read_text())
-            with contextlib.suppress(OSError):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-                conn.request("GET", "/health")
-                if conn.getresponse().status == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("serve did not answer /health:\n" + log_path.read_text())
-            time.sleep(0.2)
-        out = subprocess.run(
-            [sys.executable, "manage.py", "apitoken", "create", f"bench-{secrets.token_hex(3)}"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        yield Server(f"http://127.0.0.1:{port}", out.strip().splitlines()[-1], db_url, process, log_path)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        with contextlib.suppress(Exception):
-            _admin(base_url, f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")
-        shutil.rmtree(tmp, ignore_errors=True)
+    """The test suite's ``run_server`` on a scratch database of ``base_url``'s server.
+
+    ``workers=None`` keeps serve's own default (``QUEENADMIN_WORKERS`` or 1).
+    """
+    from tests.conftest import run_server
+
+    os.environ["DATABASE_URL"] = base_url
+    count = (
+        workers
+        if workers is not None
+        else int(extra_env.get("QUEENADMIN_WORKERS", os.environ.get("QUEENADMIN_WORKERS", "1")))
+    )
+    with run_server(extra_env=extra_env, workers=count) as live:
+        yield Server(live.url, live.token, live.env["DATABASE_URL"], live.process, live.log_path)
 
 
 def server_check(server: Server, body: str) -> None:

@@ -15,6 +15,7 @@ import contextlib
 import multiprocessing
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -125,6 +126,7 @@ def run_server(
         if db_name:
             with contextlib.suppress(Exception):
                 _admin_psql(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
