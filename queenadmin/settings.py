@@ -101,6 +101,10 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
     _db["CONN_MAX_AGE"] = int(os.environ.get("QUEENADMIN_CONN_MAX_AGE", "60"))
     _db["CONN_HEALTH_CHECKS"] = True
     _db.setdefault("OPTIONS", {})
+    # Django passes None (no automatic preparing), which makes psycopg ignore
+    # an explicit prepare=True too. A threshold nothing reaches keeps the
+    # automatic kind off and lets domain/db.pg_run prepare its hot statements.
+    _db["OPTIONS"].setdefault("prepare_threshold", 2**62)
 if _db["ENGINE"].startswith("django.db.backends.postgresql") and os.environ.get("QUEENADMIN_TEST_DB_NAME"):
     # Lets several test runs share one PostgreSQL server without sharing a
     # test database.
