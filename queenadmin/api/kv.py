@@ -21,55 +21,13 @@ from queenadmin.api.schemas.kv import (
     KVPreconditionOut,
     KVResultOut,
 )
-from queenadmin.domain import clock, kv
+from queenadmin.api.wire import kv as wire
+from queenadmin.domain import clock, db, kv
 from queenadmin.errors import KVBadRequest
 
 router = Router(tags=["kv"])
 
 _ERRORS: dict[int | str, Any] = {400: KVErrorOut, 413: KVErrorOut}
-
-
-def row_out(row: kv.KVRow, *, with_value: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": row.key}
-    if with_value:
-        out["value"] = row.value
-    out["version"] = row.version
-    out["expiresAt"] = clock.iso_jsonb(row.expires_at)
-    out["updatedAt"] = clock.iso_jsonb(row.updated_at)
-    return out
-
-
-def result_out(result: kv.KVResult) -> dict[str, Any]:
-    """Render one result element exactly as protocol.md 2.3 shows it."""
-    if isinstance(result, kv.GetResult):
-        if result.row is None:
-            return {"index": result.index, "op": "get", "found": False, "key": result.key}
-        return {"index": result.index, "op": "get", "found": True, **row_out(result.row)}
-    if isinstance(result, kv.GetManyResult):
-        return {
-            "index": result.index,
-            "op": "getMany",
-            "rows": [row_out(r) for r in result.rows],
-            "missing": list(result.missing),
-            "truncated": result.truncated,
-        }
-    if isinstance(result, kv.PageResult):
-        return {
-            "index": result.index,
-            "op": "getPrefix",
-            "rows": [row_out(r, with_value=not result.keys_only) for r in result.rows],
-            "truncated": result.truncated,
-            "nextAfter": result.next_after,
-        }
-    out: dict[str, Any] = {"index": result.index, "op": result.op, "applied": result.applied}
-    if not result.applied:
-        out["reason"] = result.reason
-    out["key"] = result.key
-    if not (result.op == "check" and result.applied):
-        # A held check has no value key (protocol 2.3).
-        out["value"] = result.value
-    out["version"] = result.version
-    return out
 
 
 @router.post(
@@ -80,12 +38,11 @@ def result_out(result: kv.KVResult) -> dict[str, Any]:
 )
 def kv_batch(request: HttpRequest) -> HttpResponse:
     raw = operations_of(read_json(request, KVBadRequest, "kv_bad_body"), KVBadRequest, "kv_bad_body")
-    ops = kv.parse_ops(raw)
-    ratelimit.admit(request, "write" if any(op.is_write for op in ops) else "read")
+    ops = wire.parse_ops(raw)
+    ratelimit.admit(request, "write" if any(isinstance(op, kv.WRITES) for op in ops) else "read")
     if not ops:
         return json_response({"results": []})
-    results = kv.kv_call(ops)
-    return json_response({"results": [result_out(r) for r in results]})
+    return json_response(wire.results_out(kv.kv_call(ops)))
 
 
 def _no_query(request: HttpRequest) -> None:
@@ -94,10 +51,9 @@ def _no_query(request: HttpRequest) -> None:
 
 
 def _single(request: HttpRequest, raw: dict[str, Any]) -> dict[str, Any]:
-    ops = kv.parse_ops([raw])
-    ratelimit.admit(request, "write" if ops[0].is_write else "read")
-    results = kv.kv_call(ops)
-    return result_out(results[0])
+    op = wire.parse_op(0, raw)
+    ratelimit.admit(request, "write" if isinstance(op, kv.WRITES) else "read")
+    return wire.result_out(0, kv.kv_call([op])[0])
 
 
 @router.get(
@@ -123,12 +79,8 @@ _PATH_FIELDS = ("value", "ttlSeconds", "forever", "expect", "required")
 )
 def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     _no_query(request)
-    body = read_json(request, KVBadRequest, "kv_bad_body")
-    if not isinstance(body, dict):
-        raise KVBadRequest("the body must be a JSON object", reason="kv_bad_body")
-    if any(name in body for name in ("op", "ns", "namespace", "key")):
-        raise KVBadRequest("op, ns and key come from the path", reason="kv_field_in_path")
-    raw = {"op": "put", "ns": ns, "key": key, **{k: body[k] for k in _PATH_FIELDS if k in body}}
+    fields = wire.path_body(read_json(request, KVBadRequest, "kv_bad_body"), _PATH_FIELDS)
+    raw = {"op": "put", "ns": ns, "key": key, **fields}
     return json_response(_single(request, raw))
 
 
@@ -140,13 +92,8 @@ def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 def delete_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     _no_query(request)
     body = read_json(request, KVBadRequest, "kv_bad_body", empty=None)
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise KVBadRequest("the body must be a JSON object", reason="kv_bad_body")
-    if any(name in body for name in ("op", "ns", "namespace", "key")):
-        raise KVBadRequest("op, ns and key come from the path", reason="kv_field_in_path")
-    raw = {"op": "delete", "ns": ns, "key": key, **{k: body[k] for k in ("expect", "required") if k in body}}
+    fields = wire.path_body({} if body is None else body, ("expect", "required"))
+    raw = {"op": "delete", "ns": ns, "key": key, **fields}
     return json_response(_single(request, raw))
 
 
@@ -167,7 +114,7 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     body = read_json(request, KVBadRequest, "kv_bad_body")
     if not isinstance(body, dict):
         raise KVBadRequest("the body must be a JSON object", reason="kv_bad_body")
-    namespace = kv.check_namespace(body.get("namespace"))
+    namespace = wire.namespace_of(body.get("namespace"))
     ratelimit.admit(request, "read")
     prefix = body.get("prefix") or ""
     after = body.get("after") or ""
@@ -198,6 +145,6 @@ def list_keys(request: HttpRequest) -> HttpResponse:
         item["updatedAt"] = clock.iso_micros_z(row.updated_at)
         if include_expired:
             item["expired"] = row.expires_at is not None and row.expires_at <= now
-        size += len(row.key.encode()) + len(kv.dumps_value(row.value).encode())
+        size += len(row.key.encode()) + len(db.json_text(row.value).encode())
         rows.append(item)
     return json_response({"rows": rows, "truncated": page.truncated, "nextAfter": page.next_after, "bytes": size})

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import time_machine
 
+from queenadmin.api.wire import kv as kv_wire
 from queenadmin.domain import kv
 from queenadmin.errors import KVBadRequest, KVPayloadTooLarge, PreconditionFailed
 from queenadmin.models import KVEntry
@@ -18,7 +19,7 @@ T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
 
 
 def call(*ops: dict[str, Any]) -> list[Any]:
-    return kv.kv_call(kv.parse_ops(list(ops)))
+    return kv.kv_call(kv_wire.parse_ops(list(ops)))
 
 
 def one(op: dict[str, Any]) -> Any:
@@ -343,7 +344,8 @@ def test_results_are_index_aligned_whatever_the_apply_order():
         {"op": "get", "ns": "t", "key": "aa"},
         {"op": "put", "ns": "t", "key": "aa", "value": 2, "forever": True},
     )
-    assert [r.index for r in results] == [0, 1, 2]
+    assert [r.key for r in results] == ["zz", "aa", "aa"]
+    assert [type(r).__name__ for r in results] == ["WriteResult", "GetResult", "WriteResult"]
     # Writes apply in key order, so aa draws its version before zz.
     assert results[2].version < results[0].version
 
@@ -425,8 +427,8 @@ def test_get_prefix_skips_expired_rows():
 
 
 def test_get_prefix_limit_is_clamped_never_refused():
-    assert kv.parse_ops([{"op": "getPrefix", "ns": "t", "prefix": "x", "limit": 0}])[0].limit == 1
-    assert kv.parse_ops([{"op": "getPrefix", "ns": "t", "prefix": "x", "limit": 5000}])[0].limit == 1000
+    assert kv_wire.parse_ops([{"op": "getPrefix", "ns": "t", "prefix": "x", "limit": 0}])[0].limit == 1
+    assert kv_wire.parse_ops([{"op": "getPrefix", "ns": "t", "prefix": "x", "limit": 5000}])[0].limit == 1000
 
 
 def test_namespaces_are_separate():
@@ -485,46 +487,46 @@ def test_prefix_upper_bound_covers_every_extension():
 )
 def test_bad_operations_are_refused_with_their_reason(op, reason):
     with pytest.raises(KVBadRequest) as info:
-        kv.parse_ops([op])
+        kv_wire.parse_ops([op])
     assert info.value.reason == reason
 
 
 def test_oversize_key_and_value_are_413_reasons():
     with pytest.raises(KVPayloadTooLarge) as key_info:
-        kv.parse_ops([{"op": "get", "ns": "t", "key": "k" * 513}])
+        kv_wire.parse_ops([{"op": "get", "ns": "t", "key": "k" * 513}])
     assert key_info.value.reason == "kv_key_too_large"
-    kv.parse_ops([{"op": "get", "ns": "t", "key": "é" * 256}])  # 512 bytes is fine
+    kv_wire.parse_ops([{"op": "get", "ns": "t", "key": "é" * 256}])  # 512 bytes is fine
     with pytest.raises(KVPayloadTooLarge) as value_info:
-        kv.parse_ops([{"op": "put", "ns": "t", "key": "k", "value": "x" * 65536, "forever": True}])
+        kv_wire.parse_ops([{"op": "put", "ns": "t", "key": "k", "value": "x" * 65536, "forever": True}])
     assert value_info.value.reason == "kv_value_too_large"
 
 
 def test_call_limits():
     too_many = [{"op": "get", "ns": "t", "key": f"k{i}"} for i in range(257)]
     with pytest.raises(KVBadRequest) as ops_info:
-        kv.parse_ops(too_many)
+        kv_wire.parse_ops(too_many)
     assert ops_info.value.reason == "kv_too_many_ops"
     pages = [{"op": "getPrefix", "ns": "t", "prefix": f"p{i}", "limit": 1000} for i in range(2)]
     with pytest.raises(KVBadRequest) as keys_info:
-        kv.parse_ops(pages)
+        kv_wire.parse_ops(pages)
     assert keys_info.value.reason == "kv_too_many_keys"
     dup = [
         {"op": "put", "ns": "t", "key": "k", "value": 1, "forever": True},
         {"op": "check", "ns": "t", "key": "k", "expect": 0},
     ]
     with pytest.raises(KVBadRequest) as dup_info:
-        kv.parse_ops(dup)
+        kv_wire.parse_ops(dup)
     assert dup_info.value.reason == "kv_duplicate_key_in_call"
     # A get of a written key is not a duplicate.
-    kv.parse_ops([{"op": "get", "ns": "t", "key": "k"}, dup[0]])
+    kv_wire.parse_ops([{"op": "get", "ns": "t", "key": "k"}, dup[0]])
 
 
 def test_transaction_riders_have_tighter_limits():
     with pytest.raises(KVBadRequest) as info:
-        kv.parse_ops([{"op": "getPrefix", "ns": "t", "prefix": "p"}], in_transaction=True)
+        kv_wire.parse_ops([{"op": "getPrefix", "ns": "t", "prefix": "p"}], in_transaction=True)
     assert info.value.reason == "kv_get_prefix_not_allowed_in_transaction"
     with pytest.raises(KVBadRequest) as ops_info:
-        kv.parse_ops([{"op": "get", "ns": "t", "key": f"k{i}"} for i in range(65)], in_transaction=True)
+        kv_wire.parse_ops([{"op": "get", "ns": "t", "key": f"k{i}"} for i in range(65)], in_transaction=True)
     assert ops_info.value.reason == "kv_too_many_ops"
 
 

@@ -18,6 +18,7 @@ import time_machine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from queenadmin.api.wire import kv as kv_wire
 from queenadmin.domain import kv
 from queenadmin.errors import PreconditionFailed
 from queenadmin.models import KVEntry
@@ -161,10 +162,10 @@ def test_the_store_agrees_with_the_model(steps, required):
         with time_machine.travel(now, tick=False):
             if raw.get("required") and not want[0]:
                 with pytest.raises(PreconditionFailed) as info:
-                    kv.kv_call(kv.parse_ops([raw]))
+                    kv.kv_call(kv_wire.parse_ops([raw]))
                 assert (info.value.kv_reason, info.value.value, info.value.version) == want[1:]
                 continue
-            result = kv.kv_call(kv.parse_ops([raw]))[0]
+            result = kv.kv_call(kv_wire.parse_ops([raw]))[0]
         applied, reason, value, version = want
         assert (result.applied, result.reason) == (applied, reason), (raw, model)
         if raw["op"] == "incr" and applied:

@@ -13,6 +13,7 @@ import pytest
 import time_machine
 from django.db import connection
 
+from queenadmin.api.wire import kv as kv_wire
 from queenadmin.domain import kv
 from queenadmin.models import KVEntry
 
@@ -23,7 +24,7 @@ T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
 
 def one(op: dict[str, Any]) -> Any:
     assert not connection.in_atomic_block
-    return kv.kv_call(kv.parse_ops([{"ns": "fast", **op}]))[0]
+    return kv.kv_call(kv_wire.parse_ops([{"ns": "fast", **op}]))[0]
 
 
 def test_put_if_absent_creates_refuses_and_takes_over_an_expired_row():
@@ -98,8 +99,8 @@ def test_a_batch_of_puts_writes_all_in_key_order_and_keeps_live_created_at():
         keys = ["zz", "b", "a", "c", "\u00e9", "B"]
         ops = [{"op": "put", "ns": "fast", "key": k, "value": {"k": k}, "ttlSeconds": 60} for k in keys]
         ops.append({"op": "put", "ns": "fast2", "key": "a", "value": 0, "forever": True})
-        results = kv.kv_call(kv.parse_ops(ops))
-        assert [r.index for r in results] == list(range(len(ops)))
+        results = kv.kv_call(kv_wire.parse_ops(ops))
+        assert [r.key for r in results] == [*keys, "a"]
         assert all(r.applied for r in results)
         assert [r.value for r in results[:-1]] == [{"k": k} for k in keys]
         by_key = {r.key: r.version for r in results[:-1]}

@@ -13,6 +13,7 @@ import time_machine
 from channels.db import database_sync_to_async
 from django.db import connections
 
+from queenadmin.api.wire import locks as locks_wire
 from queenadmin.domain import kv, locks
 from queenadmin.domain.masking import mask_token
 from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld, LocksBadRequest
@@ -36,7 +37,8 @@ def test_acquire_writes_a_kv_row_whose_version_is_the_token():
     assert row is not None
     assert row.value == {"owner": "w-1"}
     assert row.version == granted.token
-    assert granted.guard == {
+    assert granted.guard == kv.KVCheck("queen-locks", "report#0", granted.token, required=True)
+    assert locks_wire.guard_out(granted.guard) == {
         "op": "check",
         "ns": "queen-locks",
         "key": "report#0",
@@ -60,7 +62,7 @@ def test_tokens_rise_across_release_and_reacquire():
 def test_a_held_lock_is_an_answer_not_an_error():
     locks.lock_acquire(name="report", ttl=TTL, owner="w-1")
     refused = locks.lock_acquire(name="report", ttl=TTL, owner="w-2")
-    assert refused == locks.Acquire(0, "report", False, reason="held", holders=(locks.Holder(0, "w-1"),))
+    assert refused == locks.Acquire("report", False, reason="held", holders=(locks.Holder(0, "w-1"),))
     assert refused.guard is None
 
 
@@ -70,7 +72,7 @@ def test_renew_after_expiry_is_refused_and_the_token_does_not_move():
         granted = locks.lock_acquire(name="report", ttl=TTL)
         traveller.shift(TTL)
         renewal = locks.lock_renew(name="report", token=granted.token, ttl=TTL)
-        assert renewal == locks.Renewal(0, "report", False, 0, reason="lost", holders=())
+        assert renewal == locks.Renewal("report", False, 0, reason="lost", holders=())
         assert renewal.guard is None
         assert locks.lock_holders(name="report").held is False
 
@@ -85,7 +87,7 @@ def test_renew_sets_since_once_and_keeps_it():
         second = locks.lock_renew(name="report", token=first.token, ttl=TTL)
         state = locks.lock_holders(name="report")
     assert second.renewed
-    assert second.guard == locks.guard_op(name="report", slot=0, token=second.token)
+    assert second.guard == locks.guard_check(name="report", slot=0, token=second.token)
     (holder,) = state.holders
     assert holder == locks.Holder(
         slot=0,
@@ -115,7 +117,7 @@ def test_in_process_functions_validate_like_the_wire():
 
 @pytest.mark.django_db
 def test_parse_lock_ops_counts_keys_per_op():
-    ops = locks.parse_lock_ops(
+    ops = locks_wire.parse_lock_ops(
         [
             {"op": "acquire", "name": "a", "ttlSeconds": 5, "limit": 7},
             {"op": "get", "name": "b"},
@@ -123,7 +125,7 @@ def test_parse_lock_ops_counts_keys_per_op():
         ]
     )
     assert [op.key_count for op in ops] == [7, 1000, 1]
-    assert ops[2] == locks.LockOp(index=2, op="release", name="c", token=3, slot=2)
+    assert ops[2] == locks.LockOp(op="release", name="c", token=3, slot=2)
 
 
 # -- the handle ----------------------------------------------------------------------
@@ -138,7 +140,7 @@ def test_handle_acquire_extend_release_and_guard():
     assert handle.acquire() is True
     first = handle.token
     assert handle.held
-    assert handle.guard() == locks.guard_op(name="report", slot=0, token=first)
+    assert handle.guard() == locks.guard_check(name="report", slot=0, token=first)
     assert handle.extend() is True
     assert handle.token > first
     assert handle.release() is True

@@ -11,10 +11,11 @@ KV store's.
 
 Two faces share this module:
 
-- the wire operations (``parse_lock_ops`` and ``locks_call`` for
-  ``POST /api/v1/locks``; ``lock_acquire``, ``lock_renew``,
-  ``lock_release`` and ``lock_holders`` one at a time), which return plain
-  results: a held lock is ``acquired=False``, not an error;
+- the operations (``locks_call`` for a call of ``LockOp`` commands, which
+  ``api/wire/locks.py`` parses from ``POST /api/v1/locks``;
+  ``lock_acquire``, ``lock_renew``, ``lock_release`` and ``lock_holders``
+  one at a time), which return plain results: a held lock is
+  ``acquired=False``, not an error;
 - the in-process API for Django code in the same project (the flexiq style):
   ``hold()`` and ``ahold()`` scoped forms that retry, renew in the
   background and report a lost lease, the explicit ``Lock`` handle,
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from queenadmin.domain import clock, kv
+from queenadmin.domain import clock, db, kv
 from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld, LocksBadRequest
 
 __all__ = [
@@ -48,11 +49,18 @@ __all__ = [
     "LockNotAcquired",
     "LockNotHeld",
     "LockOp",
+    "LockResult",
     "LockState",
     "Release",
     "Renewal",
     "ahold",
-    "guard_op",
+    "check_limit",
+    "check_name",
+    "check_owner",
+    "check_slot",
+    "check_token",
+    "check_ttl",
+    "guard_check",
     "hold",
     "info",
     "lock",
@@ -61,7 +69,6 @@ __all__ = [
     "lock_release",
     "lock_renew",
     "locks_call",
-    "parse_lock_ops",
     "reap_expired",
 ]
 
@@ -86,8 +93,6 @@ RENEW_ATTEMPTS = 2
 RETRY_INTERVAL = 0.05
 
 Verb = Literal["acquire", "renew", "release", "get"]
-VERBS: frozenset[str] = frozenset({"acquire", "renew", "release", "get"})
-_TENANT_FIELDS = ("tenant", "tenantId", "_tenant")
 
 
 # --------------------------------------------------------------------------
@@ -96,9 +101,8 @@ _TENANT_FIELDS = ("tenant", "tenantId", "_tenant")
 
 @dataclass(frozen=True)
 class LockOp:
-    """One validated lock operation; ``index`` is its request position."""
+    """One lock operation of a call, checked (see the ``check_*`` rules)."""
 
-    index: int
     op: Verb
     name: str
     #: acquire and renew: the lease's lifetime.
@@ -133,14 +137,14 @@ class Holder:
     renewed_at: datetime | None = None
 
 
-def guard_op(*, name: str, slot: int, token: int) -> dict[str, Any]:
-    """The KV ``check`` that holds while the permit is at ``token``.
+def guard_check(*, name: str, slot: int, token: int) -> kv.KVCheck:
+    """The required KV check that holds while the permit is at ``token``.
 
-    Put it in a KV batch (or a transaction) to make it commit only while the
-    lease is still the holder's: it aborts the call with ``kv_precondition``
-    otherwise.
+    Put it in a KV call (or a transaction) to make it commit only while the
+    lease is still the holder's: it aborts the call with
+    ``PreconditionFailed`` otherwise.
     """
-    return {"op": "check", "ns": NAMESPACE, "key": _key(name, slot), "expect": token, "required": True}
+    return kv.KVCheck(NAMESPACE, _key(name, slot), token, required=True)
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,6 @@ class Acquire:
     semaphore's free permits kept being taken under it), with ``holders``.
     """
 
-    index: int
     name: str
     acquired: bool
     slot: int | None = None
@@ -164,10 +167,10 @@ class Acquire:
     holders: tuple[Holder, ...] = ()
 
     @property
-    def guard(self) -> dict[str, Any] | None:
+    def guard(self) -> kv.KVCheck | None:
         if not self.acquired or self.slot is None or self.token is None:
             return None
-        return guard_op(name=self.name, slot=self.slot, token=self.token)
+        return guard_check(name=self.name, slot=self.slot, token=self.token)
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,6 @@ class Renewal:
     holder of the slot.
     """
 
-    index: int
     name: str
     renewed: bool
     slot: int
@@ -187,17 +189,16 @@ class Renewal:
     holders: tuple[Holder, ...] = ()
 
     @property
-    def guard(self) -> dict[str, Any] | None:
+    def guard(self) -> kv.KVCheck | None:
         if not self.renewed or self.token is None:
             return None
-        return guard_op(name=self.name, slot=self.slot, token=self.token)
+        return guard_check(name=self.name, slot=self.slot, token=self.token)
 
 
 @dataclass(frozen=True)
 class Release:
     """The answer to a release: ``released``, or lost with ``holders``."""
 
-    index: int
     name: str
     released: bool
     slot: int
@@ -209,7 +210,6 @@ class Release:
 class LockState:
     """The answer to a get: every live permit of the name, by slot."""
 
-    index: int
     name: str
     held: bool
     holders: tuple[Holder, ...]
@@ -219,7 +219,7 @@ LockResult = Acquire | Renewal | Release | LockState
 
 
 # --------------------------------------------------------------------------
-# Parsing the wire language (protocol.md 3.4)
+# The rules on names, owners and numbers (protocol.md 3.4), for every caller
 
 
 def _bad(reason: str, detail: str) -> LocksBadRequest:
@@ -234,116 +234,64 @@ def _is_control(ch: str) -> bool:
 def _utf8_len(text: str) -> int | None:
     try:
         return len(text.encode())
-    except UnicodeEncodeError:  # a lone surrogate from JSON's \ud800
+    except UnicodeEncodeError:  # a lone surrogate
         return None
 
 
-def check_name(name: Any) -> str:
+def check_name(name: str) -> str:
     """Return ``name`` if it is a lock name, else raise ``locks_bad_name``."""
-    size = _utf8_len(name) if isinstance(name, str) else None
+    size = _utf8_len(name)
     if size is None or not name or size > MAX_NAME_BYTES or any(_is_control(c) or c == "#" for c in name):
         raise _bad(
             "locks_bad_name",
             f"name is a non-empty string of at most {MAX_NAME_BYTES} bytes, without control characters or '#'",
         )
-    return str(name)
+    return name
 
 
-def check_owner(owner: Any) -> str | None:
+def check_owner(owner: str | None) -> str | None:
     """Return ``owner`` (None = no owner), else raise ``locks_bad_owner``."""
     if owner is None:
         return None
-    size = _utf8_len(owner) if isinstance(owner, str) else None
+    size = _utf8_len(owner)
     if size is None or not owner or size > MAX_OWNER_BYTES or any(_is_control(c) for c in owner):
         raise _bad(
             "locks_bad_owner",
             f"owner is a non-empty string of at most {MAX_OWNER_BYTES} bytes, without control characters",
         )
-    return str(owner)
+    return owner
 
 
-def _ttl(raw: dict[str, Any]) -> timedelta:
-    # null counts as absent for forever (as on the KV routes), but a null
-    # ttlSeconds is a bad value, not a missing one (protocol 3.4).
-    if raw.get("forever") is not None:
-        raise _bad("locks_ttl_required", "a lock has no forever: give ttlSeconds, and renew")
-    if "ttlSeconds" not in raw:
-        raise _bad("locks_ttl_required", "acquire and renew need ttlSeconds")
-    ttl = raw["ttlSeconds"]
-    if not kv.is_json_int(ttl) or ttl <= 0 or ttl > kv.MAX_TTL_SECONDS:
-        raise _bad("locks_bad_ttl", f"ttlSeconds must be an integer from 1 to {kv.MAX_TTL_SECONDS}")
-    return timedelta(seconds=ttl)
+def check_ttl(ttl: timedelta | float) -> timedelta:
+    """A lease lifetime: a timedelta (or seconds) above zero, at most 100 years."""
+    if not isinstance(ttl, timedelta):
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+            raise _bad("locks_bad_ttl", "ttl must be a timedelta or a number of seconds")
+        ttl = timedelta(seconds=ttl)
+    if ttl <= timedelta(0) or ttl > kv.MAX_TTL:
+        raise _bad("locks_bad_ttl", f"ttlSeconds must be an integer from 1 to {int(kv.MAX_TTL.total_seconds())}")
+    return ttl
 
 
-def _token(raw: dict[str, Any]) -> int:
-    if "token" not in raw:
-        raise _bad("locks_token_required", "renew and release need the token of the last grant or renew")
-    token = raw["token"]
-    if not kv.is_json_int(token) or token <= 0:
+def _check_int(value: int, low: int, high: int, reason: str, detail: str) -> int:
+    if not low <= value <= high:
+        raise _bad(reason, detail)
+    return value
+
+
+def check_limit(limit: int) -> int:
+    return _check_int(limit, 1, MAX_LIMIT, "locks_bad_limit", f"limit must be an integer from 1 to {MAX_LIMIT}")
+
+
+def check_slot(slot: int) -> int:
+    return _check_int(slot, 0, MAX_SLOT, "locks_bad_slot", f"slot must be an integer from 0 to {MAX_SLOT}")
+
+
+def check_token(token: int) -> int:
+    # No upper bound: a token past any version is simply not the holder's.
+    if token <= 0:
         raise _bad("locks_bad_token", "token must be an integer above 0")
-    return int(token)
-
-
-def _slot(raw: dict[str, Any]) -> int:
-    slot = raw.get("slot")
-    if slot is None:
-        return 0
-    if not kv.is_json_int(slot) or not 0 <= slot <= MAX_SLOT:
-        raise _bad("locks_bad_slot", f"slot must be an integer from 0 to {MAX_SLOT}")
-    return int(slot)
-
-
-def _limit(raw: dict[str, Any]) -> int:
-    limit = raw.get("limit")
-    if limit is None:
-        return 1
-    if not kv.is_json_int(limit) or not 1 <= limit <= MAX_LIMIT:
-        raise _bad("locks_bad_limit", f"limit must be an integer from 1 to {MAX_LIMIT}")
-    return int(limit)
-
-
-def parse_lock_op(index: int, raw: Any) -> LockOp:
-    """Validate one wire operation; raise ``LocksBadRequest`` with its reason."""
-    if not isinstance(raw, dict):
-        raise _bad("locks_bad_request", f"operation {index} is not an object")
-    if any(name in raw for name in _TENANT_FIELDS):
-        raise _bad("locks_tenant_not_an_input", "the tenant is never a body field")
-    op = raw.get("op")
-    if not isinstance(op, str) or op not in VERBS:
-        raise _bad("locks_unknown_op", "op must be one of acquire, renew, release, get")
-    name = check_name(raw.get("name"))
-    if op == "get":
-        return LockOp(index=index, op="get", name=name)
-    if op == "release":
-        return LockOp(index=index, op="release", name=name, token=_token(raw), slot=_slot(raw))
-    ttl = _ttl(raw)
-    owner = check_owner(raw.get("owner"))
-    if op == "renew":
-        return LockOp(index=index, op="renew", name=name, ttl=ttl, owner=owner, token=_token(raw), slot=_slot(raw))
-    return LockOp(index=index, op="acquire", name=name, ttl=ttl, owner=owner, limit=_limit(raw))
-
-
-def parse_lock_ops(raw_ops: Any) -> list[LockOp]:
-    """Validate a whole call: each op, the op and key budgets, duplicates.
-
-    Validation is all-or-nothing: one bad op refuses the whole call.
-    """
-    if not isinstance(raw_ops, list):
-        raise _bad("locks_bad_body", "body must be an array or {operations: [...]}")
-    if len(raw_ops) > MAX_OPS:
-        raise _bad("locks_too_many_ops", f"at most {MAX_OPS} operations per call")
-    ops = [parse_lock_op(i, raw) for i, raw in enumerate(raw_ops)]
-    if sum(op.key_count for op in ops) > MAX_KEYS:
-        raise _bad(
-            "locks_too_many_keys",
-            f"at most {MAX_KEYS} slot rows per call (acquire counts its limit, get {GET_KEYS})",
-        )
-    seen: set[str] = set()
-    for op in ops:
-        if op.name in seen:
-            raise _bad("locks_duplicate_in_call", f"lock {op.name!r} appears twice in one call")
-        seen.add(op.name)
-    return ops
+    return token
 
 
 # --------------------------------------------------------------------------
@@ -376,29 +324,33 @@ def _since_of(row: kv.KVRow) -> datetime:
     return row.updated_at
 
 
-def _write(op: kv.KVOp, now: datetime | None) -> kv.WriteResult:
+def _write(op: kv.KVWrite, now: datetime | None) -> kv.WriteResult:
     result = kv.kv_call([op], now=now)[0]
     assert isinstance(result, kv.WriteResult)
     return result
 
 
 def _put(
-    key: str, value: dict[str, Any], ttl: timedelta, *, expect: int, op: str = "put", now: datetime | None
+    key: str,
+    value: dict[str, Any],
+    ttl: timedelta,
+    *,
+    expect: int,
+    op: Literal["put", "putIfAbsent"] = "put",
+    now: datetime | None,
 ) -> kv.WriteResult:
-    return _write(
-        kv.KVOp(index=0, op=op, namespace=NAMESPACE, key=key, value_json=kv.dumps_value(value), ttl=ttl, expect=expect),
-        now,
-    )
+    put = kv.KVPut(NAMESPACE, key, db.json_text(value), ttl, expect=expect, if_absent=op == "putIfAbsent")
+    return _write(put, now)
 
 
 def _get(key: str, now: datetime | None) -> kv.KVRow | None:
-    result = kv.kv_call([kv.KVOp(index=0, op="get", namespace=NAMESPACE, key=key)], now=now)[0]
+    result = kv.kv_call([kv.KVGet(NAMESPACE, key)], now=now)[0]
     assert isinstance(result, kv.GetResult)
     return result.row
 
 
 def _get_many(keys: tuple[str, ...], now: datetime | None) -> tuple[kv.KVRow, ...]:
-    result = kv.kv_call([kv.KVOp(index=0, op="getMany", namespace=NAMESPACE, keys=keys)], now=now)[0]
+    result = kv.kv_call([kv.KVGetMany(NAMESPACE, keys)], now=now)[0]
     assert isinstance(result, kv.GetManyResult)
     return result.rows
 
@@ -412,7 +364,7 @@ def _acquire(op: LockOp, now: datetime | None) -> Acquire:
     value = {"owner": op.owner}
 
     def granted(slot: int, token: int, *, already: bool = False) -> Acquire:
-        return Acquire(op.index, op.name, True, slot, token, op.owner, already)
+        return Acquire(op.name, True, slot, token, op.owner, already)
 
     def mine(result_value: Any) -> bool:
         return op.owner is not None and _owner_of(result_value) == op.owner
@@ -425,7 +377,7 @@ def _acquire(op: LockOp, now: datetime | None) -> Acquire:
         if mine(result.value):
             # This owner's earlier acquire won (its answer was lost).
             return granted(0, result.version, already=True)
-        return Acquire(op.index, op.name, False, reason="held", holders=_holder_of(0, result))
+        return Acquire(op.name, False, reason="held", holders=_holder_of(0, result))
 
     keys = tuple(_key(op.name, s) for s in range(op.limit))
     holders: tuple[Holder, ...] = ()
@@ -442,7 +394,7 @@ def _acquire(op: LockOp, now: datetime | None) -> Acquire:
         holders = tuple(Holder(slot, _owner_of(row.value)) for slot, row in sorted(taken.items()))
         free = [s for s in range(op.limit) if s not in taken]
         if not free:
-            return Acquire(op.index, op.name, False, reason="held", holders=holders)
+            return Acquire(op.name, False, reason="held", holders=holders)
         slot = random.choice(free)
         result = _put(_key(op.name, slot), value, op.ttl, expect=0, op="putIfAbsent", now=now)
         if result.applied:
@@ -450,14 +402,14 @@ def _acquire(op: LockOp, now: datetime | None) -> Acquire:
         if mine(result.value):
             return granted(slot, result.version, already=True)
         holders = tuple(sorted((*holders, *_holder_of(slot, result)), key=lambda h: h.slot))
-    return Acquire(op.index, op.name, False, reason="contended", holders=holders)
+    return Acquire(op.name, False, reason="contended", holders=holders)
 
 
 def _renew(op: LockOp, now: datetime | None) -> Renewal:
     key = _key(op.name, op.slot)
 
     def lost(holders: tuple[Holder, ...]) -> Renewal:
-        return Renewal(op.index, op.name, False, op.slot, reason="lost", holders=holders)
+        return Renewal(op.name, False, op.slot, reason="lost", holders=holders)
 
     holders: tuple[Holder, ...] = ()
     for _attempt in range(RENEW_ATTEMPTS):
@@ -473,19 +425,16 @@ def _renew(op: LockOp, now: datetime | None) -> Renewal:
         value.setdefault("since", clock.iso_jsonb(row.updated_at))
         result = _put(key, value, op.ttl, expect=row.version, now=now)
         if result.applied:
-            return Renewal(op.index, op.name, True, op.slot, token=result.version)
+            return Renewal(op.name, True, op.slot, token=result.version)
         holders = _holder_of(op.slot, result)
     return lost(holders)
 
 
 def _release(op: LockOp, now: datetime | None) -> Release:
-    result = _write(
-        kv.KVOp(index=0, op="delete", namespace=NAMESPACE, key=_key(op.name, op.slot), expect=op.token),
-        now,
-    )
+    result = _write(kv.KVDelete(NAMESPACE, _key(op.name, op.slot), expect=op.token), now)
     if result.applied:
-        return Release(op.index, op.name, True, op.slot)
-    return Release(op.index, op.name, False, op.slot, reason="lost", holders=_holder_of(op.slot, result))
+        return Release(op.name, True, op.slot)
+    return Release(op.name, False, op.slot, reason="lost", holders=_holder_of(op.slot, result))
 
 
 def _holders(op: LockOp, now: datetime | None) -> LockState:
@@ -493,8 +442,7 @@ def _holders(op: LockOp, now: datetime | None) -> LockState:
     found: list[Holder] = []
     after = ""
     while True:
-        page_op = kv.KVOp(index=0, op="getPrefix", namespace=NAMESPACE, prefix=prefix, after=after, limit=GET_KEYS)
-        page = kv.kv_call([page_op], now=now)[0]
+        page = kv.kv_call([kv.KVGetPrefix(NAMESPACE, prefix, after, GET_KEYS)], now=now)[0]
         assert isinstance(page, kv.PageResult)
         for row in page.rows:
             slot = _slot_of(op.name, row.key)
@@ -514,7 +462,7 @@ def _holders(op: LockOp, now: datetime | None) -> LockState:
             break
         after = page.next_after
     found.sort(key=lambda h: h.slot)
-    return LockState(op.index, op.name, bool(found), tuple(found))
+    return LockState(op.name, bool(found), tuple(found))
 
 
 _RUN: dict[str, Callable[[LockOp, datetime | None], LockResult]] = {
@@ -537,7 +485,7 @@ def locks_call(ops: Sequence[LockOp], *, now: datetime | None = None) -> list[Lo
 def lock_acquire(
     *,
     name: str,
-    ttl: timedelta,
+    ttl: timedelta | float,
     owner: str | None = None,
     limit: int = 1,
     now: datetime | None = None,
@@ -550,12 +498,7 @@ def lock_acquire(
     for a bad name, owner, ttl or limit. Must be the outermost call.
     """
     op = LockOp(
-        index=0,
-        op="acquire",
-        name=check_name(name),
-        ttl=_check_ttl(ttl),
-        owner=check_owner(owner),
-        limit=_limit({"limit": limit}),
+        op="acquire", name=check_name(name), ttl=check_ttl(ttl), owner=check_owner(owner), limit=check_limit(limit)
     )
     return _acquire(op, now)
 
@@ -576,13 +519,12 @@ def lock_renew(
     Must be the outermost call.
     """
     op = LockOp(
-        index=0,
         op="renew",
         name=check_name(name),
-        ttl=_check_ttl(ttl),
+        ttl=check_ttl(ttl),
         owner=check_owner(owner),
-        token=_token({"token": token}),
-        slot=_slot({"slot": slot}),
+        token=check_token(token),
+        slot=check_slot(slot),
     )
     return _renew(op, now)
 
@@ -592,9 +534,7 @@ def lock_release(*, name: str, token: int, slot: int = 0, now: datetime | None =
 
     Must be the outermost call.
     """
-    op = LockOp(
-        index=0, op="release", name=check_name(name), token=_token({"token": token}), slot=_slot({"slot": slot})
-    )
+    op = LockOp(op="release", name=check_name(name), token=check_token(token), slot=check_slot(slot))
     return _release(op, now)
 
 
@@ -604,17 +544,7 @@ def lock_holders(*, name: str, now: datetime | None = None) -> LockState:
     For the wire's ``get`` and for trusted callers; show ``info()`` to
     people. Takes no lock.
     """
-    return _holders(LockOp(index=0, op="get", name=check_name(name)), now)
-
-
-def _check_ttl(ttl: timedelta | float) -> timedelta:
-    if not isinstance(ttl, timedelta):
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-            raise _bad("locks_bad_ttl", "ttl must be a timedelta or a number of seconds")
-        ttl = timedelta(seconds=ttl)
-    if ttl <= timedelta(0) or ttl > timedelta(seconds=kv.MAX_TTL_SECONDS):
-        raise _bad("locks_bad_ttl", "ttl must be above zero")
-    return ttl
+    return _holders(LockOp(op="get", name=check_name(name)), now)
 
 
 # The in-process API (hold, ahold, Lock, info, reap_expired) lives in

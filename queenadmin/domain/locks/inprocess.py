@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
 
 from channels.db import database_sync_to_async
 from django.db import connection
@@ -29,11 +28,11 @@ from queenadmin.conf import settings
 from queenadmin.domain import kv
 from queenadmin.domain.locks import (
     RETRY_INTERVAL,
-    _check_ttl,
-    _limit,
+    check_limit,
     check_name,
     check_owner,
-    guard_op,
+    check_ttl,
+    guard_check,
     lock_acquire,
     lock_holders,
     lock_release,
@@ -150,8 +149,8 @@ class Lock:
         timeout: float = 0,
     ) -> None:
         self.name = check_name(name)
-        self.ttl = _check_ttl(ttl)
-        self.limit = _limit({"limit": limit})
+        self.ttl = check_ttl(ttl)
+        self.limit = check_limit(limit)
         self.owner = check_owner(owner) or _mint_owner()
         #: Seconds ``with lock:`` waits for the permit.
         self.timeout = timeout
@@ -184,8 +183,8 @@ class Lock:
         with self._mutex:
             return self._lease.slot if self._lease is not None else None
 
-    def guard(self) -> dict[str, Any]:
-        """The KV ``check`` op that holds only while this lease is current.
+    def guard(self) -> kv.KVCheck:
+        """The required KV check that holds only while this lease is current.
 
         Raises ``LockNotHeld`` when the handle holds nothing.
         """
@@ -193,7 +192,7 @@ class Lock:
             lease = self._lease
         if lease is None:
             raise LockNotHeld(f"lock {self.name!r} is not held; there is nothing to guard with")
-        return guard_op(name=self.name, slot=lease.slot, token=lease.token)
+        return guard_check(name=self.name, slot=lease.slot, token=lease.token)
 
     def info(self) -> LockInfo:
         """``info()`` of this lock, unmasked for this handle's own permit."""
@@ -238,7 +237,7 @@ class Lock:
             lease = self._lease
         if lease is None:
             return False
-        ttl_td = self.ttl if ttl is None else _check_ttl(ttl)
+        ttl_td = self.ttl if ttl is None else check_ttl(ttl)
         sent = time.monotonic()
         result = lock_renew(name=self.name, token=lease.token, ttl=ttl_td, slot=lease.slot, owner=self.owner)
         with self._mutex:

@@ -1,0 +1,264 @@
+"""The KV wire language (protocol.md section 2): JSON to commands, results to JSON.
+
+Every refusal answers the protocol's reason code. Validation of a call is
+all-or-nothing: one bad op refuses the whole call, before anything runs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from queenadmin.api.wire.common import is_json_int, is_json_number, names_tenant, to_decimal
+from queenadmin.conf import settings
+from queenadmin.domain import clock, db, kv
+from queenadmin.errors import KVBadRequest
+
+OP_NAMES = frozenset({"get", "getMany", "getPrefix", "put", "putIfAbsent", "delete", "incr", "check"})
+MAX_TTL_SECONDS = int(kv.MAX_TTL.total_seconds())
+
+
+def _bad(reason: str, detail: str) -> KVBadRequest:
+    return KVBadRequest(detail, reason=reason)
+
+
+def namespace_of(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise _bad("kv_bad_namespace", "ns must match ^[a-z0-9][a-z0-9._-]{0,63}$")
+    return kv.check_namespace(raw)
+
+
+def key_of(raw: Any, what: str = "key", *, limits: kv.Limits | None = None) -> str:
+    if not isinstance(raw, str):
+        raise _bad("kv_bad_request", f"{what} must be a string")
+    return kv.check_key(raw, what, limits=limits)
+
+
+def _expiry(raw: dict[str, Any]) -> timedelta | None:
+    ttl = raw.get("ttlSeconds")
+    forever = raw.get("forever")
+    if forever is not None and not isinstance(forever, bool):
+        raise _bad("kv_bad_request", "forever must be a boolean")
+    if (ttl is None) == (forever is not True):
+        raise _bad("kv_expiry_not_specified", "give exactly one of ttlSeconds or forever: true")
+    if forever:
+        return None
+    if not is_json_int(ttl) or ttl <= 0 or ttl > MAX_TTL_SECONDS:
+        raise _bad("kv_bad_ttl", f"ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS}")
+    return timedelta(seconds=ttl)
+
+
+def _expect(raw: dict[str, Any], *, mandatory: bool = False) -> int | None:
+    if "expect" not in raw or raw["expect"] is None:
+        if mandatory:
+            raise _bad("kv_bad_expect", "expect is required")
+        return None
+    expect = raw["expect"]
+    if not is_json_int(expect) or expect < 0:
+        raise _bad("kv_bad_expect", "expect must be an integer >= 0")
+    return int(expect)
+
+
+def _required(raw: dict[str, Any]) -> bool:
+    required = raw.get("required", False)
+    if required is None:
+        return False
+    if not isinstance(required, bool):
+        raise _bad("kv_bad_request", "required must be a boolean")
+    return required
+
+
+def _bound(raw: dict[str, Any], name: str) -> Any:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if not is_json_number(value):
+        raise _bad("kv_bad_request", f"{name} must be a number")
+    result = to_decimal(value)
+    if not result.is_finite():
+        raise _bad("kv_bad_request", f"{name} must be a finite number")
+    return result
+
+
+def _page_limit(raw: dict[str, Any]) -> int:
+    limit = raw.get("limit")
+    if limit is None:
+        return kv.DEFAULT_PAGE_LIMIT
+    if not is_json_number(limit):
+        raise _bad("kv_bad_request", "limit must be a number")
+    # Clamped, never refused (protocol 2.10).
+    return int(max(1, min(kv.MAX_PAGE_LIMIT, int(limit))))
+
+
+def _get_prefix(raw: dict[str, Any], ns: str, *, in_transaction: bool) -> kv.KVGetPrefix:
+    if in_transaction:
+        raise _bad("kv_get_prefix_not_allowed_in_transaction", "getPrefix is not allowed inside a transaction")
+    prefix = raw.get("prefix")
+    if not isinstance(prefix, str) or not prefix:
+        raise _bad("kv_prefix_required", "getPrefix needs a non-empty prefix")
+    if "\x00" in prefix:
+        raise _bad("kv_bad_key", "prefix must not contain NUL")
+    after = raw.get("after")
+    if after is not None and not isinstance(after, str):
+        raise _bad("kv_bad_request", "after must be a string")
+    keys_only = raw.get("keysOnly", False)
+    if keys_only is not None and not isinstance(keys_only, bool):
+        raise _bad("kv_bad_request", "keysOnly must be a boolean")
+    return kv.KVGetPrefix(ns, prefix, after or "", _page_limit(raw), bool(keys_only))
+
+
+def _put(raw: dict[str, Any], op: str, ns: str, key: str, required: bool, limits: kv.Limits) -> kv.KVPut:
+    if "value" not in raw:
+        raise _bad("kv_bad_request", f"{op} needs a value")
+    try:
+        value_json = db.json_text(raw["value"])
+    except (TypeError, ValueError) as exc:
+        raise _bad("kv_bad_request", "value is not valid JSON") from exc
+    kv.check_value_json(value_json, limits=limits)
+    expect = _expect(raw)
+    if op == "putIfAbsent":
+        if expect not in (None, 0):
+            raise _bad("kv_bad_expect", "putIfAbsent takes no expect other than 0")
+        expect = 0
+    return kv.KVPut(ns, key, value_json, _expiry(raw), expect, required, op == "putIfAbsent")
+
+
+def _incr(raw: dict[str, Any], ns: str, key: str, required: bool) -> kv.KVIncr:
+    if raw.get("expect") is not None:
+        raise _bad("kv_bad_expect", "incr takes no expect")
+    delta = raw.get("delta")
+    if not is_json_number(delta):
+        raise _bad("kv_bad_request", "incr needs a numeric delta")
+    delta_dec = to_decimal(delta)
+    if not delta_dec.is_finite():
+        raise _bad("kv_bad_request", "delta must be a finite number")
+    ttl = _expiry(raw)
+    return kv.KVIncr(ns, key, delta_dec, ttl, _bound(raw, "min"), _bound(raw, "max"), required)
+
+
+def parse_op(index: int, raw: Any, *, in_transaction: bool = False, limits: kv.Limits | None = None) -> kv.KVOp:
+    """One wire operation as a command; raise ``KVBadRequest`` with its reason."""
+    limits = limits or kv.Limits.current()
+    if not isinstance(raw, dict):
+        raise _bad("kv_bad_request", f"operation {index} is not an object")
+    if names_tenant(raw):
+        raise _bad("kv_tenant_not_an_input", "the tenant is never a body field")
+    op = raw.get("op")
+    if not isinstance(op, str) or op not in OP_NAMES:
+        raise _bad("kv_unknown_op", f"op must be one of {', '.join(sorted(OP_NAMES))}")
+    ns = namespace_of(raw.get("ns"))
+    if op == "getPrefix":
+        return _get_prefix(raw, ns, in_transaction=in_transaction)
+    if op == "getMany":
+        keys = raw.get("keys")
+        if not isinstance(keys, list) or not keys:
+            raise _bad("kv_bad_request", "getMany needs a non-empty keys array")
+        return kv.KVGetMany(ns, tuple(dict.fromkeys(key_of(k, "keys[]", limits=limits) for k in keys)))
+    key = key_of(raw.get("key"), limits=limits)
+    if op == "get":
+        return kv.KVGet(ns, key)
+    required = _required(raw)
+    if op == "put" or op == "putIfAbsent":
+        return _put(raw, op, ns, key, required, limits)
+    if op == "delete":
+        return kv.KVDelete(ns, key, _expect(raw), required)
+    if op == "check":
+        expect = _expect(raw, mandatory=True)
+        assert expect is not None
+        return kv.KVCheck(ns, key, expect, required)
+    return _incr(raw, ns, key, required)
+
+
+def _key_count(op: kv.KVOp) -> int:
+    if isinstance(op, kv.KVGetPrefix):
+        return op.limit
+    if isinstance(op, kv.KVGetMany):
+        return len(op.keys)
+    return 1
+
+
+def parse_ops(raw_ops: Any, *, in_transaction: bool = False) -> list[kv.KVOp]:
+    """A whole call as commands: every op, the op and key budgets, duplicates.
+
+    Validation is all-or-nothing: one bad op refuses the whole call.
+    """
+    if not isinstance(raw_ops, list):
+        raise _bad("kv_bad_body", "body must be an array or {operations: [...]}")
+    max_ops = kv.TXN_MAX_OPS if in_transaction else settings.KV_MAX_OPS_PER_CALL
+    if len(raw_ops) > max_ops:
+        raise _bad("kv_too_many_ops", f"at most {max_ops} operations per call")
+    limits = kv.Limits.current()
+    ops = [parse_op(i, raw, in_transaction=in_transaction, limits=limits) for i, raw in enumerate(raw_ops)]
+    max_keys = kv.TXN_MAX_KEYS if in_transaction else settings.KV_MAX_KEYS_PER_CALL
+    if sum(_key_count(op) for op in ops) > max_keys:
+        raise _bad("kv_too_many_keys", f"at most {max_keys} keys per call")
+    seen: set[tuple[str, str]] = set()
+    for op in ops:
+        if isinstance(op, kv.WRITES):
+            ident = (op.namespace, op.key)
+            if ident in seen:
+                raise _bad(
+                    "kv_duplicate_key_in_call", f"{op.namespace}/{op.key} is written or checked twice in one call"
+                )
+            seen.add(ident)
+    return ops
+
+
+def path_body(body: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The fields of a path route's body (``PUT``/``DELETE /kv/{ns}/{key}``)."""
+    if not isinstance(body, dict):
+        raise _bad("kv_bad_body", "the body must be a JSON object")
+    if any(name in body for name in ("op", "ns", "namespace", "key")):
+        raise _bad("kv_field_in_path", "op, ns and key come from the path")
+    return {k: body[k] for k in allowed if k in body}
+
+
+# --------------------------------------------------------------------------
+# Results to JSON (protocol 2.3)
+
+
+def row_out(row: kv.KVRow, *, with_value: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": row.key}
+    if with_value:
+        out["value"] = row.value
+    out["version"] = row.version
+    out["expiresAt"] = clock.iso_jsonb(row.expires_at)
+    out["updatedAt"] = clock.iso_jsonb(row.updated_at)
+    return out
+
+
+def result_out(index: int, result: kv.KVResult) -> dict[str, Any]:
+    """One result element exactly as protocol.md 2.3 shows it."""
+    if isinstance(result, kv.GetResult):
+        if result.row is None:
+            return {"index": index, "op": "get", "found": False, "key": result.key}
+        return {"index": index, "op": "get", "found": True, **row_out(result.row)}
+    if isinstance(result, kv.GetManyResult):
+        return {
+            "index": index,
+            "op": "getMany",
+            "rows": [row_out(r) for r in result.rows],
+            "missing": list(result.missing),
+            "truncated": result.truncated,
+        }
+    if isinstance(result, kv.PageResult):
+        return {
+            "index": index,
+            "op": "getPrefix",
+            "rows": [row_out(r, with_value=not result.keys_only) for r in result.rows],
+            "truncated": result.truncated,
+            "nextAfter": result.next_after,
+        }
+    out: dict[str, Any] = {"index": index, "op": result.op, "applied": result.applied}
+    if not result.applied:
+        out["reason"] = result.reason
+    out["key"] = result.key
+    if not (result.op == "check" and result.applied):
+        # A held check has no value key (protocol 2.3).
+        out["value"] = result.value
+    out["version"] = result.version
+    return out
+
+
+def results_out(results: list[kv.KVResult]) -> dict[str, Any]:
+    return {"results": [result_out(i, r) for i, r in enumerate(results)]}

@@ -1,0 +1,182 @@
+"""The locks wire language (protocol.md section 3): JSON to ``LockOp``, results to JSON."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from queenadmin.api.wire.common import is_json_int, names_tenant
+from queenadmin.domain import clock, kv, locks
+from queenadmin.errors import LocksBadRequest
+
+VERBS: frozenset[str] = frozenset({"acquire", "renew", "release", "get"})
+MAX_TTL_SECONDS = int(kv.MAX_TTL.total_seconds())
+
+
+def _bad(reason: str, detail: str) -> LocksBadRequest:
+    return LocksBadRequest(detail, reason=reason)
+
+
+def _ttl(raw: dict[str, Any]) -> timedelta:
+    # null counts as absent for forever (as on the KV routes), but a null
+    # ttlSeconds is a bad value, not a missing one (protocol 3.4).
+    if raw.get("forever") is not None:
+        raise _bad("locks_ttl_required", "a lock has no forever: give ttlSeconds, and renew")
+    if "ttlSeconds" not in raw:
+        raise _bad("locks_ttl_required", "acquire and renew need ttlSeconds")
+    ttl = raw["ttlSeconds"]
+    if not is_json_int(ttl) or ttl <= 0 or ttl > MAX_TTL_SECONDS:
+        raise _bad("locks_bad_ttl", f"ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS}")
+    return timedelta(seconds=ttl)
+
+
+def _token(raw: dict[str, Any]) -> int:
+    if "token" not in raw:
+        raise _bad("locks_token_required", "renew and release need the token of the last grant or renew")
+    token = raw["token"]
+    if not is_json_int(token):
+        raise _bad("locks_bad_token", "token must be an integer above 0")
+    return locks.check_token(token)
+
+
+def _slot(raw: dict[str, Any]) -> int:
+    slot = raw.get("slot")
+    if slot is None:
+        return 0
+    if not is_json_int(slot):
+        raise _bad("locks_bad_slot", f"slot must be an integer from 0 to {locks.MAX_SLOT}")
+    return locks.check_slot(slot)
+
+
+def _limit(raw: dict[str, Any]) -> int:
+    limit = raw.get("limit")
+    if limit is None:
+        return 1
+    if not is_json_int(limit):
+        raise _bad("locks_bad_limit", f"limit must be an integer from 1 to {locks.MAX_LIMIT}")
+    return locks.check_limit(limit)
+
+
+def _name(raw: dict[str, Any]) -> str:
+    name = raw.get("name")
+    if not isinstance(name, str):
+        raise _bad(
+            "locks_bad_name",
+            f"name is a non-empty string of at most {locks.MAX_NAME_BYTES} bytes, without control characters or '#'",
+        )
+    return locks.check_name(name)
+
+
+def _owner(raw: dict[str, Any]) -> str | None:
+    owner = raw.get("owner")
+    if owner is not None and not isinstance(owner, str):
+        raise _bad(
+            "locks_bad_owner",
+            f"owner is a non-empty string of at most {locks.MAX_OWNER_BYTES} bytes, without control characters",
+        )
+    return locks.check_owner(owner)
+
+
+def parse_lock_op(index: int, raw: Any) -> locks.LockOp:
+    """One wire operation as a ``LockOp``; raise ``LocksBadRequest`` with its reason."""
+    if not isinstance(raw, dict):
+        raise _bad("locks_bad_request", f"operation {index} is not an object")
+    if names_tenant(raw):
+        raise _bad("locks_tenant_not_an_input", "the tenant is never a body field")
+    op = raw.get("op")
+    if not isinstance(op, str) or op not in VERBS:
+        raise _bad("locks_unknown_op", "op must be one of acquire, renew, release, get")
+    name = _name(raw)
+    if op == "get":
+        return locks.LockOp(op="get", name=name)
+    if op == "release":
+        return locks.LockOp(op="release", name=name, token=_token(raw), slot=_slot(raw))
+    ttl = _ttl(raw)
+    owner = _owner(raw)
+    if op == "renew":
+        return locks.LockOp(op="renew", name=name, ttl=ttl, owner=owner, token=_token(raw), slot=_slot(raw))
+    return locks.LockOp(op="acquire", name=name, ttl=ttl, owner=owner, limit=_limit(raw))
+
+
+def parse_lock_ops(raw_ops: Any) -> list[locks.LockOp]:
+    """A whole call: each op, the op and key budgets, duplicates.
+
+    Validation is all-or-nothing: one bad op refuses the whole call.
+    """
+    if not isinstance(raw_ops, list):
+        raise _bad("locks_bad_body", "body must be an array or {operations: [...]}")
+    if len(raw_ops) > locks.MAX_OPS:
+        raise _bad("locks_too_many_ops", f"at most {locks.MAX_OPS} operations per call")
+    ops = [parse_lock_op(i, raw) for i, raw in enumerate(raw_ops)]
+    if sum(op.key_count for op in ops) > locks.MAX_KEYS:
+        raise _bad(
+            "locks_too_many_keys",
+            f"at most {locks.MAX_KEYS} slot rows per call (acquire counts its limit, get {locks.GET_KEYS})",
+        )
+    seen: set[str] = set()
+    for op in ops:
+        if op.name in seen:
+            raise _bad("locks_duplicate_in_call", f"lock {op.name!r} appears twice in one call")
+        seen.add(op.name)
+    return ops
+
+
+# --------------------------------------------------------------------------
+# Results to JSON (protocol 3.3)
+
+
+def guard_out(check: kv.KVCheck | None) -> dict[str, Any] | None:
+    """A guard as the KV ``check`` op a client puts in its batch."""
+    if check is None:
+        return None
+    return {"op": "check", "ns": check.namespace, "key": check.key, "expect": check.expect, "required": True}
+
+
+def _holder_out(holder: locks.Holder, *, lease: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"slot": holder.slot, "owner": holder.owner}
+    if lease:
+        out["token"] = holder.token
+        out["since"] = clock.iso_jsonb(holder.since)
+        out["expiresAt"] = clock.iso_jsonb(holder.expires_at)
+        out["renewedAt"] = clock.iso_jsonb(holder.renewed_at)
+    return out
+
+
+def _holders_out(holders: tuple[locks.Holder, ...]) -> list[dict[str, Any]]:
+    return [_holder_out(h, lease=False) for h in holders]
+
+
+def result_out(index: int, result: locks.LockResult) -> dict[str, Any]:
+    """One result element exactly as protocol.md 3.3 shows it."""
+    out: dict[str, Any]
+    if isinstance(result, locks.Acquire):
+        out = {"index": index, "op": "acquire", "name": result.name, "acquired": result.acquired}
+        if result.acquired:
+            out.update(slot=result.slot, token=result.token, owner=result.owner, guard=guard_out(result.guard))
+            if result.already:
+                out["already"] = True
+        else:
+            out["reason"] = result.reason
+            out["holders"] = _holders_out(result.holders)
+        return out
+    if isinstance(result, locks.Renewal):
+        out = {"index": index, "op": "renew", "name": result.name, "renewed": result.renewed}
+        if result.renewed:
+            out.update(slot=result.slot, token=result.token, guard=guard_out(result.guard))
+        else:
+            out.update(reason="lost", slot=result.slot, holders=_holders_out(result.holders))
+        return out
+    if isinstance(result, locks.Release):
+        out = {"index": index, "op": "release", "name": result.name, "released": result.released}
+        if result.released:
+            out["slot"] = result.slot
+        else:
+            out.update(reason="lost", slot=result.slot, holders=_holders_out(result.holders))
+        return out
+    return {
+        "index": index,
+        "op": "get",
+        "name": result.name,
+        "held": result.held,
+        "holders": [_holder_out(h, lease=True) for h in result.holders],
+    }

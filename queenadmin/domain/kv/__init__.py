@@ -1,0 +1,109 @@
+"""The versioned KV store: the only writer of ``KVEntry``.
+
+Every write draws the next value of one store-wide counter, so a key's
+version only rises, across delete and re-create, and a version is a fencing
+token (how each database keeps that order: ``store/postgres.py`` and
+``store/sqlite.py``). Liveness is exact and lazy: a row is live while
+``expires_at > now``; expired rows are invisible to reads and never block
+``expect=0``. The reaper deletes them in small batches.
+
+- ``ops``: the commands (``KVPut``, ``KVIncr``, ...) and results;
+- ``planner``: what each write does to the row it finds, with no database;
+- ``store``: the SQL, one class per database behind one interface;
+- ``calls``: ``kv_call`` (a call as its own transaction) and ``kv_apply``
+  (the same inside a caller's transaction);
+- ``inprocess``: ``kv_get``, ``kv_put``, ... for Django code.
+"""
+
+from __future__ import annotations
+
+from queenadmin.domain.kv.calls import kv_apply, kv_call
+from queenadmin.domain.kv.inprocess import (
+    kv_delete,
+    kv_get,
+    kv_incr,
+    kv_list,
+    kv_namespaces,
+    kv_put,
+    kv_reap_expired,
+    kv_totals,
+    lifetime,
+)
+from queenadmin.domain.kv.ops import (
+    DEFAULT_PAGE_LIMIT,
+    LOCKS_NAMESPACE,
+    MAX_PAGE_LIMIT,
+    MAX_TTL,
+    TXN_MAX_KEYS,
+    TXN_MAX_OPS,
+    WRITES,
+    GetManyResult,
+    GetResult,
+    KVCheck,
+    KVDelete,
+    KVGet,
+    KVGetMany,
+    KVGetPrefix,
+    KVIncr,
+    KVOp,
+    KVPut,
+    KVRead,
+    KVResult,
+    KVRow,
+    KVWrite,
+    Limits,
+    PageResult,
+    Reason,
+    WriteResult,
+    check_key,
+    check_namespace,
+    check_ttl,
+    check_value_json,
+    is_write,
+)
+from queenadmin.domain.kv.store.base import prefix_upper_bound
+
+__all__ = [
+    "DEFAULT_PAGE_LIMIT",
+    "LOCKS_NAMESPACE",
+    "MAX_PAGE_LIMIT",
+    "MAX_TTL",
+    "TXN_MAX_KEYS",
+    "TXN_MAX_OPS",
+    "WRITES",
+    "GetManyResult",
+    "GetResult",
+    "KVCheck",
+    "KVDelete",
+    "KVGet",
+    "KVGetMany",
+    "KVGetPrefix",
+    "KVIncr",
+    "KVOp",
+    "KVPut",
+    "KVRead",
+    "KVResult",
+    "KVRow",
+    "KVWrite",
+    "Limits",
+    "PageResult",
+    "Reason",
+    "WriteResult",
+    "check_key",
+    "check_namespace",
+    "check_ttl",
+    "check_value_json",
+    "is_write",
+    "kv_apply",
+    "kv_call",
+    "kv_delete",
+    "kv_get",
+    "kv_incr",
+    "kv_list",
+    "kv_namespaces",
+    "kv_put",
+    "kv_reap_expired",
+    "kv_totals",
+    "lifetime",
+    "prefix_upper_bound",
+]

@@ -1,0 +1,178 @@
+"""Applying a KV call: a list of commands as one transaction.
+
+The protocol's order: single-key gets first (they see the state before the
+call), then writes and checks sorted by (namespace, key), then multi-key
+reads, which see the call's own writes. Results come back in request order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import connection, transaction
+
+from queenadmin.domain import clock, events
+from queenadmin.domain.kv import planner
+from queenadmin.domain.kv.ops import (
+    LOCKS_NAMESPACE,
+    WRITES,
+    GetManyResult,
+    GetResult,
+    KVDelete,
+    KVGet,
+    KVGetMany,
+    KVGetPrefix,
+    KVOp,
+    KVPut,
+    KVResult,
+    KVWrite,
+    PageResult,
+    WriteResult,
+)
+from queenadmin.domain.kv.store import PostgresStore, Store, store
+from queenadmin.errors import PreconditionFailed
+
+
+def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResult]:
+    """Apply one KV call; must be the outermost transaction.
+
+    Returns one result per command, in request order. Ordinary outcomes
+    (``applied=False`` with its reason) are results; a ``required`` command
+    that does not apply raises ``PreconditionFailed`` and nothing is
+    written. A read-only call takes no write lock. On PostgreSQL a lone
+    write that ``planner.fast_path_of`` names, or a call of unconditional
+    puts only, is one autocommit statement.
+    """
+    now = now or clock.now()
+    the_store = store()
+    if not any(isinstance(op, WRITES) for op in ops):
+        out: dict[int, KVResult] = {}
+        _single_reads(the_store, ops, now, out)
+        _multi_reads(the_store, ops, now, out)
+        return [out[i] for i in range(len(ops))]
+    if isinstance(the_store, PostgresStore) and not connection.in_atomic_block:
+        if len(ops) == 1:
+            fast = _fast(the_store, ops[0], now)
+            if fast is not None:
+                return [fast]
+        elif all(isinstance(op, KVPut) and op.expect is None for op in ops):
+            return _put_many_fast(the_store, ops, now)  # type: ignore[arg-type]
+    return _call_atomic(ops, now)
+
+
+@transaction.atomic(durable=True)
+def _call_atomic(ops: Sequence[KVOp], now: datetime) -> list[KVResult]:
+    return kv_apply(ops, now=now)
+
+
+def kv_apply(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
+    """Apply a call inside the caller's transaction; the inner form of ``kv_call``.
+
+    For callers that own the transaction (transactions, locks guards).
+    Raises ``PreconditionFailed`` (``failed_index`` = the position in
+    ``ops``) when a ``required`` command does not apply; the caller must
+    then roll back, which the exception leaving ``atomic`` does. Events go
+    out only if the caller's transaction commits.
+    """
+    assert connection.in_atomic_block, "kv_apply needs the caller's transaction"
+    the_store = store()
+    out: dict[int, KVResult] = {}
+    writes: list[tuple[int, KVWrite]] = sorted(
+        ((i, op) for i, op in enumerate(ops) if isinstance(op, WRITES)),
+        key=lambda item: (item[1].namespace, item[1].key.encode(), item[0]),
+    )
+    idents = [(op.namespace, op.key) for _, op in writes]
+    the_store.lock_keys(idents)
+    gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, KVGet)]
+    stored = the_store.read_keys(idents + [(op.namespace, op.key) for _, op in gets], now)
+    for i, get in gets:
+        found = stored.get((get.namespace, get.key))
+        out[i] = GetResult(get.key, found.row if found is not None and found.live else None)
+    plan = planner.Plan()
+    for i, write in writes:
+        planner.decide(i, write, stored.get((write.namespace, write.key)), now, plan)
+    if plan.failed is not None:
+        position, failed = plan.failed
+        raise PreconditionFailed(
+            failed_index=position,
+            kv_reason=failed.reason or "version",
+            version=failed.version,
+            value=failed.value,
+        )
+    versions = the_store.draw_versions(len(plan.upserts))
+    for (position, write, upsert, value), version in zip(plan.upserts, versions, strict=True):
+        upsert.version = version
+        plan.results[position] = WriteResult(write.name, True, write.key, value, version)
+    the_store.delete_pks(plan.deletes)
+    the_store.write_upserts([u for _, _, u, _ in plan.upserts], now)
+    out.update(plan.results)
+    _multi_reads(the_store, ops, now, out)
+    if plan.upserts or plan.deletes:
+        _changed(sorted({op.namespace for _, op in writes}))
+    return [out[i] for i in range(len(ops))]
+
+
+def _fast(the_store: PostgresStore, op: KVOp, now: datetime) -> WriteResult | None:
+    """The one-statement answer of a lone write, or None to plan it."""
+    kind = planner.fast_path_of(op)
+    if kind == "put":
+        assert isinstance(op, KVPut)
+        version = the_store.put_fast(op, now)
+    elif kind == "create":
+        assert isinstance(op, KVPut)
+        created = the_store.create_fast(op, now)
+        if created is None:
+            return None
+        version = created
+    elif kind == "delete":
+        assert isinstance(op, KVDelete)
+        deleted = the_store.delete_fast(op, now)
+        if deleted is None:
+            return None
+        version, value_json = deleted
+        _changed([op.namespace])
+        return WriteResult("delete", True, op.key, json.loads(value_json), version)
+    else:
+        return None
+    _changed([op.namespace])
+    return WriteResult(op.name, True, op.key, json.loads(op.value_json), version)
+
+
+def _put_many_fast(the_store: PostgresStore, ops: Sequence[KVPut], now: datetime) -> list[KVResult]:
+    versions = the_store.put_many_fast(ops, now)
+    _changed(sorted({op.namespace for op in ops}))
+    return [
+        WriteResult(op.name, True, op.key, json.loads(op.value_json), versions[(op.namespace, op.key)]) for op in ops
+    ]
+
+
+def _changed(namespaces: list[str]) -> None:
+    events.broadcast_on_commit(events.KV_GROUP, {"type": "kv.changed", "namespaces": namespaces})
+    if LOCKS_NAMESPACE in namespaces:
+        events.broadcast_on_commit(events.LOCKS_GROUP, {"type": "lock.changed"})
+
+
+def _single_reads(the_store: Store, ops: Sequence[KVOp], now: datetime, out: dict[int, KVResult]) -> None:
+    gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, KVGet)]
+    if gets:
+        stored = the_store.read_keys(((op.namespace, op.key) for _, op in gets), now)
+        for i, op in gets:
+            found = stored.get((op.namespace, op.key))
+            out[i] = GetResult(op.key, found.row if found is not None and found.live else None)
+
+
+def _multi_reads(the_store: Store, ops: Sequence[KVOp], now: datetime, out: dict[int, KVResult]) -> None:
+    for i, op in enumerate(ops):
+        if isinstance(op, KVGetMany):
+            stored = the_store.read_keys(((op.namespace, k) for k in op.keys), now)
+            rows = sorted((s.row for s in stored.values() if s.live), key=lambda r: r.key.encode())
+            present = {r.key for r in rows}
+            missing = tuple(k for k in op.keys if k not in present)
+            out[i] = GetManyResult(tuple(rows), missing, False)
+        elif isinstance(op, KVGetPrefix):
+            rows_page, truncated, next_after = the_store.read_page(
+                namespace=op.namespace, prefix=op.prefix, after=op.after, limit=op.limit, now=now
+            )
+            out[i] = PageResult(rows_page, truncated, next_after, op.keys_only)

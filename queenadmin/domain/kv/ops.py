@@ -1,0 +1,255 @@
+"""The KV store's commands, results and the rules every caller shares.
+
+Commands are frozen dataclasses, one per operation; the wire parser
+(``api/wire/kv.py``) and the in-process API build them, and nothing in the
+domain reads a wire dict. The value checks here (namespace, key, value
+size, ttl) are the store's own rules, so they hold for every caller.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, ClassVar, Literal
+
+from queenadmin.conf import settings
+from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
+
+NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+#: Upper bound on a lifetime (100 years), so an absurd TTL is a refusal,
+#: not an overflow.
+MAX_TTL = timedelta(days=100 * 365)
+MAX_PAGE_LIMIT = 1000
+DEFAULT_PAGE_LIMIT = 100
+#: A page of rows stops early once it carries this many value bytes.
+PAGE_READ_BUDGET = 4 * 1024 * 1024
+#: Budgets of a KV call inside a transaction (protocol 5.2).
+TXN_MAX_OPS = 64
+TXN_MAX_KEYS = 256
+#: The namespace whose rows are lock permits (see ``domain/locks``).
+LOCKS_NAMESPACE = "queen-locks"
+
+#: Why a write or check did not apply (protocol 2.3).
+Reason = Literal["exists", "absent", "version", "limit", "type"]
+WriteOpName = Literal["put", "putIfAbsent", "delete", "incr", "check"]
+
+
+# --------------------------------------------------------------------------
+# Commands
+
+
+@dataclass(frozen=True, slots=True)
+class KVGet:
+    """Read one key; sees the state before the call's writes."""
+
+    namespace: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class KVGetMany:
+    """Read several keys (distinct, in request order); sees the call's writes."""
+
+    namespace: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KVGetPrefix:
+    """One page of keys under ``prefix`` in byte order, after ``after``."""
+
+    namespace: str
+    prefix: str
+    after: str = ""
+    limit: int = DEFAULT_PAGE_LIMIT
+    keys_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KVPut:
+    """Write a value. ``expect``: None = upsert, 0 = must not exist, N = at N.
+
+    ``if_absent`` is the protocol's ``putIfAbsent`` (``expect`` is then 0).
+    """
+
+    namespace: str
+    key: str
+    #: The value as compact JSON text (``db.json_text``), as stored.
+    value_json: str
+    #: None = forever.
+    ttl: timedelta | None
+    expect: int | None = None
+    required: bool = False
+    if_absent: bool = False
+
+    @property
+    def name(self) -> WriteOpName:
+        return "putIfAbsent" if self.if_absent else "put"
+
+
+@dataclass(frozen=True, slots=True)
+class KVDelete:
+    """Delete a live key (at version ``expect`` when given; 0 = must be absent)."""
+
+    namespace: str
+    key: str
+    expect: int | None = None
+    required: bool = False
+
+    name: ClassVar[WriteOpName] = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class KVIncr:
+    """Add ``delta`` exactly; refuse past ``minimum``/``maximum``.
+
+    ``ttl`` applies when the counter is created; a live counter keeps its
+    expiry.
+    """
+
+    namespace: str
+    key: str
+    delta: Decimal
+    ttl: timedelta | None
+    minimum: Decimal | None = None
+    maximum: Decimal | None = None
+    required: bool = False
+
+    name: ClassVar[WriteOpName] = "incr"
+
+
+@dataclass(frozen=True, slots=True)
+class KVCheck:
+    """Hold while the key is at version ``expect`` (0 = while absent).
+
+    With ``required`` a check that does not hold aborts the whole call
+    (``PreconditionFailed``): this is how a lock guards a write.
+    """
+
+    namespace: str
+    key: str
+    expect: int
+    required: bool = False
+
+    name: ClassVar[WriteOpName] = "check"
+
+
+KVRead = KVGet | KVGetMany | KVGetPrefix
+KVWrite = KVPut | KVDelete | KVIncr | KVCheck
+KVOp = KVRead | KVWrite
+#: For ``isinstance``: the commands that write or check a key.
+WRITES = (KVPut, KVDelete, KVIncr, KVCheck)
+
+
+def is_write(op: KVOp) -> bool:
+    return isinstance(op, WRITES)
+
+
+# --------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True, slots=True)
+class KVRow:
+    namespace: str
+    key: str
+    value: Any
+    version: int
+    expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    key: str
+    row: KVRow | None
+
+
+@dataclass(frozen=True, slots=True)
+class GetManyResult:
+    rows: tuple[KVRow, ...]
+    missing: tuple[str, ...]
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PageResult:
+    rows: tuple[KVRow, ...]
+    truncated: bool
+    next_after: str | None
+    keys_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """The answer to a put, putIfAbsent, delete, incr or check.
+
+    ``value`` and ``version`` follow protocol section 2.3: the written (or
+    removed) value and version when applied, the current live ones (``None``
+    and 0 when absent) when not.
+    """
+
+    op: WriteOpName
+    applied: bool
+    key: str
+    value: Any
+    version: int
+    reason: Reason | None = None
+
+
+KVResult = GetResult | GetManyResult | PageResult | WriteResult
+
+
+# --------------------------------------------------------------------------
+# The store's rules on names and sizes
+
+
+def _bad(reason: str, detail: str) -> KVBadRequest:
+    return KVBadRequest(detail, reason=reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The size limits, read from settings once per call (not once per op)."""
+
+    key_bytes: int
+    value_bytes: int
+
+    @classmethod
+    def current(cls) -> Limits:
+        return cls(settings.KV_MAX_KEY_BYTES, settings.KV_MAX_VALUE_BYTES)
+
+
+def check_namespace(namespace: str) -> str:
+    """Return ``namespace`` if it is one, else raise ``kv_bad_namespace``."""
+    if not NAMESPACE_RE.match(namespace):
+        raise _bad("kv_bad_namespace", "ns must match ^[a-z0-9][a-z0-9._-]{0,63}$")
+    return namespace
+
+
+def check_key(key: str, what: str = "key", *, limits: Limits | None = None) -> str:
+    """Return ``key`` if it is one, else raise ``kv_bad_key`` or 413."""
+    if not key or "\x00" in key:
+        raise _bad("kv_bad_key", f"{what} must be a non-empty string without NUL")
+    max_bytes = limits.key_bytes if limits is not None else settings.KV_MAX_KEY_BYTES
+    if len(key.encode()) > max_bytes:
+        raise KVPayloadTooLarge(f"{what} is over {max_bytes} bytes", reason="kv_key_too_large")
+    return key
+
+
+def check_value_json(value_json: str, *, limits: Limits | None = None) -> str:
+    """Return the value's JSON text if it fits, else raise 413."""
+    max_bytes = limits.value_bytes if limits is not None else settings.KV_MAX_VALUE_BYTES
+    if len(value_json.encode()) > max_bytes:
+        raise KVPayloadTooLarge(f"value is over {max_bytes} bytes", reason="kv_value_too_large")
+    return value_json
+
+
+def check_ttl(ttl: timedelta | None) -> timedelta | None:
+    """Return ``ttl`` (None = forever) if positive and within 100 years."""
+    if ttl is not None and not timedelta(0) < ttl <= MAX_TTL:
+        raise _bad("kv_bad_ttl", f"ttlSeconds must be an integer from 1 to {int(MAX_TTL.total_seconds())}")
+    return ttl

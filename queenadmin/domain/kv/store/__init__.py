@@ -1,0 +1,23 @@
+"""Where KV rows live: one small interface, one class per database.
+
+``store()`` answers the implementation for the default connection. Every
+method runs inside whatever transaction the caller holds (or autocommit),
+and none decides anything: the rules are in ``planner``.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from queenadmin.domain.kv.store.base import TABLE, Store
+from queenadmin.domain.kv.store.postgres import PostgresStore
+from queenadmin.domain.kv.store.sqlite import SqliteStore
+
+__all__ = ["TABLE", "PostgresStore", "SqliteStore", "Store", "store"]
+
+_POSTGRES = PostgresStore()
+_SQLITE = SqliteStore()
+
+
+def store() -> Store:
+    return _POSTGRES if connection.vendor == "postgresql" else _SQLITE

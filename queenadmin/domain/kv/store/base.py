@@ -1,0 +1,146 @@
+"""The store interface, and the SQL both databases share."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from queenadmin.domain import db
+from queenadmin.domain.kv.ops import PAGE_READ_BUDGET, KVRow
+from queenadmin.domain.kv.planner import Stored, Upsert
+
+TABLE = "queenadmin_kventry"
+COLUMNS = "id, namespace, key, value_json, version, expires_at, created_at, updated_at"
+Ident = tuple[str, str]
+
+
+def stored_of(record: Sequence[Any], now: datetime) -> Stored:
+    """A ``Stored`` from a row of ``COLUMNS``."""
+    return Stored(
+        pk=int(record[0]),
+        namespace=record[1],
+        key=record[2],
+        value_json=record[3],
+        version=int(record[4]),
+        expires_at=db.from_db_time(record[5]),
+        created_at=db.from_db_time(record[6]),
+        updated_at=db.from_db_time(record[7]),
+        now=now,
+    )
+
+
+def row_of(record: Sequence[Any]) -> KVRow:
+    """A ``KVRow`` from a row of ``COLUMNS``."""
+    return KVRow(
+        namespace=record[1],
+        key=record[2],
+        value=json.loads(record[3]),
+        version=int(record[4]),
+        expires_at=db.from_db_time(record[5]),
+        created_at=db.from_db_time(record[6]),
+        updated_at=db.from_db_time(record[7]),
+    )
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string above every string that starts with ``prefix``.
+
+    Code point order is UTF-8 byte order, so this bounds a byte-order range.
+    None when no such string exists (the prefix is all U+10FFFF).
+    """
+    chars = list(prefix)
+    while chars:
+        point = ord(chars.pop()) + 1
+        if 0xD800 <= point <= 0xDFFF:
+            point = 0xE000
+        if point <= 0x10FFFF:
+            return "".join(chars) + chr(point)
+    return None
+
+
+class Store:
+    """What the KV domain needs of a database. Subclasses fill in the rest."""
+
+    def lock_keys(self, idents: Iterable[Ident]) -> None:
+        """Hold every key until the transaction ends (one fixed order)."""
+        raise NotImplementedError
+
+    def read_keys(self, idents: Iterable[Ident], now: datetime) -> dict[Ident, Stored]:
+        """Every stored row, live or expired, of the given keys."""
+        raise NotImplementedError
+
+    def draw_versions(self, count: int) -> list[int]:
+        """``count`` new versions from the store-wide counter, ascending.
+
+        Call only while holding the locks of every key they will stamp.
+        """
+        raise NotImplementedError
+
+    def write_upserts(self, upserts: list[Upsert], now: datetime) -> None:
+        raise NotImplementedError
+
+    def delete_pks(self, pks: list[int]) -> None:
+        raise NotImplementedError
+
+    def reap(self, *, before: datetime, batch_size: int) -> int:
+        """Delete up to ``batch_size`` rows expired at ``before``; the count."""
+        raise NotImplementedError
+
+    def read_page(
+        self, *, namespace: str, prefix: str, after: str, limit: int, now: datetime | None
+    ) -> tuple[tuple[KVRow, ...], bool, str | None]:
+        """Rows under ``prefix`` (all when empty) in byte order, after ``after``.
+
+        Returns the rows, whether more follow, and the key to continue
+        after. ``now=None`` includes expired rows (the console's
+        ``includeExpired``).
+        """
+        where = ["namespace = %s"]
+        params: list[Any] = [namespace]
+        if after and after >= prefix:
+            where.append("key > %s")
+            params.append(after)
+        elif prefix:
+            where.append("key >= %s")
+            params.append(prefix)
+        upper = prefix_upper_bound(prefix) if prefix else None
+        if upper is not None:
+            # A byte-order range instead of LIKE: LIKE is case-insensitive on
+            # SQLite and treats % and _ as wildcards; the range uses the index.
+            where.append("key < %s")
+            params.append(upper)
+        if now is not None:
+            where.append("(expires_at IS NULL OR expires_at > %s)")
+            params.append(db.to_db_time(now))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {COLUMNS} FROM {TABLE} WHERE {' AND '.join(where)} ORDER BY key LIMIT %s",
+                [*params, limit + 1],
+            )
+            records = cursor.fetchall()
+        rows: list[KVRow] = []
+        budget = 0
+        truncated = len(records) > limit
+        for record in records[:limit]:
+            budget += len(record[3])
+            if rows and budget > PAGE_READ_BUDGET:
+                truncated = True
+                break
+            rows.append(row_of(record))
+        next_after = rows[-1].key if truncated and rows else None
+        return tuple(rows), truncated, next_after
+
+    def namespaces(self) -> list[tuple[str, int]]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT namespace, count(*) FROM {TABLE} GROUP BY namespace ORDER BY namespace")
+            return [(ns, int(n)) for ns, n in cursor.fetchall()]
+
+    def totals(self) -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*), coalesce(sum(length(key) + length(value_json)), 0) FROM {TABLE}")
+            rows, size = cursor.fetchone()
+        return int(rows), int(size)

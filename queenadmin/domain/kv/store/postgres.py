@@ -1,0 +1,229 @@
+"""KV rows on PostgreSQL: advisory key locks, a sequence, set-based SQL.
+
+How versions stay in commit order per key: every version-assigning
+statement first holds the key's advisory transaction lock and draws
+``nextval()`` (sequence, CACHE 1) only after it. The next writer of the key
+gets the lock only after the previous one committed, so its draw is larger.
+Measured safe in ``shared/pg-version-ordering.md`` section 4.1 (0 inversions
+in 1.09M writes); the plain ``INSERT ... VALUES (nextval())`` upsert is not.
+
+Besides the interface, this store answers the lone writes that
+``planner.fast_path_of`` names in one autocommit statement each (one round
+trip instead of BEGIN, lock, read, write, COMMIT).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from queenadmin.domain.db import pg_run
+from queenadmin.domain.kv.ops import KVDelete, KVPut
+from queenadmin.domain.kv.planner import Stored, Upsert, expires
+from queenadmin.domain.kv.store.base import COLUMNS, TABLE, Ident, Store, stored_of
+
+SEQUENCE = "queenadmin_kv_version"
+#: First argument of the two-int advisory lock form, so our key locks live
+#: apart from any other advisory-lock user of the database.
+ADVISORY_CLASS = 0x51AD
+
+_UPSERT_TAIL = (
+    "ON CONFLICT (namespace, key) DO UPDATE SET "
+    "value_json = excluded.value_json, version = excluded.version, "
+    "expires_at = excluded.expires_at, updated_at = excluded.updated_at, "
+    # A put over an expired row creates the key anew.
+    f"created_at = CASE WHEN {TABLE}.expires_at IS NULL OR {TABLE}.expires_at > %s "
+    f"THEN {TABLE}.created_at ELSE excluded.created_at END "
+)
+
+
+def _lock_name(namespace: str, key: str) -> str:
+    return f"{namespace}/{key}"
+
+
+class PostgresStore(Store):
+    def lock_keys(self, idents: Iterable[Ident]) -> None:
+        names = sorted({_lock_name(ns, key) for ns, key in idents})
+        if not names:
+            return
+        # The subquery sorts the hashes first, so every transaction takes its
+        # locks in the same order and two multi-key writers cannot deadlock.
+        pg_run(
+            "SELECT count(pg_advisory_xact_lock(%s, h)) FROM "
+            "(SELECT DISTINCT hashtext(n) AS h FROM unnest(%s::text[]) AS n ORDER BY 1) AS s",
+            [ADVISORY_CLASS, names],
+        )
+
+    def read_keys(self, idents: Iterable[Ident], now: datetime) -> dict[Ident, Stored]:
+        found: dict[Ident, Stored] = {}
+        by_ns: dict[str, list[str]] = {}
+        for ns, key in idents:
+            by_ns.setdefault(ns, []).append(key)
+        for ns, keys in by_ns.items():
+            for start in range(0, len(keys), 500):
+                # The keys as one JSON parameter: a short constant statement
+                # (psycopg re-parses a long one on every call) and one C-speed
+                # encode instead of quoting every array element in Python.
+                records = pg_run(
+                    f"SELECT {COLUMNS} FROM {TABLE} WHERE namespace = %s "
+                    "AND key = ANY(ARRAY(SELECT jsonb_array_elements_text(%s::jsonb)))",
+                    [ns, json.dumps(keys[start : start + 500])],
+                    prepare=False,  # a generic plan may seq-scan: see pg_run
+                )
+                for record in records:
+                    found[(ns, record[2])] = stored_of(record, now)
+        return found
+
+    def draw_versions(self, count: int) -> list[int]:
+        if count <= 0:
+            return []
+        drawn = pg_run(f"SELECT nextval('{SEQUENCE}') FROM generate_series(1, %s::int)", [count])
+        return sorted(int(r[0]) for r in drawn)
+
+    def write_upserts(self, upserts: list[Upsert], now: datetime) -> None:
+        if not upserts:
+            return
+        # The rows as one JSON parameter (see read_keys). Keys never hold NUL;
+        # value_json travels as a JSON string, so its escapes survive verbatim.
+        rows = [
+            [
+                u.namespace,
+                u.key,
+                u.value_json,
+                u.version,
+                None if u.expires_at is None else u.expires_at.isoformat(),
+                u.created_at.isoformat(),
+            ]
+            for u in upserts
+        ]
+        pg_run(
+            f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+            "SELECT r->>0, r->>1, r->>2, (r->>3)::bigint, (r->>4)::timestamptz, (r->>5)::timestamptz, %s "
+            "FROM jsonb_array_elements(%s::jsonb) AS r "
+            "ON CONFLICT (namespace, key) DO UPDATE SET "
+            "value_json = excluded.value_json, version = excluded.version, "
+            "expires_at = excluded.expires_at, created_at = excluded.created_at, "
+            "updated_at = excluded.updated_at",
+            [now, json.dumps(rows, ensure_ascii=False)],
+        )
+
+    def delete_pks(self, pks: list[int]) -> None:
+        if pks:
+            pg_run(f"DELETE FROM {TABLE} WHERE id = ANY(%s)", [pks], prepare=False)
+
+    def reap(self, *, before: datetime, batch_size: int) -> int:
+        # SKIP LOCKED: rows a writer holds are skipped, so the reaper never
+        # waits on, or deadlocks with, a write.
+        rows = pg_run(
+            f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM {TABLE} WHERE expires_at <= %s "
+            "ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id",
+            [before, batch_size],
+            prepare=False,
+        )
+        return len(rows)
+
+    # ----------------------------------------------------------------------
+    # One-statement forms (planner.fast_path_of); each runs in autocommit
+
+    def put_fast(self, op: KVPut, now: datetime) -> int:
+        """An unconditional put; its new version.
+
+        The advisory lock in the CTE is taken before ``nextval()`` is drawn
+        (the CTE is materialised because the lock function is volatile), and
+        the statement's own transaction releases it at commit: pattern 4.1
+        of ``shared/pg-version-ordering.md``, as one round trip.
+        """
+        row = pg_run(
+            "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
+            f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+            f"SELECT %s, %s, %s, nextval('{SEQUENCE}'), %s, %s, %s FROM lk " + _UPSERT_TAIL + "RETURNING version",
+            [
+                ADVISORY_CLASS,
+                _lock_name(op.namespace, op.key),
+                op.namespace,
+                op.key,
+                op.value_json,
+                expires(op.ttl, now),
+                now,
+                now,
+                now,
+            ],
+        )
+        return int(row[0][0])
+
+    def create_fast(self, op: KVPut, now: datetime) -> int | None:
+        """A put that must not exist, when no row exists at all; its version.
+
+        Same lock-then-draw order as ``put_fast``. When any row exists (live
+        or expired) nothing is written and None is returned: the planner
+        then answers ``exists`` or takes over the expired row.
+        """
+        rows = pg_run(
+            "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
+            f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+            f"SELECT %s, %s, %s, nextval('{SEQUENCE}'), %s, %s, %s FROM lk "
+            "ON CONFLICT (namespace, key) DO NOTHING RETURNING version",
+            [
+                ADVISORY_CLASS,
+                _lock_name(op.namespace, op.key),
+                op.namespace,
+                op.key,
+                op.value_json,
+                expires(op.ttl, now),
+                now,
+                now,
+            ],
+        )
+        return int(rows[0][0]) if rows else None
+
+    def delete_fast(self, op: KVDelete, now: datetime) -> tuple[int, str] | None:
+        """Delete of a live key (at ``expect`` when given); (version, value_json).
+
+        It holds the key's advisory lock like every writer, so it serialises
+        with a conditional write of the same key: both cannot apply on one
+        version. The statement's snapshot predates the lock, but the row
+        lock re-checks the newest row version (EvalPlanQual), so a row
+        changed meanwhile is not deleted; a row made meanwhile is not seen.
+        Either way nothing is deleted and None is returned.
+        """
+        sql = (
+            "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
+            f"DELETE FROM {TABLE} USING lk WHERE namespace = %s AND key = %s "
+            "AND (expires_at IS NULL OR expires_at > %s)"
+        )
+        params: list[Any] = [ADVISORY_CLASS, _lock_name(op.namespace, op.key), op.namespace, op.key, now]
+        if op.expect is not None:
+            sql += " AND version = %s"
+            params.append(op.expect)
+        rows = pg_run(sql + " RETURNING version, value_json", params)
+        return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def put_many_fast(self, ops: Sequence[KVPut], now: datetime) -> dict[Ident, int]:
+        """A call of unconditional puts only, as one statement; the versions.
+
+        The ``lk`` CTE takes every key's advisory lock, sorted (as
+        ``lock_keys`` does), and the rows it feeds are sorted into apply
+        order before ``nextval()`` runs (PostgreSQL evaluates volatile
+        output expressions after ORDER BY), so every version is drawn after
+        all the locks, in key order. A put needs no old value: whether the
+        row is live only decides ``created_at``, which the upsert decides.
+        """
+        ordered = sorted(ops, key=lambda op: (op.namespace, op.key.encode()))
+        rows = [
+            [op.namespace, op.key, op.value_json, None if op.ttl is None else (now + op.ttl).isoformat()]
+            for op in ordered
+        ]
+        names = sorted({_lock_name(op.namespace, op.key) for op in ordered})
+        stored = pg_run(
+            "WITH lk AS (SELECT count(pg_advisory_xact_lock(%s, h)) AS held FROM "
+            "(SELECT DISTINCT hashtext(n) AS h FROM unnest(%s::text[]) AS n ORDER BY 1) AS s) "
+            f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+            f"SELECT r->>0, r->>1, r->>2, nextval('{SEQUENCE}'), (r->>3)::timestamptz, %s, %s "
+            "FROM lk, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, i) ORDER BY i "
+            + _UPSERT_TAIL
+            + "RETURNING namespace, key, version",
+            [ADVISORY_CLASS, names, now, now, json.dumps(rows, ensure_ascii=False), now],
+        )
+        return {(ns, key): int(version) for ns, key, version in stored}
