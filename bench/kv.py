@@ -57,7 +57,7 @@ TABLE = "queenadmin_kventry"
 SEQUENCE = "queenadmin_kv_version"
 ADVISORY_CLASS = 0x51AD
 
-# The domain's single-put statement (domain/kv.py, _blind_put_fast).
+# The domain's single-put statement (domain/kv/store/postgres.py, PostgresStore.put_fast).
 SINGLE_SQL = (
     "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
     f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "

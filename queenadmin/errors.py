@@ -44,12 +44,6 @@ class LocksBadRequest(InvalidArgument):
     reason = "locks_bad_request"
 
 
-class LocksPayloadTooLarge(InvalidArgument):
-    """The locks request is over a size limit."""
-
-    code = "payload_too_large"
-
-
 class PreconditionFailed(QueenError):
     """A required KV precondition failed; nothing in the call was written."""
 

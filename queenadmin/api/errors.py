@@ -19,7 +19,6 @@ STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.KVBadRequest: (400, "kv"),
     errors.KVPayloadTooLarge: (413, "kv"),
     errors.LocksBadRequest: (400, "kv"),
-    errors.LocksPayloadTooLarge: (413, "kv"),
     errors.PreconditionFailed: (200, "precondition"),
     errors.QueueNotFound: (404, "queue_not_found"),
     errors.NameTooLong: (413, "engine"),

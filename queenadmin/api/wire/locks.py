@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -39,22 +40,21 @@ def _token(raw: dict[str, Any]) -> int:
     return locks.check_token(token)
 
 
+def _small_int(raw: dict[str, Any], name: str, default: int, check: Callable[[int], int], low: int, high: int) -> int:
+    value = raw.get(name)
+    if value is None:
+        return default
+    if not is_json_int(value):
+        raise _bad(f"locks_bad_{name}", f"{name} must be an integer from {low} to {high}")
+    return check(value)
+
+
 def _slot(raw: dict[str, Any]) -> int:
-    slot = raw.get("slot")
-    if slot is None:
-        return 0
-    if not is_json_int(slot):
-        raise _bad("locks_bad_slot", f"slot must be an integer from 0 to {locks.MAX_SLOT}")
-    return locks.check_slot(slot)
+    return _small_int(raw, "slot", 0, locks.check_slot, 0, locks.MAX_SLOT)
 
 
 def _limit(raw: dict[str, Any]) -> int:
-    limit = raw.get("limit")
-    if limit is None:
-        return 1
-    if not is_json_int(limit):
-        raise _bad("locks_bad_limit", f"limit must be an integer from 1 to {locks.MAX_LIMIT}")
-    return locks.check_limit(limit)
+    return _small_int(raw, "limit", 1, locks.check_limit, 1, locks.MAX_LIMIT)
 
 
 def _name(raw: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from queenadmin.domain.kv.calls import kv_call
 from queenadmin.domain.kv.ops import (
     DEFAULT_PAGE_LIMIT,
     MAX_PAGE_LIMIT,
+    GetResult,
     KVDelete,
     KVGet,
     KVIncr,
@@ -58,7 +59,8 @@ def kv_get(*, namespace: str, key: str, now: datetime | None = None) -> KVRow | 
     """Return the live row of ``key``, or None."""
     op = KVGet(check_namespace(namespace), check_key(key))
     result = kv_call([op], now=now)[0]
-    return result.row  # type: ignore[union-attr]
+    assert isinstance(result, GetResult)
+    return result.row
 
 
 def kv_put(

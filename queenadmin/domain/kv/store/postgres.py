@@ -43,6 +43,20 @@ def _lock_name(namespace: str, key: str) -> str:
     return f"{namespace}/{key}"
 
 
+#: One row inserted under its key's advisory lock, its version drawn after
+#: the lock (``_locked_insert_params`` fills it); an ON CONFLICT clause ends it.
+_LOCKED_INSERT = (
+    "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
+    f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+    f"SELECT %s, %s, %s, nextval('{SEQUENCE}'), %s, %s, %s FROM lk "
+)
+
+
+def _locked_insert_params(op: KVPut, now: datetime) -> list[Any]:
+    lock = _lock_name(op.namespace, op.key)
+    return [ADVISORY_CLASS, lock, op.namespace, op.key, op.value_json, expires(op.ttl, now), now, now]
+
+
 class PostgresStore(Store):
     def lock_keys(self, idents: Iterable[Ident]) -> None:
         names = sorted({_lock_name(ns, key) for ns, key in idents})
@@ -135,22 +149,7 @@ class PostgresStore(Store):
         the statement's own transaction releases it at commit: pattern 4.1
         of ``shared/pg-version-ordering.md``, as one round trip.
         """
-        row = pg_run(
-            "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
-            f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
-            f"SELECT %s, %s, %s, nextval('{SEQUENCE}'), %s, %s, %s FROM lk " + _UPSERT_TAIL + "RETURNING version",
-            [
-                ADVISORY_CLASS,
-                _lock_name(op.namespace, op.key),
-                op.namespace,
-                op.key,
-                op.value_json,
-                expires(op.ttl, now),
-                now,
-                now,
-                now,
-            ],
-        )
+        row = pg_run(_LOCKED_INSERT + _UPSERT_TAIL + "RETURNING version", [*_locked_insert_params(op, now), now])
         return int(row[0][0])
 
     def create_fast(self, op: KVPut, now: datetime) -> int | None:
@@ -161,20 +160,7 @@ class PostgresStore(Store):
         then answers ``exists`` or takes over the expired row.
         """
         rows = pg_run(
-            "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
-            f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
-            f"SELECT %s, %s, %s, nextval('{SEQUENCE}'), %s, %s, %s FROM lk "
-            "ON CONFLICT (namespace, key) DO NOTHING RETURNING version",
-            [
-                ADVISORY_CLASS,
-                _lock_name(op.namespace, op.key),
-                op.namespace,
-                op.key,
-                op.value_json,
-                expires(op.ttl, now),
-                now,
-                now,
-            ],
+            _LOCKED_INSERT + "ON CONFLICT (namespace, key) DO NOTHING RETURNING version", _locked_insert_params(op, now)
         )
         return int(rows[0][0]) if rows else None
 
