@@ -267,7 +267,7 @@ async def _pop(request: HttpRequest, **target: Any) -> HttpResponse:
     while True:
         # Read the wake-up generation before claiming, so a push that lands
         # between the claim and the wait is not missed.
-        token = hub.token(key)
+        generation = hub.generation(key)
         claim = await dbthreads.run(log.queue_claim, request=pop)
         if claim.messages:
             return _render_claim(claim, echo, int((loop.time() - started) * 1000))
@@ -278,7 +278,7 @@ async def _pop(request: HttpRequest, **target: Any) -> HttpResponse:
         if claim.retry_at is not None:
             until_free = (claim.retry_at - clock.now()).total_seconds() + 0.01
             pause = min(pause, max(0.01, until_free))
-        await hub.wait(key, token, pause)
+        await hub.wait(key, generation, pause)
 
 
 _POP_RESPONSES: dict[int | str, Any] = {200: PopOut, 204: None, **_ERRORS}
