@@ -31,8 +31,7 @@ LEASE_SECONDS = 1
 
 def consume(worker: int, seed: int) -> dict[str, Any]:
     """Drain the queue; abandon about one batch in 15. Returns a record."""
-    from queenadmin.domain import clock
-    from queenadmin.domain import queues as log
+    from queenadmin.domain import clock, queues
     from queenadmin.models import ConsumerCursor
 
     rng = random.Random(seed)
@@ -40,12 +39,12 @@ def consume(worker: int, seed: int) -> dict[str, Any]:
     acks: list[tuple[int, int, bool, bool]] = []  # partition, offset, success, noop
     idle_since = None
     while True:
-        claim = log.queue_claim(
-            request=log.PopRequest(queue=QUEUE, batch=rng.randint(5, 40), lease_seconds=LEASE_SECONDS)
+        claim = queues.queue_claim(
+            request=queues.PopRequest(queue=QUEUE, batch=rng.randint(5, 40), lease_seconds=LEASE_SECONDS)
         )
         if not claim.messages:
-            stats = log.queue_stats(name=QUEUE)
-            if stats is not None and stats.totals["pending"] == 0:
+            stats = queues.queue_stats(name=QUEUE)
+            if stats is not None and stats.totals.pending == 0:
                 break
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since > 60:
@@ -67,21 +66,21 @@ def consume(worker: int, seed: int) -> dict[str, Any]:
             continue  # Crash: leave the lease to expire.
         record["ack_started"] = clock.now()
         items = [
-            log.AckItem(i, m.transaction_id, str(m.partition_id), "completed", claim.lease_id)
+            queues.AckItem(i, m.transaction_id, str(m.partition_id), "completed", claim.lease_id)
             for i, m in enumerate(claim.messages)
         ]
-        for m, outcome in zip(claim.messages, log.queue_ack(items=items), strict=True):
+        for m, outcome in zip(claim.messages, queues.queue_ack(items=items), strict=True):
             acks.append((m.partition_id, m.offset, outcome.success, outcome.noop))
         record["acked"] = all(a[2] for a in acks[-len(items) :])
     return {"claims": claims, "acks": acks}
 
 
 def test_four_consumers_ack_every_message_exactly_once_in_order(spawn):
-    from queenadmin.domain import queues as log
+    from queenadmin.domain import queues
 
     for p in range(PARTITIONS):
-        items = [log.PushItem(QUEUE, f"p{p}", str(i), f"p{p}-{i}") for i in range(MESSAGES // PARTITIONS)]
-        log.queue_push(items=items)
+        items = [queues.PushItem(QUEUE, f"p{p}", str(i), f"p{p}-{i}") for i in range(MESSAGES // PARTITIONS)]
+        queues.queue_push(items=items)
 
     records = spawn(consume, [(w, 1000 + w) for w in range(4)])
 
