@@ -17,7 +17,7 @@ token (how each database keeps that order: ``store/postgres.py`` and
 
 from __future__ import annotations
 
-from queenadmin.domain.kv.calls import kv_call_in_txn, kv_call
+from queenadmin.domain.kv.calls import kv_call, kv_call_in_txn
 from queenadmin.domain.kv.inprocess import (
     kv_delete,
     kv_get,
@@ -94,8 +94,8 @@ __all__ = [
     "check_ttl",
     "check_value_json",
     "is_write",
-    "kv_call_in_txn",
     "kv_call",
+    "kv_call_in_txn",
     "kv_delete",
     "kv_get",
     "kv_incr",
