@@ -103,11 +103,7 @@ _django_wsgi = StaticFilesHandler(get_wsgi_application())
 _a2wsgi_app = WSGIMiddleware(_django_wsgi, workers=_threads)  # type: ignore[arg-type]
 #: One thread pool (so one set of DB connections) for both paths; the
 #: buffered one takes every request with a small declared body.
-#: ``QUEENADMIN_HTTP_BRIDGE=a2wsgi`` sends everything through a2wsgi (for
-#: comparing the two with bench/kv.py).
-wsgi_app: Any = BufferedWSGI(_django_wsgi, _a2wsgi_app.executor, fallback=_a2wsgi_app)
-if os.environ.get("QUEENADMIN_HTTP_BRIDGE") == "a2wsgi":
-    wsgi_app = _a2wsgi_app
+wsgi_app = BufferedWSGI(_django_wsgi, _a2wsgi_app.executor, fallback=_a2wsgi_app)
 pop_app = PopHandler()
 websocket_app = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 
