@@ -36,7 +36,7 @@ from queenadmin.dashboard.routing import websocket_urlpatterns  # noqa: E402
 from queenadmin.middleware import BodyLimitMiddleware, InlineHooks  # noqa: E402
 from queenadmin.wsgi_bridge import BufferedWSGI  # noqa: E402
 
-#: Path prefixes served by Django's ASGI handler (async views that wait).
+#: Path prefixes served by ``PopHandler`` (async views that wait).
 ASYNC_PREFIXES: tuple[str, ...] = ("/api/v1/pop",)
 
 #: The MIDDLEWARE entries whose hooks pops run on the event loop: they only
