@@ -2,9 +2,10 @@
 
 Each route parses with ``api/wire/queues.py``, calls the domain
 (``domain/queues``) with the typed command, and renders its result with the
-same wire module; nothing else happens here. Pops are ``async def`` (``asgi.ASYNC_PREFIXES`` sends ``/api/v1/pop`` to
-Django's ASGI handler): a long-poll waits on ``wakeups.hub`` without a
-thread, and its database work runs on ``dbthreads``.
+same wire module; nothing else happens here. Pops are ``async def``
+(``asgi.ASYNC_PREFIXES`` sends ``/api/v1/pop`` to ``asgi.PopHandler``): a
+long-poll waits on ``wakeups.hub`` without a thread, and its database work
+runs on ``dbthreads``.
 """
 
 from __future__ import annotations
