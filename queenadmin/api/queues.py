@@ -18,18 +18,26 @@ from ninja import Router
 from queenadmin.api import BearerToken, dbthreads
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import body_of
+from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
 from queenadmin.api.schemas.queues import (
     AckBatchIn,
     AckIn,
     AckOut,
     ConfigureIn,
     ConfigureOut,
-    EngineErrorOut,
+    DeadLettersOut,
     LeaseExtendIn,
     LeaseExtendOut,
+    OverviewOut,
     PopOut,
     PushIn,
     PushItemOut,
+    QueueDeletedOut,
+    QueueDepthOut,
+    QueueDetailOut,
+    QueueLanesOut,
+    QueueListOut,
+    QueueNotDeletedOut,
     QueueNotFoundOut,
 )
 from queenadmin.conf import settings
@@ -41,7 +49,7 @@ from queenadmin.errors import InvalidArgument, QueueNotFound
 
 router = Router(tags=["queues"])
 
-_ERRORS: dict[int | str, Any] = {400: EngineErrorOut, 413: EngineErrorOut}
+_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
 #: Largest batch one pop hands out.
 MAX_BATCH = 10_000
 MAX_TIMEOUT_MS = 60_000
@@ -396,7 +404,7 @@ def ack_batch(request: HttpRequest) -> HttpResponse:
 
 @router.post(
     "/lease/{lease_id}/extend",
-    response={200: LeaseExtendOut, **_ERRORS},
+    response={200: LeaseExtendOut, 400: EngineBadRequestOut},
     openapi_extra=body_of(LeaseExtendIn, required=False),
     summary="Extend every partition lease of a pop (200 success:false when gone)",
 )
@@ -448,7 +456,11 @@ def _queue_summary(stats: log.QueueStats) -> dict[str, Any]:
     }
 
 
-@router.get("/resources/queues", summary="Every queue with its depth, newest first")
+@router.get(
+    "/resources/queues",
+    response={200: QueueListOut | QueueLanesOut},
+    summary="Every queue with its depth, newest first",
+)
 def list_queues(request: HttpRequest) -> HttpResponse:
     queues = log.queue_list()
     if request.GET.get("stats") == "lanes":
@@ -486,7 +498,7 @@ def _stats_or_404(
 
 @router.get(
     "/resources/queues/{queue}",
-    response={200: dict[str, Any], 404: QueueNotFoundOut},
+    response={200: QueueDetailOut, 404: QueueNotFoundOut},
     summary="One queue with its partitions",
 )
 def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
@@ -536,7 +548,7 @@ def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
 
 @router.get(
     "/resources/queues/{queue}/depth",
-    response={200: dict[str, Any], 404: QueueNotFoundOut},
+    response={200: QueueDepthOut, 404: QueueNotFoundOut, **_ERRORS},
     summary="Pending, in flight and ready, per partition (arithmetic on cursors)",
 )
 def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
@@ -565,14 +577,18 @@ def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
     )
 
 
-@router.delete("/resources/queues/{queue}", summary="Delete a queue and everything in it")
+@router.delete(
+    "/resources/queues/{queue}",
+    response={200: QueueDeletedOut | QueueNotDeletedOut},
+    summary="Delete a queue and everything in it",
+)
 def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
     if log.queue_delete(name=queue):
         return json_response({"deleted": True, "existed": True, "queue": queue})
     return json_response({"deleted": False, "existed": False, "queue": queue, "message": "Queue not found"})
 
 
-@router.get("/resources/overview", summary="Counts across every queue")
+@router.get("/resources/overview", response=OverviewOut, summary="Counts across every queue")
 def overview(request: HttpRequest) -> HttpResponse:
     queues = log.queue_list()
     partitions = [p for q in queues for p in q.partitions]
@@ -623,7 +639,7 @@ def _iso_param(params: Any, name: str) -> datetime | None:
     return moment
 
 
-@router.get("/dlq", response={200: dict[str, Any], **_ERRORS}, summary="Dead letters, newest first")
+@router.get("/dlq", response={200: DeadLettersOut, 400: EngineBadRequestOut}, summary="Dead letters, newest first")
 def list_dlq(request: HttpRequest) -> HttpResponse:
     params = request.GET
     limit = _number(params, "limit")
