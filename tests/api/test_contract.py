@@ -1,0 +1,131 @@
+"""Every answer the API suite got matches the OpenAPI document we publish.
+
+The routers parse bodies and build answers by hand (the fast path, and the
+protocol's exact reason codes), so nothing at run time ties an answer to
+its declared schema. This check does: ``tests/api/conftest.py`` records
+every answer of the session (in-process clients and live servers alike),
+and the test below, which runs last, validates each one, matched by method,
+path template and status, against ``/api/v1/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from jsonschema import Draft202012Validator, ValidationError
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from queenadmin.api import recording
+
+pytestmark = pytest.mark.django_db
+
+BASE = "urn:queenadmin:openapi"
+#: The API's own documentation routes: not operations of the API.
+DOC_ROUTES = {"/api/v1/openapi.json", "/api/v1/docs"}
+
+
+def _pointer(*parts: str) -> str:
+    return "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def read_answers(folder: Path) -> list[dict[str, Any]]:
+    answers = []
+    for path in sorted(folder.glob("answers-*.jsonl")):
+        answers.extend(json.loads(line) for line in path.read_text().splitlines() if line)
+    return answers
+
+
+class Checker:
+    """Validates recorded answers against one OpenAPI document."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+        self.registry: Registry[Any] = Registry().with_resource(BASE, Resource(document, DRAFT202012))
+        self.validators: dict[str, Draft202012Validator] = {}
+
+    def operation(self, method: str, route: str | None) -> dict[str, Any] | None:
+        if route is None:
+            return None
+        op: dict[str, Any] | None = self.document["paths"].get(route, {}).get(method.lower())
+        return op
+
+    def problems(self, answer: dict[str, Any], op: dict[str, Any]) -> list[str]:
+        """What is wrong with ``answer`` for ``op`` (nothing: an empty list)."""
+        status = str(answer["status"])
+        declared = op["responses"].get(status)
+        if declared is None:
+            return [f"status {status} is not declared (declared: {', '.join(op['responses'])})"]
+        content = declared.get("content")
+        if not content:
+            return [] if not answer["body"] else [f"status {status} declares no body, got {answer['body'][:80]!r}"]
+        media = (answer["contentType"] or "").split(";")[0].strip()
+        if media not in content:
+            return [f"content type {media!r} is not declared (declared: {', '.join(content)})"]
+        if media != "application/json":
+            # Plain text (the body limit's 413): any string.
+            return []
+        try:
+            body = json.loads(answer["body"])
+        except ValueError:
+            return [f"the body is not JSON: {answer['body'][:80]!r}"]
+        ref = "#/" + _pointer("paths", answer["route"], answer["method"].lower(), "responses", status)
+        ref += "/" + _pointer("content", media, "schema")
+        validator = self.validators.get(ref)
+        if validator is None:
+            validator = Draft202012Validator({"$ref": BASE + ref}, registry=self.registry)
+            self.validators[ref] = validator
+        return [_describe(error) for error in validator.iter_errors(body)]
+
+
+def _describe(error: ValidationError) -> str:
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        # A result element, say: name what the closest branch missed.
+        branches: dict[Any, list[ValidationError]] = defaultdict(list)
+        for sub in error.context:
+            branches[sub.relative_schema_path[0]].append(sub)
+        closest = min(branches.values(), key=lambda errors: (len(errors), -max(len(e.path) for e in errors)))
+        return "; ".join(_describe(sub) for sub in closest[:3])
+    return f"{error.json_path}: {error.message[:200]}"
+
+
+def test_every_recorded_answer_matches_the_published_schema(contract):
+    """Each answer of the session is declared for its route and status, and its body matches the schema."""
+    if contract.api_tests_run == 0:
+        pytest.skip("no API test ran in this session, so there are no answers to check")
+    answers = read_answers(contract.folder)
+    assert answers, (
+        f"{contract.api_tests_run} API tests ran but nothing was recorded in {contract.folder}: "
+        f"is {recording.ENV} reaching the servers and the test clients?"
+    )
+    document = Client().get("/api/v1/openapi.json").json()
+    checker = Checker(document)
+    failures: dict[tuple[str, str, int, str], list[str]] = defaultdict(list)
+    for answer in answers:
+        method, route, status = answer["method"], answer["route"], answer["status"]
+        if route in DOC_ROUTES:
+            continue
+        op = checker.operation(method, route)
+        if op is None:
+            contract.outside[(method, answer["path"] if route is None else route, status)] += 1
+            continue
+        for problem in checker.problems(answer, op):
+            failures[(method, route, status, problem)].append(answer["body"])
+        contract.checked[(method, route, status)] += 1
+    unexpected = {k: v for k, v in contract.outside.items() if not _outside_is_expected(*k)}
+    lines = [f"{m} {r} {s}: {p} ({len(bodies)}x, e.g. {bodies[0][:200]})" for (m, r, s, p), bodies in failures.items()]
+    lines += [f"{m} {r} {s}: no such operation in the schema ({n}x)" for (m, r, s), n in unexpected.items()]
+    contract.failed = bool(lines)
+    assert not lines, "answers that do not match /api/v1/openapi.json:\n" + "\n".join(sorted(lines))
+
+
+def _outside_is_expected(method: str, route: str, status: int) -> bool:
+    # The catch-all 404 for unknown /api paths (urls.no_such_route) and
+    # the 405 for a method a route does not have come from outside the
+    # API's operations.
+    return (route == "/^api(?:/.*)?$" and status == 404) or status == 405
