@@ -129,3 +129,45 @@ def _outside_is_expected(method: str, route: str, status: int) -> bool:
     # the 405 for a method a route does not have come from outside the
     # API's operations.
     return (route == "/^api(?:/.*)?$" and status == 404) or status == 405
+
+
+def _open_objects(schema: Any, document: dict[str, Any], seen: set[str]) -> list[str]:
+    """Object schemas under ``schema`` that admit keys they do not name."""
+    if isinstance(schema, list):
+        return [found for item in schema for found in _open_objects(item, document, seen)]
+    if not isinstance(schema, dict):
+        return []
+    ref = schema.get("$ref")
+    if ref is not None:
+        if ref in seen:
+            return []
+        seen.add(ref)
+        name = ref.rsplit("/", 1)[-1]
+        found = _open_objects(document["components"]["schemas"][name], document, seen)
+        return [f"{name}: {problem}" for problem in found]
+    found = []
+    if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
+        found.append(f"an open object {schema.get('title', '')}".rstrip())
+    for key, value in schema.items():
+        if key != "properties":
+            found.extend(_open_objects(value, document, seen))
+    for value in schema.get("properties", {}).values():
+        found.extend(_open_objects(value, document, seen))
+    return found
+
+
+def test_every_declared_answer_is_a_closed_object():
+    """No operation answers a free-form dict: each JSON answer names its keys (a value or payload aside)."""
+    document = Client().get("/api/v1/openapi.json").json()
+    problems = []
+    for path, methods in document["paths"].items():
+        for method, op in methods.items():
+            if not any(status.startswith("2") for status in op["responses"]):
+                problems.append(f"{method.upper()} {path}: no success answer declared")
+            for status, answer in op["responses"].items():
+                schema = answer.get("content", {}).get("application/json", {}).get("schema")
+                if schema is None and status != "204" and "text/plain" not in answer.get("content", {}):
+                    problems.append(f"{method.upper()} {path} {status}: no body declared")
+                for problem in _open_objects(schema, document, set()):
+                    problems.append(f"{method.upper()} {path} {status}: {problem}")
+    assert not problems, "\n".join(problems)
