@@ -34,7 +34,7 @@ class Contract:
     folder: Path
     #: Node ids of the API tests collected (the contract check aside).
     api_tests: set[str] = field(default_factory=set)
-    #: API tests (other than the contract check) whose body ran.
+    #: API tests (other than the contract check) whose body ran (not skipped).
     api_tests_run: int = 0
     #: (method, route, status) -> answers validated.
     checked: Counter[tuple[str, str, int]] = field(default_factory=Counter)
@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when == "call" and report.nodeid in CONTRACT.api_tests:
+    if report.when == "call" and not report.skipped and report.nodeid in CONTRACT.api_tests:
         CONTRACT.api_tests_run += 1
 
 
