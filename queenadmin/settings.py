@@ -62,6 +62,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+if os.environ.get("QUEENADMIN_RECORD_ANSWERS"):  # a test hook: see queenadmin/api/recording.py
+    MIDDLEWARE.append("queenadmin.api.recording.RecordAnswersMiddleware")
 
 ROOT_URLCONF = "queenadmin.urls"
 WSGI_APPLICATION = "queenadmin.wsgi.application"
