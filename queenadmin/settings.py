@@ -144,7 +144,6 @@ LOGIN_REDIRECT_URL = "/"
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024 + 1
 
 
-
 def _app_settings_from_env() -> dict[str, Any]:
     """Every app setting of ``queenadmin/conf.py`` may come from the
     environment as ``QUEENADMIN_<NAME>``, typed by its default (booleans:

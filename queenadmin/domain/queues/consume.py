@@ -37,7 +37,7 @@ from queenadmin.domain.db import from_db_time, is_postgres, to_db_time
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.delivery import Runs, runs_attempts, runs_deliver, runs_delivered_last, runs_trim
 from queenadmin.domain.queues.ids import is_uuid, uuid7
-from queenadmin.domain.queues.refs import QueueRef
+from queenadmin.domain.queues.refs import QueueRef, lock_queue_rows
 from queenadmin.errors import InvalidArgument
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
@@ -290,6 +290,8 @@ def _lock_cursor(pid: int, group: str, now: datetime) -> tuple[Any, ...] | None:
 
 
 def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datetime) -> Claim:
+    if not lock_queue_rows([queue.id]):
+        return Claim(queue.name, lease_id, request.group, (), ())  # deleted meanwhile
     if request.group != QUEUE_MODE:
         _register_group(queue, request, now)
     candidates, retry_at = _candidates(queue, request, now)
@@ -424,6 +426,8 @@ def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime) -> list[AckOutc
             "id", "queue_id", "queue__name", "queue__options"
         )
     }
+    alive = lock_queue_rows(qid for qid, _, _ in partitions.values())
+    partitions = {pid: ref for pid, ref in partitions.items() if ref[0] in alive}
     woken: set[str] = set()
     for (pid, group), group_items in sorted(by_cursor.items()):
         if pid not in partitions:
