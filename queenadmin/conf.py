@@ -42,6 +42,10 @@ class _Settings:
     POP_RECHECK_SECONDS: float = 2.0
     #: Threads per process that run the database work of async pops.
     POP_DB_THREADS: int = 8
+    #: Where a new consumer group starts when its first pop names no
+    #: subscriptionMode: ``all`` (every retained message, Queen's server
+    #: default) or ``new`` (only messages pushed after it).
+    DEFAULT_SUBSCRIPTION_MODE: str = "all"
     #: What pop autopilot chooses when the client leaves batch/partitions unset.
     AUTOPILOT_BATCH: int = 100
     AUTOPILOT_PARTITIONS: int = 4

@@ -69,6 +69,12 @@ class QueueNotFound(NotFound):
     code = "queue_not_found"
 
 
+class QueueBusy(QueenError):
+    """The queue changed under the call (deleted meanwhile); retry it."""
+
+    code = "queue_busy"
+
+
 class NameTooLong(InvalidArgument):
     """A name is over the engine's 511-byte store-key budget."""
 

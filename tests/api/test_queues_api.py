@@ -253,7 +253,6 @@ def test_discovery_pop_by_namespace_and_task(http, unique):
         ({"wait": "perhaps"}, "wait must be true or false"),
         ({"timeout": "soon"}, "timeout must be an integer"),
         ({"leaseSeconds": "0"}, "leaseSeconds must be at least 1"),
-        ({"subscriptionMode": "some"}, "subscriptionMode must be new or all"),
         ({"subscriptionFrom": "yesterday"}, "subscriptionFrom must be an ISO time or now"),
         ({"conflation": "true", "consumerGroup": "g"}, "conflation is not supported by this broker"),
     ],

@@ -109,10 +109,16 @@ async def test_consumer_groups_have_their_own_cursors(queen, unique):
     assert (await queen.ack(a, True, {"group": "a"}))["success"] is True
     assert (await queen.admin.get_queue_depth(q, group="a"))["pending"] == 0
     assert (await queen.admin.get_queue_depth(q, group="b"))["pending"] == 3
-    late = await queen.queue(q).group("late").wait(False).pop()
-    assert late == []  # subscriptionMode "new" by default
+    late = await queen.queue(q).group("late").subscription_mode("new").wait(False).pop()
+    assert late == []
     await queen.queue(q).push([{"data": "fresh"}])
     assert [m["data"] for m in await queen.queue(q).group("late").wait(False).pop()] == ["fresh"]
+    # A group that names no mode processes everything retained (Queen's default).
+    everything = await queen.queue(q).group("default").batch(10).wait(False).pop()
+    assert [m["data"] for m in everything] == [0, 1, 2, "fresh"]
+    # Other spellings are read as Queen reads them, never refused.
+    odd = await queen.queue(q).group("odd").subscription_mode("from_beginning").batch(10).wait(False).pop()
+    assert len(odd) == 4
 
 
 async def test_failed_messages_reach_the_dlq_after_retry_limit(queen, unique):
@@ -181,3 +187,27 @@ async def test_delayed_processing_through_the_client(queen, unique):
     waited = asyncio.get_running_loop().time() - started
     assert message["data"] == {"n": 1}
     assert 0.5 < waited < 5
+
+
+async def test_each_consumer_gets_the_rest_of_a_batch_back_at_once_after_a_nack_that_dead_letters(queen, unique):
+    """retryLimit 1 and .each(): message 2 fails twice and goes to the DLQ, and
+    the loop still gets messages 3..5 at once instead of waiting out the lease."""
+    q = unique("nack")
+    await queen.queue(q).config({"retry_limit": 1, "lease_time": 300}).create()
+    await queen.queue(q).push([{"data": i} for i in range(1, 6)])
+    seen: list[int] = []
+    failures = 0
+
+    async def handler(message):
+        nonlocal failures
+        seen.append(message["data"])
+        if message["data"] == 2:
+            failures += 1
+            raise RuntimeError("boom")
+
+    started = time.monotonic()
+    await queen.queue(q).batch(5).each().limit(6).consume(handler)
+    assert seen == [1, 2, 2, 3, 4, 5]
+    assert time.monotonic() - started < 30
+    dead = await queen.queue(q).dlq().limit(10).get()
+    assert [m["data"] for m in dead["messages"]] == [2]

@@ -426,10 +426,12 @@ def test_auto_ack_counts_the_delivery_and_trims_the_record():
 
 def test_groups_have_their_own_cursors_and_subscription_modes():
     push(n=2)
-    news = claim(group="news")
+    news = claim(group="news", subscription_mode="new")
     assert news.messages == ()
     everything = claim(group="all-of-it", subscription_mode="all", batch=10)
     assert [m.offset for m in everything.messages] == [1, 2]
+    # A group that names no mode starts from the oldest message (Queen's default).
+    assert [m.offset for m in claim(group="default", batch=10).messages] == [1, 2]
     push(n=1)
     assert [m.offset for m in claim(group="news").messages] == [3]
     # Queue mode starts from the oldest message, whatever the mode says.
@@ -675,3 +677,49 @@ def test_inner_forms_need_the_callers_transaction(write):
     """Each _in_txn form asserts that its caller holds a transaction."""
     with pytest.raises(AssertionError):
         write()
+
+
+def test_default_subscription_mode_is_a_setting(settings):
+    """``QUEENADMIN_DEFAULT_SUBSCRIPTION_MODE=new`` makes unnamed groups start after the backlog."""
+    settings.QUEENADMIN_DEFAULT_SUBSCRIPTION_MODE = "new"
+    push(n=2)
+    assert claim(group="late").messages == ()
+    push(n=1)
+    assert [m.offset for m in claim(group="late").messages] == [3]
+
+
+def test_a_failed_ack_that_dead_letters_still_releases_the_rest_of_the_batch():
+    """retryLimit 1: the second failure of message 2 files it in the DLQ and
+    hands messages 3..5 back at once (the lease is released)."""
+    configure(retryLimit=1)
+    push(n=5)
+    first = claim(batch=5)
+    assert ack(first, messages=[first.messages[0]])[0].success
+    (second_fail,) = ack(first, "failed", messages=[first.messages[1]])
+    assert (second_fail.success, second_fail.lease_released, second_fail.dlq) == (True, True, False)
+    again = claim(batch=5)
+    assert [m.offset for m in again.messages] == [2, 3, 4, 5]
+    (dead,) = ack(again, "failed", messages=[again.messages[0]])
+    assert (dead.success, dead.lease_released, dead.dlq) == (True, True, True)
+    rest = claim(batch=5)
+    assert [m.offset for m in rest.messages] == [3, 4, 5]
+
+
+def test_an_ack_never_moves_a_cursor_past_messages_nobody_received():
+    """An unfenced ack of message 15 while 1..5 are leased is refused; so is a
+    queue-mode ack of a message only a named group received."""
+    push(n=20)
+    leased = claim(batch=5)
+    (m15,) = list(Message.objects.filter(offset=15))
+    unfenced = queues.AckItem(0, m15.transaction_id, str(m15.partition_id), "completed")
+    (refused,) = queues.queue_ack(items=[unfenced])
+    assert (refused.success, refused.error) == (False, queues.consume.UNRESOLVABLE)
+    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == 0
+    assert ack(leased)[0].success
+    assert [m.offset for m in claim(batch=3).messages] == [6, 7, 8]
+    billing = claim(group="billing", batch=12)
+    (m12,) = [m for m in billing.messages if m.offset == 12]
+    wrong_group = queues.AckItem(0, m12.transaction_id, str(m12.partition_id), "completed")
+    (refused_queue_mode,) = queues.queue_ack(items=[wrong_group])
+    assert refused_queue_mode.success is False
+    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == 5

@@ -146,3 +146,53 @@ def test_four_consumers_ack_every_message_exactly_once_in_order(spawn):
             previous = c
         assert acked_upto == MESSAGES // PARTITIONS
     assert redelivered > 0
+
+
+BUSY = "busy"
+
+
+def _busy_worker(role: str, seed: int, rounds: int) -> dict[str, Any]:
+    """Push batches to ``busy`` and claim/ack from it, or delete it now and then.
+
+    Every call must answer (a domain outcome), never raise: a foreign-key
+    violation or a deadlock would surface here as an exception.
+    """
+    from queenadmin.domain import queues
+
+    rng = random.Random(seed)
+    start_together()
+    done = {"role": role, "pushed": 0, "deleted": 0, "acked": 0}
+    for n in range(rounds):
+        if role == "delete":
+            time.sleep(rng.uniform(0.005, 0.03))
+            done["deleted"] += int(queues.queue_delete(name=BUSY))
+        elif role == "push":
+            items = [
+                queues.PushItem(BUSY, f"p{rng.randrange(3)}", str(i), f"{seed}-{n}-{i}")
+                for i in range(rng.randint(1, 20))
+            ]
+            done["pushed"] += len(queues.queue_push(items=items))
+        else:
+            claim = queues.queue_claim(request=queues.PopRequest(queue=BUSY, batch=10, lease_seconds=5))
+            acks = [
+                queues.AckItem(i, m.transaction_id, str(m.partition_id), "completed", claim.lease_id)
+                for i, m in enumerate(claim.messages)
+            ]
+            done["acked"] += sum(1 for o in queues.queue_ack(items=acks) if o.success)
+    return done
+
+
+def test_a_busy_queue_can_be_deleted_while_pushes_claims_and_acks_run(spawn):
+    """Deletes serialize with pushes, claims and acks on the queue row: no
+    call fails, later pushes recreate the queue, and every surviving
+    partition's offsets run 1..n without a gap."""
+    from queenadmin.models import Message, Partition
+
+    roles = [("push", 1, 150), ("push", 2, 150), ("consume", 3, 150), ("delete", 4, 25)]
+    results = spawn(_busy_worker, roles)
+    by_role = {r["role"]: r for r in results}
+    assert by_role["delete"]["deleted"] > 0
+    assert sum(r["pushed"] for r in results) > 0
+    for partition in Partition.objects.all():
+        offsets = sorted(Message.objects.filter(partition=partition).values_list("offset", flat=True))
+        assert offsets == list(range(1, partition.next_offset)), partition

@@ -167,7 +167,6 @@ def test_push_items_parse_to_typed_items():
         ({"partitions": "0"}, BAD, "partitions must be from 1 to 64"),
         ({"timeout": "soon"}, BAD, "timeout must be an integer"),
         ({"leaseSeconds": "0"}, BAD, "leaseSeconds must be at least 1"),
-        ({"subscriptionMode": "old"}, BAD, "subscriptionMode must be new or all"),
         ({"subscriptionFrom": "yesterday"}, BAD, "subscriptionFrom must be an ISO time or now"),
         ({"subscriptionFrom": "2026-01-01T00:00:00"}, BAD, "subscriptionFrom must carry a time zone"),
         ({"autoAck": "x"}, BAD, "autoAck must be true or false"),
@@ -416,4 +415,15 @@ def test_dlq_query_defaults_and_caps():
         until=datetime(2026, 1, 2, tzinfo=UTC),
         limit=1000,
         offset=10,
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "mode"),
+    [("new", "new"), ("new-only", "new"), ("NEW", "new"), ("all", "all"), ("from_beginning", "all"), ("x", "all")],
+)
+def test_subscription_mode_reads_new_and_new_only_as_new_and_anything_else_as_all(given, mode):
+    """Queen's reading: a consume loop passing another value is never refused."""
+    assert (
+        wire.parse_pop_queue({"subscriptionMode": given, "consumerGroup": "g"}, "q").request.subscription_mode == mode
     )

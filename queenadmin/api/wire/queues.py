@@ -304,9 +304,11 @@ def _pop_call(
     lease = _number(params, "leaseSeconds")
     if lease is not None and lease < 1:
         raise InvalidArgument("leaseSeconds must be at least 1")
-    mode = params.get("subscriptionMode") or None
-    if mode is not None and mode not in ("new", "all"):
-        raise InvalidArgument("subscriptionMode must be new or all")
+    # Queen's reading: new and new-only mean "new"; any other value "all".
+    raw_mode = params.get("subscriptionMode") or None
+    mode: queues.SubscriptionMode | None = None
+    if raw_mode is not None:
+        mode = "new" if raw_mode.strip().lower() in ("new", "new-only") else "all"
     since: datetime | str | None = params.get("subscriptionFrom") or None
     if isinstance(since, str) and since != "now":
         since = _iso_time(since, "subscriptionFrom", "an ISO time or now")
@@ -317,7 +319,7 @@ def _pop_call(
         batch=min(batch or DEFAULT_BATCH, MAX_BATCH),
         max_partitions=min(partitions or 1, MAX_PARTITIONS),
         lease_seconds=lease,
-        subscription_mode=mode,  # type: ignore[arg-type]  # checked above
+        subscription_mode=mode,
         subscription_from=since,
         auto_ack=auto_ack,
         queue=queue,

@@ -31,12 +31,13 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
+from queenadmin.conf import settings
 from queenadmin.domain import clock, events
 from queenadmin.domain.db import from_db_time, is_postgres, to_db_time
 from queenadmin.domain.queues import wakeups
-from queenadmin.domain.queues.delivery import Runs, runs_attempts, runs_deliver, runs_trim
+from queenadmin.domain.queues.delivery import Runs, runs_attempts, runs_deliver, runs_delivered_last, runs_trim
 from queenadmin.domain.queues.ids import is_uuid, uuid7
-from queenadmin.domain.queues.refs import QueueRef
+from queenadmin.domain.queues.refs import QueueRef, lock_queue_rows
 from queenadmin.errors import InvalidArgument
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
@@ -199,14 +200,15 @@ def _target_queues(request: PopRequest) -> list[QueueRef]:
 def _register_group(queue: QueueRef, request: PopRequest, now: datetime) -> None:
     """Store a named group on its first pop and place its cursors.
 
-    ``new`` (the default) starts after the messages already in each
-    existing partition; ``all`` from the oldest; a ``subscriptionFrom``
-    time after the last message pushed before it. Later partitions are
-    always read from their start.
+    ``new`` starts after the messages already in each existing partition;
+    ``all`` from the oldest; a ``subscriptionFrom`` time after the last
+    message pushed before it. Later partitions are always read from their
+    start. A pop that names no mode takes ``DEFAULT_SUBSCRIPTION_MODE``
+    (``all``, as Queen's server does: a new group processes everything).
     """
     if ConsumerGroup.objects.filter(queue_id=queue.id, name=request.group).exists():
         return
-    mode = request.subscription_mode or "new"
+    mode = request.subscription_mode or ("new" if settings.DEFAULT_SUBSCRIPTION_MODE == "new" else "all")
     if request.subscription_from == "now":
         mode = "new"
     try:
@@ -288,6 +290,8 @@ def _lock_cursor(pid: int, group: str, now: datetime) -> tuple[Any, ...] | None:
 
 
 def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datetime) -> Claim:
+    if not lock_queue_rows([queue.id]):
+        return Claim(queue.name, lease_id, request.group, (), ())  # deleted meanwhile
     if request.group != QUEUE_MODE:
         _register_group(queue, request, now)
     candidates, retry_at = _candidates(queue, request, now)
@@ -422,6 +426,8 @@ def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime) -> list[AckOutc
             "id", "queue_id", "queue__name", "queue__options"
         )
     }
+    alive = lock_queue_rows(qid for qid, _, _ in partitions.values())
+    partitions = {pid: ref for pid, ref in partitions.items() if ref[0] in alive}
     woken: set[str] = set()
     for (pid, group), group_items in sorted(by_cursor.items()):
         if pid not in partitions:
@@ -456,6 +462,7 @@ def _ack_cursor(
         offsets[txn].append(offset)
 
     committed = cursor.committed_offset
+    delivered_last = max(committed, runs_delivered_last(cursor.delivery_runs))
     live_lease = cursor.lease_id if cursor.lease_id and cursor.leased_until and cursor.leased_until > now else None
     located: list[tuple[int, AckItem]] = []
     for item in items:
@@ -473,6 +480,11 @@ def _ack_cursor(
             continue
         if item.lease_id is not None and (item.lease_id != live_lease or offset > cursor.batch_last):
             outcomes[item.index] = AckOutcome(item.index, item.transaction_id, False, BAD_LEASE)
+            continue
+        if offset > delivered_last:
+            # Never delivered to this group: acking it would move the cursor
+            # past messages nobody received.
+            outcomes[item.index] = AckOutcome(item.index, item.transaction_id, False, UNRESOLVABLE)
             continue
         located.append((offset, item))
     if not located:
@@ -511,7 +523,11 @@ def _ack_cursor(
     fields: dict[str, Any] = {"committed_offset": committed, "retry_count": retry_count}
     if committed != cursor.committed_offset:
         fields["delivery_runs"] = runs_trim(cursor.delivery_runs, committed)
-    release = blocked or committed >= cursor.batch_last
+    # A failed ack hands the rest of the batch back at once, also when the
+    # message itself goes to the DLQ: consume loops drop the batch after a
+    # nack and pop again.
+    nacked = any(item.status == "failed" for _, item in located)
+    release = blocked or nacked or committed >= cursor.batch_last
     if release:
         fields.update(lease_id=None, leased_until=None, batch_last=committed)
     if dead:

@@ -48,6 +48,15 @@ def runs_trim(runs: Runs, committed: int) -> Runs:
     return [[max(a, committed + 1), b, n] for a, b, n in runs if b > committed]
 
 
+def runs_delivered_last(runs: Runs) -> int:
+    """The highest offset ever delivered above the committed one (0: none).
+
+    Claims start at the committed offset plus one, so the delivered offsets
+    are a prefix: every pending offset up to this one went out at least once.
+    """
+    return max((b for _, b, _ in runs), default=0)
+
+
 def runs_attempts(runs: Runs, first: int, last: int) -> list[int]:
     """The delivery count of each offset in ``first..last``, in order."""
     counts = [0] * (last - first + 1)

@@ -14,6 +14,7 @@ from django.db import IntegrityError, connection, transaction
 
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues.options import QueueOptions, merge_options
+from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
 
@@ -110,7 +111,7 @@ def queue_delete_in_txn(*, name: str) -> bool:
     """
     assert connection.in_atomic_block
     queue_id = Queue.objects.filter(name=name).values_list("id", flat=True).first()
-    if queue_id is None:
+    if queue_id is None or not lock_queue_rows([queue_id], exclusive=True):
         return False
     # Children first, in bulk: the ORM cascade would load every message.
     DeadLetter.objects.filter(queue_id=queue_id).delete()

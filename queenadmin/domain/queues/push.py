@@ -14,7 +14,8 @@ from queenadmin.domain.db import from_db_time, is_postgres, server_cursor, to_db
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.ids import uuid7s
 from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS
-from queenadmin.domain.queues.refs import QueueRef
+from queenadmin.domain.queues.refs import QueueRef, lock_queue_rows
+from queenadmin.errors import QueueBusy
 from queenadmin.models.queues import Partition, Queue
 
 #: SQLite's host parameter limit is 32766; stay far below it.
@@ -65,21 +66,34 @@ def queue_push(*, items: Sequence[PushItem]) -> list[PushResult]:
     return queue_push_in_txn(items=items, now=clock.now())
 
 
+#: Tries at reading, creating and locking the queues of a push before it
+#: answers ``QueueBusy``: each try loses only to a delete that committed
+#: in between, so more than a few means the queue is being deleted in a loop.
+_ENSURE_TRIES = 10
+
+
 def _ensure_queues(names: Iterable[str], now: datetime) -> dict[str, QueueRef]:
-    names = sorted(set(names))
-    found = {
-        n: QueueRef(i, n, o) for n, i, o in Queue.objects.filter(name__in=names).values_list("name", "id", "options")
-    }
-    missing = [n for n in names if n not in found]
-    if missing:
+    """The queues named, created when missing, each row locked (``lock_queue_rows``)."""
+    wanted = sorted(set(names))
+    found: dict[str, QueueRef] = {}
+    created: list[str] = []
+    for _try in range(_ENSURE_TRIES):
+        rows = Queue.objects.filter(name__in=[n for n in wanted if n not in found])
+        read = {n: QueueRef(i, n, o) for n, i, o in rows.values_list("name", "id", "options")}
+        # A queue deleted since the read counts as missing: the push creates it anew.
+        alive = lock_queue_rows(ref.id for ref in read.values())
+        found.update({n: ref for n, ref in read.items() if ref.id in alive})
+        missing = [n for n in wanted if n not in found]
+        if not missing:
+            if created:
+                events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "created": created})
+            return found
         Queue.objects.bulk_create(
             [Queue(name=n, options=dict(AUTO_CREATE_OPTIONS), created_at=now) for n in missing],
             ignore_conflicts=True,
         )
-        for n, i, o in Queue.objects.filter(name__in=missing).values_list("name", "id", "options"):
-            found[n] = QueueRef(i, n, o)
-        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "created": missing})
-    return found
+        created.extend(n for n in missing if n not in created)
+    raise QueueBusy(f"queue {missing[0]!r} is being deleted over and over; retry the push")
 
 
 def _ensure_partitions(pairs: set[tuple[int, str]], now: datetime) -> dict[tuple[int, str], int]:
@@ -101,11 +115,19 @@ def _ensure_partitions(pairs: set[tuple[int, str]], now: datetime) -> dict[tuple
 
 
 def _lock_partitions(ids: list[int]) -> dict[int, int]:
-    """Lock the partitions (by id, so no deadlocks) and read next offsets."""
+    """Lock the partitions (by id, so no deadlocks) and read next offsets.
+
+    ``FOR NO KEY UPDATE``, not ``FOR UPDATE``: a push changes no key of the
+    row, and the weaker lock leaves the ``FOR KEY SHARE`` that foreign-key
+    checks take free. Those checks run at COMMIT (Django's constraints are
+    deferred), so a claim inserting a cursor or an ack filing a dead letter
+    would otherwise wait on a push at its commit while the push waited on
+    it: a deadlock, measured with pushes, claims and acks on one queue.
+    """
     with connection.cursor() as cur:
         if is_postgres():
             cur.execute(
-                "SELECT id, next_offset FROM queenadmin_partition WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+                "SELECT id, next_offset FROM queenadmin_partition WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
                 [ids],
             )
         else:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from django.db import connection
 
 
 @dataclass(frozen=True)
@@ -33,3 +35,29 @@ class QueueRef:
     def delay_seconds(self) -> int:
         """``delayedProcessing``: a message is claimable this long after its push."""
         return max(0, int(self.options.get("delayedProcessing") or 0))
+
+
+def lock_queue_rows(ids: Iterable[int], *, exclusive: bool = False) -> set[int]:
+    """Lock the rows of queues ``ids`` for this transaction; the ids that exist.
+
+    Every writer of a queue's partitions, messages, cursors or dead letters
+    takes its queue rows first (``FOR KEY SHARE``, in id order), and a
+    delete takes its row ``FOR UPDATE``: so a delete waits for the writers
+    in flight and the writers after it find the queue gone, instead of
+    meeting halfway in foreign-key violations and deadlocks. SQLite has one
+    writer at a time; there the ids are only checked.
+    """
+    wanted = sorted(set(ids))
+    if not wanted:
+        return set()
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            mode = "UPDATE" if exclusive else "KEY SHARE"
+            cur.execute(
+                f"SELECT id FROM queenadmin_queue WHERE id = ANY(%s) ORDER BY id FOR {mode}",
+                [wanted],
+            )
+        else:
+            marks = ",".join("%s" for _ in wanted)
+            cur.execute(f"SELECT id FROM queenadmin_queue WHERE id IN ({marks})", wanted)
+        return {int(row[0]) for row in cur.fetchall()}
