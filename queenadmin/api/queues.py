@@ -33,6 +33,7 @@ from queenadmin.api.schemas.queues import (
     PopOut,
     PushIn,
     PushItemOut,
+    QueueBusyOut,
     QueueDeletedOut,
     QueueDepthOut,
     QueueDetailOut,
@@ -91,7 +92,7 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
 
 @router.post(
     "/push",
-    response={201: list[PushItemOut], **_ERRORS},
+    response={201: list[PushItemOut], 409: QueueBusyOut, **_ERRORS},
     openapi_extra=body_of(PushIn),
     summary="Append messages (201, one result per item)",
 )

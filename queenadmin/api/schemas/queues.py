@@ -367,3 +367,10 @@ class DeadLetterOut(WireOut):
 class DeadLettersOut(WireOut):
     messages: list[DeadLetterOut] = Field(description="newest first")
     total: int = Field(description="rows matching the filters, all pages")
+
+
+class QueueBusyOut(WireOut):
+    """409: the queue was deleted again and again while the push ran; retry."""
+
+    error: str
+    code: Literal["queue_busy"]
