@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "queenadmin.apps.QueenAdminConfig",
 ]
 
+#: Long-poll pops (``asgi.PopHandler``) run only the body limit and the
+#: security, common and X-Frame-Options entries of this list.
 MIDDLEWARE = [
     "queenadmin.middleware.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",

@@ -5,8 +5,10 @@
   database of its own (a temp SQLite file, or a fresh PostgreSQL database),
   and an API token made with ``manage.py apitoken create``. Tests that use
   it talk HTTP only, with the official ``queen-mq`` client or httpx.
+- The SQLite test database is a file (``django_db_modify_db_settings``), so
+  that several processes can share it.
 - ``spawn``: run a function in several real processes against the test
-  database (PostgreSQL only; SQLite's test database is in memory).
+  database, on either database.
 """
 
 from __future__ import annotations
@@ -167,7 +169,43 @@ def unique() -> Callable[[str], str]:
     return make
 
 
-def _child_setup(db_settings: dict[str, Any]) -> None:
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> Iterator[None]:
+    """Put the SQLite test database in a temp file instead of in memory.
+
+    The race tests (``spawn``) need one database that several real
+    processes open with the production settings (``BEGIN IMMEDIATE``, a
+    20 s busy timeout, WAL); a private in-memory database cannot be shared
+    between processes. Chosen over a race-only database of their own
+    (migrated in a subprocess) by measurement: the whole SQLite suite took
+    47.0 s in memory and 46.5 s on the file (tests/unit alone: 6.3 s and
+    6.2 s), so the file costs nothing, needs no second migrate, and every
+    test runs on the storage production uses (a race-only database would
+    cost a ``manage.py migrate`` subprocess, 1.1 s, and a cleanup of its
+    own). PostgreSQL is unchanged.
+    """
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.sqlite3":
+        yield
+        return
+    folder = Path(tempfile.mkdtemp(prefix="qa-test-db-"))
+    db.setdefault("TEST", {})["NAME"] = str(folder / "test.sqlite3")
+    try:
+        yield
+    finally:
+        # Django removes the database file; WAL leaves -wal and -shm beside it.
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+#: In a ``spawn`` child: the barrier that all children of the call meet at.
+_start_line: Any = None
+
+
+def _child_setup(db_settings: dict[str, Any], start_line: Any) -> None:
+    global _start_line
+    _start_line = start_line
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queenadmin.settings")
     import django
     from django.conf import settings
@@ -179,31 +217,58 @@ def _child_setup(db_settings: dict[str, Any]) -> None:
     connections.close_all()
 
 
-def _child_run(db_settings: dict[str, Any], target: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    _child_setup(db_settings)
+def _child_run(target: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     try:
         return target(*args)
+    except BaseException:
+        # Free the others at once instead of leaving them at the barrier.
+        _start_line.abort()
+        raise
     finally:
         from django.db import connections
 
         connections.close_all()
 
 
+def start_together() -> None:
+    """In a ``spawn`` child: return once every child of the call is here.
+
+    A start time fixed in advance does not do: sixteen spawned processes
+    took 9 s to import Django on two busy cores, so the last ones came after
+    a short race had ended.
+    """
+    _start_line.wait(timeout=300)
+
+
 @pytest.fixture
 def spawn(transactional_db: None) -> Callable[..., list[Any]]:
     """Run ``target(*args)`` in real processes on the test database.
 
-    Returns the results in order. ``target`` must be importable (module level).
+    One process per ``args``; returns the results in order. ``target`` must
+    be importable (module level) and may call ``start_together()``. On
+    SQLite the children open the test database file with the production
+    options from settings.py (``BEGIN IMMEDIATE``, busy timeout, WAL).
     """
-    if not IS_POSTGRES:
-        pytest.skip("several processes on one database need PostgreSQL here")
 
     def run(target: Callable[..., Any], arg_list: list[tuple[Any, ...]]) -> list[Any]:
         ctx = multiprocessing.get_context("spawn")
         db_settings = {"NAME": connection.settings_dict["NAME"]}
+        start_line = ctx.Barrier(len(arg_list))
         connection.close()
-        with ctx.Pool(len(arg_list)) as pool:
-            pending = [pool.apply_async(_child_run, (db_settings, target, args)) for args in arg_list]
+        with ctx.Pool(len(arg_list), initializer=_child_setup, initargs=(db_settings, start_line)) as pool:
+            # A child blocked at the barrier takes no second task, so each
+            # task that meets it runs in a process of its own.
+            pending = [pool.apply_async(_child_run, (target, args)) for args in arg_list]
             return [p.get(timeout=600) for p in pending]
 
     return run
+
+
+def one_writer_at_a_time() -> bool:
+    """Whether the test database runs one write transaction at a time.
+
+    True on SQLite (a database-wide write lock, no row locks). Races there
+    keep their invariants at a smaller scale, since every process queues
+    for the same lock.
+    """
+    return not connection.features.has_select_for_update

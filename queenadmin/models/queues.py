@@ -53,10 +53,6 @@ class Partition(models.Model):
     def __str__(self) -> str:
         return f"{self.queue_id}/{self.name}"
 
-    @property
-    def last_offset(self) -> int:
-        return self.next_offset - 1
-
 
 class Message(models.Model):
     """One pushed message. Rows are immutable once written."""

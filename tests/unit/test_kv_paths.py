@@ -2,10 +2,10 @@
 
 On PostgreSQL, ``kv_call`` answers a lone write that ``planner.fast_path_of``
 names with one statement of ``store/postgres.py``; everything else goes
-through ``kv_apply`` (read under lock, ``planner.decide``, write). Each op
+through ``kv_call_in_txn`` (read under lock, ``planner.decide``, write). Each op
 here runs against the same stored state (no row, a live row, an expired
 row) once through ``kv_call`` outside any transaction and once through
-``kv_apply`` inside one, and the answers and the rows left behind must be
+``kv_call_in_txn`` inside one, and the answers and the rows left behind must be
 the same. On SQLite both are the transactional path, so the test still
 checks the planner against itself and the wire parser's commands.
 """
@@ -120,7 +120,7 @@ def test_the_fast_and_the_planned_path_agree(state, monkeypatch):
 
         def planned(op: kv.KVOp = planned_op) -> Any:
             with transaction.atomic(durable=True):
-                return kv.kv_apply([op], now=LATER)[0]
+                return kv.kv_call_in_txn([op], now=LATER)[0]
 
         with time_machine.travel(LATER, tick=False):
             fast_calls.clear()

@@ -1,4 +1,4 @@
-"""Locks under real concurrency: 16 processes on PostgreSQL.
+"""Locks under real concurrency: 16 processes on PostgreSQL, 8 on SQLite.
 
 Every worker hammers one lock (or one semaphore) through the domain API with
 short lifetimes, random pauses, renews and freezes that outlive the lease.
@@ -9,6 +9,10 @@ server stamps expiry from its clock when it applies the write, which is
 never before the send, so these windows are what any correct lock must keep
 apart. Times are ``time.time()``, the clock ``clock.now()`` reads, shared by
 the processes of one machine.
+
+SQLite runs one writer at a time, so every call of every contender queues
+for the same lock there: fewer contenders and shorter races keep the run
+short, and the invariants are the same.
 """
 
 from __future__ import annotations
@@ -21,15 +25,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import pytest
+from tests.conftest import one_writer_at_a_time, start_together
 
-from tests.conftest import requires_postgres
-
-pytestmark = [requires_postgres, pytest.mark.postgres]
-
-#: Seconds each race runs; QUEENADMIN_LOCKS_RACE_SECONDS tunes it.
-RACE_SECONDS = float(os.environ.get("QUEENADMIN_LOCKS_RACE_SECONDS", "20"))
-CONTENDERS = 16
+#: Seconds each race runs (PostgreSQL, SQLite); QUEENADMIN_LOCKS_RACE_SECONDS
+#: sets both.
+RACE_SECONDS = (20.0, 5.0)
+CONTENDERS = (16, 8)
 #: Clock noise tolerated between grants of different holders (seconds).
 SLACK = 0.002
 
@@ -44,21 +45,36 @@ class Grant:
     end: float
 
 
-def _hammer(name: str, limit: int, me: int, duration: float, start_at: float) -> list[tuple[Any, ...]]:
-    """Acquire, hold (renewing, or freezing past the lease), release; repeat."""
+def _acquire(name: str, ttl: float, owner: str, limit: int) -> Any:
     from queenadmin.domain import locks
 
+    return locks.lock_acquire(name=name, ttl=timedelta(seconds=ttl), owner=owner, limit=limit)
+
+
+def _renew(name: str, token: int, ttl: float, slot: int, owner: str) -> Any:
+    from queenadmin.domain import locks
+
+    return locks.lock_renew(name=name, token=token, ttl=timedelta(seconds=ttl), slot=slot, owner=owner)
+
+
+def _release(name: str, token: int, slot: int) -> Any:
+    from queenadmin.domain import locks
+
+    return locks.lock_release(name=name, token=token, slot=slot)
+
+
+def _hammer(name: str, limit: int, me: int, duration: float) -> list[tuple[Any, ...]]:
+    """Acquire, hold (renewing, or freezing past the lease), release; repeat."""
     rng = random.Random(me)
     owner = f"worker-{me}"
     grants: list[tuple[Any, ...]] = []
-    while time.time() < start_at:
-        time.sleep(0.005)
-    stop = start_at + duration
+    start_together()
+    stop = time.time() + duration
     tenure = 0
     while time.time() < stop:
         ttl = rng.choice((0.3, 0.4, 0.6))
         sent = time.time()
-        got = locks.lock_acquire(name=name, ttl=timedelta(seconds=ttl), owner=owner, limit=limit)
+        got = _acquire(name, ttl, owner, limit)
         received = time.time()
         if not got.acquired:
             time.sleep(rng.uniform(0, 0.02))
@@ -77,7 +93,7 @@ def _hammer(name: str, limit: int, me: int, duration: float, start_at: float) ->
                 break
             time.sleep(min(ttl / 3, max(hold_until - time.time(), 0)))
             sent = time.time()
-            renewal = locks.lock_renew(name=name, token=token, ttl=timedelta(seconds=ttl), slot=slot, owner=owner)
+            renewal = _renew(name, token, ttl, slot, owner)
             if not renewal.renewed:
                 token = None
                 break
@@ -86,7 +102,7 @@ def _hammer(name: str, limit: int, me: int, duration: float, start_at: float) ->
             grants.append((me, tenure, slot, token, time.time(), valid_until))
         if token is not None:
             released_at = time.time()
-            release = locks.lock_release(name=name, token=token, slot=slot)
+            release = _release(name, token, slot)
             if release.released or released_at < valid_until:
                 # The holder stops believing at its release: cut every
                 # window of this tenure there (earlier renews included).
@@ -95,9 +111,15 @@ def _hammer(name: str, limit: int, me: int, duration: float, start_at: float) ->
     return grants
 
 
-def _race(spawn: Any, name: str, limit: int, seconds: float) -> list[Grant]:
-    start_at = time.time() + 6  # the pool's processes start slowly on 2 cores
-    per_worker = spawn(_hammer, [(name, limit, i, seconds, start_at) for i in range(CONTENDERS)])
+def _scale() -> tuple[float, int]:
+    """Seconds each race runs and how many contenders, for this database."""
+    pick = int(one_writer_at_a_time())
+    seconds = float(os.environ.get("QUEENADMIN_LOCKS_RACE_SECONDS", RACE_SECONDS[pick]))
+    return seconds, CONTENDERS[pick]
+
+
+def _race(spawn: Any, name: str, limit: int, seconds: float, contenders: int) -> list[Grant]:
+    per_worker = spawn(_hammer, [(name, limit, i, seconds) for i in range(contenders)])
     return [Grant(*g) for grants in per_worker for g in grants]
 
 
@@ -151,12 +173,13 @@ def _max_live_permits(grants: list[Grant]) -> int:
     return peak
 
 
-def test_sixteen_contenders_on_one_lock_are_fenced(spawn):
+def test_contenders_on_one_lock_are_fenced(spawn):
     """No two grants overlap unless the later has the higher token, and
     different holders never overlap at all."""
-    grants = _race(spawn, "hammered", 1, RACE_SECONDS)
+    seconds, contenders = _scale()
+    grants = _race(spawn, "hammered", 1, seconds, contenders)
     workers = {g.worker for g in grants}
-    assert len(grants) > 2 * RACE_SECONDS, "the race produced too few grants to mean anything"
+    assert len(grants) > 2 * seconds, "the race produced too few grants to mean anything"
     assert len(workers) >= 3
     assert {g.slot for g in grants} == {0}
     assert _assert_fenced(grants) == 0
@@ -164,9 +187,10 @@ def test_sixteen_contenders_on_one_lock_are_fenced(spawn):
 
 
 def test_a_semaphore_never_has_more_than_limit_live_permits(spawn):
-    """Three permits among sixteen contenders: never a fourth holder."""
-    grants = _race(spawn, "pool", 3, RACE_SECONDS / 2)
-    assert len(grants) > RACE_SECONDS
+    """Three permits among many contenders: never a fourth holder."""
+    seconds, contenders = _scale()
+    grants = _race(spawn, "pool", 3, seconds / 2, contenders)
+    assert len(grants) > seconds
     assert {g.slot for g in grants} == {0, 1, 2}
     assert _assert_fenced(grants) == 0
     assert _max_live_permits(grants) == 3

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 import time_machine
+from django.db import transaction
 
-from queenadmin.domain import queues as log
-from queenadmin.domain.queues import common
-from queenadmin.errors import InvalidArgument, NameTooLong
+from queenadmin.domain import clock, queues
+from queenadmin.domain.db import json_text
+from queenadmin.domain.queues import delivery
+from queenadmin.errors import InvalidArgument
 from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue
 
 pytestmark = pytest.mark.django_db
@@ -20,25 +22,28 @@ pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
 
 
-def push(queue: str = "q", n: int = 1, partition: str | None = None, txn: str | None = None, **extra: Any):
-    items = []
-    for i in range(n):
-        item: dict[str, Any] = {"queue": queue, "payload": {"i": i}, **extra}
-        if partition is not None:
-            item["partition"] = partition
-        if txn is not None:
-            item["transactionId"] = txn if n == 1 else f"{txn}-{i}"
-        items.append(item)
-    return log.queue_push(items=log.parse_push_items(items))
-
-
-def claim(queue: str = "q", **kw: Any) -> log.Claim:
-    return log.queue_claim(request=log.PopRequest(queue=queue, **kw))
-
-
-def ack(c: log.Claim, status: str = "completed", messages: Any = None, fenced: bool = True, group: str | None = None):
+def push(queue: str = "q", n: int = 1, partition: str | None = None, txn: str | None = None):
     items = [
-        log.AckItem(
+        queues.PushItem(
+            queue,
+            partition or queues.DEFAULT_PARTITION,
+            json_text({"i": i}),
+            None if txn is None else txn if n == 1 else f"{txn}-{i}",
+        )
+        for i in range(n)
+    ]
+    return queues.queue_push(items=items)
+
+
+def claim(queue: str = "q", **kw: Any) -> queues.Claim:
+    return queues.queue_claim(request=queues.PopRequest(queue=queue, **kw))
+
+
+def ack(
+    c: queues.Claim, status: str = "completed", messages: Any = None, fenced: bool = True, group: str | None = None
+):
+    items = [
+        queues.AckItem(
             i,
             m.transaction_id,
             str(m.partition_id),
@@ -49,15 +54,16 @@ def ack(c: log.Claim, status: str = "completed", messages: Any = None, fenced: b
         )
         for i, m in enumerate(messages if messages is not None else c.messages)
     ]
-    return log.queue_ack(items=items)
+    return queues.queue_ack(items=items)
 
 
-def configure(name: str = "q", **options: Any) -> log.QueueConfig:
-    return log.queue_configure(name=name, namespace=None, task=None, options=options)
+def configure(name: str = "q", **options: Any) -> queues.QueueConfig:
+    request = queues.ConfigureRequest(name, options=queues.QueueOptions(tuple(options.items())))
+    return queues.queue_configure(request=request)
 
 
-def depth(queue: str = "q", group: str | None = None) -> dict[str, int]:
-    stats = log.queue_stats(name=queue, group=group)
+def depth(queue: str = "q", group: str | None = None) -> queues.QueueTotals:
+    stats = queues.queue_stats(name=queue, group=group)
     assert stats is not None
     return stats.totals
 
@@ -93,8 +99,8 @@ def test_duplicate_answers_the_original_id_and_offset():
 
 
 def test_repeat_inside_one_call_is_a_duplicate():
-    items = log.parse_push_items([{"queue": "q", "payload": i, "transactionId": "same"} for i in range(3)])
-    results = log.queue_push(items=items)
+    items = [queues.PushItem("q", "Default", str(i), "same") for i in range(3)]
+    results = queues.queue_push(items=items)
     assert [r.status for r in results] == ["queued", "duplicate", "duplicate"]
     assert {r.offset for r in results} == {1}
     assert Partition.objects.get().next_offset == 2
@@ -117,33 +123,6 @@ def test_dedup_window_ends_and_zero_turns_it_off():
     push("off", txn="x")
     (again,) = push("off", txn="x")
     assert again.status == "queued"
-
-
-@pytest.mark.parametrize(
-    ("items", "error"),
-    [
-        ("nope", InvalidArgument),
-        (["x"], InvalidArgument),
-        ([{"payload": 1}], InvalidArgument),
-        ([{"queue": "", "payload": 1}], InvalidArgument),
-        ([{"queue": 5, "payload": 1}], InvalidArgument),
-        ([{"queue": "q"}], InvalidArgument),
-        ([{"queue": "q", "payload": 1, "partition": 3}], InvalidArgument),
-        ([{"queue": "q", "payload": 1, "transactionId": 7}], InvalidArgument),
-        ([{"queue": "q", "payload": 1, "transactionId": "x" * 65536}], InvalidArgument),
-        ([{"queue": "q" * 512, "payload": 1}], NameTooLong),
-        ([{"queue": "q", "partition": "p" * 512, "payload": 1}], NameTooLong),
-    ],
-)
-def test_bad_push_items_are_refused(items, error):
-    with pytest.raises(error):
-        log.parse_push_items(items)
-
-
-def test_null_payload_and_invalid_trace_id_are_accepted():
-    (item,) = log.parse_push_items([{"queue": "q", "payload": None, "traceId": "not-a-uuid"}])
-    assert item.payload_json == "null"
-    assert item.trace_id is None
 
 
 # -- claims and leases ----------------------------------------------------------
@@ -174,8 +153,8 @@ def test_expired_lease_redelivers_with_the_next_attempt():
         assert [(m.offset, m.delivery_attempt) for m in again.messages] == [(1, 2), (2, 2), (3, 1)]
         assert again.lease_id != first.lease_id
         # The old lease can neither ack nor extend any more.
-        assert [o.error for o in ack(first)] == [log.consume.BAD_LEASE] * 2
-        assert log.queue_lease_extend(lease_id=first.lease_id, seconds=30).renewed == 0
+        assert [o.error for o in ack(first)] == [queues.consume.BAD_LEASE] * 2
+        assert queues.queue_lease_extend(lease_id=first.lease_id, seconds=30).renewed == 0
 
 
 def test_completed_moves_the_cursor_and_releases_the_lease():
@@ -184,10 +163,9 @@ def test_completed_moves_the_cursor_and_releases_the_lease():
     outcomes = ack(c, messages=c.messages[1:])
     assert outcomes[0].success
     assert outcomes[0].lease_released
-    assert depth() == {
-        "total": 3, "pending": 1, "processing": 0, "ready": 1, "completed": 2, "deadLetter": 0,
-        "partitionsPending": 1, "partitionsReady": 1,
-    }  # fmt: skip
+    assert depth() == queues.QueueTotals(
+        total=3, pending=1, processing=0, ready=1, completed=2, dead_letter=0, partitions_pending=1, partitions_ready=1
+    )
     # The earlier message was acked implicitly; acking it again is a no-op.
     (noop,) = ack(c, messages=c.messages[:1])
     assert (noop.success, noop.noop) == (True, True)
@@ -198,16 +176,16 @@ def test_processing_counts_the_leased_batch():
     push(n=5)
     claim(batch=2)
     totals = depth()
-    assert (totals["pending"], totals["processing"], totals["ready"]) == (5, 2, 3)
+    assert (totals.pending, totals.processing, totals.ready) == (5, 2, 3)
 
 
 def test_ack_with_a_wrong_lease_is_refused_and_changes_nothing():
     push(n=2)
     c = claim(batch=2)
-    forged = log.AckItem(0, c.messages[0].transaction_id, str(c.partition_id), "completed", log.uuid7())
-    (outcome,) = log.queue_ack(items=[forged])
+    forged = queues.AckItem(0, c.messages[0].transaction_id, str(c.partition_id), "completed", queues.uuid7())
+    (outcome,) = queues.queue_ack(items=[forged])
     assert (outcome.success, outcome.error) == (False, "invalid or expired lease")
-    assert depth()["processing"] == 2
+    assert depth().processing == 2
 
 
 def test_unfenced_ack_is_accepted():
@@ -215,7 +193,7 @@ def test_unfenced_ack_is_accepted():
     c = claim()
     (outcome,) = ack(c, fenced=False)
     assert outcome.success
-    assert depth()["pending"] == 0
+    assert depth().pending == 0
 
 
 def test_ack_of_unknown_things_is_refused_per_item():
@@ -223,13 +201,13 @@ def test_ack_of_unknown_things_is_refused_per_item():
     c = claim()
     pid = str(c.partition_id)
     items = [
-        log.AckItem(0, "nope", pid, "completed"),
-        log.AckItem(1, c.messages[0].transaction_id, "abc", "completed"),
-        log.AckItem(2, c.messages[0].transaction_id, "999999", "completed"),
+        queues.AckItem(0, "nope", pid, "completed"),
+        queues.AckItem(1, c.messages[0].transaction_id, "abc", "completed"),
+        queues.AckItem(2, c.messages[0].transaction_id, "999999", "completed"),
     ]
-    outcomes = log.queue_ack(items=items)
+    outcomes = queues.queue_ack(items=items)
     assert [o.success for o in outcomes] == [False, False, False]
-    assert outcomes[0].error == log.consume.UNRESOLVABLE
+    assert outcomes[0].error == queues.consume.UNRESOLVABLE
     assert outcomes[1].error == "partitionId is not a partition id"
     assert outcomes[2].error == "no partition 999999"
 
@@ -246,7 +224,7 @@ def test_failed_spends_retry_limit_then_dead_letters():
     assert second.dlq
     assert DeadLetter.objects.get().transaction_id == "m-0"
     assert [m.offset for m in claim().messages] == [2]
-    assert depth()["deadLetter"] == 1
+    assert depth().dead_letter == 1
 
 
 def test_retry_hands_back_without_spending_a_retry():
@@ -265,7 +243,7 @@ def test_dlq_status_files_at_once():
     c = claim(batch=1)
     (outcome,) = ack(c, "dlq")
     assert outcome.dlq
-    assert depth()["deadLetter"] == 1
+    assert depth().dead_letter == 1
     assert [m.offset for m in claim().messages] == [2]
 
 
@@ -274,10 +252,10 @@ def test_batch_ack_cursor_stops_at_the_lowest_message_that_comes_back():
     c = claim(batch=4)
     statuses = ["completed", "retry", "completed", "completed"]
     items = [
-        log.AckItem(i, m.transaction_id, str(m.partition_id), s, c.lease_id)  # type: ignore[arg-type]
+        queues.AckItem(i, m.transaction_id, str(m.partition_id), s, c.lease_id)  # type: ignore[arg-type]
         for i, (m, s) in enumerate(zip(c.messages, statuses, strict=True))
     ]
-    assert all(o.success for o in log.queue_ack(items=items))
+    assert all(o.success for o in queues.queue_ack(items=items))
     again = claim(batch=4)
     assert [(m.offset, m.delivery_attempt) for m in again.messages] == [(2, 2), (3, 2), (4, 2)]
 
@@ -286,7 +264,7 @@ def test_auto_ack_commits_at_delivery():
     push(n=3)
     c = claim(batch=2, auto_ack=True)
     assert c.lease_id == ""
-    assert depth()["pending"] == 1
+    assert depth().pending == 1
     assert [m.offset for m in claim().messages] == [3]
 
 
@@ -297,7 +275,7 @@ def test_multi_partition_claim_shares_one_lease_and_the_budget():
     assert len(c.messages) == 5
     assert len(c.partitions) == 3
     assert set(ConsumerCursor.objects.exclude(lease_id=None).values_list("lease_id", flat=True)) == {c.lease_id}
-    extended = log.queue_lease_extend(lease_id=c.lease_id, seconds=600)
+    extended = queues.queue_lease_extend(lease_id=c.lease_id, seconds=600)
     assert extended.renewed == 3
 
 
@@ -312,18 +290,18 @@ def test_lease_extension_never_shortens():
     with time_machine.travel(T0, tick=False):
         push()
         c = claim(lease_seconds=300)
-        result = log.queue_lease_extend(lease_id=c.lease_id, seconds=10)
+        result = queues.queue_lease_extend(lease_id=c.lease_id, seconds=10)
         assert result.renewed == 1
         assert result.expires_at == T0 + timedelta(seconds=300)
-        result = log.queue_lease_extend(lease_id=c.lease_id, seconds=600)
+        result = queues.queue_lease_extend(lease_id=c.lease_id, seconds=600)
         assert result.expires_at == T0 + timedelta(seconds=600)
 
 
-def attempts(c: log.Claim) -> list[tuple[int, int]]:
+def attempts(c: queues.Claim) -> list[tuple[int, int]]:
     return [(m.offset, m.delivery_attempt) for m in c.messages]
 
 
-def runs(group: str = log.QUEUE_MODE) -> list[list[int]]:
+def runs(group: str = queues.QUEUE_MODE) -> list[list[int]]:
     return ConsumerCursor.objects.get(group=group).delivery_runs
 
 
@@ -336,14 +314,14 @@ def test_delivery_runs_match_a_count_per_offset():
     for _ in range(500):
         if rng.random() < 0.3:
             committed += rng.randint(0, 4)
-            runs = common.runs_trim(runs, committed)
+            runs = delivery.runs_trim(runs, committed)
             counts = {o: n for o, n in counts.items() if o > committed}
         first = committed + 1 if rng.random() < 0.8 else committed + rng.randint(1, 6)
         last = first + rng.randint(0, 8)
-        runs = common.runs_deliver(runs, first, last)
+        runs = delivery.runs_deliver(runs, first, last)
         for offset in range(first, last + 1):
             counts[offset] = counts.get(offset, 0) + 1
-        assert common.runs_attempts(runs, committed + 1, committed + 20) == [
+        assert delivery.runs_attempts(runs, committed + 1, committed + 20) == [
             counts.get(o, 0) for o in range(committed + 1, committed + 21)
         ]
         assert all(a <= b for a, b, _ in runs)
@@ -389,18 +367,18 @@ def test_retry_redelivers_with_exact_attempts():
     c = claim(batch=4)
     statuses = ["completed", "retry", "completed", "completed"]
     items = [
-        log.AckItem(i, m.transaction_id, str(m.partition_id), s, c.lease_id)  # type: ignore[arg-type]
+        queues.AckItem(i, m.transaction_id, str(m.partition_id), s, c.lease_id)  # type: ignore[arg-type]
         for i, (m, s) in enumerate(zip(c.messages, statuses, strict=True))
     ]
-    assert all(o.success for o in log.queue_ack(items=items))
+    assert all(o.success for o in queues.queue_ack(items=items))
     again = claim(batch=6)
     assert attempts(again) == [(2, 2), (3, 2), (4, 2), (5, 1), (6, 1)]
     statuses = ["completed", "completed", "completed", "retry", "completed"]
     items = [
-        log.AckItem(i, m.transaction_id, str(m.partition_id), s, again.lease_id)  # type: ignore[arg-type]
+        queues.AckItem(i, m.transaction_id, str(m.partition_id), s, again.lease_id)  # type: ignore[arg-type]
         for i, (m, s) in enumerate(zip(again.messages, statuses, strict=True))
     ]
-    assert all(o.lease_released for o in log.queue_ack(items=items))
+    assert all(o.lease_released for o in queues.queue_ack(items=items))
     assert attempts(claim(batch=6)) == [(5, 2), (6, 2)]
 
 
@@ -471,12 +449,12 @@ def test_subscription_from_a_time_starts_after_earlier_messages():
 
 def test_depth_of_an_unseen_group_is_minus_one_and_worst_group_wins():
     push(n=3)
-    assert depth(group="never")["pending"] == -1
+    assert depth(group="never").pending == -1
     c = claim(group="slow", subscription_mode="all", batch=3)
     ack(c)
     claim(group="fast", subscription_mode="all", batch=1)
-    assert depth()["pending"] == 3  # the worst named group ("fast")
-    assert depth(group="slow")["pending"] == 0
+    assert depth().pending == 3  # the worst named group ("fast")
+    assert depth(group="slow").pending == 0
 
 
 def test_oldest_ready_age_is_read_from_the_head_message():
@@ -484,7 +462,7 @@ def test_oldest_ready_age_is_read_from_the_head_message():
         push(n=2)
         traveller.shift(timedelta(seconds=30))
         claim(batch=1)
-        stats = log.queue_stats(name="q", with_age=True)
+        stats = queues.queue_stats(name="q", with_age=True)
         assert stats is not None
         assert stats.oldest_ready_age == 30.0
 
@@ -501,7 +479,7 @@ def test_oldest_and_newest_message_are_the_slowest_groups_head_and_the_last_offs
         ack(claim(partition="done"))
 
         def times(group: str | None = None) -> dict[str, tuple[datetime | None, datetime | None]]:
-            stats = log.queue_stats(name="q", group=group, with_messages=True)
+            stats = queues.queue_stats(name="q", group=group, with_messages=True)
             assert stats is not None
             return {p.name: (p.oldest_message_at, p.newest_message_at) for p in stats.partitions}
 
@@ -520,7 +498,7 @@ def test_oldest_and_newest_message_are_the_slowest_groups_head_and_the_last_offs
         assert times()["Default"] == (T0 + timedelta(seconds=10), newest)
         assert times("fast")["Default"] == (None, newest)
         # Without the flag nothing is looked up.
-        stats = log.queue_stats(name="q")
+        stats = queues.queue_stats(name="q")
         assert stats is not None
         assert {(p.oldest_message_at, p.newest_message_at) for p in stats.partitions} == {(None, None)}
 
@@ -534,25 +512,40 @@ def test_configure_merges_and_replaces():
     assert (created.options["leaseTime"], created.options["retryLimit"]) == (30, 5)
     merged = configure(retryLimit=2)
     assert (merged.options["leaseTime"], merged.options["retryLimit"]) == (30, 2)
-    replaced = log.queue_configure(name="q", namespace="ns", task=None, options={"retryLimit": 1}, replace=True)
+    request = queues.ConfigureRequest("q", "ns", options=queues.QueueOptions((("retryLimit", 1),)), replace=True)
+    replaced = queues.queue_configure(request=request)
     assert (replaced.options["leaseTime"], replaced.namespace) == (300, "ns")
     restored = configure(retryLimit=None)
     assert restored.options["retryLimit"] == 3
 
 
-@pytest.mark.parametrize("options", [{"leaseTime": "5"}, {"retryLimit": 1.5}, {"deadLetterQueue": 1}, {"ttl": -1}])
-def test_configure_refuses_wrong_types(options):
-    with pytest.raises(InvalidArgument):
+@pytest.mark.parametrize("options", [{"ttl": -1}, {"leaseTime": 2**31}])
+def test_configure_refuses_integers_out_of_range(options):
+    """An integer option outside 0..2**31-1 is refused and nothing is stored."""
+    with pytest.raises(InvalidArgument, match="must be from 0 to 2147483647"):
         configure(**options)
     assert not Queue.objects.exists()
+
+
+@pytest.mark.parametrize("change", [("leaseTime", "5"), ("leaseTime", True), ("deadLetterQueue", 1), ("nope", 1)])
+def test_options_of_the_wrong_python_type_are_a_programming_error(change):
+    """In-process callers get TypeError for what the wire parser would refuse."""
+    with pytest.raises(TypeError):
+        queues.QueueOptions((change,))
+
+
+def test_clamped_options_are_stored_clamped():
+    """minPopWaitTime and retentionSinkHoldMaxSeconds clamp instead of refusing."""
+    config = configure(minPopWaitTime=999_999, retentionSinkHoldMaxSeconds=1)
+    assert (config.options["minPopWaitTime"], config.options["retentionSinkHoldMaxSeconds"]) == (60000, 60)
 
 
 def test_delete_removes_everything():
     push(n=3)
     c = claim()
     ack(c, "dlq")
-    assert log.queue_delete(name="q") is True
-    assert log.queue_delete(name="q") is False
+    assert queues.queue_delete(name="q") is True
+    assert queues.queue_delete(name="q") is False
     assert not Message.objects.exists()
     assert not DeadLetter.objects.exists()
     assert not Partition.objects.exists()
@@ -561,10 +554,10 @@ def test_delete_removes_everything():
 def test_dlq_list_filters_and_counts():
     push(n=2)
     ack(claim(batch=2), "dlq")
-    rows, total = log.dlq_list(queue="q", group=None, partition=None, since=None, until=None, limit=1, offset=0)
+    rows, total = queues.dlq_list(query=queues.DeadLetterQuery(queue="q", limit=1))
     assert total == 2
     assert len(rows) == 1
-    rows, total = log.dlq_list(queue="other", group=None, partition=None, since=None, until=None, limit=10, offset=0)
+    rows, total = queues.dlq_list(query=queues.DeadLetterQuery(queue="other", limit=10))
     assert (rows, total) == ([], 0)
 
 
@@ -598,3 +591,87 @@ def test_without_delayed_processing_a_message_is_ready_at_once():
     with time_machine.travel(T0, tick=False):
         push(n=1)
         assert [m.offset for m in claim().messages] == [1]
+
+
+# -- lease ids, the overview ------------------------------------------------------
+
+
+def test_a_lease_id_that_is_no_uuid_is_never_renewed():
+    """Only UUIDs are handed out as lease ids; anything else renews nothing."""
+    push()
+    claim()
+    assert queues.queue_lease_extend(lease_id="not-a-lease", seconds=30) == queues.LeaseExtension(
+        "not-a-lease", 0, None
+    )
+
+
+def test_lease_extension_of_less_than_a_second_is_refused():
+    """The domain refuses an extension under a second, whoever calls it."""
+    with pytest.raises(InvalidArgument, match="seconds must be at least 1"):
+        queues.queue_lease_extend(lease_id=queues.uuid7(), seconds=0)
+
+
+def test_overview_counts_every_queue_and_its_lags():
+    """The overview sums the queues and lists each partition's pending count."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        configure("ns-queue")
+        queues.queue_configure(request=queues.ConfigureRequest("tasked", "ns", "work"))
+        push("ns-queue", n=3)
+        push("tasked", n=1, partition="a")
+        push("tasked", n=2, partition="b")
+        traveller.shift(timedelta(seconds=5))
+        overview = queues.queue_overview()
+    assert [q.name for q in overview.queues] == ["tasked", "ns-queue"]
+    assert (overview.partitions, overview.namespaces, overview.tasks) == (3, 1, 1)
+    assert overview.offset_lags == (1, 2, 3)
+    assert overview.time_lags == (5.0, 5.0)
+    assert overview.taken_at == T0 + timedelta(seconds=5)
+
+
+# -- transactions ---------------------------------------------------------------
+
+
+def test_writes_inside_one_caller_transaction_commit_or_roll_back_together():
+    """An ack and a push run by their _in_txn forms share the caller's fate."""
+    push(n=2)
+    c = claim(batch=1)
+    item = queues.AckItem(0, c.messages[0].transaction_id, str(c.partition_id), "completed", c.lease_id)
+    more = [queues.PushItem("q", "Default", "3")]
+
+    def ack_and_push(*, abort: bool) -> None:
+        with transaction.atomic():
+            (outcome,) = queues.queue_ack_in_txn(items=[item], now=clock.now())
+            assert outcome.success
+            queues.queue_push_in_txn(items=more, now=clock.now())
+            if abort:
+                raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError, match="abort"):
+        ack_and_push(abort=True)
+    assert (depth().pending, depth().processing, Message.objects.count()) == (2, 1, 2)
+    ack_and_push(abort=False)
+    assert (depth().pending, depth().processing, Message.objects.count()) == (2, 0, 3)
+
+
+def test_public_writes_refuse_to_nest():
+    """A public write opens the outermost transaction; inside another it is an error."""
+    with pytest.raises(RuntimeError, match="durable"), transaction.atomic():
+        queues.queue_push(items=[queues.PushItem("q", "Default", "1")])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda: queues.queue_push_in_txn(items=[queues.PushItem("q", "Default", "1")], now=T0),
+        lambda: queues.queue_claim_in_txn(request=queues.PopRequest("q"), now=T0),
+        lambda: queues.queue_ack_in_txn(items=[], now=T0),
+        lambda: queues.queue_lease_extend_in_txn(lease_id=queues.uuid7(), seconds=1, now=T0),
+        lambda: queues.queue_configure_in_txn(request=queues.ConfigureRequest("q"), now=T0),
+        lambda: queues.queue_delete_in_txn(name="q"),
+    ],
+)
+def test_inner_forms_need_the_callers_transaction(write):
+    """Each _in_txn form asserts that its caller holds a transaction."""
+    with pytest.raises(AssertionError):
+        write()

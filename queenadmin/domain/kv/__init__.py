@@ -10,14 +10,14 @@ token (how each database keeps that order: ``store/postgres.py`` and
 - ``ops``: the commands (``KVPut``, ``KVIncr``, ...) and results;
 - ``planner``: what each write does to the row it finds, with no database;
 - ``store``: the SQL, one class per database behind one interface;
-- ``calls``: ``kv_call`` (a call as its own transaction) and ``kv_apply``
+- ``calls``: ``kv_call`` (a call as its own transaction) and ``kv_call_in_txn``
   (the same inside a caller's transaction);
 - ``inprocess``: ``kv_get``, ``kv_put``, ... for Django code.
 """
 
 from __future__ import annotations
 
-from queenadmin.domain.kv.calls import kv_apply, kv_call
+from queenadmin.domain.kv.calls import kv_call, kv_call_in_txn
 from queenadmin.domain.kv.inprocess import (
     kv_delete,
     kv_get,
@@ -94,8 +94,8 @@ __all__ = [
     "check_ttl",
     "check_value_json",
     "is_write",
-    "kv_apply",
     "kv_call",
+    "kv_call_in_txn",
     "kv_delete",
     "kv_get",
     "kv_incr",

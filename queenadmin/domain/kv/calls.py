@@ -64,10 +64,10 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResul
 
 @transaction.atomic(durable=True)
 def _call_atomic(ops: Sequence[KVOp], now: datetime) -> list[KVResult]:
-    return kv_apply(ops, now=now)
+    return kv_call_in_txn(ops, now=now)
 
 
-def kv_apply(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
+def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
     """Apply a call inside the caller's transaction; the inner form of ``kv_call``.
 
     For callers that own the transaction (transactions, locks guards).
@@ -76,7 +76,7 @@ def kv_apply(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
     then roll back, which the exception leaving ``atomic`` does. Events go
     out only if the caller's transaction commits.
     """
-    assert connection.in_atomic_block, "kv_apply needs the caller's transaction"
+    assert connection.in_atomic_block, "kv_call_in_txn needs the caller's transaction"
     the_store = store()
     out: dict[int, KVResult] = {}
     writes: list[tuple[int, KVWrite]] = sorted(

@@ -1,64 +1,113 @@
 """The message log: the only writer of queues, partitions, messages,
-cursors and dead letters. See the submodules:
+cursors and dead letters. Callers import this package
+(``from queenadmin.domain import queues``); the submodules are:
 
-- ``push``: append with dedup;
+- ``push``: append with dedup (``queue_push``);
 - ``consume``: claim (pop), ack, lease extend;
-- ``admin``: configure, delete, depth and the other reads;
+- ``lifecycle``: create or configure a queue, delete one;
+- ``stats``: the reads: depth, queue lists, the overview, the DLQ;
+- ``options``: option defaults, the rules on values, merging;
+- ``delivery``: the per-offset delivery counts a cursor keeps;
+- ``refs``, ``ids``: a queue as the writers read it; UUIDv7 ids;
 - ``wakeups``: how a push wakes long-poll pops, here and on other replicas.
+
+Every function takes typed commands (``PushItem``, ``PopRequest``,
+``AckItem``, ``ConfigureRequest``...) built by the caller; the protocol's
+JSON is parsed in ``api/wire/queues.py``. Every write comes in two forms:
+``queue_<verb>`` opens its own durable transaction, and
+``queue_<verb>_in_txn`` runs inside the caller's (asserting one is open)
+at a time the caller gives, so several writes can share one transaction.
 """
 
 from __future__ import annotations
 
-from queenadmin.domain.queues.admin import (
-    DeadLetterRow,
-    PartitionDepth,
-    QueueConfig,
-    QueueStats,
-    dlq_list,
-    queue_configure,
-    queue_delete,
-    queue_list,
-    queue_stats,
-)
-from queenadmin.domain.queues.common import QUEUE_MODE, Delivered, uuid7
 from queenadmin.domain.queues.consume import (
+    ACK_STATUSES,
     AckItem,
     AckOutcome,
+    AckStatus,
     Claim,
+    Delivered,
     LeaseExtension,
     PopRequest,
-    ack_in_transaction,
+    SubscriptionMode,
     queue_ack,
+    queue_ack_in_txn,
     queue_claim,
+    queue_claim_in_txn,
     queue_lease_extend,
+    queue_lease_extend_in_txn,
 )
-from queenadmin.domain.queues.push import PushItem, PushResult, parse_push_items, push_in_transaction, queue_push
+from queenadmin.domain.queues.ids import is_uuid, uuid7
+from queenadmin.domain.queues.lifecycle import (
+    ConfigureRequest,
+    QueueConfig,
+    queue_configure,
+    queue_configure_in_txn,
+    queue_delete,
+    queue_delete_in_txn,
+)
+from queenadmin.domain.queues.options import QueueOptions
+from queenadmin.domain.queues.push import (
+    DEFAULT_PARTITION,
+    PushItem,
+    PushResult,
+    queue_push,
+    queue_push_in_txn,
+)
+from queenadmin.domain.queues.stats import (
+    DeadLetterQuery,
+    DeadLetterRow,
+    Overview,
+    PartitionDepth,
+    QueueStats,
+    QueueTotals,
+    dlq_list,
+    queue_list,
+    queue_overview,
+    queue_stats,
+)
+from queenadmin.models.queues import QUEUE_MODE
 
 __all__ = [
+    "ACK_STATUSES",
+    "DEFAULT_PARTITION",
     "QUEUE_MODE",
     "AckItem",
     "AckOutcome",
+    "AckStatus",
     "Claim",
+    "ConfigureRequest",
+    "DeadLetterQuery",
     "DeadLetterRow",
     "Delivered",
     "LeaseExtension",
+    "Overview",
     "PartitionDepth",
     "PopRequest",
     "PushItem",
     "PushResult",
     "QueueConfig",
+    "QueueOptions",
     "QueueStats",
-    "ack_in_transaction",
+    "QueueTotals",
+    "SubscriptionMode",
     "dlq_list",
-    "parse_push_items",
-    "push_in_transaction",
+    "is_uuid",
     "queue_ack",
+    "queue_ack_in_txn",
     "queue_claim",
+    "queue_claim_in_txn",
     "queue_configure",
+    "queue_configure_in_txn",
     "queue_delete",
+    "queue_delete_in_txn",
     "queue_lease_extend",
+    "queue_lease_extend_in_txn",
     "queue_list",
+    "queue_overview",
     "queue_push",
+    "queue_push_in_txn",
     "queue_stats",
     "uuid7",
 ]

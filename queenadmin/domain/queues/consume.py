@@ -25,32 +25,41 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal, get_args
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
 from queenadmin.domain import clock, events
+from queenadmin.domain.db import from_db_time, is_postgres, to_db_time
 from queenadmin.domain.queues import wakeups
-from queenadmin.domain.queues.common import (
-    QUEUE_MODE,
-    Delivered,
-    QueueRef,
-    Runs,
-    Status,
-    db_time,
-    from_db_time,
-    is_postgres,
-    runs_attempts,
-    runs_deliver,
-    runs_trim,
-    uuid7,
-)
+from queenadmin.domain.queues.delivery import Runs, runs_attempts, runs_deliver, runs_trim
+from queenadmin.domain.queues.ids import is_uuid, uuid7
+from queenadmin.domain.queues.refs import QueueRef
 from queenadmin.errors import InvalidArgument
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
-SUBSCRIPTION_MODES = frozenset({"new", "all"})
+#: What an ack can say about a message (protocol section 5.1).
+AckStatus = Literal["completed", "failed", "retry", "dlq"]
+ACK_STATUSES: frozenset[str] = frozenset(get_args(AckStatus))
+#: Where a named group starts on the partitions that exist at its first pop.
+SubscriptionMode = Literal["new", "all"]
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """One message as a pop hands it out."""
+
+    message_id: str
+    transaction_id: str
+    trace_id: str | None
+    payload_json: str
+    created_at: datetime
+    partition_id: int
+    partition: str
+    offset: int
+    delivery_attempt: int
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,7 @@ class PopRequest:
     max_partitions: int = 1
     #: None means the queue's ``leaseTime``.
     lease_seconds: int | None = None
-    subscription_mode: str | None = None
+    subscription_mode: SubscriptionMode | None = None
     #: An aware datetime, or the string "now".
     subscription_from: datetime | str | None = None
     auto_ack: bool = False
@@ -99,10 +108,16 @@ class PopRequest:
 
 @dataclass(frozen=True)
 class AckItem:
+    """One acknowledgment, at ``index`` of its call.
+
+    ``partition_id`` is the text the consumer sent back; one that names no
+    partition is an outcome (``success: false``), not a refusal.
+    """
+
     index: int
     transaction_id: str
     partition_id: str
-    status: Status
+    status: AckStatus
     lease_id: str | None = None
     error: str | None = None
     group: str = QUEUE_MODE
@@ -110,6 +125,8 @@ class AckItem:
 
 @dataclass(frozen=True)
 class AckOutcome:
+    """What became of the acknowledgment at ``index``."""
+
     index: int
     transaction_id: str
     success: bool
@@ -121,6 +138,8 @@ class AckOutcome:
 
 @dataclass(frozen=True)
 class LeaseExtension:
+    """``renewed`` live leases now end at ``expires_at`` or later."""
+
     lease_id: str
     renewed: int
     expires_at: datetime | None
@@ -139,9 +158,19 @@ def queue_claim(*, request: PopRequest) -> Claim:
     first), all under one new lease id. With ``auto_ack`` the cursor moves
     past them at once and the lease id is ``""``. Returns an empty claim
     when nothing is ready or the queue does not exist. Must be the
-    outermost transaction.
+    outermost transaction (``queue_claim_in_txn`` runs inside one).
     """
-    now = clock.now()
+    return queue_claim_in_txn(request=request, now=clock.now())
+
+
+def queue_claim_in_txn(*, request: PopRequest, now: datetime) -> Claim:
+    """``queue_claim`` inside the caller's transaction, at time ``now``.
+
+    The caller must hold an open transaction (asserted) and commit it: the
+    claimed cursors stay row-locked until then (on PostgreSQL), and the
+    broadcast goes out on commit.
+    """
+    assert connection.in_atomic_block
     lease_id = "" if request.auto_ack else uuid7()
     queues = _target_queues(request)
     retry_at: datetime | None = None
@@ -234,12 +263,12 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
     free: list[tuple[Any, int, bool]] = []
     retry_at: datetime | None = None
     for pid, cid, lease, until, last_claim in rows:
-        until = from_db_time(until) if until is not None else None
+        until = from_db_time(until)
         if lease is not None and until is not None and until > now:
             if retry_at is None or until < retry_at:
                 retry_at = until
             continue
-        order = from_db_time(last_claim) if last_claim is not None else None
+        order = from_db_time(last_claim)
         free.append((order, pid, cid is not None))
     free.sort(key=lambda r: (r[0] is not None, r[0] or now, r[1]))
     return [(pid, has) for _, pid, has in free], retry_at
@@ -254,7 +283,7 @@ def _lock_cursor(pid: int, group: str, now: datetime) -> tuple[Any, ...] | None:
     if is_postgres():
         sql += " FOR UPDATE OF c SKIP LOCKED"
     with connection.cursor() as cur:
-        cur.execute(sql, [pid, group, db_time(now)])
+        cur.execute(sql, [pid, group, to_db_time(now)])
         return cur.fetchone()  # type: ignore[no-any-return]
 
 
@@ -362,13 +391,18 @@ def queue_ack(*, items: Sequence[AckItem]) -> list[AckOutcome]:
     stops at the lowest message that will come back. An ack with a
     ``leaseId`` must name the live lease holding the message; without one
     it is unfenced. Refusals are outcomes with ``success: false``. Must be
-    the outermost transaction.
+    the outermost transaction (``queue_ack_in_txn`` runs inside one).
     """
-    return ack_in_transaction(items=items, now=clock.now())
+    return queue_ack_in_txn(items=items, now=clock.now())
 
 
-def ack_in_transaction(*, items: Sequence[AckItem], now: datetime) -> list[AckOutcome]:
-    """The body of ``queue_ack`` for callers that own the transaction."""
+def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime) -> list[AckOutcome]:
+    """``queue_ack`` inside the caller's transaction, at time ``now``.
+
+    Same outcomes as ``queue_ack``. The caller must hold an open
+    transaction (asserted) and commit it: the acked cursors stay row-locked
+    until then, and wake-ups and broadcasts go out only on commit.
+    """
     assert connection.in_atomic_block
     outcomes: dict[int, AckOutcome] = {}
     by_cursor: dict[tuple[int, str], list[AckItem]] = defaultdict(list)
@@ -521,17 +555,36 @@ def _dead_letter(
 # Lease extend
 
 
-@transaction.atomic(durable=True)
 def queue_lease_extend(*, lease_id: str, seconds: int) -> LeaseExtension:
     """Push back the expiry of every live lease of ``lease_id``.
 
-    An extension never shortens a lease, and an expired or released lease
-    cannot be renewed (``renewed == 0``, ``expires_at`` None). Must be the
-    outermost transaction.
+    The lease then ends ``seconds`` from now, or later: an extension never
+    shortens a lease. An expired or released lease, or an id that is no
+    UUID (never handed out), is not renewed (``renewed == 0``,
+    ``expires_at`` None). Raises ``InvalidArgument`` when ``seconds`` is
+    under 1. Must be the outermost transaction
+    (``queue_lease_extend_in_txn`` runs inside one).
     """
     if seconds < 1:
         raise InvalidArgument("seconds must be at least 1")
-    now = clock.now()
+    if not is_uuid(lease_id):
+        # Answered without a transaction: BEGIN IMMEDIATE on SQLite would
+        # queue this behind every writer for nothing.
+        return LeaseExtension(lease_id, 0, None)
+    with transaction.atomic(durable=True):
+        return queue_lease_extend_in_txn(lease_id=lease_id, seconds=seconds, now=clock.now())
+
+
+def queue_lease_extend_in_txn(*, lease_id: str, seconds: int, now: datetime) -> LeaseExtension:
+    """``queue_lease_extend`` inside the caller's transaction, at ``now``.
+
+    The caller must hold an open transaction (asserted) and commit it.
+    """
+    assert connection.in_atomic_block
+    if seconds < 1:
+        raise InvalidArgument("seconds must be at least 1")
+    if not is_uuid(lease_id):
+        return LeaseExtension(lease_id, 0, None)
     target = now + timedelta(seconds=seconds)
     live = ConsumerCursor.objects.filter(lease_id=lease_id, leased_until__gt=now)
     renewed = live.update(leased_until=Greatest(F("leased_until"), Value(target)))

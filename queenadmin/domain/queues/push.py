@@ -10,80 +10,46 @@ from typing import Any, Literal
 from django.db import connection, transaction
 
 from queenadmin.domain import clock, events
+from queenadmin.domain.db import from_db_time, is_postgres, server_cursor, to_db_time
 from queenadmin.domain.queues import wakeups
-from queenadmin.domain.queues.common import (
-    AUTO_CREATE_OPTIONS,
-    DEFAULT_PARTITION,
-    MAX_TXN_BYTES,
-    QueueRef,
-    check_name,
-    db_time,
-    dumps,
-    from_db_time,
-    is_postgres,
-    is_uuid,
-    pg_cursor,
-    uuid7s,
-)
-from queenadmin.errors import InvalidArgument
+from queenadmin.domain.queues.ids import uuid7s
+from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS
+from queenadmin.domain.queues.refs import QueueRef
 from queenadmin.models.queues import Partition, Queue
 
 #: SQLite's host parameter limit is 32766; stay far below it.
 _SQLITE_CHUNK = 500
+#: The partition of a push that names none.
+DEFAULT_PARTITION = "Default"
 
 
 @dataclass(frozen=True)
 class PushItem:
-    """One validated push item."""
+    """One message to append.
+
+    Names are checked by whoever builds the item (the wire parser checks
+    the protocol's shape and key budget).
+    """
 
     queue: str
     partition: str
+    #: The payload as compact JSON text (``db.json_text``), stored verbatim.
     payload_json: str
-    #: None means "use the minted message id".
+    #: The dedup key; None means "use the minted message id".
     transaction_id: str | None = None
     trace_id: str | None = None
 
 
 @dataclass(frozen=True)
 class PushResult:
+    """What became of the item at ``index`` of the push."""
+
     index: int
     message_id: str
     transaction_id: str
     queue: str
     status: Literal["queued", "duplicate"]
     offset: int
-
-
-def parse_push_items(raw: Any) -> list[PushItem]:
-    """Validate the ``items`` of a push body; raise ``InvalidArgument``.
-
-    Raises ``NameTooLong`` for a queue or partition over the key budget. A
-    ``traceId`` that is not a UUID is ignored (protocol section 5.1).
-    """
-    if not isinstance(raw, list):
-        raise InvalidArgument("items must be an array")
-    items = []
-    for index, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise InvalidArgument(f"items[{index}] must be an object")
-        queue = check_name(item.get("queue"), f"items[{index}].queue")
-        partition = item.get("partition")
-        partition = DEFAULT_PARTITION if partition is None else check_name(partition, f"items[{index}].partition")
-        if "payload" not in item:
-            raise InvalidArgument(f"items[{index}].payload is required")
-        try:
-            payload_json = dumps(item["payload"])
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument(f"items[{index}].payload is not JSON") from exc
-        txn = item.get("transactionId")
-        if txn is not None:
-            if not isinstance(txn, str) or not txn:
-                raise InvalidArgument(f"items[{index}].transactionId must be a non-empty string")
-            if len(txn.encode()) > MAX_TXN_BYTES:
-                raise InvalidArgument(f"items[{index}].transactionId is over {MAX_TXN_BYTES} bytes")
-        trace = item.get("traceId")
-        items.append(PushItem(queue, partition, payload_json, txn, trace if is_uuid(trace) else None))
-    return items
 
 
 @transaction.atomic(durable=True)
@@ -94,9 +60,9 @@ def queue_push(*, items: Sequence[PushItem]) -> list[PushResult]:
     (queue, partition, transactionId) is already in the log inside the
     queue's ``dedupWindowSeconds``, or earlier in the same call, answers
     ``duplicate`` with the original message id and offset. Must be the
-    outermost transaction.
+    outermost transaction (``queue_push_in_txn`` runs inside one).
     """
-    return push_in_transaction(items=items, now=clock.now())
+    return queue_push_in_txn(items=items, now=clock.now())
 
 
 def _ensure_queues(names: Iterable[str], now: datetime) -> dict[str, QueueRef]:
@@ -161,7 +127,7 @@ def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[t
     earliest = min(cutoffs[p] for p in pids)
     rows: list[tuple[Any, ...]] = []
     if is_postgres():
-        with pg_cursor() as cur:
+        with connection.wrap_database_errors, server_cursor() as cur:
             cur.execute(
                 "SELECT partition_id, transaction_id, message_id, msg_offset, created_at FROM queenadmin_message"
                 " WHERE partition_id = ANY(%b::bigint[]) AND transaction_id = ANY(%b::text[]) AND created_at > %s",
@@ -178,7 +144,7 @@ def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[t
                 cur.execute(
                     "SELECT partition_id, transaction_id, message_id, msg_offset, created_at FROM queenadmin_message"
                     f" WHERE partition_id IN ({pmarks}) AND transaction_id IN ({tmarks}) AND created_at > %s",
-                    [*pids, *chunk, db_time(earliest)],
+                    [*pids, *chunk, to_db_time(earliest)],
                 )
                 rows.extend(cur.fetchall())
     found: dict[tuple[int, str], tuple[str, int]] = {}
@@ -191,8 +157,13 @@ def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[t
     return found
 
 
-def push_in_transaction(*, items: Sequence[PushItem], now: datetime) -> list[PushResult]:
-    """The body of ``queue_push`` for callers that own the transaction."""
+def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime) -> list[PushResult]:
+    """``queue_push`` inside the caller's transaction, at time ``now``.
+
+    Same outcomes as ``queue_push``. The caller must hold an open
+    transaction (asserted) and commit it: the partitions stay row-locked
+    until then, and wake-ups and broadcasts go out only on commit.
+    """
     assert connection.in_atomic_block
     if not items:
         return []
@@ -249,7 +220,7 @@ def _write(
 ) -> None:
     if is_postgres():
         cols = [list(c) for c in zip(*rows, strict=True)]
-        with pg_cursor() as cur:
+        with connection.wrap_database_errors, server_cursor() as cur:
             cur.execute(
                 "UPDATE queenadmin_partition AS p"
                 " SET next_offset = v.n, retained_bytes = p.retained_bytes + v.b, last_push_at = %s"
@@ -271,11 +242,11 @@ def _write(
         cur.executemany(
             "UPDATE queenadmin_partition"
             " SET next_offset = %s, retained_bytes = retained_bytes + %s, last_push_at = %s WHERE id = %s",
-            [(n, b, db_time(now), p) for p, (n, b) in partitions.items()],
+            [(n, b, to_db_time(now), p) for p, (n, b) in partitions.items()],
         )
         cur.executemany(
             "INSERT INTO queenadmin_message"
             " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(*r, db_time(now)) for r in rows],
+            [(*r, to_db_time(now)) for r in rows],
         )

@@ -26,6 +26,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from queenadmin.domain.db import is_postgres
+
 log = logging.getLogger(__name__)
 
 CHANNEL = "queenadmin_queues"
@@ -34,11 +36,17 @@ ANY = "*"
 
 
 class Hub:
-    """Per-process registry of waiting pops, keyed by queue name."""
+    """Per-process registry of waiting pops, keyed by queue name.
+
+    Each key has a generation: a counter that every wake-up of the key
+    raises. A pop reads it before it claims and waits "for a generation
+    after this one", so a push landing between the claim and the wait is
+    not missed.
+    """
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.generation: dict[str, int] = {}
+        self.generations: dict[str, int] = {}
         self.events: dict[str, asyncio.Event] = {}
         self.listener: asyncio.Task[None] | None = None
         #: Settings of the database to LISTEN on (PostgreSQL only).
@@ -51,7 +59,7 @@ class Hub:
             self.loop = loop
             self.events = {}
             self.listener = None
-        if self.listen_params is None and connection.vendor == "postgresql":
+        if self.listen_params is None and is_postgres():
             settings = connection.settings_dict
             params = {
                 "dbname": settings["NAME"],
@@ -64,21 +72,22 @@ class Hub:
         if self.listen_params and (self.listener is None or self.listener.done()):
             self.listener = loop.create_task(self._listen(self.listen_params))
 
-    def token(self, key: str) -> int:
-        return self.generation.get(key, 0)
+    def generation(self, key: str) -> int:
+        """The current generation of ``key``; pass it to ``wait``."""
+        return self.generations.get(key, 0)
 
-    async def wait(self, key: str, token: int, timeout: float) -> bool:
-        """Wait until ``key`` is notified after ``token`` was read, or timeout.
+    async def wait(self, key: str, generation: int, timeout_seconds: float) -> bool:
+        """Wait until ``key`` is woken past ``generation``, or time runs out.
 
-        Returns True when woken.
+        Returns True when woken (at once if that already happened).
         """
-        if self.generation.get(key, 0) != token:
+        if self.generations.get(key, 0) != generation:
             return True
         event = self.events.get(key)
         if event is None:
             event = self.events[key] = asyncio.Event()
         try:
-            await asyncio.wait_for(event.wait(), max(0.0, timeout))
+            await asyncio.wait_for(event.wait(), max(0.0, timeout_seconds))
         except TimeoutError:
             return False
         return True
@@ -86,7 +95,7 @@ class Hub:
     def wake(self, names: Iterable[str]) -> None:
         """Wake the waiters of ``names`` (and the any-queue waiters). Loop only."""
         for key in (*names, ANY):
-            self.generation[key] = self.generation.get(key, 0) + 1
+            self.generations[key] = self.generations.get(key, 0) + 1
             event = self.events.pop(key, None)
             if event is not None:
                 event.set()
@@ -131,7 +140,7 @@ def notify_on_commit(names: list[str]) -> None:
     assert connection.in_atomic_block
     if not names:
         return
-    if connection.vendor == "postgresql":
+    if is_postgres():
         with connection.cursor() as cur:
             cur.execute(f"SELECT pg_notify('{CHANNEL}', q) FROM unnest(%s::text[]) AS q", [names])
     transaction.on_commit(lambda: hub.wake_threadsafe(names))

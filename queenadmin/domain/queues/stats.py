@@ -1,32 +1,19 @@
-"""Configure, delete, and the read side: depth, lists, overview, DLQ.
+"""The read side of the log: depth, queue lists, the overview, the DLQ.
 
 Every number here is arithmetic on partition offsets and cursors
 (design.md section 2): the cost is O(partitions x groups), never
-O(messages).
+O(messages). Nothing here writes or locks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
-
-from queenadmin.domain import clock, events
-from queenadmin.domain.queues.common import QUEUE_MODE, merge_options
-from queenadmin.errors import InvalidArgument
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
-
-
-@dataclass(frozen=True)
-class QueueConfig:
-    id: int
-    name: str
-    namespace: str | None
-    task: str | None
-    options: dict[str, Any]
-    created: bool
+from queenadmin.domain import clock
+from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
 
 @dataclass(frozen=True)
@@ -60,97 +47,67 @@ class PartitionDepth:
 
 
 @dataclass(frozen=True)
+class QueueTotals:
+    """A queue's counts summed over its partitions (-1 each: group unseen)."""
+
+    total: int
+    pending: int
+    processing: int
+    ready: int
+    completed: int
+    dead_letter: int
+    #: Partitions with something pending, and with something ready.
+    partitions_pending: int
+    partitions_ready: int
+
+    @classmethod
+    def of(cls, parts: tuple[PartitionDepth, ...]) -> QueueTotals:
+        return cls(
+            total=sum(p.total for p in parts),
+            pending=sum(p.pending for p in parts),
+            processing=sum(p.processing for p in parts),
+            ready=sum(p.ready for p in parts),
+            completed=sum(p.completed for p in parts),
+            dead_letter=sum(p.dead_letter for p in parts),
+            partitions_pending=sum(1 for p in parts if p.pending > 0),
+            partitions_ready=sum(1 for p in parts if p.ready > 0),
+        )
+
+    @classmethod
+    def unseen(cls) -> QueueTotals:
+        return cls(-1, -1, -1, -1, -1, -1, -1, -1)
+
+
+@dataclass(frozen=True)
 class QueueStats:
+    """A queue with its depth for one group (or the slowest, see ``_depths``)."""
+
     id: int
     name: str
     namespace: str | None
     task: str | None
-    options: dict[str, Any]
+    #: Every option with its value, under the stored names (``options.py``).
+    options: Mapping[str, Any]
     created_at: datetime
     group: str | None
     partitions: tuple[PartitionDepth, ...]
-    #: Age in seconds of the oldest ready message (None when none is ready).
+    totals: QueueTotals
+    #: Age in seconds of the oldest ready message (None when none is ready,
+    #: or not asked for).
     oldest_ready_age: float | None = None
-    totals: dict[str, int] = field(default_factory=dict)
 
     @property
     def retained_bytes(self) -> int:
         return sum(p.retained_bytes for p in self.partitions)
 
 
-@transaction.atomic(durable=True)
-def queue_configure(
-    *, name: str, namespace: str | None, task: str | None, options: dict[str, Any], replace: bool = False
-) -> QueueConfig:
-    """Create queue ``name`` or change its options; return the result.
-
-    ``merge`` (default) keeps options not given; ``replace`` resets them to
-    their defaults. Raises ``InvalidArgument`` for an option of the wrong
-    type. Must be the outermost transaction.
-    """
-    for label, value in (("namespace", namespace), ("task", task)):
-        if value is not None and not isinstance(value, str):
-            raise InvalidArgument(f"{label} must be a string or null")
-    queue = Queue.objects.select_for_update().filter(name=name).first()
-    created = queue is None
-    if queue is None:
-        try:
-            with transaction.atomic():
-                queue = Queue.objects.create(
-                    name=name,
-                    namespace=namespace,
-                    task=task,
-                    options=merge_options({}, options, replace=True),
-                    created_at=clock.now(),
-                )
-        except IntegrityError:
-            queue = Queue.objects.select_for_update().get(name=name)
-            created = False
-    if not created:
-        queue.options = merge_options(queue.options, options, replace=replace)
-        if namespace is not None:
-            queue.namespace = namespace
-        if task is not None:
-            queue.task = task
-        queue.save(update_fields=["options", "namespace", "task"])
-    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [name]})
-    return QueueConfig(queue.pk, queue.name, queue.namespace, queue.task, dict(queue.options), created)
-
-
-@transaction.atomic(durable=True)
-def queue_delete(*, name: str) -> bool:
-    """Delete queue ``name`` with its messages, cursors and DLQ.
-
-    Returns whether it existed. Must be the outermost transaction.
-    """
-    queue_id = Queue.objects.filter(name=name).values_list("id", flat=True).first()
-    if queue_id is None:
-        return False
-    # Children first, in bulk: the ORM cascade would load every message.
-    DeadLetter.objects.filter(queue_id=queue_id).delete()
-    ConsumerCursor.objects.filter(partition__queue_id=queue_id).delete()
-    ConsumerGroup.objects.filter(queue_id=queue_id).delete()
-    Message.objects.filter(partition__queue_id=queue_id)._raw_delete(Message.objects.db)
-    Partition.objects.filter(queue_id=queue_id).delete()
-    Queue.objects.filter(pk=queue_id).delete()
-    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "deleted": [name]})
-    return True
-
-
-# --------------------------------------------------------------------------
-# Reads (never lock)
-
-
-def _depths(
-    queue_id: int, group: str | None, now: datetime, groups: dict[str, str] | None = None
-) -> tuple[PartitionDepth, ...] | None:
+def _depths(queue_id: int, group: str | None, now: datetime) -> tuple[PartitionDepth, ...] | None:
     """Per-partition depth for ``group``; None if that named group is unseen.
 
     Without a group: the worst (largest-lag) named-group cursor per
     partition, or queue mode when the queue has no named groups.
     """
-    if groups is None:
-        groups = dict(ConsumerGroup.objects.filter(queue_id=queue_id).values_list("name", "subscription_mode"))
+    groups = set(ConsumerGroup.objects.filter(queue_id=queue_id).values_list("name", flat=True))
     if group is not None and group != QUEUE_MODE and group not in groups:
         return None
     partitions = list(
@@ -210,19 +167,6 @@ def _depths(
     return tuple(result)
 
 
-def _totals(parts: tuple[PartitionDepth, ...]) -> dict[str, int]:
-    return {
-        "total": sum(p.total for p in parts),
-        "pending": sum(p.pending for p in parts),
-        "processing": sum(p.processing for p in parts),
-        "ready": sum(p.ready for p in parts),
-        "completed": sum(p.completed for p in parts),
-        "deadLetter": sum(p.dead_letter for p in parts),
-        "partitionsPending": sum(1 for p in parts if p.pending > 0),
-        "partitionsReady": sum(1 for p in parts if p.ready > 0),
-    }
-
-
 def _oldest_ready_age(parts: tuple[PartitionDepth, ...], now: datetime) -> float | None:
     """One index lookup per partition: the head message's push time."""
     oldest: datetime | None = None
@@ -268,7 +212,7 @@ def queue_stats(
     adds each partition's oldest and newest push times (see
     ``_message_times``). Each costs one indexed lookup per partition.
     Returns None when the queue does not exist; ``partitions`` is empty and
-    ``totals`` hold -1 when the named group was never seen.
+    every total is -1 when the named group was never seen.
     """
     row = Queue.objects.filter(name=name).values_list("id", "namespace", "task", "options", "created_at").first()
     if row is None:
@@ -277,12 +221,11 @@ def queue_stats(
     now = clock.now()
     parts = _depths(qid, group, now)
     if parts is None:
-        unseen = dict.fromkeys(_totals(()), -1)
-        return QueueStats(qid, name, namespace, task, options, created_at, group, (), None, unseen)
+        return QueueStats(qid, name, namespace, task, options, created_at, group, (), QueueTotals.unseen())
     age = _oldest_ready_age(parts, now) if with_age else None
     if with_messages:
         parts = _message_times(parts)
-    return QueueStats(qid, name, namespace, task, options, created_at, group, parts, age, _totals(parts))
+    return QueueStats(qid, name, namespace, task, options, created_at, group, parts, QueueTotals.of(parts), age)
 
 
 def queue_list() -> list[QueueStats]:
@@ -294,12 +237,51 @@ def queue_list() -> list[QueueStats]:
     result = []
     for qid, name, namespace, task, options, created_at in rows:
         parts = _depths(qid, None, now) or ()
-        result.append(QueueStats(qid, name, namespace, task, options, created_at, None, parts, None, _totals(parts)))
+        result.append(QueueStats(qid, name, namespace, task, options, created_at, None, parts, QueueTotals.of(parts)))
     return result
 
 
 @dataclass(frozen=True)
+class Overview:
+    """Counts across every queue, with the lags behind the slowest groups."""
+
+    queues: tuple[QueueStats, ...]
+    #: Each partition's pending count, ascending.
+    offset_lags: tuple[int, ...]
+    #: Each queue's oldest ready age in seconds (0.0 when nothing is ready).
+    time_lags: tuple[float, ...]
+    taken_at: datetime
+
+    @property
+    def partitions(self) -> int:
+        return sum(len(q.partitions) for q in self.queues)
+
+    @property
+    def namespaces(self) -> int:
+        return len({q.namespace for q in self.queues if q.namespace})
+
+    @property
+    def tasks(self) -> int:
+        return len({q.task for q in self.queues if q.task})
+
+
+def queue_overview() -> Overview:
+    """Every queue with its depth, and the lag figures of the overview.
+
+    Reads each queue once more for its oldest ready age (one indexed lookup
+    per partition); a queue deleted meanwhile is left out of the ages.
+    """
+    queues = queue_list()
+    lags = sorted(p.pending for q in queues for p in q.partitions)
+    ages = [a for a in (queue_stats(name=q.name, with_age=True) for q in queues) if a is not None]
+    times = tuple(a.oldest_ready_age or 0.0 for a in ages)
+    return Overview(tuple(queues), tuple(lags), times, clock.now())
+
+
+@dataclass(frozen=True)
 class DeadLetterRow:
+    """One dead letter as the DLQ list shows it."""
+
     id: int
     queue: str
     partition: str
@@ -315,28 +297,34 @@ class DeadLetterRow:
     failed_at: datetime
 
 
-def dlq_list(
-    *,
-    queue: str | None,
-    group: str | None,
-    partition: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    limit: int,
-    offset: int,
-) -> tuple[list[DeadLetterRow], int]:
+@dataclass(frozen=True)
+class DeadLetterQuery:
+    """Which dead letters to list: filters (None: any) and one page."""
+
+    queue: str | None = None
+    group: str | None = None
+    partition: str | None = None
+    #: Failed at or after.
+    since: datetime | None = None
+    #: Failed at or before.
+    until: datetime | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+def dlq_list(*, query: DeadLetterQuery) -> tuple[list[DeadLetterRow], int]:
     """A page of dead letters (newest first) and the total that match."""
     rows = DeadLetter.objects.all()
-    if queue is not None:
-        rows = rows.filter(queue__name=queue)
-    if group is not None:
-        rows = rows.filter(group=group)
-    if partition is not None:
-        rows = rows.filter(partition__name=partition)
-    if since is not None:
-        rows = rows.filter(failed_at__gte=since)
-    if until is not None:
-        rows = rows.filter(failed_at__lte=until)
+    if query.queue is not None:
+        rows = rows.filter(queue__name=query.queue)
+    if query.group is not None:
+        rows = rows.filter(group=query.group)
+    if query.partition is not None:
+        rows = rows.filter(partition__name=query.partition)
+    if query.since is not None:
+        rows = rows.filter(failed_at__gte=query.since)
+    if query.until is not None:
+        rows = rows.filter(failed_at__lte=query.until)
     total = rows.count()
     page = rows.order_by("-failed_at", "-id").values_list(
         "id",
@@ -352,5 +340,5 @@ def dlq_list(
         "retry_count",
         "created_at",
         "failed_at",
-    )[offset : offset + limit]
+    )[query.offset : query.offset + query.limit]
     return [DeadLetterRow(*r) for r in page], total

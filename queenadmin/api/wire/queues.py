@@ -1,0 +1,668 @@
+"""The message log's protocol: JSON bodies and query strings in, typed
+domain commands out; domain results out as the protocol's bodies.
+
+Every refusal is an ``InvalidArgument`` (code ``bad_request``) or, for a
+name over the engine's key budget, ``NameTooLong`` (``name_too_long``),
+with the message the broker has always given. Checks run in a fixed order
+and the first one that fails answers, so the order below is part of the
+protocol too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from queenadmin.api.wire.common import is_json_int
+from queenadmin.conf import settings
+from queenadmin.domain import clock, queues
+from queenadmin.domain.db import json_text
+from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS, OptionValue, option_value
+from queenadmin.errors import InvalidArgument, NameTooLong
+
+#: Engine names (queue, partition) fit a 511-byte store key (protocol 12).
+MAX_NAME_BYTES = 511
+MAX_GROUP_BYTES = 511
+MAX_TXN_BYTES = 65535
+#: Largest batch one pop hands out.
+MAX_BATCH = 10_000
+DEFAULT_BATCH = 200
+MAX_PARTITIONS = 64
+MAX_TIMEOUT_MS = 60_000
+DEFAULT_TIMEOUT_MS = 30_000
+DEFAULT_EXTEND_SECONDS = 60
+DEFAULT_DLQ_LIMIT = 100
+MAX_DLQ_LIMIT = 1000
+#: Top-level configure fields that are not options.
+_CONFIGURE_FIELDS = ("queue", "namespace", "task", "options", "mode")
+
+#: A query string: Django's ``QueryDict`` or any str -> str mapping.
+Params = Mapping[str, str]
+
+
+# --------------------------------------------------------------------------
+# Shared checks
+
+
+def json_object(body: Any) -> dict[str, Any]:
+    """``body`` when it is a JSON object, else the protocol's refusal."""
+    if not isinstance(body, dict):
+        raise InvalidArgument("the body must be a JSON object")
+    return body
+
+
+def check_name(value: Any, what: str) -> str:
+    """A queue or partition name: a non-empty string within the key budget."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{what} must be a non-empty string")
+    if "\x00" in value:
+        raise InvalidArgument(f"{what} must not contain NUL")
+    if len(value.encode()) > MAX_NAME_BYTES:
+        raise NameTooLong(f"{what} is over {MAX_NAME_BYTES} bytes")
+    return value
+
+
+def check_group(value: Any) -> str:
+    """A consumer group; ``None`` and ``""`` mean queue mode."""
+    if value is None or value == "":
+        return queues.QUEUE_MODE
+    if not isinstance(value, str) or "\x00" in value:
+        raise InvalidArgument("consumerGroup must be a string")
+    if len(value.encode()) > MAX_GROUP_BYTES:
+        raise NameTooLong(f"consumerGroup is over {MAX_GROUP_BYTES} bytes")
+    return value
+
+
+def _flag(params: Params, name: str) -> bool:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return False
+    value = raw.lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise InvalidArgument(f"{name} must be true or false")
+
+
+def _number(params: Params, name: str) -> int | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgument(f"{name} must be an integer") from None
+
+
+def _iso_time(raw: str, name: str, expected: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(f"{name} must be {expected}") from None
+    if moment.tzinfo is None:
+        raise InvalidArgument(f"{name} must carry a time zone")
+    return moment
+
+
+# --------------------------------------------------------------------------
+# Configure
+
+
+def parse_configure(body: Any) -> queues.ConfigureRequest:
+    """``POST /configure``: the queue, its namespace and task, the options.
+
+    Options come in ``options`` or flat at the top level (protocol section
+    10); ``options`` wins where both name one. Each known option must be an
+    integer, a boolean or null as its kind says, and is then checked by the
+    domain's rules (``options.option_value``), in body order; unknown names
+    are dropped.
+    """
+    body = json_object(body)
+    name = check_name(body.get("queue"), "queue")
+    mode = body.get("mode")
+    if mode not in (None, "merge", "replace"):
+        raise InvalidArgument("mode must be merge or replace")
+    nested = body.get("options")
+    if nested is None:
+        nested = {}
+    if not isinstance(nested, dict):
+        raise InvalidArgument("options must be an object")
+    flat = {k: v for k, v in body.items() if k not in _CONFIGURE_FIELDS}
+    namespace = body.get("namespace")
+    task = body.get("task")
+    for label, value in (("namespace", namespace), ("task", task)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgument(f"{label} must be a string or null")
+    return queues.ConfigureRequest(
+        name=name,
+        namespace=namespace,
+        task=task,
+        options=queues.QueueOptions(_option_changes({**flat, **nested})),
+        replace=mode == "replace",
+    )
+
+
+def _option_changes(given: dict[str, Any]) -> tuple[tuple[str, OptionValue | None], ...]:
+    changes: list[tuple[str, OptionValue | None]] = []
+    for name, value in given.items():
+        if name not in INT_OPTIONS and name not in BOOL_OPTIONS:
+            continue
+        if value is None:
+            changes.append((name, None))
+            continue
+        if name in INT_OPTIONS and not is_json_int(value):
+            raise InvalidArgument(f"option {name} must be an integer")
+        if name in BOOL_OPTIONS and not isinstance(value, bool):
+            raise InvalidArgument(f"option {name} must be a boolean")
+        changes.append((name, option_value(name, value)))
+    return tuple(changes)
+
+
+def render_configure(config: queues.QueueConfig) -> dict[str, Any]:
+    return {
+        "configured": True,
+        "queueId": str(config.id),
+        "partitionId": None,
+        "queue": config.name,
+        "namespace": config.namespace,
+        "task": config.task,
+        "storage": "segments",
+        "options": dict(config.options),
+    }
+
+
+# --------------------------------------------------------------------------
+# Push
+
+
+def parse_push(body: Any) -> list[queues.PushItem]:
+    """``POST /push``: ``{"items": [...]}``, see ``parse_push_items``."""
+    body = json_object(body)
+    if "items" not in body:
+        raise InvalidArgument("items is required")
+    return parse_push_items(body["items"])
+
+
+def parse_push_items(raw: Any) -> list[queues.PushItem]:
+    """The ``items`` of a push body, in order.
+
+    ``partition`` defaults to ``"Default"``; ``payload`` is required (null
+    included) and kept as compact JSON text; ``transactionId`` is a
+    non-empty string of at most 65535 bytes; a ``traceId`` that is not a
+    UUID is ignored (protocol section 5.1).
+    """
+    if not isinstance(raw, list):
+        raise InvalidArgument("items must be an array")
+    items = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise InvalidArgument(f"items[{index}] must be an object")
+        queue = check_name(item.get("queue"), f"items[{index}].queue")
+        partition = item.get("partition")
+        if partition is None:
+            partition = queues.DEFAULT_PARTITION
+        else:
+            partition = check_name(partition, f"items[{index}].partition")
+        if "payload" not in item:
+            raise InvalidArgument(f"items[{index}].payload is required")
+        try:
+            payload_json = json_text(item["payload"])
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"items[{index}].payload is not JSON") from exc
+        txn = item.get("transactionId")
+        if txn is not None:
+            if not isinstance(txn, str) or not txn:
+                raise InvalidArgument(f"items[{index}].transactionId must be a non-empty string")
+            if len(txn.encode()) > MAX_TXN_BYTES:
+                raise InvalidArgument(f"items[{index}].transactionId is over {MAX_TXN_BYTES} bytes")
+        trace = item.get("traceId")
+        items.append(queues.PushItem(queue, partition, payload_json, txn, trace if queues.is_uuid(trace) else None))
+    return items
+
+
+def render_push(results: Sequence[queues.PushResult]) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": r.index,
+            "message_id": r.message_id,
+            "transaction_id": r.transaction_id,
+            "queueName": r.queue,
+            "status": r.status,
+            "offset": r.offset,
+        }
+        for r in results
+    ]
+
+
+# --------------------------------------------------------------------------
+# Pop
+
+
+@dataclass(frozen=True)
+class Autopilot:
+    """The batch and partition count autopilot chose, echoed in the answer."""
+
+    batch: int
+    partitions: int
+
+
+@dataclass(frozen=True)
+class PopCall:
+    """A parsed pop: the claim to make and how long to wait for one."""
+
+    request: queues.PopRequest
+    #: Long-poll: wait up to ``timeout_seconds`` for messages.
+    wait: bool
+    timeout_seconds: float
+    autopilot: Autopilot | None = None
+
+
+def parse_pop_queue(params: Params, queue: str, partition: str | None = None) -> PopCall:
+    """``GET /pop/queue/{queue}[/partition/{partition}]`` and its query."""
+    queue = check_name(queue, "queue")
+    if partition is not None:
+        partition = check_name(partition, "partition")
+    return _pop_call(params, queue=queue, partition=partition)
+
+
+def parse_pop_discovery(params: Params) -> PopCall:
+    """``GET /pop?namespace=&task=``: pop from any queue they select."""
+    namespace = params.get("namespace") or None
+    task = params.get("task") or None
+    if namespace is None and task is None:
+        raise InvalidArgument("namespace or task is required")
+    return _pop_call(params, namespace=namespace, task=task)
+
+
+def _pop_call(
+    params: Params,
+    *,
+    queue: str | None = None,
+    partition: str | None = None,
+    namespace: str | None = None,
+    task: str | None = None,
+) -> PopCall:
+    if _flag(params, "conflation"):
+        raise InvalidArgument("conflation is not supported by this broker", reason=None)
+    autopilot = None
+    on_autopilot = _flag(params, "autopilot")
+    batch = _number(params, "batch")
+    if batch is not None and batch < 1:
+        raise InvalidArgument("batch must be at least 1")
+    partitions = _number(params, "partitions")
+    if partitions is not None and partitions < 1:
+        raise InvalidArgument(f"partitions must be from 1 to {MAX_PARTITIONS}")
+    if on_autopilot:
+        autopilot = Autopilot(batch or settings.AUTOPILOT_BATCH, partitions or settings.AUTOPILOT_PARTITIONS)
+        batch, partitions = autopilot.batch, autopilot.partitions
+    timeout_ms = _number(params, "timeout")
+    timeout_ms = DEFAULT_TIMEOUT_MS if timeout_ms is None else max(0, min(timeout_ms, MAX_TIMEOUT_MS))
+    lease = _number(params, "leaseSeconds")
+    if lease is not None and lease < 1:
+        raise InvalidArgument("leaseSeconds must be at least 1")
+    mode = params.get("subscriptionMode") or None
+    if mode is not None and mode not in ("new", "all"):
+        raise InvalidArgument("subscriptionMode must be new or all")
+    since: datetime | str | None = params.get("subscriptionFrom") or None
+    if isinstance(since, str) and since != "now":
+        since = _iso_time(since, "subscriptionFrom", "an ISO time or now")
+    # commitOnDelivery is read only when autoAck does not already say so.
+    auto_ack = _flag(params, "autoAck") or _flag(params, "commitOnDelivery")
+    request = queues.PopRequest(
+        group=check_group(params.get("consumerGroup")),
+        batch=min(batch or DEFAULT_BATCH, MAX_BATCH),
+        max_partitions=min(partitions or 1, MAX_PARTITIONS),
+        lease_seconds=lease,
+        subscription_mode=mode,  # type: ignore[arg-type]  # checked above
+        subscription_from=since,
+        auto_ack=auto_ack,
+        queue=queue,
+        partition=partition,
+        namespace=namespace,
+        task=task,
+    )
+    return PopCall(request, _flag(params, "wait"), timeout_ms / 1000, autopilot)
+
+
+def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: int) -> dict[str, Any]:
+    messages = [
+        {
+            "id": m.message_id,
+            "transactionId": m.transaction_id,
+            "traceId": m.trace_id,
+            "data": json.loads(m.payload_json),
+            "producerSub": None,
+            "createdAt": clock.iso_micros_z(m.created_at),
+            "partitionId": str(m.partition_id),
+            "partition": m.partition,
+            "leaseId": claim.lease_id,
+            "consumerGroup": claim.group,
+            "deliveryAttempt": m.delivery_attempt,
+            "offset": m.offset,
+        }
+        for m in claim.messages
+    ]
+    body: dict[str, Any] = {
+        "success": True,
+        "queue": claim.queue,
+        "partition": claim.partition,
+        "partitionId": str(claim.partition_id),
+        "leaseId": claim.lease_id,
+        "consumerGroup": claim.group,
+        "partitionsClaimed": len(claim.partitions),
+        "messages": messages,
+    }
+    if autopilot is not None:
+        body["autopilot"] = {"batch": autopilot.batch, "partitions": autopilot.partitions, "waitMs": waited_ms}
+    return body
+
+
+# --------------------------------------------------------------------------
+# Ack and lease
+
+
+def parse_ack(body: Any) -> list[queues.AckItem]:
+    """``POST /ack``: one acknowledgment, as a list of one."""
+    body = json_object(body)
+    return [_ack_item(0, body, body.get("consumerGroup"))]
+
+
+def parse_ack_batch(body: Any) -> list[queues.AckItem]:
+    """``POST /ack/batch``: ``acknowledgments``, each may name its group."""
+    body = json_object(body)
+    raw = body.get("acknowledgments")
+    if not isinstance(raw, list):
+        raise InvalidArgument("acknowledgments must be an array")
+    group = body.get("consumerGroup")
+    return [_ack_item(i, a, a.get("consumerGroup", group) if isinstance(a, dict) else group) for i, a in enumerate(raw)]
+
+
+def _ack_item(index: int, raw: Any, group: Any) -> queues.AckItem:
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"acknowledgment {index} must be an object")
+    txn = raw.get("transactionId")
+    if not isinstance(txn, str) or not txn:
+        raise InvalidArgument("transactionId must be a non-empty string")
+    pid = raw.get("partitionId")
+    if is_json_int(pid):
+        pid = str(pid)
+    if not isinstance(pid, str) or not pid:
+        raise InvalidArgument("partitionId must be a non-empty string")
+    status = raw.get("status")
+    if status is not None and not isinstance(status, str):
+        raise InvalidArgument("status must be a string")
+    # Any other status reads as completed (protocol section 5.1).
+    status = status if status in queues.ACK_STATUSES else "completed"
+    lease = raw.get("leaseId")
+    if lease is not None and not isinstance(lease, str):
+        raise InvalidArgument("leaseId must be a string")
+    error = raw.get("error")
+    if error is not None and not isinstance(error, str):
+        error = json.dumps(error)
+    return queues.AckItem(index, txn, pid, status, lease or None, error, check_group(group))  # type: ignore[arg-type]
+
+
+def render_acks(outcomes: Sequence[queues.AckOutcome]) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": o.index,
+            "transactionId": o.transaction_id,
+            "success": o.success,
+            "error": o.error,
+            "leaseReleased": o.lease_released,
+            "dlq": o.dlq,
+            "noop": o.noop,
+        }
+        for o in outcomes
+    ]
+
+
+def parse_lease_extend(body: Any) -> int:
+    """``POST /lease/{id}/extend``: the seconds to extend by (default 60).
+
+    No body, or a JSON null, means the default.
+    """
+    fields = {} if body is None else json_object(body)
+    seconds = fields.get("seconds")
+    if seconds is None:
+        seconds = DEFAULT_EXTEND_SECONDS
+    if not is_json_int(seconds) or seconds < 1:
+        raise InvalidArgument("seconds must be an integer of at least 1")
+    return seconds
+
+
+def render_lease_extension(extension: queues.LeaseExtension) -> dict[str, Any]:
+    expires = clock.iso_micros_z(extension.expires_at)
+    return {
+        "leaseId": extension.lease_id,
+        "success": extension.renewed > 0,
+        "renewed": extension.renewed,
+        "newExpiresAt": expires,
+        "expiresAt": expires,
+        "lease_expires_at": expires,
+    }
+
+
+# --------------------------------------------------------------------------
+# Resources
+
+
+def wants_lanes(params: Params) -> bool:
+    """``GET /resources/queues?stats=lanes``: names and partition counts only."""
+    return params.get("stats") == "lanes"
+
+
+def parse_depth_group(params: Params) -> str | None:
+    """``GET .../depth?group=``: a named group, or None (the slowest)."""
+    group = params.get("group") or None
+    return check_group(group) if group else None
+
+
+def _messages(totals: queues.QueueTotals) -> dict[str, int]:
+    return {
+        "total": totals.total,
+        "pending": totals.pending,
+        "processing": totals.processing,
+        "completed": totals.completed,
+        "deadLetter": totals.dead_letter,
+    }
+
+
+def render_lanes(stats: Sequence[queues.QueueStats]) -> dict[str, Any]:
+    lanes = [
+        {
+            "id": str(q.id),
+            "name": q.name,
+            "queue": q.name,
+            "partitions": len(q.partitions),
+            "createdAt": clock.iso_micros_z(q.created_at),
+        }
+        for q in stats
+    ]
+    return {"queues": lanes, "stats": "lanes"}
+
+
+def render_queue_list(stats: Sequence[queues.QueueStats], *, kv_rows: int, kv_bytes: int) -> dict[str, Any]:
+    return {
+        "queues": [_queue_summary(q) for q in stats],
+        "kvRows": kv_rows,
+        "kvBytes": kv_bytes,
+        "timerRows": 0,
+        "timerBytes": 0,
+    }
+
+
+def _queue_summary(stats: queues.QueueStats) -> dict[str, Any]:
+    retained = sum(p.total for p in stats.partitions)
+    return {
+        "id": str(stats.id),
+        "name": stats.name,
+        "queue": stats.name,
+        "namespace": stats.namespace,
+        "task": stats.task,
+        "storage": "segments",
+        "partitions": len(stats.partitions),
+        "segments": {"segments": 0, "messages": retained},
+        "messages": _messages(stats.totals),
+        "retainedBytes": stats.retained_bytes,
+        "options": dict(stats.options),
+        "createdAt": clock.iso_micros_z(stats.created_at),
+    }
+
+
+def render_queue(stats: queues.QueueStats) -> dict[str, Any]:
+    """One queue with its partitions.
+
+    ``oldestMessage`` is the push time of the oldest message still pending
+    for the cursor behind the counts (the slowest named group); see
+    ``queues.queue_stats``.
+    """
+    partitions = []
+    for p in stats.partitions:
+        counts = {
+            "total": p.total,
+            "pending": p.pending,
+            "processing": p.processing,
+            "completed": p.completed,
+            "failed": None,
+            "deadLetter": p.dead_letter,
+        }
+        partitions.append(
+            {
+                "id": str(p.id),
+                "name": p.name,
+                "createdAt": clock.iso_micros_z(p.created_at),
+                "messages": counts,
+                "stats": counts,
+                "cursor": {"totalConsumed": p.completed + p.dead_letter, "batchesConsumed": 0},
+                "lastActivity": clock.iso_micros_z(p.last_push_at),
+                "oldestMessage": clock.iso_micros_z(p.oldest_message_at),
+                "newestMessage": clock.iso_micros_z(p.newest_message_at),
+                "retainedBytes": p.retained_bytes,
+            }
+        )
+    return {
+        "id": str(stats.id),
+        "name": stats.name,
+        "namespace": stats.namespace,
+        "task": stats.task,
+        "createdAt": clock.iso_micros_z(stats.created_at),
+        "options": dict(stats.options),
+        "partitions": partitions,
+        "segments": {"segments": 0, "messages": stats.totals.total},
+        "totals": _messages(stats.totals),
+        "retainedBytes": stats.retained_bytes,
+    }
+
+
+def render_depth(stats: queues.QueueStats) -> dict[str, Any]:
+    t = stats.totals
+    return {
+        "queue": stats.name,
+        "group": stats.group,
+        "pending": t.pending,
+        "processing": t.processing,
+        "ready": t.ready,
+        "partitionsPending": t.partitions_pending,
+        "partitionsReady": t.partitions_ready,
+        "conflation": False,
+        "effectivePending": t.pending,
+        "effectiveReady": t.ready,
+        "deadLetter": t.dead_letter,
+        "oldestReadyAgeSeconds": stats.oldest_ready_age,
+        "partitions": [
+            {"partition": p.name, "pending": p.pending, "processing": p.processing, "ready": p.ready}
+            for p in stats.partitions
+        ],
+    }
+
+
+def render_delete(name: str, *, existed: bool) -> dict[str, Any]:
+    if existed:
+        return {"deleted": True, "existed": True, "queue": name}
+    return {"deleted": False, "existed": False, "queue": name, "message": "Queue not found"}
+
+
+def render_overview(overview: queues.Overview) -> dict[str, Any]:
+    stats = overview.queues
+    lags = overview.offset_lags
+    times = overview.time_lags
+    totals = {
+        "total": sum(q.totals.total for q in stats),
+        "pending": sum(q.totals.pending for q in stats),
+        "processing": sum(q.totals.processing for q in stats),
+        "completed": sum(q.totals.completed for q in stats),
+        "deadLetter": sum(q.totals.dead_letter for q in stats),
+    }
+    return {
+        "queues": len(stats),
+        "partitions": overview.partitions,
+        "namespaces": overview.namespaces,
+        "tasks": overview.tasks,
+        "messages": {**totals, "failed": 0},
+        "lag": {
+            "time": {
+                "avg": sum(times) / len(times) if times else 0,
+                "median": 0,
+                "min": 0,
+                "max": max(times, default=0),
+            },
+            "offset": {
+                "avg": sum(lags) / len(lags) if lags else 0,
+                "median": lags[len(lags) // 2] if lags else 0,
+                "min": lags[0] if lags else 0,
+                "max": lags[-1] if lags else 0,
+            },
+        },
+        "timestamp": clock.iso_micros_z(overview.taken_at),
+        "statsAge": 0,
+    }
+
+
+# --------------------------------------------------------------------------
+# Dead letters
+
+
+def parse_dlq(params: Params) -> queues.DeadLetterQuery:
+    """``GET /dlq``: filters, ``from``/``to`` ISO times, and one page."""
+    limit = _number(params, "limit")
+    offset = _number(params, "offset")
+    if (limit is not None and limit < 1) or (offset is not None and offset < 0):
+        raise InvalidArgument("limit must be positive and offset not negative")
+    since = params.get("from")
+    until = params.get("to")
+    return queues.DeadLetterQuery(
+        queue=params.get("queue") or None,
+        group=params.get("consumerGroup") or None,
+        partition=params.get("partition") or None,
+        since=_iso_time(since, "from", "an ISO time") if since else None,
+        until=_iso_time(until, "to", "an ISO time") if until else None,
+        limit=min(limit or DEFAULT_DLQ_LIMIT, MAX_DLQ_LIMIT),
+        offset=offset or 0,
+    )
+
+
+def render_dlq(rows: Sequence[queues.DeadLetterRow], total: int) -> dict[str, Any]:
+    messages = [
+        {
+            "id": str(r.id),
+            "queue": r.queue,
+            "partition": r.partition,
+            "partitionId": str(r.partition_id),
+            "consumerGroup": r.group,
+            "transactionId": r.transaction_id,
+            "messageId": r.message_id,
+            "offset": r.offset,
+            "data": json.loads(r.payload_json),
+            "errorMessage": r.error,
+            "retryCount": r.retry_count,
+            "createdAt": clock.iso_micros_z(r.created_at),
+            "failedAt": clock.iso_micros_z(r.failed_at),
+        }
+        for r in rows
+    ]
+    return {"messages": messages, "total": total}
