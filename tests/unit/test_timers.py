@@ -162,14 +162,14 @@ def test_a_refused_push_backs_off_then_dead_letters_after_five_attempts(monkeypa
     under ``__timer__`` and removes the timer."""
     from queenadmin.errors import InvalidArgument
 
-    real_push = log_domain.push_in_transaction
+    real_push = log_domain.queue_push_in_txn
 
     def refusing_push(*, items, now):
         if any(item.queue == "poison" for item in items):
             raise InvalidArgument("refused for the test")
         return real_push(items=items, now=now)
 
-    monkeypatch.setattr(log_domain, "push_in_transaction", refusing_push)
+    monkeypatch.setattr(log_domain, "queue_push_in_txn", refusing_push)
     with time_machine.travel(T0, tick=False):
         schedule(queue="poison", delay=0 * S, txn="p")
         schedule(queue="orders", delay=0 * S, txn="fine")
@@ -220,16 +220,16 @@ def test_due_histogram_counts_per_bucket():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_timers_apply_runs_inside_a_caller_transaction_and_rolls_back_with_it():
+def test_timers_call_in_txn_runs_inside_a_caller_transaction_and_rolls_back_with_it():
     op = timers.TimerSchedule("orders", "tx", b"1", S, "t")
 
     def schedule_then_fail() -> None:
         with transaction.atomic():
-            timers.timers_apply([op], now=T0)
+            timers.timers_call_in_txn([op], now=T0)
             raise RuntimeError("roll back")
 
     with pytest.raises(RuntimeError):
         schedule_then_fail()
     assert not Timer.objects.exists()
     with pytest.raises(AssertionError):
-        timers.timers_apply([op], now=T0)
+        timers.timers_call_in_txn([op], now=T0)

@@ -1,7 +1,7 @@
 """Schedule, cancel, move and fire timers; read them.
 
 Writes come in two forms (style.md section 4): ``timers_call`` opens its
-own transaction, ``timers_apply`` runs inside the caller's (a transaction
+own transaction, ``timers_call_in_txn`` runs inside the caller's (a transaction
 of the API composes it with pushes, acks and KV writes). Each write
 publishes ``timers.changed`` after commit and wakes the firing loops when
 a timer comes due sooner than they would look.
@@ -44,7 +44,7 @@ from queenadmin.errors import TimersBadRequest
 from queenadmin.models import Timer
 
 
-def timers_apply(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOutcome]:
+def timers_call_in_txn(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOutcome]:
     """Apply timer ops inside the caller's transaction; one outcome per op.
 
     A schedule over a pending timer replaces it (``rescheduled``; it keeps
@@ -53,7 +53,7 @@ def timers_apply(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOutcome]
     ``TimersBadRequest`` when a key appears twice, and the rule refusals of
     ``check_schedule``; nothing is written then.
     """
-    assert connection.in_atomic_block, "timers_apply needs the caller's transaction"
+    assert connection.in_atomic_block, "timers_call_in_txn needs the caller's transaction"
     check_unique_keys(ops)
     schedules = [op for op in ops if isinstance(op, TimerSchedule)]
     for op in schedules:
@@ -98,8 +98,8 @@ def timers_apply(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOutcome]
 
 @transaction.atomic(durable=True)
 def timers_call(ops: Sequence[TimerOp], *, now: datetime | None = None) -> list[TimerOutcome]:
-    """``timers_apply`` as its own transaction; must be the outermost call."""
-    return timers_apply(ops, now=now or clock.now())
+    """``timers_call_in_txn`` as its own transaction; must be the outermost call."""
+    return timers_call_in_txn(ops, now=now or clock.now())
 
 
 def _changed(queues: list[str]) -> None:
@@ -304,8 +304,8 @@ __all__ = [
     "timer_move",
     "timer_peek",
     "timer_schedule",
-    "timers_apply",
     "timers_call",
+    "timers_call_in_txn",
     "timers_count",
     "timers_due_histogram",
     "timers_list",

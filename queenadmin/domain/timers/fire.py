@@ -76,7 +76,7 @@ def _fire(due: Sequence[store.Due], now: datetime) -> FireStep:
     ]
     try:
         with transaction.atomic():
-            results = log_domain.push_in_transaction(items=items, now=now)
+            results = log_domain.queue_push_in_txn(items=items, now=now)
     except QueenError:
         # One timer's push refused the batch: fire them one by one, so only
         # the bad ones back off.
@@ -99,12 +99,12 @@ def _fire_one_by_one(due: Sequence[store.Due], now: datetime) -> FireStep:
         )
         try:
             with transaction.atomic():
-                (result,) = log_domain.push_in_transaction(items=[item], now=now)
+                (result,) = log_domain.queue_push_in_txn(items=[item], now=now)
         except QueenError as exc:
             attempts = d.attempts + 1
             error = f"{exc.code}: {exc.detail}"
             if attempts >= MAX_ATTEMPTS:
-                log_domain.dead_letter_in_transaction(
+                log_domain.queue_dead_letter_in_txn(
                     queue=d.queue,
                     partition=d.partition,
                     group=DLQ_GROUP,
@@ -149,7 +149,7 @@ def timers_fire_due(
     limit = limit or settings.TIMER_FIRE_BATCH
     with transaction.atomic(durable=True):
         if guard is not None:
-            kv.kv_apply([guard], now=now)
+            kv.kv_call_in_txn([guard], now=now)
         due = store.claim_due(now, limit, FIRE_MAX_BYTES)
         if not due:
             return FireStep()
