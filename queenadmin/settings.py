@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -142,10 +143,31 @@ LOGIN_REDIRECT_URL = "/"
 # 64 MiB, the protocol's request-body limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024 + 1
 
-QUEENADMIN_OPEN_API = os.environ.get("QUEENADMIN_OPEN_API", "") == "1"
-for _name in ("TOKEN_CACHE_SECONDS", "REAPER_INTERVAL_SECONDS"):
-    if os.environ.get(f"QUEENADMIN_{_name}"):
-        globals()[f"QUEENADMIN_{_name}"] = float(os.environ[f"QUEENADMIN_{_name}"])
+
+
+def _app_settings_from_env() -> dict[str, Any]:
+    """Every app setting of ``queenadmin/conf.py`` may come from the
+    environment as ``QUEENADMIN_<NAME>``, typed by its default (booleans:
+    ``1``/``true``/``yes``/``on``)."""
+    from queenadmin.conf import _Settings
+
+    found: dict[str, Any] = {}
+    for name, default in vars(_Settings).items():
+        raw = os.environ.get(f"QUEENADMIN_{name}", "") if name.isupper() else ""
+        if not raw:
+            continue
+        if isinstance(default, bool):
+            found[f"QUEENADMIN_{name}"] = raw.strip().lower() in ("1", "true", "yes", "on")
+        elif isinstance(default, int):
+            found[f"QUEENADMIN_{name}"] = int(raw)
+        elif isinstance(default, float):
+            found[f"QUEENADMIN_{name}"] = float(raw)
+        else:
+            found[f"QUEENADMIN_{name}"] = raw
+    return found
+
+
+globals().update(_app_settings_from_env())
 
 LOGGING = {
     "version": 1,
