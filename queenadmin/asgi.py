@@ -89,6 +89,10 @@ class PopHandler(ASGIHandler):
                 handler = convert_exception_to_response(BodyLimitMiddleware(handler))
             elif path in POP_INLINE_MIDDLEWARE:
                 handler = convert_exception_to_response(InlineHooks(handler, import_string(path)))
+            elif path == "queenadmin.api.recording.RecordAnswersMiddleware":
+                # The contract test's recorder, installed only when
+                # QUEENADMIN_RECORD_ANSWERS is set; async-capable.
+                handler = convert_exception_to_response(import_string(path)(handler))
         self._middleware_chain = handler
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -62,6 +62,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+if os.environ.get("QUEENADMIN_RECORD_ANSWERS"):  # a test hook: see queenadmin/api/recording.py
+    MIDDLEWARE.append("queenadmin.api.recording.RecordAnswersMiddleware")
 
 ROOT_URLCONF = "queenadmin.urls"
 WSGI_APPLICATION = "queenadmin.wsgi.application"
@@ -142,7 +144,6 @@ LOGIN_REDIRECT_URL = "/"
 
 # 64 MiB, the protocol's request-body limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024 + 1
-
 
 
 def _app_settings_from_env() -> dict[str, Any]:

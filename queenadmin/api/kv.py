@@ -9,17 +9,21 @@ from ninja import Router
 
 from queenadmin.api import ratelimit
 from queenadmin.api.http import json_response, operations_of, read_json
-from queenadmin.api.openapi import body_of
+from queenadmin.api.openapi import body_of, etag_header
+from queenadmin.api.schemas.common import RateLimitedOut
 from queenadmin.api.schemas.kv import (
+    KVBadRequestOut,
     KVCallIn,
     KVCallOut,
-    KVErrorOut,
+    KVGetOut,
     KVListIn,
     KVListOut,
     KVNamespacesOut,
+    KVPathDeleteIn,
     KVPathPutIn,
     KVPreconditionOut,
-    KVResultOut,
+    KVTooLargeOut,
+    KVWriteOut,
 )
 from queenadmin.api.wire import kv as wire
 from queenadmin.domain import clock, db, kv
@@ -27,7 +31,7 @@ from queenadmin.errors import KVBadRequest
 
 router = Router(tags=["kv"])
 
-_ERRORS: dict[int | str, Any] = {400: KVErrorOut, 413: KVErrorOut}
+_ERRORS: dict[int | str, Any] = {400: KVBadRequestOut, 413: KVTooLargeOut, 429: RateLimitedOut}
 
 
 @router.post(
@@ -58,7 +62,8 @@ def _single(request: HttpRequest, raw: dict[str, Any]) -> dict[str, Any]:
 
 @router.get(
     "/kv/{ns}/{path:key}",
-    response={200: KVResultOut, **_ERRORS},
+    response={200: KVGetOut, **_ERRORS},
+    openapi_extra=etag_header(),
     summary="Read one key",
 )
 def get_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
@@ -73,7 +78,7 @@ _PATH_FIELDS = ("value", "ttlSeconds", "forever", "expect", "required")
 
 @router.put(
     "/kv/{ns}/{path:key}",
-    response={200: KVResultOut | KVPreconditionOut, **_ERRORS},
+    response={200: KVWriteOut | KVPreconditionOut, **_ERRORS},
     openapi_extra=body_of(KVPathPutIn),
     summary="Write one key",
 )
@@ -86,7 +91,8 @@ def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 
 @router.delete(
     "/kv/{ns}/{path:key}",
-    response={200: KVResultOut | KVPreconditionOut, **_ERRORS},
+    response={200: KVWriteOut | KVPreconditionOut, **_ERRORS},
+    openapi_extra=body_of(KVPathDeleteIn, required=False),
     summary="Delete one key",
 )
 def delete_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
@@ -97,7 +103,11 @@ def delete_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     return json_response(_single(request, raw))
 
 
-@router.get("/resources/kv/namespaces", response=KVNamespacesOut, summary="KV namespaces with key counts")
+@router.get(
+    "/resources/kv/namespaces",
+    response={200: KVNamespacesOut, 429: RateLimitedOut},
+    summary="KV namespaces with key counts",
+)
 def list_namespaces(request: HttpRequest) -> HttpResponse:
     ratelimit.admit(request, "read")
     rows = kv.kv_namespaces()
@@ -106,7 +116,7 @@ def list_namespaces(request: HttpRequest) -> HttpResponse:
 
 @router.post(
     "/resources/kv/list",
-    response={200: KVListOut, **_ERRORS},
+    response={200: KVListOut, 400: KVBadRequestOut, 429: RateLimitedOut},
     openapi_extra=body_of(KVListIn),
     summary="One console page of a namespace",
 )

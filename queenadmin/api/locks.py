@@ -8,7 +8,8 @@ from ninja import Router
 from queenadmin.api import ratelimit
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import body_of
-from queenadmin.api.schemas.locks import LocksCallIn, LocksCallOut, LocksErrorOut
+from queenadmin.api.schemas.common import RateLimitedOut
+from queenadmin.api.schemas.locks import LocksBadRequestOut, LocksCallIn, LocksCallOut
 from queenadmin.api.wire import locks as wire
 from queenadmin.domain import locks
 from queenadmin.errors import LocksBadRequest
@@ -18,7 +19,7 @@ router = Router(tags=["locks"])
 
 @router.post(
     "/locks",
-    response={200: LocksCallOut, 400: LocksErrorOut, 413: LocksErrorOut},
+    response={200: LocksCallOut, 400: LocksBadRequestOut, 429: RateLimitedOut},
     openapi_extra=body_of(LocksCallIn, array_too=True),
     summary="Acquire, renew, release or read locks and semaphores",
     description=(

@@ -1,4 +1,11 @@
-"""Document request bodies that the routers parse by hand."""
+"""The parts of /api/v1/openapi.json that ninja cannot see.
+
+The routers parse request bodies by hand, so ``body_of`` names each body's
+model; and some answers come from outside an operation's ``response=``
+(the bearer check, the body limit), so ``complete`` adds them to every
+operation they apply to. ``tests/api/test_contract.py`` holds the result
+to what the server really answers.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +13,67 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from queenadmin.api.schemas.common import AuthErrorOut
+
 #: Component schemas collected from ``body_of``; merged into /api/openapi.json.
 SCHEMAS: dict[str, Any] = {}
 
 
-def body_of(model: type[BaseModel], *, array_too: bool = False, required: bool = True) -> dict[str, Any]:
-    """``openapi_extra`` naming ``model`` as the JSON request body."""
+def component(model: type[BaseModel]) -> dict[str, Any]:
+    """Register ``model`` (and the models it uses) as components; return its ``$ref``."""
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     for name, definition in schema.pop("$defs", {}).items():
         SCHEMAS[name] = definition
     SCHEMAS[model.__name__] = schema
-    ref: dict[str, Any] = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def body_of(model: type[BaseModel], *, array_too: bool = False, required: bool = True) -> dict[str, Any]:
+    """``openapi_extra`` naming ``model`` as the JSON request body."""
+    ref = component(model)
     if array_too:
-        item_ref = schema["properties"]["operations"]["items"]
+        item_ref = SCHEMAS[model.__name__]["properties"]["operations"]["items"]
         ref = {"oneOf": [ref, {"type": "array", "items": item_ref}]}
     return {"requestBody": {"required": required, "content": {"application/json": {"schema": ref}}}}
+
+
+def etag_header() -> dict[str, Any]:
+    """``openapi_extra`` for the single-key read: 200 carries ``ETag`` when found."""
+    etag = {"description": 'the version, quoted ("42"), when the key was found', "schema": {"type": "string"}}
+    return {"responses": {200: {"headers": {"ETag": etag}}}}
+
+
+_RETRY_AFTER = {"description": "whole seconds until the call would be admitted", "schema": {"type": "integer"}}
+_WWW_AUTHENTICATE = {"description": "Bearer", "schema": {"type": "string"}}
+#: The body limit answers before any route runs (protocol 1.1).
+_TOO_LARGE_TEXT = {"text/plain": {"schema": {"type": "string", "description": "the body is over 64 MiB"}}}
+
+
+def complete(schema: dict[str, Any]) -> dict[str, Any]:
+    """Add the answers every operation can give that no ``response=`` names.
+
+    - 401 from the bearer check on every operation behind it;
+    - 413 in plain text from the body limit on every operation with a body;
+    - ``Retry-After`` on every 429.
+    """
+    auth_ref = component(AuthErrorOut)
+    for methods in schema.get("paths", {}).values():
+        for operation in methods.values():
+            responses = operation.setdefault("responses", {})
+            if operation.get("security"):
+                responses.setdefault(
+                    401,
+                    {
+                        "description": "Unauthorized",
+                        "headers": {"WWW-Authenticate": _WWW_AUTHENTICATE},
+                        "content": {"application/json": {"schema": auth_ref}},
+                    },
+                )
+            if "requestBody" in operation:
+                too_large = responses.setdefault(413, {"description": "Payload Too Large"})
+                too_large.setdefault("content", {}).update(_TOO_LARGE_TEXT)
+            if 429 in responses:
+                responses[429].setdefault("headers", {})["Retry-After"] = _RETRY_AFTER
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.update(SCHEMAS)
+    return schema

@@ -19,18 +19,26 @@ from ninja import Router
 from queenadmin.api import BearerToken, dbthreads
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import body_of
+from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
 from queenadmin.api.schemas.queues import (
     AckBatchIn,
     AckIn,
     AckOut,
     ConfigureIn,
     ConfigureOut,
-    EngineErrorOut,
+    DeadLettersOut,
     LeaseExtendIn,
     LeaseExtendOut,
+    OverviewOut,
     PopOut,
     PushIn,
     PushItemOut,
+    QueueDeletedOut,
+    QueueDepthOut,
+    QueueDetailOut,
+    QueueLanesOut,
+    QueueListOut,
+    QueueNotDeletedOut,
     QueueNotFoundOut,
 )
 from queenadmin.api.wire import queues as wire
@@ -41,7 +49,7 @@ from queenadmin.errors import InvalidArgument, QueueNotFound
 
 router = Router(tags=["queues"])
 
-_ERRORS: dict[int | str, Any] = {400: EngineErrorOut, 413: EngineErrorOut}
+_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
 
 
 class AsyncBearerToken(BearerToken):
@@ -183,7 +191,7 @@ def ack_batch(request: HttpRequest) -> HttpResponse:
 
 @router.post(
     "/lease/{lease_id}/extend",
-    response={200: LeaseExtendOut, **_ERRORS},
+    response={200: LeaseExtendOut, 400: EngineBadRequestOut},
     openapi_extra=body_of(LeaseExtendIn, required=False),
     summary="Extend every partition lease of a pop (200 success:false when gone)",
 )
@@ -197,7 +205,11 @@ def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
 # Resources
 
 
-@router.get("/resources/queues", summary="Every queue with its depth, newest first")
+@router.get(
+    "/resources/queues",
+    response={200: QueueListOut | QueueLanesOut},
+    summary="Every queue with its depth, newest first",
+)
 def list_queues(request: HttpRequest) -> HttpResponse:
     stats = queues.queue_list()
     if wire.wants_lanes(request.GET):
@@ -217,7 +229,7 @@ def _stats_or_404(
 
 @router.get(
     "/resources/queues/{queue}",
-    response={200: dict[str, Any], 404: QueueNotFoundOut},
+    response={200: QueueDetailOut, 404: QueueNotFoundOut},
     summary="One queue with its partitions",
 )
 def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
@@ -226,7 +238,7 @@ def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
 
 @router.get(
     "/resources/queues/{queue}/depth",
-    response={200: dict[str, Any], 404: QueueNotFoundOut},
+    response={200: QueueDepthOut, 404: QueueNotFoundOut, **_ERRORS},
     summary="Pending, in flight and ready, per partition (arithmetic on cursors)",
 )
 def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
@@ -234,17 +246,21 @@ def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
     return json_response(wire.render_depth(_stats_or_404(queue, group, with_age=True)))
 
 
-@router.delete("/resources/queues/{queue}", summary="Delete a queue and everything in it")
+@router.delete(
+    "/resources/queues/{queue}",
+    response={200: QueueDeletedOut | QueueNotDeletedOut},
+    summary="Delete a queue and everything in it",
+)
 def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
     return json_response(wire.render_delete(queue, existed=queues.queue_delete(name=queue)))
 
 
-@router.get("/resources/overview", summary="Counts across every queue")
+@router.get("/resources/overview", response=OverviewOut, summary="Counts across every queue")
 def overview(request: HttpRequest) -> HttpResponse:
     return json_response(wire.render_overview(queues.queue_overview()))
 
 
-@router.get("/dlq", response={200: dict[str, Any], **_ERRORS}, summary="Dead letters, newest first")
+@router.get("/dlq", response={200: DeadLettersOut, 400: EngineBadRequestOut}, summary="Dead letters, newest first")
 def list_dlq(request: HttpRequest) -> HttpResponse:
     rows, total = queues.dlq_list(query=wire.parse_dlq(request.GET))
     return json_response(wire.render_dlq(rows, total))

@@ -1,8 +1,9 @@
-"""Locks wire schemas, for the OpenAPI document.
+"""Locks wire schemas (protocol.md section 3).
 
 ``POST /api/v1/locks`` parses its body by hand (protocol.md 3.4 names a
-reason for every kind of bad input), so these models describe the contract
-rather than validate it.
+reason for every kind of bad input), so ``LocksCallIn`` documents the
+request; the ``Out`` models are the exact answers, checked by
+``tests/api/test_contract.py``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from queenadmin.api.schemas.common import JsonbTime, Omit, WireOut
 
 
 class LockOpIn(BaseModel):
@@ -26,16 +29,28 @@ class LocksCallIn(BaseModel):
     operations: list[LockOpIn]
 
 
-class LockHolderOut(BaseModel):
+# -- answers ------------------------------------------------------------------
+
+
+class LockHolderOut(WireOut):
     slot: int
     owner: str | None
-    token: int | None = Field(None, description="get only")
-    since: str | None = Field(None, description="get only")
-    expiresAt: str | None = Field(None, description="get only")
-    renewedAt: str | None = Field(None, description="get only")
 
 
-class LockGuardOut(BaseModel):
+class LockLeaseOut(WireOut):
+    """A live permit, as ``get`` shows it."""
+
+    slot: int
+    owner: str | None
+    token: int
+    since: JsonbTime = Field(description="when this holder first took the permit")
+    expiresAt: JsonbTime | None
+    renewedAt: JsonbTime
+
+
+class LockGuardOut(WireOut):
+    """The KV ``check`` to put first in a transaction: it holds while the token is current."""
+
     op: Literal["check"]
     ns: Literal["queen-locks"]
     key: str
@@ -43,28 +58,91 @@ class LockGuardOut(BaseModel):
     required: Literal[True]
 
 
-class LockResultOut(BaseModel):
+class LockAcquiredOut(WireOut):
     index: int
-    op: Literal["acquire", "renew", "release", "get"]
+    op: Literal["acquire"]
     name: str
-    acquired: bool | None = None
-    renewed: bool | None = None
-    released: bool | None = None
-    held: bool | None = None
-    reason: Literal["held", "contended", "lost"] | None = None
-    already: bool | None = None
-    slot: int | None = None
-    token: int | None = None
-    owner: str | None = None
-    guard: LockGuardOut | None = None
-    holders: list[LockHolderOut] | None = None
+    acquired: Literal[True]
+    slot: int
+    token: int
+    owner: str | None
+    guard: LockGuardOut
+    already: Literal[True] | Omit = Field(None, description="present when this owner held it already")
 
 
-class LocksCallOut(BaseModel):
-    results: list[LockResultOut]
+class LockAcquireRefusedOut(WireOut):
+    index: int
+    op: Literal["acquire"]
+    name: str
+    acquired: Literal[False]
+    reason: Literal["held", "contended"]
+    holders: list[LockHolderOut]
 
 
-class LocksErrorOut(BaseModel):
-    error: str
+class LockRenewedOut(WireOut):
+    index: int
+    op: Literal["renew"]
+    name: str
+    renewed: Literal[True]
+    slot: int
+    token: int = Field(description="a new token: the old one no longer guards, renews or releases")
+    guard: LockGuardOut
+
+
+class LockRenewLostOut(WireOut):
+    index: int
+    op: Literal["renew"]
+    name: str
+    renewed: Literal[False]
+    reason: Literal["lost"]
+    slot: int
+    holders: list[LockHolderOut]
+
+
+class LockReleasedOut(WireOut):
+    index: int
+    op: Literal["release"]
+    name: str
+    released: Literal[True]
+    slot: int
+
+
+class LockReleaseLostOut(WireOut):
+    index: int
+    op: Literal["release"]
+    name: str
+    released: Literal[False]
+    reason: Literal["lost"]
+    slot: int
+    holders: list[LockHolderOut]
+
+
+class LockGetOut(WireOut):
+    index: int
+    op: Literal["get"]
+    name: str
+    held: bool
+    holders: list[LockLeaseOut]
+
+
+LockResultOut = (
+    LockAcquiredOut
+    | LockAcquireRefusedOut
+    | LockRenewedOut
+    | LockRenewLostOut
+    | LockReleasedOut
+    | LockReleaseLostOut
+    | LockGetOut
+)
+
+
+class LocksCallOut(WireOut):
+    results: list[LockResultOut] = Field(description="one per operation, in request order")
+
+
+class LocksBadRequestOut(WireOut):
+    """400: ``error`` is the machine code, ``reason`` the finer one (protocol 3.4)."""
+
+    error: Literal["locks_bad_request"]
     reason: str
     detail: str
