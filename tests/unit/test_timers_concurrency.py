@@ -41,20 +41,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 STEP_LINE = re.compile(r"^fired=(\d+) duplicates=(\d+) backed_off=(\d+) dead_lettered=(\d+)$", re.MULTILINE)
 
-#: ``manage.py`` with Django settings overridden from the JSON in
-#: ``QUEENADMIN_TEST_SETTINGS``: settings.py reads only a few QUEENADMIN_*
-#: variables from the environment, and a loop's lease and permits are not
-#: among them.
-MANAGE_WITH_SETTINGS = """
-import json, os, sys
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queenadmin.settings")
-from django.conf import settings
-for name, value in json.loads(os.environ.get("QUEENADMIN_TEST_SETTINGS", "{}")).items():
-    setattr(settings, name, value)
-from django.core.management import execute_from_command_line
-execute_from_command_line(["manage.py", *sys.argv[1:]])
-"""
-
 
 @dataclass
 class LoopProcess:
@@ -102,7 +88,8 @@ def _child_env(data_dir: Path, settings: dict[str, Any]) -> dict[str, str]:
     else:
         env["DATABASE_URL"] = f"sqlite:///{name}"
     env["QUEENADMIN_DATA_DIR"] = str(data_dir)
-    env["QUEENADMIN_TEST_SETTINGS"] = json.dumps(settings)
+    # Every QUEENADMIN_* app setting reaches the child through its environment.
+    env.update({name: str(value) for name, value in settings.items()})
     return env
 
 
@@ -121,7 +108,7 @@ def start_loops(tmp_path: Path) -> Iterator[Callable[..., list[LoopProcess]]]:
             out, err = tmp_path / f"loop{n}.out", tmp_path / f"loop{n}.err"
             with out.open("wb") as stdout, err.open("wb") as stderr:
                 process = subprocess.Popen(
-                    [sys.executable, "-c", MANAGE_WITH_SETTINGS, "run_timers", "--verbose-steps"],
+                    [sys.executable, "manage.py", "run_timers", "--verbose-steps"],
                     cwd=ROOT,
                     env=_child_env(tmp_path, settings or {}),
                     stdout=stdout,

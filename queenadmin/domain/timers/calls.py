@@ -167,7 +167,13 @@ def timer_move(
         return TimerOutcome("absent", queue, timer_key, None)
     deliver_at = to if to is not None else row.deliver_at + by  # type: ignore[operator]
     check_delay(deliver_at - now)
-    Timer.objects.filter(pk=row.pk).update(deliver_at=deliver_at, fire_at=deliver_at, updated_at=now)
+    # Compare-and-set on the row read: with the row lock (or SQLite's one
+    # writer) it always applies; without them a fire in between answers absent.
+    moved = Timer.objects.filter(pk=row.pk, txn=row.txn, message_id=row.message_id).update(
+        deliver_at=deliver_at, fire_at=deliver_at, updated_at=now
+    )
+    if not moved:
+        return TimerOutcome("absent", queue, timer_key, None)
     _changed([queue])
     wake.on_commit(deliver_at, now)
     return TimerOutcome("moved", queue, timer_key, row.txn, row.message_id, deliver_at)

@@ -208,15 +208,18 @@ class TimerLoop:
 
     def _hold(self) -> bool:
         """Hold a permit, renewing it every third of its lifetime."""
+        # The lease is counted from before the call that grants it, so the
+        # deadline of a step never runs past the lease the server gave.
+        sent = time.monotonic()
         if not self.lock.held:
             if not self.lock.try_acquire():
                 return False
-            self._renewed_at = time.monotonic()
+            self._renewed_at = sent
             return True
-        if time.monotonic() - self._renewed_at >= self.lease_seconds / 3:
+        if sent - self._renewed_at >= self.lease_seconds / 3:
             if not self.lock.extend():
                 return False
-            self._renewed_at = time.monotonic()
+            self._renewed_at = sent
         return True
 
     # -- waiting ---------------------------------------------------------
@@ -308,6 +311,11 @@ class TimerLoop:
                     wait = self._next_sleep(clock.now())
                     if result.fired:
                         wait = min(wait, tick)
+                    elif wait <= 0:
+                        # Due timers that another step holds (a peer loop, a
+                        # cancel or move in flight): look again a tick later,
+                        # not in a tight loop.
+                        wait = tick
             except Exception:
                 logger.exception("timer loop step failed")
                 connection.close()
