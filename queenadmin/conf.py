@@ -50,6 +50,24 @@ class _Settings:
     AUTOPILOT_BATCH: int = 100
     AUTOPILOT_PARTITIONS: int = 4
 
+    #: Timers (protocol.md section 4): ops per call, payload size, horizon.
+    TIMERS_MAX_OPS_PER_CALL: int = 256
+    TIMERS_MAX_PAYLOAD_BYTES: int = 1024 * 1024
+    TIMERS_HORIZON_SECONDS: int = 90 * 86400
+    #: The timer loop: seconds between steps while timers keep coming due
+    #: (the loop also wakes at once when a sooner timer is scheduled), the
+    #: longest it sleeps when none is due, timers fired per transaction,
+    #: and how many loops may fire at once (permits of the lock
+    #: ``queenadmin.timers``; each holds one for ``TIMER_LEASE_SECONDS``).
+    TIMER_TICK_SECONDS: float = 0.05
+    TIMER_IDLE_SECONDS: float = 1.0
+    TIMER_FIRE_BATCH: int = 256
+    TIMER_LOOPS: int = 4
+    TIMER_LEASE_SECONDS: float = 10.0
+    #: Serve runs the timer loop in every worker; 0 leaves it to
+    #: ``manage.py run_timers``.
+    TIMER_LOOP_IN_SERVE: bool = True
+
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():
             default = object.__getattribute__(self, name)

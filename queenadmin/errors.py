@@ -115,3 +115,30 @@ class LockNotHeld(QueenError):
     """The lock is not held by this handle."""
 
     code = "lock_not_held"
+
+
+class TimersBadRequest(InvalidArgument):
+    """The timers request is not valid."""
+
+    code = "timers_bad_request"
+    reason = "timers_bad_request"
+
+
+class TimersPayloadTooLarge(InvalidArgument):
+    """A timer payload is over the size limit."""
+
+    code = "payload_too_large"
+    reason = "timers_payload_too_large"
+
+
+class TimerHorizonExceeded(QueenError):
+    """The timer is due past the scheduling horizon."""
+
+    code = "timer_horizon_exceeded"
+    reason = "timers_horizon"
+
+
+class LeaseExpired(QueenError):
+    """The loop's lease ran out before the work could commit; nothing was written."""
+
+    code = "lease_expired"

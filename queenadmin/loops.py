@@ -1,4 +1,4 @@
-"""Background loops of a serving process: the reaper (and later timers).
+"""Background loops of a serving process: the reaper and the timer loop.
 
 Each runs in a daemon thread with its own database connection, started by
 the ASGI lifespan so every worker process of ``serve`` has them. They are
@@ -51,16 +51,29 @@ LOOPS: dict[str, tuple[Callable[[], float], Callable[[], Any]]] = {
 }
 
 
+def _timer_loop() -> None:
+    from queenadmin.domain.timers import TimerLoop
+
+    TimerLoop().run(_stop)
+
+
 def start() -> None:
     _stop.clear()
     for name, (interval, step) in LOOPS.items():
         thread = threading.Thread(target=_loop, args=(name, interval, step), name=f"queenadmin-{name}", daemon=True)
         thread.start()
         _threads.append(thread)
+    if settings.TIMER_LOOP_IN_SERVE:
+        thread = threading.Thread(target=_timer_loop, name="queenadmin-timers", daemon=True)
+        thread.start()
+        _threads.append(thread)
 
 
 def stop() -> None:
+    from queenadmin.domain.timers import wake
+
     _stop.set()
+    wake.wake_local()
     for thread in _threads:
         thread.join(timeout=5)
     _threads.clear()

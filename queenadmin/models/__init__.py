@@ -3,6 +3,7 @@ from __future__ import annotations
 from queenadmin.models.auth import ApiToken, AuditEntry
 from queenadmin.models.kv import KVEntry, VersionCounter
 from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.models.timers import Timer
 
 __all__ = [
     "ApiToken",
@@ -14,5 +15,6 @@ __all__ = [
     "Message",
     "Partition",
     "Queue",
+    "Timer",
     "VersionCounter",
 ]

@@ -52,6 +52,7 @@ from queenadmin.domain.queues.push import (
     DEFAULT_PARTITION,
     PushItem,
     PushResult,
+    queue_dead_letter_in_txn,
     queue_push,
     queue_push_in_txn,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "queue_claim_in_txn",
     "queue_configure",
     "queue_configure_in_txn",
+    "queue_dead_letter_in_txn",
     "queue_delete",
     "queue_delete_in_txn",
     "queue_lease_extend",

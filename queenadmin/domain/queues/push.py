@@ -16,7 +16,7 @@ from queenadmin.domain.queues.ids import uuid7s
 from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS
 from queenadmin.domain.queues.refs import QueueRef, lock_queue_rows
 from queenadmin.errors import QueueBusy
-from queenadmin.models.queues import Partition, Queue
+from queenadmin.models.queues import DeadLetter, Partition, Queue
 
 #: SQLite's host parameter limit is 32766; stay far below it.
 _SQLITE_CHUNK = 500
@@ -39,6 +39,9 @@ class PushItem:
     #: The dedup key; None means "use the minted message id".
     transaction_id: str | None = None
     trace_id: str | None = None
+    #: The id the message gets; None mints a UUIDv7. Timers pass the id they
+    #: promised at schedule time.
+    message_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -216,7 +219,7 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime) -> list[PushR
             mid, offset = originals[(pid, txn)]
             results.append(PushResult(index, mid, txn, item.queue, "duplicate", offset))
             continue
-        mid = next(fresh)
+        mid = next(fresh) if item.message_id is None else item.message_id
         txn = txn if txn is not None else mid
         offset = next_offsets[pid]
         next_offsets[pid] = offset + 1
@@ -272,3 +275,39 @@ def _write(
             " VALUES (%s, %s, %s, %s, %s, %s, %s)",
             [(*r, to_db_time(now)) for r in rows],
         )
+
+
+def queue_dead_letter_in_txn(
+    *,
+    queue: str,
+    partition: str,
+    group: str,
+    transaction_id: str,
+    message_id: str,
+    payload_json: str,
+    error: str,
+    retry_count: int,
+    now: datetime,
+) -> None:
+    """File a message that never reached the log in its queue's DLQ (offset -1).
+
+    Creates the queue and partition when missing, so the dead letter can be
+    found where the message was going. For timers that exhausted their
+    attempts. Inside the caller's transaction (asserted).
+    """
+    assert connection.in_atomic_block
+    ref = _ensure_queues([queue], now)[queue]
+    pid = _ensure_partitions({(ref.id, partition)}, now)[(ref.id, partition)]
+    DeadLetter.objects.create(
+        queue_id=ref.id,
+        partition_id=pid,
+        group=group,
+        offset=-1,
+        transaction_id=transaction_id,
+        message_id=message_id,
+        payload=payload_json,
+        error=error,
+        retry_count=retry_count,
+        created_at=now,
+        failed_at=now,
+    )

@@ -1,0 +1,99 @@
+"""Timer routes (protocol.md section 4): schedule/cancel batches, cancel, peek, list, count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Router
+
+from queenadmin.api import ratelimit
+from queenadmin.api.http import json_response, operations_of, read_json
+from queenadmin.api.openapi import body_of
+from queenadmin.api.schemas.common import NameTooLongOut, RateLimitedOut
+from queenadmin.api.schemas.timers import (
+    AbsentOut,
+    CancelledOut,
+    TimerCountOut,
+    TimerFoundOut,
+    TimerListOut,
+    TimerMissingOut,
+    TimersBadRequestOut,
+    TimersCallIn,
+    TimersCallOut,
+    TimersHorizonOut,
+    TimersTooLargeOut,
+)
+from queenadmin.api.wire import timers as wire
+from queenadmin.domain import timers
+from queenadmin.errors import TimersBadRequest
+
+router = Router(tags=["timers"])
+
+_WRITE_ERRORS: dict[int | str, Any] = {
+    400: TimersBadRequestOut,
+    403: TimersHorizonOut,
+    413: TimersTooLargeOut | NameTooLongOut,
+    429: RateLimitedOut,
+}
+_READ_ERRORS: dict[int | str, Any] = {400: TimersBadRequestOut, 429: RateLimitedOut}
+
+
+@router.post(
+    "/timers",
+    response={200: TimersCallOut, **_WRITE_ERRORS},
+    openapi_extra=body_of(TimersCallIn, array_too=True),
+    summary="Schedule, reschedule or cancel timers (all-or-nothing validation)",
+)
+def timers_batch(request: HttpRequest) -> HttpResponse:
+    body = read_json(request, TimersBadRequest, "timers_bad_body")
+    ops = wire.parse_timer_ops(operations_of(body, TimersBadRequest, "timers_bad_body"))
+    # A schedule spends the KV write rate (protocol 4.6).
+    ratelimit.admit(request, "write")
+    if not ops:
+        return json_response({"results": []})
+    return json_response({"results": [wire.outcome_out(o) for o in timers.timers_call(ops)]})
+
+
+@router.delete(
+    "/timers/{queue}/{path:timer_key}",
+    response={200: CancelledOut | AbsentOut, 400: TimersBadRequestOut, 413: NameTooLongOut},
+    summary="Cancel one timer (absent, with ?txn echoed, when it is not pending)",
+)
+def cancel_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:
+    txn = request.GET.get("txn") or None
+    (op,) = wire.parse_timer_ops([{"op": "cancel", "queue": queue, "timerKey": timer_key, "txn": txn}])
+    (outcome,) = timers.timers_call([op])
+    return json_response(wire.outcome_out(outcome))
+
+
+@router.get(
+    "/timers/{queue}/{path:timer_key}",
+    response={200: TimerFoundOut | TimerMissingOut, 429: RateLimitedOut},
+    summary="Peek one timer, with its payload",
+)
+def peek_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:
+    ratelimit.admit(request, "read")
+    return json_response(wire.peek_out(queue, timer_key, timers.timer_peek(queue=queue, timer_key=timer_key)))
+
+
+@router.get(
+    "/timers/{queue}",
+    response={200: TimerListOut | TimerCountOut, **_READ_ERRORS},
+    summary="A keyset page of a queue's pending timers (?after=&limit=), or their count (?mode=count&prefix=)",
+)
+def list_timers(request: HttpRequest, queue: str) -> HttpResponse:
+    ratelimit.admit(request, "read")
+    params = request.GET
+    mode = params.get("mode")
+    if mode is not None:
+        if mode != "count":
+            raise TimersBadRequest("mode must be count", reason="timers_read_mode_unknown")
+        if "after" in params or "limit" in params:
+            raise TimersBadRequest("after and limit do not go with mode=count", reason="timers_count_bad_params")
+        return json_response({"count": timers.timers_count(queue=queue, prefix=params.get("prefix") or "")})
+    limit = wire.page_limit(params.get("limit"))
+    page = timers.timers_list(queue=queue, after=params.get("after") or "", limit=limit)
+    return json_response(
+        {"rows": [wire.row_out(r) for r in page.rows], "truncated": page.truncated, "nextAfter": page.next_after}
+    )

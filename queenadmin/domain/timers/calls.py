@@ -1,0 +1,319 @@
+"""Schedule, cancel, move and fire timers; read them.
+
+Writes come in two forms (style.md section 4): ``timers_call`` opens its
+own transaction, ``timers_call_in_txn`` runs inside the caller's (a transaction
+of the API composes it with pushes, acks and KV writes). Each write
+publishes ``timers.changed`` after commit and wakes the firing loops when
+a timer comes due sooner than they would look.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Count, Min, Q
+
+from queenadmin.domain import clock, db, events
+from queenadmin.domain.queues import uuid7
+from queenadmin.domain.timers import store, wake
+from queenadmin.domain.timers.ops import (
+    DEFAULT_PAGE_LIMIT,
+    DEFAULT_PARTITION,
+    MAX_COUNT_PREFIX_BYTES,
+    MAX_PAGE_LIMIT,
+    Status,
+    TimerCancel,
+    TimerOp,
+    TimerOutcome,
+    TimerPage,
+    TimerRow,
+    TimerSchedule,
+    check_delay,
+    check_key,
+    check_name,
+    check_schedule,
+    check_txn,
+    check_unique_keys,
+    payload_json_of,
+)
+from queenadmin.errors import TimersBadRequest
+from queenadmin.models import Timer
+
+
+def timers_call_in_txn(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOutcome]:
+    """Apply timer ops inside the caller's transaction; one outcome per op.
+
+    A schedule over a pending timer replaces it (``rescheduled``; it keeps
+    ``created_at``, its attempts start again); a cancel that finds nothing
+    answers ``absent`` with the ``txn`` it was given. Raises
+    ``TimersBadRequest`` when a key appears twice, and the rule refusals of
+    ``check_schedule``; nothing is written then.
+    """
+    assert connection.in_atomic_block, "timers_call_in_txn needs the caller's transaction"
+    check_unique_keys(ops)
+    schedules = [op for op in ops if isinstance(op, TimerSchedule)]
+    for op in schedules:
+        check_schedule(op)
+    cancels = [(op.queue, op.timer_key) for op in ops if isinstance(op, TimerCancel)]
+    removed = store.delete_keys(cancels) if cancels else {}
+    minted = {(op.queue, op.timer_key): uuid7() for op in schedules}
+    rows = [
+        store.NewRow(
+            queue=op.queue,
+            timer_key=op.timer_key,
+            partition=op.partition,
+            deliver_at=now + op.delay,
+            txn=op.txn,
+            message_id=minted[(op.queue, op.timer_key)],
+            payload=op.payload,
+            payload_json=payload_json_of(op.payload),
+            encrypted=op.encrypted,
+            producer_sub=op.producer_sub,
+        )
+        for op in schedules
+    ]
+    existed = store.upsert(rows, now)
+    out: list[TimerOutcome] = []
+    for command in ops:
+        ident = (command.queue, command.timer_key)
+        if isinstance(command, TimerCancel):
+            if ident in removed:
+                out.append(TimerOutcome("cancelled", command.queue, command.timer_key, removed[ident]))
+            else:
+                out.append(TimerOutcome("absent", command.queue, command.timer_key, command.txn))
+        else:
+            status: Status = "rescheduled" if ident in existed else "scheduled"
+            deliver_at = now + command.delay
+            out.append(TimerOutcome(status, command.queue, command.timer_key, command.txn, minted[ident], deliver_at))
+    if rows or removed:
+        _changed(sorted({op.queue for op in ops}))
+    if rows:
+        wake.on_commit(min(r.deliver_at for r in rows), now)
+    return out
+
+
+@transaction.atomic(durable=True)
+def timers_call(ops: Sequence[TimerOp], *, now: datetime | None = None) -> list[TimerOutcome]:
+    """``timers_call_in_txn`` as its own transaction; must be the outermost call."""
+    return timers_call_in_txn(ops, now=now or clock.now())
+
+
+def _changed(queues: list[str]) -> None:
+    events.broadcast_on_commit(events.TIMERS_GROUP, {"type": "timers.changed", "queues": queues[:20]})
+
+
+# --------------------------------------------------------------------------
+# The in-process API
+
+
+def timer_schedule(
+    *,
+    queue: str,
+    timer_key: str,
+    payload: Any,
+    delay: timedelta,
+    partition: str = DEFAULT_PARTITION,
+    txn: str | None = None,
+    now: datetime | None = None,
+) -> TimerOutcome:
+    """Schedule ``payload`` (any JSON value, or ``bytes`` as they are) ``delay`` from now.
+
+    Returns the outcome with the promised ``message_id`` and ``txn`` (minted
+    when not given). Must be the outermost call.
+    """
+    body = payload if isinstance(payload, bytes) else db.json_text(payload).encode()
+    op = TimerSchedule(queue, timer_key, body, delay, txn or uuid7(), partition)
+    return timers_call([op], now=now)[0]
+
+
+def timer_cancel(*, queue: str, timer_key: str, txn: str | None = None, now: datetime | None = None) -> TimerOutcome:
+    """Cancel the pending timer: ``cancelled``, or ``absent`` (it may have fired)."""
+    return timers_call([TimerCancel(check_name(queue, "queue"), check_key(timer_key), txn)], now=now)[0]
+
+
+def _locked(queue: str, timer_key: str) -> Timer | None:
+    rows = Timer.objects.filter(queue=queue, timer_key=timer_key)
+    if connection.features.has_select_for_update:
+        rows = rows.select_for_update()
+    return rows.first()
+
+
+@transaction.atomic(durable=True)
+def timer_move(
+    *,
+    queue: str,
+    timer_key: str,
+    to: datetime | None = None,
+    by: timedelta | None = None,
+    now: datetime | None = None,
+) -> TimerOutcome:
+    """Move a pending timer to ``to``, or by ``by`` from its due time; payload kept.
+
+    A time in the past fires it on the next step. Returns ``moved`` with
+    the new due time, or ``absent`` when it was not pending (it fired or
+    was cancelled: the fire and the move are serialised on the row, so it
+    never fires at the old time after a ``moved``). Raises
+    ``TimerHorizonExceeded`` past the horizon. Must be the outermost call.
+    """
+    if (to is None) == (by is None):
+        raise TimersBadRequest("give exactly one of to or by")
+    now = now or clock.now()
+    row = _locked(queue, timer_key)
+    if row is None:
+        return TimerOutcome("absent", queue, timer_key, None)
+    deliver_at = to if to is not None else row.deliver_at + by  # type: ignore[operator]
+    check_delay(deliver_at - now)
+    # Compare-and-set on the row read: with the row lock (or SQLite's one
+    # writer) it always applies; without them a fire in between answers absent.
+    moved = Timer.objects.filter(pk=row.pk, txn=row.txn, message_id=row.message_id).update(
+        deliver_at=deliver_at, fire_at=deliver_at, updated_at=now
+    )
+    if not moved:
+        return TimerOutcome("absent", queue, timer_key, None)
+    _changed([queue])
+    wake.on_commit(deliver_at, now)
+    return TimerOutcome("moved", queue, timer_key, row.txn, row.message_id, deliver_at)
+
+
+# --------------------------------------------------------------------------
+# Reads (no locks)
+
+
+def _row(timer: Timer, *, with_payload: bool) -> TimerRow:
+    return TimerRow(
+        id=timer.pk,
+        queue=timer.queue,
+        timer_key=timer.timer_key,
+        partition=timer.partition,
+        deliver_at=timer.deliver_at,
+        fire_at=timer.fire_at,
+        txn=timer.txn,
+        message_id=timer.message_id,
+        encrypted=timer.encrypted,
+        producer_sub=timer.producer_sub,
+        attempts=timer.attempts,
+        last_error=timer.last_error,
+        created_at=timer.created_at,
+        updated_at=timer.updated_at,
+        payload=bytes(timer.payload) if with_payload else None,
+    )
+
+
+_LIST_FIELDS = [f.name for f in Timer._meta.fields if f.name not in ("payload", "payload_json")]
+
+
+def timer_peek(*, queue: str, timer_key: str) -> TimerRow | None:
+    """The pending timer with its payload, or None."""
+    timer = Timer.objects.filter(queue=queue, timer_key=timer_key).first()
+    return None if timer is None else _row(timer, with_payload=True)
+
+
+def timers_list(*, queue: str, after: str = "", limit: int = DEFAULT_PAGE_LIMIT) -> TimerPage:
+    """A keyset page of one queue's pending timers by key (``after`` exclusive).
+
+    ``limit`` is clamped to 1..1000, never refused.
+    """
+    limit = max(1, min(MAX_PAGE_LIMIT, limit))
+    rows = Timer.objects.filter(queue=queue).only(*_LIST_FIELDS).order_by("timer_key")
+    if after:
+        rows = rows.filter(timer_key__gt=after)
+    found = list(rows[: limit + 1])
+    page = tuple(_row(t, with_payload=False) for t in found[:limit])
+    truncated = len(found) > limit
+    return TimerPage(page, truncated, page[-1].timer_key if truncated else None)
+
+
+def timers_count(*, queue: str, prefix: str = "") -> int:
+    """How many timers of ``queue`` are pending (under ``prefix`` when given)."""
+    if len(prefix.encode()) > MAX_COUNT_PREFIX_BYTES or "\x00" in prefix:
+        raise TimersBadRequest(
+            f"prefix is at most {MAX_COUNT_PREFIX_BYTES} bytes, without NUL", reason="timers_count_bad_prefix"
+        )
+    rows = Timer.objects.filter(queue=queue)
+    if prefix:
+        from queenadmin.domain.kv import prefix_upper_bound
+
+        upper = prefix_upper_bound(prefix)
+        rows = rows.filter(timer_key__gte=prefix)
+        if upper is not None:
+            rows = rows.filter(timer_key__lt=upper)
+    return rows.count()
+
+
+def _cursor(after: str) -> tuple[datetime, int] | None:
+    if not after:
+        return None
+    stamp, _, ident = after.rpartition("|")
+    try:
+        return datetime.fromisoformat(stamp), int(ident)
+    except ValueError:
+        raise TimersBadRequest("after is not a cursor this list gave out") from None
+
+
+def timers_pending(
+    *, queue: str = "", key_prefix: str = "", after: str = "", limit: int = DEFAULT_PAGE_LIMIT
+) -> TimerPage:
+    """Pending timers of every queue (or one) by due time, keyset paged.
+
+    ``after`` is the ``next_after`` of the previous page. For dashboards.
+    """
+    limit = max(1, min(MAX_PAGE_LIMIT, limit))
+    rows = Timer.objects.only(*_LIST_FIELDS).order_by("deliver_at", "id")
+    if queue:
+        rows = rows.filter(queue=queue)
+    if key_prefix:
+        rows = rows.filter(timer_key__startswith=key_prefix)
+    cursor = _cursor(after)
+    if cursor is not None:
+        rows = rows.filter(Q(deliver_at__gt=cursor[0]) | Q(deliver_at=cursor[0], id__gt=cursor[1]))
+    found = list(rows[: limit + 1])
+    page = tuple(_row(t, with_payload=False) for t in found[:limit])
+    truncated = len(found) > limit
+    last = page[-1] if truncated else None
+    return TimerPage(page, truncated, None if last is None else f"{last.deliver_at.isoformat()}|{last.id}")
+
+
+@dataclass(frozen=True, slots=True)
+class DueHistogram:
+    start: datetime
+    bucket: timedelta
+    #: Timers due in each bucket from ``start``; the first also holds
+    #: every timer already overdue.
+    counts: tuple[int, ...]
+    next_due: datetime | None
+    total: int
+
+
+def timers_due_histogram(
+    *, now: datetime | None = None, bucket: timedelta = timedelta(minutes=1), buckets: int = 60
+) -> DueHistogram:
+    """Pending timers per ``bucket`` over the next ``buckets`` buckets."""
+    now = now or clock.now()
+    end = now + bucket * buckets
+    counts = [0] * buckets
+    step = bucket.total_seconds()
+    for deliver_at in Timer.objects.filter(deliver_at__lt=end).values_list("deliver_at", flat=True).iterator():
+        index = int(max(0.0, (deliver_at - now).total_seconds()) // step)
+        counts[min(index, buckets - 1)] += 1
+    totals = Timer.objects.aggregate(n=Count("id"), first=Min("deliver_at"))
+    return DueHistogram(now, bucket, tuple(counts), totals["first"], int(totals["n"]))
+
+
+__all__ = [
+    "DueHistogram",
+    "check_txn",
+    "timer_cancel",
+    "timer_move",
+    "timer_peek",
+    "timer_schedule",
+    "timers_call",
+    "timers_call_in_txn",
+    "timers_count",
+    "timers_due_histogram",
+    "timers_list",
+    "timers_pending",
+]

@@ -1,0 +1,329 @@
+"""Firing due timers: one step, and the loop that runs steps under a lease.
+
+A step fires up to ``TIMER_FIRE_BATCH`` due timers in ONE transaction: it
+claims them (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so several loops
+split the work), appends each message through the log's push path with
+``transactionId = txn`` and the promised message id, and deletes the rows.
+The log's dedup window makes a second delivery of a txn impossible.
+
+The loop holds a permit of the lock ``queenadmin.timers`` (a semaphore of
+``TIMER_LOOPS`` permits) and every step carries the permit's guard, so a
+loop whose lease was lost (or taken over) commits nothing. A loop paused
+past its lease in the middle of a step (SIGSTOP, a long GC, a VM pause)
+also commits nothing: the step checks, just before commit, that the lease
+it started under has not run out by the monotonic clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import close_old_connections, connection, transaction
+
+from queenadmin.conf import settings
+from queenadmin.domain import clock, events, kv
+from queenadmin.domain import queues as log_domain
+from queenadmin.domain.timers import store, wake
+from queenadmin.domain.timers.ops import DLQ_GROUP, LOOP_LOCK, MAX_ATTEMPTS, TimerOutcome
+from queenadmin.errors import LeaseExpired, PreconditionFailed, QueenError
+
+logger = logging.getLogger(__name__)
+
+#: A step stops adding timers past this many payload bytes.
+FIRE_MAX_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FireStep:
+    """What one step did."""
+
+    #: Messages appended.
+    fired: int = 0
+    #: Timers whose txn was already in the destination's dedup window: done
+    #: and deleted, nothing appended.
+    duplicates: int = 0
+    #: Timers whose push was refused, pushed back by a backoff.
+    backed_off: int = 0
+    dead_lettered: int = 0
+    #: The batch was full: more may be due now.
+    more: bool = False
+
+
+def _backoff(attempts: int) -> timedelta:
+    return timedelta(seconds=min(1.0 * 2**attempts, 60.0))
+
+
+def _fire(due: Sequence[store.Due], now: datetime) -> FireStep:
+    """Push ``due`` and delete the fired rows; inside the caller's transaction."""
+    items = [
+        log_domain.PushItem(
+            queue=d.queue,
+            partition=d.partition,
+            payload_json=d.payload_json,
+            transaction_id=d.txn,
+            message_id=d.message_id,
+        )
+        for d in due
+    ]
+    try:
+        with transaction.atomic():
+            results = log_domain.queue_push_in_txn(items=items, now=now)
+    except QueenError:
+        # One timer's push refused the batch: fire them one by one, so only
+        # the bad ones back off.
+        return _fire_one_by_one(due, now)
+    store.delete_ids([d.id for d in due])
+    duplicates = sum(1 for r in results if r.status == "duplicate")
+    return FireStep(fired=len(due) - duplicates, duplicates=duplicates)
+
+
+def _fire_one_by_one(due: Sequence[store.Due], now: datetime) -> FireStep:
+    fired = duplicates = backed_off = dead = 0
+    done: list[int] = []
+    for d in due:
+        item = log_domain.PushItem(
+            queue=d.queue,
+            partition=d.partition,
+            payload_json=d.payload_json,
+            transaction_id=d.txn,
+            message_id=d.message_id,
+        )
+        try:
+            with transaction.atomic():
+                (result,) = log_domain.queue_push_in_txn(items=[item], now=now)
+        except QueenError as exc:
+            attempts = d.attempts + 1
+            error = f"{exc.code}: {exc.detail}"
+            if attempts >= MAX_ATTEMPTS:
+                log_domain.queue_dead_letter_in_txn(
+                    queue=d.queue,
+                    partition=d.partition,
+                    group=DLQ_GROUP,
+                    transaction_id=d.txn,
+                    message_id=d.message_id,
+                    payload_json=d.payload_json,
+                    error=error,
+                    retry_count=attempts,
+                    now=now,
+                )
+                done.append(d.id)
+                dead += 1
+            else:
+                store.back_off(d.id, attempts=attempts, error=error, fire_at=now + _backoff(d.attempts), now=now)
+                backed_off += 1
+            continue
+        done.append(d.id)
+        if result.status == "duplicate":
+            duplicates += 1
+        else:
+            fired += 1
+    store.delete_ids(done)
+    return FireStep(fired=fired, duplicates=duplicates, backed_off=backed_off, dead_lettered=dead)
+
+
+def timers_fire_due(
+    *,
+    now: datetime | None = None,
+    limit: int | None = None,
+    guard: kv.KVCheck | None = None,
+    deadline: float | None = None,
+) -> FireStep:
+    """Fire the timers due at ``now`` (at most ``limit``) in one transaction.
+
+    ``guard`` (a lease's KV check) makes the step commit only while the
+    lease is the caller's: otherwise it raises ``PreconditionFailed`` and
+    nothing is written. ``deadline`` (``time.monotonic()``) makes it raise
+    ``LeaseExpired``, nothing written, when the step ends after it. Must be
+    the outermost call.
+    """
+    now = now or clock.now()
+    limit = limit or settings.TIMER_FIRE_BATCH
+    with transaction.atomic(durable=True):
+        if guard is not None:
+            kv.kv_call_in_txn([guard], now=now)
+        due = store.claim_due(now, limit, FIRE_MAX_BYTES)
+        if not due:
+            return FireStep()
+        step = _fire(due, now)
+        if deadline is not None and time.monotonic() > deadline:
+            raise LeaseExpired()
+        events.broadcast_on_commit(
+            events.TIMERS_GROUP, {"type": "timers.changed", "queues": sorted({d.queue for d in due})[:20]}
+        )
+    return FireStep(step.fired, step.duplicates, step.backed_off, step.dead_lettered, more=len(due) >= limit)
+
+
+@transaction.atomic(durable=True)
+def timer_fire_now(*, queue: str, timer_key: str, now: datetime | None = None) -> TimerOutcome:
+    """Fire one pending timer now, whatever its due time; ``absent`` if not pending.
+
+    Locks the row like a loop step does, so the timer is delivered exactly
+    once whoever fires it. Must be the outermost call.
+    """
+    now = now or clock.now()
+    due = store.claim_key(queue, timer_key)
+    if due is None:
+        return TimerOutcome("absent", queue, timer_key, None)
+    _fire([due], now)
+    events.broadcast_on_commit(events.TIMERS_GROUP, {"type": "timers.changed", "queues": [queue]})
+    return TimerOutcome("fired", queue, timer_key, due.txn, due.message_id, now)
+
+
+# --------------------------------------------------------------------------
+# The loop
+
+
+def _owner() -> str:
+    return f"timers:{socket.gethostname()[:64]}:{os.getpid()}:{threading.get_ident()}"
+
+
+class TimerLoop:
+    """Fire due timers until ``stop`` is set, holding a permit of ``queenadmin.timers``.
+
+    ``serve`` runs one in every worker (unless ``TIMER_LOOP_IN_SERVE`` is
+    off) and ``manage.py run_timers`` runs one alone. Only permit holders
+    fire, and each step is fenced by the permit's token.
+    """
+
+    def __init__(self, *, on_step: Callable[[FireStep], Any] | None = None) -> None:
+        from queenadmin.domain import locks
+
+        self.lease_seconds = settings.TIMER_LEASE_SECONDS
+        self.lock = locks.Lock(LOOP_LOCK, ttl=self.lease_seconds, limit=settings.TIMER_LOOPS, owner=_owner())
+        self.on_step = on_step
+        self.fired = 0
+        self._renewed_at = 0.0
+        self._listen: Any = None
+
+    # -- the lease ---------------------------------------------------------
+
+    def _hold(self) -> bool:
+        """Hold a permit, renewing it every third of its lifetime."""
+        # The lease is counted from before the call that grants it, so the
+        # deadline of a step never runs past the lease the server gave.
+        sent = time.monotonic()
+        if not self.lock.held:
+            if not self.lock.try_acquire():
+                return False
+            self._renewed_at = sent
+            return True
+        if sent - self._renewed_at >= self.lease_seconds / 3:
+            if not self.lock.extend():
+                return False
+            self._renewed_at = sent
+        return True
+
+    # -- waiting ---------------------------------------------------------
+
+    def _open_listen(self) -> None:
+        if connection.vendor != "postgresql" or self._listen is not None:
+            return
+        import psycopg
+
+        settings_dict = connection.settings_dict
+        params = {
+            "dbname": settings_dict["NAME"],
+            "user": settings_dict.get("USER"),
+            "password": settings_dict.get("PASSWORD"),
+            "host": settings_dict.get("HOST"),
+            "port": settings_dict.get("PORT"),
+        }
+        try:
+            conn = psycopg.connect(**{k: v for k, v in params.items() if v}, autocommit=True)
+            conn.execute(f"LISTEN {wake.CHANNEL}")
+        except Exception:
+            logger.warning(
+                "LISTEN %s failed; timers of other replicas wake this loop within %s s",
+                wake.CHANNEL,
+                settings.TIMER_IDLE_SECONDS,
+                exc_info=True,
+            )
+            return
+        self._listen = conn
+
+    def _sleep(self, seen: int, seconds: float, stop: threading.Event) -> None:
+        if seconds <= 0 or stop.is_set():
+            return
+        if self._listen is None:
+            wake.wait_local(seen, seconds)
+            return
+        # Local wakes also come back as NOTIFY (the writer sends one), so the
+        # LISTEN connection alone covers both.
+        try:
+            for _note in self._listen.notifies(timeout=seconds, stop_after=1):
+                break
+        except Exception:
+            logger.warning("LISTEN connection lost; reconnecting", exc_info=True)
+            with contextlib.suppress(Exception):
+                self._listen.close()
+            self._listen = None
+
+    def _next_sleep(self, now: datetime) -> float:
+        idle = settings.TIMER_IDLE_SECONDS
+        upcoming = store.next_fire_at()
+        until_due = idle if upcoming is None else (upcoming - now).total_seconds()
+        until_renew = self._renewed_at + self.lease_seconds / 3 - time.monotonic()
+        return max(0.0, min(idle, until_due, until_renew))
+
+    # -- running ---------------------------------------------------------
+
+    def step(self) -> FireStep | None:
+        """One step: hold the permit, fire what is due. None without a permit."""
+        if not self._hold():
+            return None
+        assert self.lock.token is not None
+        deadline = self._renewed_at + self.lease_seconds
+        try:
+            result = timers_fire_due(now=clock.now(), guard=self.lock.guard(), deadline=deadline)
+        except (PreconditionFailed, LeaseExpired):
+            logger.warning("timer loop lost its lease; it fired nothing and will try again")
+            self.lock.lost.set()
+            with contextlib.suppress(Exception):
+                self.lock.release()
+            return None
+        self.fired += result.fired
+        if self.on_step is not None:
+            self.on_step(result)
+        return result
+
+    def run(self, stop: threading.Event) -> None:
+        tick = settings.TIMER_TICK_SECONDS
+        while not stop.is_set():
+            seen = wake.generation()
+            try:
+                close_old_connections()
+                self._open_listen()
+                result = self.step()
+                if result is None:
+                    wait = min(settings.TIMER_IDLE_SECONDS, self.lease_seconds / 3)
+                elif result.more:
+                    continue
+                else:
+                    wait = self._next_sleep(clock.now())
+                    if result.fired:
+                        wait = min(wait, tick)
+                    elif wait <= 0:
+                        # Due timers that another step holds (a peer loop, a
+                        # cancel or move in flight): look again a tick later,
+                        # not in a tight loop.
+                        wait = tick
+            except Exception:
+                logger.exception("timer loop step failed")
+                connection.close()
+                wait = 1.0
+            self._sleep(seen, wait, stop)
+        with contextlib.suppress(Exception):
+            self.lock.release()
+        if self._listen is not None:
+            with contextlib.suppress(Exception):
+                self._listen.close()
+        connection.close()

@@ -1,0 +1,202 @@
+"""Timer commands, results, and the rules every caller shares."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from queenadmin.conf import settings
+from queenadmin.domain import db
+from queenadmin.errors import NameTooLong, TimerHorizonExceeded, TimersBadRequest, TimersPayloadTooLarge
+
+DEFAULT_PARTITION = "Default"
+#: A timer that keeps failing is dead-lettered under this consumer group.
+DLQ_GROUP = "__timer__"
+#: The lock whose permits the firing loops hold (our own lock, dogfooded).
+LOOP_LOCK = "queenadmin.timers"
+MAX_ATTEMPTS = 5
+#: Engine names (queue, partition) fit a 511-byte store key (protocol 12).
+MAX_NAME_BYTES = 511
+MAX_TXN_BYTES = 65535
+#: A timer key for ``?mode=count&prefix=`` is at most this long.
+MAX_COUNT_PREFIX_BYTES = 128
+MAX_PAGE_LIMIT = 1000
+DEFAULT_PAGE_LIMIT = 100
+
+Status = Literal["scheduled", "rescheduled", "cancelled", "absent", "moved", "fired"]
+
+
+def _bad(detail: str, reason: str = "timers_bad_request") -> TimersBadRequest:
+    return TimersBadRequest(detail, reason=reason)
+
+
+@dataclass(frozen=True, slots=True)
+class TimerSchedule:
+    """Schedule (or replace) the timer ``(queue, timer_key)``, ``delay`` from now.
+
+    A delay in the past is legal: the timer fires on the next step.
+    """
+
+    queue: str
+    timer_key: str
+    #: The message body as the client sent it (base64-decoded).
+    payload: bytes
+    delay: timedelta
+    #: The fired message's ``transactionId``.
+    txn: str
+    partition: str = DEFAULT_PARTITION
+    encrypted: bool = False
+    producer_sub: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimerCancel:
+    """Remove the pending timer; ``txn`` is echoed when there is none."""
+
+    queue: str
+    timer_key: str
+    txn: str | None = None
+
+
+TimerOp = TimerSchedule | TimerCancel
+
+
+@dataclass(frozen=True, slots=True)
+class TimerOutcome:
+    """What one schedule, cancel, move or fire-now did.
+
+    ``absent`` means no timer was pending under the key: it may already
+    have fired (there is no tombstone; the log has its ``txn``).
+    """
+
+    status: Status
+    queue: str
+    timer_key: str
+    txn: str | None
+    message_id: str | None = None
+    deliver_at: datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "absent"
+
+
+@dataclass(frozen=True, slots=True)
+class TimerRow:
+    """A pending timer as the reads show it (``payload`` only on a peek)."""
+
+    id: int
+    queue: str
+    timer_key: str
+    partition: str
+    deliver_at: datetime
+    fire_at: datetime
+    txn: str
+    message_id: str
+    encrypted: bool
+    producer_sub: str | None
+    attempts: int
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    payload: bytes | None = None
+
+    @property
+    def payload_b64(self) -> str | None:
+        return None if self.payload is None else base64.b64encode(self.payload).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class TimerPage:
+    rows: tuple[TimerRow, ...]
+    truncated: bool
+    #: The cursor of the next page: a timer key (per-queue lists) or
+    #: ``"<deliver_at iso>|<id>"`` (the pending list across queues).
+    next_after: str | None
+
+
+# --------------------------------------------------------------------------
+# Rules
+
+
+def check_name(value: str, what: str) -> str:
+    """A queue or partition name: non-empty, no NUL, within the key budget."""
+    if not value:
+        raise _bad(f"{what} is required", "timers_queue_required" if what == "queue" else "timers_bad_request")
+    if "\x00" in value:
+        raise _bad(f"{what} must not contain NUL")
+    if len(value.encode()) > MAX_NAME_BYTES:
+        raise NameTooLong(f"{what} is over {MAX_NAME_BYTES} bytes")
+    return value
+
+
+def check_key(value: str) -> str:
+    if not value:
+        raise _bad("timerKey is required")
+    if "\x00" in value:
+        raise _bad("timerKey must not contain NUL")
+    if len(value.encode()) > MAX_NAME_BYTES:
+        raise NameTooLong(f"timerKey is over {MAX_NAME_BYTES} bytes")
+    return value
+
+
+def check_txn(value: str) -> str:
+    if not value:
+        raise _bad("txn is required")
+    if len(value.encode()) > MAX_TXN_BYTES:
+        raise _bad(f"txn is over {MAX_TXN_BYTES} bytes")
+    return value
+
+
+def check_payload(payload: bytes) -> bytes:
+    limit = settings.TIMERS_MAX_PAYLOAD_BYTES
+    if len(payload) > limit:
+        raise TimersPayloadTooLarge(f"the decoded payload is over {limit} bytes")
+    return payload
+
+
+def check_delay(delay: timedelta) -> timedelta:
+    horizon = timedelta(seconds=settings.TIMERS_HORIZON_SECONDS)
+    if delay > horizon:
+        raise TimerHorizonExceeded(f"delayMs is past the {int(horizon.total_seconds())} s horizon")
+    return delay
+
+
+def check_schedule(op: TimerSchedule) -> TimerSchedule:
+    """Return ``op`` if it keeps every rule, else raise the refusal."""
+    check_name(op.queue, "queue")
+    check_key(op.timer_key)
+    check_name(op.partition, "partition")
+    check_txn(op.txn)
+    check_payload(op.payload)
+    check_delay(op.delay)
+    return op
+
+
+def check_unique_keys(ops: Sequence[TimerOp]) -> None:
+    seen: set[tuple[str, str]] = set()
+    for op in ops:
+        ident = (op.queue, op.timer_key)
+        if ident in seen:
+            raise _bad("a (queue, timerKey) appears more than once in one call")
+        seen.add(ident)
+
+
+def _strict_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def payload_json_of(payload: bytes) -> str:
+    """The fired message's body: the payload as compact JSON when it is JSON
+    text, else ``{"_raw_b64": <base64>}`` (Queen's rule for what is not
+    JSON: never lose the bytes)."""
+    try:
+        text = db.json_text(json.loads(payload.decode("utf-8"), parse_constant=_strict_constant))
+        text.encode()  # a lone surrogate (JSON can spell one) is no text
+        return text
+    except (UnicodeError, ValueError, RecursionError):
+        return db.json_text({"_raw_b64": base64.b64encode(payload).decode("ascii")})

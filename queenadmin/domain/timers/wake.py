@@ -1,0 +1,56 @@
+"""Waking the firing loops when a timer comes due sooner than they would look.
+
+A loop sleeps until its next due timer (at most ``TIMER_IDLE_SECONDS``). A
+write that makes a timer due before that calls ``on_commit``; after commit:
+
+- loops of this process wake at once (a condition variable);
+- on PostgreSQL every loop of every replica wakes through
+  ``NOTIFY queenadmin_timers`` sent in the writing transaction (delivered at
+  commit, dropped on rollback). Each loop LISTENs on a connection of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+
+from queenadmin.conf import settings
+
+CHANNEL = "queenadmin_timers"
+
+_cond = threading.Condition()
+_generation = 0
+
+
+def generation() -> int:
+    return _generation
+
+
+def wake_local() -> None:
+    global _generation
+    with _cond:
+        _generation += 1
+        _cond.notify_all()
+
+
+def wait_local(seen: int, timeout: float) -> None:
+    """Sleep up to ``timeout`` seconds unless woken after ``seen`` was read."""
+    with _cond:
+        if _generation == seen:
+            _cond.wait(max(0.0, timeout))
+
+
+def on_commit(due: datetime, now: datetime) -> None:
+    """Wake the loops after commit if ``due`` is within their longest sleep.
+
+    Must run inside the writing transaction.
+    """
+    assert connection.in_atomic_block
+    if due - now > timedelta(seconds=settings.TIMER_IDLE_SECONDS):
+        return
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute(f"NOTIFY {CHANNEL}")
+    transaction.on_commit(wake_local)
