@@ -11,6 +11,7 @@ The lifespan starts the background loops (reaper, timers) in each worker.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -33,7 +34,7 @@ from django.utils.module_loading import import_string  # noqa: E402
 
 from queenadmin import loops  # noqa: E402
 from queenadmin.dashboard.routing import websocket_urlpatterns  # noqa: E402
-from queenadmin.middleware import BodyLimitMiddleware, InlineHooks  # noqa: E402
+from queenadmin.middleware import ARRIVED_KEY, BodyLimitMiddleware, InlineHooks  # noqa: E402
 from queenadmin.wsgi_bridge import BufferedWSGI  # noqa: E402
 
 #: Path prefixes served by ``PopHandler`` (async views that wait).
@@ -96,6 +97,9 @@ class PopHandler(ASGIHandler):
         self._middleware_chain = handler
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # A pop's timeout runs from here, not from when its view starts: a
+        # burst of pops queues on the auth check and the first claim.
+        scope[ARRIVED_KEY] = asyncio.get_running_loop().time()
         # Django's __call__ without its ThreadSensitiveContext (see above).
         await self.handle(scope, receive, send)
 

@@ -9,6 +9,10 @@ from django.utils.deprecation import MiddlewareMixin
 
 from queenadmin.conf import settings
 
+#: The ASGI scope key where ``asgi.PopHandler`` notes when a pop arrived
+#: (event-loop time): its timeout runs from then.
+ARRIVED_KEY = "queenadmin.arrived"
+
 AsyncGetResponse = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
 
 

@@ -47,6 +47,7 @@ from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues, tokens
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import InvalidArgument, QueueNotFound
+from queenadmin.middleware import ARRIVED_KEY
 
 router = Router(tags=["queues"])
 
@@ -106,29 +107,43 @@ def push_messages(request: HttpRequest) -> HttpResponse:
 # Pop
 
 
-async def _pop(call: wire.PopCall) -> HttpResponse:
+async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
     loop = asyncio.get_running_loop()
-    started = loop.time()
+    # The timeout runs from the pop's arrival (asgi.PopHandler notes it).
+    started = getattr(request, "scope", {}).get(ARRIVED_KEY) or loop.time()
     deadline = started + call.timeout_seconds
     key = call.request.queue if call.request.queue is not None else wakeups.ANY
+    # Waiters that compete for the same messages (see wakeups.Hub).
+    lane = (call.request.group, call.request.partition)
     hub = wakeups.hub
     hub.bind()
+    woken = False
     while True:
         # Read the wake-up generation before claiming, so a push that lands
         # between the claim and the wait is not missed.
         generation = hub.generation(key)
+        if woken and loop.time() >= deadline:
+            # Out of time: hand the wake-up on instead of claiming.
+            hub.wake_one(key, lane)
+            return HttpResponse(status=204)
         claim = await dbthreads.run(queues.queue_claim, request=call.request)
         if claim.messages:
+            # There may be more: wake the next waiter of this lane.
+            hub.wake_one(key, lane)
             waited_ms = int((loop.time() - started) * 1000)
             return json_response(wire.render_claim(claim, call.autopilot, waited_ms))
         remaining = deadline - loop.time()
         if not call.wait or remaining <= 0:
             return HttpResponse(status=204)
-        pause = min(remaining, settings.POP_RECHECK_SECONDS)
+        recheck_at = None
         if claim.retry_at is not None:
             until_free = (claim.retry_at - clock.now()).total_seconds() + 0.01
-            pause = min(pause, max(0.01, until_free))
-        await hub.wait(key, generation, pause)
+            recheck_at = loop.time() + max(0.01, until_free)
+        woken = await hub.wait(key, generation, remaining, lane=lane, recheck_at=recheck_at)
+        if not woken:
+            # The timeout ran out with no wake-up: no last claim (a thousand
+            # waiters timing out together would queue a thousand claims).
+            return HttpResponse(status=204)
 
 
 _POP_RESPONSES: dict[int | str, Any] = {200: PopOut, 204: None, **_ERRORS}
@@ -141,7 +156,7 @@ _POP_RESPONSES: dict[int | str, Any] = {200: PopOut, 204: None, **_ERRORS}
     summary="Lease messages from any partition of a queue (204 when none)",
 )
 async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
-    return await _pop(wire.parse_pop_queue(request.GET, queue))
+    return await _pop(request, wire.parse_pop_queue(request.GET, queue))
 
 
 @router.get(
@@ -151,7 +166,7 @@ async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
     summary="Lease messages from one partition (204 when none)",
 )
 async def pop_partition(request: HttpRequest, queue: str, partition: str) -> HttpResponse:
-    return await _pop(wire.parse_pop_queue(request.GET, queue, partition))
+    return await _pop(request, wire.parse_pop_queue(request.GET, queue, partition))
 
 
 @router.get(
@@ -161,7 +176,7 @@ async def pop_partition(request: HttpRequest, queue: str, partition: str) -> Htt
     summary="Lease messages from the queues of a namespace and/or task (204 when none)",
 )
 async def pop_discovery(request: HttpRequest) -> HttpResponse:
-    return await _pop(wire.parse_pop_discovery(request.GET))
+    return await _pop(request, wire.parse_pop_discovery(request.GET))
 
 
 # --------------------------------------------------------------------------

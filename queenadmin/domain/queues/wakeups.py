@@ -2,8 +2,8 @@
 
 Waiting pops are coroutines on the server's event loop; none holds a
 thread. A writer (push, or an ack that hands messages back) calls
-``notify_on_commit``; after commit every waiter of those queues re-tries
-its claim:
+``notify_on_commit``; after commit the first waiter of each lane of those
+queues re-tries its claim (see ``Hub`` for the chain that follows):
 
 - on this replica through ``loop.call_soon_threadsafe`` (the writer runs in
   a WSGI thread of the same process);
@@ -12,8 +12,9 @@ its claim:
   rollback). Each serving process LISTENs on one async psycopg connection,
   so replicas sharing the database wake each other.
 
-A lost notification costs at most the re-check interval: waiters re-try on
-their own every ``POP_RECHECK_SECONDS`` and when a lease they saw expires.
+A lost notification costs at most the re-check interval: each queue with
+waiters is re-checked every ``POP_RECHECK_SECONDS`` and when a lease a
+waiter saw expires.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from django.db import connection, transaction
 
+from queenadmin.conf import settings
 from queenadmin.domain.db import is_postgres
 
 log = logging.getLogger(__name__)
@@ -35,6 +38,11 @@ CHANNEL = "queenadmin_queues"
 ANY = "*"
 
 
+#: Waiters of one key that compete for the same messages: a consumer group
+#: and a partition filter (None = any partition).
+Lane = Hashable
+
+
 class Hub:
     """Per-process registry of waiting pops, keyed by queue name.
 
@@ -42,12 +50,23 @@ class Hub:
     raises. A pop reads it before it claims and waits "for a generation
     after this one", so a push landing between the claim and the wait is
     not missed.
+
+    A wake-up wakes ONE waiter per lane (consumer group and partition
+    filter) of the key, first come first served, not every waiter: a waiter
+    that then claims messages wakes the next one of its lane (there may be
+    more), and one that finds nothing ends the chain. So a push to a queue
+    with 2,000 waiting pops costs a few claims, not 2,000 (which queued on
+    the database threads and made pops overrun their timeout). A lost wake
+    (a client gone mid-chain, a lease expiring, a notification dropped) is
+    repaired by one re-check per key every ``POP_RECHECK_SECONDS``, and at
+    the earliest lease expiry a waiter saw, not one per waiter.
     """
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.generations: dict[str, int] = {}
-        self.events: dict[str, asyncio.Event] = {}
+        self.lanes: dict[str, dict[Lane, deque[asyncio.Future[None]]]] = {}
+        self.rechecks: dict[str, asyncio.TimerHandle] = {}
         self.listener: asyncio.Task[None] | None = None
         #: Settings of the database to LISTEN on (PostgreSQL only).
         self.listen_params: dict[str, Any] | None = None
@@ -57,7 +76,8 @@ class Hub:
         loop = asyncio.get_running_loop()
         if self.loop is not loop:
             self.loop = loop
-            self.events = {}
+            self.lanes = {}
+            self.rechecks = {}
             self.listener = None
         if self.listen_params is None and is_postgres():
             settings = connection.settings_dict
@@ -76,32 +96,85 @@ class Hub:
         """The current generation of ``key``; pass it to ``wait``."""
         return self.generations.get(key, 0)
 
-    async def wait(self, key: str, generation: int, timeout_seconds: float) -> bool:
-        """Wait until ``key`` is woken past ``generation``, or time runs out.
+    async def wait(
+        self, key: str, generation: int, timeout_seconds: float, *, lane: Lane = None, recheck_at: float | None = None
+    ) -> bool:
+        """Wait in ``lane`` until woken past ``generation``, or time runs out.
 
-        Returns True when woken (at once if that already happened).
+        ``recheck_at`` (loop time) asks for the key's re-check no later than
+        then (a lease the claim saw expires). Returns True when woken (at
+        once if a wake-up already came after ``generation``).
         """
         if self.generations.get(key, 0) != generation:
             return True
-        event = self.events.get(key)
-        if event is None:
-            event = self.events[key] = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        waiting = self.lanes.setdefault(key, {}).setdefault(lane, deque())
+        waiting.append(future)
+        self._plan_recheck(key, recheck_at)
         try:
-            await asyncio.wait_for(event.wait(), max(0.0, timeout_seconds))
+            await asyncio.wait_for(future, max(0.0, timeout_seconds))
         except TimeoutError:
             return False
+        finally:
+            self._leave(key, lane, future)
         return True
 
+    def _leave(self, key: str, lane: Lane, future: asyncio.Future[None]) -> None:
+        lanes = self.lanes.get(key)
+        if lanes is None:
+            return
+        waiting = lanes.get(lane)
+        if waiting is not None:
+            with contextlib.suppress(ValueError):
+                waiting.remove(future)
+            if not waiting:
+                del lanes[lane]
+        if not lanes:
+            del self.lanes[key]
+            handle = self.rechecks.pop(key, None)
+            if handle is not None:
+                handle.cancel()
+
+    def wake_one(self, key: str, lane: Lane) -> None:
+        """Wake the first waiter of ``lane`` (the next in a chain). Loop only."""
+        waiting = self.lanes.get(key, {}).get(lane)
+        while waiting:
+            future = waiting.popleft()
+            if not future.done():
+                future.set_result(None)
+                return
+
+    def _wake_lanes(self, key: str) -> None:
+        for lane in list(self.lanes.get(key, {})):
+            self.wake_one(key, lane)
+
     def wake(self, names: Iterable[str]) -> None:
-        """Wake the waiters of ``names`` (and the any-queue waiters). Loop only."""
+        """Wake one waiter per lane of ``names`` (and of the any-queue pops). Loop only."""
         for key in (*names, ANY):
             self.generations[key] = self.generations.get(key, 0) + 1
-            event = self.events.pop(key, None)
-            if event is not None:
-                event.set()
+            self._wake_lanes(key)
 
     def wake_all(self) -> None:
-        self.wake(list(self.events))
+        self.wake(list(self.lanes))
+
+    def _plan_recheck(self, key: str, at: float | None) -> None:
+        loop = self.loop or asyncio.get_running_loop()
+        when = loop.time() + settings.POP_RECHECK_SECONDS
+        if at is not None:
+            when = min(when, at)
+        planned = self.rechecks.get(key)
+        if planned is not None and planned.when() <= when:
+            return
+        if planned is not None:
+            planned.cancel()
+        self.rechecks[key] = loop.call_at(when, self._recheck, key)
+
+    def _recheck(self, key: str) -> None:
+        self.rechecks.pop(key, None)
+        if key in self.lanes:
+            self._wake_lanes(key)
+            self._plan_recheck(key, None)
 
     def wake_threadsafe(self, names: list[str]) -> None:
         loop = self.loop
