@@ -131,6 +131,21 @@ def run_server(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def open_files_at_least(wanted: int) -> Iterator[None]:
+    """Raise this process's open-file limit to ``wanted`` (servers it starts inherit it)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        ceiling = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 @pytest.fixture(autouse=True)
 def _live_server_helper() -> None:
     """Replace pytest-django's helper of the same name.

@@ -57,6 +57,20 @@ def from_db_time(value: Any) -> Any:
     return value.astimezone(UTC)
 
 
+def connect_params() -> dict[str, Any]:
+    """psycopg ``connect()`` arguments for a connection of our own to the
+    default database (a LISTEN connection beside Django's)."""
+    settings = connection.settings_dict
+    params = {
+        "dbname": settings["NAME"],
+        "user": settings.get("USER"),
+        "password": settings.get("PASSWORD"),
+        "host": settings.get("HOST"),
+        "port": settings.get("PORT"),
+    }
+    return {k: v for k, v in params.items() if v}
+
+
 def server_cursor() -> PgCursor[Any]:
     """A psycopg cursor that binds on the server, on Django's connection.
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, run_server
+from tests.conftest import LiveServer, open_files_at_least, run_server
 
 pytestmark = pytest.mark.live
 
@@ -33,16 +32,8 @@ MESSAGES = 100
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LiveServer]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = 2 * WAITERS + 512
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        ceiling = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
-    try:
-        with run_server() as live:
-            yield live
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with open_files_at_least(2 * WAITERS + 512), run_server() as live:
+        yield live
 
 
 def _cpu_seconds(pid: int) -> float:

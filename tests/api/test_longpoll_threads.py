@@ -8,7 +8,6 @@ push then hands one message to each waiter.
 from __future__ import annotations
 
 import asyncio
-import resource
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, run_server
+from tests.conftest import LiveServer, open_files_at_least, run_server
 
 pytestmark = pytest.mark.live
 
@@ -50,16 +49,8 @@ def _connections(port: int) -> int:
 @pytest.fixture(scope="module")
 def server() -> Iterator[LiveServer]:
     # 200 client sockets here and 200 in the server (which inherits the limit).
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = 4 * WAITERS + 256
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        ceiling = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
-    try:
-        with run_server() as live:
-            yield live
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with open_files_at_least(4 * WAITERS + 256), run_server() as live:
+        yield live
 
 
 async def _kv_put(client: httpx.AsyncClient) -> httpx.Response:

@@ -29,7 +29,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from queenadmin.conf import settings
-from queenadmin.domain.db import is_postgres
+from queenadmin.domain.db import connect_params, is_postgres
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +80,7 @@ class Hub:
             self.rechecks = {}
             self.listener = None
         if self.listen_params is None and is_postgres():
-            settings = connection.settings_dict
-            params = {
-                "dbname": settings["NAME"],
-                "user": settings.get("USER"),
-                "password": settings.get("PASSWORD"),
-                "host": settings.get("HOST"),
-                "port": settings.get("PORT"),
-            }
-            self.listen_params = {k: v for k, v in params.items() if v}
+            self.listen_params = connect_params()
         if self.listen_params and (self.listener is None or self.listener.done()):
             self.listener = loop.create_task(self._listen(self.listen_params))
 

@@ -18,6 +18,7 @@ is changed before it fires, or the answer is ``absent`` and it fired once.
 from __future__ import annotations
 
 from queenadmin.domain.timers.calls import (
+    DueHistogram,
     timer_cancel,
     timer_move,
     timer_peek,
@@ -47,6 +48,7 @@ from queenadmin.domain.timers.ops import (
 )
 
 __all__ = [
+    "DueHistogram",
     "DEFAULT_PAGE_LIMIT",
     "DEFAULT_PARTITION",
     "DLQ_GROUP",

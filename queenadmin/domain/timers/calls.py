@@ -36,7 +36,6 @@ from queenadmin.domain.timers.ops import (
     check_key,
     check_name,
     check_schedule,
-    check_txn,
     check_unique_keys,
     payload_json_of,
 )
@@ -301,19 +300,3 @@ def timers_due_histogram(
         counts[min(index, buckets - 1)] += 1
     totals = Timer.objects.aggregate(n=Count("id"), first=Min("deliver_at"))
     return DueHistogram(now, bucket, tuple(counts), totals["first"], int(totals["n"]))
-
-
-__all__ = [
-    "DueHistogram",
-    "check_txn",
-    "timer_cancel",
-    "timer_move",
-    "timer_peek",
-    "timer_schedule",
-    "timers_call",
-    "timers_call_in_txn",
-    "timers_count",
-    "timers_due_histogram",
-    "timers_list",
-    "timers_pending",
-]

@@ -30,7 +30,7 @@ from typing import Any
 from django.db import close_old_connections, connection, transaction
 
 from queenadmin.conf import settings
-from queenadmin.domain import clock, events, kv
+from queenadmin.domain import clock, db, events, kv
 from queenadmin.domain import queues as log_domain
 from queenadmin.domain.timers import store, wake
 from queenadmin.domain.timers.ops import DLQ_GROUP, LOOP_LOCK, MAX_ATTEMPTS, TimerOutcome
@@ -229,16 +229,8 @@ class TimerLoop:
             return
         import psycopg
 
-        settings_dict = connection.settings_dict
-        params = {
-            "dbname": settings_dict["NAME"],
-            "user": settings_dict.get("USER"),
-            "password": settings_dict.get("PASSWORD"),
-            "host": settings_dict.get("HOST"),
-            "port": settings_dict.get("PORT"),
-        }
         try:
-            conn = psycopg.connect(**{k: v for k, v in params.items() if v}, autocommit=True)
+            conn = psycopg.connect(**db.connect_params(), autocommit=True)
             conn.execute(f"LISTEN {wake.CHANNEL}")
         except Exception:
             logger.warning(
