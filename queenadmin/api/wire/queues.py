@@ -370,7 +370,7 @@ def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: in
 def parse_ack(body: Any) -> list[queues.AckItem]:
     """``POST /ack``: one acknowledgment, as a list of one."""
     body = json_object(body)
-    return [_ack_item(0, body, body.get("consumerGroup"))]
+    return [ack_item(0, body, body.get("consumerGroup"))]
 
 
 def parse_ack_batch(body: Any) -> list[queues.AckItem]:
@@ -380,10 +380,11 @@ def parse_ack_batch(body: Any) -> list[queues.AckItem]:
     if not isinstance(raw, list):
         raise InvalidArgument("acknowledgments must be an array")
     group = body.get("consumerGroup")
-    return [_ack_item(i, a, a.get("consumerGroup", group) if isinstance(a, dict) else group) for i, a in enumerate(raw)]
+    return [ack_item(i, a, a.get("consumerGroup", group) if isinstance(a, dict) else group) for i, a in enumerate(raw)]
 
 
-def _ack_item(index: int, raw: Any, group: Any) -> queues.AckItem:
+def ack_item(index: int, raw: Any, group: Any) -> queues.AckItem:
+    """One acknowledgment object (of /ack, /ack/batch or a transaction)."""
     if not isinstance(raw, dict):
         raise InvalidArgument(f"acknowledgment {index} must be an object")
     txn = raw.get("transactionId")

@@ -37,6 +37,7 @@ from queenadmin.domain.queues.consume import (
     queue_claim_in_txn,
     queue_lease_extend,
     queue_lease_extend_in_txn,
+    queue_position_in_txn,
 )
 from queenadmin.domain.queues.ids import is_uuid, uuid7
 from queenadmin.domain.queues.lifecycle import (
@@ -108,6 +109,7 @@ __all__ = [
     "queue_lease_extend_in_txn",
     "queue_list",
     "queue_overview",
+    "queue_position_in_txn",
     "queue_push",
     "queue_push_in_txn",
     "queue_stats",

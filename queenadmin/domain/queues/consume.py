@@ -29,7 +29,7 @@ from typing import Any, Literal, get_args
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Value
-from django.db.models.functions import Greatest
+from django.db.models.functions import Greatest, Least
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, events
@@ -38,7 +38,7 @@ from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.delivery import Runs, runs_attempts, runs_deliver, runs_delivered_last, runs_trim
 from queenadmin.domain.queues.ids import is_uuid, uuid7
 from queenadmin.domain.queues.refs import QueueRef, lock_queue_rows
-from queenadmin.errors import InvalidArgument
+from queenadmin.errors import InvalidArgument, QueueNotFound
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
 #: What an ack can say about a message (protocol section 5.1).
@@ -613,3 +613,49 @@ def queue_lease_extend_in_txn(*, lease_id: str, seconds: int, now: datetime) -> 
         .first()
     )
     return LeaseExtension(lease_id, renewed, earliest)
+
+
+# --------------------------------------------------------------------------
+# Positions (a transaction's ``positions`` part)
+
+
+def queue_position_in_txn(*, queue: str, group: str, partition: str, offset: int | None, now: datetime) -> None:
+    """Set where ``group`` reads next on ``partition`` of ``queue``.
+
+    ``offset`` is the next offset to read (1 = from the start; past the end
+    = after the last message); None forgets the group's cursor there, so it
+    starts again like a new one. Releases any lease the group holds on the
+    partition. Inside the caller's transaction (asserted). Raises
+    ``QueueNotFound`` for a missing queue and ``ValueError`` for a missing
+    partition or an offset below 1.
+    """
+    assert connection.in_atomic_block
+    queue_id = Queue.objects.filter(name=queue).values_list("id", flat=True).first()
+    if queue_id is None or not lock_queue_rows([queue_id]):
+        raise QueueNotFound()
+    found = Partition.objects.filter(queue_id=queue_id, name=partition).values_list("id", "next_offset").first()
+    if found is None:
+        raise ValueError(f"queue {queue!r} has no partition {partition!r}")
+    pid, next_offset = found
+    cursors = ConsumerCursor.objects.filter(partition_id=pid, group=group)
+    if offset is None:
+        cursors.delete()
+        return
+    if offset < 1:
+        raise ValueError("a position's offset is at least 1")
+    committed = min(offset - 1, next_offset - 1)
+    if cursors.select_for_update().first() is None:
+        ConsumerCursor.objects.bulk_create(
+            [ConsumerCursor(partition_id=pid, group=group, committed_offset=committed, start_offset=committed)],
+            ignore_conflicts=True,
+        )
+    cursors.update(
+        committed_offset=committed,
+        start_offset=Least("start_offset", committed),
+        lease_id=None,
+        leased_until=None,
+        batch_last=committed,
+        delivery_runs=[],
+        retry_count=0,
+    )
+    wakeups.notify_on_commit([queue])

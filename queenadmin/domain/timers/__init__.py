@@ -48,12 +48,12 @@ from queenadmin.domain.timers.ops import (
 )
 
 __all__ = [
-    "DueHistogram",
     "DEFAULT_PAGE_LIMIT",
     "DEFAULT_PARTITION",
     "DLQ_GROUP",
     "LOOP_LOCK",
     "MAX_PAGE_LIMIT",
+    "DueHistogram",
     "FireStep",
     "TimerCancel",
     "TimerLoop",

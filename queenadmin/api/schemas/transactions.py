@@ -1,0 +1,182 @@
+"""Transaction wire schemas (protocol.md section 5).
+
+The route parses its body by hand (the parts reuse the KV, timer and push
+parsers and their reasons), so ``TxnIn`` documents the request; the
+``Out`` models are the exact answers, checked by ``tests/api/test_contract.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from queenadmin.api.schemas.common import JSONValue, Omit, WireOut
+from queenadmin.api.schemas.kv import (
+    KVCheckHeldOut,
+    KVGetFoundOut,
+    KVGetManyOut,
+    KVGetMissOut,
+    KVOpIn,
+    KVWriteAppliedOut,
+    KVWriteRefusedOut,
+    Reason,
+)
+from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut, TimerOpIn
+
+
+class TxnPushItemIn(BaseModel):
+    queue: str
+    partition: str | None = Field(None, description="default Default")
+    payload: JSONValue
+    transactionId: str | None = Field(None, description="the dedup key; a repeat already in the log rolls back")
+    traceId: str | None = None
+
+
+class TxnOperationIn(BaseModel):
+    type: Literal["push", "ack"]
+    items: list[TxnPushItemIn] | None = Field(None, description="push (or one item inline on the op)")
+    transactionId: str | None = Field(None, description="ack")
+    partitionId: str | None = Field(None, description="ack: the decimal partition id the pop returned")
+    consumerGroup: str | None = Field(None, description="ack: default queue mode")
+    leaseId: str | None = Field(None, description="ack: fences it; else the one lease of requiredLeases")
+    status: str | None = Field(None, description="ack: completed, failed, retry or dlq; anything else is completed")
+    error: str | None = None
+
+
+class TxnPositionIn(BaseModel):
+    queue: str
+    consumerGroup: str | None = None
+    partition: str | None = None
+    offset: int | None = Field(description="the next offset to read; null forgets the group's cursor")
+    metadata: str | None = Field(None, description="at most 4096 bytes; accepted, not stored")
+
+
+class TxnIn(BaseModel):
+    operations: list[TxnOperationIn] | None = None
+    requiredLeases: list[str] | None = None
+    kv: list[KVOpIn] | None = Field(None, description="every KV op but getPrefix; at most 64")
+    timers: list[TimerOpIn] | None = None
+    positions: list[TxnPositionIn] | None = None
+
+
+# -- answers ------------------------------------------------------------------
+
+
+class TxnAckOut(WireOut):
+    index: int
+    type: Literal["ack"]
+    success: Literal[True]
+    transactionId: str
+    error: None
+    dlq: bool
+
+
+class TxnPushOut(WireOut):
+    index: int
+    type: Literal["push"]
+    success: Literal[True]
+    transactionId: str
+    messageId: str
+    queueName: str
+    duplicate: Literal[True] | Omit = Field(None, description="the same transactionId came earlier in this bundle")
+
+
+class TxnPositionOut(WireOut):
+    index: int
+    type: Literal["position"]
+    success: Literal[True]
+
+
+class _KVPart(WireOut):
+    type: Literal["kv"]
+    opIndex: int
+
+
+class TxnKVGetFoundOut(KVGetFoundOut, _KVPart):
+    pass
+
+
+class TxnKVGetMissOut(KVGetMissOut, _KVPart):
+    pass
+
+
+class TxnKVGetManyOut(KVGetManyOut, _KVPart):
+    pass
+
+
+class TxnKVWriteAppliedOut(KVWriteAppliedOut, _KVPart):
+    pass
+
+
+class TxnKVCheckHeldOut(KVCheckHeldOut, _KVPart):
+    pass
+
+
+class TxnKVWriteRefusedOut(KVWriteRefusedOut, _KVPart):
+    pass
+
+
+class _TimerPart(WireOut):
+    index: int
+    type: Literal["timer"]
+    opIndex: int
+
+
+class TxnTimerScheduledOut(ScheduledOut, _TimerPart):
+    pass
+
+
+class TxnTimerCancelledOut(CancelledOut, _TimerPart):
+    pass
+
+
+class TxnTimerAbsentOut(AbsentOut, _TimerPart):
+    pass
+
+
+TxnResultOut = (
+    TxnAckOut
+    | TxnPushOut
+    | TxnPositionOut
+    | TxnKVGetFoundOut
+    | TxnKVGetMissOut
+    | TxnKVGetManyOut
+    | TxnKVWriteAppliedOut
+    | TxnKVCheckHeldOut
+    | TxnKVWriteRefusedOut
+    | TxnTimerScheduledOut
+    | TxnTimerCancelledOut
+    | TxnTimerAbsentOut
+)
+
+
+class TxnCommitOut(WireOut):
+    transactionId: str
+    success: Literal[True]
+    results: list[TxnResultOut] = Field(description="flat: acks and pushed items, then kv, timers, positions")
+
+
+class TxnRollbackOut(WireOut):
+    """HTTP 200: nothing of the bundle was applied."""
+
+    transactionId: str
+    success: Literal[False]
+    reason: Literal["rejected_ack", "duplicate", "queue_not_found", "bad_request", "too_large"]
+    error: str
+    results: Annotated[list[TxnAckOut], Field(max_length=0)]
+
+
+class TxnPreconditionOut(WireOut):
+    """HTTP 200: a required KV op (a lock's guard, ``once``) did not hold; nothing applied."""
+
+    transactionId: str
+    success: Literal[False]
+    reason: Literal["kv_precondition"]
+    error: str
+    results: Annotated[list[TxnAckOut], Field(max_length=0)]
+    ok: Literal[False]
+    failedIndex: int = Field(description="flat index of the failed op")
+    kvReason: Reason
+    version: int
+    value: JSONValue

@@ -1,0 +1,48 @@
+"""Transaction route: POST /api/v1/transaction (protocol.md section 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Router
+
+from queenadmin.api import ratelimit
+from queenadmin.api.http import json_response, read_json
+from queenadmin.api.openapi import body_of
+from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
+from queenadmin.api.schemas.kv import KVBadRequestOut, KVTooLargeOut
+from queenadmin.api.schemas.queues import QueueBusyOut
+from queenadmin.api.schemas.timers import TimersBadRequestOut, TimersHorizonOut, TimersTooLargeOut
+from queenadmin.api.schemas.transactions import TxnCommitOut, TxnIn, TxnPreconditionOut, TxnRollbackOut
+from queenadmin.api.wire import transactions as wire
+from queenadmin.domain import transactions
+from queenadmin.errors import InvalidArgument
+
+router = Router(tags=["transactions"])
+
+_ERRORS: dict[int | str, Any] = {
+    400: EngineBadRequestOut | KVBadRequestOut | TimersBadRequestOut,
+    403: TimersHorizonOut,
+    409: QueueBusyOut,
+    413: NameTooLongOut | KVTooLargeOut | TimersTooLargeOut,
+    429: RateLimitedOut,
+}
+
+
+@router.post(
+    "/transaction",
+    response={200: TxnCommitOut | TxnRollbackOut | TxnPreconditionOut, **_ERRORS},
+    openapi_extra=body_of(TxnIn),
+    summary="Commit acks, pushes, KV ops, timers and positions all or nothing",
+    description=(
+        "A rollback is an HTTP 200 with `success: false` and a `reason`; a lock's guard "
+        "(a required KV check) that lost answers `kv_precondition` with the flat `failedIndex`."
+    ),
+)
+def commit_transaction(request: HttpRequest) -> HttpResponse:
+    bundle = wire.parse_transaction(read_json(request, InvalidArgument, "bad_request"))
+    if bundle.kv or bundle.timers:
+        # KV ops and schedules spend the KV write rate, as on their own routes.
+        ratelimit.admit(request, "write")
+    return json_response(wire.outcome_out(transactions.txn_commit(bundle=bundle)))
