@@ -114,7 +114,7 @@ def test_a_guard_alone_is_a_valid_bundle():
     assert (outcome.success, outcome.results) == (True, ())
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_lease_lost_and_taken_over_rolls_back_with_kv_precondition(broadcasts):
     """Paused past its lifetime and replaced, the holder's guarded commit
     rolls back as ``kv_precondition`` naming the new holder; nothing of the
@@ -158,6 +158,7 @@ def test_a_lease_lost_and_taken_over_rolls_back_with_kv_precondition(broadcasts)
             guard=locks.guard_check(name="nightly", slot=0, token=taken.token),
         )
         assert committed.success
+        assert broadcasts
 
 
 # -- all or nothing --------------------------------------------------------------------
