@@ -201,7 +201,7 @@ def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now
 def _acks(acks: tuple[queues.AckItem, ...], now: datetime) -> list[TxnResult]:
     if not acks:
         return []
-    outcomes = queues.queue_ack_in_txn(items=acks, now=now)
+    outcomes = queues.queue_ack_in_txn(items=acks, now=now, fence_done=True)
     for outcome in outcomes:
         if not outcome.success:
             raise _Rollback(

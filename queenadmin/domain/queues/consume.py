@@ -400,12 +400,16 @@ def queue_ack(*, items: Sequence[AckItem]) -> list[AckOutcome]:
     return queue_ack_in_txn(items=items, now=clock.now())
 
 
-def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime) -> list[AckOutcome]:
+def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime, fence_done: bool = False) -> list[AckOutcome]:
     """``queue_ack`` inside the caller's transaction, at time ``now``.
 
     Same outcomes as ``queue_ack``. The caller must hold an open
     transaction (asserted) and commit it: the acked cursors stay row-locked
-    until then, and wake-ups and broadcasts go out only on commit.
+    until then, and wake-ups and broadcasts go out only on commit. With
+    ``fence_done`` (a transaction's acks, protocol 5.1) a fenced ack of a
+    message already acked needs the live lease too, instead of being a
+    no-op: a bundle sent again then rolls back rather than applying the
+    rest of itself a second time.
     """
     assert connection.in_atomic_block
     outcomes: dict[int, AckOutcome] = {}
@@ -436,7 +440,7 @@ def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime) -> list[AckOutc
             continue
         qid, qname, opts = partitions[pid]
         queue = QueueRef(qid, qname, opts)
-        released = _ack_cursor(queue, pid, group, group_items, now, outcomes)
+        released = _ack_cursor(queue, pid, group, group_items, now, outcomes, fence_done)
         if released:
             woken.add(qname)
     if woken:
@@ -447,7 +451,13 @@ def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime) -> list[AckOutc
 
 
 def _ack_cursor(
-    queue: QueueRef, pid: int, group: str, items: list[AckItem], now: datetime, outcomes: dict[int, AckOutcome]
+    queue: QueueRef,
+    pid: int,
+    group: str,
+    items: list[AckItem],
+    now: datetime,
+    outcomes: dict[int, AckOutcome],
+    fence_done: bool = False,
 ) -> bool:
     """Apply one cursor's acks; return True when messages were handed back."""
     cursors = ConsumerCursor.objects.filter(partition_id=pid, group=group)
@@ -473,7 +483,9 @@ def _ack_cursor(
         ahead = [o for o in found if o > committed]
         offset = min(ahead) if ahead else max(found)
         if offset <= committed:
-            if item.status == "completed":
+            if fence_done and item.lease_id is not None and item.lease_id != live_lease:
+                outcomes[item.index] = AckOutcome(item.index, item.transaction_id, False, BAD_LEASE)
+            elif item.status == "completed":
                 outcomes[item.index] = AckOutcome(item.index, item.transaction_id, True, noop=True)
             else:
                 outcomes[item.index] = AckOutcome(item.index, item.transaction_id, False, UNRESOLVABLE)
