@@ -147,7 +147,8 @@ def txn_commit(
     ``guard`` (a ``locks.Lock`` handle, e.g. from ``locks.hold()``, or a
     ``KVCheck``) goes first in the KV part: the bundle commits only while
     that lease is current. Returns ``TxnOutcome``: committed with one result
-    per item, or rolled back with the first reason in apply order. Raises
+    per item, or rolled back with the first reason in apply order (a lost
+    ``guard`` is ``kv_precondition`` with ``failed_index`` -1). Raises
     only for input that no transaction could apply (the refusals of the
     concepts' rules).
     """
@@ -179,10 +180,10 @@ def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now
         try:
             results = kv.kv_call_in_txn(kv_ops, now=now)
         except PreconditionFailed as exc:
-            # The flat index of the failed op: in-process guards come first
-            # and have no result index of their own.
+            # The flat index of the failed op. An in-process guard comes
+            # first and has no result index of its own: it fails as -1.
             shift = len(kv_ops) - len(bundle.kv)
-            flat = kv_base + exc.failed_index - shift
+            flat = -1 if exc.failed_index < shift else kv_base + exc.failed_index - shift
             failed = PreconditionFailed(
                 failed_index=flat, kv_reason=exc.kv_reason, version=exc.version, value=exc.value
             )

@@ -149,6 +149,8 @@ def test_a_lease_lost_and_taken_over_rolls_back_with_kv_precondition(broadcasts)
         assert outcome.error == "QKV a required KV precondition failed; the transaction rolled back"
         failed = outcome.precondition
         assert (failed.kv_reason, failed.version, failed.value) == ("version", taken.token, {"owner": "worker-b"})
+        # An in-process guard has no result index of its own.
+        assert failed.failed_index == -1
         assert seen["after"] == seen["before"]
         assert seen["broadcasts"] == []
         # The new holder's guard holds.
