@@ -75,7 +75,13 @@ async def test_two_thousand_waiters_answer_within_their_timeout(server, unique):
             ids = [m["id"] for m in json.loads(body)["messages"]] if status == 200 else []
             return status, elapsed, ids
 
-        tasks = [asyncio.create_task(pop(busy if i % 2 else idle)) for i in range(WAITERS)]
+        tasks = []
+        for i in range(WAITERS):
+            tasks.append(asyncio.create_task(pop(busy if i % 2 else idle)))
+            if i % 20 == 19:
+                # Clients arrive over a second or so, as they do, not in one
+                # instant (which would measure this test's own event loop).
+                await asyncio.sleep(0.01)
         await asyncio.sleep(3.5)
         cpu_before, wall_before = _cpu_seconds(server.process.pid), time.monotonic()
         await asyncio.sleep(1.0)

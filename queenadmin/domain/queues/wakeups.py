@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -65,7 +65,10 @@ class Hub:
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.generations: dict[str, int] = {}
-        self.lanes: dict[str, dict[Lane, deque[asyncio.Future[None]]]] = {}
+        #: Per key and lane, the waiters in arrival order. An OrderedDict, not a
+        #: deque: a waiter that times out leaves in O(1) (2,000 waiters timing
+        #: out together cost a quadratic deque.remove ~0.5 s of the loop).
+        self.lanes: dict[str, dict[Lane, OrderedDict[asyncio.Future[None], None]]] = {}
         self.rechecks: dict[str, asyncio.TimerHandle] = {}
         self.listener: asyncio.Task[None] | None = None
         #: Settings of the database to LISTEN on (PostgreSQL only).
@@ -101,8 +104,8 @@ class Hub:
             return True
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        waiting = self.lanes.setdefault(key, {}).setdefault(lane, deque())
-        waiting.append(future)
+        waiting = self.lanes.setdefault(key, {}).setdefault(lane, OrderedDict())
+        waiting[future] = None
         self._plan_recheck(key, recheck_at)
         try:
             await asyncio.wait_for(future, max(0.0, timeout_seconds))
@@ -118,8 +121,7 @@ class Hub:
             return
         waiting = lanes.get(lane)
         if waiting is not None:
-            with contextlib.suppress(ValueError):
-                waiting.remove(future)
+            waiting.pop(future, None)
             if not waiting:
                 del lanes[lane]
         if not lanes:
@@ -132,7 +134,7 @@ class Hub:
         """Wake the first waiter of ``lane`` (the next in a chain). Loop only."""
         waiting = self.lanes.get(key, {}).get(lane)
         while waiting:
-            future = waiting.popleft()
+            future, _ = waiting.popitem(last=False)
             if not future.done():
                 future.set_result(None)
                 return
