@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -75,17 +76,36 @@ def queue_push(*, items: Sequence[PushItem]) -> list[PushResult]:
 _ENSURE_TRIES = 10
 
 
+def _read_and_lock_queues(names: list[str]) -> dict[str, QueueRef]:
+    """The queues of ``names`` that exist, their rows locked (``lock_queue_rows``)."""
+    if not names:
+        return {}
+    if is_postgres():
+        # One locking read (FOR KEY SHARE skips a row deleted meanwhile), not
+        # a read and then a lock: bench/transactions.py measured the pair at
+        # 11% of a guarded transaction's server CPU.
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT name, id, options FROM queenadmin_queue WHERE name = ANY(%s) ORDER BY id FOR KEY SHARE",
+                [names],
+            )
+            rows = cur.fetchall()
+        return {n: QueueRef(i, n, o if isinstance(o, dict) else json.loads(o)) for n, i, o in rows}
+    read = {
+        n: QueueRef(i, n, o) for n, i, o in Queue.objects.filter(name__in=names).values_list("name", "id", "options")
+    }
+    alive = lock_queue_rows(ref.id for ref in read.values())
+    return {n: ref for n, ref in read.items() if ref.id in alive}
+
+
 def _ensure_queues(names: Iterable[str], now: datetime) -> dict[str, QueueRef]:
     """The queues named, created when missing, each row locked (``lock_queue_rows``)."""
     wanted = sorted(set(names))
     found: dict[str, QueueRef] = {}
     created: list[str] = []
     for _try in range(_ENSURE_TRIES):
-        rows = Queue.objects.filter(name__in=[n for n in wanted if n not in found])
-        read = {n: QueueRef(i, n, o) for n, i, o in rows.values_list("name", "id", "options")}
         # A queue deleted since the read counts as missing: the push creates it anew.
-        alive = lock_queue_rows(ref.id for ref in read.values())
-        found.update({n: ref for n, ref in read.items() if ref.id in alive})
+        found.update(_read_and_lock_queues([n for n in wanted if n not in found]))
         missing = [n for n in wanted if n not in found]
         if not missing:
             if created:
