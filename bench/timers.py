@@ -264,6 +264,7 @@ def metered(meter: CpuMeter, into: dict[str, float], name: str = "") -> Iterator
     with profiled(meter.server_pid, name) if name else contextlib.nullcontext():
         yield
     after = meter.snapshot()
+    into["load_end"] = os.getloadavg()[0]
     into["wall"] = time.monotonic() - started
     into["srv_cpu"] = CpuMeter.grown(before[0], after[0])
     into["pg_cpu"] = CpuMeter.grown(before[1], after[1])
@@ -638,6 +639,13 @@ def cores(cpu: dict[str, float], key: str) -> str:
     return f"{cpu[key] / cpu['wall']:.2f}"
 
 
+def load(cpu: dict[str, float]) -> str:
+    """The 1-minute load average at the start and at the end of a phase."""
+    if "load_end" not in cpu:
+        return "-"
+    return f"{cpu['load']:.1f}-{cpu['load_end']:.1f}"
+
+
 def per_msg(cpu: dict[str, float], count: int) -> str:
     """Microseconds of CPU per message: serve tree + PostgreSQL backends."""
     if not cpu.get("wall"):
@@ -662,7 +670,7 @@ def report(results: list[Result], args: argparse.Namespace, started: datetime) -
             f"| {r.db} | {b.count:,} | {b.schedule_per_s:,.0f} | {b.fire_s:.2f} | {b.fires_per_s:,.0f}"
             f" ({b.mid_fires_per_s:,.0f}) | {r.push_per_s:,.0f} | {ratio} | {b.first_fire_s:.2f} |"
             f" {per_msg(b.cpu, b.count)} | {per_msg(r.push_cpu, b.count)} |"
-            f" {b.cpu.get('load', float('nan')):.1f} | {goal} |"
+            f" {load(b.cpu)} | {goal} |"
         )
     if any(r.steady for r in results):
         print()
@@ -683,7 +691,7 @@ def report(results: list[Result], args: argparse.Namespace, started: datetime) -
                 f"| {r.db} | {name} | {s.received:,}/{s.sent:,} | {percentile(s.late_ms, 0.5):.1f} |"
                 f" {percentile(s.late_ms, 0.9):.1f} | {percentile(s.late_ms, 0.99):.1f} |"
                 f" {max(s.late_ms, default=float('nan')):.1f} | {split} |"
-                f" {cores(s.cpu, 'srv_cpu')} + {cores(s.cpu, 'pg_cpu')} | {s.cpu.get('load', float('nan')):.1f} |"
+                f" {cores(s.cpu, 'srv_cpu')} + {cores(s.cpu, 'pg_cpu')} | {load(s.cpu)} |"
             )
     errors = [f"{r.db}: {e}" for r in results for e in (r.burst.error, *(s.error for s in (r.steady, r.steady_push) if s)) if e]  # fmt: skip
     for line in errors:
