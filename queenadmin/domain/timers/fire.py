@@ -40,6 +40,12 @@ logger = logging.getLogger(__name__)
 
 #: A step stops adding timers past this many payload bytes.
 FIRE_MAX_BYTES = 4 * 1024 * 1024
+#: After a step that fired, the loop waits at least this long before the
+#: next, so a steady stream fires a few timers per step instead of one step
+#: (about 15 round trips) per timer. A full batch does not wait, and a
+#: schedule that wakes the loop cuts the wait short. bench/README.md: at
+#: 200 timers/s it took 22% (PostgreSQL) to 50% (SQLite) off the server's CPU.
+MIN_STEP_GAP_SECONDS = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,7 +308,7 @@ class TimerLoop:
                 else:
                     wait = self._next_sleep(clock.now())
                     if result.fired:
-                        wait = min(wait, tick)
+                        wait = max(min(wait, tick), MIN_STEP_GAP_SECONDS)
                     elif wait <= 0:
                         # Due timers that another step holds (a peer loop, a
                         # cancel or move in flight): look again a tick later,
