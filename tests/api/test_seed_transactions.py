@@ -35,11 +35,13 @@ from typing import Any
 import pytest
 from queen import Queen
 
-from tests.conftest import LiveServer, run_server
+from tests.conftest import ROOT, LiveServer, run_server
 
 pytestmark = pytest.mark.live
 
-SEEDS = Path(os.environ.get("QUEENADMIN_SEEDS", "/work/shared/seeds"))
+#: The seed documents: ``shared/seeds`` beside the checkout (where every
+#: developer and CI have them), or ``QUEENADMIN_SEEDS``.
+SEEDS = Path(os.environ.get("QUEENADMIN_SEEDS", ROOT.parent / "shared" / "seeds"))
 TXN_PATH = "/api/v1/transaction"
 
 _SITECUSTOMIZE = '''
