@@ -1,9 +1,9 @@
 """2,000 long-poll pops waiting on one server answer within their timeout.
 
 A real ``manage.py serve`` holds 2,000 waiting pops (1,000 on each of two
-queues) with an 8 s timeout; 100 messages pushed to one queue meanwhile each
-go to exactly one waiter, and every pop answers (200 or 204) within its
-timeout plus one second. Before waiters were woken one lane at a time, a
+queues, arriving over about 4 s) with a 10 s timeout; 100 messages pushed
+to one queue meanwhile each go to exactly one waiter, and every pop answers
+(200 or 204) within its timeout plus one second. Before waiters were woken one lane at a time, a
 push woke every waiter of the queue and each one re-checked every 2 s, so
 the claims queued on the database threads and pops answered seconds late.
 """
@@ -26,7 +26,7 @@ from tests.conftest import LiveServer, open_files_at_least, run_server
 pytestmark = pytest.mark.live
 
 WAITERS = int(os.environ.get("SCALE_WAITERS", "2000"))
-TIMEOUT_MS = 8000
+TIMEOUT_MS = 10000
 MESSAGES = 100
 
 
@@ -78,11 +78,12 @@ async def test_two_thousand_waiters_answer_within_their_timeout(server, unique):
         tasks = []
         for i in range(WAITERS):
             tasks.append(asyncio.create_task(pop(busy if i % 2 else idle)))
-            if i % 20 == 19:
-                # Clients arrive over a second or so, as they do, not in one
-                # instant (which would measure this test's own event loop).
-                await asyncio.sleep(0.01)
-        await asyncio.sleep(3.5)
+            if i % 10 == 9:
+                # Clients arrive over about four seconds (500 a second), not
+                # in one instant: a pop's first claim costs ~1.5 ms of server
+                # CPU, so a faster burst measures the claim queue, not waiting.
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(1.0)
         cpu_before, wall_before = _cpu_seconds(server.process.pid), time.monotonic()
         await asyncio.sleep(1.0)
         idle_cores = (_cpu_seconds(server.process.pid) - cpu_before) / (time.monotonic() - wall_before)
