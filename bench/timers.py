@@ -46,6 +46,7 @@ import argparse
 import base64
 import contextlib
 import http.client
+import importlib.util
 import json
 import os
 import shutil
@@ -175,16 +176,23 @@ def push(client: Client, items: list[dict[str, Any]]) -> None:
 # --------------------------------------------------------------------------
 # CPU of the server tree and of the scratch database's backends
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
 
 def _stat(pid: str) -> tuple[int, float]:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return -1, 0.0
-    fields = text[text.rindex(")") + 2 :].split()
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+    """(parent pid, CPU seconds) of one process: bench/kv.py's reader."""
+    ticks: tuple[int, float] = _kv_bench()._proc_ticks(pid)
+    return ticks
+
+
+def _kv_bench() -> Any:
+    # Loaded by path, as bench/transactions.py does: bench/ is no package.
+    if "bench_kv" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_kv"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["bench_kv"]
 
 
 class CpuMeter:
