@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from django.urls import path
 
-from queenadmin.dashboard import views
+from queenadmin.dashboard.views import home
 
 app_name = "dashboard"
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", home.home, name="home"),
 ]

@@ -23,6 +23,7 @@ LOCKS_GROUP = "locks"
 TIMERS_GROUP = "timers"
 KV_GROUP = "kv"
 QUEUES_GROUP = "queues"
+AUDIT_GROUP = "audit"
 
 #: Seconds between flushes of coalesced events.
 FLUSH_INTERVAL = 0.2

@@ -31,10 +31,20 @@ class AuditEntry(models.Model):
     target = models.TextField()
     before = models.TextField(blank=True, default="")
     after = models.TextField(blank=True, default="")
+    #: Why the operator did it, as they typed it (may be empty).
+    reason = models.TextField(blank=True, default="")
+    #: What kind of object ``target`` names: ``lock``, ``timer``, ``kv``, ``queue``, ``dlq``, ``token``.
+    kind = models.CharField(max_length=16, blank=True, default="")
+    #: Where the action came from: ``dashboard`` or ``admin``.
+    via = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         verbose_name_plural = "audit entries"
-        ordering = ["-at"]
+        ordering = ["-at", "-id"]
+        indexes = [
+            models.Index(fields=["-at", "-id"], name="audit_at_idx"),
+            models.Index(fields=["kind", "-at"], name="audit_kind_at_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.target}"

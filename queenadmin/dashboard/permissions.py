@@ -1,0 +1,35 @@
+"""Who may see and do what on the dashboard (and its websockets).
+
+Staff only; viewing a page needs its view permission, each action its
+change permission. The two groups of migration 0006 hold these.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: page -> permission needed to see it.
+VIEW: Final = {
+    "overview": "queenadmin.view_queue",
+    "locks": "queenadmin.view_kventry",
+    "timers": "queenadmin.view_timer",
+    "kv": "queenadmin.view_kventry",
+    "queues": "queenadmin.view_queue",
+    "audit": "queenadmin.view_auditentry",
+}
+
+#: action -> permission needed to do it.
+CHANGE: Final = {
+    "lock.release": "queenadmin.change_kventry",
+    "kv.edit": "queenadmin.change_kventry",
+    "kv.delete": "queenadmin.delete_kventry",
+    "kv.revert": "queenadmin.change_kventry",
+    "timer.cancel": "queenadmin.change_timer",
+    "timer.move": "queenadmin.change_timer",
+    "timer.fire": "queenadmin.change_timer",
+    "dlq.replay": "queenadmin.change_deadletter",
+    "dlq.purge": "queenadmin.delete_deadletter",
+}
+
+VIEWERS_GROUP: Final = "queenadmin viewers"
+OPERATORS_GROUP: Final = "queenadmin operators"
