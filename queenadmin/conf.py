@@ -50,6 +50,13 @@ class _Settings:
     AUTOPILOT_BATCH: int = 100
     AUTOPILOT_PARTITIONS: int = 4
 
+    #: Message retention (queue options retentionEnabled, retentionSeconds,
+    #: completedRetentionSeconds): seconds between sweeps of the retention
+    #: loop in ``serve`` (0 turns the loop off), and the most messages one
+    #: sweep step deletes in one transaction.
+    RETENTION_INTERVAL_SECONDS: float = 5.0
+    RETENTION_BATCH_SIZE: int = 1000
+
     #: Timers (protocol.md section 4): ops per call, payload size, horizon.
     TIMERS_MAX_OPS_PER_CALL: int = 256
     TIMERS_MAX_PAYLOAD_BYTES: int = 1024 * 1024

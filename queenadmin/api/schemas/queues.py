@@ -131,6 +131,18 @@ class PushItemOut(WireOut):
     offset: int
 
 
+class PushItemFailedOut(WireOut):
+    """An item the queue's ``maxSize`` refused (Queen 1.x's answer); nothing written."""
+
+    index: int
+    message_id: None
+    transaction_id: str
+    queueName: str
+    status: Literal["failed"]
+    offset: None
+    error: str
+
+
 class PopMessageOut(WireOut):
     id: str
     transactionId: str

@@ -249,11 +249,14 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
     Free ones come least recently claimed first; also returns the earliest
     expiry among the leased ones.
     """
+    # Something is left for the group when the last offset is past both its
+    # committed offset and the log start (retention deleted what is below).
     sql = (
-        "SELECT p.id, c.id, c.lease_id, c.leased_until, c.last_claim_at"
+        "SELECT p.id, c.id, c.lease_id, c.leased_until, c.last_claim_at, p.last_push_at"
         " FROM queenadmin_partition p LEFT JOIN queenadmin_consumercursor c"
         " ON c.partition_id = p.id AND c.group_name = %s"
         " WHERE p.queue_id = %s AND p.next_offset - 1 > COALESCE(c.committed_offset, 0)"
+        " AND p.next_offset > p.log_start"
     )
     params: list[Any] = [request.group, queue.id]
     if request.partition is not None:
@@ -264,11 +267,20 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
         rows = cur.fetchall()
     free: list[tuple[Any, int, bool]] = []
     retry_at: datetime | None = None
-    for pid, cid, lease, until, last_claim in rows:
+    window = timedelta(seconds=queue.window_buffer_seconds)
+    for pid, cid, lease, until, last_claim, last_push in rows:
         until = from_db_time(until)
         if lease is not None and until is not None and until > now:
             if retry_at is None or until < retry_at:
                 retry_at = until
+            continue
+        last_push = from_db_time(last_push)
+        if window and last_push is not None and last_push > now - window:
+            # windowBuffer: a partition pushed to within the window delivers
+            # nothing until it has been quiet that long.
+            quiet_at = last_push + window
+            if retry_at is None or quiet_at < retry_at:
+                retry_at = quiet_at
             continue
         order = from_db_time(last_claim)
         free.append((order, pid, cid is not None))
@@ -278,7 +290,7 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
 
 def _lock_cursor(pid: int, group: str, now: datetime) -> tuple[Any, ...] | None:
     sql = (
-        "SELECT c.id, c.committed_offset, c.delivery_runs, p.next_offset, p.name"
+        "SELECT c.id, c.committed_offset, c.delivery_runs, p.next_offset, p.name, p.log_start"
         " FROM queenadmin_consumercursor c JOIN queenadmin_partition p ON p.id = c.partition_id"
         " WHERE c.partition_id = %s AND c.group_name = %s AND (c.lease_id IS NULL OR c.leased_until <= %s)"
     )
@@ -311,11 +323,14 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         row = _lock_cursor(pid, request.group, now)
         if row is None:
             continue  # Leased meanwhile, or locked by another claim.
-        cid, committed, stored_runs, next_offset, name = row
-        take = min(budget, next_offset - 1 - committed)
+        cid, committed, stored_runs, next_offset, name, log_start = row
+        # A cursor below the log start reads on from there: the offsets in
+        # between were deleted by retention, not delivered.
+        head = max(committed, log_start - 1)
+        take = min(budget, next_offset - 1 - head)
         if take <= 0:
             continue
-        first, last = committed + 1, committed + take
+        first, last = head + 1, head + take
         if queue.delay_seconds:
             # Only the prefix pushed at least delay_seconds ago is ready:
             # the first younger message and everything after it wait, so the
@@ -335,10 +350,14 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
                     retry_at = ready_at if retry_at is None else min(retry_at, ready_at)
                     continue
                 last = young[0] - 1
-                take = last - committed
-        runs = runs_deliver(runs_trim(_load_runs(stored_runs), committed), first, last)
+                take = last - head
+        runs = runs_deliver(runs_trim(_load_runs(stored_runs), head), first, last)
         seen = runs_attempts(runs, first, last)
         fields: dict[str, Any] = {"last_claim_at": now}
+        if head > committed:
+            # Skipped, not completed: the subscription start moves with it so
+            # completed counts stay the messages the group finished.
+            fields.update(committed_offset=head, start_offset=F("start_offset") + (head - committed))
         if request.auto_ack:
             fields.update(committed_offset=last, batch_last=last, retry_count=0, delivery_runs=runs_trim(runs, last))
         else:
@@ -353,13 +372,19 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         )
         if not won:
             continue
-        budget -= take
-        claimed.append((pid, name))
-        rows = (
+        rows = list(
             Message.objects.filter(partition_id=pid, offset__gte=first, offset__lte=last)
             .order_by("offset")
             .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
         )
+        if not rows:
+            # Retention deleted the whole range since the cursor was read:
+            # hand the lease back rather than hold a partition for nothing.
+            if not request.auto_ack:
+                ConsumerCursor.objects.filter(pk=cid).update(lease_id=None, leased_until=None)
+            continue
+        budget -= take
+        claimed.append((pid, name))
         for offset, txn, mid, payload, trace, created in rows:
             delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, offset, seen[offset - first]))
     if claimed:
