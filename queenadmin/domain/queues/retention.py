@@ -9,10 +9,12 @@ and opt-in with ``retentionEnabled``:
   the next pop starts at the log start);
 - rule 2, ``completedRetentionSeconds``: a message older than that is
   deleted once every consumer of the partition is past it. The consumers
-  are every cursor row of the partition (queue mode's too, once a pop in
-  queue mode made one) and every named group of the queue; a named group
-  with no cursor on the partition has consumed nothing there, and a
-  partition nobody consumes keeps everything under this rule.
+  are the queue's named groups, and queue mode once a pop in queue mode
+  made a cursor anywhere on the queue (Queen counts the partition's cursor
+  rows only, so a group that has not reached a partition yet would not
+  protect it); a consumer with no cursor on the partition has consumed
+  nothing there, and a partition nobody consumes keeps everything under
+  this rule.
 
 Only a prefix of each partition goes: the sweep walks up from the log
 start while rule 1 or rule 2 allows, deletes that range and moves
@@ -47,7 +49,7 @@ from queenadmin.domain import clock, events
 from queenadmin.domain.db import from_db_time, is_postgres
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.refs import lock_queue_rows
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, Partition, Queue
+from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, Partition, Queue
 
 
 @dataclass(frozen=True)
@@ -205,9 +207,17 @@ def _sweep_partition(policy: RetentionPolicy, pid: int, now: datetime, batch: in
 
 
 def _consumed_by_all(queue_id: int, pid: int) -> int:
-    """The highest offset every consumer of partition ``pid`` is done with."""
+    """The highest offset every consumer of partition ``pid`` is done with.
+
+    The consumers are the queue's named groups and, once any pop in queue
+    mode made a cursor on the queue, queue mode; one without a cursor on
+    this partition has consumed nothing of it. No consumer: nothing.
+    """
     committed = dict(ConsumerCursor.objects.filter(partition_id=pid).values_list("group", "committed_offset"))
-    groups = set(ConsumerGroup.objects.filter(queue_id=queue_id).values_list("name", flat=True))
-    if not committed or groups - committed.keys():
+    consumers = set(ConsumerGroup.objects.filter(queue_id=queue_id).values_list("name", flat=True))
+    if ConsumerCursor.objects.filter(partition__queue_id=queue_id, group=QUEUE_MODE).exists():
+        consumers.add(QUEUE_MODE)
+    consumers.update(committed)
+    if not consumers or consumers - committed.keys():
         return 0
     return min(committed.values())
