@@ -112,6 +112,17 @@ def test_retention_seconds_deletes_old_messages_consumed_or_not(clock_at):
     assert totals().pending == 0
 
 
+def test_max_wait_time_evicts_without_retention_enabled(clock_at):
+    """maxWaitTimeSeconds deletes old messages whether retentionEnabled is set or not."""
+    configure(maxWaitTimeSeconds=30, retentionSeconds=5)
+    push(n=2)
+    clock_at.shift(timedelta(seconds=20))
+    assert queues.queue_retention_sweep().deleted == 0
+    clock_at.shift(timedelta(seconds=11))
+    assert queues.queue_retention_sweep().deleted == 2
+    assert totals().pending == 0
+
+
 def test_sweep_runs_in_bounded_batches_and_is_idempotent(clock_at):
     """A batch of 4 deletes 10 messages in three steps; a second sweep finds nothing."""
     retained(retentionSeconds=1)

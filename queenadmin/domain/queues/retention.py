@@ -14,7 +14,9 @@ and opt-in with ``retentionEnabled``:
   rows only, so a group that has not reached a partition yet would not
   protect it); a consumer with no cursor on the partition has consumed
   nothing there, and a partition nobody consumes keeps everything under
-  this rule.
+  this rule;
+- ``maxWaitTimeSeconds`` evicts like rule 1 (the shorter window wins), and
+  applies whether ``retentionEnabled`` is set or not.
 
 Only a prefix of each partition goes: the sweep walks up from the log
 start while rule 1 or rule 2 allows, deletes that range and moves
@@ -79,21 +81,24 @@ def retention_policies(*, now: datetime) -> list[RetentionPolicy]:
     """The queues retention applies to, with their cutoffs at ``now``.
 
     A queue takes part when ``retentionEnabled`` is true and one of its two
-    windows is above zero (Queen: "Retention is opt-in").
+    windows is above zero (Queen: "Retention is opt-in"), or when its
+    ``maxWaitTimeSeconds`` is above zero.
     """
     policies = []
     for qid, name, options in Queue.objects.order_by("id").values_list("id", "name", "options"):
-        if not options.get("retentionEnabled"):
-            continue
-        all_s = int(options.get("retentionSeconds") or 0)
-        done_s = int(options.get("completedRetentionSeconds") or 0)
-        if all_s <= 0 and done_s <= 0:
+        enabled = bool(options.get("retentionEnabled"))
+        all_s = int(options.get("retentionSeconds") or 0) if enabled else 0
+        done_s = int(options.get("completedRetentionSeconds") or 0) if enabled else 0
+        wait_s = int(options.get("maxWaitTimeSeconds") or 0)
+        # maxWaitTimeSeconds evicts like rule 1, with or without retentionEnabled.
+        windows = [w for w in (all_s, wait_s) if w > 0]
+        if not windows and done_s <= 0:
             continue
         policies.append(
             RetentionPolicy(
                 qid,
                 name,
-                now - timedelta(seconds=all_s) if all_s > 0 else None,
+                now - timedelta(seconds=min(windows)) if windows else None,
                 now - timedelta(seconds=done_s) if done_s > 0 else None,
             )
         )
