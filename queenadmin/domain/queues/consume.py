@@ -557,9 +557,15 @@ def _ack_cursor(
 
     if dead:
         _dead_letter(queue, pid, group, dead, cursor.retry_count, now)
+    next_offset, log_start = Partition.objects.filter(pk=pid).values_list("next_offset", "log_start").get()
     fields: dict[str, Any] = {"committed_offset": committed, "retry_count": retry_count}
     if committed != cursor.committed_offset:
         fields["delivery_runs"] = runs_trim(cursor.delivery_runs, committed)
+    skipped = min(committed, log_start - 1) - cursor.committed_offset
+    if skipped > 0:
+        # Deleted by retention before the group finished them: skipped, not
+        # completed (as a claim from below the log start counts them).
+        fields["start_offset"] = F("start_offset") + skipped
     # A failed ack hands the rest of the batch back at once, also when the
     # message itself goes to the DLQ: consume loops drop the batch after a
     # nack and pop again.
@@ -573,8 +579,7 @@ def _ack_cursor(
     released_now = release and cursor.lease_id is not None
     for item, dlq, noop in results:
         outcomes[item.index] = AckOutcome(item.index, item.transaction_id, True, None, released_now, dlq, noop)
-    partition_last = Partition.objects.filter(pk=pid).values_list("next_offset", flat=True).get() - 1
-    return blocked or (release and committed < partition_last)
+    return blocked or (release and committed < next_offset - 1)
 
 
 def _dead_letter(

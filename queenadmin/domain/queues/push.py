@@ -266,14 +266,14 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool
     full = _full_queues(queues, items, now) if any(q.max_size for q in queues.values()) else {}
     if full and not partial:
         raise QueueFull(next(iter(full.values())))
-    refused = [(index, item) for index, item in enumerate(items) if item.queue in full]
-    if refused:
+    if full:
         kept = [item for item in items if item.queue not in full]
         written = iter(queue_push_in_txn(items=kept, now=now) if kept else [])
         results: list[PushResult] = []
         for index, item in enumerate(items):
             if item.queue in full:
-                tid = item.transaction_id if item.transaction_id is not None else ""
+                # Like Queen, a refused item without a transactionId gets one minted.
+                tid = item.transaction_id if item.transaction_id is not None else uuid7s(1)[0]
                 results.append(PushResult(index, "", tid, item.queue, "failed", 0, full[item.queue]))
             else:
                 results.append(replace(next(written), index=index))
