@@ -30,9 +30,9 @@ partition row (``FOR NO KEY UPDATE SKIP LOCKED``), the order pushes take
 them: a partition another sweeper or a push holds is left for the next
 pass, so any number of replicas can sweep at once without waiting on each
 other or deleting anything twice. Claims and acks take no partition row
-lock, so they never wait on a sweep. On SQLite the IMMEDIATE transaction
-makes the step the only writer, and the log start is moved with a
-compare-and-set all the same.
+lock, so they never wait on a sweep, and the sweep skips the cursor rows
+they hold. On SQLite the IMMEDIATE transaction makes the step the only
+writer, and the log start is moved with a compare-and-set all the same.
 
 Dedup (``dedupWindowSeconds``) looks for the original message in the log,
 so a message deleted by retention no longer deduplicates a later push.
@@ -214,7 +214,15 @@ def _sweep_partition(policy: RetentionPolicy, pid: int, now: datetime, batch: in
             return None
     # A leased batch that is gone entirely would hold the partition until
     # the lease ran out (its acks only find unknown messages): hand it back.
-    released = ConsumerCursor.objects.filter(partition_id=pid, lease_id__isnull=False, batch_last__lt=boundary).update(
+    # Cursors a claim or an ack holds are skipped, never waited for: a
+    # transaction that acks then pushes to this partition would wait for the
+    # partition row this step holds (a deadlock); they are busy anyway.
+    gone = list(
+        ConsumerCursor.objects.filter(partition_id=pid, lease_id__isnull=False, batch_last__lt=boundary)
+        .select_for_update(skip_locked=True)
+        .values_list("id", flat=True)
+    )
+    released = ConsumerCursor.objects.filter(id__in=gone, batch_last__lt=boundary).update(
         lease_id=None, leased_until=None
     )
     if released:
