@@ -56,6 +56,11 @@ class _Settings:
     #: sweep step deletes in one transaction.
     RETENTION_INTERVAL_SECONDS: float = 5.0
     RETENTION_BATCH_SIZE: int = 1000
+    #: Queen's server applies ``retentionSeconds``/``completedRetentionSeconds``
+    #: only with ``retentionEnabled: true``; the official client's
+    #: ``.config(retention_seconds=...)`` never sends it, so by default a window
+    #: above zero is enough. True restores Queen's opt-in.
+    RETENTION_REQUIRES_ENABLED: bool = False
 
     #: Timers (protocol.md section 4): ops per call, payload size, horizon.
     TIMERS_MAX_OPS_PER_CALL: int = 256

@@ -146,14 +146,14 @@ def test_window_buffer_holds_a_partition_that_was_just_pushed_to(http, unique):
 async def test_the_retention_loop_of_serve_deletes_old_messages():
     """A live ``serve`` (loop every 0.2 s) deletes messages older than a 1 s
     retentionSeconds: the queue ends with no message, no pending count and
-    no retained bytes; a queue without retentionEnabled keeps its own."""
+    no retained bytes; a queue without a retention window keeps its own."""
     from queen import Queen
 
     with run_server(extra_env={"QUEENADMIN_RETENTION_INTERVAL_SECONDS": "0.2"}) as server:
         client = Queen(url=server.url, bearer_token=server.token, retry_attempts=1)
         try:
             await client.queue("short").config({"retention_enabled": True, "retention_seconds": 1}).create()
-            await client.queue("kept").config({"retention_seconds": 1}).create()
+            await client.queue("kept").create()
             await client.queue("short").push([{"data": {"n": i}} for i in range(5)])
             await client.queue("kept").push([{"data": {"n": i}} for i in range(5)])
             with httpx.Client(

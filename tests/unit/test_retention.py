@@ -75,8 +75,20 @@ def payload_bytes(queue: str = "q") -> int:
 # -- rule 1: retentionSeconds ---------------------------------------------------
 
 
-def test_retention_is_opt_in_with_retention_enabled(clock_at):
-    """Without retentionEnabled a retentionSeconds window deletes nothing (Queen's opt-in)."""
+def test_a_retention_window_alone_deletes_by_default(clock_at):
+    """The official client's ``.config(retention_seconds=...)`` sends no
+    retentionEnabled: by default the window alone turns retention on."""
+    configure(retentionSeconds=10)
+    push(n=3)
+    clock_at.shift(timedelta(seconds=60))
+    assert queues.queue_retention_sweep() == queues.RetentionSweep(deleted=3, partitions=1, skipped=0)
+    assert stored() == []
+
+
+def test_retention_is_opt_in_with_retention_enabled_when_configured(clock_at, settings):
+    """With RETENTION_REQUIRES_ENABLED (Queen's rule), a window without
+    retentionEnabled deletes nothing."""
+    settings.QUEENADMIN_RETENTION_REQUIRES_ENABLED = True
     configure(retentionSeconds=10, completedRetentionSeconds=10)
     push(n=3)
     ack(claim(batch=3))
@@ -112,8 +124,10 @@ def test_retention_seconds_deletes_old_messages_consumed_or_not(clock_at):
     assert totals().pending == 0
 
 
-def test_max_wait_time_evicts_without_retention_enabled(clock_at):
-    """maxWaitTimeSeconds deletes old messages whether retentionEnabled is set or not."""
+def test_max_wait_time_evicts_without_retention_enabled(clock_at, settings):
+    """maxWaitTimeSeconds deletes old messages whether retentionEnabled is set
+    or not, even under Queen's opt-in (which ignores the 5 s window here)."""
+    settings.QUEENADMIN_RETENTION_REQUIRES_ENABLED = True
     configure(maxWaitTimeSeconds=30, retentionSeconds=5)
     push(n=2)
     clock_at.shift(timedelta(seconds=20))

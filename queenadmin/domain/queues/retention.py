@@ -79,13 +79,14 @@ class RetentionSweep:
 def retention_policies(*, now: datetime) -> list[RetentionPolicy]:
     """The queues retention applies to, with their cutoffs at ``now``.
 
-    A queue takes part when ``retentionEnabled`` is true and one of its two
-    windows is above zero (Queen: "Retention is opt-in"), or when its
-    ``maxWaitTimeSeconds`` is above zero.
+    A queue takes part when one of its two windows is above zero (and, with
+    ``RETENTION_REQUIRES_ENABLED``, Queen's opt-in, ``retentionEnabled`` is
+    true), or when its ``maxWaitTimeSeconds`` is above zero.
     """
     policies = []
+    opt_in = settings.RETENTION_REQUIRES_ENABLED
     for qid, name, options in Queue.objects.order_by("id").values_list("id", "name", "options"):
-        enabled = bool(options.get("retentionEnabled"))
+        enabled = bool(options.get("retentionEnabled")) or not opt_in
         all_s = int(options.get("retentionSeconds") or 0) if enabled else 0
         done_s = int(options.get("completedRetentionSeconds") or 0) if enabled else 0
         wait_s = int(options.get("maxWaitTimeSeconds") or 0)
