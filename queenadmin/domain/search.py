@@ -45,7 +45,7 @@ def _prefix(field: str, text: str) -> Q:
     return match & Q(**{f"{field}__lt": upper}) if upper is not None else match
 
 
-def _distinct(table: str, column: str) -> list[str]:
+def distinct_values(table: str, column: str) -> list[str]:
     """Distinct values of an indexed leading column by a loose index scan."""
     sql = (
         f"WITH RECURSIVE t(v) AS ("
@@ -107,7 +107,7 @@ def _kv(text: str, now: datetime) -> list[Hit]:
         row = KVEntry.objects.live(now).filter(namespace=namespace, key=key).values_list("version", flat=True).first()
         if row is not None:
             hits.append(_kv_hit(namespace, key, row))
-    namespaces = [ns for ns in _distinct(KVEntry._meta.db_table, "namespace") if ns != LOCKS_NAMESPACE]
+    namespaces = [ns for ns in distinct_values(KVEntry._meta.db_table, "namespace") if ns != LOCKS_NAMESPACE]
     if namespaces:
         rows = (
             KVEntry.objects.live(now)
@@ -124,7 +124,7 @@ def _kv_hit(namespace: str, key: str, version: int) -> Hit:
 
 
 def _timers(text: str) -> list[Hit]:
-    queues = _distinct(Timer._meta.db_table, "queue")
+    queues = distinct_values(Timer._meta.db_table, "queue")
     if not queues:
         return []
     rows = (

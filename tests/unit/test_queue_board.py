@@ -97,11 +97,17 @@ def test_groups_have_their_own_lag_in_messages_and_time():
 
 
 def test_dead_letter_counts_stop_at_the_cap(monkeypatch):
+    """A list counts dead letters up to one cap, a queue's page up to another, and says so."""
     monkeypatch.setattr(board, "DLQ_COUNT_CAP", 3)
+    monkeypatch.setattr(board, "DLQ_DETAIL_CAP", 4)
     dead_letter("c", 5)
+    dead_letter("small", 2)
+    listed = {b.name: b for b in board.queue_boards()}
+    assert (listed["c"].dlq, listed["c"].dlq_capped) == (3, True)
+    assert (listed["small"].dlq, listed["small"].dlq_capped) == (2, False)
     qb = only("c")
-    assert qb.dlq_capped
-    assert qb.dlq == 4  # cap + 1 read, shown as "3+"
+    assert (qb.dlq, qb.dlq_capped) == (4, True)
+    assert only("small").partitions[0].dlq == 2
 
 
 def test_query_count_of_the_boards_does_not_grow_with_messages(django_assert_max_num_queries):

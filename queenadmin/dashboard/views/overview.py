@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -14,8 +14,8 @@ from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import svg
 from queenadmin.dashboard.permissions import VIEW
 from queenadmin.dashboard.views.ops_common import age_seconds, short_duration, staff_page
-from queenadmin.domain import clock, timers
-from queenadmin.domain.overview import kv_namespace_counts
+from queenadmin.domain import clock
+from queenadmin.domain.overview import Bounded, TimersDue, kv_namespace_counts, locks_held, timers_due
 from queenadmin.domain.queues.board import QueueBoard, queue_boards
 
 
@@ -35,19 +35,26 @@ def _state(board: QueueBoard, now: datetime) -> str:
     return "stalled" if age >= 60 else "ready"
 
 
-def timers_chart(now: datetime) -> tuple[timers.DueHistogram, SafeString]:
-    histogram = timers.timers_due_histogram(now=now)
-    titles = [
-        f"{(histogram.start + histogram.bucket * i):%H:%M} UTC: {count} due" for i, count in enumerate(histogram.counts)
-    ]
-    chart = svg.bar_chart(
-        histogram.counts,
+def count_text(count: Bounded) -> str:
+    """A bounded count as a tile shows it: "1,234", "10,000+" or "≈ 98,000"."""
+    if count.capped and count.estimate is not None and count.estimate > count.value:
+        return f"≈ {count.estimate:,}"
+    return f"{count.value:,}{'+' if count.capped else ''}"
+
+
+def timers_chart(due: TimersDue) -> SafeString:
+    titles = []
+    for i, (count, capped) in enumerate(zip(due.counts, due.capped, strict=True)):
+        at = due.start + due.bucket * i
+        titles.append(f"{at:%H:%M} UTC: {count:,}{'+' if capped else ''} due")
+    minutes = int(due.bucket.total_seconds() * len(due.counts) // 60)
+    return svg.bar_chart(
+        due.counts,
         title="Timers due per minute over the next hour",
         left_label="now",
-        right_label=f"+{int(histogram.bucket.total_seconds() * len(histogram.counts) // 60)} min",
+        right_label=f"+{minutes} min",
         bar_titles=titles,
     )
-    return histogram, chart
 
 
 @require_GET
@@ -56,8 +63,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     now = clock.now()
     boards = queue_boards()
     lines = [QueueLine(b, short_duration(age_seconds(b.oldest_claimable_at, now)), _state(b, now)) for b in boards]
-    namespaces = kv_namespace_counts(now=now)
-    histogram, chart = timers_chart(now)
+    due = timers_due(now=now)
     ctx = {
         "now": now,
         "environment": app_settings.ENVIRONMENT_NAME,
@@ -69,14 +75,13 @@ def overview(request: HttpRequest) -> HttpResponse:
             "dlq": sum(b.dlq for b in boards),
             "dlq_capped": any(b.dlq_capped for b in boards),
         },
-        "locks_held": sum(n.keys for n in namespaces if n.is_locks),
-        "namespaces": [n for n in namespaces if not n.is_locks],
-        "timers": histogram,
-        "next_due_in": short_duration(
-            None if histogram.next_due is None else max(0.0, (histogram.next_due - now).total_seconds())
-        ),
-        "timers_chart": chart,
-        "window": timedelta(hours=1),
+        "locks_held": count_text(locks_held(now=now)),
+        "namespaces": [(n.namespace, count_text(n.keys)) for n in kv_namespace_counts(now=now)],
+        "timers_pending": count_text(due.pending),
+        "timers_overdue": count_text(due.overdue) if due.overdue.value else "",
+        "next_due": due.next_due,
+        "next_due_in": short_duration(None if due.next_due is None else max(0.0, (due.next_due - now).total_seconds())),
+        "timers_chart": timers_chart(due),
     }
     template = (
         "queenadmin/overview.html#overview-body" if request.headers.get("HX-Request") else "queenadmin/overview.html"

@@ -32,12 +32,15 @@ from django.db.models import Q
 from django.db.models.functions import Substr
 
 from queenadmin.domain import clock
-from queenadmin.domain.db import to_db_time
+from queenadmin.domain.db import from_db_time, to_db_time
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
-#: Dead letters counted per queue at most; past this the page says "10,000+"
-#: (the DLQ list is paged, so the exact figure is never needed to act).
-DLQ_COUNT_CAP = 10_000
+#: Dead letters counted per queue at most in a list of queues, and on one
+#: queue's page; past it the page says "1,000+" (the DLQ list is paged and
+#: its actions take "all that match", so the exact figure is never needed
+#: to act).
+DLQ_COUNT_CAP = 1_000
+DLQ_DETAIL_CAP = 10_000
 #: Characters of a payload shown in a list.
 PREVIEW_CHARS = 160
 #: Queues listed on one page of ``/queues/``.
@@ -177,7 +180,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
         live = lease is not None and until is not None and until > now
         cursors.setdefault(pid, {})[group] = _Cursor(group, committed, live, batch_last, last_claim)
     parked_from = _parked_from([(p[0], p[3], delays[p[1]]) for p in parts], now)
-    dlq = _dlq_counts(qids)
+    dlq = _dlq_counts(qids, per_partition=with_groups)
 
     # Per partition: the groups that count and each one's cursor (a group
     # with no cursor row reads the partition from the start).
@@ -237,7 +240,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
                 task,
                 delays[qid],
                 tuple(partitions),
-                sum(count.values()),
+                min(sum(count.values()), DLQ_DETAIL_CAP if with_groups else DLQ_COUNT_CAP),
                 capped,
                 groups,
             )
@@ -273,15 +276,24 @@ def _group_lags(
 
 
 def _push_times(wanted: Iterable[tuple[int, int]]) -> dict[tuple[int, int], datetime]:
-    """Push time of each (partition, offset): one statement of index lookups."""
+    """Push time of each (partition, offset): one statement of index lookups.
+
+    A join to a ``VALUES`` list (columns ``column1``, ``column2`` on both
+    databases): PostgreSQL plans it as a nested loop of index lookups,
+    where 100 OR'd conditions cost it more to plan than to run.
+    """
     pairs = sorted(wanted)
     if not pairs:
         return {}
-    match = Q()
-    for pid, offset in pairs:
-        match |= Q(partition_id=pid, offset=offset)
-    rows = Message.objects.filter(match).values_list("partition_id", "offset", "created_at")
-    return {(pid, offset): created for pid, offset, created in rows}
+    table = Message._meta.db_table
+    values = ", ".join(["(%s, %s)"] * len(pairs))
+    sql = (
+        f"SELECT m.partition_id, m.msg_offset, m.created_at FROM {table} m"
+        f" JOIN (VALUES {values}) w ON m.partition_id = w.column1 AND m.msg_offset = w.column2"
+    )
+    with connection.cursor() as cur:
+        cur.execute(sql, [v for pair in pairs for v in pair])
+        return {(int(pid), int(offset)): from_db_time(created) for pid, offset, created in cur.fetchall()}
 
 
 #: For each partition of a delayed queue: the first offset pushed after the
@@ -329,32 +341,36 @@ def _parked_from(parts: list[tuple[int, int, int]], now: datetime) -> dict[int, 
     return result
 
 
-def _dlq_counts(qids: list[int]) -> dict[int, tuple[dict[int, int], bool]]:
-    """Dead letters per partition of each queue, counting at most the cap.
+def _dlq_counts(qids: list[int], *, per_partition: bool) -> dict[int, tuple[dict[int, int], bool]]:
+    """Dead letters of each queue, counting at most a cap per queue.
 
-    One statement: a bounded sub-select per queue (on the ``queue,
-    failed_at`` index), so a queue with a million dead letters costs what
-    one with ``DLQ_COUNT_CAP`` does. Returns {queue id: ({partition id:
-    count}, capped)}.
+    One statement: a bounded sub-select per queue on the ``queue, id``
+    index, so a queue with a million dead letters costs what one at the
+    cap does. A list of queues counts up to ``DLQ_COUNT_CAP`` per queue
+    from the index alone; one queue's page (``per_partition``) reads the
+    rows, up to ``DLQ_DETAIL_CAP``, to split them by partition. Returns
+    {queue id: ({partition id or 0: count}, capped)}.
     """
     if not qids:
         return {}
     table = DeadLetter._meta.db_table
-    branch = (
-        f"SELECT * FROM (SELECT queue_id, partition_id FROM {table} WHERE queue_id = %s LIMIT {DLQ_COUNT_CAP + 1}) b"
-    )
-    sql = "SELECT queue_id, partition_id, COUNT(*) FROM (" + " UNION ALL ".join([branch] * len(qids)) + ") u"
-    sql += " GROUP BY queue_id, partition_id"
+    cap = DLQ_DETAIL_CAP if per_partition else DLQ_COUNT_CAP
+    if per_partition:
+        branch = f"SELECT * FROM (SELECT queue_id, partition_id FROM {table} WHERE queue_id = %s LIMIT {cap + 1}) b"
+        sql = "SELECT queue_id, partition_id, COUNT(*) FROM (" + " UNION ALL ".join([branch] * len(qids)) + ") u"
+        sql += " GROUP BY queue_id, partition_id"
+        params: list[Any] = list(qids)
+    else:
+        branch = f"SELECT %s, 0, COUNT(*) FROM (SELECT id FROM {table} WHERE queue_id = %s LIMIT {cap + 1}) b"
+        sql = " UNION ALL ".join([branch] * len(qids))
+        params = [v for qid in qids for v in (qid, qid)]
     counts: dict[int, dict[int, int]] = {}
     with connection.cursor() as cur:
-        cur.execute(sql, qids)
+        cur.execute(sql, params)
         for qid, pid, n in cur.fetchall():
-            counts.setdefault(qid, {})[pid] = int(n)
-    result: dict[int, tuple[dict[int, int], bool]] = {}
-    for qid, per in counts.items():
-        capped = sum(per.values()) > DLQ_COUNT_CAP
-        result[qid] = (per, capped)
-    return result
+            if n:
+                counts.setdefault(int(qid), {})[int(pid)] = int(n)
+    return {qid: (per, sum(per.values()) > cap) for qid, per in counts.items()}
 
 
 # --------------------------------------------------------------------------
