@@ -31,7 +31,7 @@ from queenadmin.domain.queues import board, dlq
 from queenadmin.errors import QueueNotFound
 
 #: Rows of a messages or DLQ page.
-PAGE = 50
+PAGE = 25
 #: Batches one replay or purge request runs before it asks to be sent
 #: again (each batch is its own transaction of ``dlq.DLQ_BATCH``).
 MAX_BATCHES_PER_REQUEST = 100

@@ -42,7 +42,7 @@ from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, 
 DLQ_COUNT_CAP = 1_000
 DLQ_DETAIL_CAP = 10_000
 #: Characters of a payload shown in a list.
-PREVIEW_CHARS = 160
+PREVIEW_CHARS = 120
 #: Queues listed on one page of ``/queues/``.
 QUEUE_PAGE = 200
 
