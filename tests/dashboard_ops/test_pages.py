@@ -299,3 +299,15 @@ def test_queue_charts_draw_once_the_series_source_answers(viewer, data, monkeypa
     page = viewer.get("/queues/q/").content.decode()
     assert "Pushed and acked per minute, last hour" in page
     assert page.count("<polyline") == 3
+
+
+def test_operator_purges_selected_dead_letters_with_the_typed_name(operator, data):
+    page = operator.get("/queues/q/").content.decode()
+    assert "Purge selected" in page
+    ids = list(DeadLetter.objects.order_by("id").values_list("id", flat=True))
+    refused = operator.post("/queues/q/dlq/purge/", {"ids": [str(ids[1])], "confirm": ""}, follow=True)
+    assert "type the queue name" in refused.content.decode()
+    response = operator.post("/queues/q/dlq/purge/", {"ids": [str(ids[1])], "confirm": "q"}, follow=True)
+    assert "Purged 1 dead letter of q." in response.content.decode()
+    assert sorted(DeadLetter.objects.values_list("id", flat=True)) == [ids[0], ids[2]]
+    assert "ids " + str(ids[1]) in AuditEntry.objects.get().before
