@@ -27,8 +27,8 @@ KV_COUNT_CAP = 1_000
 LOCK_COUNT_CAP = 10_000
 #: Pending timers counted at most.
 TIMER_COUNT_CAP = 10_000
-#: Timers counted per bar of the due chart at most.
-TIMER_BUCKET_CAP = 1_000
+#: Timers read for the due chart at most (in due order).
+TIMER_WINDOW_CAP = 20_000
 
 
 @dataclass(frozen=True)
@@ -99,45 +99,58 @@ class TimersDue:
 
     start: datetime
     bucket: timedelta
-    #: Timers due in each bucket from ``start`` (each up to ``TIMER_BUCKET_CAP``).
+    #: Timers due in each bucket from ``start``.
     counts: tuple[int, ...]
-    capped: tuple[bool, ...]
-    #: Timers already due and not yet fired (up to ``TIMER_BUCKET_CAP``).
+    #: The window held more than ``TIMER_WINDOW_CAP`` timers: the buckets
+    #: from the one the count stopped in on are lower bounds.
+    capped_from: int | None
+    #: Timers already due and not yet fired (up to ``TIMER_COUNT_CAP``).
     overdue: Bounded
     pending: Bounded
     next_due: datetime | None
 
 
+def _bucket_sql(table: str) -> str:
+    if is_postgres():
+        index = "FLOOR(EXTRACT(EPOCH FROM (deliver_at - %s)) / %s)::int"
+    else:
+        index = "CAST((julianday(deliver_at) - julianday(%s)) * 86400.0 / %s AS INTEGER)"
+    return (
+        f"SELECT {index} AS b, COUNT(*) FROM (SELECT deliver_at FROM {table}"
+        f" WHERE deliver_at >= %s AND deliver_at < %s ORDER BY deliver_at LIMIT {TIMER_WINDOW_CAP + 1}) w"
+        f" GROUP BY 1 ORDER BY 1"
+    )
+
+
 def timers_due(*, now: datetime, bucket: timedelta = timedelta(minutes=1), buckets: int = 60) -> TimersDue:
     """Pending timers per ``bucket`` over the next ``buckets``, bounded.
 
-    Unlike ``timers.timers_due_histogram`` (exact, a count of every timer),
-    every figure here is a capped index range count on ``deliver_at``: one
-    statement for the bars and the overdue, one for the next due, one for
-    the total (plus the estimate past its cap).
+    Unlike ``timers.timers_due_histogram`` (exact, and a count of every
+    timer), every figure here reads a bounded stretch of the ``deliver_at``
+    index: the bars read at most ``TIMER_WINDOW_CAP`` timers in due order
+    (one statement, grouped in the database), the overdue and the total
+    at most ``TIMER_COUNT_CAP`` each, and the next due is the index's first
+    entry.
     """
     table = Timer._meta.db_table
-    edges = [to_db_time(now + bucket * i) for i in range(buckets + 1)]
-    branch = (
-        f"SELECT %s, COUNT(*) FROM (SELECT 1 FROM {table} WHERE deliver_at >= %s AND deliver_at < %s"
-        f" LIMIT {TIMER_BUCKET_CAP + 1}) b"
-    )
-    overdue_branch = (
-        f"SELECT -1, COUNT(*) FROM (SELECT 1 FROM {table} WHERE deliver_at < %s LIMIT {TIMER_BUCKET_CAP + 1}) b"
-    )
-    params: list[Any] = [edges[0]]
-    for i in range(buckets):
-        params += [i, edges[i], edges[i + 1]]
+    start, end = to_db_time(now), to_db_time(now + bucket * buckets)
+    seconds = bucket.total_seconds()
+    found: dict[int, int] = {}
     with connection.cursor() as cur:
-        cur.execute(" UNION ALL ".join([overdue_branch] + [branch] * buckets), params)
-        found = {int(i): int(n) for i, n in cur.fetchall()}
+        cur.execute(_bucket_sql(table), [start, seconds, start, end])
+        for index, n in cur.fetchall():
+            found[min(max(int(index), 0), buckets - 1)] = found.get(min(max(int(index), 0), buckets - 1), 0) + int(n)
         cur.execute(f"SELECT deliver_at FROM {table} ORDER BY deliver_at, id LIMIT 1")
         first = cur.fetchone()
-    counts = tuple(min(found.get(i, 0), TIMER_BUCKET_CAP) for i in range(buckets))
-    capped = tuple(found.get(i, 0) > TIMER_BUCKET_CAP for i in range(buckets))
-    overdue = Bounded(min(found[-1], TIMER_BUCKET_CAP), found[-1] > TIMER_BUCKET_CAP)
+    counts = [found.get(i, 0) for i in range(buckets)]
+    capped_from = None
+    if sum(counts) > TIMER_WINDOW_CAP:
+        # The one row past the cap sits in the last bucket read: drop it.
+        capped_from = max(i for i, n in enumerate(counts) if n)
+        counts[capped_from] -= 1
+    overdue = _bounded(f"SELECT 1 FROM {table} WHERE deliver_at < %s", [start], TIMER_COUNT_CAP)
     pending = _bounded(f"SELECT 1 FROM {table}", [], TIMER_COUNT_CAP)
     if pending.capped:
         pending = Bounded(pending.value, True, _estimate(table))
     next_due = None if first is None else from_db_time(first[0])
-    return TimersDue(now, bucket, counts, capped, overdue, pending, next_due)
+    return TimersDue(now, bucket, tuple(counts), capped_from, overdue, pending, next_due)

@@ -61,16 +61,20 @@ def test_timers_due_per_minute_overdue_and_next(monkeypatch):
     expected[58] = 1  # 59.9
     expected[59] = 1  # 60.5 (61 is past the hour shown)
     assert list(due.counts) == expected
-    monkeypatch.setattr(overview, "TIMER_COUNT_CAP", 4)
-    monkeypatch.setattr(overview, "TIMER_BUCKET_CAP", 1)
+    monkeypatch.setattr(overview, "TIMER_COUNT_CAP", 1)
+    monkeypatch.setattr(overview, "TIMER_WINDOW_CAP", 1)
     due = overview.timers_due(now=later)
-    assert (due.pending.value, due.pending.capped) == (4, True)
+    assert (due.pending.value, due.pending.capped) == (1, True)
     assert due.overdue == overview.Bounded(1, True)
+    # The window read stopped at the second timer due (bucket 58): up to
+    # there the bars are exact, from there on lower bounds.
+    assert due.capped_from == 58
+    assert list(due.counts) == [0, 0, 1] + [0] * 57
 
 
 def test_no_timers_no_next_due():
     due = overview.timers_due(now=T0)
-    assert (due.next_due, due.pending, sum(due.counts)) == (None, overview.Bounded(0, False), 0)
+    assert (due.next_due, due.pending, sum(due.counts), due.capped_from) == (None, overview.Bounded(0, False), 0, None)
 
 
 # -- search ----------------------------------------------------------------------

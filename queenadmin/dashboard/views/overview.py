@@ -44,9 +44,10 @@ def count_text(count: Bounded) -> str:
 
 def timers_chart(due: TimersDue) -> SafeString:
     titles = []
-    for i, (count, capped) in enumerate(zip(due.counts, due.capped, strict=True)):
+    for i, count in enumerate(due.counts):
         at = due.start + due.bucket * i
-        titles.append(f"{at:%H:%M} UTC: {count:,}{'+' if capped else ''} due")
+        more = "+" if due.capped_from is not None and i >= due.capped_from else ""
+        titles.append(f"{at:%H:%M} UTC: {count:,}{more} due")
     minutes = int(due.bucket.total_seconds() * len(due.counts) // 60)
     return svg.bar_chart(
         due.counts,
@@ -82,6 +83,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "next_due": due.next_due,
         "next_due_in": short_duration(None if due.next_due is None else max(0.0, (due.next_due - now).total_seconds())),
         "timers_chart": timers_chart(due),
+        "timers_capped_at": None if due.capped_from is None else due.start + due.bucket * due.capped_from,
     }
     template = (
         "queenadmin/overview.html#overview-body" if request.headers.get("HX-Request") else "queenadmin/overview.html"
