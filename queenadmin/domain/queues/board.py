@@ -22,7 +22,7 @@ each group's own lag.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -138,15 +138,15 @@ class _Cursor:
     last_claim_at: datetime | None
 
 
-def queue_boards(*, names: Sequence[str] | None = None, after: str = "", limit: int = QUEUE_PAGE) -> list[QueueBoard]:
-    """Queues by name with their depth by state, in a fixed number of queries.
+def queue_boards(*, after: str = "", limit: int = QUEUE_PAGE) -> list[QueueBoard]:
+    """A page of queues with their depth by state, in a fixed number of queries.
 
-    ``names`` picks queues by name (missing ones are left out); otherwise a
-    page of ``limit`` queues named after ``after``, in byte order.
+    The page is ``limit`` queues named after ``after``, in byte order.
     """
-    rows = Queue.objects.order_by("name").values_list("id", "name", "namespace", "task", "options")
-    rows = rows.filter(name__in=list(names)) if names is not None else rows.filter(name__gt=after)[:limit]
-    return _boards(list(rows), with_groups=False)
+    rows = (
+        Queue.objects.order_by("name").filter(name__gt=after).values_list("id", "name", "namespace", "task", "options")
+    )
+    return _boards(list(rows[:limit]), with_groups=False)
 
 
 def queue_board(*, name: str) -> QueueBoard | None:
