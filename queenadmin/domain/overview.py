@@ -48,13 +48,21 @@ def _bounded(sql: str, params: list[Any], cap: int) -> Bounded:
     return Bounded(min(int(n), cap), int(n) > cap)
 
 
-def _estimate(table: str) -> int | None:
-    if not is_postgres():
-        return None
+def _bounded_table(table: str, cap: int) -> Bounded:
+    """Rows of ``table`` up to ``cap``, with the planner's estimate past it.
+
+    One statement either way (the estimate rides along on PostgreSQL), so
+    the page's query count does not change when the cap is passed.
+    """
+    sql = f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} LIMIT {cap + 1}) b"
+    if is_postgres():
+        sql = f"SELECT ({sql}), (SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass)"
     with connection.cursor() as cur:
-        cur.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [table])
-        row = cur.fetchone()
-    return None if row is None or row[0] < 0 else int(row[0])
+        cur.execute(sql, [table] if is_postgres() else [])
+        row: tuple[Any, ...] = cur.fetchone() or (0,)
+    n = int(row[0])
+    estimate = int(row[1]) if len(row) > 1 and row[1] is not None and row[1] >= 0 else None
+    return Bounded(min(n, cap), n > cap, estimate if n > cap else None)
 
 
 @dataclass(frozen=True)
@@ -149,8 +157,6 @@ def timers_due(*, now: datetime, bucket: timedelta = timedelta(minutes=1), bucke
         capped_from = max(i for i, n in enumerate(counts) if n)
         counts[capped_from] -= 1
     overdue = _bounded(f"SELECT 1 FROM {table} WHERE deliver_at < %s", [start], TIMER_COUNT_CAP)
-    pending = _bounded(f"SELECT 1 FROM {table}", [], TIMER_COUNT_CAP)
-    if pending.capped:
-        pending = Bounded(pending.value, True, _estimate(table))
+    pending = _bounded_table(table, TIMER_COUNT_CAP)
     next_due = None if first is None else from_db_time(first[0])
     return TimersDue(now, bucket, tuple(counts), capped_from, overdue, pending, next_due)
