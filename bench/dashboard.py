@@ -27,24 +27,40 @@ as the domain makes them (gapless offsets, ``next_offset``, cursors).
 Then for each page of ``PAGES`` it renders ``--renders`` times with Django's
 test ``Client`` as a logged-in superuser (after one warm-up render) and
 prints the median and worst server-side time, the median CPU time of this
-process (Django's own work, which a busy machine inflates less than the
-wall time; the database's work is in its own processes) and the query
-count. A page
+process (Django's own work) and the mean CPU time of its PostgreSQL backend
+per render (from ``/proc``, with bench/kv.py's reader; 10 ms ticks, so
+averaged over the renders), and the query count. CPU times are what a
+render costs on an idle machine; the wall time includes waiting for a CPU
+on a busy one. A page
 whose URL does not resolve in this checkout is reported and skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _kv_bench() -> Any:
+    """bench/kv.py, loaded by path for its /proc CPU reader."""
+    spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_kv"] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 #: The pages measured: one line per page (``{q0}`` is the first queue,
 #: ``{mid}``/``{txn}`` a message id and transactionId near its tail).
@@ -202,6 +218,10 @@ def measure(renders: int) -> None:
 
     from queenadmin.models import Message, Queue
 
+    proc_ticks = _kv_bench()._proc_ticks
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        backend = str(cur.fetchone()[0])
     user, _ = User.objects.get_or_create(username="bench", defaults={"is_staff": True, "is_superuser": True})
     client = Client()
     client.force_login(user)
@@ -212,7 +232,7 @@ def measure(renders: int) -> None:
         .values_list("message_id", "transaction_id")
         .get()
     )
-    print(f"\n{'page':<58} {'median ms':>9} {'worst ms':>9} {'cpu ms':>7} {'queries':>7} {'KiB':>6}")
+    print(f"\n{'page':<58} {'median ms':>9} {'worst ms':>9} {'cpu ms':>7} {'db cpu':>7} {'queries':>7} {'KiB':>6}")
     for template in PAGES:
         url = template.format(q0=q0, qd=qd, mid=mid, txn=txn)
         try:
@@ -223,6 +243,7 @@ def measure(renders: int) -> None:
         client.get(url)  # warm-up: session, permissions, template loading
         times = []
         cpu = []
+        db_cpu = proc_ticks(backend)[1]
         queries = 0
         size = 0
         for _ in range(renders):
@@ -234,9 +255,10 @@ def measure(renders: int) -> None:
             assert response.status_code == 200, (url, response.status_code)
             queries = len(captured.captured_queries)
             size = len(response.content)
+        db_cpu = (proc_ticks(backend)[1] - db_cpu) * 1000 / renders
         print(
             f"{url[:58]:<58} {statistics.median(times):9.1f} {max(times):9.1f} {statistics.median(cpu):7.1f}"
-            f" {queries:7d} {size / 1024:6.1f}"
+            f" {db_cpu:7.1f} {queries:7d} {size / 1024:6.1f}"
         )
 
 
