@@ -9,10 +9,10 @@ It makes a scratch database beside the one ``DATABASE_URL`` names
 migrates it, and seeds, in bulk SQL with ``generate_series``:
 
 - 1,000,000 messages: 10 queues x 10 partitions x 10,000, pushed over the
-  last two hours (one queue has ``delayedProcessing`` 60 s, so its newest
-  minute is parked); queue-mode cursors 60% through, a live lease on some
-  partitions, two named consumer groups on half the queues; 10,000 dead
-  letters;
+  last two hours (one queue has ``delayedProcessing`` 600 s, so its newest
+  ten minutes are parked); queue-mode cursors 60% through, a lease of 100
+  messages for an hour on every third partition, two named consumer groups
+  on half the queues; 10,000 dead letters;
 - 100,000 KV keys in 10 namespaces and 10,000 lock permits (5,000 locks of
   2 permits, live for an hour) in ``queen-locks``;
 - 100,000 pending timers due over the next 24 hours (~4,200 in the next
@@ -112,12 +112,12 @@ def recreate(url: str, target: str) -> None:
 
 
 SEED_SQL = [
-    # Queues: options as an auto-created queue has them; queue 9 delays 60 s.
+    # Queues: options as an auto-created queue has them; queue 9 delays 10 min.
     f"""
     INSERT INTO queenadmin_queue (name, namespace, task, options, created_at)
     SELECT 'bench-q' || q, NULL, NULL,
            jsonb_build_object('leaseTime', 60, 'retryLimit', 3, 'delayedProcessing',
-                              CASE WHEN q = {QUEUES - 1} THEN 60 ELSE 0 END,
+                              CASE WHEN q = {QUEUES - 1} THEN 600 ELSE 0 END,
                               'dedupWindowSeconds', 3600, 'deadLetterQueue', true),
            now() - interval '3 hours'
     FROM generate_series(0, {QUEUES - 1}) q
@@ -141,7 +141,7 @@ SEED_SQL = [
         leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at)
     SELECT p.id, '__QUEUE_MODE__', {PER_PARTITION * 6 // 10}, 0,
            CASE WHEN p.id % 3 = 0 THEN gen_random_uuid()::text END,
-           CASE WHEN p.id % 3 = 0 THEN now() + interval '5 minutes' END,
+           CASE WHEN p.id % 3 = 0 THEN now() + interval '1 hour' END,
            {PER_PARTITION * 6 // 10} + CASE WHEN p.id % 3 = 0 THEN 100 ELSE 0 END,
            '[]'::jsonb, 0, 0, now() - interval '10 seconds'
     FROM queenadmin_partition p
