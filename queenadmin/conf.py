@@ -80,6 +80,10 @@ class _Settings:
     #: ``manage.py run_timers``.
     TIMER_LOOP_IN_SERVE: bool = True
 
+    #: The name the dashboard shows beside the clock ("production",
+    #: "staging"...), so an operator knows which broker they are acting on.
+    ENVIRONMENT_NAME: str = "development"
+
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():
             default = object.__getattribute__(self, name)
