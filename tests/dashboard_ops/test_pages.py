@@ -180,6 +180,18 @@ def test_replay_all_matching_crosses_batches(operator, data, monkeypatch):
     assert AuditEntry.objects.filter(action="dlq.replay").count() == 2
 
 
+def test_a_replay_into_a_full_queue_says_so_and_changes_nothing(operator, data):
+    """maxSize refuses the replayed copies: the page says why, no dead letter
+    goes, no message is appended, no audit entry is written."""
+    configure("q", maxSize=5)  # 5 pushed to p1 are still pending
+    before = DeadLetter.objects.count()
+    response = operator.post("/queues/q/dlq/replay/", {"all": "1"}, follow=True)
+    assert response.status_code == 200
+    assert "Stopped after 0 dead letters: Queue &#x27;q&#x27; would exceed max capacity" in response.content.decode()
+    assert DeadLetter.objects.count() == before
+    assert not AuditEntry.objects.exists()
+
+
 def test_nothing_chosen_replays_nothing(operator, data):
     response = operator.post("/queues/q/dlq/replay/", {}, follow=True)
     assert "Nothing to replay" in response.content.decode()

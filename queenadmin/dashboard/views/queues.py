@@ -28,7 +28,7 @@ from queenadmin.dashboard.permissions import CHANGE, VIEW
 from queenadmin.dashboard.views.ops_common import age_seconds, int_param, may, short_duration, staff_page
 from queenadmin.domain import clock
 from queenadmin.domain.queues import board, dlq
-from queenadmin.errors import QueueNotFound
+from queenadmin.errors import QueenError, QueueNotFound
 
 #: Rows of a messages or DLQ page.
 PAGE = 25
@@ -205,6 +205,11 @@ def _run(request: HttpRequest, name: str, action: Any, verb: str, past: str) -> 
                 break
     except QueueNotFound as exc:
         raise Http404(str(exc)) from exc
+    except QueenError as exc:
+        # e.g. maxSize: the batch that hit it rolled back whole.
+        note = f"Stopped after {done:,} dead letter{'s' if done != 1 else ''}: {exc.detail}"
+        messages.error(request, note)
+        return _finish(request, name)
     note = f"{past} {done:,} dead letter{'s' if done != 1 else ''} of {name}."
     if ids is not None and done < len(ids):
         note += f" {len(ids) - done} were already gone (replayed or purged meanwhile)."
