@@ -1,0 +1,85 @@
+"""Template helpers of the dashboard: times, countdowns and masking.
+
+Times render as ``<time>`` elements with the exact UTC instant in
+``datetime``; ``static/queenadmin/dashboard.js`` turns them into "in 4 min"
+(``data-rel``) or a ticking countdown (``data-countdown``) and shows the UTC
+and browser-local time on hover. Without JavaScript the UTC text stays.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from queenadmin.domain.masking import mask_token
+
+register = template.Library()
+
+
+@register.filter
+def iso(moment: datetime | None) -> str:
+    """``2026-11-30T19:04:42.123Z`` (milliseconds, UTC)."""
+    if moment is None:
+        return ""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@register.filter
+def utc(moment: datetime | None) -> str:
+    """``2026-11-30 19:04:42 UTC``."""
+    if moment is None:
+        return ""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def mask(value: object) -> str:
+    """A lock owner or fencing token as its fingerprint (``domain.masking``)."""
+    return mask_token(value) or "—"
+
+
+@register.filter
+def seconds(delta: timedelta | None) -> str:
+    """A duration as ``4m 05s`` / ``2h 10m`` / ``3d 4h``."""
+    if delta is None:
+        return ""
+    total = int(delta.total_seconds())
+    sign, total = ("-", -total) if total < 0 else ("", total)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{sign}{days}d {hours}h"
+    if hours:
+        return f"{sign}{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{sign}{minutes}m {secs:02d}s"
+    return f"{sign}{secs}s"
+
+
+@register.simple_tag
+def when(moment: datetime | None, empty: str = "—") -> SafeString:
+    """A time shown relative to now ("in 4 min"), exact on hover."""
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', empty)
+    return format_html('<time datetime="{}" data-rel>{}</time>', iso(moment), utc(moment))
+
+
+@register.simple_tag
+def countdown(moment: datetime | None, empty: str = "never") -> SafeString:
+    """A countdown to ``moment`` ticking in the browser ("12s", "expired")."""
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', empty)
+    return format_html('<time datetime="{}" data-countdown>{}</time>', iso(moment), utc(moment))
+
+
+@register.filter
+def preview(value: Any, length: int = 80) -> str:
+    """A JSON value on one line, cut to ``length`` characters."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= length else text[: length - 1] + "…"
