@@ -61,7 +61,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             return
         self.page = page
         self.user = self.scope.get("user")
-        if self.user is None or not await database_sync_to_async(may_view)(self.user, name):
+        if self.user is None or not await database_sync_to_async(may_view)(self.user, page.permission):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.params = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
@@ -95,7 +95,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             await super().dispatch(message)
             return
         group = kind.split(".", 1)[0]
-        stale = self.page.stale_regions(_GROUP_OF_TYPE.get(group, group))
+        stale = self.page.stale_regions(_GROUP_OF_TYPE.get(group, group), message, self.params)
         if stale:
             self.dirty |= stale
             self._schedule()
@@ -123,7 +123,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=html)
 
     def _render_sync(self, names: set[str]) -> str | None:
-        if not _session_alive(self.scope.get("session")) or not may_view(self.user, self.page.name):
+        if not _session_alive(self.scope.get("session")) or not may_view(self.user, self.page.permission):
             return None
         return live.render_regions(self.page, self.user, self.params, names)
 

@@ -67,6 +67,10 @@ class Region:
     name: str
     #: Event groups (``domain/events.py``) whose messages make it stale.
     groups: tuple[str, ...]
+    #: Optional: does this event concern the page as the viewer filtered it?
+    #: ``(message, params) -> bool``; e.g. a KV change in another namespace
+    #: leaves a namespace's page alone. None: every event of ``groups``.
+    match: Callable[[dict[str, Any], QueryDict], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,14 +81,24 @@ class LivePage:
     regions: tuple[Region, ...] = ()
     #: The nav entry to mark current (defaults to ``name``).
     nav: str = ""
+    #: The key of ``permissions.VIEW`` it needs (defaults to ``name``).
+    perm: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def groups(self) -> set[str]:
         return {group for region in self.regions for group in region.groups}
 
-    def stale_regions(self, group: str) -> set[str]:
-        return {region.name for region in self.regions if group in region.groups}
+    @property
+    def permission(self) -> str:
+        return self.perm or self.name
+
+    def stale_regions(self, group: str, message: dict[str, Any], params: QueryDict) -> set[str]:
+        return {
+            region.name
+            for region in self.regions
+            if group in region.groups and (region.match is None or region.match(message, params))
+        }
 
 
 #: Every live page by name (its ``/ws/<name>/`` path).
@@ -93,7 +107,7 @@ PAGES: dict[str, LivePage] = {}
 
 def register(page: LivePage) -> LivePage:
     """Add ``page`` to the registry (once per name) and return it."""
-    assert page.name in VIEW, f"{page.name} needs a view permission in permissions.VIEW"
+    assert page.permission in VIEW, f"{page.name} needs a view permission in permissions.VIEW"
     assert PAGES.get(page.name, page) is page, f"live page {page.name} registered twice"
     PAGES[page.name] = page
     return page
@@ -102,7 +116,7 @@ def register(page: LivePage) -> LivePage:
 def page_context(page: LivePage, user: User, params: QueryDict) -> dict[str, Any]:
     """The page's own context plus what every page and region may read."""
     ctx: dict[str, Any] = {
-        "page": page.nav or page.name,
+        "page": page.nav or page.permission,
         "live_page": page.name,
         "can": can(user),
         "now": clock.now(),
@@ -113,10 +127,17 @@ def page_context(page: LivePage, user: User, params: QueryDict) -> dict[str, Any
     return ctx
 
 
-def render_page(request: HttpRequest, page: LivePage, *, status: int = 200) -> HttpResponse:
-    """The full page, or the one region an htmx request targets."""
-    ctx = page_context(page, request.user, request.GET)
-    ctx["live_query"] = request.GET.urlencode()
+def render_page(
+    request: HttpRequest, page: LivePage, *, params: QueryDict | None = None, status: int = 200
+) -> HttpResponse:
+    """The full page, or the one region an htmx request targets.
+
+    ``params`` defaults to the query string; pass it to add what the path
+    names (``ns``), so the socket renders the same page.
+    """
+    params = request.GET if params is None else params
+    ctx = page_context(page, request.user, params)
+    ctx["live_query"] = params.urlencode()
     target = request.htmx.target if getattr(request, "htmx", False) else None  # type: ignore[attr-defined]
     names = {region.name for region in page.regions}
     if target in names:
@@ -139,14 +160,19 @@ def params_of_current_page(request: HttpRequest) -> QueryDict:
     return QueryDict(urlsplit(current).query if current else "")
 
 
-def answer_action(request: HttpRequest, page: LivePage, template: str, ctx: dict[str, Any]) -> HttpResponse:
+def answer_action(
+    request: HttpRequest, page: LivePage, template: str, ctx: dict[str, Any], *, extra: dict[str, str] | None = None
+) -> HttpResponse:
     """An htmx action's answer: its outcome (into the dialog) and fresh regions.
 
     The regions go out-of-band, drawn with the filters of the page the
-    request came from, so the page is current even without its socket.
+    request came from (plus ``extra``, what its path names), so the page
+    is current even without its socket.
     """
     outcome = render_to_string(template, ctx, request=request)
-    params = params_of_current_page(request)
+    params = params_of_current_page(request).copy()
+    for name, value in (extra or {}).items():
+        params[name] = value
     regions_ctx = page_context(page, request.user, params)
     regions_ctx["oob"] = True
     regions = "".join(render_to_string(f"{page.template}#{r.name}", regions_ctx) for r in page.regions)

@@ -83,3 +83,73 @@ def preview(value: Any, length: int = 80) -> str:
     """A JSON value on one line, cut to ``length`` characters."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= length else text[: length - 1] + "…"
+
+
+@register.simple_tag
+def stamp(moment: datetime | None, empty: str = "—") -> SafeString:
+    """Relative time, with the exact UTC time and the browser's local time beside."""
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', empty)
+    at = iso(moment)
+    return format_html(
+        '<span class="stamp"><time datetime="{}" data-rel>{}</time>'
+        '<small>{} · <time datetime="{}" data-local>local</time></small></span>',
+        at,
+        utc(moment),
+        moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        at,
+    )
+
+
+@register.filter
+def timer_query(row: Any) -> str:
+    """The query string naming a timer as shown (for its action links)."""
+    from urllib.parse import urlencode
+
+    return urlencode(
+        {
+            "queue": row.queue,
+            "key": row.timer_key,
+            "message_id": row.message_id,
+            "txn": row.txn,
+            "partition": row.partition,
+        }
+    )
+
+
+@register.filter
+def split_commas(text: str) -> list[str]:
+    return [part for part in text.split(",") if part]
+
+
+@register.filter
+def payload_preview(payload: bytes | None, length: int = 2000) -> str:
+    """A timer's payload as text (JSON as sent), cut to ``length`` characters."""
+    if payload is None:
+        return ""
+    try:
+        text = payload.decode()
+    except UnicodeDecodeError:
+        return f"({len(payload)} bytes, not text)"
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+@register.filter
+def audit_target_link(target: str, kind: str) -> SafeString:
+    """An audit target linked to its page (lock, timer, KV key, queue)."""
+    from urllib.parse import quote
+
+    if kind == "kv" and "/" in target:
+        namespace, _, key = target.partition("/")
+        return format_html('<a href="/kv/{}/key/{}">{}</a>', namespace, quote(key, safe=""), target)
+    if kind == "lock":
+        name = target.rpartition("#")[0] or target
+        return format_html('<a href="/locks/?name={}">{}</a>', quote(name, safe=""), target)
+    if kind == "timer" and "/" in target:
+        queue, _, key = target.partition("/")
+        return format_html(
+            '<a href="/timers/?queue={}&amp;prefix={}">{}</a>', quote(queue, safe=""), quote(key, safe=""), target
+        )
+    if kind in ("queue", "dlq"):
+        return format_html('<a href="/queues/{}/">{}</a>', quote(target.partition("/")[0], safe=""), target)
+    return format_html("{}", target)

@@ -56,6 +56,14 @@
       var at = Date.parse(el.getAttribute("datetime"));
       if (!isNaN(at)) el.textContent = relative(at - t);
     });
+    document.querySelectorAll("time[data-local]:not([data-done])").forEach(function (el) {
+      var at = new Date(el.getAttribute("datetime"));
+      if (isNaN(at.getTime())) return;
+      var sameDay = at.toDateString() === new Date().toDateString();
+      el.textContent = (sameDay ? "" : at.getFullYear() + "-" + pad(at.getMonth() + 1) + "-" + pad(at.getDate()) + " ") +
+        pad(at.getHours()) + ":" + pad(at.getMinutes()) + ":" + pad(at.getSeconds()) + " local";
+      el.dataset.done = "1";
+    });
     document.querySelectorAll("time[data-countdown]").forEach(function (el) {
       var at = Date.parse(el.getAttribute("datetime"));
       if (isNaN(at)) return;

@@ -52,6 +52,20 @@ class Pages:
                 assert secret not in text, f"{secret!r} appears in a rendered page"
 
 
+def advance_versions(count: int = 12_000) -> None:
+    """Draw enough versions that tokens are distinctive numbers to grep for."""
+    from queenadmin.domain import kv
+
+    for start in range(0, count, 256):
+        kv.kv_call([kv.KVPut("grep-pad", f"k{start + i}", "1", None) for i in range(256)])
+
+
+@pytest.fixture
+def distinct_tokens(db: None) -> None:
+    """Fencing tokens above 12,000: a raw token in a page is then findable."""
+    advance_versions()
+
+
 @pytest.fixture
 def pages() -> Pages:
     return Pages()

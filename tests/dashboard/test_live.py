@@ -12,8 +12,9 @@ from channels.testing.websocket import WebsocketCommunicator
 from django.test import Client, override_settings
 
 from queenadmin.asgi import websocket_app
-from queenadmin.domain import kv, locks
+from queenadmin.domain import locks
 from tests.api.test_events import REDIS_URL
+from tests.dashboard.conftest import advance_versions
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -26,12 +27,6 @@ def redis_layer():
         CHANNEL_LAYERS={"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": config}}
     ):
         yield
-
-
-def advance_versions(count: int = 12_000) -> None:
-    """Draw enough versions that tokens are distinctive numbers to grep for."""
-    for start in range(0, count, 256):
-        kv.kv_call([kv.KVPut("grep-pad", f"k{start + i}", "1", None) for i in range(256)])
 
 
 def _session_cookie(user) -> str:
