@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import datetime
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -30,6 +31,7 @@ from django.http import QueryDict
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import may_view
+from queenadmin.domain import clock
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 CLOSE_UNKNOWN_PAGE = 4404
 CLOSE_FORBIDDEN = 4403
 CLOSE_SIGNED_OUT = 4401
+#: Seconds ahead beyond which a page's own expiry is not waited for.
+MAX_REFRESH_DELAY = 6 * 3600.0
 
 
 def _session_alive(session: SessionBase | None) -> bool:
@@ -54,6 +58,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         self.flusher: asyncio.Task[None] | None = None
         self.last_render = 0.0
         self.joined: list[str] = []
+        self.refresher: asyncio.TimerHandle | None = None
         name = self.scope["url_route"]["kwargs"]["page"]
         page = live.PAGES.get(name)
         if page is None:
@@ -73,6 +78,8 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         await self._render()
 
     async def disconnect(self, code: int) -> None:
+        if self.refresher is not None:
+            self.refresher.cancel()
         if self.flusher is not None:
             self.flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -116,16 +123,36 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         if not names:
             return
         self.last_render = asyncio.get_running_loop().time()
-        html = await database_sync_to_async(self._render_sync)(names)
-        if html is None:
+        rendered = await database_sync_to_async(self._render_sync)(names)
+        if rendered is None:
             await self.close(code=CLOSE_SIGNED_OUT)
             return
+        html, stale_at = rendered
         await self.send(text_data=html)
+        self._refresh_at(stale_at)
 
-    def _render_sync(self, names: set[str]) -> str | None:
+    def _render_sync(self, names: set[str]) -> tuple[str, datetime | None] | None:
         if not _session_alive(self.scope.get("session")) or not may_view(self.user, self.page.permission):
             return None
         return live.render_regions(self.page, self.user, self.params, names)
+
+    def _refresh_at(self, stale_at: datetime | None) -> None:
+        """Re-render every region when the page goes stale with no event
+        (a lease or key expiring: expiry is lazy and publishes nothing)."""
+        if self.refresher is not None:
+            self.refresher.cancel()
+            self.refresher = None
+        if stale_at is None:
+            return
+        delay = (stale_at - clock.now()).total_seconds() + 0.05
+        if delay > MAX_REFRESH_DELAY:
+            return
+
+        def stale() -> None:
+            self.dirty = {region.name for region in self.page.regions}
+            self._schedule()
+
+        self.refresher = asyncio.get_running_loop().call_later(max(0.0, delay), stale)
 
 
 #: An event type's first word -> its group, where they differ

@@ -17,6 +17,8 @@ To make a page live:
        {% endpartialdef locks-holders %}
 
    A region must not read ``request`` (a push has none): use the context.
+   If what it shows goes stale with no event (a lease expires), put the
+   moment in the context as ``stale_at``: the socket re-renders then.
 
 2. Write a context function ``(user, params) -> dict``: ``params`` is the
    page's query string as a ``QueryDict`` (filters and cursor, so a push
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -145,13 +148,16 @@ def render_page(
     return render(request, page.template, ctx, status=status)
 
 
-def render_regions(page: LivePage, user: User, params: QueryDict, names: Iterable[str]) -> str:
-    """The HTML of the named regions, one after another (a websocket frame)."""
+def render_regions(page: LivePage, user: User, params: QueryDict, names: Iterable[str]) -> tuple[str, datetime | None]:
+    """The HTML of the named regions, one after another (a websocket frame),
+    and when they go stale by themselves (the context's ``stale_at``: a
+    lease or key that expires with no event), if ever."""
     ctx = page_context(page, user, params)
     wanted = set(names)
-    return "".join(
+    html = "".join(
         render_to_string(f"{page.template}#{region.name}", ctx) for region in page.regions if region.name in wanted
     )
+    return html, ctx.get("stale_at")
 
 
 def params_of_current_page(request: HttpRequest) -> QueryDict:

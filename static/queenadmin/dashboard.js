@@ -72,7 +72,15 @@
       el.classList.toggle("expiring", left > 0 && left < 10000);
       el.classList.toggle("expired", left <= 0);
       var row = el.closest("tr");
-      if (row) row.classList.toggle("is-expired", left <= 0);
+      if (row) {
+        row.classList.toggle("is-expired", left <= 0);
+        var pill = row.querySelector("[data-lease-state]");
+        if (pill) {
+          var state = left <= 0 ? "expired" : left < 10000 ? "expiring" : "held";
+          pill.className = "state state-" + state;
+          pill.textContent = state;
+        }
+      }
     });
     if (downSince !== null && t - downSince > STALE_AFTER_MS) {
       setBadge("stale", "stale since " + hhmmss(new Date(lastGood || downSince)) + " UTC");
@@ -138,6 +146,13 @@
       var d = dialog();
       if (d && d.open) d.close();
     }
+  });
+  // Quick values (+15m) fill a field; the operator still confirms.
+  document.addEventListener("click", function (event) {
+    var filler = event.target.closest && event.target.closest("[data-fill]");
+    if (!filler || !filler.form) return;
+    var field = filler.form.elements[filler.dataset.fill];
+    if (field) { field.value = filler.dataset.value; field.focus(); }
   });
   document.addEventListener("htmx:responseError", function (event) {
     var xhr = event.detail.xhr, box = document.getElementById("notice");

@@ -78,6 +78,7 @@ def keys_context(user: User, params: QueryDict) -> dict[str, Any]:
         "prefix": prefix,
         "after": after,
         "rows": [_row(r) for r in page.rows],
+        "stale_at": min((r.expires_at for r in page.rows if r.expires_at is not None), default=None),
         "next_query": query(kept, after=page.next_after) if page.truncated and page.next_after else "",
         "first_query": query(kept) if after else "",
     }

@@ -49,6 +49,7 @@ def locks_context(user: User, params: QueryDict) -> dict[str, Any]:
         "after": after,
         "error": error,
         "permits": [_shown(p) for p in permits],
+        "stale_at": min((p.expires_at for p in permits if p.expires_at is not None), default=None),
         "next_query": query(params, after=next_after) if next_after else "",
         "first_query": query(params) if after else "",
     }

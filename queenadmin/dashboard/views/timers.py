@@ -33,6 +33,8 @@ def timers_context(user: User, params: QueryDict) -> dict[str, Any]:
         "after": after,
         "error": error,
         "rows": page.rows,
+        # "pending" turns "due" at the first due time on the page.
+        "stale_at": min((t.deliver_at for t in page.rows if t.deliver_at > clock.now()), default=None),
         "next_query": query(params, after=page.next_after) if page.next_after else "",
         "first_query": query(params) if after else "",
     }
