@@ -141,7 +141,7 @@ async def test_the_socket_refuses_anyone_but_staff_with_the_view_permission(who,
         "outsider": outsider,
         "no_perm": await sync_to_async(User.objects.create_user)("pat", password="pw", is_staff=True),
     }[who]
-    communicator, connected, code = await _connect("/ws/locks/", user)
+    _communicator, connected, code = await _connect("/ws/locks/", user)
     assert not connected
     assert code == 4403
 
@@ -157,12 +157,12 @@ async def test_viewers_get_the_live_page_without_buttons(viewer):
 
 
 async def test_a_foreign_origin_is_refused(operator):
-    communicator, connected, _ = await _connect("/ws/locks/", operator, origin="http://evil.example")
+    _communicator, connected, _ = await _connect("/ws/locks/", operator, origin="http://evil.example")
     assert not connected
 
 
 async def test_an_unknown_page_is_refused(operator):
-    communicator, connected, code = await _connect("/ws/nope/", operator)
+    _communicator, connected, code = await _connect("/ws/nope/", operator)
     assert not connected
     assert code == 4404
 
