@@ -71,11 +71,17 @@ def when(moment: datetime | None, empty: str = "—") -> SafeString:
 
 
 @register.simple_tag
-def countdown(moment: datetime | None, empty: str = "never") -> SafeString:
-    """A countdown to ``moment`` ticking in the browser ("12s", "expired")."""
+def countdown(moment: datetime | None, empty: str = "never", since: datetime | None = None) -> SafeString:
+    """A countdown to ``moment`` ticking in the browser ("12s", "expired").
+
+    With ``since`` (the lease's last grant or renew), "expiring" means the
+    last quarter of the lease (at least 3 s), so a short lease renewed on
+    time does not look like trouble; without, the last 10 s.
+    """
     if moment is None:
         return format_html('<span class="muted">{}</span>', empty)
-    return format_html('<time datetime="{}" data-countdown>{}</time>', iso(moment), utc(moment))
+    span = "" if since is None else str(int((moment - since).total_seconds() * 1000))
+    return format_html('<time datetime="{}" data-countdown data-span-ms="{}">{}</time>', iso(moment), span, utc(moment))
 
 
 @register.filter
@@ -153,3 +159,16 @@ def audit_target_link(target: str, kind: str) -> SafeString:
     if kind in ("queue", "dlq"):
         return format_html('<a href="/queues/{}/">{}</a>', quote(target.partition("/")[0], safe=""), target)
     return format_html("{}", target)
+
+
+@register.simple_tag
+def exact(moment: datetime | None, empty: str = "—") -> SafeString:
+    """An exact time for a sentence: UTC, then the browser's local time."""
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', empty)
+    return format_html(
+        '<span class="exact"><time datetime="{}">{}</time> (<time datetime="{}" data-local>local</time>)</span>',
+        iso(moment),
+        utc(moment),
+        iso(moment),
+    )

@@ -68,15 +68,17 @@
       var at = Date.parse(el.getAttribute("datetime"));
       if (isNaN(at)) return;
       var left = at - t;
+      var span = parseInt(el.dataset.spanMs || "", 10);
+      var warn = isNaN(span) ? 10000 : Math.max(3000, span / 4);
       el.textContent = countdownText(left);
-      el.classList.toggle("expiring", left > 0 && left < 10000);
+      el.classList.toggle("expiring", left > 0 && left < warn);
       el.classList.toggle("expired", left <= 0);
       var row = el.closest("tr");
       if (row) {
         row.classList.toggle("is-expired", left <= 0);
         var pill = row.querySelector("[data-lease-state]");
         if (pill) {
-          var state = left <= 0 ? "expired" : left < 10000 ? "expiring" : "held";
+          var state = left <= 0 ? "expired" : left < warn ? "expiring" : "held";
           pill.className = "state state-" + state;
           pill.textContent = state;
         }
@@ -112,7 +114,9 @@
   });
   document.addEventListener("htmx:wsAfterMessage", function () {
     lastGood = Date.now() + serverOffset;
+    tick();  // draw new times at once, not at the next second
   });
+  document.addEventListener("htmx:afterSettle", function () { tick(); });
   document.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail && event.detail.event ? event.detail.event.code : 0;
     if (code >= 4400 && code < 4500) {

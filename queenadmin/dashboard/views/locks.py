@@ -27,6 +27,8 @@ def _shown(permit: Permit) -> dict[str, Any]:
         "token_fp": mask_token(permit.token),
         "since": permit.since,
         "renewed_at": permit.renewed_at if permit.renewed else None,
+        #: The last grant or renew: the lease's length is expires_at - this.
+        "granted_at": permit.renewed_at,
         "expires_at": permit.expires_at,
         "lease": lease_mark(owner=permit.owner, since=permit.since),
     }
