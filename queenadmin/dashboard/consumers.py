@@ -11,8 +11,10 @@ socket whatever the event rate.
 Auth: ``asgi.py`` wraps the router in ``AllowedHostsOriginValidator`` and
 ``AuthMiddlewareStack``; ``connect`` accepts staff with the page's view
 permission only, and every render checks the session is still alive, so a
-logout closes the socket (code 4401). Close codes 44xx are not retried by
-the htmx ws extension.
+logout closes the socket (code 4401). A refused socket is accepted and
+closed at once with its code (4401 signed out, 4403 no permission, 4404 no
+such page), since the htmx ws extension retries a refused handshake (1006)
+forever but stops on these; the badge then says why.
 """
 
 from __future__ import annotations
@@ -62,12 +64,14 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         name = self.scope["url_route"]["kwargs"]["page"]
         page = live.PAGES.get(name)
         if page is None:
-            await self.close(code=CLOSE_UNKNOWN_PAGE)
+            await self._refuse(CLOSE_UNKNOWN_PAGE)
             return
         self.page = page
         self.user = self.scope.get("user")
         if self.user is None or not await database_sync_to_async(may_view)(self.user, page.permission):
-            await self.close(code=CLOSE_FORBIDDEN)
+            await self._refuse(
+                CLOSE_SIGNED_OUT if not getattr(self.user, "is_authenticated", False) else CLOSE_FORBIDDEN
+            )
             return
         self.params = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
         await self.accept()
@@ -76,6 +80,12 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             self.joined.append(group)
         self.dirty = {region.name for region in page.regions}
         await self._render()
+
+    async def _refuse(self, code: int) -> None:
+        # Accept, then close with the reason: a refused handshake reaches
+        # the browser as 1006, which the htmx ws extension retries forever.
+        await self.accept()
+        await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
         if self.refresher is not None:

@@ -141,7 +141,8 @@ def render_page(
     params = request.GET if params is None else params
     ctx = page_context(page, request.user, params)
     ctx["live_query"] = params.urlencode()
-    target = request.htmx.target if getattr(request, "htmx", False) else None  # type: ignore[attr-defined]
+    htmx = getattr(request, "htmx", None)
+    target = htmx.target if htmx else None
     names = {region.name for region in page.regions}
     if target in names:
         return render(request, f"{page.template}#{target}", ctx, status=status)

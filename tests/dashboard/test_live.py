@@ -141,9 +141,10 @@ async def test_the_socket_refuses_anyone_but_staff_with_the_view_permission(who,
         "outsider": outsider,
         "no_perm": await sync_to_async(User.objects.create_user)("pat", password="pw", is_staff=True),
     }[who]
-    _communicator, connected, code = await _connect("/ws/locks/", user)
-    assert not connected
-    assert code == 4403
+    communicator, connected, _ = await _connect("/ws/locks/", user)
+    assert connected, "accepted, to close with a reason the browser can read"
+    closed = await communicator.receive_output(timeout=10)
+    assert closed == {"type": "websocket.close", "code": 4401 if who == "anonymous" else 4403}
 
 
 async def test_viewers_get_the_live_page_without_buttons(viewer):
@@ -162,9 +163,9 @@ async def test_a_foreign_origin_is_refused(operator):
 
 
 async def test_an_unknown_page_is_refused(operator):
-    _communicator, connected, code = await _connect("/ws/nope/", operator)
-    assert not connected
-    assert code == 4404
+    communicator, connected, _ = await _connect("/ws/nope/", operator)
+    assert connected
+    assert await communicator.receive_output(timeout=10) == {"type": "websocket.close", "code": 4404}
 
 
 async def test_logging_out_closes_the_socket_at_its_next_render(operator):

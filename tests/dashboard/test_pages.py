@@ -240,3 +240,31 @@ def test_query_count_does_not_grow_with_the_data(client_for, operator, settings,
         grow(i)
     with django_assert_num_queries(few):
         client.get(path)
+
+
+def test_no_raw_owner_or_token_in_any_page_partial_form_or_outcome(
+    client_for, operator, viewer, pages, distinct_tokens
+):
+    """Every page, region, confirmation and outcome a lock can appear on,
+    for an operator and a viewer, is free of its raw owner and tokens."""
+    owners = ["grep-owner-a:pid-111", "grep-owner-b:pid-222"]
+    got = [locks.lock_acquire(name="grep.lock", ttl=120, owner=o, limit=2) for o in owners]
+    renewed = locks.lock_renew(name="grep.lock", token=got[0].token, ttl=timedelta(seconds=120), slot=got[0].slot)
+    tokens = [str(g.token) for g in got] + [str(renewed.token)]
+    for user in (operator, viewer):
+        client = client_for(user)
+        for path in ("/locks/", "/locks/?prefix=grep", "/locks/?name=grep.lock", "/kv/", f"/kv/{kv.LOCKS_NAMESPACE}/"):
+            client.get(path)
+        client.get("/locks/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="locks-holders")
+        client.get(f"/kv/{kv.LOCKS_NAMESPACE}/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="kv-keys")
+    client = client_for(operator)
+    from queenadmin.domain.locks.operator import lease_mark
+
+    holder = locks.lock_holders(name="grep.lock").holders[0]
+    form = {"name": "grep.lock", "slot": holder.slot, "lease": lease_mark(owner=holder.owner, since=holder.since)}
+    client.get("/locks/release/", form, HTTP_HX_REQUEST="true")
+    client.post("/locks/release/", form | {"lease": "stale"}, HTTP_HX_REQUEST="true")
+    client.post("/locks/release/", form, HTTP_HX_REQUEST="true")
+    client.get("/audit/")
+    assert len(pages.seen) >= 16
+    pages.assert_free_of(*owners, *tokens)

@@ -8,12 +8,20 @@ from typing import Any
 
 from django.contrib import messages
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views.common import User, actor_of, query, reason_of, staff_action, staff_page
+from queenadmin.dashboard.views.common import (
+    HtmxHttpRequest,
+    User,
+    actor_of,
+    query,
+    reason_of,
+    staff_action,
+    staff_page,
+)
 from queenadmin.domain import events
 from queenadmin.domain.audit import KINDS
 from queenadmin.domain.kv.operator import kv_operator_revert, kv_revertible
@@ -100,15 +108,15 @@ AUDIT = live.register(
 
 
 @staff_page("audit")
-def audit(request: HttpRequest) -> HttpResponse:
+def audit(request: HtmxHttpRequest) -> HttpResponse:
     return live.render_page(request, AUDIT)
 
 
 @staff_action("kv.revert")
-def revert(request: HttpRequest, entry_id: int) -> HttpResponse:
+def revert(request: HtmxHttpRequest, entry_id: int) -> HttpResponse:
     """GET: what the revert would do. POST: do it as a compare-and-set."""
     entry = AuditEntry.objects.filter(pk=entry_id).first()
-    htmx = bool(request.htmx)  # type: ignore[attr-defined]
+    htmx = bool(request.htmx)
     template = "queenadmin/audit_revert.html"
     ctx: dict[str, Any] = {"entry": entry, "page": "audit"}
     plan = kv_revertible(entry) if entry is not None else None

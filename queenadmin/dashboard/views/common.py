@@ -32,10 +32,12 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.middleware import HtmxDetails
 
 from queenadmin.dashboard.permissions import CHANGE, VIEW, User, can, may_do, may_view
 
 __all__ = [
+    "HtmxHttpRequest",
     "User",
     "actor_of",
     "can",
@@ -51,6 +53,12 @@ __all__ = [
 MAX_REASON = 2000
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request that went through django-htmx's middleware (every one)."""
+
+    htmx: HtmxDetails
 
 
 def staff_page(page: str) -> Callable[[View], View]:

@@ -7,12 +7,20 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views.common import User, actor_of, query, reason_of, staff_action, staff_page
+from queenadmin.dashboard.views.common import (
+    HtmxHttpRequest,
+    User,
+    actor_of,
+    query,
+    reason_of,
+    staff_action,
+    staff_page,
+)
 from queenadmin.domain import events, kv
 from queenadmin.domain.kv.operator import Expiry, OperatorWrite, kv_operator_delete, kv_operator_edit
 from queenadmin.domain.locks.operator import _split
@@ -103,19 +111,19 @@ def _namespace_or_404(namespace: str) -> str:
 
 
 @staff_page("kv")
-def namespaces(request: HttpRequest) -> HttpResponse:
+def namespaces(request: HtmxHttpRequest) -> HttpResponse:
     return live.render_page(request, KV)
 
 
 @staff_page("kv")
-def keys(request: HttpRequest, namespace: str) -> HttpResponse:
+def keys(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
     params = request.GET.copy()
     params["ns"] = _namespace_or_404(namespace)
     return live.render_page(request, KV_KEYS, params=params)
 
 
 @staff_page("kv")
-def key_detail(request: HttpRequest, namespace: str, key: str) -> HttpResponse:
+def key_detail(request: HtmxHttpRequest, namespace: str, key: str) -> HttpResponse:
     namespace = _namespace_or_404(namespace)
     if namespace == LOCKS_NS:
         split = _split(key)
@@ -152,10 +160,10 @@ def _version(raw: str) -> int:
         return -1
 
 
-def _outcome(request: HttpRequest, namespace: str, ctx: dict[str, Any], result: OperatorWrite) -> HttpResponse:
+def _outcome(request: HtmxHttpRequest, namespace: str, ctx: dict[str, Any], result: OperatorWrite) -> HttpResponse:
     ctx["result"] = result
     ctx["current_text"] = _pretty(result.current_value) if result.current_version else ""
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return live.answer_action(request, KV_KEYS, "queenadmin/kv_action.html#outcome", ctx, extra={"ns": namespace})
     verb = ctx["verb"]
     if result.applied:
@@ -175,12 +183,12 @@ def _outcome(request: HttpRequest, namespace: str, ctx: dict[str, Any], result: 
 
 
 @staff_action("kv.edit")
-def edit(request: HttpRequest, namespace: str) -> HttpResponse:
+def edit(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
     """GET: the edit form for the key's current version. POST: CAS put."""
     namespace = _namespace_or_404(namespace)
     source = request.POST if request.method == "POST" else request.GET
     key = source.get("key", "")
-    htmx = bool(request.htmx)  # type: ignore[attr-defined]
+    htmx = bool(request.htmx)
     form = "queenadmin/kv_action.html" + ("#edit-form" if htmx else "")
     ctx: dict[str, Any] = {"namespace": namespace, "key": key, "verb": "edit", "page": "kv"}
     if request.method == "GET":
@@ -227,12 +235,12 @@ def edit(request: HttpRequest, namespace: str) -> HttpResponse:
 
 
 @staff_action("kv.delete")
-def delete(request: HttpRequest, namespace: str) -> HttpResponse:
+def delete(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
     """GET: the confirmation. POST: delete while at the version shown."""
     namespace = _namespace_or_404(namespace)
     source = request.POST if request.method == "POST" else request.GET
     key = source.get("key", "")
-    htmx = bool(request.htmx)  # type: ignore[attr-defined]
+    htmx = bool(request.htmx)
     form = "queenadmin/kv_action.html" + ("#delete-form" if htmx else "")
     ctx: dict[str, Any] = {"namespace": namespace, "key": key, "verb": "delete", "page": "kv"}
     ctx["expect"] = _version(source.get("expect", ""))

@@ -5,12 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views.common import User, actor_of, query, reason_of, staff_action, staff_page
+from queenadmin.dashboard.views.common import (
+    HtmxHttpRequest,
+    User,
+    actor_of,
+    query,
+    reason_of,
+    staff_action,
+    staff_page,
+)
 from queenadmin.domain import events
 from queenadmin.domain.locks.operator import Permit, lease_mark, lock_force_release, locks_page
 from queenadmin.domain.masking import mask_token
@@ -68,7 +76,7 @@ LOCKS = live.register(
 
 
 @staff_page("locks")
-def locks(request: HttpRequest) -> HttpResponse:
+def locks(request: HtmxHttpRequest) -> HttpResponse:
     return live.render_page(request, LOCKS)
 
 
@@ -80,7 +88,7 @@ def _slot(raw: str) -> int:
 
 
 @staff_action("lock.release")
-def lock_release(request: HttpRequest) -> HttpResponse:
+def lock_release(request: HtmxHttpRequest) -> HttpResponse:
     """GET: the confirmation (what force release means). POST: do it."""
     source = request.POST if request.method == "POST" else request.GET
     name, slot, lease = source.get("name", ""), _slot(source.get("slot", "")), source.get("lease", "")
@@ -89,7 +97,7 @@ def lock_release(request: HttpRequest) -> HttpResponse:
         ctx["error"] = "" if request.method == "GET" else "Name a lock and a slot."
         status = 200 if request.method == "GET" else 422
         template = "queenadmin/locks_release.html"
-        if request.htmx:  # type: ignore[attr-defined]
+        if request.htmx:
             template += "#confirm-form"
         return render(request, template, ctx, status=status)
     try:
@@ -98,7 +106,7 @@ def lock_release(request: HttpRequest) -> HttpResponse:
         )
     except LocksBadRequest as exc:
         ctx["error"] = str(exc)
-        template = "queenadmin/locks_release.html" + ("#confirm-form" if request.htmx else "")  # type: ignore[attr-defined]
+        template = "queenadmin/locks_release.html" + ("#confirm-form" if request.htmx else "")
         return render(request, template, ctx, status=422)
     ctx.update(
         outcome=outcome,
@@ -106,7 +114,7 @@ def lock_release(request: HttpRequest) -> HttpResponse:
         owner_fp=mask_token(outcome.owner),
         current=_shown(outcome.current) if outcome.current is not None else None,
     )
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return live.answer_action(request, LOCKS, "queenadmin/locks_release.html#outcome", ctx)
     if outcome.released:
         messages.success(request, f"Released {name}#{slot}. Its token {ctx['token_fp']} is dead.")

@@ -7,12 +7,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views.common import User, actor_of, query, reason_of, staff_action, staff_page
+from queenadmin.dashboard.views.common import (
+    HtmxHttpRequest,
+    User,
+    actor_of,
+    query,
+    reason_of,
+    staff_action,
+    staff_page,
+)
 from queenadmin.domain import clock, events, timers
 from queenadmin.domain.timers.operator import OperatorOutcome, Verb, timer_operator_action
 from queenadmin.errors import TimerHorizonExceeded, TimersBadRequest
@@ -51,7 +59,7 @@ TIMERS = live.register(
 
 
 @staff_page("timers")
-def timers_page(request: HttpRequest) -> HttpResponse:
+def timers_page(request: HtmxHttpRequest) -> HttpResponse:
     return live.render_page(request, TIMERS)
 
 
@@ -86,14 +94,14 @@ def parse_move(text: str) -> tuple[datetime | None, timedelta | None]:
 _ACTION = {"cancel": "timer.cancel", "move": "timer.move", "fire": "timer.fire"}
 
 
-def _timer_action(request: HttpRequest, verb: Verb) -> HttpResponse:
+def _timer_action(request: HtmxHttpRequest, verb: Verb) -> HttpResponse:
     source = request.POST if request.method == "POST" else request.GET
     ident = {k: source.get(k, "") for k in ("queue", "key", "message_id", "txn", "partition")}
     ctx: dict[str, Any] = {**ident, "verb": verb, "page": "timers", "when": source.get("when", "")}
     row = timers.timer_peek(queue=ident["queue"], timer_key=ident["key"]) if ident["queue"] and ident["key"] else None
     ctx["row"] = row if row is not None and row.message_id == ident["message_id"] else None
     template = "queenadmin/timers_action.html"
-    htmx = bool(request.htmx)  # type: ignore[attr-defined]
+    htmx = bool(request.htmx)
     form = template + ("#confirm-form" if htmx else "")
 
     def refuse(message: str) -> HttpResponse:
@@ -151,15 +159,15 @@ def summary(outcome: OperatorOutcome) -> str:
 
 
 @staff_action("timer.cancel")
-def timer_cancel(request: HttpRequest) -> HttpResponse:
+def timer_cancel(request: HtmxHttpRequest) -> HttpResponse:
     return _timer_action(request, "cancel")
 
 
 @staff_action("timer.move")
-def timer_move(request: HttpRequest) -> HttpResponse:
+def timer_move(request: HtmxHttpRequest) -> HttpResponse:
     return _timer_action(request, "move")
 
 
 @staff_action("timer.fire")
-def timer_fire(request: HttpRequest) -> HttpResponse:
+def timer_fire(request: HtmxHttpRequest) -> HttpResponse:
     return _timer_action(request, "fire")
