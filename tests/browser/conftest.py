@@ -130,6 +130,7 @@ def login(browser: Any, seen: Seen) -> Iterator[Callable[..., Any]]:
         page.set_default_timeout(15_000)
         seen.watch(page)
         page.goto(f"{server.url}/login/")
+        shot(page, "login")
         page.fill("input[name=username]", user)
         page.fill("input[name=password]", "pw")
         page.click("button[type=submit]")
