@@ -123,7 +123,8 @@ class DashboardConsumer(AsyncWebsocketConsumer):
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
-        wait = self.last_render + app_settings.DASHBOARD_LIVE_GAP_SECONDS - loop.time()
+        gap = self.page.gap if self.page.gap is not None else app_settings.DASHBOARD_LIVE_GAP_SECONDS
+        wait = self.last_render + gap - loop.time()
         if wait > 0:
             await asyncio.sleep(wait)
         await self._render()

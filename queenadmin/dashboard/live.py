@@ -40,7 +40,22 @@ To make a page live:
    the socket's path: ``/ws/<name>/?<the page's query string>``; the base
    template connects it when the context has ``live_page``, which
    ``render_page`` sets. A region goes stale when any of its ``groups``
-   (``domain/events.py``) publishes.
+   (``domain/events.py``) publishes (``Region.match`` narrows that to the
+   events about what the viewer looks at). ``name`` need not be the
+   permission: ``perm="kv"`` lets ``/kv/<ns>/`` be the live page
+   ``kv-keys``; pass what its path names into ``params``
+   (``render_page(request, KV_KEYS, params=...)``) so the socket gets it.
+   Finally import the page's module in ``views/__init__.py`` (that is what
+   registers it) and add its URLs to ``dashboard/urls.py``.
+
+4. Actions (``views/common.staff_action``): the row's button is a link to
+   the action's URL with ``hx-get`` into ``#dialog-body``; GET answers the
+   confirmation (a form with a ``reason`` field), POST does it through a
+   domain function that writes its audit entry in the same transaction, and
+   answers ``answer_action(request, PAGE, "<template>#outcome", ctx)``: the
+   outcome in the dialog plus every region of the page, out of band, so the
+   page is right even with its socket down. Without htmx, redirect with a
+   ``django.contrib.messages`` note.
 """
 
 from __future__ import annotations
@@ -86,6 +101,9 @@ class LivePage:
     nav: str = ""
     #: The key of ``permissions.VIEW`` it needs (defaults to ``name``).
     perm: str = ""
+    #: Shortest gap in seconds between two pushes of this page; None means
+    #: ``DASHBOARD_LIVE_GAP_SECONDS``. Raise it for a costly context.
+    gap: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

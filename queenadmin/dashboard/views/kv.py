@@ -63,6 +63,9 @@ KV = live.register(
         template="queenadmin/kv.html",
         context=namespaces_context,
         regions=(live.Region("kv-namespaces", groups=(events.KV_GROUP,)),),
+        # One GROUP BY over every key (~70 ms at 100,000 keys on SQLite):
+        # every 2 s at most, however hot the writes.
+        gap=2.0,
     )
 )
 
