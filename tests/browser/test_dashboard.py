@@ -180,6 +180,8 @@ def test_the_badge_goes_to_reconnecting_when_the_server_stops_and_back_to_live(l
     with start_dashboard_server() as server:
         add_users(server)
         page = login(server, "otto")
+        # A clock the test can move: "stale since" comes after 30 s down.
+        page.clock.install()
         page.goto(f"{server.url}/locks/")
         badge = page.locator("#live-badge")
         expect(badge).to_have_text("live")
@@ -188,6 +190,10 @@ def test_the_badge_goes_to_reconnecting_when_the_server_stops_and_back_to_live(l
         expect(badge).to_have_attribute("data-state", "reconnecting")
         expect(badge).to_have_text(re.compile("reconnecting"))
         shot(page, "badge-reconnecting")
+        page.clock.fast_forward("00:31")
+        expect(badge).to_have_attribute("data-state", "stale")
+        expect(badge).to_have_text(re.compile(r"^stale since \d\d:\d\d:\d\d UTC$"))
+        shot(page, "badge-stale")
         with restarted(server):
             expect(badge).to_have_text("live", timeout=30_000)
             owner = "after-restart:pid-9"
