@@ -10,8 +10,9 @@ socket whatever the event rate.
 
 Auth: ``asgi.py`` wraps the router in ``AllowedHostsOriginValidator`` and
 ``AuthMiddlewareStack``; ``connect`` accepts staff with the page's view
-permission only, and every render checks the session is still alive, so a
-logout closes the socket (code 4401). A refused socket is accepted and
+permission only; a logout closes the login's sockets at once (code 4401,
+``sessions.py``), and every render checks the session is still alive
+(an expired or deleted session closes it too). A refused socket is accepted and
 closed at once with its code (4401 signed out, 4403 no permission, 4404 no
 such page), since the htmx ws extension retries a refused handshake (1006)
 forever but stops on these; the badge then says why.
@@ -33,6 +34,7 @@ from django.http import QueryDict
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import may_view
+from queenadmin.dashboard.sessions import session_group
 from queenadmin.domain import clock
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,10 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             return
         self.params = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
         await self.accept()
+        session = self.scope.get("session")
+        if session is not None and session.session_key:
+            await self.channel_layer.group_add(session_group(session.session_key), self.channel_name)
+            self.joined.append(session_group(session.session_key))
         for group in sorted(page.groups):
             await self.channel_layer.group_add(group, self.channel_name)
             self.joined.append(group)
@@ -110,6 +116,9 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         kind = message.get("type", "")
         if kind.startswith("websocket."):
             await super().dispatch(message)
+            return
+        if kind == "session.ended":
+            await self.close(code=CLOSE_SIGNED_OUT)
             return
         group = kind.split(".", 1)[0]
         stale = self.page.stale_regions(_GROUP_OF_TYPE.get(group, group), message, self.params)

@@ -168,7 +168,21 @@ async def test_an_unknown_page_is_refused(operator):
     assert await communicator.receive_output(timeout=10) == {"type": "websocket.close", "code": 4404}
 
 
-async def test_logging_out_closes_the_socket_at_its_next_render(operator):
+async def test_logging_out_closes_the_logins_sockets_at_once(operator):
+    client = Client()
+    await sync_to_async(client.force_login)(operator)
+    cookie = client.cookies["sessionid"].value
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", f"sessionid={cookie}".encode())]
+    communicator = WebsocketCommunicator(websocket_app, "/ws/audit/", headers=headers)
+    connected, _ = await communicator.connect(timeout=10)
+    assert connected
+    await communicator.receive_from(timeout=10)
+    assert (await sync_to_async(client.post)("/logout/")).status_code == 302
+    closed = await communicator.receive_output(timeout=10)
+    assert closed == {"type": "websocket.close", "code": 4401}
+
+
+async def test_a_deleted_session_closes_the_socket_at_its_next_render(operator):
     communicator, connected, _ = await _connect("/ws/locks/", operator)
     assert connected
     await communicator.receive_from(timeout=10)
