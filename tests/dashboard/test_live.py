@@ -18,7 +18,7 @@ from queenadmin.domain import kv, locks, timers
 from tests.api.test_events import REDIS_URL
 from tests.dashboard.conftest import advance_versions
 
-pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)
