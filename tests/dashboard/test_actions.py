@@ -378,3 +378,16 @@ def test_entries_that_are_not_kv_edits_cannot_be_reverted(client_for, operator, 
     page = client.get("/audit/").content.decode()
     assert f"/audit/{entry.pk}/revert/" not in page
     assert f"/audit/{targets['entry']}/revert/" in page
+
+
+def test_an_edit_from_the_keys_own_page_refreshes_that_page(client_for, operator):
+    put = kv.kv_put(namespace="config", key="solo", value=1, ttl=None)
+    response = client_for(operator).post(
+        "/kv/config/edit/",
+        {"key": "solo", "expect": put.version, "value": "2"},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_CURRENT_URL="http://testserver/kv/config/key/solo",
+    )
+    html = response.content.decode()
+    assert '<div id="kv-key" hx-swap-oob="true">' in html
+    assert 'id="kv-keys"' not in html

@@ -218,3 +218,16 @@ async def test_a_reconnect_gets_every_region_again(operator):
     frame = await communicator.receive_from(timeout=10)
     assert 'data-timer="q/while-away"' in frame
     await communicator.disconnect()
+
+
+async def test_a_key_page_follows_its_key(operator):
+    await sync_to_async(kv.kv_put)(namespace="cfg", key="mode", value="safe", ttl=None)
+    communicator, connected, _ = await _connect("/ws/kv-key/?ns=cfg&key=mode", operator)
+    assert connected
+    first = await communicator.receive_from(timeout=10)
+    assert 'id="kv-key"' in first
+    assert "&quot;safe&quot;" in first
+    await sync_to_async(kv.kv_put)(namespace="cfg", key="mode", value="fast", ttl=None)
+    frames = await _frames_until(communicator, "&quot;fast&quot;")
+    assert 'id="kv-key"' in frames[-1]
+    await communicator.disconnect()

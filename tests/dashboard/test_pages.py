@@ -14,7 +14,7 @@ from queenadmin.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["/locks/", "/timers/", "/kv/", "/kv/config/", "/audit/"]
+PAGES = ["/locks/", "/timers/", "/kv/", "/kv/config/", "/kv/config/key/feature.x", "/audit/"]
 
 
 @pytest.mark.parametrize("path", PAGES)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse, QueryDict
@@ -125,16 +126,42 @@ def keys(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
     return live.render_page(request, KV_KEYS, params=params)
 
 
+def key_context(user: User, params: QueryDict) -> dict[str, Any]:
+    namespace, key = params.get("ns", ""), params.get("key", "")
+    try:
+        row = kv.kv_get(namespace=namespace, key=key) if key and namespace != LOCKS_NS else None
+    except (KVBadRequest, KVPayloadTooLarge):
+        row = None
+    return {
+        "namespace": namespace,
+        "key": key,
+        "row": _row(row) if row else None,
+        "value_text": _pretty(row.value) if row else "",
+        "stale_at": row.expires_at if row else None,
+    }
+
+
+KV_KEY = live.register(
+    live.LivePage(
+        name="kv-key",
+        perm="kv",
+        template="queenadmin/kv_key.html",
+        context=key_context,
+        regions=(live.Region("kv-key", groups=(events.KV_GROUP,), match=_about_namespace),),
+    )
+)
+
+
 @staff_page("kv")
 def key_detail(request: HtmxHttpRequest, namespace: str, key: str) -> HttpResponse:
     namespace = _namespace_or_404(namespace)
     if namespace == LOCKS_NS:
         split = _split(key)
         return redirect(f"/locks/?{query({'name': split[0] if split else key})[1:]}")
-    row = kv.kv_get(namespace=namespace, key=key) if key else None
-    ctx = {"namespace": namespace, "key": key, "row": _row(row) if row else None, "page": "kv"}
-    ctx["value_text"] = _pretty(row.value) if row else ""
-    return render(request, "queenadmin/kv_key.html", ctx, status=200 if row else 404)
+    params = QueryDict(mutable=True)
+    params.update({"ns": namespace, "key": key})
+    found = kv.kv_get(namespace=namespace, key=key) is not None
+    return live.render_page(request, KV_KEY, params=params, status=200 if found else 404)
 
 
 def _pretty(value: Any) -> str:
@@ -167,7 +194,10 @@ def _outcome(request: HtmxHttpRequest, namespace: str, ctx: dict[str, Any], resu
     ctx["result"] = result
     ctx["current_text"] = _pretty(result.current_value) if result.current_version else ""
     if request.htmx:
-        return live.answer_action(request, KV_KEYS, "queenadmin/kv_action.html#outcome", ctx, extra={"ns": namespace})
+        # Acting from the key's own page refreshes that page, else the list.
+        on_key_page = "/key/" in urlsplit(request.headers.get("HX-Current-URL", "")).path
+        page, extra = (KV_KEY, {"ns": namespace, "key": ctx["key"]}) if on_key_page else (KV_KEYS, {"ns": namespace})
+        return live.answer_action(request, page, "queenadmin/kv_action.html#outcome", ctx, extra=extra)
     verb = ctx["verb"]
     if result.applied:
         done = "deleted" if verb == "delete" else f"saved as version {result.version}"
