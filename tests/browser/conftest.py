@@ -65,10 +65,9 @@ def add_users(server: LiveServer) -> None:
     server.manage("shell", "-c", USERS)
     # Tokens above 12,000: a raw token in a page or frame is then findable.
     with api(server) as client:
-        for start in range(0, 12_000, 256):
-            ops = [
-                {"op": "put", "ns": "grep-pad", "key": f"k{start + i}", "value": 1, "forever": True} for i in range(256)
-            ]
+        # The same 256 keys again and again: no count on a page nears a token.
+        for _ in range(0, 12_000, 256):
+            ops = [{"op": "put", "ns": "grep-pad", "key": f"k{i}", "value": 1, "forever": True} for i in range(256)]
             assert client.post("/api/v1/kv", json={"operations": ops}).status_code == 200
 
 
