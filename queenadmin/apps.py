@@ -8,3 +8,7 @@ class QueenAdminConfig(AppConfig):
     label = "queenadmin"
     verbose_name = "Queen admin"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # A logout closes the dashboard's sockets of that login.
+        from queenadmin.dashboard import sessions  # noqa: F401
