@@ -41,8 +41,8 @@ def configure(name: str, **options: Any) -> None:
     queues.queue_configure(request=queues.ConfigureRequest(name, options=queues.QueueOptions(tuple(options.items()))))
 
 
-def point(at: datetime, *values: Any) -> history.SamplePoint:
-    return history.SamplePoint(at, *values)
+def point(at: datetime, *values: Any, seconds: int = 10) -> history.SamplePoint:
+    return history.SamplePoint(at, *values, seconds=seconds)
 
 
 def workload(queue: str) -> None:
@@ -69,11 +69,11 @@ def test_counters_match_a_known_workload():
     claimable one (the message after each leased batch)."""
     with time_machine.travel(T0, tick=False) as traveller:
         configure("hist", retryLimit=1)
-        assert history.stats_refresh() == 1
+        assert history.stats_refresh().queues == 1
         traveller.shift(10)
         workload("hist")
         traveller.shift(15)
-        assert history.stats_refresh() == 1
+        assert history.stats_refresh().queues == 1
 
         (counters,) = queues.queue_counters()
         assert (counters.queue, counters.pushed, counters.popped, counters.acked, counters.failed, counters.dlq) == (
@@ -120,7 +120,7 @@ def test_an_old_queue_first_sampled_counts_nothing_a_new_one_counts_all():
     is unknown); one created after a recorded tick counts everything."""
     with time_machine.travel(T0, tick=False) as traveller:
         push("old", 5)
-        traveller.shift(30)
+        traveller.shift(400)
         history.stats_refresh()
         traveller.shift(10)
         push("old", 1)
@@ -131,9 +131,20 @@ def test_an_old_queue_first_sampled_counts_nothing_a_new_one_counts_all():
         assert [(p.pushed, p.depth) for p in queues.queue_series(queue="new", since=T0)] == [(7, 7)]
         # All queues: summed per tick, the oldest age is the largest.
         assert queues.queue_series(queue=None, since=T0) == [
-            point(T0 + timedelta(seconds=30), 0, 0, 0, 0, 0, 5, 30.0),
-            point(T0 + timedelta(seconds=40), 8, 0, 0, 0, 0, 13, 40.0),
+            point(T0 + timedelta(seconds=400), 0, 0, 0, 0, 0, 5, 400.0),
+            point(T0 + timedelta(seconds=410), 8, 0, 0, 0, 0, 13, 410.0),
         ]
+
+
+@pytest.mark.django_db
+def test_a_young_queue_first_sampled_late_counts_everything():
+    """With no tick recorded yet, a queue created within a coarse interval
+    of the first sample counts everything (a late first tick loses nothing)."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("young", 3)
+        traveller.shift(250)
+        history.stats_refresh()
+        assert [p.pushed for p in queues.queue_series(queue="young", since=T0)] == [3]
 
 
 @pytest.mark.django_db
@@ -171,19 +182,24 @@ def test_rollup_and_pruning_keep_the_table_bounded(settings):
         fine = QueueSample.objects.filter(resolution=10)
         coarse = QueueSample.objects.filter(resolution=60)
         # The last step ran at now - 10 s: kept fine rows start at its
-        # retention cut-off (now - 310 s, aligned up to a tick).
-        assert fine.count() == 31
-        assert min(fine.values_list("at", flat=True)) == now - timedelta(seconds=310)
+        # retention cut-off (now - 310 s) aligned down to a coarse boundary.
+        assert fine.count() == 36
+        assert min(fine.values_list("at", flat=True)) == now - timedelta(seconds=360)
         assert coarse.count() == 19  # 1200 s of coarse retention, 60 s not yet complete
         assert min(coarse.values_list("at", flat=True)) == now - timedelta(seconds=1200)
         for row in coarse:
             assert (row.pushed, row.depth) == (6, row.pushed_total)
-        assert [p.at for p in queues.queue_series(queue="roll", since=now - timedelta(seconds=120))] == [
-            now - timedelta(seconds=s) for s in range(120, 0, -10)
+        recent = queues.queue_series(queue="roll", since=now - timedelta(seconds=120))
+        assert [(p.at, p.seconds, p.pushed) for p in recent] == [
+            (now - timedelta(seconds=s), 10, 1) for s in range(120, 0, -10)
         ]
+        # Older than the fine rows kept: coarse points up to where they start.
         older = queues.queue_series(queue="roll", since=now - timedelta(seconds=600))
-        assert [p.at for p in older] == [now - timedelta(seconds=s) for s in range(600, 60, -60)]
-        assert {p.pushed for p in older} == {6}
+        assert [(p.at, p.seconds, p.pushed) for p in older] == [
+            *((now - timedelta(seconds=s), 60, 6) for s in range(600, 360, -60)),
+            *((now - timedelta(seconds=s), 10, 1) for s in range(360, 0, -10)),
+        ]
+        assert sum(p.pushed for p in older) == 60
 
 
 @pytest.mark.django_db

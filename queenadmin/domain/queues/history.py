@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Q, QuerySet
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv
@@ -62,6 +63,9 @@ class SamplePoint:
     dlq: int
     depth: int
     oldest_claimable_age: float
+    #: The interval's length: the sampler's, or the roll-up's for history
+    #: older than the fine rows kept.
+    seconds: int
 
 
 @dataclass(frozen=True)
@@ -238,9 +242,10 @@ def stats_sample_in_txn(*, now: datetime) -> int:
 
     What happened during the tick is measured from the previous tick's
     row. A queue without one counts everything it has as new when it was
-    created during the tick or after a tick the sampler did record;
-    otherwise (the first sample of an old queue) it counts nothing, since
-    when it happened is unknown. Returns the rows written. Inside the
+    created after a tick the sampler recorded or, with no tick recorded
+    at all, less than one coarse interval (``SAMPLES_COARSE_SECONDS``)
+    before this tick; otherwise (the first sample of an old queue) it
+    counts nothing, since when it happened is unknown. Returns the rows written. Inside the
     caller's transaction (asserted).
     """
     assert connection.in_atomic_block
@@ -253,13 +258,17 @@ def stats_sample_in_txn(*, now: datetime) -> int:
     previous = (
         {row.queue: row for row in QueueSample.objects.filter(resolution=fine, at=last_tick)} if last_tick else {}
     )
+    # With no tick recorded at all (a new deployment, or the sampler's
+    # first run), a queue this young counts everything it has: a loop that
+    # runs late must not lose a new queue's first interval.
+    young = tick - timedelta(seconds=_coarse_seconds())
     rows = []
     for c in counters:
         totals = (c.pushed, c.popped, c.acked, c.failed, c.dlq)
         prev = previous.get(c.queue)
         if prev is not None and prev.queue_id == c.queue_id:
             base = _totals(prev)
-        elif prev is not None or last_tick is not None or c.created_at >= tick:
+        elif prev is not None or last_tick is not None or c.created_at >= young:
             # Created (or deleted and created again) since the last tick.
             base = (0, 0, 0, 0, 0)
         else:
@@ -357,7 +366,8 @@ def stats_prune_in_txn(*, now: datetime, batch: int | None = None, max_batches: 
     if rolled is None:
         fine_cutoff = _EPOCH
     else:
-        fine_cutoff = min(fine_cutoff, rolled + timedelta(seconds=coarse))
+        # Cut at a coarse boundary, so reads can switch resolution there.
+        fine_cutoff = _align(min(fine_cutoff, rolled + timedelta(seconds=coarse)), coarse)
     targets = [
         QueueSample.objects.filter(resolution=fine, at__lt=fine_cutoff),
         QueueSample.objects.filter(
@@ -404,14 +414,29 @@ def stats_step(*, now: datetime | None = None, guard: kv.KVCheck | None = None) 
     return SampleStep(sampled, rolled, pruned)
 
 
+@dataclass(frozen=True)
+class Refreshed:
+    """What a refresh sampled: queues (one row each), and what they span."""
+
+    at: datetime
+    queues: int
+    partitions: int
+    namespaces: int
+    tasks: int
+
+
 @transaction.atomic(durable=True)
-def stats_refresh(*, now: datetime | None = None) -> int:
-    """Sample every queue now; return the rows written.
+def stats_refresh(*, now: datetime | None = None) -> Refreshed:
+    """Sample every queue now.
 
     Rewrites the current tick's rows if the sampler already wrote them, so
     nothing is counted twice. Must be the outermost call.
     """
-    return stats_sample_in_txn(now=now or clock.now())
+    now = now or clock.now()
+    written = stats_sample_in_txn(now=now)
+    namespaces = Queue.objects.exclude(namespace=None).values("namespace").distinct().count()
+    tasks = Queue.objects.exclude(task=None).values("task").distinct().count()
+    return Refreshed(now, written, Partition.objects.count(), namespaces, tasks)
 
 
 # --------------------------------------------------------------------------
@@ -419,9 +444,9 @@ def stats_refresh(*, now: datetime | None = None) -> int:
 
 
 def _points(rows: Iterable[QueueSample]) -> list[SamplePoint]:
-    by_at: dict[datetime, list[QueueSample]] = defaultdict(list)
+    by_at: dict[tuple[datetime, int], list[QueueSample]] = defaultdict(list)
     for row in rows:
-        by_at[row.at].append(row)
+        by_at[(row.at, row.resolution)].append(row)
     return [
         SamplePoint(
             at=at,
@@ -432,17 +457,30 @@ def _points(rows: Iterable[QueueSample]) -> list[SamplePoint]:
             dlq=sum(r.dlq for r in group),
             depth=sum(r.depth for r in group),
             oldest_claimable_age=max(r.oldest_claimable_age for r in group),
+            seconds=seconds,
         )
-        for at, group in sorted(by_at.items())
+        for (at, seconds), group in sorted(by_at.items())
     ]
 
 
-def series_resolution(*, since: datetime, now: datetime | None = None) -> int:
-    """The row size in seconds ``queue_series`` reads for ``since``."""
-    now = now or clock.now()
-    if since >= now - timedelta(seconds=settings.SAMPLES_FINE_RETENTION_SECONDS):
-        return _fine_seconds()
-    return _coarse_seconds()
+def _series_rows(since: datetime, until: datetime | None) -> QuerySet[QueueSample]:
+    """Fine rows from the oldest one kept on, coarse rows before it.
+
+    Pruning keeps fine rows from a coarse boundary on (or from the first
+    tick ever), so the coarse rows that end by then cover the rest without
+    overlap.
+    """
+    fine, coarse = _fine_seconds(), _coarse_seconds()
+    boundary = QueueSample.objects.filter(resolution=fine).order_by("at").values_list("at", flat=True).first()
+    wanted = Q(resolution=coarse, at__gte=_align(since, coarse))
+    if boundary is not None:
+        wanted = Q(resolution=fine, at__gte=max(_align(since, fine), boundary)) | (
+            wanted & Q(at__lte=boundary - timedelta(seconds=coarse))
+        )
+    rows = QueueSample.objects.filter(wanted)
+    if until is not None:
+        rows = rows.filter(at__lte=until)
+    return rows
 
 
 def queue_series(
@@ -454,20 +492,26 @@ def queue_series(
 ) -> list[SamplePoint]:
     """A queue's history from ``since`` to ``until`` (default: now), oldest first.
 
-    Points whose interval starts in ``[since, until]``: at the sampler's
-    interval while ``since`` is within the fine retention, else at the
-    roll-up's. ``queue`` None sums every queue (or the names in
-    ``queues``). Intervals the sampler missed have no point.
+    Points of the intervals that hold ``since`` or start after it, up to
+    ``until``: at the sampler's interval as far back as those rows are
+    kept, at the roll-up's before that (``SamplePoint.seconds`` says
+    which). ``queue`` None sums every queue (or the names in ``queues``).
+    Intervals the sampler missed have no point.
     """
-    resolution = series_resolution(since=since)
-    rows = QueueSample.objects.filter(resolution=resolution, at__gte=_align(since, resolution))
-    if until is not None:
-        rows = rows.filter(at__lte=until)
+    rows = _series_rows(since, until)
     if queue is not None:
         rows = rows.filter(queue=queue)
     elif queues is not None:
         rows = rows.filter(queue__in=list(queues))
     return _points(rows.order_by("at"))
+
+
+def queue_series_each(*, since: datetime, until: datetime | None = None) -> dict[str, list[SamplePoint]]:
+    """``queue_series`` of every queue at once, by queue name."""
+    by_queue: dict[str, list[QueueSample]] = defaultdict(list)
+    for row in _series_rows(since, until).order_by("at"):
+        by_queue[row.queue].append(row)
+    return {name: _points(own) for name, own in sorted(by_queue.items())}
 
 
 def latest_sample_at() -> datetime | None:
