@@ -65,8 +65,8 @@ def get_status(request: HttpRequest) -> HttpResponse:
 @router.get("/status/queues", response={200: StatusQueuesOut, **_BAD}, summary="Queues with their depth, newest first")
 def get_status_queues(request: HttpRequest) -> HttpResponse:
     limit, offset = wire.parse_page(request.GET)
-    namespace = request.GET.get("namespace") or None
-    task = request.GET.get("task") or None
+    namespace = wire.parse_text(request.GET, "namespace")
+    task = wire.parse_text(request.GET, "task")
     listed = [
         q
         for q in queues.queue_list()
@@ -81,7 +81,8 @@ def get_status_queues(request: HttpRequest) -> HttpResponse:
     summary="One queue with its partitions and consumer activity",
 )
 def get_status_queue(request: HttpRequest, name: str) -> HttpResponse:
-    stats = queues.queue_stats(name=name, with_messages=True)
+    # No queue name holds NUL, and PostgreSQL refuses it in a query.
+    stats = None if "\x00" in name else queues.queue_stats(name=name, with_messages=True)
     if stats is None:
         raise QueueNotFound()
     return json_response(wire.render_status_queue(stats, status.partition_activity(queue_id=stats.id)))
@@ -132,7 +133,7 @@ def get_worker_metrics(request: HttpRequest) -> HttpResponse:
     minutes = status.bucket_minutes(until - since)
     size = timedelta(minutes=minutes)
     counters = queues.queue_counters(now=now)
-    per_queue = list(status.status_buckets_each(since=since, until=until, size=size).items())
+    per_queue = history.queue_activity(since=since, until=until)
     return json_response(
         wire.render_worker_metrics(
             since,

@@ -11,9 +11,12 @@ import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import IS_POSTGRES, run_server
 
@@ -411,3 +414,42 @@ def test_the_sampler_loop_runs_in_serve(unique):
             time.sleep(0.2)
         assert body["messages"]["total"] == 7
         assert 0 <= body["statsAge"] <= 60
+
+
+QUERY_KEYS = ["from", "to", "queue", "namespace", "task", "interval", "limit", "offset", "hostname", "workerId"]
+GET_ROUTES = [
+    "/status",
+    "/status/queues",
+    "/status/analytics",
+    "/analytics/system-metrics",
+    "/analytics/worker-metrics",
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    route=st.sampled_from(GET_ROUTES),
+    params=st.dictionaries(
+        st.sampled_from(QUERY_KEYS),
+        st.one_of(
+            st.text(max_size=30),
+            st.sampled_from(["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2026-01-01T00:00:00+14:00", "-1"]),
+        ),
+        max_size=4,
+    ),
+)
+def test_any_query_never_gets_a_500(http, route, params):
+    """Whatever the query string says, the answer is 200 or a 400 in the
+    engine envelope."""
+    answer = http.get(route, params=params)
+    assert answer.status_code in (200, 400), (answer.status_code, answer.text)
+    if answer.status_code == 400:
+        assert set(answer.json()) == {"error", "code"}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(min_size=1, max_size=20).filter(lambda n: "/" not in n))
+def test_any_queue_name_in_the_detail_path_never_gets_a_500(http, name):
+    """An unknown queue name of any text is a 404, never a 500."""
+    answer = http.get(f"/status/queues/{quote(name, safe='')}")
+    assert answer.status_code in (400, 404), (answer.status_code, answer.text)

@@ -33,13 +33,14 @@ MAX_ANALYTICS_POINTS = 10_000
 DEFAULT_LIMIT = 100
 
 
-def millis_z(moment: datetime) -> str:
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
 def seconds_z(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # strftime's %Y drops the zero padding of years before 1000.
+    m = moment.astimezone(UTC)
+    return f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}Z"
+
+
+def millis_z(moment: datetime) -> str:
+    return seconds_z(moment)[:-1] + f".{moment.microsecond // 1000:03d}Z"
 
 
 def _time(params: Params, name: str) -> datetime | None:
@@ -55,8 +56,11 @@ def _time(params: Params, name: str) -> datetime | None:
     return moment.astimezone(UTC)
 
 
-def _text(params: Params, name: str) -> str | None:
-    return params.get(name) or None
+def parse_text(params: Params, name: str) -> str | None:
+    value = params.get(name) or None
+    if value is not None and "\x00" in value:
+        raise InvalidArgument(f"{name} must not contain NUL")
+    return value
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,10 @@ class StatusQuery:
 def parse_range(params: Params, *, now: datetime, default_span: timedelta) -> tuple[datetime, datetime]:
     """``from`` and ``to`` (ISO, with a zone); defaults: the span up to now."""
     until = _time(params, "to") or now
-    since = _time(params, "from") or until - default_span
+    try:
+        since = _time(params, "from") or until - default_span
+    except OverflowError:
+        raise InvalidArgument("from is out of range") from None
     if since > until:
         raise InvalidArgument("from must not be after to")
     return since, until
@@ -79,7 +86,9 @@ def parse_range(params: Params, *, now: datetime, default_span: timedelta) -> tu
 
 def parse_status(params: Params, *, now: datetime, default_span: timedelta) -> StatusQuery:
     since, until = parse_range(params, now=now, default_span=default_span)
-    return StatusQuery(since, until, _text(params, "queue"), _text(params, "namespace"), _text(params, "task"))
+    return StatusQuery(
+        since, until, parse_text(params, "queue"), parse_text(params, "namespace"), parse_text(params, "task")
+    )
 
 
 def parse_interval(params: Params) -> Interval:
@@ -317,14 +326,10 @@ def analytics_buckets(since: datetime, until: datetime, interval: Interval) -> l
         return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
     first, last = trunc(since), trunc(until)
-    if (last - first) / width + 1 > MAX_ANALYTICS_POINTS:
+    count = int((last - first) / width) + 1
+    if count > MAX_ANALYTICS_POINTS:
         raise InvalidArgument(f"interval {interval} gives more than {MAX_ANALYTICS_POINTS} points for this range")
-    out = []
-    at = first
-    while at <= last:
-        out.append(at)
-        at += width
-    return out
+    return [first + i * width for i in range(count)]
 
 
 def render_analytics(
@@ -374,7 +379,7 @@ def render_worker_metrics(
     *,
     minutes: int,
     buckets: Sequence[status.Bucket],
-    per_queue: Sequence[tuple[str, Sequence[status.Bucket]]],
+    per_queue: Mapping[str, history.QueueActivity],
     counters: Sequence[queues.QueueCounters],
 ) -> dict[str, Any]:
     series = [
@@ -408,17 +413,10 @@ def render_worker_metrics(
         }
         for b in reversed(buckets)
     ]
-    queue_rows = []
-    for name, own in sorted(per_queue, key=lambda pair: (-sum(b.popped for b in pair[1]), pair[0])):
-        samples = sum(b.samples for b in own)
-        queue_rows.append(
-            {
-                "queueName": name,
-                "popCount": sum(b.popped for b in own),
-                "avgLagMs": _ms(sum(b.avg_age * b.samples for b in own) / samples) if samples else 0,
-                "maxLagMs": _ms(max((b.max_age for b in own), default=0.0)),
-            }
-        )
+    queue_rows = [
+        {"queueName": name, "popCount": a.popped, "avgLagMs": _ms(a.avg_age), "maxLagMs": _ms(a.max_age)}
+        for name, a in sorted(per_queue.items(), key=lambda item: (-item[1].popped, item[0]))
+    ]
     return {
         "timeRange": _time_range(since, until),
         "bucketMinutes": minutes,

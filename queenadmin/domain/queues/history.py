@@ -26,13 +26,13 @@ rewrites that tick's row without counting anything twice.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Avg, Count, Max, Q, QuerySet, Sum
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv
@@ -443,23 +443,24 @@ def stats_refresh(*, now: datetime | None = None) -> Refreshed:
 # Reading
 
 
-def _points(rows: Iterable[QueueSample]) -> list[SamplePoint]:
-    by_at: dict[tuple[datetime, int], list[QueueSample]] = defaultdict(list)
-    for row in rows:
-        by_at[(row.at, row.resolution)].append(row)
-    return [
-        SamplePoint(
-            at=at,
-            pushed=sum(r.pushed for r in group),
-            popped=sum(r.popped for r in group),
-            acked=sum(r.acked for r in group),
-            failed=sum(r.failed for r in group),
-            dlq=sum(r.dlq for r in group),
-            depth=sum(r.depth for r in group),
-            oldest_claimable_age=max(r.oldest_claimable_age for r in group),
-            seconds=seconds,
+def _points(rows: QuerySet[QueueSample]) -> list[SamplePoint]:
+    """Rows summed per interval in the database: one row out per tick."""
+    summed = (
+        rows.values("at", "resolution")
+        .annotate(
+            p=Sum("pushed"),
+            o=Sum("popped"),
+            a=Sum("acked"),
+            f=Sum("failed"),
+            d=Sum("dlq"),
+            n=Sum("depth"),
+            g=Max("oldest_claimable_age"),
         )
-        for (at, seconds), group in sorted(by_at.items())
+        .order_by("at", "resolution")
+    )
+    return [
+        SamplePoint(r["at"], r["p"], r["o"], r["a"], r["f"], r["d"], r["n"], r["g"], seconds=r["resolution"])
+        for r in summed
     ]
 
 
@@ -506,12 +507,26 @@ def queue_series(
     return _points(rows.order_by("at"))
 
 
-def queue_series_each(*, since: datetime, until: datetime | None = None) -> dict[str, list[SamplePoint]]:
-    """``queue_series`` of every queue at once, by queue name."""
-    by_queue: dict[str, list[QueueSample]] = defaultdict(list)
-    for row in _series_rows(since, until).order_by("at"):
-        by_queue[row.queue].append(row)
-    return {name: _points(own) for name, own in sorted(by_queue.items())}
+@dataclass(frozen=True)
+class QueueActivity:
+    """One queue's sampled intervals in a time range, summed."""
+
+    popped: int
+    samples: int
+    #: Mean and largest oldest-claimable age over the samples, in seconds.
+    avg_age: float
+    max_age: float
+
+
+def queue_activity(*, since: datetime, until: datetime | None = None) -> dict[str, QueueActivity]:
+    """Per queue with samples in the range (as ``queue_series`` reads it)."""
+    summed = (
+        _series_rows(since, until)
+        .values("queue")
+        .annotate(o=Sum("popped"), n=Count("id"), avg=Avg("oldest_claimable_age"), g=Max("oldest_claimable_age"))
+        .order_by("queue")
+    )
+    return {r["queue"]: QueueActivity(r["o"], r["n"], r["avg"], r["g"]) for r in summed}
 
 
 def latest_sample_at() -> datetime | None:

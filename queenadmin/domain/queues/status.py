@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Max, Sum
 
-from queenadmin.domain.queues.history import SamplePoint, _align, queue_series, queue_series_each
+from queenadmin.domain.queues.history import SamplePoint, _align, queue_series
 from queenadmin.models.queues import ConsumerCursor, DeadLetter, Queue
 
 
@@ -81,13 +81,6 @@ def status_buckets(*, since: datetime, until: datetime, size: timedelta, queues:
     if queues is not None and not queues:
         return []
     return _bucketed(queue_series(queue=None, queues=queues, since=since, until=until), since, size)
-
-
-def status_buckets_each(*, since: datetime, until: datetime, size: timedelta) -> dict[str, list[Bucket]]:
-    """``status_buckets`` of each queue with samples in the range, by name."""
-    series = queue_series_each(since=since, until=until)
-    buckets = {name: _bucketed(points, since, size) for name, points in series.items()}
-    return {name: own for name, own in buckets.items() if own}
 
 
 def _bucketed(series: Sequence[SamplePoint], since: datetime, size: timedelta) -> list[Bucket]:
