@@ -237,7 +237,7 @@ def _upsert(rows: list[QueueSample]) -> None:
     )
 
 
-def stats_sample_in_txn(*, now: datetime) -> int:
+def stats_sample_in_txn(*, now: datetime, counters: Sequence[QueueCounters] | None = None) -> int:
     """Write (or rewrite) every queue's row of the tick holding ``now``.
 
     What happened during the tick is measured from the previous tick's
@@ -245,13 +245,16 @@ def stats_sample_in_txn(*, now: datetime) -> int:
     created after a tick the sampler recorded or, with no tick recorded
     at all, less than one coarse interval (``SAMPLES_COARSE_SECONDS``)
     before this tick; otherwise (the first sample of an old queue) it
-    counts nothing, since when it happened is unknown. Returns the rows written. Inside the
-    caller's transaction (asserted).
+    counts nothing, since when it happened is unknown. ``counters``
+    (``queue_counters``) may be read before the transaction, so that on
+    SQLite the write lock is held only for the writes. Returns the rows
+    written. Inside the caller's transaction (asserted).
     """
     assert connection.in_atomic_block
     fine = _fine_seconds()
     tick = _align(now, fine)
-    counters = queue_counters(now=now)
+    if counters is None:
+        counters = queue_counters(now=now)
     last_tick = (
         QueueSample.objects.filter(resolution=fine, at__lt=tick).order_by("-at").values_list("at", flat=True).first()
     )
@@ -398,17 +401,18 @@ class SampleStep:
 
 
 def stats_step(*, now: datetime | None = None, guard: kv.KVCheck | None = None) -> SampleStep:
-    """Sample, roll up and prune in one transaction.
+    """Sample every queue, roll up and prune; the writes in one transaction.
 
-    ``guard`` (a lease's KV check) makes the step commit only while the
+    The counters are read before the transaction opens. ``guard`` (a lease's KV check) makes the step commit only while the
     lease is the caller's: otherwise it raises ``PreconditionFailed`` and
     nothing is written. Must be the outermost call.
     """
     now = now or clock.now()
+    counters = queue_counters(now=now)
     with transaction.atomic(durable=True):
         if guard is not None:
             kv.kv_call_in_txn([guard], now=now)
-        sampled = stats_sample_in_txn(now=now)
+        sampled = stats_sample_in_txn(now=now, counters=counters)
         rolled = stats_rollup_in_txn(now=now)
         pruned = stats_prune_in_txn(now=now)
     return SampleStep(sampled, rolled, pruned)
@@ -425,7 +429,6 @@ class Refreshed:
     tasks: int
 
 
-@transaction.atomic(durable=True)
 def stats_refresh(*, now: datetime | None = None) -> Refreshed:
     """Sample every queue now.
 
@@ -433,7 +436,9 @@ def stats_refresh(*, now: datetime | None = None) -> Refreshed:
     nothing is counted twice. Must be the outermost call.
     """
     now = now or clock.now()
-    written = stats_sample_in_txn(now=now)
+    counters = queue_counters(now=now)
+    with transaction.atomic(durable=True):
+        written = stats_sample_in_txn(now=now, counters=counters)
     namespaces = Queue.objects.exclude(namespace=None).values("namespace").distinct().count()
     tasks = Queue.objects.exclude(task=None).values("task").distinct().count()
     return Refreshed(now, written, Partition.objects.count(), namespaces, tasks)
