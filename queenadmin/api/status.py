@@ -46,14 +46,12 @@ def get_status(request: HttpRequest) -> HttpResponse:
     ids = [q.id for q in matched] if filtered else None
     buckets = status.status_buckets(since=query.since, until=query.until, size=timedelta(minutes=minutes), queues=names)
     counters = {c.queue: c for c in queues.queue_counters(now=now)}
-    depths = {q.name: q for q in queues.queue_list()}
     body = wire.render_status(
         query,
         minutes=minutes,
         buckets=buckets,
         matched=matched,
         counters=counters,
-        depths=depths,
         leases=status.lease_summary(queue_ids=ids, now=now),
         dead=status.dlq_summary(queue_ids=ids, since=query.since, until=query.until),
         latest=history.latest_sample_at(),
@@ -67,11 +65,15 @@ def get_status_queues(request: HttpRequest) -> HttpResponse:
     limit, offset = wire.parse_page(request.GET)
     namespace = wire.parse_text(request.GET, "namespace")
     task = wire.parse_text(request.GET, "task")
-    listed = [
-        q
-        for q in queues.queue_list()
-        if (namespace is None or q.namespace == namespace) and (task is None or q.task == task)
-    ]
+    listed = sorted(
+        (
+            c
+            for c in queues.queue_counters(with_age=False)
+            if (namespace is None or c.namespace == namespace) and (task is None or c.task == task)
+        ),
+        key=lambda c: (c.created_at, c.queue_id),
+        reverse=True,
+    )
     return json_response(wire.render_status_queues(listed[offset : offset + limit], limit=limit, offset=offset))
 
 

@@ -146,7 +146,6 @@ def render_status(
     buckets: Sequence[status.Bucket],
     matched: Sequence[status.QueueRow],
     counters: Mapping[str, queues.QueueCounters],
-    depths: Mapping[str, queues.QueueStats],
     leases: status.LeaseSummary,
     dead: status.DeadLetterSummary,
     latest: datetime | None,
@@ -185,13 +184,12 @@ def render_status(
             "name": q.name,
             "namespace": q.namespace,
             "task": q.task,
-            "partitions": len(depths[q.name].partitions) if q.name in depths else 0,
+            "partitions": counters[q.name].partitions,
             "totalConsumed": counters[q.name].acked,
         }
         for q in matched
         if q.name in counters and counters[q.name].pushed > 0
     ]
-    totals = [depths[q.name].totals for q in matched if q.name in depths]
     failed = sum(c.failed for c in chosen)
     dlq = sum(c.dlq for c in chosen)
     return {
@@ -202,8 +200,8 @@ def render_status(
         "queues": listed,
         "messages": {
             "total": sum(c.pushed for c in chosen),
-            "pending": sum(t.ready for t in totals),
-            "processing": sum(t.processing for t in totals),
+            "pending": sum(c.depth - c.processing for c in chosen),
+            "processing": sum(c.processing for c in chosen),
             "completed": sum(c.acked for c in chosen),
             "failed": failed,
             "deadLetter": dlq,
@@ -233,19 +231,19 @@ def render_status(
 # GET /status/queues and /status/queues/{name}
 
 
-def render_status_queues(stats: Sequence[queues.QueueStats], *, limit: int, offset: int) -> dict[str, Any]:
+def render_status_queues(counters: Sequence[queues.QueueCounters], *, limit: int, offset: int) -> dict[str, Any]:
     return {
         "queues": [
             {
-                "id": str(q.id),
-                "name": q.name,
-                "namespace": q.namespace,
-                "task": q.task,
-                "createdAt": millis_z(q.created_at),
-                "partitions": len(q.partitions),
-                "messages": {"total": q.totals.total, "pending": q.totals.ready, "processing": q.totals.processing},
+                "id": str(c.queue_id),
+                "name": c.queue,
+                "namespace": c.namespace,
+                "task": c.task,
+                "createdAt": millis_z(c.created_at),
+                "partitions": c.partitions,
+                "messages": {"total": c.pushed, "pending": c.depth - c.processing, "processing": c.processing},
             }
-            for q in stats
+            for c in counters
         ],
         "pagination": {"limit": limit, "offset": offset},
     }

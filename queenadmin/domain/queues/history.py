@@ -74,13 +74,18 @@ class QueueCounters:
 
     queue_id: int
     queue: str
+    namespace: str | None
+    task: str | None
     created_at: datetime
+    partitions: int
     pushed: int
     popped: int
     acked: int
     failed: int
     dlq: int
     depth: int
+    #: Of ``depth``, the messages under a live lease of the same cursors.
+    processing: int
     oldest_claimable_age: float
 
 
@@ -123,14 +128,20 @@ def _head_times(heads: dict[int, int]) -> dict[int, datetime]:
     return found
 
 
-def queue_counters(*, now: datetime | None = None) -> list[QueueCounters]:
+def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> list[QueueCounters]:
     """Every queue's counters now (see the module docstring), by name.
 
-    Cost: every partition, cursor and group row once, plus one index lookup
-    per partition with a claimable message. Nothing locks.
+    Cost: every partition, cursor and group row once, plus (``with_age``;
+    otherwise every age is 0) one index lookup per partition with a
+    claimable message. Nothing locks.
     """
     now = now or clock.now()
-    queues = {qid: (name, created) for qid, name, created in Queue.objects.values_list("id", "name", "created_at")}
+    queues = {
+        qid: (name, namespace, task, created)
+        for qid, name, namespace, task, created in Queue.objects.values_list(
+            "id", "name", "namespace", "task", "created_at"
+        )
+    }
     named: dict[int, set[str]] = defaultdict(set)
     for qid, group in ConsumerGroup.objects.values_list("queue_id", "name"):
         named[qid].add(group)
@@ -167,7 +178,7 @@ def queue_counters(*, now: datetime | None = None) -> list[QueueCounters]:
         total[2] += failed
         total[3] += dead
 
-    per_queue: dict[int, list[int]] = defaultdict(lambda: [0] * 6)
+    per_queue: dict[int, list[int]] = defaultdict(lambda: [0] * 8)
     heads: dict[int, int] = {}
     queue_of: dict[int, int] = {}
     for pid, qid, next_offset in partitions:
@@ -175,12 +186,14 @@ def queue_counters(*, now: datetime | None = None) -> list[QueueCounters]:
             continue  # Created after the queue list was read.
         last = next_offset - 1
         considered = named[qid] or {QUEUE_MODE}
-        depth = 0
+        depth = processing = 0
         head: int | None = None
         for group in considered:
             # A group with no cursor here reads the partition from the start.
             committed, live, batch_last = cursors[pid].get(group, (0, False, 0))
-            depth = max(depth, last - committed)
+            if last - committed > depth:
+                depth = last - committed
+                processing = max(0, min(batch_last, last) - committed) if live else 0
             ready = (batch_last if live else committed) + 1
             if ready <= last and (head is None or ready < head):
                 head = ready
@@ -190,18 +203,37 @@ def queue_counters(*, now: datetime | None = None) -> list[QueueCounters]:
         counts = per_queue[qid]
         counts[0] += last
         counts[1:5] = [a + b for a, b in zip(counts[1:5], sums.get(pid, (0, 0, 0, 0)), strict=True)]
-        counts[5] += max(0, depth)
+        counts[5] += depth
+        counts[6] += processing
+        counts[7] += 1
 
     oldest: dict[int, datetime] = {}
-    for pid, created in _head_times(heads).items():
+    for pid, created in (_head_times(heads) if with_age else {}).items():
         qid = queue_of[pid]
         if qid not in oldest or created < oldest[qid]:
             oldest[qid] = created
     result = []
-    for qid, (name, created_at) in queues.items():
-        pushed, popped, acked, failed, dlq, depth = per_queue[qid]
+    for qid, (name, namespace, task, created_at) in queues.items():
+        pushed, popped, acked, failed, dlq, depth, processing, partition_count = per_queue[qid]
         age = max(0.0, (now - oldest[qid]).total_seconds()) if qid in oldest else 0.0
-        result.append(QueueCounters(qid, name, created_at, pushed, popped, acked, failed, dlq, depth, age))
+        result.append(
+            QueueCounters(
+                qid,
+                name,
+                namespace,
+                task,
+                created_at,
+                partition_count,
+                pushed,
+                popped,
+                acked,
+                failed,
+                dlq,
+                depth,
+                processing,
+                age,
+            )
+        )
     result.sort(key=lambda c: c.queue)
     return result
 
