@@ -278,3 +278,26 @@ def test_two_loops_sample_each_tick_once_and_the_other_takes_over(settings):
     names = [name for name, _ in sorted(written, key=lambda w: w[1])]
     assert names == sorted(names)  # a's ticks, then b's
     assert QueueSample.objects.filter(queue="loops", resolution=1).count() == len(ticks)
+
+
+@pytest.mark.django_db
+def test_a_loop_whose_lease_was_taken_over_writes_nothing():
+    """A sampler whose lease expired and went to another loop finds its
+    guard stale at the next step: it writes nothing and marks the lease lost."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("fenced", 2)
+        first, second = SamplerLoop(owner="first"), SamplerLoop(owner="second")
+        assert first.step() is not None
+        assert second.step() is None  # The permit is taken.
+        traveller.shift(40)  # Past the 30 s lease.
+        assert second.step() is not None
+        traveller.shift(10)
+        push("fenced", 1)
+        # By its own (monotonic) clock the first still holds the lease.
+        assert first.lock.held
+        assert first.step() is None
+        assert first.lock.lost.is_set()
+        ticks = sorted(QueueSample.objects.filter(queue="fenced").values_list("at", flat=True))
+        assert ticks == [T0, T0 + timedelta(seconds=40)]
+        assert second.step() is not None
+        assert QueueSample.objects.get(queue="fenced", at=T0 + timedelta(seconds=50)).pushed == 1

@@ -40,14 +40,17 @@ def _owner() -> str:
 class SamplerLoop:
     """Sample every tick while holding the permit of ``queenadmin.sampler``.
 
-    ``on_step(tick, step)`` is called after each committed step.
+    ``on_step(tick, step)`` is called after each committed step. ``owner``
+    names the lock holder (default: host, process and thread).
     """
 
-    def __init__(self, *, on_step: Callable[[datetime, SampleStep], Any] | None = None) -> None:
+    def __init__(
+        self, *, on_step: Callable[[datetime, SampleStep], Any] | None = None, owner: str | None = None
+    ) -> None:
         from queenadmin.domain import locks
 
         self.lease_seconds = float(settings.SAMPLER_LEASE_SECONDS)
-        self.lock = locks.Lock(SAMPLER_LOCK, ttl=self.lease_seconds, limit=1, owner=_owner())
+        self.lock = locks.Lock(SAMPLER_LOCK, ttl=self.lease_seconds, limit=1, owner=owner or _owner())
         self.on_step = on_step
         self.last_tick: datetime | None = None
         self._renewed_at = 0.0
