@@ -17,7 +17,10 @@ PostgreSQL database with ``tests.conftest.run_server`` and, per run:
   ``GET /api/v1/pop/queue/<q>?batch=100`` then ``POST /api/v1/ack/batch``
   (every message ``completed`` under its lease).
 
-Prints msgs/s per run, then medians and the ratios.
+Prints msgs/s per run, then medians and the ratios; beside each HTTP run,
+the CPU it cost per message (the ``serve`` process tree plus its PostgreSQL
+backends, from /proc with bench/kv.py's meter): on a shared, loaded machine
+the rates swing with the load, the CPU per message much less.
 """
 
 from __future__ import annotations
@@ -181,6 +184,30 @@ def raw_insert(dsn: str, queue: str, payloads: list[bytes], clients: int) -> flo
     return len(payloads) * BATCH / elapsed
 
 
+def _kv_bench() -> Any:
+    import importlib.util
+
+    if "bench_kv" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        # Registered first: its dataclasses look their module up by name.
+        sys.modules["bench_kv"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["bench_kv"]
+
+
+def metered(meter: Any, messages: int, run: Any, *args: Any) -> tuple[float, float]:
+    """``run(*args)``'s rate and the server's CPU microseconds per message."""
+    kv = _kv_bench()
+    _, server_before, pg_before, _ = meter.snapshot()
+    rate = run(*args)
+    _, server_after, pg_after, _ = meter.snapshot()
+    cpu = kv._grown(server_before, server_after) + kv._grown(pg_before, pg_after)
+    return rate, cpu / messages * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=20_000, help="messages per run (multiple of 1000)")
@@ -195,9 +222,10 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from tests.conftest import run_server
 
-    rows: dict[str, list[float]] = {"push": [], "raw": [], "pop+ack": []}
+    rows: dict[str, list[float]] = {"push": [], "raw": [], "pop+ack": [], "push cpu": [], "pop+ack cpu": []}
     with run_server(workers=args.workers) as server:
         dsn = server.env["DATABASE_URL"]
+        meter = _kv_bench().CpuMeter(server.process.pid, dsn.rsplit("/", 1)[1])
         warm = f"warm-{uuid.uuid4().hex[:6]}"
         http_push(server.url, server.token, bodies(warm, 2 * BATCH), 1)
         http_pop_ack(server.url, server.token, warm, 1, 2 * BATCH)
@@ -205,12 +233,20 @@ def main() -> None:
             queue = f"bench-{run}-{uuid.uuid4().hex[:6]}"
             payloads = bodies(queue, args.messages)
             load = os.getloadavg()[0]
-            rows["push"].append(http_push(server.url, server.token, payloads, args.clients))
+            rate, cpu = metered(meter, args.messages, http_push, server.url, server.token, payloads, args.clients)
+            rows["push"].append(rate)
+            rows["push cpu"].append(cpu)
             rows["raw"].append(raw_insert(dsn, f"raw-{queue}", payloads, args.clients))
-            rows["pop+ack"].append(http_pop_ack(server.url, server.token, queue, args.clients, args.messages))
+            rate, cpu = metered(
+                meter, args.messages, http_pop_ack, server.url, server.token, queue, args.clients, args.messages
+            )
+            rows["pop+ack"].append(rate)
+            rows["pop+ack cpu"].append(cpu)
             print(
-                f"run {run + 1}: push {rows['push'][-1]:,.0f}/s  raw {rows['raw'][-1]:,.0f}/s"
-                f"  pop+ack {rows['pop+ack'][-1]:,.0f}/s  (load {load:.2f})",
+                f"run {run + 1}: push {rows['push'][-1]:,.0f}/s ({rows['push cpu'][-1]:.0f} us CPU/msg)"
+                f"  raw {rows['raw'][-1]:,.0f}/s"
+                f"  pop+ack {rows['pop+ack'][-1]:,.0f}/s ({rows['pop+ack cpu'][-1]:.0f} us CPU/msg)"
+                f"  (load {load:.2f})",
                 flush=True,
             )
     med = {k: statistics.median(v) for k, v in rows.items()}
@@ -220,6 +256,8 @@ def main() -> None:
     print(f"{'raw COPY (psycopg)':<22}{med['raw']:>16,.0f}{'':>12}")
     print(f"{'pop+ack (batch 100)':<22}{med['pop+ack']:>16,.0f}{'>= 3,000':>12}")
     print(f"{'push / raw':<22}{med['push'] / med['raw']:>16.0%}{'>= 30%':>12}")
+    print(f"{'push CPU us/msg':<22}{med['push cpu']:>16.1f}")
+    print(f"{'pop+ack CPU us/msg':<22}{med['pop+ack cpu']:>16.1f}")
 
 
 if __name__ == "__main__":

@@ -88,6 +88,22 @@ class _Settings:
     DASHBOARD_PAGE_SIZE: int = 50
     DASHBOARD_LIVE_GAP_SECONDS: float = 0.5
 
+    #: The statistics sampler (domain/queues/history.py): seconds between
+    #: samples (rows are aligned to multiples of it), the roll-up's row
+    #: size, how long each kind of row is kept, rows deleted per pruning
+    #: statement, coarse rows rolled up per step, and the lease of the lock
+    #: ``queenadmin.sampler`` that makes one replica the sampler.
+    SAMPLER_INTERVAL_SECONDS: int = 10
+    SAMPLES_COARSE_SECONDS: int = 300
+    SAMPLES_FINE_RETENTION_SECONDS: int = 86400
+    SAMPLES_COARSE_RETENTION_SECONDS: int = 30 * 86400
+    SAMPLES_PRUNE_BATCH: int = 1000
+    SAMPLES_ROLLUP_BUCKETS: int = 48
+    SAMPLER_LEASE_SECONDS: float = 30.0
+    #: Serve runs the sampler loop in every worker (one samples at a time);
+    #: 0 turns it off.
+    SAMPLER_IN_SERVE: bool = True
+
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():
             default = object.__getattribute__(self, name)

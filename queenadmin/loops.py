@@ -1,5 +1,5 @@
-"""Background loops of a serving process: the reaper, message retention
-and the timer loop.
+"""Background loops of a serving process: the reaper, message retention,
+the timer loop and the statistics sampler.
 
 Each runs in a daemon thread with its own database connection, started by
 the ASGI lifespan so every worker process of ``serve`` has them. They are
@@ -66,6 +66,12 @@ def _timer_loop() -> None:
     TimerLoop().run(_stop)
 
 
+def _sampler_loop() -> None:
+    from queenadmin.domain.queues.sampler import SamplerLoop
+
+    SamplerLoop().run(_stop)
+
+
 def start() -> None:
     _stop.clear()
     for name, (interval, step) in LOOPS.items():
@@ -76,6 +82,10 @@ def start() -> None:
         _threads.append(thread)
     if settings.TIMER_LOOP_IN_SERVE:
         thread = threading.Thread(target=_timer_loop, name="queenadmin-timers", daemon=True)
+        thread.start()
+        _threads.append(thread)
+    if settings.SAMPLER_IN_SERVE:
+        thread = threading.Thread(target=_sampler_loop, name="queenadmin-sampler", daemon=True)
         thread.start()
         _threads.append(thread)
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queenadmin', '0007_retention'),
+        ('queenadmin', '0009_queue_samples'),
     ]
 
     operations = [

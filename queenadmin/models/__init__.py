@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from queenadmin.models.auth import ApiToken, AuditEntry
 from queenadmin.models.kv import KVEntry, VersionCounter
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue, QueueSample
 from queenadmin.models.timers import Timer
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "Message",
     "Partition",
     "Queue",
+    "QueueSample",
     "Timer",
     "VersionCounter",
 ]

@@ -129,6 +129,15 @@ class ConsumerCursor(models.Model):
     #: Retries spent by explicit ``failed`` acks on the current head.
     retry_count = models.IntegerField(default=0)
     dead_lettered = models.BigIntegerField(default=0)
+    #: Monotonic counters for the statistics sampler, bumped by the claim
+    #: and ack UPDATEs that already run: messages handed out (every
+    #: delivery, redeliveries and auto-acked pops included), messages
+    #: completed (by an ack or an auto-ack pop; not dead letters nor
+    #: position moves), and failed acks applied (one per nack, also the
+    #: one that files the message in the DLQ).
+    delivered = models.BigIntegerField(default=0)
+    acked = models.BigIntegerField(default=0)
+    failed = models.BigIntegerField(default=0)
     last_claim_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -165,3 +174,47 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.partition_id}@{self.offset} ({self.group})"
+
+
+class QueueSample(models.Model):
+    """A queue's counters at one tick of the statistics sampler.
+
+    Rows of ``resolution`` seconds (the sampler's interval, then the
+    roll-up's coarser one) at ``at``, the tick's aligned start. No foreign
+    key: a queue's history outlives the queue and goes by pruning, and the
+    sampler never waits on a queue delete.
+    """
+
+    queue_id = models.BigIntegerField()
+    queue = ByteOrderTextField()
+    #: Seconds this row covers, ending at ``at + resolution``.
+    resolution = models.IntegerField()
+    at = models.DateTimeField()
+    #: Cumulative counters (pushed = offsets handed out; the rest summed
+    #: over every cursor of the queue) when sampled: the next tick's base.
+    pushed_total = models.BigIntegerField()
+    popped_total = models.BigIntegerField()
+    acked_total = models.BigIntegerField()
+    failed_total = models.BigIntegerField()
+    dlq_total = models.BigIntegerField()
+    #: What happened during the row's interval (never negative: a counter
+    #: that fell, e.g. a deleted consumer group, counts as 0).
+    pushed = models.BigIntegerField()
+    popped = models.BigIntegerField()
+    acked = models.BigIntegerField()
+    failed = models.BigIntegerField()
+    dlq = models.BigIntegerField()
+    #: Gauges at the end of the interval: messages pending for the slowest
+    #: group (``next_offset - 1 - committed``), and the age in seconds of
+    #: the oldest message a pop could claim (0 when none).
+    depth = models.BigIntegerField()
+    oldest_claimable_age = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "resolution", "at"], name="queuesample_queue_res_at_uniq")
+        ]
+        indexes = [models.Index(fields=["resolution", "at"], name="queuesample_res_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.queue}@{self.at:%Y-%m-%dT%H:%M:%S} ({self.resolution} s)"

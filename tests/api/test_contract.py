@@ -41,7 +41,9 @@ def _pointer(*parts: str) -> str:
 def read_answers(folder: Path) -> list[dict[str, Any]]:
     answers = []
     for path in sorted(folder.glob("answers-*.jsonl")):
-        answers.extend(json.loads(line) for line in path.read_text().splitlines() if line)
+        # Split on newlines only: str.splitlines() also splits inside a body at
+        # U+2028, U+0085 and the like, which JSON leaves unescaped.
+        answers.extend(json.loads(line) for line in path.read_text().split("\n") if line)
     return answers
 
 

@@ -7,6 +7,8 @@ cursors and dead letters. Callers import this package
 - ``lifecycle``: create or configure a queue, delete one;
 - ``retention``: delete old messages, move each partition's log start;
 - ``stats``: the reads: depth, queue lists, the overview, the DLQ;
+- ``history``: statistics over time (``queue_series``, ``stats_refresh``);
+  ``sampler`` is the loop that samples them;
 - ``options``: option defaults, the rules on values, merging;
 - ``delivery``: the per-offset delivery counts a cursor keeps;
 - ``refs``, ``ids``: a queue as the writers read it; UUIDv7 ids;
@@ -39,6 +41,13 @@ from queenadmin.domain.queues.consume import (
     queue_lease_extend,
     queue_lease_extend_in_txn,
     queue_position_in_txn,
+)
+from queenadmin.domain.queues.history import (
+    QueueCounters,
+    SamplePoint,
+    queue_counters,
+    queue_series,
+    stats_refresh,
 )
 from queenadmin.domain.queues.ids import is_uuid, uuid7
 from queenadmin.domain.queues.lifecycle import (
@@ -92,10 +101,12 @@ __all__ = [
     "PushItem",
     "PushResult",
     "QueueConfig",
+    "QueueCounters",
     "QueueOptions",
     "QueueStats",
     "QueueTotals",
     "RetentionSweep",
+    "SamplePoint",
     "SubscriptionMode",
     "dlq_list",
     "is_uuid",
@@ -105,6 +116,7 @@ __all__ = [
     "queue_claim_in_txn",
     "queue_configure",
     "queue_configure_in_txn",
+    "queue_counters",
     "queue_dead_letter_in_txn",
     "queue_delete",
     "queue_delete_in_txn",
@@ -116,6 +128,8 @@ __all__ = [
     "queue_push",
     "queue_push_in_txn",
     "queue_retention_sweep",
+    "queue_series",
     "queue_stats",
+    "stats_refresh",
     "uuid7",
 ]

@@ -353,13 +353,19 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
                 take = last - head
         runs = runs_deliver(runs_trim(_load_runs(stored_runs), head), first, last)
         seen = runs_attempts(runs, first, last)
-        fields: dict[str, Any] = {"last_claim_at": now}
+        fields: dict[str, Any] = {"last_claim_at": now, "delivered": F("delivered") + take}
         if head > committed:
             # Skipped, not completed: the subscription start moves with it so
             # completed counts stay the messages the group finished.
             fields.update(committed_offset=head, start_offset=F("start_offset") + (head - committed))
         if request.auto_ack:
-            fields.update(committed_offset=last, batch_last=last, retry_count=0, delivery_runs=runs_trim(runs, last))
+            fields.update(
+                committed_offset=last,
+                batch_last=last,
+                retry_count=0,
+                delivery_runs=runs_trim(runs, last),
+                acked=F("acked") + take,
+            )
         else:
             fields.update(lease_id=lease_id, leased_until=leased_until, batch_last=last, delivery_runs=runs)
         # SQLite ignores FOR UPDATE; this compare-and-set is what protects it.
@@ -532,12 +538,15 @@ def _ack_cursor(
     dead: list[tuple[int, AckItem]] = []
     blocked = False
     results: list[tuple[AckItem, bool, bool]] = []  # item, dlq, noop
+    failed = 0
     for offset, item in located:
         if blocked:
             # Below it a message comes back, so this one does too.
             results.append((item, False, False))
             continue
         status = item.status
+        if status == "failed":
+            failed += 1
         if status == "failed" and retry_count >= queue.retry_limit:
             status = "dlq"
         if status == "completed":
@@ -575,6 +584,12 @@ def _ack_cursor(
         fields.update(lease_id=None, leased_until=None, batch_last=committed)
     if dead:
         fields["dead_lettered"] = F("dead_lettered") + len(dead)
+    # Everything the cursor passed that did not go to the DLQ was completed.
+    acked = committed - cursor.committed_offset - len(dead)
+    if acked:
+        fields["acked"] = F("acked") + acked
+    if failed:
+        fields["failed"] = F("failed") + failed
     ConsumerCursor.objects.filter(pk=cursor.pk).update(**fields)
     released_now = release and cursor.lease_id is not None
     for item, dlq, noop in results:

@@ -1,0 +1,351 @@
+"""Status and analytics wire schemas (protocol.md section 11.5; Queen's
+``status.cpp`` routes and their stored procedures).
+
+Fields Queen fills from measurements this broker does not take (event-loop
+lag, free slots, database pool, process CPU and memory, request counts,
+per-worker rows, database errors) answer ``null`` (or an empty list): not
+measured, rather than a made-up zero.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, create_model
+
+from queenadmin.api.schemas.common import WireOut
+
+#: Queen's status times: milliseconds and ``Z``.
+MillisZTime = Annotated[
+    str,
+    Field(
+        pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$",
+        description="UTC with milliseconds: 2026-10-08T10:00:00.123Z",
+    ),
+]
+#: A bucket's start: whole seconds and ``Z``.
+SecondsZTime = Annotated[
+    str,
+    Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$", description="UTC: 2026-10-08T10:00:00Z"),
+]
+
+
+# ``from`` is a Python keyword, and the OpenAPI document is made without
+# aliases: the models with that key are built by name.
+TimeRangeOut: type[WireOut] = create_model(  # type: ignore[call-overload]
+    "TimeRangeOut", __base__=WireOut, **{"from": (MillisZTime, ...), "to": (MillisZTime, ...)}
+)
+
+
+class ThroughputOut(WireOut):
+    """One time bucket of ``/status``, from the sampler's rows."""
+
+    timestamp: SecondsZTime
+    ingested: int
+    processed: int = Field(description="acks applied: completed plus failed")
+    popMessages: int
+    ingestedPerSecond: float
+    processedPerSecond: float
+    popPerSecond: float
+    avgLagMs: int = Field(description="mean age of the oldest claimable message over the samples")
+    maxLagMs: int = Field(description="largest age of the oldest claimable message")
+    avgEventLoopLagMs: None
+    maxEventLoopLagMs: None
+    minFreeSlots: None
+    dbErrors: None
+    ackFailed: int
+    dlqCount: int
+    queenCpuUserPct: None
+    queenCpuSysPct: None
+    queenRssMb: None
+    dbPoolActive: None
+    dbPoolIdle: None
+    dbPoolSize: None
+
+
+class StatusQueueOut(WireOut):
+    id: str
+    name: str
+    namespace: str | None
+    task: str | None
+    partitions: int
+    totalConsumed: int
+
+
+class RequestCountsOut(WireOut):
+    push: None
+    pop: None
+    ack: None
+
+
+class StatusMessagesOut(WireOut):
+    total: int
+    pending: int = Field(description="not leased (excludes processing)")
+    processing: int
+    completed: int
+    failed: int
+    deadLetter: int
+    requests: RequestCountsOut
+    batchEfficiency: RequestCountsOut
+
+
+class LeasesOut(WireOut):
+    active: int
+    partitionsWithLeases: int
+    totalBatchSize: int
+    totalAcked: Literal[0]
+
+
+class TopErrorOut(WireOut):
+    error: str | None
+    count: int
+
+
+class StatusDeadLettersOut(WireOut):
+    totalMessages: int = Field(description="dead-lettered by acks since the queues were created")
+    currentMessages: int = Field(description="dead letters filed in the time range")
+    affectedPartitions: int
+    topErrors: list[TopErrorOut]
+
+
+class StatusErrorsOut(WireOut):
+    dbErrors: None
+    ackFailed: int
+    dlqMessages: int
+
+
+class StatusOut(WireOut):
+    """``GET /api/v1/status``."""
+
+    timeRange: TimeRangeOut
+    bucketMinutes: Literal[1, 5, 15, 60, 360]
+    pointCount: int
+    throughput: list[ThroughputOut]
+    queues: list[StatusQueueOut]
+    messages: StatusMessagesOut
+    leases: LeasesOut
+    deadLetterQueue: StatusDeadLettersOut
+    workers: list[None] = Field(description="always empty: no per-worker metrics are kept")
+    errors: StatusErrorsOut
+    statsAge: int = Field(description="seconds since the newest sample; -1 when none")
+    engine: Literal["postgresql", "sqlite"]
+
+
+class PaginationOut(WireOut):
+    limit: int
+    offset: int
+
+
+class StatusQueueCountsOut(WireOut):
+    total: int
+    pending: int
+    processing: int
+
+
+class StatusQueueItemOut(WireOut):
+    id: str
+    name: str
+    namespace: str | None
+    task: str | None
+    createdAt: MillisZTime
+    partitions: int
+    messages: StatusQueueCountsOut
+
+
+class StatusQueuesOut(WireOut):
+    """``GET /api/v1/status/queues``."""
+
+    queues: list[StatusQueueItemOut]
+    pagination: PaginationOut
+
+
+class QueueConfigOut(WireOut):
+    leaseTime: int
+    retryLimit: int
+    retryDelay: int
+    ttl: int
+    maxQueueSize: int
+    deadLetterQueue: bool
+
+
+class StatusQueueInfoOut(WireOut):
+    id: str
+    name: str
+    namespace: str | None
+    task: str | None
+    priority: int
+    createdAt: MillisZTime
+    config: QueueConfigOut
+
+
+class StatusCountsOut(WireOut):
+    total: int
+    pending: int
+    processing: int
+    completed: int
+    failed: int
+    deadLetter: int
+
+
+class StatusCursorOut(WireOut):
+    totalConsumed: int
+    batchesConsumed: Literal[0]
+
+
+class StatusPartitionOut(WireOut):
+    id: str
+    name: str
+    createdAt: MillisZTime
+    messages: StatusCountsOut
+    stats: StatusCountsOut
+    cursor: StatusCursorOut
+    lastActivity: MillisZTime | None
+    oldestMessage: MillisZTime | None
+    newestMessage: MillisZTime | None
+
+
+class StatusTotalsOut(WireOut):
+    messages: StatusCountsOut
+    total: int
+    pending: int
+    processing: int
+    completed: int
+    failed: int
+    deadLetter: int
+
+
+class StatusQueueDetailOut(WireOut):
+    """``GET /api/v1/status/queues/{name}``."""
+
+    queue: StatusQueueInfoOut
+    partitions: list[StatusPartitionOut]
+    totals: StatusTotalsOut
+
+
+class AnalyticsPointOut(WireOut):
+    timestamp: MillisZTime
+    messages: int = Field(description="messages pushed in the bucket")
+
+
+AnalyticsOut: type[WireOut] = create_model(  # type: ignore[call-overload]
+    "AnalyticsOut",
+    __base__=WireOut,
+    __doc__="``GET /api/v1/status/analytics``.",
+    **{
+        "dataPoints": (list[AnalyticsPointOut], ...),
+        "interval": (Literal["minute", "hour", "day"], ...),
+        "from": (MillisZTime, ...),
+        "to": (MillisZTime, ...),
+    },
+)
+
+
+class RefreshPartitionOut(WireOut):
+    partitionsUpdated: int
+    dirtyPartitionsScanned: int
+    partitionsSkippedByWatermark: Literal[0]
+    newPartitions: Literal[0]
+
+
+class RefreshQueueOut(WireOut):
+    queuesUpdated: int
+
+
+class RefreshNamespaceOut(WireOut):
+    namespacesUpdated: int
+
+
+class RefreshTaskOut(WireOut):
+    tasksUpdated: int
+
+
+class RefreshSystemOut(WireOut):
+    systemUpdated: Literal[1]
+
+
+class RefreshCleanupOut(WireOut):
+    orphanedDeleted: Literal[0]
+
+
+class StatsRefreshOut(WireOut):
+    """``POST /api/v1/stats/refresh``: one sample of every queue, taken now."""
+
+    partition: RefreshPartitionOut
+    queue: RefreshQueueOut
+    namespace: RefreshNamespaceOut
+    task: RefreshTaskOut
+    system: RefreshSystemOut
+    cleanup: RefreshCleanupOut
+
+
+class SystemMetricsOut(WireOut):
+    """``GET /api/v1/analytics/system-metrics``: no process metrics are kept."""
+
+    timeRange: TimeRangeOut
+    replicas: list[None]
+    replicaCount: Literal[0]
+    bucketMinutes: Literal[1, 5, 15, 60, 360]
+    pointCount: Literal[0]
+
+
+class WorkerPointOut(WireOut):
+    """One time bucket of the deployment's message counts."""
+
+    timestamp: SecondsZTime
+    pushMessages: int
+    popMessages: int
+    ackMessages: int
+    pushRequests: None
+    popRequests: None
+    ackRequests: None
+    jobsDone: None
+    pushPerSecond: float
+    popPerSecond: float
+    ackPerSecond: float
+    avgEventLoopLagMs: None
+    maxEventLoopLagMs: None
+    avgFreeSlots: None
+    minFreeSlots: None
+    dbConnections: None
+    avgJobQueueSize: None
+    maxJobQueueSize: None
+    backoffSize: None
+    avgLagMs: int
+    maxLagMs: int
+    lagCount: int = Field(description="samples in the bucket")
+    dbErrors: None
+    ackSuccess: int
+    ackFailed: int
+    dlqCount: int
+
+
+class WorkerQueueOut(WireOut):
+    queueName: str
+    popCount: int
+    avgLagMs: int
+    maxLagMs: int
+
+
+class WorkerSummaryOut(WireOut):
+    totalPushMessages: int
+    totalPopMessages: int
+    totalAckMessages: int
+    totalPushRequests: None
+    totalPopRequests: None
+    totalAckRequests: None
+    totalDbErrors: None
+    totalAckFailed: int
+    totalDlq: int
+    pendingMessages: int
+
+
+class WorkerMetricsOut(WireOut):
+    """``GET /api/v1/analytics/worker-metrics``: the deployment as one worker."""
+
+    timeRange: TimeRangeOut
+    bucketMinutes: Literal[1, 5, 15, 60, 360]
+    pointCount: int
+    timeSeries: list[WorkerPointOut]
+    workers: list[None]
+    queues: list[WorkerQueueOut]
+    summary: WorkerSummaryOut

@@ -1,0 +1,437 @@
+"""Status and analytics on the wire: query parsing and Queen's answer shapes.
+
+Shapes follow Queen's ``status.cpp`` routes (``get_status_v3``,
+``get_status_queues_v2``, ``get_queue_detail_v2``, ``get_analytics_v1``,
+``get_system_metrics_v1``, ``get_worker_metrics_timeseries_v1``,
+``refresh_all_stats_v1``) and protocol.md section 11.5. Numbers Queen
+takes from measurements this broker does not keep answer ``null``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from django.db import connection
+
+from queenadmin.domain import queues
+from queenadmin.domain.queues import history, status
+from queenadmin.errors import InvalidArgument
+
+Params = Mapping[str, str]
+Interval = Literal["minute", "hour", "day"]
+INTERVALS: dict[str, timedelta] = {
+    "minute": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+}
+#: An analytics answer has at most this many points (a minute interval over
+#: about a week); a finer request is refused rather than answered slowly.
+MAX_ANALYTICS_POINTS = 10_000
+DEFAULT_LIMIT = 100
+
+
+def seconds_z(moment: datetime) -> str:
+    # strftime's %Y drops the zero padding of years before 1000.
+    m = moment.astimezone(UTC)
+    return f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}Z"
+
+
+def millis_z(moment: datetime) -> str:
+    return seconds_z(moment)[:-1] + f".{moment.microsecond // 1000:03d}Z"
+
+
+def _time(params: Params, name: str) -> datetime | None:
+    raw = params.get(name)
+    if not raw:
+        return None
+    try:
+        moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(f"{name} must be an ISO time") from None
+    if moment.tzinfo is None:
+        raise InvalidArgument(f"{name} must carry a time zone")
+    return moment.astimezone(UTC)
+
+
+def parse_text(params: Params, name: str) -> str | None:
+    value = params.get(name) or None
+    if value is not None and "\x00" in value:
+        raise InvalidArgument(f"{name} must not contain NUL")
+    return value
+
+
+@dataclass(frozen=True)
+class StatusQuery:
+    since: datetime
+    until: datetime
+    queue: str | None
+    namespace: str | None
+    task: str | None
+
+
+def parse_range(params: Params, *, now: datetime, default_span: timedelta) -> tuple[datetime, datetime]:
+    """``from`` and ``to`` (ISO, with a zone); defaults: the span up to now."""
+    until = _time(params, "to") or now
+    try:
+        since = _time(params, "from") or until - default_span
+    except OverflowError:
+        raise InvalidArgument("from is out of range") from None
+    if since > until:
+        raise InvalidArgument("from must not be after to")
+    return since, until
+
+
+def parse_status(params: Params, *, now: datetime, default_span: timedelta) -> StatusQuery:
+    since, until = parse_range(params, now=now, default_span=default_span)
+    return StatusQuery(
+        since, until, parse_text(params, "queue"), parse_text(params, "namespace"), parse_text(params, "task")
+    )
+
+
+def parse_interval(params: Params) -> Interval:
+    raw = params.get("interval") or "hour"
+    if raw == "minute":
+        return "minute"
+    if raw == "hour":
+        return "hour"
+    if raw == "day":
+        return "day"
+    raise InvalidArgument("interval must be minute, hour or day")
+
+
+def parse_page(params: Params) -> tuple[int, int]:
+    values = []
+    for name, default in (("limit", DEFAULT_LIMIT), ("offset", 0)):
+        raw = params.get(name)
+        if raw is None or raw == "":
+            values.append(default)
+            continue
+        try:
+            values.append(int(raw))
+        except ValueError:
+            raise InvalidArgument(f"{name} must be an integer") from None
+    limit, offset = values
+    if limit < 1 or offset < 0:
+        raise InvalidArgument("limit must be positive and offset not negative")
+    return limit, offset
+
+
+def _time_range(since: datetime, until: datetime) -> dict[str, str]:
+    return {"from": millis_z(since), "to": millis_z(until)}
+
+
+def _rate(count: int, minutes: int) -> float:
+    return round(count / (minutes * 60), 2)
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def _engine() -> str:
+    return "postgresql" if connection.vendor == "postgresql" else "sqlite"
+
+
+# --------------------------------------------------------------------------
+# GET /status
+
+
+def render_status(
+    query: StatusQuery,
+    *,
+    minutes: int,
+    buckets: Sequence[status.Bucket],
+    matched: Sequence[status.QueueRow],
+    counters: Mapping[str, queues.QueueCounters],
+    leases: status.LeaseSummary,
+    dead: status.DeadLetterSummary,
+    latest: datetime | None,
+    now: datetime,
+) -> dict[str, Any]:
+    throughput = [
+        {
+            "timestamp": seconds_z(b.at),
+            "ingested": b.pushed,
+            "processed": b.acked + b.failed,
+            "popMessages": b.popped,
+            "ingestedPerSecond": _rate(b.pushed, minutes),
+            "processedPerSecond": _rate(b.acked + b.failed, minutes),
+            "popPerSecond": _rate(b.popped, minutes),
+            "avgLagMs": _ms(b.avg_age),
+            "maxLagMs": _ms(b.max_age),
+            "avgEventLoopLagMs": None,
+            "maxEventLoopLagMs": None,
+            "minFreeSlots": None,
+            "dbErrors": None,
+            "ackFailed": b.failed,
+            "dlqCount": b.dlq,
+            "queenCpuUserPct": None,
+            "queenCpuSysPct": None,
+            "queenRssMb": None,
+            "dbPoolActive": None,
+            "dbPoolIdle": None,
+            "dbPoolSize": None,
+        }
+        for b in reversed(buckets)
+    ]
+    chosen = [counters[q.name] for q in matched if q.name in counters]
+    listed = [
+        {
+            "id": str(q.id),
+            "name": q.name,
+            "namespace": q.namespace,
+            "task": q.task,
+            "partitions": counters[q.name].partitions,
+            "totalConsumed": counters[q.name].acked,
+        }
+        for q in matched
+        if q.name in counters and counters[q.name].pushed > 0
+    ]
+    failed = sum(c.failed for c in chosen)
+    dlq = sum(c.dlq for c in chosen)
+    return {
+        "timeRange": _time_range(query.since, query.until),
+        "bucketMinutes": minutes,
+        "pointCount": len(throughput),
+        "throughput": throughput,
+        "queues": listed,
+        "messages": {
+            "total": sum(c.pushed for c in chosen),
+            "pending": sum(c.depth - c.processing for c in chosen),
+            "processing": sum(c.processing for c in chosen),
+            "completed": sum(c.acked for c in chosen),
+            "failed": failed,
+            "deadLetter": dlq,
+            "requests": {"push": None, "pop": None, "ack": None},
+            "batchEfficiency": {"push": None, "pop": None, "ack": None},
+        },
+        "leases": {
+            "active": leases.active,
+            "partitionsWithLeases": leases.partitions,
+            "totalBatchSize": leases.messages,
+            "totalAcked": 0,
+        },
+        "deadLetterQueue": {
+            "totalMessages": dlq,
+            "currentMessages": dead.messages,
+            "affectedPartitions": dead.partitions,
+            "topErrors": [{"error": error, "count": count} for error, count in dead.top_errors],
+        },
+        "workers": [],
+        "errors": {"dbErrors": None, "ackFailed": failed, "dlqMessages": dlq},
+        "statsAge": -1 if latest is None else max(0, int((now - latest).total_seconds())),
+        "engine": _engine(),
+    }
+
+
+# --------------------------------------------------------------------------
+# GET /status/queues and /status/queues/{name}
+
+
+def render_status_queues(counters: Sequence[queues.QueueCounters], *, limit: int, offset: int) -> dict[str, Any]:
+    return {
+        "queues": [
+            {
+                "id": str(c.queue_id),
+                "name": c.queue,
+                "namespace": c.namespace,
+                "task": c.task,
+                "createdAt": millis_z(c.created_at),
+                "partitions": c.partitions,
+                "messages": {"total": c.pushed, "pending": c.depth - c.processing, "processing": c.processing},
+            }
+            for c in counters
+        ],
+        "pagination": {"limit": limit, "offset": offset},
+    }
+
+
+def _counts(total: int, pending: int, processing: int, completed: int, failed: int, dead: int) -> dict[str, int]:
+    return {
+        "total": total,
+        "pending": pending,
+        "processing": processing,
+        "completed": completed,
+        "failed": failed,
+        "deadLetter": dead,
+    }
+
+
+def _maybe_millis(moment: datetime | None) -> str | None:
+    return None if moment is None else millis_z(moment)
+
+
+def render_status_queue(stats: queues.QueueStats, activity: Mapping[int, status.PartitionActivity]) -> dict[str, Any]:
+    options = stats.options
+    partitions = []
+    sums = [0] * 6
+    for p in sorted(stats.partitions, key=lambda p: p.name):
+        act = activity.get(p.id)
+        failed = act.failed if act else 0
+        counts = [p.total, p.ready, p.processing, p.completed, failed, p.dead_letter]
+        sums = [a + b for a, b in zip(sums, counts, strict=True)]
+        partitions.append(
+            {
+                "id": str(p.id),
+                "name": p.name,
+                "createdAt": millis_z(p.created_at),
+                "messages": _counts(*counts),
+                "stats": _counts(*counts),
+                "cursor": {"totalConsumed": act.acked if act else 0, "batchesConsumed": 0},
+                "lastActivity": _maybe_millis(act.last_claim_at if act else None),
+                "oldestMessage": _maybe_millis(p.oldest_message_at),
+                "newestMessage": _maybe_millis(p.newest_message_at),
+            }
+        )
+    return {
+        "queue": {
+            "id": str(stats.id),
+            "name": stats.name,
+            "namespace": stats.namespace,
+            "task": stats.task,
+            "priority": int(options.get("priority", 0)),
+            "createdAt": millis_z(stats.created_at),
+            "config": {
+                "leaseTime": int(options.get("leaseTime", 0)),
+                "retryLimit": int(options.get("retryLimit", 0)),
+                "retryDelay": int(options.get("retryDelay", 0)),
+                "ttl": int(options.get("ttl", 0)),
+                "maxQueueSize": int(options.get("maxQueueSize", 0)),
+                "deadLetterQueue": bool(options.get("deadLetterQueue", True)),
+            },
+        },
+        "partitions": partitions,
+        "totals": {"messages": _counts(*sums), **_counts(*sums)},
+    }
+
+
+# --------------------------------------------------------------------------
+# GET /status/analytics
+
+
+def analytics_buckets(since: datetime, until: datetime, interval: Interval) -> list[datetime]:
+    """Queen's ``generate_series(date_trunc(from), date_trunc(to), width)``."""
+    width = INTERVALS[interval]
+
+    def trunc(moment: datetime) -> datetime:
+        if interval == "minute":
+            return moment.replace(second=0, microsecond=0)
+        if interval == "hour":
+            return moment.replace(minute=0, second=0, microsecond=0)
+        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+    first, last = trunc(since), trunc(until)
+    count = int((last - first) / width) + 1
+    if count > MAX_ANALYTICS_POINTS:
+        raise InvalidArgument(f"interval {interval} gives more than {MAX_ANALYTICS_POINTS} points for this range")
+    return [first + i * width for i in range(count)]
+
+
+def render_analytics(
+    since: datetime, until: datetime, interval: Interval, starts: Sequence[datetime], pushed: Sequence[int]
+) -> dict[str, Any]:
+    return {
+        "dataPoints": [{"timestamp": millis_z(at), "messages": n} for at, n in zip(starts, pushed, strict=True)],
+        "interval": interval,
+        "from": millis_z(since),
+        "to": millis_z(until),
+    }
+
+
+# --------------------------------------------------------------------------
+# POST /stats/refresh, /analytics/*
+
+
+def render_refresh(done: history.Refreshed) -> dict[str, Any]:
+    return {
+        "partition": {
+            "partitionsUpdated": done.partitions,
+            "dirtyPartitionsScanned": done.partitions,
+            "partitionsSkippedByWatermark": 0,
+            "newPartitions": 0,
+        },
+        "queue": {"queuesUpdated": done.queues},
+        "namespace": {"namespacesUpdated": done.namespaces},
+        "task": {"tasksUpdated": done.tasks},
+        "system": {"systemUpdated": 1},
+        "cleanup": {"orphanedDeleted": 0},
+    }
+
+
+def render_system_metrics(since: datetime, until: datetime, minutes: int) -> dict[str, Any]:
+    return {
+        "timeRange": _time_range(since, until),
+        "replicas": [],
+        "replicaCount": 0,
+        "bucketMinutes": minutes,
+        "pointCount": 0,
+    }
+
+
+def render_worker_metrics(
+    since: datetime,
+    until: datetime,
+    *,
+    minutes: int,
+    buckets: Sequence[status.Bucket],
+    per_queue: Mapping[str, history.QueueActivity],
+    counters: Sequence[queues.QueueCounters],
+) -> dict[str, Any]:
+    series = [
+        {
+            "timestamp": seconds_z(b.at),
+            "pushMessages": b.pushed,
+            "popMessages": b.popped,
+            "ackMessages": b.acked + b.failed,
+            "pushRequests": None,
+            "popRequests": None,
+            "ackRequests": None,
+            "jobsDone": None,
+            "pushPerSecond": _rate(b.pushed, minutes),
+            "popPerSecond": _rate(b.popped, minutes),
+            "ackPerSecond": _rate(b.acked + b.failed, minutes),
+            "avgEventLoopLagMs": None,
+            "maxEventLoopLagMs": None,
+            "avgFreeSlots": None,
+            "minFreeSlots": None,
+            "dbConnections": None,
+            "avgJobQueueSize": None,
+            "maxJobQueueSize": None,
+            "backoffSize": None,
+            "avgLagMs": _ms(b.avg_age),
+            "maxLagMs": _ms(b.max_age),
+            "lagCount": b.samples,
+            "dbErrors": None,
+            "ackSuccess": b.acked,
+            "ackFailed": b.failed,
+            "dlqCount": b.dlq,
+        }
+        for b in reversed(buckets)
+    ]
+    queue_rows = [
+        {"queueName": name, "popCount": a.popped, "avgLagMs": _ms(a.avg_age), "maxLagMs": _ms(a.max_age)}
+        for name, a in sorted(per_queue.items(), key=lambda item: (-item[1].popped, item[0]))
+    ]
+    return {
+        "timeRange": _time_range(since, until),
+        "bucketMinutes": minutes,
+        "pointCount": len(series),
+        "timeSeries": series,
+        "workers": [],
+        "queues": queue_rows,
+        "summary": {
+            "totalPushMessages": sum(c.pushed for c in counters),
+            "totalPopMessages": sum(c.popped for c in counters),
+            "totalAckMessages": sum(c.acked + c.failed for c in counters),
+            "totalPushRequests": None,
+            "totalPopRequests": None,
+            "totalAckRequests": None,
+            "totalDbErrors": None,
+            "totalAckFailed": sum(c.failed for c in counters),
+            "totalDlq": sum(c.dlq for c in counters),
+            "pendingMessages": sum(c.depth for c in counters),
+        },
+    }

@@ -1,0 +1,120 @@
+"""The statistics sampler loop: one sampler per deployment.
+
+Every worker of every ``serve`` replica runs a ``SamplerLoop``; only the
+holder of the lock ``queenadmin.sampler`` (one permit, our own lock,
+dogfooded as the timer loop does) samples, and each step carries the
+lease's guard, so a loop whose lease was lost or taken over writes
+nothing. A step runs once per tick of ``SAMPLER_INTERVAL_SECONDS``,
+aligned to multiples of it, so a new leader resumes on the same grid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.db import close_old_connections, connection
+
+from queenadmin.conf import settings
+from queenadmin.domain import clock
+from queenadmin.domain.queues.history import SampleStep, _align, latest_sample_at, stats_step
+from queenadmin.errors import PreconditionFailed
+
+logger = logging.getLogger(__name__)
+
+#: The lock whose one permit makes a loop the sampler.
+SAMPLER_LOCK = "queenadmin.sampler"
+
+
+def _owner() -> str:
+    return f"sampler:{socket.gethostname()[:64]}:{os.getpid()}:{threading.get_ident()}"
+
+
+class SamplerLoop:
+    """Sample every tick while holding the permit of ``queenadmin.sampler``.
+
+    ``on_step(tick, step)`` is called after each committed step. ``owner``
+    names the lock holder (default: host, process and thread).
+    """
+
+    def __init__(
+        self, *, on_step: Callable[[datetime, SampleStep], Any] | None = None, owner: str | None = None
+    ) -> None:
+        from queenadmin.domain import locks
+
+        self.lease_seconds = float(settings.SAMPLER_LEASE_SECONDS)
+        self.lock = locks.Lock(SAMPLER_LOCK, ttl=self.lease_seconds, limit=1, owner=owner or _owner())
+        self.on_step = on_step
+        self.last_tick: datetime | None = None
+        self._renewed_at = 0.0
+
+    def _hold(self) -> bool:
+        sent = time.monotonic()
+        if not self.lock.held:
+            if not self.lock.try_acquire():
+                return False
+            self._renewed_at = sent
+            # A former sampler may have sampled this tick already.
+            self.last_tick = latest_sample_at()
+            return True
+        if sent - self._renewed_at >= self.lease_seconds / 3:
+            if not self.lock.extend():
+                return False
+            self._renewed_at = sent
+        return True
+
+    def step(self) -> SampleStep | None:
+        """Sample the current tick if this loop is the sampler and has not yet.
+
+        None when it does not hold the permit (or lost it: nothing was
+        written) or already sampled this tick.
+        """
+        if not self._hold():
+            return None
+        now = clock.now()
+        tick = _align(now, max(1, int(settings.SAMPLER_INTERVAL_SECONDS)))
+        if tick == self.last_tick:
+            return None
+        try:
+            result = stats_step(now=now, guard=self.lock.guard())
+        except PreconditionFailed:
+            logger.warning("sampler lost its lease; it wrote nothing and will try again")
+            self.lock.lost.set()
+            with contextlib.suppress(Exception):
+                self.lock.release()
+            return None
+        self.last_tick = tick
+        if self.on_step is not None:
+            self.on_step(tick, result)
+        return result
+
+    def _wait(self) -> float:
+        interval = max(1, int(settings.SAMPLER_INTERVAL_SECONDS))
+        now = clock.now()
+        until_tick = (_align(now, interval) - now).total_seconds() + interval
+        if not self.lock.held:
+            return min(until_tick, self.lease_seconds / 3)
+        until_renew = self._renewed_at + self.lease_seconds / 3 - time.monotonic()
+        return max(0.05, min(until_tick, until_renew))
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                close_old_connections()
+                self.step()
+                wait = self._wait()
+            except Exception:
+                logger.exception("sampler step failed")
+                connection.close()
+                wait = 1.0
+            stop.wait(wait)
+        with contextlib.suppress(Exception):
+            self.lock.release()
+        connection.close()
