@@ -2,7 +2,16 @@ from __future__ import annotations
 
 from queenadmin.models.auth import ApiToken, AuditEntry
 from queenadmin.models.kv import KVEntry, VersionCounter
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.models.queues import (
+    ConsumerCursor,
+    ConsumerGroup,
+    DeadLetter,
+    Message,
+    Partition,
+    Queue,
+    Trace,
+    TraceName,
+)
 from queenadmin.models.timers import Timer
 
 __all__ = [
@@ -16,5 +25,7 @@ __all__ = [
     "Partition",
     "Queue",
     "Timer",
+    "Trace",
+    "TraceName",
     "VersionCounter",
 ]

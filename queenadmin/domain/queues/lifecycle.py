@@ -15,7 +15,16 @@ from django.db import IntegrityError, connection, transaction
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues.options import QueueOptions, merge_options
 from queenadmin.domain.queues.refs import lock_queue_rows
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.models.queues import (
+    ConsumerCursor,
+    ConsumerGroup,
+    DeadLetter,
+    Message,
+    Partition,
+    Queue,
+    Trace,
+    TraceName,
+)
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,8 @@ def queue_delete_in_txn(*, name: str) -> bool:
     DeadLetter.objects.filter(queue_id=queue_id).delete()
     ConsumerCursor.objects.filter(partition__queue_id=queue_id).delete()
     ConsumerGroup.objects.filter(queue_id=queue_id).delete()
+    TraceName.objects.filter(trace__partition__queue_id=queue_id)._raw_delete(TraceName.objects.db)
+    Trace.objects.filter(partition__queue_id=queue_id)._raw_delete(Trace.objects.db)
     Message.objects.filter(partition__queue_id=queue_id)._raw_delete(Message.objects.db)
     Partition.objects.filter(queue_id=queue_id).delete()
     Queue.objects.filter(pk=queue_id).delete()

@@ -1,0 +1,479 @@
+"""The operator's reads (``queen.admin``): namespaces, tasks, partitions,
+consumer groups, and messages one by one.
+
+Counts are arithmetic on offsets and cursors (see ``stats.py``); a
+message's status is its offset against its partition's cursors. Lists are
+paged: a page of messages reads the page through an index plus the
+cursors of the partitions on it, never a count over messages.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from django.db.models import Q
+
+from queenadmin.domain import clock
+from queenadmin.domain.queues.stats import QueueStats, queue_list, queue_stats
+from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
+
+MessageStatus = Literal["pending", "processing", "completed", "dead_letter"]
+#: Most message rows a status-filtered page examines before it answers
+#: with what it found: a status is not indexed, so the page is bounded by
+#: this instead of the log's size.
+STATUS_SCAN_BUDGET = 10_000
+#: ``GET /messages`` without ``from`` lists the last hour, as Queen does.
+DEFAULT_MESSAGE_WINDOW = timedelta(hours=1)
+
+
+# --------------------------------------------------------------------------
+# Namespaces and tasks
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Queues sharing one namespace (or task), with their counts."""
+
+    name: str
+    queues: int
+    partitions: int
+    total: int
+    pending: int
+
+
+def queue_groupings(*, by: Literal["namespace", "task"]) -> list[Grouping]:
+    """Every namespace (or task) with its queues, by name; queues without one are left out."""
+    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for q in queue_list():
+        key = q.namespace if by == "namespace" else q.task
+        if not key:
+            continue
+        row = sums[key]
+        row[0] += 1
+        row[1] += len(q.partitions)
+        row[2] += q.totals.total
+        row[3] += q.totals.pending
+    return [Grouping(k, *v) for k, v in sorted(sums.items())]
+
+
+# --------------------------------------------------------------------------
+# Partitions
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    id: int
+    name: str
+    queue: str
+    namespace: str | None
+    task: str | None
+    created_at: datetime
+    last_push_at: datetime | None
+    total: int
+    pending: int
+    processing: int
+    completed: int
+    dead_letter: int
+
+
+def partition_list(*, queue: str | None, limit: int, offset: int) -> list[PartitionRow]:
+    """A page of partitions (by id), with their depth for the slowest group."""
+    rows = Partition.objects.all()
+    if queue is not None:
+        rows = rows.filter(queue__name=queue)
+    page = list(rows.order_by("id").values_list("id", "queue__name")[offset : offset + limit])
+    stats: dict[str, QueueStats] = {}
+    for name in {q for _, q in page}:
+        found = queue_stats(name=name)
+        if found is not None:
+            stats[name] = found
+    result = []
+    for pid, qname in page:
+        q = stats.get(qname)
+        part = next((p for p in q.partitions if p.id == pid), None) if q else None
+        if q is None or part is None:
+            continue
+        result.append(
+            PartitionRow(
+                pid,
+                part.name,
+                qname,
+                q.namespace,
+                q.task,
+                part.created_at,
+                part.last_push_at,
+                part.total,
+                part.pending,
+                part.processing,
+                part.completed,
+                part.dead_letter,
+            )
+        )
+    return result
+
+
+# --------------------------------------------------------------------------
+# Consumer groups
+
+
+@dataclass(frozen=True)
+class GroupPartition:
+    """Where one group stands on one partition."""
+
+    group: str
+    queue: str
+    partition: str
+    partition_id: int
+    last: int
+    committed: int
+    start: int
+    lease_id: str | None
+    leased_until: datetime | None
+    last_claim_at: datetime | None
+    last_push_at: datetime | None
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.last - self.committed)
+
+    def lease_active(self, now: datetime) -> bool:
+        return self.lease_id is not None and self.leased_until is not None and self.leased_until > now
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One (group, queue) pair of the consumer-group list."""
+
+    name: str
+    queue: str
+    members: int
+    partitions_with_lag: int
+    total_lag: int
+    max_time_lag: int
+    state: Literal["Lagging", "Stable", "Dead"]
+    subscription_mode: str | None
+    subscription_created_at: datetime | None
+
+
+def _group_partitions(group: str | None = None) -> list[GroupPartition]:
+    """Every (group, partition) position; a registered group's unread partitions at 0."""
+    registered = ConsumerGroup.objects.all()
+    cursors = ConsumerCursor.objects.all()
+    if group is not None:
+        registered = registered.filter(name=group)
+        cursors = cursors.filter(group=group)
+    result: dict[tuple[str, int], GroupPartition] = {}
+    for g, qname, pname, pid, next_offset, committed, start, lease, until, claimed, pushed in cursors.values_list(
+        "group",
+        "partition__queue__name",
+        "partition__name",
+        "partition_id",
+        "partition__next_offset",
+        "committed_offset",
+        "start_offset",
+        "lease_id",
+        "leased_until",
+        "last_claim_at",
+        "partition__last_push_at",
+    ):
+        result[(g, pid)] = GroupPartition(
+            g, qname, pname, pid, next_offset - 1, committed, start, lease, until, claimed, pushed
+        )
+    by_queue: dict[int, list[str]] = defaultdict(list)
+    for qid, name in registered.values_list("queue_id", "name"):
+        by_queue[qid].append(name)
+    for pid, qname, pname, next_offset, pushed, qid in Partition.objects.filter(queue_id__in=by_queue).values_list(
+        "id", "queue__name", "name", "next_offset", "last_push_at", "queue_id"
+    ):
+        for g in by_queue[qid]:
+            result.setdefault(
+                (g, pid), GroupPartition(g, qname, pname, pid, next_offset - 1, 0, 0, None, None, None, pushed)
+            )
+    return sorted(result.values(), key=lambda r: (r.group, r.queue, r.partition))
+
+
+def _time_lag(rows: list[GroupPartition], now: datetime) -> int:
+    """Seconds since the newest message the group has not finished (Queen's estimate)."""
+    ages = [int((now - r.last_push_at).total_seconds()) for r in rows if r.lag > 0 and r.last_push_at is not None]
+    return max(ages, default=0)
+
+
+def group_list() -> list[GroupSummary]:
+    """Every consumer group per queue (queue mode too), by name then queue."""
+    now = clock.now()
+    meta = {
+        (g, q): (mode, created)
+        for g, q, mode, created in ConsumerGroup.objects.values_list(
+            "name", "queue__name", "subscription_mode", "created_at"
+        )
+    }
+    pairs: dict[tuple[str, str], list[GroupPartition]] = defaultdict(list)
+    for row in _group_partitions():
+        pairs[(row.group, row.queue)].append(row)
+    result = []
+    for (g, q), rows in sorted(pairs.items()):
+        lag = _time_lag(rows, now)
+        if lag > 300:
+            state: Literal["Lagging", "Stable", "Dead"] = "Lagging"
+        elif any(r.last_claim_at is not None for r in rows):
+            state = "Stable"
+        else:
+            state = "Dead"
+        mode, created = meta.get((g, q), (None, None))
+        result.append(
+            GroupSummary(
+                g, q, len(rows), sum(1 for r in rows if r.lag), sum(r.lag for r in rows), lag, state, mode, created
+            )
+        )
+    return result
+
+
+def group_detail(*, group: str) -> dict[str, list[GroupPartition]]:
+    """Each queue of ``group`` with its partitions (empty: a group never seen)."""
+    result: dict[str, list[GroupPartition]] = defaultdict(list)
+    for row in _group_partitions(group):
+        result[row.queue].append(row)
+    return dict(result)
+
+
+def oldest_unfinished(rows: list[GroupPartition]) -> dict[tuple[str, int], datetime]:
+    """Push time of the first message each row's group has not finished.
+
+    One (partition, offset) index lookup per lagging row.
+    """
+    found: dict[tuple[str, int], datetime] = {}
+    for r in rows:
+        if r.lag <= 0:
+            continue
+        created = (
+            Message.objects.filter(partition_id=r.partition_id, offset__gt=r.committed)
+            .order_by("offset")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+        if created is not None:
+            found[(r.group, r.partition_id)] = created
+    return found
+
+
+@dataclass(frozen=True)
+class LaggingPartition:
+    row: GroupPartition
+    oldest_at: datetime
+    lag_seconds: int
+
+
+def group_lagging(*, min_lag_seconds: int) -> list[LaggingPartition]:
+    """Partitions whose oldest unfinished message is over ``min_lag_seconds`` old, worst first."""
+    now = clock.now()
+    rows = [r for r in _group_partitions() if r.lag > 0]
+    oldest = oldest_unfinished(rows)
+    result = []
+    for r in rows:
+        at = oldest.get((r.group, r.partition_id))
+        if at is None:
+            continue
+        seconds = int((now - at).total_seconds())
+        if seconds > min_lag_seconds:
+            result.append(LaggingPartition(r, at, seconds))
+    result.sort(key=lambda x: (-x.lag_seconds, x.row.group, x.row.queue, x.row.partition))
+    return result
+
+
+# --------------------------------------------------------------------------
+# Messages
+
+
+@dataclass(frozen=True)
+class MessageQuery:
+    queue: str | None = None
+    partition: str | None = None
+    namespace: str | None = None
+    task: str | None = None
+    status: MessageStatus | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 200
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class CursorView:
+    group: str
+    committed: int
+    batch_last: int
+    lease_until: datetime | None
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    id: str
+    partition_id: int
+    offset: int
+    transaction_id: str
+    trace_id: str | None
+    payload_json: str
+    created_at: datetime
+    queue: str
+    partition: str
+    namespace: str | None
+    task: str | None
+    options: Mapping[str, Any]
+    status: MessageStatus
+    queue_status: MessageStatus
+    consumed_by: int
+    total_groups: int
+    has_queue_mode: bool
+    lease_until: datetime | None
+    cursors: tuple[CursorView, ...]
+    error: str | None = None
+    retry_count: int | None = None
+
+
+def _cursor_views(pids: set[int], now: datetime) -> dict[int, list[CursorView]]:
+    views: dict[int, list[CursorView]] = defaultdict(list)
+    for pid, g, committed, batch_last, lease, until in ConsumerCursor.objects.filter(partition_id__in=pids).values_list(
+        "partition_id", "group", "committed_offset", "batch_last", "lease_id", "leased_until"
+    ):
+        live = until if lease is not None and until is not None and until > now else None
+        views[pid].append(CursorView(g, committed, batch_last, live))
+    for v in views.values():
+        v.sort(key=lambda c: c.group)
+    return views
+
+
+def _status(
+    offset: int, cursors: list[CursorView], dead: bool
+) -> tuple[MessageStatus, MessageStatus, int, int, bool, datetime | None]:
+    queue_mode = next((c for c in cursors if c.group == QUEUE_MODE), None)
+    named = [c for c in cursors if c.group != QUEUE_MODE]
+    lease = queue_mode.lease_until if queue_mode and offset <= queue_mode.batch_last else None
+    if dead:
+        queue_status: MessageStatus = "dead_letter"
+    elif queue_mode is not None and offset <= queue_mode.committed:
+        queue_status = "completed"
+    elif lease is not None:
+        queue_status = "processing"
+    else:
+        queue_status = "pending"
+    consumed = sum(1 for c in named if offset <= c.committed)
+    status = queue_status
+    if queue_status != "dead_letter" and queue_mode is None and named:
+        status = "completed" if consumed == len(named) else "pending"
+    return status, queue_status, consumed, len(named), queue_mode is not None, lease
+
+
+def _rows(raw: list[tuple[Any, ...]], now: datetime) -> list[MessageRow]:
+    pids = {r[1] for r in raw}
+    cursors = _cursor_views(pids, now)
+    dead: dict[tuple[int, int], tuple[str | None, int]] = {}
+    if raw:
+        for pid, off, err, retries in DeadLetter.objects.filter(
+            partition_id__in=pids, offset__in={r[2] for r in raw}
+        ).values_list("partition_id", "offset", "error", "retry_count"):
+            dead[(pid, off)] = (err, retries)
+    result = []
+    for mid, pid, off, txn, trace, payload, created, qname, pname, ns, task, options in raw:
+        d = dead.get((pid, off))
+        status, queue_status, consumed, groups, has_qm, lease = _status(off, cursors.get(pid, []), d is not None)
+        result.append(
+            MessageRow(
+                mid,
+                pid,
+                off,
+                txn,
+                trace,
+                payload,
+                created,
+                qname,
+                pname,
+                ns,
+                task,
+                options,
+                status,
+                queue_status,
+                consumed,
+                groups,
+                has_qm,
+                lease,
+                tuple(cursors.get(pid, [])),
+                d[0] if d else None,
+                d[1] if d else None,
+            )
+        )
+    return result
+
+
+_MESSAGE_FIELDS = (
+    "message_id",
+    "partition_id",
+    "offset",
+    "transaction_id",
+    "trace_id",
+    "payload",
+    "created_at",
+    "partition__queue__name",
+    "partition__name",
+    "partition__queue__namespace",
+    "partition__queue__task",
+    "partition__queue__options",
+)
+
+
+def message_list(*, query: MessageQuery) -> list[MessageRow]:
+    """A page of messages, newest first, with each one's status.
+
+    Without ``since`` the last hour is listed (as Queen does). A status
+    filter examines at most ``STATUS_SCAN_BUDGET`` rows and answers what
+    matched among them.
+    """
+    now = clock.now()
+    rows = Message.objects.filter(created_at__gte=query.since or now - DEFAULT_MESSAGE_WINDOW)
+    if query.until is not None:
+        rows = rows.filter(created_at__lte=query.until)
+    scope = Q()
+    if query.queue is not None:
+        scope &= Q(queue__name=query.queue)
+    if query.namespace is not None:
+        scope &= Q(queue__namespace=query.namespace)
+    if query.task is not None:
+        scope &= Q(queue__task=query.task)
+    if query.partition is not None:
+        scope &= Q(name=query.partition)
+    if scope:
+        rows = rows.filter(partition_id__in=list(Partition.objects.filter(scope).values_list("id", flat=True)))
+    rows = rows.order_by("-id")
+    if query.status is None:
+        return _rows(list(rows.values_list(*_MESSAGE_FIELDS)[query.offset : query.offset + query.limit]), now)
+    matched: list[MessageRow] = []
+    skipped = 0
+    chunk = 500
+    for start in range(0, STATUS_SCAN_BUDGET, chunk):
+        page = list(rows.values_list(*_MESSAGE_FIELDS)[start : start + chunk])
+        for row in _rows(page, now):
+            if row.status != query.status:
+                continue
+            if skipped < query.offset:
+                skipped += 1
+                continue
+            matched.append(row)
+            if len(matched) == query.limit:
+                return matched
+        if len(page) < chunk:
+            break
+    return matched
+
+
+def message_get(*, partition_id: int, transaction_id: str) -> MessageRow | None:
+    """One message by its partition id and transaction id (None: not found)."""
+    raw = list(
+        Message.objects.filter(partition_id=partition_id, transaction_id=transaction_id)
+        .order_by("-offset")
+        .values_list(*_MESSAGE_FIELDS)[:1]
+    )
+    rows = _rows(raw, clock.now())
+    return rows[0] if rows else None
