@@ -46,7 +46,7 @@ def _count(value: Any, name: str, *, minimum: int) -> int:
     return value
 
 
-def _param_int(params: Params, name: str, default: int, *, minimum: int, maximum: int | None = None) -> int:
+def param_int(params: Params, name: str, default: int, *, minimum: int, maximum: int | None = None) -> int:
     raw = params.get(name)
     if raw is None or raw == "":
         return default
@@ -184,6 +184,10 @@ def render_changed(pages: Sequence[reads.ChangedPage], safe_time: datetime) -> d
 
 # --------------------------------------------------------------------------
 # Consumer groups
+
+
+def parse_queue(raw: str) -> str:
+    return check_name(raw, "queue")
 
 
 def parse_group(raw: str) -> str:
@@ -371,8 +375,8 @@ def render_message_traces(rows: Sequence[traces.TraceRow]) -> dict[str, Any]:
 
 def page_params(params: Params, default: int) -> tuple[int, int]:
     return (
-        _param_int(params, "limit", default, minimum=1, maximum=MAX_PAGE),
-        _param_int(params, "offset", 0, minimum=0),
+        param_int(params, "limit", default, minimum=1, maximum=MAX_PAGE),
+        param_int(params, "offset", 0, minimum=0),
     )
 
 

@@ -1,0 +1,388 @@
+"""The client's remaining routes through the official client, then their
+exact answers and refusals over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.live
+
+ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+@pytest.fixture
+def http(live_server):
+    with httpx.Client(
+        base_url=f"{live_server.url}/api/v1",
+        headers={"Authorization": f"Bearer {live_server.token}"},
+        timeout=30,
+    ) as client:
+        yield client
+
+
+async def _push(queen, q, partition, *payloads):
+    return await queen.queue(q).partition(partition).push([{"data": p} for p in payloads])
+
+
+# -- offset reads ------------------------------------------------------------------
+
+
+async def test_fetch_reads_partitions_by_offset(queen, unique):
+    """fetch() reads every record of each partition from an offset, without a lease."""
+    q = unique("fetch")
+    await _push(queen, q, "a", *[{"n": i} for i in range(5)])
+    await _push(queen, q, "b", "x", "y")
+    read = await queen.queue(q).fetch(["a", "b", "nobody"])
+    assert [r["offset"] for r in read["a"]["records"]] == [1, 2, 3, 4, 5]
+    assert [r["payload"] for r in read["a"]["records"]] == [{"n": i} for i in range(5)]
+    assert all(ISO_Z.match(r["ts"]) for r in read["a"]["records"])
+    assert (read["a"]["highWatermark"], read["a"]["logStartOffset"], read["a"]["nextOffset"]) == (6, 1, 6)
+    assert [r["payload"] for r in read["b"]["records"]] == ["x", "y"]
+    assert read["nobody"]["records"] == []
+    again = await queen.queue(q).fetch("a", offsets={"a": 4})
+    assert [r["offset"] for r in again["a"]["records"]] == [4, 5]
+    # Nothing was leased: a pop still gets the first message.
+    (first,) = await queen.queue(q).partition("a").batch(1).wait(False).pop()
+    assert first["data"] == {"n": 0}
+
+
+async def test_fetch_pages_through_a_small_byte_budget(queen, unique):
+    """A byte budget smaller than the partition makes the client ask again; every record arrives once."""
+    q = unique("fetch-bytes")
+    await _push(queen, q, "p", *["z" * 100 for _ in range(30)])
+    read = await queen.queue(q).fetch("p", max_bytes=250)
+    assert [r["offset"] for r in read["p"]["records"]] == list(range(1, 31))
+
+
+async def test_changed_since_lists_written_partitions(queen, unique):
+    """changed_since() lists partitions in creation order; a later since leaves the old ones out."""
+    q = unique("changed")
+    await _push(queen, q, "first", 1)
+    await _push(queen, q, "second", 2, 3)
+    everything = await queen.queue(q).changed_since()
+    assert [(p["name"], p["lastOffset"], p["logStart"]) for p in everything["partitions"]] == [
+        ("first", 1, 1),
+        ("second", 2, 1),
+    ]
+    assert ISO_Z.match(everything["safeTime"])
+    later = await queen.queue(q).changed_since(datetime.now(UTC) + timedelta(minutes=5))
+    assert later["partitions"] == []
+    assert (await queen.queue(unique("none")).changed_since())["partitions"] == []
+
+
+# -- consumer groups ---------------------------------------------------------------
+
+
+async def _consume(queen, q, group, n):
+    messages = await queen.queue(q).group(group).batch(n).wait(False).pop()
+    if messages:
+        await queen.ack(messages, True, {"group": group})
+    return [m["data"] for m in messages]
+
+
+async def test_delete_consumer_group_forgets_its_position(queen, unique):
+    """delete_consumer_group() drops the group's cursors: it reads everything again."""
+    q = unique("cg-del")
+    group = unique("g")
+    await _push(queen, q, "Default", 1, 2, 3)
+    assert await _consume(queen, q, group, 10) == [1, 2, 3]
+    answer = await queen.delete_consumer_group(group)
+    assert answer == {"success": True, "consumerGroup": group, "deletedPartitions": 1, "metadataDeleted": True}
+    assert await _consume(queen, q, group, 10) == [1, 2, 3]
+
+
+async def test_delete_consumer_group_keeping_metadata_rewinds_it(queen, unique):
+    """deleteMetadata=false keeps the registration and rewinds to the subscription start."""
+    q = unique("cg-keep")
+    group = unique("g")
+    await _push(queen, q, "Default", 1, 2)
+    await queen.queue(q).group(group).subscription_mode("new").batch(1).wait(False).pop()
+    await _push(queen, q, "Default", 3, 4)
+    assert await _consume(queen, q, group, 10) == [3, 4]
+    answer = await queen.delete_consumer_group(group, delete_metadata=False)
+    assert answer["metadataDeleted"] is False
+    assert await _consume(queen, q, group, 10) == [3, 4]
+
+
+async def test_update_consumer_group_timestamp_moves_an_unread_group(queen, unique):
+    """A group that has read nothing starts after the last message pushed at or before the timestamp."""
+    q = unique("cg-sub")
+    group = unique("g")
+    await _push(queen, q, "Default", 1, 2)
+    assert await queen.queue(q).group(group).subscription_mode("new").wait(False).pop() == []
+    answer = await queen.update_consumer_group_timestamp(group, "2000-01-01T00:00:00Z")
+    assert answer == {
+        "success": True,
+        "consumerGroup": group,
+        "newTimestamp": "2000-01-01T00:00:00Z",
+        "rowsUpdated": 1,
+        "partitionsMoved": 1,
+    }
+    assert await _consume(queen, q, group, 10) == [1, 2]
+
+
+async def test_admin_consumer_groups(queen, unique):
+    """List, detail, lagging, seek to the end and delete for one queue, through queen.admin."""
+    q = unique("cg-admin")
+    group = unique("g")
+    await _push(queen, q, "p", 1, 2, 3, 4)
+    assert await _consume(queen, q, group, 1) == [1]
+    listed = [g for g in await queen.admin.list_consumer_groups() if g["name"] == group]
+    assert len(listed) == 1
+    row = listed[0]
+    assert (row["queueName"], row["members"], row["partitionsWithLag"], row["totalLag"], row["state"]) == (
+        q,
+        1,
+        1,
+        3,
+        "Stable",
+    )
+    assert row["subscriptionMode"] == "all"
+    detail = await queen.admin.get_consumer_group(group)
+    (part,) = detail[q]["partitions"]
+    assert (part["partition"], part["totalConsumed"], part["offsetLag"], part["leaseActive"]) == ("p", 1, 3, False)
+    # Its oldest unfinished message is seconds old: not lagging by an hour
+    # (tests/unit/test_queues_browse.py moves the clock for the other side).
+    assert [r for r in await queen.admin.get_lagging_consumers(3600) if r["consumer_group"] == group] == []
+    seek = await queen.admin.seek_consumer_group(group, q, {"toEnd": True})
+    assert seek == {
+        "success": True,
+        "consumerGroup": group,
+        "queueName": q,
+        "seekToEnd": True,
+        "targetTimestamp": None,
+        "partitionsUpdated": 1,
+    }
+    assert await _consume(queen, q, group, 10) == []
+    await _push(queen, q, "p", 5)
+    assert await _consume(queen, q, group, 10) == [5]
+    gone = await queen.admin.delete_consumer_group_for_queue(group, q)
+    assert gone == {
+        "success": True,
+        "consumerGroup": group,
+        "queueName": q,
+        "deletedPartitions": 1,
+        "metadataDeleted": True,
+    }
+    assert await queen.admin.get_consumer_group(group) == {}
+
+
+async def test_seek_to_a_time_replays_from_there(queen, unique, http):
+    """A seek to a time before every push rewinds the group to the start."""
+    q = unique("cg-seek")
+    group = unique("g")
+    await _push(queen, q, "Default", 1, 2)
+    assert await _consume(queen, q, group, 10) == [1, 2]
+    seek = await queen.admin.seek_consumer_group(group, q, {"timestamp": "2000-01-01T00:00:00Z"})
+    assert seek["targetTimestamp"] == "2000-01-01T00:00:00.000000Z"
+    assert await _consume(queen, q, group, 10) == [1, 2]
+
+
+# -- traces ------------------------------------------------------------------------
+
+
+async def test_traces_recorded_by_a_consumer_are_listed(queen, unique):
+    """message.trace() in a consume handler stores the event; it is listed per message and by name."""
+    q = unique("trace")
+    name = unique("order")
+    await _push(queen, q, "Default", {"order": 7})
+    seen = []
+
+    async def handler(message):
+        result = await message["trace"]({"traceName": [name, "all-orders"], "data": {"step": "paid"}})
+        seen.append((message["partitionId"], message["transactionId"], result))
+
+    await asyncio.wait_for(queen.queue(q).each().limit(1).timeout_millis(2000).consume(handler), 30)
+    ((pid, txn, result),) = seen
+    assert result["success"] is True
+    assert re.match(r"^[0-9a-f-]{36}$", result["traceId"])
+    (trace,) = (await queen.admin.get_traces_for_message(pid, txn))["traces"]
+    assert trace["id"] == result["traceId"]
+    assert (trace["event_type"], trace["data"], trace["consumer_group"]) == ("info", {"step": "paid"}, "__QUEUE_MODE__")
+    assert trace["trace_names"] == sorted([name, "all-orders"])
+    by_name = await queen.admin.get_traces_by_name(name)
+    (named,) = by_name["traces"]
+    assert (named["queue_name"], named["partition_name"], named["message_payload"]) == (q, "Default", {"order": 7})
+    assert by_name["pagination"] == {"limit": 100, "offset": 0, "hasMore": False}
+    names = {n["trace_name"]: n for n in (await queen.admin.get_trace_names(limit=1000))["trace_names"]}
+    assert (names[name]["trace_count"], names[name]["message_count"]) == (1, 1)
+
+
+# -- operator reads ----------------------------------------------------------------
+
+
+async def test_admin_namespaces_tasks_partitions_and_messages(queen, unique):
+    """queen.admin's resource and message reads answer Queen's shapes with our counts."""
+    ns = unique("ns")
+    q = f"{ns}.billing"
+    await queen.queue(q).namespace(ns).task("billing").create()
+    pushed = await _push(queen, q, "p", {"a": 1}, {"a": 2})
+    namespaces = {n["namespace"]: n for n in (await queen.admin.get_namespaces())["namespaces"]}
+    assert namespaces[ns] == {"namespace": ns, "queues": 1, "partitions": 1, "messages": {"total": 2, "pending": 2}}
+    tasks = {t["task"]: t for t in (await queen.admin.get_tasks())["tasks"]}
+    assert tasks["billing"]["queues"] >= 1
+    (part,) = (await queen.admin.get_partitions(queue=q))["partitions"]
+    assert (part["name"], part["queue"], part["messages"]["total"], part["messages"]["pending"]) == ("p", q, 2, 2)
+    listed = await queen.admin.list_messages(queue=q)
+    assert [m["transactionId"] for m in listed["messages"]] == [
+        pushed[1]["transaction_id"],
+        pushed[0]["transaction_id"],
+    ]
+    assert {m["status"] for m in listed["messages"]} == {"pending"}
+    (message,) = await queen.queue(q).batch(1).wait(False).pop()
+    await queen.ack(message, True)
+    done = await queen.admin.list_messages(queue=q, status="completed")
+    assert [m["transactionId"] for m in done["messages"]] == [message["transactionId"]]
+    detail = await queen.admin.get_message(message["partitionId"], message["transactionId"])
+    assert (detail["status"], detail["payload"], detail["queue"], detail["partition"]) == (
+        "completed",
+        {"a": 1},
+        q,
+        "p",
+    )
+    assert detail["consumerGroups"] == [{"name": "__QUEUE_MODE__", "consumed": True, "leaseExpiresAt": None}]
+
+
+# -- exact answers and refusals ----------------------------------------------------
+
+
+def test_fetch_exact_answer(http, unique):
+    q = unique("fetch-http")
+    http.post("/push", json={"items": [{"queue": q, "partition": "p", "payload": {"k": 1}, "transactionId": "t1"}]})
+    answer = http.post(
+        "/fetch",
+        json={
+            "entries": [
+                {"queue": q, "partition": "p", "offset": 0},
+                {"queue": q, "partition": "p", "offset": 9},
+                {"queue": q, "partition": "x"},
+            ]
+        },
+    )
+    assert answer.status_code == 200
+    body = answer.json()
+    ts = body["entries"][0]["records"][0]["ts"]
+    assert ISO_Z.match(ts)
+    assert body == {
+        "entries": [
+            {
+                "queue": q,
+                "partition": "p",
+                "records": [{"offset": 1, "transactionId": "t1", "payload": {"k": 1}, "ts": ts}],
+                "highWatermark": 2,
+                "logStartOffset": 1,
+                "error": None,
+            },
+            {
+                "queue": q,
+                "partition": "p",
+                "records": [],
+                "highWatermark": 2,
+                "logStartOffset": 1,
+                "error": "OFFSET_OUT_OF_RANGE",
+            },
+            {
+                "queue": q,
+                "partition": "x",
+                "records": [],
+                "highWatermark": 0,
+                "logStartOffset": 0,
+                "error": "UNKNOWN_TOPIC_OR_PARTITION",
+            },
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ([], "the body must be a JSON object"),
+        ({"entries": []}, "entries must be a non-empty array"),
+        ({"entries": [{"queue": "q"}]}, "entries[0].partition must be a non-empty string"),
+        (
+            {"entries": [{"queue": "q", "partition": "p", "offset": -1}]},
+            "entries[0].offset must be an integer of at least 0",
+        ),
+        ({"entries": [{"queue": "q", "partition": "p"}], "maxBytes": 0}, "maxBytes must be an integer of at least 1"),
+        ({"entries": [{"queue": "q", "partition": "p"}] * 1025}, "at most 1024 entries per call"),
+    ],
+)
+def test_fetch_refusals(http, body, error):
+    answer = http.post("/fetch", json=body)
+    assert (answer.status_code, answer.json()) == (400, {"error": error, "code": "bad_request"})
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"entries": [{"queue": "q", "since": "yesterday"}]}, "entries[0].since must be an ISO-8601 time"),
+        ({"entries": [{"queue": "q", "after": "abc"}]}, "entries[0].after must be a cursor this route answered"),
+        ({"entries": [{"queue": "q", "limit": 0}]}, "entries[0].limit must be an integer of at least 1"),
+    ],
+)
+def test_changed_refusals(http, body, error):
+    answer = http.post("/partitions/changed", json=body)
+    assert (answer.status_code, answer.json()) == (400, {"error": error, "code": "bad_request"})
+
+
+def test_changed_pages_with_a_cursor(http, unique):
+    q = unique("changed-page")
+    for name in ("a", "b", "c"):
+        http.post("/push", json={"items": [{"queue": q, "partition": name, "payload": 1}]})
+    first = http.post("/partitions/changed", json={"entries": [{"queue": q, "limit": 2}]}).json()["entries"][0]
+    assert [p["name"] for p in first["partitions"]] == ["a", "b"]
+    assert first["next"] == first["partitions"][1]["id"]
+    rest = http.post("/partitions/changed", json={"entries": [{"queue": q, "limit": 2, "after": first["next"]}]}).json()
+    assert [p["name"] for p in rest["entries"][0]["partitions"]] == ["c"]
+    assert rest["entries"][0]["next"] is None
+    unknown = http.post("/partitions/changed", json={"entries": [{"queue": unique("none")}]}).json()["entries"][0]
+    assert unknown == {"queue": unknown["queue"], "partitions": [], "next": None, "error": "UNKNOWN_TOPIC_OR_PARTITION"}
+
+
+def test_group_route_refusals(http):
+    assert http.post("/consumer-groups/g/subscription", json={}).json() == {
+        "error": "Missing subscriptionTimestamp in request body",
+        "code": "bad_request",
+    }
+    bad_time = http.post("/consumer-groups/g/subscription", json={"subscriptionTimestamp": "soon"})
+    assert (bad_time.status_code, bad_time.json()["error"]) == (400, "subscriptionTimestamp must be an ISO-8601 time")
+    seek = http.post("/consumer-groups/g/queues/q/seek", json={})
+    assert (seek.status_code, seek.json()) == (
+        400,
+        {"error": "Must specify either 'toEnd': true or 'timestamp'", "code": "bad_request"},
+    )
+    flag = http.delete("/consumer-groups/g", params={"deleteMetadata": "maybe"})
+    assert (flag.status_code, flag.json()["error"]) == (400, "deleteMetadata must be true or false")
+    unknown = http.delete("/consumer-groups/never-seen-group")
+    assert unknown.json() == {
+        "success": True,
+        "consumerGroup": "never-seen-group",
+        "deletedPartitions": 0,
+        "metadataDeleted": True,
+    }
+    assert http.get("/consumer-groups/never-seen-group").json() == {}
+
+
+def test_trace_refusals(http, unique):
+    missing = http.post("/traces", json={"transactionId": "t", "data": {}})
+    assert (missing.status_code, missing.json()) == (
+        400,
+        {"error": "transactionId and partitionId are required", "code": "bad_request"},
+    )
+    no_data = http.post("/traces", json={"transactionId": "t", "partitionId": "1"})
+    assert no_data.json() == {"error": "data is required", "code": "bad_request"}
+    gone = http.post("/traces", json={"transactionId": "nope", "partitionId": "999999999", "data": {}})
+    assert (gone.status_code, gone.json()) == (404, {"error": "Message not found", "code": "not_found"})
+    not_an_id = http.get("/messages/abc/t")
+    assert (not_an_id.status_code, not_an_id.json()) == (404, {"error": "Message not found", "code": "not_found"})
+    assert http.get("/traces/999999999/t").json() == {"traces": []}
+    bad_status = http.get("/messages", params={"status": "lost"})
+    assert (bad_status.status_code, bad_status.json()["error"]) == (
+        400,
+        "status must be pending, processing, completed or dead_letter",
+    )
