@@ -386,3 +386,19 @@ def test_trace_refusals(http, unique):
         400,
         "status must be pending, processing, completed or dead_letter",
     )
+
+
+async def test_a_push_infers_namespace_and_task_from_a_dotted_name(queen, unique):
+    """billing.invoices.eu is namespace billing, task invoices (Queen's push rule); a dotless name has none."""
+    ns = unique("shop")
+    q = f"{ns}.invoices.eu"
+    plain = unique("plain")
+    await _push(queen, q, "Default", {"n": 1})
+    await _push(queen, plain, "Default", {"n": 2})
+    detail = await queen.admin.get_queue(q)
+    assert (detail["namespace"], detail["task"]) == (ns, "invoices")
+    undotted = await queen.admin.get_queue(plain)
+    assert (undotted["namespace"], undotted["task"]) == (None, None)
+    assert ns in {n["namespace"] for n in (await queen.admin.get_namespaces())["namespaces"]}
+    (message,) = await queen.queue().namespace(ns).task("invoices").wait(False).pop()
+    assert message["data"] == {"n": 1}
