@@ -1,0 +1,89 @@
+"""Operator reads and consumer-group writes against the real database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import time_machine
+
+from queenadmin.domain import queues
+from queenadmin.domain.db import json_text
+from queenadmin.domain.queues import browse, groups, reads, traces
+from queenadmin.models import ConsumerCursor, Trace, TraceName
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
+
+
+def push(queue: str, n: int, partition: str = "p") -> None:
+    queues.queue_push(items=[queues.PushItem(queue, partition, json_text({"i": i})) for i in range(n)])
+
+
+def consume(queue: str, group: str, n: int) -> None:
+    c = queues.queue_claim(request=queues.PopRequest(queue=queue, group=group, batch=n))
+    queues.queue_ack(
+        items=[
+            queues.AckItem(i, m.transaction_id, str(m.partition_id), "completed", c.lease_id, None, group)
+            for i, m in enumerate(c.messages)
+        ]
+    )
+
+
+def test_lagging_lists_a_partition_once_its_oldest_unfinished_message_is_old_enough():
+    """The lag is the age of the oldest message the group has not finished, measured by the server clock."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("orders", 3)
+        traveller.shift(timedelta(minutes=10))
+        push("orders", 1)
+        consume("orders", "billing", 1)
+        assert browse.group_lagging(min_lag_seconds=3600) == []
+        traveller.shift(timedelta(hours=1))
+        (row,) = [x for x in browse.group_lagging(min_lag_seconds=3600) if x.row.group == "billing"]
+        # Message 2 (pushed at T0) is the oldest unfinished one.
+        assert (row.row.queue, row.row.partition, row.row.lag, row.oldest_at) == ("orders", "p", 3, T0)
+        assert row.lag_seconds == 70 * 60
+
+
+def test_seek_to_a_time_places_the_cursor_after_the_last_message_pushed_by_then():
+    """The group reads next the first message pushed after the time; its lease and delivery counts go."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("orders", 2)
+        traveller.shift(timedelta(minutes=1))
+        push("orders", 3)
+        consume("orders", "billing", 10)
+        seek = groups.queue_group_seek(
+            group="billing", queue="orders", to_end=False, timestamp=T0 + timedelta(seconds=30)
+        )
+        assert seek.partitions == 1
+        cursor = ConsumerCursor.objects.get(group="billing")
+        assert (cursor.committed_offset, cursor.lease_id, cursor.delivery_runs) == (2, None, [])
+
+
+def test_fetch_budget_always_reads_one_record_first():
+    """A record larger than the byte budget still comes back alone, so a reader never stalls."""
+    push("big", 3)
+    (entry,) = reads.queue_fetch(entries=[reads.FetchEntry("big", "p", 0, 1)], max_bytes=1)
+    assert [r.offset for r in entry.records] == [1]
+    (entry,) = reads.queue_fetch(entries=[reads.FetchEntry("big", "p", 2, 10_000)], max_bytes=10_000)
+    assert [r.offset for r in entry.records] == [2, 3]
+    assert (entry.high_watermark, entry.log_start, entry.error) == (4, 1, None)
+
+
+def test_deleting_a_queue_deletes_its_traces():
+    """A queue delete takes its traces and their names along."""
+    push("traced", 1)
+    c = queues.queue_claim(request=queues.PopRequest(queue="traced"))
+    (m,) = c.messages
+    traces.trace_record(
+        partition_id=m.partition_id,
+        transaction_id=m.transaction_id,
+        group="g",
+        event_type="info",
+        data_json="{}",
+        names=["a"],
+    )
+    assert (Trace.objects.count(), TraceName.objects.count()) == (1, 1)
+    assert queues.queue_delete(name="traced")
+    assert (Trace.objects.count(), TraceName.objects.count()) == (0, 0)
