@@ -26,11 +26,17 @@ from queenadmin.api.schemas.admin import (
     GroupQueueDeletedOut,
     GroupSummaryOut,
     LaggingOut,
+    MessageDeadLetteredOut,
+    MessageDeletedOut,
     MessageDetailOut,
     MessageNotFoundOut,
+    MessageNotNextOut,
+    MessageRetriedOut,
     MessagesOut,
     MessageTracesOut,
+    MoveToDlqIn,
     NamespacesOut,
+    NotDeadLetteredOut,
     PartitionsOut,
     SeekIn,
     SeekOut,
@@ -44,7 +50,7 @@ from queenadmin.api.schemas.admin import (
 )
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
 from queenadmin.api.wire import admin as wire
-from queenadmin.domain.queues import browse, groups, reads, traces
+from queenadmin.domain.queues import browse, groups, messages, reads, traces
 from queenadmin.errors import InvalidArgument
 
 router = Router(tags=["client routes"])
@@ -256,3 +262,39 @@ def list_messages(request: HttpRequest) -> HttpResponse:
 def get_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     row = browse.message_get(partition_id=wire.partition_id(partition_id), transaction_id=transaction_id)
     return json_response(wire.render_message(row))
+
+
+@router.delete(
+    "/messages/{partition_id}/{transaction_id}",
+    response={200: MessageDeletedOut},
+    summary="Delete a message (consumers skip it)",
+)
+def delete_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    result = None
+    if partition_id.isascii() and partition_id.isdigit() and len(partition_id) <= 18:
+        result = messages.queue_message_delete(partition_id=int(partition_id), transaction_id=transaction_id)
+    return json_response(wire.render_message_deleted(result, partition_id, transaction_id))
+
+
+@router.post(
+    "/messages/{partition_id}/{transaction_id}/retry",
+    response={200: MessageRetriedOut, 404: MessageNotFoundOut, 409: NotDeadLetteredOut},
+    summary="Push a dead-lettered message again and drop its dead letters",
+)
+def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    result = messages.queue_message_retry(partition_id=wire.partition_id(partition_id), transaction_id=transaction_id)
+    return json_response(wire.render_message_retried(result))
+
+
+@router.post(
+    "/messages/{partition_id}/{transaction_id}/dlq",
+    response={200: MessageDeadLetteredOut, 404: MessageNotFoundOut, 409: MessageNotNextOut, **_ERRORS},
+    openapi_extra=body_of(MoveToDlqIn, required=False),
+    summary="Move a group's next message to its dead-letter queue",
+)
+def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    group, error = wire.parse_move_to_dlq(_body(request, optional=True))
+    result = messages.queue_message_dead_letter(
+        partition_id=wire.partition_id(partition_id), transaction_id=transaction_id, group=group, error=error
+    )
+    return json_response(wire.render_dead_lettered(result))

@@ -402,3 +402,117 @@ async def test_a_push_infers_namespace_and_task_from_a_dotted_name(queen, unique
     assert ns in {n["namespace"] for n in (await queen.admin.get_namespaces())["namespaces"]}
     (message,) = await queen.queue().namespace(ns).task("invoices").wait(False).pop()
     assert message["data"] == {"n": 1}
+
+
+# -- message writes ----------------------------------------------------------------
+
+
+async def test_delete_message_is_skipped_by_consumers(queen, unique, http):
+    """admin.delete_message() removes a message: pops skip it, a gap at the head or the tail never stalls."""
+    q = unique("msg-del")
+    pushed = await _push(queen, q, "Default", "m1", "m2", "m3")
+    (head,) = await queen.queue(q).batch(1).wait(False).pop()
+    assert head["data"] == "m1"
+    await queen.ack(head, True)
+    pid = head["partitionId"]
+    answer = await queen.admin.delete_message(pid, pushed[1]["transaction_id"])
+    assert answer == {
+        "success": True,
+        "partitionId": pid,
+        "transactionId": pushed[1]["transaction_id"],
+        "message": "Message deleted successfully",
+    }
+    # The head of the partition is gone: the next pop skips to m3.
+    (third,) = await queen.queue(q).batch(1).wait(False).pop()
+    assert third["data"] == "m3"
+    await queen.ack(third, True)
+    again = await queen.admin.delete_message(pid, pushed[1]["transaction_id"])
+    assert (again["success"], again["message"]) == (False, "Message not found")
+    # A deleted message at the end of a batch: acking what was handed out frees the partition.
+    tail = await _push(queen, q, "Default", "m4", "m5")
+    await queen.admin.delete_message(pid, tail[1]["transaction_id"])
+    batch = await queen.queue(q).batch(10).wait(False).pop()
+    assert [m["data"] for m in batch] == ["m4"]
+    await queen.ack(batch, True)
+    await _push(queen, q, "Default", "m6")
+    assert [m["data"] for m in await queen.queue(q).batch(10).wait(False).pop()] == ["m6"]
+    assert http.get(f"/messages/{pid}/{pushed[1]['transaction_id']}").status_code == 404
+
+
+async def test_retry_message_pushes_a_dead_letter_again(queen, unique, http):
+    """admin.retry_message() puts a dead-lettered message back at the end of its partition."""
+    q = unique("msg-retry")
+    await _push(queen, q, "Default", {"job": 1})
+    (message,) = await queen.queue(q).wait(False).pop()
+    await queen.ack(message, "dlq")
+    assert (await queen.queue(q).dlq().limit(10).get())["total"] == 1
+    pid, txn = message["partitionId"], message["transactionId"]
+    detail = await queen.admin.get_message(pid, txn)
+    assert detail["status"] == "dead_letter"
+    answer = await queen.admin.retry_message(pid, txn)
+    replayed = answer["replayedAs"]
+    assert replayed["transaction_id"].startswith("dlq:")
+    assert answer == {
+        "success": True,
+        "result": "moved",
+        "queue": q,
+        "partition": "Default",
+        "partitionId": pid,
+        "transactionId": txn,
+        "replayedAs": {
+            "index": 0,
+            "message_id": replayed["message_id"],
+            "transaction_id": replayed["transaction_id"],
+            "queueName": q,
+            "status": "queued",
+            "offset": 2,
+        },
+        "dlqRowsRemoved": 1,
+    }
+    assert (await queen.queue(q).dlq().limit(10).get())["total"] == 0
+    (copy,) = await queen.queue(q).wait(False).pop()
+    assert (copy["data"], copy["transactionId"]) == ({"job": 1}, replayed["transaction_id"])
+    refused = http.post(f"/messages/{pid}/{txn}/retry")
+    assert (refused.status_code, refused.json()) == (
+        409,
+        {"error": "The message is not in the dead-letter queue.", "code": "not_dead_lettered"},
+    )
+    unknown = http.post("/messages/999999999/nope/retry")
+    assert (unknown.status_code, unknown.json()) == (404, {"error": "Message not found", "code": "not_found"})
+
+
+def test_move_message_to_dlq_takes_a_groups_next_message(http, unique):
+    """POST /messages/{pid}/{txid}/dlq dead-letters the group's next message and moves the group past it."""
+    q = unique("msg-dlq")
+    pushed = http.post(
+        "/push", json={"items": [{"queue": q, "payload": n, "transactionId": f"t{n}"} for n in (1, 2, 3)]}
+    ).json()
+    pid = http.get(f"/resources/queues/{q}").json()["partitions"][0]["id"]
+    assert pushed[0]["offset"] == 1
+    not_next = http.post(f"/messages/{pid}/t2/dlq")
+    assert (not_next.status_code, not_next.json()["code"]) == (409, "message_not_next")
+    moved = http.post(f"/messages/{pid}/t1/dlq", json={"error": "poison"})
+    assert moved.json() == {
+        "success": True,
+        "queue": q,
+        "partition": "Default",
+        "partitionId": pid,
+        "transactionId": "t1",
+        "consumerGroup": "__QUEUE_MODE__",
+        "offset": 1,
+    }
+    (dead,) = http.get("/dlq", params={"queue": q}).json()["messages"]
+    assert (dead["transactionId"], dead["errorMessage"], dead["consumerGroup"]) == ("t1", "poison", "__QUEUE_MODE__")
+    popped = http.get(f"/pop/queue/{q}", params={"batch": 1, "wait": "false"}).json()
+    assert [m["transactionId"] for m in popped["messages"]] == ["t2"]
+    leased = http.post(f"/messages/{pid}/t2/dlq")
+    assert (leased.status_code, leased.json()) == (
+        409,
+        {
+            "error": "Only a consumer group's next message, not under a live lease, can be moved to its dead-letter queue.",
+            "code": "message_not_next",
+        },
+    )
+    assert http.post(f"/messages/{pid}/nope/dlq").status_code == 404
+    bad = http.post(f"/messages/{pid}/t3/dlq", json={"error": 5})
+    assert (bad.status_code, bad.json()) == (400, {"error": "error must be a string", "code": "bad_request"})

@@ -260,7 +260,7 @@ class TasksOut(WireOut):
     tasks: list[TaskOut]
 
 
-class PartitionCountsOut(WireOut):
+class PartitionListCountsOut(WireOut):
     total: int
     pending: int
     processing: int
@@ -276,7 +276,7 @@ class PartitionOut(WireOut):
     task: str | None
     createdAt: MicrosZTime
     lastActivity: MicrosZTime | None
-    messages: PartitionCountsOut
+    messages: PartitionListCountsOut
 
 
 class PartitionsOut(WireOut):
@@ -368,3 +368,55 @@ class MessageDetailOut(WireOut):
     queueConfig: QueueConfigOut
     mode: MessageModeOut
     consumerGroups: list[MessageGroupOut]
+
+
+class MessageDeletedOut(WireOut):
+    success: bool = Field(description="false when no such message was stored")
+    partitionId: str
+    transactionId: str
+    message: Literal["Message deleted successfully", "Message not found"]
+
+
+class ReplayedAsOut(WireOut):
+    index: int
+    message_id: str
+    transaction_id: str
+    queueName: str
+    status: Literal["queued", "duplicate"]
+    offset: int
+
+
+class MessageRetriedOut(WireOut):
+    success: Literal[True]
+    result: Literal["moved", "duplicate"]
+    queue: str
+    partition: str
+    partitionId: str
+    transactionId: str
+    replayedAs: ReplayedAsOut
+    dlqRowsRemoved: int
+
+
+class NotDeadLetteredOut(WireOut):
+    error: Literal["The message is not in the dead-letter queue."]
+    code: Literal["not_dead_lettered"]
+
+
+class MoveToDlqIn(BaseModel):
+    consumerGroup: str | None = Field(None, description="null = queue mode")
+    error: str | None = None
+
+
+class MessageDeadLetteredOut(WireOut):
+    success: Literal[True]
+    queue: str
+    partition: str
+    partitionId: str
+    transactionId: str
+    consumerGroup: str
+    offset: int
+
+
+class MessageNotNextOut(WireOut):
+    error: str
+    code: Literal["message_not_next"]

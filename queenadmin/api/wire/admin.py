@@ -17,8 +17,8 @@ from typing import Any, get_args
 from queenadmin.api.wire.queues import Params, check_group, check_name, json_object
 from queenadmin.domain import clock
 from queenadmin.domain.db import json_text
-from queenadmin.domain.queues import browse, groups, reads, traces
-from queenadmin.errors import InvalidArgument
+from queenadmin.domain.queues import browse, groups, messages, reads, traces
+from queenadmin.errors import InvalidArgument, MessageNotFound
 
 #: The broker refuses more than this many entries in one call.
 MAX_FETCH_ENTRIES = 1024
@@ -73,7 +73,7 @@ def _param_bool(params: Params, name: str, default: bool) -> bool:
 def partition_id(raw: str) -> int:
     """A partition id from a path; one that names no partition is a 404."""
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
-        raise traces.MessageNotFound()
+        raise MessageNotFound()
     return int(raw)
 
 
@@ -520,7 +520,7 @@ def render_messages(rows: Sequence[browse.MessageRow], query: browse.MessageQuer
 
 def render_message(row: browse.MessageRow | None) -> dict[str, Any]:
     if row is None:
-        raise traces.MessageNotFound()
+        raise MessageNotFound()
     options = row.options
     return {
         **_message(row),
@@ -549,4 +549,58 @@ def render_message(row: browse.MessageRow | None) -> dict[str, Any]:
             }
             for c in row.cursors
         ],
+    }
+
+
+def render_message_deleted(
+    result: messages.MessageDeleted | None, partition_id: str, transaction_id: str
+) -> dict[str, Any]:
+    deleted = result is not None and result.deleted
+    return {
+        "success": deleted,
+        "partitionId": partition_id,
+        "transactionId": transaction_id,
+        "message": "Message deleted successfully" if deleted else "Message not found",
+    }
+
+
+def render_message_retried(result: messages.MessageRetried) -> dict[str, Any]:
+    pushed = result.pushed
+    return {
+        "success": True,
+        "result": "moved" if pushed.status == "queued" else "duplicate",
+        "queue": result.queue,
+        "partition": result.partition,
+        "partitionId": str(result.partition_id),
+        "transactionId": result.transaction_id,
+        "replayedAs": {
+            "index": pushed.index,
+            "message_id": pushed.message_id,
+            "transaction_id": pushed.transaction_id,
+            "queueName": pushed.queue,
+            "status": pushed.status,
+            "offset": pushed.offset,
+        },
+        "dlqRowsRemoved": result.dead_letters_removed,
+    }
+
+
+def parse_move_to_dlq(body: Any) -> tuple[str, str | None]:
+    """``POST /messages/{pid}/{txid}/dlq``: the group (default queue mode) and an error text."""
+    body = {} if body is None else json_object(body)
+    error = body.get("error")
+    if error is not None and not isinstance(error, str):
+        raise InvalidArgument("error must be a string")
+    return check_group(body.get("consumerGroup")), error
+
+
+def render_dead_lettered(result: messages.MessageDeadLettered) -> dict[str, Any]:
+    return {
+        "success": True,
+        "queue": result.queue,
+        "partition": result.partition,
+        "partitionId": str(result.partition_id),
+        "transactionId": result.transaction_id,
+        "consumerGroup": result.group,
+        "offset": result.offset,
     }

@@ -316,26 +316,35 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         if take <= 0:
             continue
         first, last = committed + 1, committed + take
+        rows = _read_range(pid, first, last)
+        if not rows:
+            # An operator deleted every message of the range
+            # (``queue_message_delete``): the group is done with them.
+            skipped = _skip_deleted(cid, pid, committed, last, next_offset, stored_runs, now)
+            if skipped is None:
+                continue
+            committed, stored_runs = skipped
+            take = min(budget, next_offset - 1 - committed)
+            first, last = committed + 1, committed + take
+            rows = _read_range(pid, first, last)
+            if not rows:
+                continue  # Deleted meanwhile too: the next claim goes on.
         if queue.delay_seconds:
             # Only the prefix pushed at least delay_seconds ago is ready:
             # the first younger message and everything after it wait, so the
             # partition stays FIFO.
             delay = timedelta(seconds=queue.delay_seconds)
-            young = (
-                Message.objects.filter(
-                    partition_id=pid, offset__gte=first, offset__lte=last, created_at__gt=now - delay
-                )
-                .order_by("offset")
-                .values_list("offset", "created_at")
-                .first()
-            )
+            young = next((i for i, r in enumerate(rows) if r[5] > now - delay), None)
             if young is not None:
-                if young[0] == first:
-                    ready_at = young[1] + delay
+                if young == 0:
+                    ready_at = rows[0][5] + delay
                     retry_at = ready_at if retry_at is None else min(retry_at, ready_at)
                     continue
-                last = young[0] - 1
-                take = last - committed
+                rows = rows[:young]
+        # The batch ends at its last stored message, so acking what was
+        # handed out releases the lease even when deleted offsets follow.
+        last = rows[-1][0]
+        take = last - committed
         runs = runs_deliver(runs_trim(_load_runs(stored_runs), committed), first, last)
         seen = runs_attempts(runs, first, last)
         fields: dict[str, Any] = {"last_claim_at": now}
@@ -355,16 +364,46 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
             continue
         budget -= take
         claimed.append((pid, name))
-        rows = (
-            Message.objects.filter(partition_id=pid, offset__gte=first, offset__lte=last)
-            .order_by("offset")
-            .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
-        )
         for offset, txn, mid, payload, trace, created in rows:
             delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, offset, seen[offset - first]))
     if claimed:
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue.name]})
     return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at)
+
+
+def _read_range(pid: int, first: int, last: int) -> list[tuple[int, str, str, str, str | None, datetime]]:
+    """The stored messages of ``pid`` from ``first`` to ``last`` (gaps: deleted ones)."""
+    return list(
+        Message.objects.filter(partition_id=pid, offset__gte=first, offset__lte=last)
+        .order_by("offset")
+        .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
+    )
+
+
+def _skip_deleted(
+    cid: int, pid: int, committed: int, last: int, next_offset: int, stored_runs: Any, now: datetime
+) -> tuple[int, Runs] | None:
+    """Move a cursor past deleted offsets to just before the next stored message.
+
+    Returns the new committed offset and delivery runs, or None when the
+    cursor moved meanwhile or nothing is stored past ``last``.
+    """
+    following = (
+        Message.objects.filter(partition_id=pid, offset__gt=last, offset__lt=next_offset)
+        .order_by("offset")
+        .values_list("offset", flat=True)
+        .first()
+    )
+    target = following - 1 if following is not None else next_offset - 1
+    runs = runs_trim(_load_runs(stored_runs), target)
+    moved = (
+        ConsumerCursor.objects.filter(pk=cid, committed_offset=committed)
+        .exclude(lease_id__isnull=False, leased_until__gt=now)
+        .update(committed_offset=target, batch_last=target, retry_count=0, delivery_runs=runs)
+    )
+    if not moved or following is None:
+        return None
+    return target, runs
 
 
 def _load_runs(value: Any) -> Runs:

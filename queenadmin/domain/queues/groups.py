@@ -1,7 +1,7 @@
 """Consumer-group writes an operator makes: delete, seek, re-subscribe.
 
 Each takes its queue rows first (``lock_queue_rows``, in id order) and then
-the group's cursor rows (``FOR UPDATE``, in id order), the order a claim
+the group's cursor rows (``FOR UPDATE``, by partition), the order a claim
 and an ack use, so none of them deadlocks with consumers. A moved cursor
 releases its lease: a consumer holding it then gets ``invalid or expired
 lease`` on its ack, and the next pop reads from the new position.
@@ -65,9 +65,10 @@ def _locked_queue_ids(group: str, queue: str | None) -> dict[int, str]:
 
 
 def _lock_cursors(group: str, queue_ids: list[int]) -> list[int]:
+    # By partition, the order an ack of several partitions locks them in.
     return list(
         ConsumerCursor.objects.filter(group=group, partition__queue_id__in=queue_ids)
-        .order_by("id")
+        .order_by("partition_id")
         .select_for_update(of=("self",))
         .values_list("id", flat=True)
     )

@@ -19,12 +19,8 @@ from django.db.models import Count, Max
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues.ids import uuid7
 from queenadmin.domain.queues.refs import lock_queue_rows
-from queenadmin.errors import NotFound
+from queenadmin.errors import MessageNotFound
 from queenadmin.models.queues import Message, Partition, Trace, TraceName
-
-
-class MessageNotFound(NotFound):
-    """Message not found"""
 
 
 @dataclass(frozen=True)
