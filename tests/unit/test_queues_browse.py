@@ -87,3 +87,27 @@ def test_deleting_a_queue_deletes_its_traces():
     assert (Trace.objects.count(), TraceName.objects.count()) == (1, 1)
     assert queues.queue_delete(name="traced")
     assert (Trace.objects.count(), TraceName.objects.count()) == (0, 0)
+
+
+def test_message_pages_merge_partitions_newest_first_within_the_window():
+    """Pages run newest first across partitions, offset by offset; the window's start ends the scan."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("paged", 2, partition="a")  # old: outside the last hour below
+        traveller.shift(timedelta(hours=2))
+        order = []
+        for i in range(6):
+            partition = "a" if i % 2 else "b"
+            queues.queue_push(items=[queues.PushItem("paged", partition, json_text(i), f"t{i}")])
+            order.append(f"t{i}")
+        newest = list(reversed(order))
+        page = browse.message_list(query=browse.MessageQuery(queue="paged", limit=3, offset=2))
+        assert [r.transaction_id for r in page] == newest[2:5]
+        everything = browse.message_list(query=browse.MessageQuery(queue="paged", limit=100))
+        assert [r.transaction_id for r in everything] == newest
+        since_start = browse.message_list(query=browse.MessageQuery(queue="paged", since=T0, limit=100))
+        assert len(since_start) == 8
+        c = queues.queue_claim(request=queues.PopRequest(queue="paged", partition="b", batch=1))
+        (first_b,) = c.messages
+        done = browse.message_list(query=browse.MessageQuery(queue="paged", status="processing", limit=10))
+        assert [r.transaction_id for r in done] == [first_b.transaction_id]
+        assert [r.offset for r in browse.message_list(query=browse.MessageQuery(partition="a", limit=2))] == [5, 4]

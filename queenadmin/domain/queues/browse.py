@@ -9,8 +9,9 @@ cursors of the partitions on it, never a count over messages.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -424,17 +425,55 @@ _MESSAGE_FIELDS = (
 )
 
 
+#: Rows read per index step while scanning for a page.
+_SCAN_CHUNK = 200
+#: Up to this many partitions in scope, a page merges each partition's
+#: newest messages read through the (partition, offset) index; past it,
+#: one scan of the primary key filters by partition.
+_MERGE_PARTITIONS = 64
+
+
+def _keyset(rows: Any, key: str) -> Iterator[tuple[Any, ...]]:
+    """``rows`` newest first by ``key``, read ``_SCAN_CHUNK`` at a time."""
+    last = None
+    while True:
+        page = rows if last is None else rows.filter(**{f"{key}__lt": last})
+        chunk = list(page.order_by(f"-{key}").values_list("id", *_MESSAGE_FIELDS)[:_SCAN_CHUNK])
+        yield from chunk
+        if len(chunk) < _SCAN_CHUNK:
+            return
+        last = chunk[-1][0] if key == "id" else chunk[-1][3]
+
+
+def _newest_first(pids: list[int] | None, until: datetime | None) -> Iterator[tuple[Any, ...]]:
+    """Message rows (``id`` first), newest first, through indexes only.
+
+    Within a partition id order is offset order (a push holds the partition
+    row until it commits), so per-partition scans by offset merge by id.
+    """
+    rows = Message.objects.all()
+    if until is not None:
+        rows = rows.filter(created_at__lte=until)
+    if pids is None or len(pids) > _MERGE_PARTITIONS:
+        if pids is not None:
+            rows = rows.filter(partition_id__in=pids)
+        yield from _keyset(rows, "id")
+        return
+    scans = [_keyset(rows.filter(partition_id=pid), "offset") for pid in pids]
+    yield from heapq.merge(*scans, key=lambda r: -r[0])
+
+
 def message_list(*, query: MessageQuery) -> list[MessageRow]:
     """A page of messages, newest first, with each one's status.
 
-    Without ``since`` the last hour is listed (as Queen does). A status
-    filter examines at most ``STATUS_SCAN_BUDGET`` rows and answers what
-    matched among them.
+    Without ``since`` the last hour is listed (as Queen does); the scan
+    stops at the first message older than that (push times follow offsets
+    to within a transaction's length). Costs O(offset + limit) index reads
+    per partition in scope; a status filter examines at most
+    ``STATUS_SCAN_BUDGET`` rows and answers what matched among them.
     """
     now = clock.now()
-    rows = Message.objects.filter(created_at__gte=query.since or now - DEFAULT_MESSAGE_WINDOW)
-    if query.until is not None:
-        rows = rows.filter(created_at__lte=query.until)
+    since = query.since or now - DEFAULT_MESSAGE_WINDOW
     scope = Q()
     if query.queue is not None:
         scope &= Q(queue__name=query.queue)
@@ -444,27 +483,43 @@ def message_list(*, query: MessageQuery) -> list[MessageRow]:
         scope &= Q(queue__task=query.task)
     if query.partition is not None:
         scope &= Q(name=query.partition)
-    if scope:
-        rows = rows.filter(partition_id__in=list(Partition.objects.filter(scope).values_list("id", flat=True)))
-    rows = rows.order_by("-id")
-    if query.status is None:
-        return _rows(list(rows.values_list(*_MESSAGE_FIELDS)[query.offset : query.offset + query.limit]), now)
+    pids = list(Partition.objects.filter(scope).order_by("id").values_list("id", flat=True)) if scope else None
     matched: list[MessageRow] = []
-    skipped = 0
-    chunk = 500
-    for start in range(0, STATUS_SCAN_BUDGET, chunk):
-        page = list(rows.values_list(*_MESSAGE_FIELDS)[start : start + chunk])
-        for row in _rows(page, now):
-            if row.status != query.status:
+    skipped = examined = 0
+    batch: list[tuple[Any, ...]] = []
+
+    def take(raw: list[tuple[Any, ...]]) -> bool:
+        nonlocal skipped
+        for row in _rows(raw, now):
+            if query.status is not None and row.status != query.status:
                 continue
             if skipped < query.offset:
                 skipped += 1
                 continue
             matched.append(row)
             if len(matched) == query.limit:
-                return matched
-        if len(page) < chunk:
+                return True
+        return False
+
+    for raw in _newest_first(pids, query.until):
+        if raw[7] < since:
             break
+        batch.append(raw[1:])
+        examined += 1
+        if query.status is None and examined <= query.offset:
+            # Skipped rows of an unfiltered page need no status.
+            skipped += 1
+            batch.clear()
+            continue
+        if len(batch) == _SCAN_CHUNK:
+            if take(batch):
+                return matched
+            batch = []
+        if query.status is not None and examined >= STATUS_SCAN_BUDGET:
+            break
+        if query.status is None and len(matched) + len(batch) >= query.limit:
+            break
+    take(batch)
     return matched
 
 

@@ -118,7 +118,7 @@ def trace_record_in_txn(
     )
     unique = sorted(set(names))
     TraceName.objects.bulk_create([TraceName(trace=trace, name=n, created_at=now) for n in unique])
-    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "traces.changed", "names": unique})
+    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "traces": unique})
     return trace.trace_id
 
 
