@@ -11,6 +11,7 @@ from queenadmin.models.queues import (
     Queue,
     Trace,
     TraceName,
+    TraceNameSummary,
 )
 from queenadmin.models.timers import Timer
 
@@ -27,5 +28,6 @@ __all__ = [
     "Timer",
     "Trace",
     "TraceName",
+    "TraceNameSummary",
     "VersionCounter",
 ]

@@ -189,3 +189,20 @@ class TraceName(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.trace_id})"
+
+
+class TraceNameSummary(models.Model):
+    """A trace name's counts, kept by every trace write so the names list pages."""
+
+    name = models.TextField(unique=True)
+    #: Trace events filed under the name.
+    traces = models.BigIntegerField(default=0)
+    #: Distinct messages those events are about.
+    messages = models.BigIntegerField(default=0)
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["-last_seen", "name"], name="tracenamesummary_seen_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.traces})"

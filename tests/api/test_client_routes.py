@@ -516,3 +516,161 @@ def test_move_message_to_dlq_takes_a_groups_next_message(http, unique):
     assert http.post(f"/messages/{pid}/nope/dlq").status_code == 404
     bad = http.post(f"/messages/{pid}/t3/dlq", json={"error": 5})
     assert (bad.status_code, bad.json()) == (400, {"error": "error must be a string", "code": "bad_request"})
+
+
+def test_operator_reads_exact_answers(http, unique):
+    """Every key of the operator reads, over HTTP, for one queue a group has half read."""
+    ns = unique("exact")
+    q = f"{ns}.mail"
+    group = unique("g")
+    http.post(
+        "/push",
+        json={"items": [{"queue": q, "partition": "p", "payload": {"n": n}, "transactionId": f"t{n}"} for n in (1, 2)]},
+    )
+    popped = http.get(f"/pop/queue/{q}", params={"consumerGroup": group, "batch": 1, "wait": "false"}).json()
+    (m1,) = popped["messages"]
+    pid = m1["partitionId"]
+    http.post(
+        "/ack", json={"transactionId": "t1", "partitionId": pid, "leaseId": m1["leaseId"], "consumerGroup": group}
+    )
+    trace = http.post(
+        "/traces",
+        json={"transactionId": "t1", "partitionId": pid, "consumerGroup": group, "traceNames": ns, "data": {"ok": 1}},
+    )
+    assert trace.status_code == 201
+    trace_id = trace.json()["traceId"]
+    assert trace.json() == {"success": True, "traceId": trace_id}
+
+    assert http.get("/resources/namespaces").json()["namespaces"][
+        [n["namespace"] for n in http.get("/resources/namespaces").json()["namespaces"]].index(ns)
+    ] == {"namespace": ns, "queues": 1, "partitions": 1, "messages": {"total": 2, "pending": 1}}
+
+    (part,) = http.get("/resources/partitions", params={"queue": q}).json()["partitions"]
+    assert part == {
+        "id": pid,
+        "name": "p",
+        "queue": q,
+        "namespace": ns,
+        "task": "mail",
+        "createdAt": part["createdAt"],
+        "lastActivity": part["lastActivity"],
+        "messages": {"total": 2, "pending": 1, "processing": 0, "completed": 1, "deadLetter": 0},
+    }
+
+    (row,) = [g for g in http.get("/consumer-groups").json() if g["name"] == group]
+    assert row == {
+        "name": group,
+        "topics": [q],
+        "queueName": q,
+        "members": 1,
+        "partitionsWithLag": 1,
+        "totalLag": 1,
+        "maxTimeLag": row["maxTimeLag"],
+        "state": "Stable",
+        "subscriptionMode": "all",
+        "subscriptionTimestamp": None,
+        "subscriptionCreatedAt": row["subscriptionCreatedAt"],
+    }
+    assert ISO_Z.match(row["subscriptionCreatedAt"])
+    detail = http.get(f"/consumer-groups/{group}").json()
+    assert detail == {
+        q: {
+            "partitions": [
+                {
+                    "partition": "p",
+                    "workerId": None,
+                    "lastConsumedAt": detail[q]["partitions"][0]["lastConsumedAt"],
+                    "totalConsumed": 1,
+                    "offsetLag": 1,
+                    "timeLagSeconds": detail[q]["partitions"][0]["timeLagSeconds"],
+                    "leaseActive": False,
+                }
+            ]
+        }
+    }
+
+    listed = http.get("/messages", params={"queue": q}).json()
+    first = listed["messages"][1]
+    assert listed["mode"] == {"hasQueueMode": False, "busGroupsCount": 1, "type": "bus"}
+    assert listed["pagination"] == {"limit": 200, "offset": 0}
+    assert first == {
+        "id": m1["id"],
+        "transactionId": "t1",
+        "partitionId": pid,
+        "offset": 1,
+        "queuePath": f"{q}/p",
+        "queue": q,
+        "partition": "p",
+        "namespace": ns,
+        "task": "mail",
+        "status": "completed",
+        "queueStatus": "pending",
+        "busStatus": {"consumedBy": 1, "totalGroups": 1},
+        "traceId": None,
+        "producerSub": None,
+        "queuePriority": 0,
+        "createdAt": m1["createdAt"],
+        "leaseExpiresAt": None,
+    }
+    assert [m["status"] for m in listed["messages"]] == ["pending", "completed"]
+
+    message = http.get(f"/messages/{pid}/t1").json()
+    assert message == {
+        "id": m1["id"],
+        "transactionId": "t1",
+        "partitionId": pid,
+        "offset": 1,
+        "queuePath": f"{q}/p",
+        "queue": q,
+        "partition": "p",
+        "namespace": ns,
+        "task": "mail",
+        "status": "completed",
+        "traceId": None,
+        "producerSub": None,
+        "createdAt": m1["createdAt"],
+        "leaseExpiresAt": None,
+        "payload": {"n": 1},
+        "isEncrypted": False,
+        "errorMessage": None,
+        "retryCount": None,
+        "queueConfig": {
+            "leaseTime": 60,
+            "retryLimit": 3,
+            "retryDelay": 1000,
+            "ttl": message["queueConfig"]["ttl"],
+            "priority": 0,
+        },
+        "mode": {"hasQueueMode": False, "busGroupsCount": 1, "consumedByGroups": 1, "type": "bus"},
+        "consumerGroups": [{"name": group, "consumed": True, "leaseExpiresAt": None}],
+    }
+
+    (traced,) = http.get(f"/traces/{pid}/t1").json()["traces"]
+    assert traced == {
+        "id": trace_id,
+        "event_type": "info",
+        "data": {"ok": 1},
+        "consumer_group": group,
+        "worker_id": None,
+        "created_at": traced["created_at"],
+        "trace_names": [ns],
+    }
+    assert ISO_Z.match(traced["created_at"])
+    assert http.get(f"/traces/by-name/{ns}").json() == {
+        "traces": [
+            {
+                **traced,
+                "transaction_id": "t1",
+                "partition_id": pid,
+                "queue_name": q,
+                "partition_name": "p",
+                "message_payload": {"n": 1},
+            }
+        ],
+        "pagination": {"limit": 100, "offset": 0, "hasMore": False},
+    }
+    names = http.get("/traces/names", params={"limit": 1000}).json()
+    assert names["pagination"] == {"limit": 1000, "offset": 0}
+    assert {"trace_name": ns, "trace_count": 1, "message_count": 1, "last_seen": traced["created_at"]} in names[
+        "trace_names"
+    ]

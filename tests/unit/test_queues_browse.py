@@ -10,7 +10,7 @@ import time_machine
 from queenadmin.domain import queues
 from queenadmin.domain.db import json_text
 from queenadmin.domain.queues import browse, groups, reads, traces
-from queenadmin.models import ConsumerCursor, Trace, TraceName
+from queenadmin.models import ConsumerCursor, Trace, TraceName, TraceNameSummary
 
 pytestmark = pytest.mark.django_db
 
@@ -111,3 +111,41 @@ def test_message_pages_merge_partitions_newest_first_within_the_window():
         done = browse.message_list(query=browse.MessageQuery(queue="paged", status="processing", limit=10))
         assert [r.transaction_id for r in done] == [first_b.transaction_id]
         assert [r.offset for r in browse.message_list(query=browse.MessageQuery(partition="a", limit=2))] == [5, 4]
+
+
+def _trace(queue: str, index: int, *names: str) -> None:
+    c = queues.queue_claim(request=queues.PopRequest(queue=queue, batch=100, lease_seconds=1))
+    m = c.messages[index] if c.messages else None
+    assert m is not None
+    traces.trace_record(
+        partition_id=m.partition_id,
+        transaction_id=m.transaction_id,
+        group="g",
+        event_type="info",
+        data_json="{}",
+        names=names,
+    )
+
+
+def test_trace_name_counts_are_kept_by_writes_and_deletes():
+    """A name counts its events and distinct messages; a queue delete takes its share out."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("ta", 2)
+        push("tb", 1)
+        for index, queue in ((0, "ta"), (0, "ta")):
+            _trace(queue, index, "checkout", "checkout")
+            traveller.shift(timedelta(seconds=2))
+        _trace("tb", 0, "checkout", "email")
+        rows = {r.name: r for r in traces.trace_names(limit=10, offset=0)}
+        assert (rows["checkout"].traces, rows["checkout"].messages) == (3, 2)
+        assert (rows["email"].traces, rows["email"].messages) == (1, 1)
+        assert [r.name for r in traces.trace_names(limit=10, offset=0)] == ["checkout", "email"]
+        assert queues.queue_delete(name="tb")
+        rows = {r.name: r for r in traces.trace_names(limit=10, offset=0)}
+        assert set(rows) == {"checkout"}
+        assert (rows["checkout"].traces, rows["checkout"].messages, rows["checkout"].last_seen) == (
+            2,
+            1,
+            T0 + timedelta(seconds=2),
+        )
+        assert TraceNameSummary.objects.count() == 1

@@ -14,13 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Max
+from django.db.models import Count, F, TextField, Value
+from django.db.models.functions import Cast, Concat, Greatest
 
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues.ids import uuid7
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.errors import MessageNotFound
-from queenadmin.models.queues import Message, Partition, Trace, TraceName
+from queenadmin.models.queues import Message, Partition, Trace, TraceName, TraceNameSummary
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,64 @@ def trace_record_in_txn(
     )
     unique = sorted(set(names))
     TraceName.objects.bulk_create([TraceName(trace=trace, name=n, created_at=now) for n in unique])
+    if unique:
+        _count_in(unique, trace, now)
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "traces": unique})
     return trace.trace_id
+
+
+def _count_in(names: list[str], trace: Trace, now: datetime) -> None:
+    """Add ``trace`` to its names' summaries (rows locked in name order)."""
+    TraceNameSummary.objects.bulk_create(
+        [TraceNameSummary(name=n, last_seen=now) for n in names], ignore_conflicts=True
+    )
+    list(TraceNameSummary.objects.filter(name__in=names).order_by("name").select_for_update())
+    # Names the message already had before this event: through the
+    # message's few traces (trace_message_idx), not the name's many.
+    seen = set(
+        TraceName.objects.filter(
+            trace__partition_id=trace.partition_id, trace__transaction_id=trace.transaction_id, name__in=names
+        )
+        .exclude(trace=trace)
+        .values_list("name", flat=True)
+    )
+    for n in names:
+        TraceNameSummary.objects.filter(name=n).update(
+            traces=F("traces") + 1,
+            messages=F("messages") + (0 if n in seen else 1),
+            last_seen=Greatest("last_seen", Value(now)),
+        )
+
+
+def traces_delete_for_queue_in_txn(*, queue_id: int) -> None:
+    """Delete a queue's traces and take them out of their names' summaries.
+
+    For ``queue_delete_in_txn``, which holds the queue row: costs
+    O(traces of the queue), like deleting its messages.
+    """
+    assert connection.in_atomic_block
+    mine = TraceName.objects.filter(trace__partition__queue_id=queue_id)
+    message_key = Concat(
+        Cast("trace__partition_id", TextField()), Value(":"), "trace__transaction_id", output_field=TextField()
+    )
+    counts = {
+        r["name"]: (r["traces"], r["messages"])
+        for r in mine.values("name").annotate(traces=Count("id"), messages=Count(message_key, distinct=True))
+    }
+    mine._raw_delete(TraceName.objects.db)
+    Trace.objects.filter(partition__queue_id=queue_id)._raw_delete(Trace.objects.db)
+    if not counts:
+        return
+    names = sorted(counts)
+    list(TraceNameSummary.objects.filter(name__in=names).order_by("name").select_for_update())
+    for n in names:
+        traces, messages = counts[n]
+        last = TraceName.objects.filter(name=n).order_by("-created_at").values_list("created_at", flat=True).first()
+        summary = TraceNameSummary.objects.filter(name=n)
+        if last is None:
+            summary.delete()
+        else:
+            summary.update(traces=F("traces") - traces, messages=F("messages") - messages, last_seen=last)
 
 
 def _names_of(ids: list[int]) -> dict[int, tuple[str, ...]]:
@@ -196,14 +253,9 @@ def traces_by_name(*, name: str, limit: int, offset: int) -> tuple[list[TraceRow
 def trace_names(*, limit: int, offset: int) -> list[TraceNameStats]:
     """A page of trace names, most recently used first, with their counts.
 
-    Aggregates the name index (one row per name and event), never the
-    messages.
+    Reads the names' summaries (kept by every trace write): O(page).
     """
-    rows = (
-        TraceName.objects.values("name")
-        .annotate(
-            traces=Count("trace_id"), messages=Count("trace__transaction_id", distinct=True), last=Max("created_at")
-        )
-        .order_by("-last", "name")[offset : offset + limit]
-    )
-    return [TraceNameStats(r["name"], r["traces"], r["messages"], r["last"]) for r in rows]
+    rows = TraceNameSummary.objects.order_by("-last_seen", "name").values_list(
+        "name", "traces", "messages", "last_seen"
+    )[offset : offset + limit]
+    return [TraceNameStats(*r) for r in rows]
