@@ -19,7 +19,7 @@ from typing import Any, Literal
 from django.db.models import Q
 
 from queenadmin.domain import clock
-from queenadmin.domain.queues.stats import QueueStats, queue_list, queue_stats
+from queenadmin.domain.queues.stats import partition_depths, queue_list
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
 
 MessageStatus = Literal["pending", "processing", "completed", "dead_letter"]
@@ -82,38 +82,42 @@ class PartitionRow:
 
 
 def partition_list(*, queue: str | None, limit: int, offset: int) -> list[PartitionRow]:
-    """A page of partitions (by id), with their depth for the slowest group."""
+    """A page of partitions (by id), with their depth for the slowest group.
+
+    Reads the page's partitions and their cursors only.
+    """
     rows = Partition.objects.all()
     if queue is not None:
         rows = rows.filter(queue__name=queue)
-    page = list(rows.order_by("id").values_list("id", "queue__name")[offset : offset + limit])
-    stats: dict[str, QueueStats] = {}
-    for name in {q for _, q in page}:
-        found = queue_stats(name=name)
-        if found is not None:
-            stats[name] = found
+    page = list(
+        rows.order_by("id").values_list("id", "queue_id", "queue__name", "queue__namespace", "queue__task")[
+            offset : offset + limit
+        ]
+    )
+    by_queue: dict[int, list[int]] = defaultdict(list)
+    for pid, qid, *_ in page:
+        by_queue[qid].append(pid)
+    depths = {d.id: d for qid, pids in by_queue.items() for d in partition_depths(queue_id=qid, partition_ids=pids)}
     result = []
-    for pid, qname in page:
-        q = stats.get(qname)
-        part = next((p for p in q.partitions if p.id == pid), None) if q else None
-        if q is None or part is None:
-            continue
-        result.append(
-            PartitionRow(
-                pid,
-                part.name,
-                qname,
-                q.namespace,
-                q.task,
-                part.created_at,
-                part.last_push_at,
-                part.total,
-                part.pending,
-                part.processing,
-                part.completed,
-                part.dead_letter,
+    for pid, _, qname, namespace, task in page:
+        d = depths.get(pid)
+        if d is not None:
+            result.append(
+                PartitionRow(
+                    pid,
+                    d.name,
+                    qname,
+                    namespace,
+                    task,
+                    d.created_at,
+                    d.last_push_at,
+                    d.total,
+                    d.pending,
+                    d.processing,
+                    d.completed,
+                    d.dead_letter,
+                )
             )
-        )
     return result
 
 
