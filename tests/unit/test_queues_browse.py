@@ -149,3 +149,12 @@ def test_trace_name_counts_are_kept_by_writes_and_deletes():
             T0 + timedelta(seconds=2),
         )
         assert TraceNameSummary.objects.count() == 1
+
+
+def test_seeking_a_group_never_seen_creates_nothing():
+    """A mistyped group name moves nothing and leaves no cursor behind."""
+    push("orders", 2)
+    seek = groups.queue_group_seek(group="bilings", queue="orders", to_end=True)
+    assert seek.partitions == 0
+    assert not ConsumerCursor.objects.filter(group="bilings").exists()
+    assert groups.queue_group_seek(group="billing", queue="nope", to_end=True).partitions == 0

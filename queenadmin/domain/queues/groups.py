@@ -148,8 +148,8 @@ def queue_group_seek(*, group: str, queue: str, to_end: bool, timestamp: datetim
     ``to_end`` skips everything pushed so far; otherwise the group reads
     next the first message pushed after ``timestamp`` (from the start when
     none was pushed before it). Partitions the group never read get a
-    cursor too, so the seek covers the whole queue. An unknown queue moves
-    nothing. Must be the outermost transaction (``queue_group_seek_in_txn``
+    cursor too, so the seek covers the whole queue. An unknown queue, or a
+    group never seen on it, moves nothing. Must be the outermost transaction (``queue_group_seek_in_txn``
     runs inside one).
     """
     return queue_group_seek_in_txn(group=group, queue=queue, to_end=to_end, timestamp=timestamp, now=clock.now())
@@ -163,9 +163,15 @@ def queue_group_seek_in_txn(
     if not to_end and timestamp is None:
         raise ValueError("a seek needs to_end or a timestamp")
     queues = _locked_queue_ids(group, queue)
-    if not queues:
-        return GroupSeek(group, queue, to_end, timestamp, 0)
     ids = list(queues)
+    known = (
+        ConsumerGroup.objects.filter(queue_id__in=ids, name=group).exists()
+        or ConsumerCursor.objects.filter(partition__queue_id__in=ids, group=group).exists()
+    )
+    if not known:
+        # A group never seen on the queue is left unseen, as Queen moves only
+        # existing positions: a mistyped name must not create a group.
+        return GroupSeek(group, queue, to_end, timestamp, 0)
     parts = dict(Partition.objects.filter(queue_id__in=ids).values_list("id", "next_offset"))
     ConsumerCursor.objects.bulk_create(
         [ConsumerCursor(partition_id=pid, group=group) for pid in sorted(parts)], ignore_conflicts=True
