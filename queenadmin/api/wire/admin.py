@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, get_args
 
 from queenadmin.api.wire.queues import Params, check_group, check_name, json_object
@@ -27,6 +27,7 @@ MAX_FETCH_BYTES = 8 * 1024 * 1024
 MAX_CHANGED_PAGE = 1000
 MAX_PAGE = 1000
 DEFAULT_MESSAGES_PAGE = 200
+MAX_OFFSET = 1_000_000_000
 
 
 def _iso(raw: Any, name: str) -> datetime:
@@ -37,7 +38,12 @@ def _iso(raw: Any, name: str) -> datetime:
     except ValueError:
         raise InvalidArgument(f"{name} must be an ISO-8601 time") from None
     # A time with no offset is UTC, as the broker reads it.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=clock.now().tzinfo)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise InvalidArgument(f"{name} is out of range") from None
 
 
 def _count(value: Any, name: str, *, minimum: int) -> int:
@@ -374,9 +380,11 @@ def render_message_traces(rows: Sequence[traces.TraceRow]) -> dict[str, Any]:
 
 
 def page_params(params: Params, default: int) -> tuple[int, int]:
+    # An offset past any real list answers an empty page; the cap keeps it
+    # inside the databases' integers.
     return (
         param_int(params, "limit", default, minimum=1, maximum=MAX_PAGE),
-        param_int(params, "offset", 0, minimum=0),
+        param_int(params, "offset", 0, minimum=0, maximum=MAX_OFFSET),
     )
 
 
