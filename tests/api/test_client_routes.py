@@ -674,3 +674,16 @@ def test_operator_reads_exact_answers(http, unique):
     assert {"trace_name": ns, "trace_count": 1, "message_count": 1, "last_seen": traced["created_at"]} in names[
         "trace_names"
     ]
+
+
+async def test_admin_overview_counts_inferred_namespaces(queen, unique):
+    """admin.get_overview() answers Queen's keys; a dotted push adds its namespace and task to the counts."""
+    before = await queen.admin.get_overview()
+    ns = unique("ov")
+    await _push(queen, q := f"{ns}.{unique('task')}", "Default", 1, 2)
+    after = await queen.admin.get_overview()
+    assert set(after) == {"queues", "partitions", "namespaces", "tasks", "messages", "lag", "timestamp", "statsAge"}
+    assert after["namespaces"] == before["namespaces"] + 1
+    assert after["tasks"] == before["tasks"] + 1
+    assert after["messages"]["total"] >= before["messages"]["total"] + 2
+    assert (await queen.admin.get_queue(q))["namespace"] == ns
