@@ -437,20 +437,27 @@ _SCAN_CHUNK = 200
 _MERGE_PARTITIONS = 64
 
 
-def _keyset(rows: Any, key: str) -> Iterator[tuple[Any, ...]]:
-    """``rows`` newest first by ``key``, read ``_SCAN_CHUNK`` at a time."""
+def _keyset(rows: Any, key: str, chunk_size: int) -> Iterator[tuple[int, int, datetime]]:
+    """``(id, offset, created_at)`` of ``rows`` newest first by ``key``, a chunk at a time.
+
+    Keys only: a page reads the payloads of the rows it keeps, not of every
+    partition's candidates.
+    """
     last = None
     while True:
         page = rows if last is None else rows.filter(**{f"{key}__lt": last})
-        chunk = list(page.order_by(f"-{key}").values_list("id", *_MESSAGE_FIELDS)[:_SCAN_CHUNK])
+        chunk = list(page.order_by(f"-{key}").values_list("id", "offset", "created_at")[:chunk_size])
         yield from chunk
-        if len(chunk) < _SCAN_CHUNK:
+        if len(chunk) < chunk_size:
             return
-        last = chunk[-1][0] if key == "id" else chunk[-1][3]
+        last = chunk[-1][0] if key == "id" else chunk[-1][1]
+        chunk_size = _SCAN_CHUNK
 
 
-def _newest_first(pids: list[int] | None, until: datetime | None) -> Iterator[tuple[Any, ...]]:
-    """Message rows (``id`` first), newest first, through indexes only.
+def _newest_first(
+    pids: list[int] | None, until: datetime | None, first_chunk: int
+) -> Iterator[tuple[int, int, datetime]]:
+    """Message keys ``(id, offset, created_at)``, newest first, through indexes only.
 
     Within a partition id order is offset order (a push holds the partition
     row until it commits), so per-partition scans by offset merge by id.
@@ -461,10 +468,15 @@ def _newest_first(pids: list[int] | None, until: datetime | None) -> Iterator[tu
     if pids is None or len(pids) > _MERGE_PARTITIONS:
         if pids is not None:
             rows = rows.filter(partition_id__in=pids)
-        yield from _keyset(rows, "id")
+        yield from _keyset(rows, "id", first_chunk)
         return
-    scans = [_keyset(rows.filter(partition_id=pid), "offset") for pid in pids]
+    scans = [_keyset(rows.filter(partition_id=pid), "offset", first_chunk) for pid in pids]
     yield from heapq.merge(*scans, key=lambda r: -r[0])
+
+
+def _full_rows(ids: list[int]) -> list[tuple[Any, ...]]:
+    by_id = {r[0]: r[1:] for r in Message.objects.filter(id__in=ids).values_list("id", *_MESSAGE_FIELDS)}
+    return [by_id[i] for i in ids if i in by_id]
 
 
 def message_list(*, query: MessageQuery) -> list[MessageRow]:
@@ -505,10 +517,12 @@ def message_list(*, query: MessageQuery) -> list[MessageRow]:
                 return True
         return False
 
-    for raw in _newest_first(pids, query.until):
-        if raw[7] < since:
+    # Unfiltered, the first chunk of each partition is all a page can use.
+    first_chunk = min(_SCAN_CHUNK, query.offset + query.limit) if query.status is None else _SCAN_CHUNK
+    for key in _newest_first(pids, query.until, first_chunk):
+        if key[2] < since:
             break
-        batch.append(raw[1:])
+        batch.append(key)
         examined += 1
         if query.status is None and examined <= query.offset:
             # Skipped rows of an unfiltered page need no status.
@@ -516,14 +530,14 @@ def message_list(*, query: MessageQuery) -> list[MessageRow]:
             batch.clear()
             continue
         if len(batch) == _SCAN_CHUNK:
-            if take(batch):
+            if take(_full_rows([k[0] for k in batch])):
                 return matched
             batch = []
         if query.status is not None and examined >= STATUS_SCAN_BUDGET:
             break
         if query.status is None and len(matched) + len(batch) >= query.limit:
             break
-    take(batch)
+    take(_full_rows([k[0] for k in batch]))
     return matched
 
 
