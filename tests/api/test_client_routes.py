@@ -381,6 +381,11 @@ def test_trace_refusals(http, unique):
     not_an_id = http.get("/messages/abc/t")
     assert (not_an_id.status_code, not_an_id.json()) == (404, {"error": "Message not found", "code": "not_found"})
     assert http.get("/traces/999999999/t").json() == {"traces": []}
+    far = http.get("/messages", params={"offset": 100_001})
+    assert (far.status_code, far.json()) == (
+        400,
+        {"error": "offset must be at most 100000 (narrow the time window with from and to)", "code": "bad_request"},
+    )
     bad_status = http.get("/messages", params={"status": "lost"})
     assert (bad_status.status_code, bad_status.json()["error"]) == (
         400,

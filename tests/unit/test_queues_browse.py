@@ -106,6 +106,8 @@ def test_message_pages_merge_partitions_newest_first_within_the_window():
         assert [r.transaction_id for r in everything] == newest
         since_start = browse.message_list(query=browse.MessageQuery(queue="paged", since=T0, limit=100))
         assert len(since_start) == 8
+        old = browse.message_list(query=browse.MessageQuery(queue="paged", since=T0, until=T0, limit=100))
+        assert [(r.partition, r.offset) for r in old] == [("a", 2), ("a", 1)]
         c = queues.queue_claim(request=queues.PopRequest(queue="paged", partition="b", batch=1))
         (first_b,) = c.messages
         done = browse.message_list(query=browse.MessageQuery(queue="paged", status="processing", limit=10))
@@ -158,3 +160,14 @@ def test_seeking_a_group_never_seen_creates_nothing():
     assert seek.partitions == 0
     assert not ConsumerCursor.objects.filter(group="bilings").exists()
     assert groups.queue_group_seek(group="billing", queue="nope", to_end=True).partitions == 0
+
+
+def test_a_busy_partition_reads_past_its_share_of_the_page():
+    """With many partitions each reads a small share first; one holding most of the page reads on."""
+    for p in range(10):
+        queues.queue_push(items=[queues.PushItem("skewed", f"p{p}", json_text(p), f"only-{p}")])
+    push("skewed", 30, partition="busy")
+    page = browse.message_list(query=browse.MessageQuery(queue="skewed", limit=35))
+    assert [r.offset for r in page[:30]] == list(range(30, 0, -1))
+    assert {r.partition for r in page[:30]} == {"busy"}
+    assert [r.transaction_id for r in page[30:]] == ["only-9", "only-8", "only-7", "only-6", "only-5"]

@@ -28,6 +28,7 @@ MAX_CHANGED_PAGE = 1000
 MAX_PAGE = 1000
 DEFAULT_MESSAGES_PAGE = 200
 MAX_OFFSET = 1_000_000_000
+MAX_MESSAGES_OFFSET = 100_000
 
 
 def _iso(raw: Any, name: str) -> datetime:
@@ -462,6 +463,9 @@ def parse_messages(params: Params) -> browse.MessageQuery:
     if status is not None and status not in get_args(browse.MessageStatus):
         raise InvalidArgument("status must be pending, processing, completed or dead_letter")
     limit, offset = page_params(params, DEFAULT_MESSAGES_PAGE)
+    if offset > MAX_MESSAGES_OFFSET:
+        # An offset is read past, row by row: narrow the window with from/to instead.
+        raise InvalidArgument(f"offset must be at most {MAX_MESSAGES_OFFSET} (narrow the time window with from and to)")
     since, until = params.get("from"), params.get("to")
     return browse.MessageQuery(
         queue=params.get("queue") or None,

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from django.db import connection
 from django.db.models import Q
 
 from queenadmin.domain import clock
+from queenadmin.domain.db import from_db_time, to_db_time
 from queenadmin.domain.queues.stats import partition_depths, queue_list
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
 
@@ -431,6 +433,8 @@ _MESSAGE_FIELDS = (
 
 #: Rows read per index step while scanning for a page.
 _SCAN_CHUNK = 200
+#: Most keys one read takes.
+_MAX_CHUNK = 5000
 #: Up to this many partitions in scope, a page merges each partition's
 #: newest messages read through the (partition, offset) index; past it,
 #: one scan of the primary key filters by partition.
@@ -454,9 +458,7 @@ def _keyset(rows: Any, key: str, chunk_size: int) -> Iterator[tuple[int, int, da
         chunk_size = _SCAN_CHUNK
 
 
-def _newest_first(
-    pids: list[int] | None, until: datetime | None, first_chunk: int
-) -> Iterator[tuple[int, int, datetime]]:
+def _newest_first(pids: list[int] | None, until: datetime | None, want: int) -> Iterator[tuple[int, int, datetime]]:
     """Message keys ``(id, offset, created_at)``, newest first, through indexes only.
 
     Within a partition id order is offset order (a push holds the partition
@@ -468,10 +470,46 @@ def _newest_first(
     if pids is None or len(pids) > _MERGE_PARTITIONS:
         if pids is not None:
             rows = rows.filter(partition_id__in=pids)
-        yield from _keyset(rows, "id", first_chunk)
+        yield from _keyset(rows, "id", min(want, _MAX_CHUNK))
         return
-    scans = [_keyset(rows.filter(partition_id=pid), "offset", first_chunk) for pid in pids]
-    yield from heapq.merge(*scans, key=lambda r: -r[0])
+    # Each partition's share of the page, twice over; a partition that
+    # supplies more goes on reading its index a chunk at a time.
+    size = min(want, _MAX_CHUNK, max(8, 2 * -(-want // max(1, len(pids)))))
+    heads = _heads(pids, until, size)
+
+    def scan(pid: int) -> Iterator[tuple[int, int, datetime]]:
+        head = heads.get(pid, [])
+        yield from head
+        if len(head) == size:
+            yield from _keyset(rows.filter(partition_id=pid, offset__lt=head[-1][1]), "offset", _SCAN_CHUNK)
+
+    yield from heapq.merge(*(scan(pid) for pid in pids), key=lambda r: -r[0])
+
+
+def _heads(pids: list[int], until: datetime | None, size: int) -> dict[int, list[tuple[int, int, datetime]]]:
+    """The newest ``size`` keys of each partition, in one statement.
+
+    One index range per partition (``message_partition_offset_uniq``),
+    joined with UNION ALL: a round trip per partition cost more than the
+    reads (measured with 50 partitions under load).
+    """
+    where = "partition_id = %s" + (" AND created_at <= %s" if until is not None else "")
+    part = (
+        f"SELECT * FROM (SELECT partition_id, id, msg_offset, created_at FROM queenadmin_message"
+        f" WHERE {where} ORDER BY msg_offset DESC LIMIT %s) AS h{{n}}"
+    )
+    sql = " UNION ALL ".join(part.format(n=n) for n in range(len(pids)))
+    params: list[Any] = []
+    for pid in pids:
+        params += [pid, to_db_time(until), size] if until is not None else [pid, size]
+    heads: dict[int, list[tuple[int, int, datetime]]] = defaultdict(list)
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        for pid, mid, offset, created in cur.fetchall():
+            heads[pid].append((mid, offset, from_db_time(created)))
+    for head in heads.values():
+        head.sort(key=lambda k: -k[1])
+    return heads
 
 
 def _full_rows(ids: list[int]) -> list[tuple[Any, ...]]:
@@ -517,9 +555,9 @@ def message_list(*, query: MessageQuery) -> list[MessageRow]:
                 return True
         return False
 
-    # Unfiltered, the first chunk of each partition is all a page can use.
-    first_chunk = min(_SCAN_CHUNK, query.offset + query.limit) if query.status is None else _SCAN_CHUNK
-    for key in _newest_first(pids, query.until, first_chunk):
+    # Rows the page needs at least: its own and the ones it skips.
+    want = query.offset + query.limit if query.status is None else _SCAN_CHUNK
+    for key in _newest_first(pids, query.until, want):
         if key[2] < since:
             break
         batch.append(key)
