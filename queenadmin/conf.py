@@ -50,6 +50,18 @@ class _Settings:
     AUTOPILOT_BATCH: int = 100
     AUTOPILOT_PARTITIONS: int = 4
 
+    #: Message retention (queue options retentionEnabled, retentionSeconds,
+    #: completedRetentionSeconds): seconds between sweeps of the retention
+    #: loop in ``serve`` (0 turns the loop off), and the most messages one
+    #: sweep step deletes in one transaction.
+    RETENTION_INTERVAL_SECONDS: float = 5.0
+    RETENTION_BATCH_SIZE: int = 1000
+    #: Queen's server applies ``retentionSeconds``/``completedRetentionSeconds``
+    #: only with ``retentionEnabled: true``; the official client's
+    #: ``.config(retention_seconds=...)`` never sends it, so by default a window
+    #: above zero is enough. True restores Queen's opt-in.
+    RETENTION_REQUIRES_ENABLED: bool = False
+
     #: Timers (protocol.md section 4): ops per call, payload size, horizon.
     TIMERS_MAX_OPS_PER_CALL: int = 256
     TIMERS_MAX_PAYLOAD_BYTES: int = 1024 * 1024
@@ -67,6 +79,10 @@ class _Settings:
     #: Serve runs the timer loop in every worker; 0 leaves it to
     #: ``manage.py run_timers``.
     TIMER_LOOP_IN_SERVE: bool = True
+
+    #: The name the dashboard shows beside the clock ("production",
+    #: "staging"...), so an operator knows which broker they are acting on.
+    ENVIRONMENT_NAME: str = "development"
 
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():

@@ -91,6 +91,12 @@ class QueueBusy(QueenError):
     code = "queue_busy"
 
 
+class QueueFull(QueenError):
+    """The queue's maxSize would be exceeded."""
+
+    code = "queue_full"
+
+
 class NameTooLong(InvalidArgument):
     """A name is over the engine's 511-byte store-key budget."""
 

@@ -1,8 +1,10 @@
-"""Background loops of a serving process: the reaper and the timer loop.
+"""Background loops of a serving process: the reaper, message retention
+and the timer loop.
 
 Each runs in a daemon thread with its own database connection, started by
 the ASGI lifespan so every worker process of ``serve`` has them. They are
-safe to run in several processes at once: the reaper skips locked rows.
+safe to run in several processes at once: the reaper and the retention
+sweep skip locked rows. A loop whose interval is 0 is not started.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ def reap_once() -> int:
             return total
 
 
+def retention_once() -> int:
+    from queenadmin.domain import queues
+
+    return queues.queue_retention_sweep().deleted
+
+
 def _loop(name: str, interval: Callable[[], float], step: Callable[[], Any]) -> None:
     while not _stop.is_set():
         try:
@@ -48,6 +56,7 @@ def _loop(name: str, interval: Callable[[], float], step: Callable[[], Any]) -> 
 #: name -> (seconds between steps, step). Other concepts add theirs.
 LOOPS: dict[str, tuple[Callable[[], float], Callable[[], Any]]] = {
     "reaper": (lambda: settings.REAPER_INTERVAL_SECONDS, reap_once),
+    "retention": (lambda: settings.RETENTION_INTERVAL_SECONDS, retention_once),
 }
 
 
@@ -60,6 +69,8 @@ def _timer_loop() -> None:
 def start() -> None:
     _stop.clear()
     for name, (interval, step) in LOOPS.items():
+        if interval() <= 0:
+            continue
         thread = threading.Thread(target=_loop, args=(name, interval, step), name=f"queenadmin-{name}", daemon=True)
         thread.start()
         _threads.append(thread)

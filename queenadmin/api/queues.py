@@ -32,6 +32,7 @@ from queenadmin.api.schemas.queues import (
     OverviewOut,
     PopOut,
     PushIn,
+    PushItemFailedOut,
     PushItemOut,
     QueueBusyOut,
     QueueDeletedOut,
@@ -93,7 +94,7 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
 
 @router.post(
     "/push",
-    response={201: list[PushItemOut], 409: QueueBusyOut, **_ERRORS},
+    response={201: list[PushItemOut | PushItemFailedOut], 409: QueueBusyOut, **_ERRORS},
     openapi_extra=body_of(PushIn),
     summary="Append messages (201, one result per item)",
 )

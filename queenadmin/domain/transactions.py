@@ -21,9 +21,11 @@ from typing import Any, Literal
 from django.db import transaction
 
 from queenadmin.domain import clock, kv, queues, timers
-from queenadmin.errors import PreconditionFailed, QueueNotFound
+from queenadmin.errors import PreconditionFailed, QueueFull, QueueNotFound
 
-RollbackReason = Literal["rejected_ack", "duplicate", "kv_precondition", "queue_not_found", "bad_request", "too_large"]
+RollbackReason = Literal[
+    "rejected_ack", "duplicate", "kv_precondition", "queue_not_found", "bad_request", "too_large", "queue_full"
+]
 #: Largest position metadata (protocol 5.1).
 MAX_POSITION_METADATA = 4096
 
@@ -215,7 +217,10 @@ def _acks(acks: tuple[queues.AckItem, ...], now: datetime) -> list[TxnResult]:
 def _pushes(pushes: tuple[TxnPush, ...], now: datetime) -> list[TxnResult]:
     if not pushes:
         return []
-    results = queues.queue_push_in_txn(items=[p.item for p in pushes], now=now)
+    try:
+        results = queues.queue_push_in_txn(items=[p.item for p in pushes], now=now)
+    except QueueFull as exc:
+        raise _Rollback("queue_full", f"QFULL {exc.detail}; the transaction rolled back") from exc
     fresh = {r.message_id for r in results if r.status == "queued"}
     out: list[TxnResult] = []
     for push, result in zip(pushes, results, strict=True):

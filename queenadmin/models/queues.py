@@ -1,8 +1,9 @@
 """The message log: queues, partitions, messages, cursors and dead letters.
 
 Depth is arithmetic (design.md section 2): a partition keeps its next
-offset, a consumer group keeps a committed offset per partition, and
-``pending = next_offset - 1 - committed_offset``. Nothing counts messages.
+offset and its log start, a consumer group keeps a committed offset per
+partition, and ``pending = last_offset - max(committed_offset, log_start - 1)``
+(protocol section 11.3). Nothing counts messages.
 """
 
 from __future__ import annotations
@@ -35,14 +36,19 @@ class Queue(models.Model):
 
 
 class Partition(models.Model):
-    """A FIFO lane of a queue. Offsets start at 1 and have no gaps."""
+    """A FIFO lane of a queue. Offsets start at 1 and have no gaps; the
+    stored ones are ``log_start .. next_offset - 1``."""
 
     queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="partitions")
     name = ByteOrderTextField()
     #: The offset the next pushed message gets; ``next_offset - 1`` is the
     #: last message's offset (0 when empty).
     next_offset = models.BigIntegerField(default=1)
-    #: Payload bytes pushed (messages are kept, so retained = pushed).
+    #: The lowest offset still stored: retention deleted every offset below
+    #: it (and only those). ``log_start == next_offset`` when none is left.
+    log_start = models.BigIntegerField(default=1)
+    #: Payload bytes of the messages still stored (pushes add, retention
+    #: takes away what it deletes).
     retained_bytes = models.BigIntegerField(default=0)
     created_at = models.DateTimeField()
     last_push_at = models.DateTimeField(null=True, blank=True)
@@ -71,7 +77,11 @@ class Message(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["partition", "offset"], name="message_partition_offset_uniq")]
-        indexes = [models.Index(fields=["partition", "transaction_id"], name="message_partition_txn_idx")]
+        indexes = [
+            models.Index(fields=["partition", "transaction_id"], name="message_partition_txn_idx"),
+            # The dashboard's search finds a message by its id across queues.
+            models.Index(fields=["message_id"], name="message_id_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.partition_id}@{self.offset}"
@@ -146,7 +156,12 @@ class DeadLetter(models.Model):
     failed_at = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["queue", "failed_at"], name="deadletter_queue_idx")]
+        indexes = [
+            models.Index(fields=["queue", "failed_at"], name="deadletter_queue_idx"),
+            # The dashboard pages a queue's DLQ by id (keyset) and replays
+            # or purges it in id order.
+            models.Index(fields=["queue", "id"], name="deadletter_queue_id_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.partition_id}@{self.offset} ({self.group})"

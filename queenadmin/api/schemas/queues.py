@@ -50,14 +50,16 @@ class QueueOptionsIn(BaseModel):
     leaseTime: int | None = None
     retryLimit: int | None = None
     retryDelay: int | None = None
-    priority: int | None = None
-    maxSize: int | None = None
+    priority: int | None = Field(None, description="only 0: any other value is refused (unsupported)")
+    maxSize: int | None = Field(None, description="most unconsumed messages; 0 = no cap; a push past it answers failed")
     ttl: int | None = None
     delayedProcessing: int | None = None
-    windowBuffer: int | None = None
-    retentionSeconds: int | None = None
-    completedRetentionSeconds: int | None = None
-    maxWaitTimeSeconds: int | None = None
+    windowBuffer: int | None = Field(None, description="seconds a partition must go without a push before it delivers")
+    retentionSeconds: int | None = Field(None, description="with retentionEnabled: delete messages this old")
+    completedRetentionSeconds: int | None = Field(
+        None, description="with retentionEnabled: delete messages this old that every consumer is past"
+    )
+    maxWaitTimeSeconds: int | None = Field(None, description="delete messages this old, retentionEnabled or not")
     minPopWaitTime: int | None = None
     dedupWindowSeconds: int | None = None
     retentionSinkHoldMaxSeconds: int | None = None
@@ -129,6 +131,18 @@ class PushItemOut(WireOut):
     queueName: str
     status: Literal["queued", "duplicate"] = Field(description="a duplicate carries the original id and offset")
     offset: int
+
+
+class PushItemFailedOut(WireOut):
+    """An item the queue's ``maxSize`` refused (Queen 1.x's answer); nothing written."""
+
+    index: int
+    message_id: None
+    transaction_id: str
+    queueName: str
+    status: Literal["failed"]
+    offset: None
+    error: str
 
 
 class PopMessageOut(WireOut):

@@ -162,7 +162,9 @@ class TxnRollbackOut(WireOut):
 
     transactionId: str
     success: Literal[False]
-    reason: Literal["rejected_ack", "duplicate", "queue_not_found", "bad_request", "too_large"]
+    reason: Literal["rejected_ack", "duplicate", "queue_not_found", "bad_request", "too_large", "queue_full"] = Field(
+        description="queue_full: a pushed queue's maxSize would be exceeded (queenadmin; Queen stores maxSize only)"
+    )
     error: str
     results: Annotated[list[TxnAckOut], Field(max_length=0)]
 

@@ -225,8 +225,9 @@ def parse_push_items(raw: Any) -> list[queues.PushItem]:
 
 
 def render_push(results: Sequence[queues.PushResult]) -> list[dict[str, Any]]:
-    return [
-        {
+    out: list[dict[str, Any]] = []
+    for r in results:
+        item: dict[str, Any] = {
             "index": r.index,
             "message_id": r.message_id,
             "transaction_id": r.transaction_id,
@@ -234,8 +235,10 @@ def render_push(results: Sequence[queues.PushResult]) -> list[dict[str, Any]]:
             "status": r.status,
             "offset": r.offset,
         }
-        for r in results
-    ]
+        if r.status == "failed":
+            item.update(message_id=None, offset=None, error=r.error)
+        out.append(item)
+    return out
 
 
 # --------------------------------------------------------------------------

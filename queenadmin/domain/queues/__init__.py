@@ -5,6 +5,7 @@ cursors and dead letters. Callers import this package
 - ``push``: append with dedup (``queue_push``);
 - ``consume``: claim (pop), ack, lease extend;
 - ``lifecycle``: create or configure a queue, delete one;
+- ``retention``: delete old messages, move each partition's log start;
 - ``stats``: the reads: depth, queue lists, the overview, the DLQ;
 - ``reads``: reads by offset (``queue_fetch``) and partition discovery;
 - ``browse``: the operator's reads: namespaces, tasks, partitions,
@@ -63,6 +64,7 @@ from queenadmin.domain.queues.push import (
     queue_push,
     queue_push_in_txn,
 )
+from queenadmin.domain.queues.retention import RetentionSweep, queue_retention_sweep
 from queenadmin.domain.queues.stats import (
     DeadLetterQuery,
     DeadLetterRow,
@@ -99,6 +101,7 @@ __all__ = [
     "QueueOptions",
     "QueueStats",
     "QueueTotals",
+    "RetentionSweep",
     "SubscriptionMode",
     "dlq_list",
     "is_uuid",
@@ -118,6 +121,7 @@ __all__ = [
     "queue_position_in_txn",
     "queue_push",
     "queue_push_in_txn",
+    "queue_retention_sweep",
     "queue_stats",
     "uuid7",
 ]

@@ -249,11 +249,14 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
     Free ones come least recently claimed first; also returns the earliest
     expiry among the leased ones.
     """
+    # Something is left for the group when the last offset is past both its
+    # committed offset and the log start (retention deleted what is below).
     sql = (
-        "SELECT p.id, c.id, c.lease_id, c.leased_until, c.last_claim_at"
+        "SELECT p.id, c.id, c.lease_id, c.leased_until, c.last_claim_at, p.last_push_at"
         " FROM queenadmin_partition p LEFT JOIN queenadmin_consumercursor c"
         " ON c.partition_id = p.id AND c.group_name = %s"
         " WHERE p.queue_id = %s AND p.next_offset - 1 > COALESCE(c.committed_offset, 0)"
+        " AND p.next_offset > p.log_start"
     )
     params: list[Any] = [request.group, queue.id]
     if request.partition is not None:
@@ -264,11 +267,20 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
         rows = cur.fetchall()
     free: list[tuple[Any, int, bool]] = []
     retry_at: datetime | None = None
-    for pid, cid, lease, until, last_claim in rows:
+    window = timedelta(seconds=queue.window_buffer_seconds)
+    for pid, cid, lease, until, last_claim, last_push in rows:
         until = from_db_time(until)
         if lease is not None and until is not None and until > now:
             if retry_at is None or until < retry_at:
                 retry_at = until
+            continue
+        last_push = from_db_time(last_push)
+        if window and last_push is not None and last_push > now - window:
+            # windowBuffer: a partition pushed to within the window delivers
+            # nothing until it has been quiet that long.
+            quiet_at = last_push + window
+            if retry_at is None or quiet_at < retry_at:
+                retry_at = quiet_at
             continue
         order = from_db_time(last_claim)
         free.append((order, pid, cid is not None))
@@ -278,7 +290,7 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
 
 def _lock_cursor(pid: int, group: str, now: datetime) -> tuple[Any, ...] | None:
     sql = (
-        "SELECT c.id, c.committed_offset, c.delivery_runs, p.next_offset, p.name"
+        "SELECT c.id, c.committed_offset, c.delivery_runs, p.next_offset, p.name, p.log_start"
         " FROM queenadmin_consumercursor c JOIN queenadmin_partition p ON p.id = c.partition_id"
         " WHERE c.partition_id = %s AND c.group_name = %s AND (c.lease_id IS NULL OR c.leased_until <= %s)"
     )
@@ -311,21 +323,27 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         row = _lock_cursor(pid, request.group, now)
         if row is None:
             continue  # Leased meanwhile, or locked by another claim.
-        cid, committed, stored_runs, next_offset, name = row
-        take = min(budget, next_offset - 1 - committed)
+        cid, committed, stored_runs, next_offset, name, log_start = row
+        # A cursor below the log start reads on from there: the offsets in
+        # between were deleted by retention, not delivered.
+        head = max(committed, log_start - 1)
+        take = min(budget, next_offset - 1 - head)
         if take <= 0:
             continue
-        first, last = committed + 1, committed + take
+        first, last = head + 1, head + take
         rows = _read_range(pid, first, last)
         if not rows:
-            # An operator deleted every message of the range
-            # (``queue_message_delete``): the group is done with them.
-            skipped = _skip_deleted(cid, pid, committed, last, next_offset, stored_runs, now)
+            # Every message of the range was deleted: by an operator
+            # (``queue_message_delete``: the group is done with them), or by
+            # retention since the log start was read. Go on from the next
+            # stored message.
+            skipped = _skip_deleted(cid, pid, committed, head, last, next_offset, stored_runs, now)
             if skipped is None:
                 continue
             committed, stored_runs = skipped
-            take = min(budget, next_offset - 1 - committed)
-            first, last = committed + 1, committed + take
+            head = committed
+            take = min(budget, next_offset - 1 - head)
+            first, last = head + 1, head + take
             rows = _read_range(pid, first, last)
             if not rows:
                 continue  # Deleted meanwhile too: the next claim goes on.
@@ -344,10 +362,14 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         # The batch ends at its last stored message, so acking what was
         # handed out releases the lease even when deleted offsets follow.
         last = rows[-1][0]
-        take = last - committed
-        runs = runs_deliver(runs_trim(_load_runs(stored_runs), committed), first, last)
+        take = last - head
+        runs = runs_deliver(runs_trim(_load_runs(stored_runs), head), first, last)
         seen = runs_attempts(runs, first, last)
         fields: dict[str, Any] = {"last_claim_at": now}
+        if head > committed:
+            # Skipped, not completed: the subscription start moves with it so
+            # completed counts stay the messages the group finished.
+            fields.update(committed_offset=head, start_offset=F("start_offset") + (head - committed))
         if request.auto_ack:
             fields.update(committed_offset=last, batch_last=last, retry_count=0, delivery_runs=runs_trim(runs, last))
         else:
@@ -381,12 +403,14 @@ def _read_range(pid: int, first: int, last: int) -> list[tuple[int, str, str, st
 
 
 def _skip_deleted(
-    cid: int, pid: int, committed: int, last: int, next_offset: int, stored_runs: Any, now: datetime
+    cid: int, pid: int, committed: int, head: int, last: int, next_offset: int, stored_runs: Any, now: datetime
 ) -> tuple[int, Runs] | None:
     """Move a cursor past deleted offsets to just before the next stored message.
 
-    Returns the new committed offset and delivery runs, or None when the
-    cursor moved meanwhile or nothing is stored past ``last``.
+    Offsets below ``head`` (the log start) were deleted by retention and
+    were not completed: the subscription start moves past them, as a claim
+    does. Returns the new committed offset and delivery runs, or None when
+    the cursor moved meanwhile or nothing is stored past ``last``.
     """
     following = (
         Message.objects.filter(partition_id=pid, offset__gt=last, offset__lt=next_offset)
@@ -399,7 +423,13 @@ def _skip_deleted(
     moved = (
         ConsumerCursor.objects.filter(pk=cid, committed_offset=committed)
         .exclude(lease_id__isnull=False, leased_until__gt=now)
-        .update(committed_offset=target, batch_last=target, retry_count=0, delivery_runs=runs)
+        .update(
+            committed_offset=target,
+            start_offset=F("start_offset") + (head - committed),
+            batch_last=target,
+            retry_count=0,
+            delivery_runs=runs,
+        )
     )
     if not moved or following is None:
         return None
@@ -571,9 +601,15 @@ def _ack_cursor(
 
     if dead:
         _dead_letter(queue, pid, group, dead, cursor.retry_count, now)
+    next_offset, log_start = Partition.objects.filter(pk=pid).values_list("next_offset", "log_start").get()
     fields: dict[str, Any] = {"committed_offset": committed, "retry_count": retry_count}
     if committed != cursor.committed_offset:
         fields["delivery_runs"] = runs_trim(cursor.delivery_runs, committed)
+    skipped = min(committed, log_start - 1) - cursor.committed_offset
+    if skipped > 0:
+        # Deleted by retention before the group finished them: skipped, not
+        # completed (as a claim from below the log start counts them).
+        fields["start_offset"] = F("start_offset") + skipped
     # A failed ack hands the rest of the batch back at once, also when the
     # message itself goes to the DLQ: consume loops drop the batch after a
     # nack and pop again.
@@ -587,8 +623,7 @@ def _ack_cursor(
     released_now = release and cursor.lease_id is not None
     for item, dlq, noop in results:
         outcomes[item.index] = AckOutcome(item.index, item.transaction_id, True, None, released_now, dlq, noop)
-    partition_last = Partition.objects.filter(pk=pid).values_list("next_offset", flat=True).get() - 1
-    return blocked or (release and committed < partition_last)
+    return blocked or (release and committed < next_offset - 1)
 
 
 def _dead_letter(

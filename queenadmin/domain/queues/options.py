@@ -13,7 +13,8 @@ Where the checks live:
   it, so the first refusal is the first bad option, as it always was;
 - the rules on values live here: ``option_value`` clamps the options the
   protocol clamps and refuses an integer outside 0..2**31-1
-  (``InvalidArgument``). ``QueueOptions`` runs it again on construction, so
+  (``InvalidArgument``), and a non-default value of an ``UNSUPPORTED`` option
+  (``InvalidArgument`` naming it). ``QueueOptions`` runs it again on construction, so
   an in-process caller cannot store what the wire would refuse (a wrong
   Python type there is a programming error: ``TypeError``);
 - defaults, ``null`` restoring a default, and merge against replace are
@@ -81,6 +82,14 @@ CLAMPS: dict[str, tuple[int, int]] = {
     "retentionSinkHoldMaxSeconds": (60, 31536000),
 }
 MAX_INT_OPTION = 2**31 - 1
+#: Options accepted only at their default, with why: Queen declares
+#: ``priority`` and enforces nothing with it (a label on listings; its
+#: docs, "Declared, not enforced"), and a value that changes nothing is
+#: refused here rather than stored as if it did. The client's default (0)
+#: stays accepted, so ``queue(q).create()`` works.
+UNSUPPORTED: dict[str, str] = {
+    "priority": "nothing is ordered by queue priority here (Queen only stores it as a label)",
+}
 
 
 def option_value(name: str, value: object) -> OptionValue:
@@ -99,6 +108,8 @@ def option_value(name: str, value: object) -> OptionValue:
             value = max(low, min(high, value))
         if value < 0 or value > MAX_INT_OPTION:
             raise InvalidArgument(f"option {name} must be from 0 to {MAX_INT_OPTION}")
+        if value != INT_OPTIONS[name] and name in UNSUPPORTED:
+            raise InvalidArgument(f"option {name} is not supported: {UNSUPPORTED[name]}; send {INT_OPTIONS[name]}")
         return value
     if name in BOOL_OPTIONS:
         if not isinstance(value, bool):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -16,13 +16,17 @@ from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.ids import uuid7s
 from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS, inferred_namespace_task
 from queenadmin.domain.queues.refs import QueueRef, lock_queue_rows
-from queenadmin.errors import QueueBusy
+from queenadmin.domain.queues.stats import queue_pending
+from queenadmin.errors import QueueBusy, QueueFull
 from queenadmin.models.queues import DeadLetter, Partition, Queue
 
 #: SQLite's host parameter limit is 32766; stay far below it.
 _SQLITE_CHUNK = 500
 #: The partition of a push that names none.
 DEFAULT_PARTITION = "Default"
+#: First argument of the two-int advisory lock that serialises the pushes
+#: to one capped (``maxSize``) queue; the KV store's key locks use 0x51AD.
+MAX_SIZE_LOCK_CLASS = 0x51AD_0002
 
 
 @dataclass(frozen=True)
@@ -47,14 +51,19 @@ class PushItem:
 
 @dataclass(frozen=True)
 class PushResult:
-    """What became of the item at ``index`` of the push."""
+    """What became of the item at ``index`` of the push.
+
+    ``failed``: the queue's ``maxSize`` refused it (``error`` says why);
+    nothing of it was written, ``message_id`` is ``""`` and ``offset`` 0.
+    """
 
     index: int
     message_id: str
     transaction_id: str
     queue: str
-    status: Literal["queued", "duplicate"]
+    status: Literal["queued", "duplicate", "failed"]
     offset: int
+    error: str | None = None
 
 
 @transaction.atomic(durable=True)
@@ -64,10 +73,12 @@ def queue_push(*, items: Sequence[PushItem]) -> list[PushResult]:
     Queues and partitions are created on first use. An item whose
     (queue, partition, transactionId) is already in the log inside the
     queue's ``dedupWindowSeconds``, or earlier in the same call, answers
-    ``duplicate`` with the original message id and offset. Must be the
-    outermost transaction (``queue_push_in_txn`` runs inside one).
+    ``duplicate`` with the original message id and offset. The items of a
+    queue whose ``maxSize`` they would overflow answer ``failed`` and are
+    not written; the other queues' items are (Queen's push answer). Must
+    be the outermost transaction (``queue_push_in_txn`` runs inside one).
     """
-    return queue_push_in_txn(items=items, now=clock.now())
+    return queue_push_in_txn(items=items, now=clock.now(), partial=True)
 
 
 #: Tries at reading, creating and locking the queues of a push before it
@@ -219,17 +230,63 @@ def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[t
     return found
 
 
-def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime) -> list[PushResult]:
+def _full_queues(queues: dict[str, QueueRef], items: Sequence[PushItem], now: datetime) -> dict[str, str]:
+    """The queues whose ``maxSize`` the items would overflow, with the reason.
+
+    Capped queues are checked one at a time under a lock that only capped
+    pushes take (a transaction advisory lock per queue, in id order, after
+    the queue rows and before any partition row, so the lock order stays
+    the one every writer follows): two pushes cannot both fit into the
+    last free places. The depth is arithmetic (``queue_pending``); like
+    Queen, the batch counts every item sent to the queue.
+    """
+    batches: dict[str, int] = {}
+    for item in items:
+        if queues[item.queue].max_size:
+            batches[item.queue] = batches.get(item.queue, 0) + 1
+    full: dict[str, str] = {}
+    for name in sorted(batches, key=lambda n: queues[n].id):
+        ref = queues[name]
+        if is_postgres():
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [MAX_SIZE_LOCK_CLASS, ref.id])
+        current = queue_pending(queue_id=ref.id, now=now)
+        if current + batches[name] > ref.max_size:
+            full[name] = (
+                f"Queue '{name}' would exceed max capacity ({ref.max_size}). Current: {current}, Batch: {batches[name]}"
+            )
+    return full
+
+
+def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool = False) -> list[PushResult]:
     """``queue_push`` inside the caller's transaction, at time ``now``.
 
-    Same outcomes as ``queue_push``. The caller must hold an open
-    transaction (asserted) and commit it: the partitions stay row-locked
-    until then, and wake-ups and broadcasts go out only on commit.
+    Same outcomes as ``queue_push``, but for a queue's ``maxSize``: it
+    raises ``QueueFull`` (nothing written) unless ``partial`` asks for
+    ``failed`` answers beside the written items, as ``queue_push`` does.
+    The caller must hold an open transaction (asserted) and commit it: the
+    partitions stay row-locked until then, and wake-ups and broadcasts go
+    out only on commit.
     """
     assert connection.in_atomic_block
     if not items:
         return []
     queues = _ensure_queues((i.queue for i in items), now)
+    full = _full_queues(queues, items, now) if any(q.max_size for q in queues.values()) else {}
+    if full and not partial:
+        raise QueueFull(next(iter(full.values())))
+    if full:
+        kept = [item for item in items if item.queue not in full]
+        written = iter(queue_push_in_txn(items=kept, now=now) if kept else [])
+        results: list[PushResult] = []
+        for index, item in enumerate(items):
+            if item.queue in full:
+                # Like Queen, a refused item without a transactionId gets one minted.
+                tid = item.transaction_id if item.transaction_id is not None else uuid7s(1)[0]
+                results.append(PushResult(index, "", tid, item.queue, "failed", 0, full[item.queue]))
+            else:
+                results.append(replace(next(written), index=index))
+        return results
     pairs = {(queues[i.queue].id, i.partition) for i in items}
     partitions = _ensure_partitions(pairs, now)
     next_offsets = _lock_partitions(sorted(set(partitions.values())))
@@ -246,7 +303,7 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime) -> list[PushR
     originals = _recent(wanted, cutoffs)
 
     fresh = iter(uuid7s(len(items)))
-    results: list[PushResult] = []
+    results = []
     rows: list[tuple[int, int, str, str, str, str | None]] = []
     for index, item in enumerate(items):
         queue = queues[item.queue]

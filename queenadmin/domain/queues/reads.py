@@ -19,9 +19,6 @@ from queenadmin.models.queues import Message, Partition, Queue
 
 FetchError = Literal["OFFSET_OUT_OF_RANGE", "UNKNOWN_TOPIC_OR_PARTITION"]
 
-#: Where every partition's log starts until retention moves it. Offsets
-#: start at 1 (``Partition.next_offset``).
-LOG_START = 1
 #: ``safeTime`` lags the clock by this much: a push stamps its partition
 #: with the time its transaction began, so one that commits after this read
 #: may carry an earlier time. Pushes are short transactions; a few seconds
@@ -68,17 +65,17 @@ def queue_fetch(*, entries: Sequence[FetchEntry], max_bytes: int, max_records: i
     payload (its own budget and what is left of the call's), but always
     one record if the call has read none yet, so a record larger than a
     budget cannot stall a reader. An unknown queue or partition answers
-    ``UNKNOWN_TOPIC_OR_PARTITION``; an offset below the log start (other
-    than 0) or above the high watermark answers ``OFFSET_OUT_OF_RANGE``;
-    both with no records. Reads only; no transaction needed.
+    ``UNKNOWN_TOPIC_OR_PARTITION``; an offset below the partition's log
+    start (retention deleted it; 0 means the log start) or above the high
+    watermark answers ``OFFSET_OUT_OF_RANGE``; both with no records. Reads only; no transaction needed.
     """
     wanted = {(e.queue, e.partition) for e in entries}
-    parts: dict[tuple[str, str], tuple[int, int]] = {}
+    parts: dict[tuple[str, str], tuple[int, int, int]] = {}
     if wanted:
         rows = Partition.objects.filter(
             queue__name__in={q for q, _ in wanted}, name__in={p for _, p in wanted}
-        ).values_list("queue__name", "name", "id", "next_offset")
-        parts = {(q, p): (i, n) for q, p, i, n in rows if (q, p) in wanted}
+        ).values_list("queue__name", "name", "id", "next_offset", "log_start")
+        parts = {(q, p): (i, n, s) for q, p, i, n, s in rows if (q, p) in wanted}
     left = max_bytes
     read_any = False
     results = []
@@ -87,10 +84,10 @@ def queue_fetch(*, entries: Sequence[FetchEntry], max_bytes: int, max_records: i
         if found is None:
             results.append(FetchedEntry(entry.queue, entry.partition, (), 0, 0, "UNKNOWN_TOPIC_OR_PARTITION"))
             continue
-        pid, high = found
-        start = LOG_START if entry.offset == 0 else entry.offset
-        if start < LOG_START or start > high:
-            results.append(FetchedEntry(entry.queue, entry.partition, (), high, LOG_START, "OFFSET_OUT_OF_RANGE"))
+        pid, high, log_start = found
+        start = log_start if entry.offset == 0 else entry.offset
+        if start < log_start or start > high:
+            results.append(FetchedEntry(entry.queue, entry.partition, (), high, log_start, "OFFSET_OUT_OF_RANGE"))
             continue
         budget = min(entry.max_bytes, left)
         records: list[Record] = []
@@ -108,7 +105,7 @@ def queue_fetch(*, entries: Sequence[FetchEntry], max_bytes: int, max_records: i
                 left -= size
                 read_any = True
                 records.append(Record(offset, txn, payload, created))
-        results.append(FetchedEntry(entry.queue, entry.partition, tuple(records), high, LOG_START))
+        results.append(FetchedEntry(entry.queue, entry.partition, tuple(records), high, log_start))
     return results
 
 
@@ -158,9 +155,9 @@ def partitions_changed(*, query: ChangedQuery) -> ChangedPage:
         rows = rows.filter(id__gt=query.after)
     picked: list[ChangedPartition] = []
     more = False
-    for pid, name, next_offset, created, pushed in (
+    for pid, name, next_offset, log_start, created, pushed in (
         rows.order_by("id")
-        .values_list("id", "name", "next_offset", "created_at", "last_push_at")
+        .values_list("id", "name", "next_offset", "log_start", "created_at", "last_push_at")
         .iterator(chunk_size=1000)
     ):
         written = pushed or created
@@ -170,7 +167,7 @@ def partitions_changed(*, query: ChangedQuery) -> ChangedPage:
             more = True
             break
         last = next_offset - 1
-        picked.append(ChangedPartition(pid, name, last if last > 0 else -1, LOG_START, written))
+        picked.append(ChangedPartition(pid, name, last if last > 0 else -1, log_start, written))
     return ChangedPage(query.queue, tuple(picked), picked[-1].id if more else None, True)
 
 

@@ -32,6 +32,16 @@ class QueueRef:
         return int(self.options.get("dedupWindowSeconds", 3600))
 
     @property
+    def window_buffer_seconds(self) -> int:
+        """``windowBuffer``: a partition delivers once it had no push this long."""
+        return max(0, int(self.options.get("windowBuffer") or 0))
+
+    @property
+    def max_size(self) -> int:
+        """``maxSize``: the most messages the queue holds unconsumed (0: no cap)."""
+        return max(0, int(self.options.get("maxSize") or 0))
+
+    @property
     def delay_seconds(self) -> int:
         """``delayedProcessing``: a message is claimable this long after its push."""
         return max(0, int(self.options.get("delayedProcessing") or 0))

@@ -24,7 +24,7 @@ class PartitionDepth:
     name: str
     created_at: datetime
     last_push_at: datetime | None
-    #: Messages stored (the last offset).
+    #: Messages stored: ``last_offset - (log_start - 1)``.
     total: int
     pending: int
     processing: int
@@ -40,6 +40,10 @@ class PartitionDepth:
     oldest_message_at: datetime | None = None
     #: Push time of the message at the last offset (read only on request).
     newest_message_at: datetime | None = None
+    #: The offset of the last message pushed (0: none yet).
+    last_offset: int = 0
+    #: The lowest offset still stored (``Partition.log_start``).
+    log_start: int = 1
 
     @property
     def ready(self) -> int:
@@ -120,7 +124,7 @@ def _depths(
         cursor_rows = ConsumerCursor.objects.filter(partition_id__in=partition_ids)
     partitions = list(
         partition_rows.order_by("id").values_list(
-            "id", "name", "created_at", "last_push_at", "next_offset", "retained_bytes"
+            "id", "name", "created_at", "last_push_at", "next_offset", "retained_bytes", "log_start"
         )
     )
     if group is not None:
@@ -142,7 +146,7 @@ def _depths(
     ):
         cursors.setdefault(row[0], []).append(row)
     result = []
-    for pid, name, created_at, last_push_at, next_offset, retained in partitions:
+    for pid, name, created_at, last_push_at, next_offset, retained, log_start in partitions:
         last = next_offset - 1
         best: PartitionDepth | None = None
         rows = cursors.get(pid, [])
@@ -151,28 +155,42 @@ def _depths(
         rows = rows + [(pid, g, 0, 0, None, None, 0, 0) for g in considered - seen]
         for _, _, committed, start, lease, until, batch_last, dead in rows:
             live = lease is not None and until is not None and until > now
-            pending = max(0, last - committed)
-            processing = max(0, min(batch_last, last) - committed) if live else 0
-            head = (batch_last if live else committed) + 1
+            # Offsets below the log start are gone (retention): a cursor
+            # behind it reads on from the log start (protocol 11.3).
+            done = max(committed, log_start - 1)
+            pending = max(0, last - done)
+            processing = max(0, min(batch_last, last) - done) if live else 0
+            head = max(batch_last if live else done, done) + 1
             depth = PartitionDepth(
                 pid,
                 name,
                 created_at,
                 last_push_at,
-                last,
+                last - (log_start - 1),
                 pending,
                 processing,
                 max(0, committed - start - dead),
                 dead,
                 head if head <= last else None,
                 retained,
-                committed + 1 if committed < last else None,
+                done + 1 if done < last else None,
+                last_offset=last,
+                log_start=log_start,
             )
             if best is None or depth.pending > best.pending:
                 best = depth
         assert best is not None
         result.append(best)
     return tuple(result)
+
+
+def queue_pending(*, queue_id: int, now: datetime) -> int:
+    """Messages of queue ``queue_id`` not yet consumed, leased ones included.
+
+    Summed over partitions for the slowest named group, or queue mode when
+    the queue has no named group (as ``_depths``): offsets and cursors only.
+    """
+    return sum(p.pending for p in _depths(queue_id, None, now) or ())
 
 
 def _oldest_ready_age(parts: tuple[PartitionDepth, ...], now: datetime) -> float | None:
@@ -202,12 +220,12 @@ def _message_times(parts: tuple[PartitionDepth, ...]) -> tuple[PartitionDepth, .
     """
     result = []
     for part in parts:
-        wanted = [o for o in (part.pending_offset, part.total) if o]
+        wanted = [o for o in (part.pending_offset, part.last_offset) if o]
         found = dict(
             Message.objects.filter(partition_id=part.id, offset__in=wanted).values_list("offset", "created_at")
         )
         oldest = found.get(part.pending_offset) if part.pending_offset else None
-        result.append(replace(part, oldest_message_at=oldest, newest_message_at=found.get(part.total)))
+        result.append(replace(part, oldest_message_at=oldest, newest_message_at=found.get(part.last_offset)))
     return tuple(result)
 
 

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queenadmin', '0006_operator_groups'),
+        ('queenadmin', '0011_dash2'),
     ]
 
     operations = [

@@ -1,0 +1,249 @@
+"""Retention: delete old messages and move each partition's log start.
+
+Queen's rules (its retention internals and queue-options pages), per queue
+and opt-in with ``retentionEnabled``:
+
+- rule 1, ``retentionSeconds``: a message older than that is deleted,
+  consumed or not (leased ones included: their acks then answer that the
+  message is unknown, a lease whose whole batch is gone is released, and
+  the next pop starts at the log start);
+- rule 2, ``completedRetentionSeconds``: a message older than that is
+  deleted once every consumer of the partition is past it. The consumers
+  are the queue's named groups, and queue mode once a pop in queue mode
+  made a cursor anywhere on the queue (Queen counts the partition's cursor
+  rows only, so a group that has not reached a partition yet would not
+  protect it); a consumer with no cursor on the partition has consumed
+  nothing there, and a partition nobody consumes keeps everything under
+  this rule;
+- ``maxWaitTimeSeconds`` evicts like rule 1 (the shorter window wins), and
+  applies whether ``retentionEnabled`` is set or not.
+
+Only a prefix of each partition goes: the sweep walks up from the log
+start while rule 1 or rule 2 allows, deletes that range and moves
+``log_start`` past it in the same transaction, so every offset below the
+log start is gone and every offset from it on is still stored. Depth is
+``last_offset - max(committed_offset, log_start - 1)`` everywhere.
+
+Each step is one short transaction over one partition and at most
+``batch`` messages. It takes the queue row (``FOR KEY SHARE``) and then the
+partition row (``FOR NO KEY UPDATE SKIP LOCKED``), the order pushes take
+them: a partition another sweeper or a push holds is left for the next
+pass, so any number of replicas can sweep at once without waiting on each
+other or deleting anything twice. Claims and acks take no partition row
+lock, so they never wait on a sweep, and the sweep skips the cursor rows
+they hold. On SQLite the IMMEDIATE transaction makes the step the only
+writer, and the log start is moved with a compare-and-set all the same.
+
+Dedup (``dedupWindowSeconds``) looks for the original message in the log,
+so a message deleted by retention no longer deduplicates a later push.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+
+from queenadmin.conf import settings
+from queenadmin.domain import clock, events
+from queenadmin.domain.db import from_db_time, is_postgres, to_db_time
+from queenadmin.domain.queues import wakeups
+from queenadmin.domain.queues.refs import lock_queue_rows
+from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, Queue
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """A queue's retention cutoffs at one moment (None: the rule is off)."""
+
+    queue_id: int
+    queue: str
+    #: Rule 1: messages pushed before this go.
+    all_before: datetime | None
+    #: Rule 2: consumed messages pushed before this go.
+    completed_before: datetime | None
+
+
+@dataclass(frozen=True)
+class RetentionSweep:
+    """What one sweep deleted: messages, and partitions whose start moved."""
+
+    deleted: int = 0
+    partitions: int = 0
+    #: Partitions left for a later pass because a push or another sweeper
+    #: held them.
+    skipped: int = 0
+
+
+def retention_policies(*, now: datetime) -> list[RetentionPolicy]:
+    """The queues retention applies to, with their cutoffs at ``now``.
+
+    A queue takes part when one of its two windows is above zero (and, with
+    ``RETENTION_REQUIRES_ENABLED``, Queen's opt-in, ``retentionEnabled`` is
+    true), or when its ``maxWaitTimeSeconds`` is above zero.
+    """
+    policies = []
+    opt_in = settings.RETENTION_REQUIRES_ENABLED
+    for qid, name, options in Queue.objects.order_by("id").values_list("id", "name", "options"):
+        enabled = bool(options.get("retentionEnabled")) or not opt_in
+        all_s = int(options.get("retentionSeconds") or 0) if enabled else 0
+        done_s = int(options.get("completedRetentionSeconds") or 0) if enabled else 0
+        wait_s = int(options.get("maxWaitTimeSeconds") or 0)
+        # maxWaitTimeSeconds evicts like rule 1, with or without retentionEnabled.
+        windows = [w for w in (all_s, wait_s) if w > 0]
+        if not windows and done_s <= 0:
+            continue
+        policies.append(
+            RetentionPolicy(
+                qid,
+                name,
+                now - timedelta(seconds=min(windows)) if windows else None,
+                now - timedelta(seconds=done_s) if done_s > 0 else None,
+            )
+        )
+    return policies
+
+
+def queue_retention_sweep(*, now: datetime | None = None, batch: int | None = None) -> RetentionSweep:
+    """Delete every message retention allows at ``now`` (default: the clock).
+
+    Runs one short transaction per partition and per ``batch`` messages
+    (default ``RETENTION_BATCH_SIZE``) until nothing more can go; returns
+    the counts. Never opens one long transaction, and must not be called
+    inside one (each step is a durable transaction). Safe to run in
+    several processes at once.
+    """
+    now = clock.now() if now is None else now
+    batch = max(1, batch or settings.RETENTION_BATCH_SIZE)
+    deleted = moved = skipped = 0
+    for policy in retention_policies(now=now):
+        for pid in _due_partitions(policy):
+            step_moved = False
+            while True:
+                step = _sweep_partition(policy, pid, now, batch)
+                if step is None:
+                    skipped += 1
+                    break
+                count, done = step
+                deleted += count
+                step_moved = step_moved or count > 0
+                if done:
+                    break
+            moved += step_moved
+    return RetentionSweep(deleted, moved, skipped)
+
+
+def _due_partitions(policy: RetentionPolicy) -> list[int]:
+    """Partitions of the queue whose oldest stored message is past a cutoff.
+
+    One indexed probe per partition (the message at its log start), in
+    one statement per queue: partitions with nothing old enough cost no
+    transaction. Read without locks; the step checks again under them.
+    """
+    cutoffs = [c for c in (policy.all_before, policy.completed_before) if c is not None]
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT p.id FROM queenadmin_partition p JOIN queenadmin_message m"
+            " ON m.partition_id = p.id AND m.msg_offset = p.log_start"
+            " WHERE p.queue_id = %s AND m.created_at < %s ORDER BY p.id",
+            [policy.queue_id, to_db_time(max(cutoffs))],
+        )
+        return [int(row[0]) for row in cur.fetchall()]
+
+
+@transaction.atomic(durable=True)
+def _sweep_partition(policy: RetentionPolicy, pid: int, now: datetime, batch: int) -> tuple[int, bool] | None:
+    """Delete the next prefix of partition ``pid`` that retention allows.
+
+    Returns (messages deleted, whether the partition is done for now), or
+    None when the partition was busy (a push or another sweeper holds it)
+    or is gone.
+    """
+    if not lock_queue_rows([policy.queue_id]):
+        return 0, True
+    sql = "SELECT log_start, next_offset FROM queenadmin_partition WHERE id = %s"
+    if is_postgres():
+        sql += " FOR NO KEY UPDATE SKIP LOCKED"
+    with connection.cursor() as cur:
+        cur.execute(sql, [pid])
+        row = cur.fetchone()
+    if row is None:
+        return None
+    log_start, next_offset = row
+    high = min(next_offset - 1, log_start + batch - 1)
+    if high < log_start:
+        return 0, True
+    consumed = _consumed_by_all(policy.queue_id, pid) if policy.completed_before is not None else 0
+    size = "octet_length(payload)" if is_postgres() else "length(CAST(payload AS BLOB))"
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT msg_offset, created_at, {size} FROM queenadmin_message"
+            " WHERE partition_id = %s AND msg_offset >= %s AND msg_offset <= %s ORDER BY msg_offset",
+            [pid, log_start, high],
+        )
+        rows = cur.fetchall()
+    # Push times rise with offsets only roughly (a push reads the clock
+    # before it waits for the partition), so the walk stops at the first
+    # message that must stay: the log start never skips a kept message.
+    boundary = log_start
+    freed = 0
+    for offset, created_at, nbytes in rows:
+        created_at = from_db_time(created_at)
+        expired = policy.all_before is not None and created_at < policy.all_before
+        finished = policy.completed_before is not None and offset <= consumed and created_at < policy.completed_before
+        if not (expired or finished):
+            break
+        boundary = offset + 1
+        freed += int(nbytes)
+    if boundary == log_start:
+        return 0, True
+    with connection.cursor() as cur:
+        cur.execute(
+            "DELETE FROM queenadmin_message WHERE partition_id = %s AND msg_offset >= %s AND msg_offset < %s",
+            [pid, log_start, boundary],
+        )
+        deleted = cur.rowcount
+        # Compare-and-set on the log start: SQLite ignores FOR UPDATE.
+        cur.execute(
+            "UPDATE queenadmin_partition SET log_start = %s, retained_bytes = retained_bytes - %s"
+            " WHERE id = %s AND log_start = %s",
+            [boundary, freed, pid, log_start],
+        )
+        if cur.rowcount != 1:
+            transaction.set_rollback(True)
+            return None
+    # A leased batch that is gone entirely would hold the partition until
+    # the lease ran out (its acks only find unknown messages): hand it back.
+    # Cursors a claim or an ack holds are skipped, never waited for: a
+    # transaction that acks then pushes to this partition would wait for the
+    # partition row this step holds (a deadlock); they are busy anyway.
+    gone = list(
+        ConsumerCursor.objects.filter(partition_id=pid, lease_id__isnull=False, batch_last__lt=boundary)
+        .select_for_update(skip_locked=True)
+        .values_list("id", flat=True)
+    )
+    released = ConsumerCursor.objects.filter(id__in=gone, batch_last__lt=boundary).update(
+        lease_id=None, leased_until=None
+    )
+    if released:
+        wakeups.notify_on_commit([policy.queue])
+    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [policy.queue]})
+    return deleted, boundary <= high
+
+
+def _consumed_by_all(queue_id: int, pid: int) -> int:
+    """The highest offset every consumer of partition ``pid`` is done with.
+
+    The consumers are the queue's named groups and, once any pop in queue
+    mode made a cursor on the queue, queue mode; one without a cursor on
+    this partition has consumed nothing of it. No consumer: nothing.
+    """
+    committed = dict(ConsumerCursor.objects.filter(partition_id=pid).values_list("group", "committed_offset"))
+    consumers = set(ConsumerGroup.objects.filter(queue_id=queue_id).values_list("name", flat=True))
+    if ConsumerCursor.objects.filter(partition__queue_id=queue_id, group=QUEUE_MODE).exists():
+        consumers.add(QUEUE_MODE)
+    consumers.update(committed)
+    if not consumers or consumers - committed.keys():
+        return 0
+    return min(committed.values())
