@@ -171,3 +171,27 @@ def test_a_busy_partition_reads_past_its_share_of_the_page():
     assert [r.offset for r in page[:30]] == list(range(30, 0, -1))
     assert {r.partition for r in page[:30]} == {"busy"}
     assert [r.transaction_id for r in page[30:]] == ["only-9", "only-8", "only-7", "only-6", "only-5"]
+
+
+def test_offset_reads_start_at_the_log_start_retention_moved():
+    """After retention deletes a prefix, fetch and discovery report the new log start; an offset below it is out of range."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        request = queues.ConfigureRequest(
+            "kept", options=queues.QueueOptions((("retentionEnabled", True), ("retentionSeconds", 60)))
+        )
+        queues.queue_configure(request=request)
+        push("kept", 3)
+        traveller.shift(timedelta(minutes=5))
+        push("kept", 2)
+        assert queues.queue_retention_sweep().deleted == 3
+        below, start = reads.queue_fetch(
+            entries=[reads.FetchEntry("kept", "p", 2, 10_000), reads.FetchEntry("kept", "p", 0, 10_000)],
+            max_bytes=10_000,
+        )
+        assert (below.error, below.log_start, below.high_watermark, below.records) == ("OFFSET_OUT_OF_RANGE", 4, 6, ())
+        assert ([r.offset for r in start.records], start.error) == ([4, 5], None)
+        (changed,) = reads.partitions_changed(query=reads.ChangedQuery(queue="kept")).partitions
+        assert (changed.last_offset, changed.log_start) == (5, 4)
+        # A group that never read the partition starts at the log start, not at a deleted offset.
+        c = queues.queue_claim(request=queues.PopRequest(queue="kept", group="late", batch=10))
+        assert [m.offset for m in c.messages] == [4, 5]
