@@ -69,6 +69,22 @@ class QueueNotFound(NotFound):
     code = "queue_not_found"
 
 
+class NotDeadLettered(QueenError):
+    """The message is not in the dead-letter queue."""
+
+    code = "not_dead_lettered"
+
+
+class MessageNotNext(QueenError):
+    """Only a consumer group's next message, not under a live lease, can be moved to its dead-letter queue."""
+
+    code = "message_not_next"
+
+
+class MessageNotFound(NotFound):
+    """Message not found"""
+
+
 class QueueBusy(QueenError):
     """The queue changed under the call (deleted meanwhile); retry it."""
 

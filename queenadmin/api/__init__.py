@@ -69,9 +69,9 @@ def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> Http
 
 def _register() -> None:
     # One router per concept; each module exposes ``router``.
-    from queenadmin.api import kv, locks, queues, status, timers, transactions
+    from queenadmin.api import admin, kv, locks, queues, status, timers, transactions
 
-    for module in (kv, locks, queues, status, timers, transactions):
+    for module in (kv, locks, queues, status, timers, transactions, admin):
         api.add_router("/", module.router)
 
 

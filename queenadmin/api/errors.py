@@ -25,6 +25,8 @@ STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.PreconditionFailed: (200, "precondition"),
     errors.QueueNotFound: (404, "queue_not_found"),
     errors.QueueBusy: (409, "engine"),
+    errors.NotDeadLettered: (409, "engine"),
+    errors.MessageNotNext: (409, "engine"),
     errors.NameTooLong: (413, "engine"),
     errors.NotFound: (404, "engine"),
     errors.Unauthorized: (401, "auth"),

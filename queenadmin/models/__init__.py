@@ -2,7 +2,18 @@ from __future__ import annotations
 
 from queenadmin.models.auth import ApiToken, AuditEntry
 from queenadmin.models.kv import KVEntry, VersionCounter
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue, QueueSample
+from queenadmin.models.queues import (
+    ConsumerCursor,
+    ConsumerGroup,
+    DeadLetter,
+    Message,
+    Partition,
+    Queue,
+    QueueSample,
+    Trace,
+    TraceName,
+    TraceNameSummary,
+)
 from queenadmin.models.timers import Timer
 
 __all__ = [
@@ -17,5 +28,8 @@ __all__ = [
     "Queue",
     "QueueSample",
     "Timer",
+    "Trace",
+    "TraceName",
+    "TraceNameSummary",
     "VersionCounter",
 ]

@@ -218,3 +218,59 @@ class QueueSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue}@{self.at:%Y-%m-%dT%H:%M:%S} ({self.resolution} s)"
+
+
+class Trace(models.Model):
+    """One trace event a consumer recorded on a message (``POST /traces``)."""
+
+    #: A UUIDv7: the id the wire shows.
+    trace_id = models.CharField(max_length=36, unique=True)
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, related_name="traces")
+    transaction_id = models.TextField()
+    #: The traced message's offset in its partition (for its payload).
+    offset = models.BigIntegerField(db_column="msg_offset")
+    group = models.TextField(db_column="group_name")
+    event_type = models.TextField()
+    #: The event's ``data`` as compact JSON text, returned verbatim.
+    data = models.TextField()
+    worker_id = models.TextField(null=True, blank=True)  # noqa: DJ001
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["partition", "transaction_id", "id"], name="trace_message_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.partition_id}/{self.transaction_id} {self.event_type}"
+
+
+class TraceName(models.Model):
+    """A name a trace event was filed under; one trace may have several."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="names")
+    name = models.TextField()
+    #: The trace's time, copied so a name's page reads one index.
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["trace", "name"], name="tracename_trace_name_uniq")]
+        indexes = [models.Index(fields=["name", "created_at", "trace"], name="tracename_name_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.trace_id})"
+
+
+class TraceNameSummary(models.Model):
+    """A trace name's counts, kept by every trace write so the names list pages."""
+
+    name = models.TextField(unique=True)
+    #: Trace events filed under the name.
+    traces = models.BigIntegerField(default=0)
+    #: Distinct messages those events are about.
+    messages = models.BigIntegerField(default=0)
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["-last_seen", "name"], name="tracenamesummary_seen_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.traces})"

@@ -27,13 +27,20 @@ ROUTES = [
     ("POST", "/api/v1/ack"),
     ("POST", "/api/v1/ack/batch"),
     ("POST", "/api/v1/lease/not-a-lease/extend"),
+    ("POST", "/api/v1/fetch"),
+    ("POST", "/api/v1/partitions/changed"),
+    ("POST", "/api/v1/traces"),
+    ("POST", "/api/v1/consumer-groups/fuzz/subscription"),
+    ("POST", "/api/v1/consumer-groups/fuzz/queues/fuzz/seek"),
+    ("POST", "/api/v1/messages/1/fuzz/dlq"),
 ]
 
 FIELDS = [
     "op", "ns", "key", "keys", "prefix", "value", "ttlSeconds", "forever", "expect", "required", "delta",
     "min", "max", "limit", "after", "operations", "name", "owner", "token", "slot", "queue", "partition",
     "payload", "items", "transactionId", "partitionId", "leaseId", "status", "consumerGroup", "options",
-    "acknowledgments", "namespace", "seconds", "mode",
+    "acknowledgments", "namespace", "seconds", "mode", "entries", "offset", "maxBytes", "since", "data",
+    "traceNames", "eventType", "subscriptionTimestamp", "toEnd", "timestamp", "error",
 ]  # fmt: skip
 
 scalars = st.one_of(
@@ -91,6 +98,17 @@ def test_arbitrary_bodies_never_get_a_server_error(live_server, method, path):
         "/api/v1/resources/queues/nope/depth?group=",
         "/api/v1/dlq?limit=abc",
         "/api/v1/kv/BAD/k",
+        "/api/v1/messages?limit=abc",
+        "/api/v1/messages?offset=99999999999999999999999",
+        "/api/v1/messages?from=0001-01-01T00:00:00%2B01:00",
+        "/api/v1/messages?to=99999-01-01&status=x",
+        "/api/v1/messages/99999999999999999999999/t",
+        "/api/v1/traces/names?offset=-1",
+        "/api/v1/traces/by-name/x?limit=99999999999999999999&offset=99999999999999999999",
+        "/api/v1/traces/99999999999999999999999/t",
+        "/api/v1/consumer-groups/lagging?minLagSeconds=abc",
+        "/api/v1/consumer-groups/lagging?minLagSeconds=99999999999999999999999",
+        "/api/v1/resources/partitions?limit=0&offset=99999999999999999999",
     ],
 )
 def test_odd_query_strings_never_get_a_server_error(live_server, path):

@@ -9,6 +9,12 @@ cursors and dead letters. Callers import this package
 - ``stats``: the reads: depth, queue lists, the overview, the DLQ;
 - ``history``: statistics over time (``queue_series``, ``stats_refresh``);
   ``sampler`` is the loop that samples them;
+- ``reads``: reads by offset (``queue_fetch``) and partition discovery;
+- ``browse``: the operator's reads: namespaces, tasks, partitions,
+  consumer groups, messages one by one;
+- ``groups``: consumer-group delete, seek and re-subscribe;
+- ``messages``: an operator's message delete, retry and move to the DLQ;
+- ``traces``: message trace events (the one writer of ``Trace``);
 - ``options``: option defaults, the rules on values, merging;
 - ``delivery``: the per-offset delivery counts a cursor keeps;
 - ``refs``, ``ids``: a queue as the writers read it; UUIDv7 ids;

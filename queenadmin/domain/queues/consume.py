@@ -331,29 +331,43 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         if take <= 0:
             continue
         first, last = head + 1, head + take
+        rows = _read_range(pid, first, last)
+        if not rows:
+            # Every message of the range was deleted: by an operator
+            # (``queue_message_delete``: the group is done with them), or by
+            # retention since the log start was read. Go on from the next
+            # stored message.
+            skipped = _skip_deleted(cid, pid, committed, head, last, next_offset, stored_runs, now)
+            if skipped is None:
+                continue
+            committed, stored_runs = skipped
+            head = committed
+            take = min(budget, next_offset - 1 - head)
+            first, last = head + 1, head + take
+            rows = _read_range(pid, first, last)
+            if not rows:
+                continue  # Deleted meanwhile too: the next claim goes on.
         if queue.delay_seconds:
             # Only the prefix pushed at least delay_seconds ago is ready:
             # the first younger message and everything after it wait, so the
             # partition stays FIFO.
             delay = timedelta(seconds=queue.delay_seconds)
-            young = (
-                Message.objects.filter(
-                    partition_id=pid, offset__gte=first, offset__lte=last, created_at__gt=now - delay
-                )
-                .order_by("offset")
-                .values_list("offset", "created_at")
-                .first()
-            )
+            young = next((i for i, r in enumerate(rows) if r[5] > now - delay), None)
             if young is not None:
-                if young[0] == first:
-                    ready_at = young[1] + delay
+                if young == 0:
+                    ready_at = rows[0][5] + delay
                     retry_at = ready_at if retry_at is None else min(retry_at, ready_at)
                     continue
-                last = young[0] - 1
-                take = last - head
+                rows = rows[:young]
+        # The batch ends at its last stored message, so acking what was
+        # handed out releases the lease even when deleted offsets follow.
+        last = rows[-1][0]
+        take = last - head
         runs = runs_deliver(runs_trim(_load_runs(stored_runs), head), first, last)
         seen = runs_attempts(runs, first, last)
-        fields: dict[str, Any] = {"last_claim_at": now, "delivered": F("delivered") + take}
+        # Counted in messages handed out: offsets an operator deleted between
+        # them are neither delivered nor acked.
+        fields: dict[str, Any] = {"last_claim_at": now, "delivered": F("delivered") + len(rows)}
         if head > committed:
             # Skipped, not completed: the subscription start moves with it so
             # completed counts stay the messages the group finished.
@@ -364,7 +378,7 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
                 batch_last=last,
                 retry_count=0,
                 delivery_runs=runs_trim(runs, last),
-                acked=F("acked") + take,
+                acked=F("acked") + len(rows),
             )
         else:
             fields.update(lease_id=lease_id, leased_until=leased_until, batch_last=last, delivery_runs=runs)
@@ -378,17 +392,6 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         )
         if not won:
             continue
-        rows = list(
-            Message.objects.filter(partition_id=pid, offset__gte=first, offset__lte=last)
-            .order_by("offset")
-            .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
-        )
-        if not rows:
-            # Retention deleted the whole range since the cursor was read:
-            # hand the lease back rather than hold a partition for nothing.
-            if not request.auto_ack:
-                ConsumerCursor.objects.filter(pk=cid).update(lease_id=None, leased_until=None)
-            continue
         budget -= take
         claimed.append((pid, name))
         for offset, txn, mid, payload, trace, created in rows:
@@ -396,6 +399,49 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
     if claimed:
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue.name]})
     return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at)
+
+
+def _read_range(pid: int, first: int, last: int) -> list[tuple[int, str, str, str, str | None, datetime]]:
+    """The stored messages of ``pid`` from ``first`` to ``last`` (gaps: deleted ones)."""
+    return list(
+        Message.objects.filter(partition_id=pid, offset__gte=first, offset__lte=last)
+        .order_by("offset")
+        .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
+    )
+
+
+def _skip_deleted(
+    cid: int, pid: int, committed: int, head: int, last: int, next_offset: int, stored_runs: Any, now: datetime
+) -> tuple[int, Runs] | None:
+    """Move a cursor past deleted offsets to just before the next stored message.
+
+    Offsets below ``head`` (the log start) were deleted by retention and
+    were not completed: the subscription start moves past them, as a claim
+    does. Returns the new committed offset and delivery runs, or None when
+    the cursor moved meanwhile or nothing is stored past ``last``.
+    """
+    following = (
+        Message.objects.filter(partition_id=pid, offset__gt=last, offset__lt=next_offset)
+        .order_by("offset")
+        .values_list("offset", flat=True)
+        .first()
+    )
+    target = following - 1 if following is not None else next_offset - 1
+    runs = runs_trim(_load_runs(stored_runs), target)
+    moved = (
+        ConsumerCursor.objects.filter(pk=cid, committed_offset=committed)
+        .exclude(lease_id__isnull=False, leased_until__gt=now)
+        .update(
+            committed_offset=target,
+            start_offset=F("start_offset") + (head - committed),
+            batch_last=target,
+            retry_count=0,
+            delivery_runs=runs,
+        )
+    )
+    if not moved or following is None:
+        return None
+    return target, runs
 
 
 def _load_runs(value: Any) -> Runs:

@@ -15,7 +15,15 @@ from django.db import IntegrityError, connection, transaction
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues.options import QueueOptions, merge_options
 from queenadmin.domain.queues.refs import lock_queue_rows
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.domain.queues.traces import traces_delete_for_queue_in_txn
+from queenadmin.models.queues import (
+    ConsumerCursor,
+    ConsumerGroup,
+    DeadLetter,
+    Message,
+    Partition,
+    Queue,
+)
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,7 @@ def queue_delete_in_txn(*, name: str) -> bool:
     DeadLetter.objects.filter(queue_id=queue_id).delete()
     ConsumerCursor.objects.filter(partition__queue_id=queue_id).delete()
     ConsumerGroup.objects.filter(queue_id=queue_id).delete()
+    traces_delete_for_queue_in_txn(queue_id=queue_id)
     Message.objects.filter(partition__queue_id=queue_id)._raw_delete(Message.objects.db)
     Partition.objects.filter(queue_id=queue_id).delete()
     Queue.objects.filter(pk=queue_id).delete()

@@ -59,6 +59,23 @@ BOOL_OPTIONS: dict[str, bool] = {
 }
 #: An auto-created queue (first push) leases for 60 s, not 300.
 AUTO_CREATE_OPTIONS: dict[str, OptionValue] = {**INT_OPTIONS, **BOOL_OPTIONS, "leaseTime": 60}
+
+
+def inferred_namespace_task(name: str) -> tuple[str | None, str | None]:
+    """The namespace and task a push gives the queue it creates.
+
+    Queen's push (``lib/schema/procedures/001_push.sql``) takes them from a
+    dotted name: ``billing.invoices.eu`` is namespace ``billing``, task
+    ``invoices``. Queen also stores a dotless name whole as the namespace
+    (``split_part`` of no dot); here a dotless queue has none, so discovery
+    by namespace does not mistake every queue for a namespace of its own.
+    """
+    if "." not in name:
+        return None, None
+    namespace, task = name.split(".", 2)[:2]
+    return namespace or None, task or None
+
+
 #: Clamped, never refused (protocol section 10).
 CLAMPS: dict[str, tuple[int, int]] = {
     "minPopWaitTime": (0, 60000),

@@ -14,7 +14,7 @@ from queenadmin.domain import clock, events
 from queenadmin.domain.db import from_db_time, is_postgres, server_cursor, to_db_time
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.ids import uuid7s
-from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS
+from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS, inferred_namespace_task
 from queenadmin.domain.queues.refs import QueueRef, lock_queue_rows
 from queenadmin.domain.queues.stats import queue_pending
 from queenadmin.errors import QueueBusy, QueueFull
@@ -123,7 +123,16 @@ def _ensure_queues(names: Iterable[str], now: datetime) -> dict[str, QueueRef]:
                 events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "created": created})
             return found
         Queue.objects.bulk_create(
-            [Queue(name=n, options=dict(AUTO_CREATE_OPTIONS), created_at=now) for n in missing],
+            [
+                Queue(
+                    name=n,
+                    namespace=inferred_namespace_task(n)[0],
+                    task=inferred_namespace_task(n)[1],
+                    options=dict(AUTO_CREATE_OPTIONS),
+                    created_at=now,
+                )
+                for n in missing
+            ],
             ignore_conflicts=True,
         )
         created.extend(n for n in missing if n not in created)

@@ -7,7 +7,7 @@ O(messages). Nothing here writes or locks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -105,19 +105,27 @@ class QueueStats:
         return sum(p.retained_bytes for p in self.partitions)
 
 
-def _depths(queue_id: int, group: str | None, now: datetime) -> tuple[PartitionDepth, ...] | None:
+def _depths(
+    queue_id: int, group: str | None, now: datetime, partition_ids: Collection[int] | None = None
+) -> tuple[PartitionDepth, ...] | None:
     """Per-partition depth for ``group``; None if that named group is unseen.
 
     Without a group: the worst (largest-lag) named-group cursor per
-    partition, or queue mode when the queue has no named groups.
+    partition, or queue mode when the queue has no named groups. With
+    ``partition_ids``, only those partitions (a page of them).
     """
     groups = set(ConsumerGroup.objects.filter(queue_id=queue_id).values_list("name", flat=True))
     if group is not None and group != QUEUE_MODE and group not in groups:
         return None
+    partition_rows = Partition.objects.filter(queue_id=queue_id)
+    cursor_rows = ConsumerCursor.objects.filter(partition__queue_id=queue_id)
+    if partition_ids is not None:
+        partition_rows = partition_rows.filter(id__in=partition_ids)
+        cursor_rows = ConsumerCursor.objects.filter(partition_id__in=partition_ids)
     partitions = list(
-        Partition.objects.filter(queue_id=queue_id)
-        .order_by("id")
-        .values_list("id", "name", "created_at", "last_push_at", "next_offset", "retained_bytes", "log_start")
+        partition_rows.order_by("id").values_list(
+            "id", "name", "created_at", "last_push_at", "next_offset", "retained_bytes", "log_start"
+        )
     )
     if group is not None:
         considered = {group}
@@ -126,7 +134,7 @@ def _depths(queue_id: int, group: str | None, now: datetime) -> tuple[PartitionD
     else:
         considered = {QUEUE_MODE}
     cursors: dict[int, list[tuple[Any, ...]]] = {}
-    for row in ConsumerCursor.objects.filter(partition__queue_id=queue_id, group__in=considered).values_list(
+    for row in cursor_rows.filter(group__in=considered).values_list(
         "partition_id",
         "group",
         "committed_offset",
@@ -244,6 +252,11 @@ def queue_stats(
     if with_messages:
         parts = _message_times(parts)
     return QueueStats(qid, name, namespace, task, options, created_at, group, parts, QueueTotals.of(parts), age)
+
+
+def partition_depths(*, queue_id: int, partition_ids: Collection[int]) -> tuple[PartitionDepth, ...]:
+    """Depth of some partitions of a queue, for the slowest group (see ``_depths``)."""
+    return _depths(queue_id, None, clock.now(), partition_ids) or ()
 
 
 def queue_list() -> list[QueueStats]:

@@ -1,0 +1,300 @@
+"""The client's remaining routes: offset reads (``queue.fetch()``), partition
+discovery (``changed_since()``), consumer groups, message traces and the
+operator reads of ``queen.admin``.
+
+Each route parses with ``api/wire/admin.py``, calls the domain
+(``domain/queues``: ``reads``, ``groups``, ``traces``, ``browse``) and
+renders the result with the same wire module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Router
+
+from queenadmin.api.http import json_response, read_json
+from queenadmin.api.openapi import body_of
+from queenadmin.api.schemas.admin import (
+    ChangedIn,
+    ChangedOut,
+    FetchIn,
+    FetchOut,
+    GroupDeletedOut,
+    GroupDetailOut,
+    GroupQueueDeletedOut,
+    GroupSummaryOut,
+    LaggingOut,
+    MessageDeadLetteredOut,
+    MessageDeletedOut,
+    MessageDetailOut,
+    MessageNotFoundOut,
+    MessageNotNextOut,
+    MessageRetriedOut,
+    MessagesOut,
+    MessageTracesOut,
+    MoveToDlqIn,
+    NamespacesOut,
+    NotDeadLetteredOut,
+    PartitionsOut,
+    SeekIn,
+    SeekOut,
+    SubscriptionIn,
+    SubscriptionOut,
+    TasksOut,
+    TraceIn,
+    TraceNamesOut,
+    TraceRecordedOut,
+    TracesByNameOut,
+)
+from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
+from queenadmin.api.wire import admin as wire
+from queenadmin.domain.queues import browse, groups, messages, reads, traces
+from queenadmin.errors import InvalidArgument
+
+router = Router(tags=["client routes"])
+
+_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
+
+
+def _body(request: HttpRequest, *, optional: bool = False) -> Any:
+    return read_json(request, InvalidArgument, "bad_request", empty=None if optional else ...)
+
+
+# --------------------------------------------------------------------------
+# Offset reads
+
+
+@router.post(
+    "/fetch",
+    response={200: FetchOut, **_ERRORS},
+    openapi_extra=body_of(FetchIn),
+    summary="Read partitions by offset (no lease, no cursor)",
+)
+def fetch_records(request: HttpRequest) -> HttpResponse:
+    entries, max_bytes = wire.parse_fetch(_body(request))
+    return json_response(wire.render_fetch(reads.queue_fetch(entries=entries, max_bytes=max_bytes)))
+
+
+@router.post(
+    "/partitions/changed",
+    response={200: ChangedOut, **_ERRORS},
+    openapi_extra=body_of(ChangedIn),
+    summary="Partitions written since a time, in creation order, paged",
+)
+def partitions_changed(request: HttpRequest) -> HttpResponse:
+    queries = wire.parse_changed(_body(request))
+    # Read the safe time before the partitions, so it never runs ahead of them.
+    safe = reads.safe_time()
+    pages = [reads.partitions_changed(query=q) for q in queries]
+    return json_response(wire.render_changed(pages, safe))
+
+
+# --------------------------------------------------------------------------
+# Consumer groups
+
+
+@router.get("/consumer-groups", response=list[GroupSummaryOut], summary="Every consumer group per queue")
+def list_groups(request: HttpRequest) -> HttpResponse:
+    return json_response(wire.render_group_list(browse.group_list()))
+
+
+@router.get(
+    "/consumer-groups/lagging",
+    response={200: list[LaggingOut], 400: EngineBadRequestOut},
+    summary="Partitions whose oldest unfinished message is older than minLagSeconds",
+)
+def lagging_groups(request: HttpRequest) -> HttpResponse:
+    seconds = wire.param_int(request.GET, "minLagSeconds", 3600, minimum=0)
+    return json_response(wire.render_lagging(browse.group_lagging(min_lag_seconds=seconds)))
+
+
+@router.get(
+    "/consumer-groups/{group}",
+    response={200: GroupDetailOut, **_ERRORS},
+    summary="A consumer group's partitions per queue",
+)
+def get_group(request: HttpRequest, group: str) -> HttpResponse:
+    return json_response(wire.render_group_detail(browse.group_detail(group=wire.parse_group(group))))
+
+
+@router.delete(
+    "/consumer-groups/{group}",
+    response={200: GroupDeletedOut, **_ERRORS},
+    summary="Delete a consumer group on every queue (deleteMetadata=false rewinds it)",
+)
+def delete_group(request: HttpRequest, group: str) -> HttpResponse:
+    result = groups.queue_group_delete(
+        group=wire.parse_group(group), delete_metadata=wire.parse_delete_metadata(request.GET)
+    )
+    return json_response(wire.render_group_deleted(result))
+
+
+@router.post(
+    "/consumer-groups/{group}/subscription",
+    response={200: SubscriptionOut, **_ERRORS},
+    openapi_extra=body_of(SubscriptionIn),
+    summary="Start a group at a time where it has not read yet",
+)
+def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
+    body = _body(request)
+    timestamp = wire.parse_subscription(body)
+    result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp)
+    return json_response(wire.render_resubscribed(result, body["subscriptionTimestamp"]))
+
+
+@router.delete(
+    "/consumer-groups/{group}/queues/{queue}",
+    response={200: GroupQueueDeletedOut, **_ERRORS},
+    summary="Delete a consumer group on one queue",
+)
+def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    result = groups.queue_group_delete(
+        group=wire.parse_group(group),
+        queue=wire.parse_queue(queue),
+        delete_metadata=wire.parse_delete_metadata(request.GET),
+    )
+    return json_response(wire.render_group_deleted(result))
+
+
+@router.post(
+    "/consumer-groups/{group}/queues/{queue}/seek",
+    response={200: SeekOut, **_ERRORS},
+    openapi_extra=body_of(SeekIn),
+    summary="Move a group's cursors on a queue to the end or to a time",
+)
+def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    to_end, timestamp = wire.parse_seek(_body(request, optional=True))
+    result = groups.queue_group_seek(
+        group=wire.parse_group(group), queue=wire.parse_queue(queue), to_end=to_end, timestamp=timestamp
+    )
+    return json_response(wire.render_seek(result))
+
+
+# --------------------------------------------------------------------------
+# Traces
+
+
+@router.post(
+    "/traces",
+    response={201: TraceRecordedOut, 404: MessageNotFoundOut, **_ERRORS},
+    openapi_extra=body_of(TraceIn),
+    summary="Record a trace event on a message",
+)
+def record_trace(request: HttpRequest) -> HttpResponse:
+    trace_id = traces.trace_record(**wire.parse_trace(_body(request)))
+    return json_response({"success": True, "traceId": trace_id}, 201)
+
+
+@router.get(
+    "/traces/names",
+    response={200: TraceNamesOut, 400: EngineBadRequestOut},
+    summary="Trace names, most recently used first",
+)
+def list_trace_names(request: HttpRequest) -> HttpResponse:
+    limit, offset = wire.page_params(request.GET, 50)
+    return json_response(wire.render_trace_names(traces.trace_names(limit=limit, offset=offset), limit, offset))
+
+
+@router.get(
+    "/traces/by-name/{name}",
+    response={200: TracesByNameOut, 400: EngineBadRequestOut},
+    summary="The trace events filed under a name, oldest first",
+)
+def traces_by_name(request: HttpRequest, name: str) -> HttpResponse:
+    limit, offset = wire.page_params(request.GET, 100)
+    rows, more = traces.traces_by_name(name=name, limit=limit, offset=offset)
+    return json_response(wire.render_traces_by_name(rows, more, limit, offset))
+
+
+@router.get(
+    "/traces/{partition_id}/{transaction_id}",
+    response={200: MessageTracesOut, 404: MessageNotFoundOut},
+    summary="A message's trace events, oldest first",
+)
+def message_traces(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    rows = traces.traces_for_message(partition_id=wire.partition_id(partition_id), transaction_id=transaction_id)
+    return json_response(wire.render_message_traces(rows))
+
+
+# --------------------------------------------------------------------------
+# Namespaces, tasks, partitions, messages
+
+
+@router.get("/resources/namespaces", response=NamespacesOut, summary="Namespaces with their queues and counts")
+def list_namespaces(request: HttpRequest) -> HttpResponse:
+    return json_response(wire.render_groupings(browse.queue_groupings(by="namespace"), "namespace"))
+
+
+@router.get("/resources/tasks", response=TasksOut, summary="Tasks with their queues and counts")
+def list_tasks(request: HttpRequest) -> HttpResponse:
+    return json_response(wire.render_groupings(browse.queue_groupings(by="task"), "task"))
+
+
+@router.get(
+    "/resources/partitions",
+    response={200: PartitionsOut, 400: EngineBadRequestOut},
+    summary="A page of partitions with their depth",
+)
+def list_partitions(request: HttpRequest) -> HttpResponse:
+    limit, offset = wire.page_params(request.GET, 100)
+    queue = request.GET.get("queue") or None
+    rows = browse.partition_list(queue=queue, limit=limit, offset=offset)
+    return json_response(wire.render_partitions(rows, limit, offset))
+
+
+@router.get(
+    "/messages",
+    response={200: MessagesOut, 400: EngineBadRequestOut},
+    summary="A page of messages, newest first, with their status",
+)
+def list_messages(request: HttpRequest) -> HttpResponse:
+    query = wire.parse_messages(request.GET)
+    return json_response(wire.render_messages(browse.message_list(query=query), query))
+
+
+@router.get(
+    "/messages/{partition_id}/{transaction_id}",
+    response={200: MessageDetailOut, 404: MessageNotFoundOut},
+    summary="One message with its status per consumer group",
+)
+def get_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    row = browse.message_get(partition_id=wire.partition_id(partition_id), transaction_id=transaction_id)
+    return json_response(wire.render_message(row))
+
+
+@router.delete(
+    "/messages/{partition_id}/{transaction_id}",
+    response={200: MessageDeletedOut},
+    summary="Delete a message (consumers skip it)",
+)
+def delete_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    result = None
+    if partition_id.isascii() and partition_id.isdigit() and len(partition_id) <= 18:
+        result = messages.queue_message_delete(partition_id=int(partition_id), transaction_id=transaction_id)
+    return json_response(wire.render_message_deleted(result, partition_id, transaction_id))
+
+
+@router.post(
+    "/messages/{partition_id}/{transaction_id}/retry",
+    response={200: MessageRetriedOut, 404: MessageNotFoundOut, 409: NotDeadLetteredOut},
+    summary="Push a dead-lettered message again and drop its dead letters",
+)
+def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    result = messages.queue_message_retry(partition_id=wire.partition_id(partition_id), transaction_id=transaction_id)
+    return json_response(wire.render_message_retried(result))
+
+
+@router.post(
+    "/messages/{partition_id}/{transaction_id}/dlq",
+    response={200: MessageDeadLetteredOut, 404: MessageNotFoundOut, 409: MessageNotNextOut, **_ERRORS},
+    openapi_extra=body_of(MoveToDlqIn, required=False),
+    summary="Move a group's next message to its dead-letter queue",
+)
+def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    group, error = wire.parse_move_to_dlq(_body(request, optional=True))
+    result = messages.queue_message_dead_letter(
+        partition_id=wire.partition_id(partition_id), transaction_id=transaction_id, group=group, error=error
+    )
+    return json_response(wire.render_dead_lettered(result))

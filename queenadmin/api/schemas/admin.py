@@ -1,0 +1,422 @@
+"""Wire schemas of the offset reads, discovery, consumer groups, traces and
+the operator reads (``api/admin.py``). Answers are closed (``WireOut``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, RootModel
+
+from queenadmin.api.schemas.common import JSONValue, MicrosZTime, WireOut
+
+# -- requests -----------------------------------------------------------------
+
+
+class FetchEntryIn(BaseModel):
+    queue: str
+    partition: str
+    offset: int = Field(0, ge=0, description="next offset to read; 0 = the log start")
+    maxBytes: int | None = Field(None, ge=1, description="payload bytes this entry may read")
+
+
+class FetchIn(BaseModel):
+    entries: list[FetchEntryIn] = Field(max_length=1024)
+    maxBytes: int | None = Field(None, ge=1, description="payload bytes the call may read (8 MiB at most)")
+
+
+class ChangedEntryIn(BaseModel):
+    queue: str
+    since: str | None = Field(None, description="ISO-8601; none lists every partition")
+    after: str | None = Field(None, description="the page cursor a previous answer gave as next")
+    limit: int | None = Field(None, ge=1, le=1000)
+
+
+class ChangedIn(BaseModel):
+    entries: list[ChangedEntryIn]
+
+
+class SubscriptionIn(BaseModel):
+    subscriptionTimestamp: str
+
+
+class SeekIn(BaseModel):
+    toEnd: bool | None = None
+    timestamp: str | None = None
+
+
+class TraceIn(BaseModel):
+    transactionId: str
+    partitionId: str
+    consumerGroup: str | None = None
+    traceNames: list[str] | str | None = None
+    eventType: str | None = "info"
+    data: JSONValue
+
+
+# -- answers ------------------------------------------------------------------
+
+
+class FetchRecordOut(WireOut):
+    offset: int
+    transactionId: str
+    payload: JSONValue
+    ts: MicrosZTime
+
+
+class FetchEntryOut(WireOut):
+    queue: str
+    partition: str
+    records: list[FetchRecordOut]
+    highWatermark: int = Field(description="the next offset the partition assigns")
+    logStartOffset: int
+    error: Literal["OFFSET_OUT_OF_RANGE", "UNKNOWN_TOPIC_OR_PARTITION"] | None
+
+
+class FetchOut(WireOut):
+    entries: list[FetchEntryOut]
+
+
+class ChangedPartitionOut(WireOut):
+    name: str
+    id: str
+    lastOffset: int = Field(description="-1 when the partition has no record")
+    logStart: int
+    lastWriteAt: MicrosZTime
+
+
+class ChangedEntryOut(WireOut):
+    queue: str
+    partitions: list[ChangedPartitionOut]
+    next: str | None
+    error: Literal["UNKNOWN_TOPIC_OR_PARTITION"] | None
+
+
+class ChangedOut(WireOut):
+    entries: list[ChangedEntryOut]
+    safeTime: MicrosZTime
+
+
+class GroupDeletedOut(WireOut):
+    success: Literal[True]
+    consumerGroup: str
+    deletedPartitions: int
+    metadataDeleted: bool
+
+
+class GroupQueueDeletedOut(WireOut):
+    success: Literal[True]
+    consumerGroup: str
+    queueName: str
+    deletedPartitions: int
+    metadataDeleted: bool
+
+
+class SubscriptionOut(WireOut):
+    success: Literal[True]
+    consumerGroup: str
+    newTimestamp: str
+    rowsUpdated: int = Field(description="queues the group is registered on")
+    partitionsMoved: int
+
+
+class SeekOut(WireOut):
+    success: Literal[True]
+    consumerGroup: str
+    queueName: str
+    seekToEnd: bool
+    targetTimestamp: MicrosZTime | None
+    partitionsUpdated: int
+
+
+class GroupSummaryOut(WireOut):
+    name: str
+    topics: list[str]
+    queueName: str
+    members: int
+    partitionsWithLag: int
+    totalLag: int
+    maxTimeLag: int
+    state: Literal["Lagging", "Stable", "Dead"]
+    subscriptionMode: Literal["new", "all"] | None
+    subscriptionTimestamp: None
+    subscriptionCreatedAt: MicrosZTime | None
+
+
+class GroupPartitionOut(WireOut):
+    partition: str
+    workerId: str | None
+    lastConsumedAt: MicrosZTime | None
+    totalConsumed: int
+    offsetLag: int
+    timeLagSeconds: int
+    leaseActive: bool
+
+
+class GroupQueueOut(WireOut):
+    partitions: list[GroupPartitionOut]
+
+
+class GroupDetailOut(RootModel[dict[str, GroupQueueOut]]):
+    """Each queue of the group by name (``{}`` for a group never seen)."""
+
+
+class LaggingOut(WireOut):
+    consumer_group: str
+    queue_name: str
+    partition_name: str
+    partition_id: str
+    worker_id: str | None
+    offset_lag: int
+    time_lag_seconds: int
+    lag_hours: float
+    oldest_unconsumed_at: MicrosZTime
+    last_consumed_at: MicrosZTime | None
+
+
+class TraceRecordedOut(WireOut):
+    success: Literal[True]
+    traceId: str
+
+
+class MessageNotFoundOut(WireOut):
+    error: Literal["Message not found"]
+    code: Literal["not_found"]
+
+
+class TraceOut(WireOut):
+    id: str
+    event_type: str
+    data: JSONValue
+    consumer_group: str
+    worker_id: str | None
+    created_at: MicrosZTime
+    trace_names: list[str]
+
+
+class MessageTracesOut(WireOut):
+    traces: list[TraceOut]
+
+
+class NamedTraceOut(TraceOut):
+    transaction_id: str
+    partition_id: str
+    queue_name: str | None
+    partition_name: str | None
+    message_payload: JSONValue
+
+
+class TracesPageOut(WireOut):
+    limit: int
+    offset: int
+    hasMore: bool
+
+
+class TracesByNameOut(WireOut):
+    traces: list[NamedTraceOut]
+    pagination: TracesPageOut
+
+
+class TraceNameOut(WireOut):
+    trace_name: str
+    trace_count: int
+    message_count: int
+    last_seen: MicrosZTime
+
+
+class PageOut(WireOut):
+    limit: int
+    offset: int
+
+
+class TraceNamesOut(WireOut):
+    trace_names: list[TraceNameOut]
+    pagination: PageOut
+
+
+class CountsOut(WireOut):
+    total: int
+    pending: int
+
+
+class NamespaceOut(WireOut):
+    namespace: str
+    queues: int
+    partitions: int
+    messages: CountsOut
+
+
+class NamespacesOut(WireOut):
+    namespaces: list[NamespaceOut]
+
+
+class TaskOut(WireOut):
+    task: str
+    queues: int
+    partitions: int
+    messages: CountsOut
+
+
+class TasksOut(WireOut):
+    tasks: list[TaskOut]
+
+
+class PartitionListCountsOut(WireOut):
+    total: int
+    pending: int
+    processing: int
+    completed: int
+    deadLetter: int
+
+
+class PartitionOut(WireOut):
+    id: str
+    name: str
+    queue: str
+    namespace: str | None
+    task: str | None
+    createdAt: MicrosZTime
+    lastActivity: MicrosZTime | None
+    messages: PartitionListCountsOut
+
+
+class PartitionsOut(WireOut):
+    partitions: list[PartitionOut]
+    pagination: PageOut
+
+
+Status = Literal["pending", "processing", "completed", "dead_letter"]
+ModeType = Literal["queue", "bus", "hybrid", "none"]
+
+
+class BusStatusOut(WireOut):
+    consumedBy: int
+    totalGroups: int
+
+
+class MessageListItemOut(WireOut):
+    id: str
+    transactionId: str
+    partitionId: str
+    offset: int
+    queuePath: str
+    queue: str
+    partition: str
+    namespace: str | None
+    task: str | None
+    status: Status
+    queueStatus: Status
+    busStatus: BusStatusOut
+    traceId: str | None
+    producerSub: None
+    queuePriority: int
+    createdAt: MicrosZTime
+    leaseExpiresAt: MicrosZTime | None
+
+
+class ListModeOut(WireOut):
+    hasQueueMode: bool
+    busGroupsCount: int
+    type: ModeType
+
+
+class MessagesOut(WireOut):
+    messages: list[MessageListItemOut]
+    mode: ListModeOut
+    pagination: PageOut
+
+
+class QueueConfigOut(WireOut):
+    leaseTime: int
+    retryLimit: int
+    retryDelay: int
+    ttl: int
+    priority: int
+
+
+class MessageModeOut(WireOut):
+    hasQueueMode: bool
+    busGroupsCount: int
+    consumedByGroups: int
+    type: ModeType
+
+
+class MessageGroupOut(WireOut):
+    name: str
+    consumed: bool
+    leaseExpiresAt: MicrosZTime | None
+
+
+class MessageDetailOut(WireOut):
+    id: str
+    transactionId: str
+    partitionId: str
+    offset: int
+    queuePath: str
+    queue: str
+    partition: str
+    namespace: str | None
+    task: str | None
+    status: Status
+    traceId: str | None
+    producerSub: None
+    createdAt: MicrosZTime
+    leaseExpiresAt: MicrosZTime | None
+    payload: JSONValue
+    isEncrypted: Literal[False]
+    errorMessage: str | None
+    retryCount: int | None
+    queueConfig: QueueConfigOut
+    mode: MessageModeOut
+    consumerGroups: list[MessageGroupOut]
+
+
+class MessageDeletedOut(WireOut):
+    success: bool = Field(description="false when no such message was stored")
+    partitionId: str
+    transactionId: str
+    message: Literal["Message deleted successfully", "Message not found"]
+
+
+class ReplayedAsOut(WireOut):
+    index: int
+    message_id: str
+    transaction_id: str
+    queueName: str
+    status: Literal["queued", "duplicate"]
+    offset: int
+
+
+class MessageRetriedOut(WireOut):
+    success: Literal[True]
+    result: Literal["moved", "duplicate"]
+    queue: str
+    partition: str
+    partitionId: str
+    transactionId: str
+    replayedAs: ReplayedAsOut
+    dlqRowsRemoved: int
+
+
+class NotDeadLetteredOut(WireOut):
+    error: Literal["The message is not in the dead-letter queue."]
+    code: Literal["not_dead_lettered"]
+
+
+class MoveToDlqIn(BaseModel):
+    consumerGroup: str | None = Field(None, description="null = queue mode")
+    error: str | None = None
+
+
+class MessageDeadLetteredOut(WireOut):
+    success: Literal[True]
+    queue: str
+    partition: str
+    partitionId: str
+    transactionId: str
+    consumerGroup: str
+    offset: int
+
+
+class MessageNotNextOut(WireOut):
+    error: str
+    code: Literal["message_not_next"]

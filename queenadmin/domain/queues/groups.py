@@ -1,0 +1,224 @@
+"""Consumer-group writes an operator makes: delete, seek, re-subscribe.
+
+Each takes its queue rows first (``lock_queue_rows``, in id order) and then
+the group's cursor rows (``FOR UPDATE``, by partition), the order a claim
+and an ack use, so none of them deadlocks with consumers. A moved cursor
+releases its lease: a consumer holding it then gets ``invalid or expired
+lease`` on its ack, and the next pop reads from the new position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import F, Q
+
+from queenadmin.domain import clock, events
+from queenadmin.domain.queues import wakeups
+from queenadmin.domain.queues.refs import lock_queue_rows
+from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, Message, Partition, Queue
+
+
+@dataclass(frozen=True)
+class GroupDeleted:
+    """``cursors`` cursor rows were deleted (or rewound, metadata kept)."""
+
+    group: str
+    queue: str | None
+    cursors: int
+    metadata_deleted: bool
+
+
+@dataclass(frozen=True)
+class GroupSeek:
+    """``partitions`` cursors of ``group`` on ``queue`` were moved."""
+
+    group: str
+    queue: str
+    to_end: bool
+    timestamp: datetime | None
+    partitions: int
+
+
+@dataclass(frozen=True)
+class GroupResubscribed:
+    """``queues`` registrations of ``group`` took the new start time."""
+
+    group: str
+    timestamp: datetime
+    queues: int
+    cursors: int
+
+
+def _locked_queue_ids(group: str, queue: str | None) -> dict[int, str]:
+    """The queues the group is on (or ``queue``), their rows locked."""
+    if queue is not None:
+        rows = Queue.objects.filter(name=queue)
+    else:
+        on = Q(groups__name=group) | Q(partitions__cursors__group=group)
+        rows = Queue.objects.filter(on)
+    found = dict(rows.values_list("id", "name").distinct())
+    alive = lock_queue_rows(found)
+    return {qid: name for qid, name in found.items() if qid in alive}
+
+
+def _lock_cursors(group: str, queue_ids: list[int]) -> list[int]:
+    # By partition, the order an ack of several partitions locks them in.
+    return list(
+        ConsumerCursor.objects.filter(group=group, partition__queue_id__in=queue_ids)
+        .order_by("partition_id")
+        .select_for_update(of=("self",))
+        .values_list("id", flat=True)
+    )
+
+
+def _release(cursor_ids: list[int], queues: list[str]) -> None:
+    if cursor_ids:
+        wakeups.notify_on_commit(sorted(queues))
+    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": sorted(queues)})
+
+
+@transaction.atomic(durable=True)
+def queue_group_delete(*, group: str, queue: str | None = None, delete_metadata: bool = True) -> GroupDeleted:
+    """Forget consumer group ``group`` on ``queue`` (None: on every queue).
+
+    With ``delete_metadata`` its cursors and its registration go: the next
+    pop registers it anew and places it by its subscription mode. Without,
+    the registration stays and each cursor goes back to where the group
+    started (its subscription start), so it reads again what it read since.
+    A group never seen deletes nothing. Must be the outermost transaction
+    (``queue_group_delete_in_txn`` runs inside one).
+    """
+    return queue_group_delete_in_txn(group=group, queue=queue, delete_metadata=delete_metadata, now=clock.now())
+
+
+def queue_group_delete_in_txn(*, group: str, queue: str | None, delete_metadata: bool, now: datetime) -> GroupDeleted:
+    """``queue_group_delete`` inside the caller's transaction (asserted)."""
+    assert connection.in_atomic_block
+    queues = _locked_queue_ids(group, queue)
+    ids = list(queues)
+    cursor_ids = _lock_cursors(group, ids)
+    cursors = ConsumerCursor.objects.filter(id__in=cursor_ids)
+    if delete_metadata:
+        cursors.delete()
+        ConsumerGroup.objects.filter(queue_id__in=ids, name=group).delete()
+    else:
+        for cid, start in cursors.values_list("id", "start_offset"):
+            ConsumerCursor.objects.filter(id=cid).update(
+                committed_offset=start,
+                batch_last=start,
+                lease_id=None,
+                leased_until=None,
+                delivery_runs=[],
+                retry_count=0,
+                dead_lettered=0,
+            )
+    _release(cursor_ids, list(queues.values()))
+    return GroupDeleted(group, queue, len(cursor_ids), delete_metadata)
+
+
+def _last_before(pid: int, moment: datetime) -> int:
+    """The offset of the last message of ``pid`` pushed at or before ``moment``."""
+    last = (
+        Message.objects.filter(partition_id=pid, created_at__lte=moment)
+        .order_by("-offset")
+        .values_list("offset", flat=True)
+        .first()
+    )
+    return last or 0
+
+
+def _place(cursor_id: int, committed: int) -> None:
+    ConsumerCursor.objects.filter(id=cursor_id).update(
+        committed_offset=committed,
+        batch_last=committed,
+        lease_id=None,
+        leased_until=None,
+        delivery_runs=[],
+        retry_count=0,
+    )
+
+
+@transaction.atomic(durable=True)
+def queue_group_seek(*, group: str, queue: str, to_end: bool, timestamp: datetime | None = None) -> GroupSeek:
+    """Move ``group``'s cursors on every partition of ``queue``.
+
+    ``to_end`` skips everything pushed so far; otherwise the group reads
+    next the first message pushed after ``timestamp`` (from the start when
+    none was pushed before it). Partitions the group never read get a
+    cursor too, so the seek covers the whole queue. An unknown queue, or a
+    group never seen on it, moves nothing. Must be the outermost transaction (``queue_group_seek_in_txn``
+    runs inside one).
+    """
+    return queue_group_seek_in_txn(group=group, queue=queue, to_end=to_end, timestamp=timestamp, now=clock.now())
+
+
+def queue_group_seek_in_txn(
+    *, group: str, queue: str, to_end: bool, timestamp: datetime | None, now: datetime
+) -> GroupSeek:
+    """``queue_group_seek`` inside the caller's transaction (asserted)."""
+    assert connection.in_atomic_block
+    if not to_end and timestamp is None:
+        raise ValueError("a seek needs to_end or a timestamp")
+    queues = _locked_queue_ids(group, queue)
+    ids = list(queues)
+    known = (
+        ConsumerGroup.objects.filter(queue_id__in=ids, name=group).exists()
+        or ConsumerCursor.objects.filter(partition__queue_id__in=ids, group=group).exists()
+    )
+    if not known:
+        # A group never seen on the queue is left unseen, as Queen moves only
+        # existing positions: a mistyped name must not create a group.
+        return GroupSeek(group, queue, to_end, timestamp, 0)
+    parts = dict(Partition.objects.filter(queue_id__in=ids).values_list("id", "next_offset"))
+    ConsumerCursor.objects.bulk_create(
+        [ConsumerCursor(partition_id=pid, group=group) for pid in sorted(parts)], ignore_conflicts=True
+    )
+    cursor_ids = _lock_cursors(group, ids)
+    for cid, pid in ConsumerCursor.objects.filter(id__in=cursor_ids).values_list("id", "partition_id"):
+        last = parts[pid] - 1
+        _place(cid, last if to_end or timestamp is None else _last_before(pid, timestamp))
+    _release(cursor_ids, list(queues.values()))
+    return GroupSeek(group, queue, to_end, timestamp, len(cursor_ids))
+
+
+@transaction.atomic(durable=True)
+def queue_group_resubscribe(*, group: str, timestamp: datetime) -> GroupResubscribed:
+    """Start ``group`` at ``timestamp`` wherever it has not read yet.
+
+    On every queue the group is registered on, each partition it never
+    claimed from (no cursor, or one still at its subscription start) is
+    placed after the last message pushed at or before ``timestamp``.
+    Cursors that moved keep their place, as Queen's subscription timestamp
+    only applies where a group has no position. An unknown group changes
+    nothing (``queues == 0``). Must be the outermost transaction
+    (``queue_group_resubscribe_in_txn`` runs inside one).
+    """
+    return queue_group_resubscribe_in_txn(group=group, timestamp=timestamp, now=clock.now())
+
+
+def queue_group_resubscribe_in_txn(*, group: str, timestamp: datetime, now: datetime) -> GroupResubscribed:
+    """``queue_group_resubscribe`` inside the caller's transaction (asserted)."""
+    assert connection.in_atomic_block
+    registered = set(ConsumerGroup.objects.filter(name=group).values_list("queue_id", flat=True))
+    ids = sorted(lock_queue_rows(registered))
+    parts = list(Partition.objects.filter(queue_id__in=ids).values_list("id", flat=True))
+    ConsumerCursor.objects.bulk_create(
+        [ConsumerCursor(partition_id=pid, group=group) for pid in sorted(parts)], ignore_conflicts=True
+    )
+    cursor_ids = _lock_cursors(group, ids)
+    untouched = ConsumerCursor.objects.filter(
+        id__in=cursor_ids, last_claim_at__isnull=True, lease_id__isnull=True, committed_offset=F("start_offset")
+    ).values_list("id", "partition_id")
+    moved = 0
+    for cid, pid in untouched:
+        start = _last_before(pid, timestamp)
+        ConsumerCursor.objects.filter(id=cid).update(
+            committed_offset=start, start_offset=start, batch_last=start, delivery_runs=[], retry_count=0
+        )
+        moved += 1
+    names = list(Queue.objects.filter(id__in=ids).values_list("name", flat=True))
+    _release(cursor_ids, names)
+    return GroupResubscribed(group, timestamp, len(ids), moved)
