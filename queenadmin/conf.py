@@ -80,6 +80,14 @@ class _Settings:
     #: ``manage.py run_timers``.
     TIMER_LOOP_IN_SERVE: bool = True
 
+    #: The dashboard: the environment's name in the header badge (say
+    #: ``production`` where it matters; ``prod``/``production`` shows red),
+    #: rows per page, and the shortest gap in seconds between two live
+    #: renders of one page (coalescing: at most 1/gap renders a second).
+    ENVIRONMENT_NAME: str = "local"
+    DASHBOARD_PAGE_SIZE: int = 50
+    DASHBOARD_LIVE_GAP_SECONDS: float = 0.5
+
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():
             default = object.__getattribute__(self, name)

@@ -6,7 +6,10 @@ change permission. The two groups of migration 0006 hold these.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final, TypeAlias
+
+#: A request's or a socket's user (a model, AnonymousUser or a lazy one).
+User: TypeAlias = Any
 
 #: page -> permission needed to see it.
 VIEW: Final = {
@@ -33,3 +36,21 @@ CHANGE: Final = {
 
 VIEWERS_GROUP: Final = "queenadmin viewers"
 OPERATORS_GROUP: Final = "queenadmin operators"
+
+
+def may_view(user: User, page: str) -> bool:
+    """Staff with the page's view permission (``permissions.VIEW``)."""
+    return bool(user.is_authenticated and getattr(user, "is_staff", False) and user.has_perm(VIEW[page]))
+
+
+def may_do(user: User, action: str) -> bool:
+    """Staff with the action's change permission (``permissions.CHANGE``)."""
+    return bool(user.is_authenticated and getattr(user, "is_staff", False) and user.has_perm(CHANGE[action]))
+
+
+def can(user: User) -> dict[str, bool]:
+    """Every action of ``permissions.CHANGE`` -> may this user do it.
+
+    Templates read ``can.<action with _ for .>``: ``can.lock_release``.
+    """
+    return {action.replace(".", "_"): may_do(user, action) for action in CHANGE}

@@ -1,11 +1,27 @@
 from __future__ import annotations
 
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from queenadmin.dashboard.views import home
+from queenadmin.dashboard.views import audit, home, kv, locks, timers
 
 app_name = "dashboard"
 
 urlpatterns = [
     path("", home.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(template_name="queenadmin/login.html"), name="login"),
+    path("locks/", locks.locks, name="locks"),
+    path("locks/release/", locks.lock_release, name="lock_release"),
+    path("timers/", timers.timers_page, name="timers"),
+    path("timers/cancel/", timers.timer_cancel, name="timer_cancel"),
+    path("timers/move/", timers.timer_move, name="timer_move"),
+    path("timers/fire/", timers.timer_fire, name="timer_fire"),
+    path("kv/", kv.namespaces, name="kv"),
+    path("kv/<str:namespace>/", kv.keys, name="kv_keys"),
+    path("kv/<str:namespace>/edit/", kv.edit, name="kv_edit"),
+    path("kv/<str:namespace>/delete/", kv.delete, name="kv_delete"),
+    path("kv/<str:namespace>/key/<path:key>", kv.key_detail, name="kv_key"),
+    path("audit/", audit.audit, name="audit"),
+    path("audit/<int:entry_id>/revert/", audit.revert, name="audit_revert"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

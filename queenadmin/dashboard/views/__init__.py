@@ -2,5 +2,12 @@
 
 Each page's template (``templates/queenadmin/<page>.html``) names its live
 regions as partials (django-template-partials), so the full page, an htmx
-request and a websocket push render the same HTML.
+request and a websocket push render the same HTML (``dashboard/live.py``).
+Importing this package registers every live page.
 """
+
+from __future__ import annotations
+
+from queenadmin.dashboard.views import audit, home, kv, locks, timers
+
+__all__ = ["audit", "home", "kv", "locks", "timers"]

@@ -158,11 +158,28 @@ def timer_move(
     never fires at the old time after a ``moved``). Raises
     ``TimerHorizonExceeded`` past the horizon. Must be the outermost call.
     """
+    return timer_move_in_txn(queue=queue, timer_key=timer_key, to=to, by=by, now=now or clock.now())
+
+
+def timer_move_in_txn(
+    *,
+    queue: str,
+    timer_key: str,
+    now: datetime,
+    to: datetime | None = None,
+    by: timedelta | None = None,
+    expect_message_id: str | None = None,
+) -> TimerOutcome:
+    """``timer_move`` inside the caller's transaction.
+
+    With ``expect_message_id``, a timer rescheduled since (a new message id
+    under the same key) is left alone: the answer is ``absent``.
+    """
+    assert connection.in_atomic_block, "timer_move_in_txn needs the caller's transaction"
     if (to is None) == (by is None):
         raise TimersBadRequest("give exactly one of to or by")
-    now = now or clock.now()
     row = _locked(queue, timer_key)
-    if row is None:
+    if row is None or (expect_message_id is not None and row.message_id != expect_message_id):
         return TimerOutcome("absent", queue, timer_key, None)
     deliver_at = to if to is not None else row.deliver_at + by  # type: ignore[operator]
     check_delay(deliver_at - now)

@@ -175,9 +175,20 @@ def timer_fire_now(*, queue: str, timer_key: str, now: datetime | None = None) -
     Locks the row like a loop step does, so the timer is delivered exactly
     once whoever fires it. Must be the outermost call.
     """
-    now = now or clock.now()
+    return timer_fire_now_in_txn(queue=queue, timer_key=timer_key, now=now or clock.now())
+
+
+def timer_fire_now_in_txn(
+    *, queue: str, timer_key: str, now: datetime, expect_message_id: str | None = None
+) -> TimerOutcome:
+    """``timer_fire_now`` inside the caller's transaction.
+
+    With ``expect_message_id``, a timer rescheduled since (a new message id
+    under the same key) is not fired: the answer is ``absent``.
+    """
+    assert connection.in_atomic_block, "timer_fire_now_in_txn needs the caller's transaction"
     due = store.claim_key(queue, timer_key)
-    if due is None:
+    if due is None or (expect_message_id is not None and due.message_id != expect_message_id):
         return TimerOutcome("absent", queue, timer_key, None)
     _fire([due], now)
     events.broadcast_on_commit(events.TIMERS_GROUP, {"type": "timers.changed", "queues": [queue]})

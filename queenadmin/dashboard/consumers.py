@@ -1,0 +1,170 @@
+"""The dashboard's websocket: one consumer for every live page.
+
+``/ws/<page>/?<query>`` joins the event groups of the page's regions
+(``live.PAGES[page]``), sends every region at once (so a reconnect resyncs
+whatever was missed), and from then on re-renders the regions an event made
+stale. Renders are coalesced: events only mark regions dirty, and one task
+per socket renders them no sooner than ``DASHBOARD_LIVE_GAP_SECONDS`` after
+the previous render, so a hot write load costs a few renders a second per
+socket whatever the event rate.
+
+Auth: ``asgi.py`` wraps the router in ``AllowedHostsOriginValidator`` and
+``AuthMiddlewareStack``; ``connect`` accepts staff with the page's view
+permission only, and every render checks the session is still alive, so a
+logout closes the socket (code 4401). A refused socket is accepted and
+closed at once with its code (4401 signed out, 4403 no permission, 4404 no
+such page), since the htmx ws extension retries a refused handshake (1006)
+forever but stops on these; the badge then says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.contrib.sessions.backends.base import SessionBase
+from django.http import QueryDict
+
+from queenadmin.conf import settings as app_settings
+from queenadmin.dashboard import live
+from queenadmin.dashboard.permissions import may_view
+from queenadmin.domain import clock
+
+log = logging.getLogger(__name__)
+
+#: Close codes (RFC 6455 leaves 4000-4999 to applications).
+CLOSE_UNKNOWN_PAGE = 4404
+CLOSE_FORBIDDEN = 4403
+CLOSE_SIGNED_OUT = 4401
+#: Seconds ahead beyond which a page's own expiry is not waited for.
+MAX_REFRESH_DELAY = 6 * 3600.0
+
+
+def _session_alive(session: SessionBase | None) -> bool:
+    if session is None or session.session_key is None:
+        return False
+    return bool(session.exists(session.session_key))
+
+
+class DashboardConsumer(AsyncWebsocketConsumer):
+    page: live.LivePage
+    params: QueryDict
+
+    async def connect(self) -> None:
+        self.dirty: set[str] = set()
+        self.flusher: asyncio.Task[None] | None = None
+        self.last_render = 0.0
+        self.joined: list[str] = []
+        self.refresher: asyncio.TimerHandle | None = None
+        name = self.scope["url_route"]["kwargs"]["page"]
+        page = live.PAGES.get(name)
+        if page is None:
+            await self._refuse(CLOSE_UNKNOWN_PAGE)
+            return
+        self.page = page
+        self.user = self.scope.get("user")
+        if self.user is None or not await database_sync_to_async(may_view)(self.user, page.permission):
+            await self._refuse(
+                CLOSE_SIGNED_OUT if not getattr(self.user, "is_authenticated", False) else CLOSE_FORBIDDEN
+            )
+            return
+        self.params = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
+        await self.accept()
+        for group in sorted(page.groups):
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.joined.append(group)
+        self.dirty = {region.name for region in page.regions}
+        await self._render()
+
+    async def _refuse(self, code: int) -> None:
+        # Accept, then close with the reason: a refused handshake reaches
+        # the browser as 1006, which the htmx ws extension retries forever.
+        await self.accept()
+        await self.close(code=code)
+
+    async def disconnect(self, code: int) -> None:
+        if self.refresher is not None:
+            self.refresher.cancel()
+        if self.flusher is not None:
+            self.flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.flusher
+        for group in self.joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        # The page sends nothing it needs answered; "resync" re-sends every
+        # region (the badge's click after a long sleep).
+        if text_data and "resync" in text_data:
+            self.dirty = {region.name for region in self.page.regions}
+            self._schedule()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Every event group's message ("lock.changed", "kv.changed", ...)
+        # lands here: no handler per type, only "which regions are stale".
+        kind = message.get("type", "")
+        if kind.startswith("websocket."):
+            await super().dispatch(message)
+            return
+        group = kind.split(".", 1)[0]
+        stale = self.page.stale_regions(_GROUP_OF_TYPE.get(group, group), message, self.params)
+        if stale:
+            self.dirty |= stale
+            self._schedule()
+
+    def _schedule(self) -> None:
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        wait = self.last_render + app_settings.DASHBOARD_LIVE_GAP_SECONDS - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        await self._render()
+
+    async def _render(self) -> None:
+        names, self.dirty = self.dirty, set()
+        if not names:
+            return
+        self.last_render = asyncio.get_running_loop().time()
+        rendered = await database_sync_to_async(self._render_sync)(names)
+        if rendered is None:
+            await self.close(code=CLOSE_SIGNED_OUT)
+            return
+        html, stale_at = rendered
+        await self.send(text_data=html)
+        self._refresh_at(stale_at)
+
+    def _render_sync(self, names: set[str]) -> tuple[str, datetime | None] | None:
+        if not _session_alive(self.scope.get("session")) or not may_view(self.user, self.page.permission):
+            return None
+        return live.render_regions(self.page, self.user, self.params, names)
+
+    def _refresh_at(self, stale_at: datetime | None) -> None:
+        """Re-render every region when the page goes stale with no event
+        (a lease or key expiring: expiry is lazy and publishes nothing)."""
+        if self.refresher is not None:
+            self.refresher.cancel()
+            self.refresher = None
+        if stale_at is None:
+            return
+        delay = (stale_at - clock.now()).total_seconds() + 0.05
+        if delay > MAX_REFRESH_DELAY:
+            return
+
+        def stale() -> None:
+            self.dirty = {region.name for region in self.page.regions}
+            self._schedule()
+
+        self.refresher = asyncio.get_running_loop().call_later(max(0.0, delay), stale)
+
+
+#: An event type's first word -> its group, where they differ
+#: ("lock.changed" is published to the "locks" group).
+_GROUP_OF_TYPE = {"lock": "locks", "timer": "timers", "queue": "queues"}

@@ -1,0 +1,186 @@
+"""Live pages: a registry of page -> live regions -> how to render them.
+
+One mechanism serves the three ways a region is drawn, so they render the
+same HTML: the full page (``render_page``), an htmx request for one region
+(the same view, answered with the partial its ``HX-Target`` names), and a
+websocket push (``consumers.DashboardConsumer`` renders the regions an event
+made stale).
+
+To make a page live:
+
+1. Write its template with each live region as a named partial whose root
+   element has the partial's name as its ``id`` (htmx's ws extension swaps
+   pushed HTML by id)::
+
+       {% partialdef locks-holders inline %}
+         <section id="locks-holders">...</section>
+       {% endpartialdef locks-holders %}
+
+   A region must not read ``request`` (a push has none): use the context.
+   If what it shows goes stale with no event (a lease expires), put the
+   moment in the context as ``stale_at``: the socket re-renders then.
+
+2. Write a context function ``(user, params) -> dict``: ``params`` is the
+   page's query string as a ``QueryDict`` (filters and cursor, so a push
+   renders the page the viewer is on). It runs in a thread that may use
+   the ORM; read through the domain, with a number of queries that does not
+   grow with the data.
+
+3. Register it, and render it from the view::
+
+       LOCKS = live.register(live.LivePage(
+           name="locks", template="queenadmin/locks.html", context=locks_context,
+           regions=(live.Region("locks-holders", groups=(events.LOCKS_GROUP,)),),
+       ))
+
+       @staff_page("locks")
+       def locks(request): return live.render_page(request, LOCKS)
+
+   ``name`` is a key of ``permissions.VIEW`` (the socket checks it too) and
+   the socket's path: ``/ws/<name>/?<the page's query string>``; the base
+   template connects it when the context has ``live_page``, which
+   ``render_page`` sets. A region goes stale when any of its ``groups``
+   (``domain/events.py``) publishes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import render
+from django.template.loader import render_to_string
+
+from queenadmin.conf import settings as app_settings
+from queenadmin.dashboard.permissions import VIEW, User, can
+from queenadmin.domain import clock
+
+Context = Callable[[User, QueryDict], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Region:
+    """A live region: a partial of the page's template, and what stales it."""
+
+    #: The partial's name, and the ``id`` of its root element.
+    name: str
+    #: Event groups (``domain/events.py``) whose messages make it stale.
+    groups: tuple[str, ...]
+    #: Optional: does this event concern the page as the viewer filtered it?
+    #: ``(message, params) -> bool``; e.g. a KV change in another namespace
+    #: leaves a namespace's page alone. None: every event of ``groups``.
+    match: Callable[[dict[str, Any], QueryDict], bool] | None = None
+
+
+@dataclass(frozen=True)
+class LivePage:
+    name: str
+    template: str
+    context: Context
+    regions: tuple[Region, ...] = ()
+    #: The nav entry to mark current (defaults to ``name``).
+    nav: str = ""
+    #: The key of ``permissions.VIEW`` it needs (defaults to ``name``).
+    perm: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def groups(self) -> set[str]:
+        return {group for region in self.regions for group in region.groups}
+
+    @property
+    def permission(self) -> str:
+        return self.perm or self.name
+
+    def stale_regions(self, group: str, message: dict[str, Any], params: QueryDict) -> set[str]:
+        return {
+            region.name
+            for region in self.regions
+            if group in region.groups and (region.match is None or region.match(message, params))
+        }
+
+
+#: Every live page by name (its ``/ws/<name>/`` path).
+PAGES: dict[str, LivePage] = {}
+
+
+def register(page: LivePage) -> LivePage:
+    """Add ``page`` to the registry (once per name) and return it."""
+    assert page.permission in VIEW, f"{page.name} needs a view permission in permissions.VIEW"
+    assert PAGES.get(page.name, page) is page, f"live page {page.name} registered twice"
+    PAGES[page.name] = page
+    return page
+
+
+def page_context(page: LivePage, user: User, params: QueryDict) -> dict[str, Any]:
+    """The page's own context plus what every page and region may read."""
+    ctx: dict[str, Any] = {
+        "page": page.nav or page.permission,
+        "live_page": page.name,
+        "can": can(user),
+        "now": clock.now(),
+        "environment": app_settings.ENVIRONMENT_NAME,
+        "params": params,
+    }
+    ctx.update(page.context(user, params))
+    return ctx
+
+
+def render_page(
+    request: HttpRequest, page: LivePage, *, params: QueryDict | None = None, status: int = 200
+) -> HttpResponse:
+    """The full page, or the one region an htmx request targets.
+
+    ``params`` defaults to the query string; pass it to add what the path
+    names (``ns``), so the socket renders the same page.
+    """
+    params = request.GET if params is None else params
+    ctx = page_context(page, request.user, params)
+    ctx["live_query"] = params.urlencode()
+    htmx = getattr(request, "htmx", None)
+    target = htmx.target if htmx else None
+    names = {region.name for region in page.regions}
+    if target in names:
+        return render(request, f"{page.template}#{target}", ctx, status=status)
+    return render(request, page.template, ctx, status=status)
+
+
+def render_regions(page: LivePage, user: User, params: QueryDict, names: Iterable[str]) -> tuple[str, datetime | None]:
+    """The HTML of the named regions, one after another (a websocket frame),
+    and when they go stale by themselves (the context's ``stale_at``: a
+    lease or key that expires with no event), if ever."""
+    ctx = page_context(page, user, params)
+    wanted = set(names)
+    html = "".join(
+        render_to_string(f"{page.template}#{region.name}", ctx) for region in page.regions if region.name in wanted
+    )
+    return html, ctx.get("stale_at")
+
+
+def params_of_current_page(request: HttpRequest) -> QueryDict:
+    """The query string of the page an htmx request came from (its filters)."""
+    current = request.headers.get("HX-Current-URL", "")
+    return QueryDict(urlsplit(current).query if current else "")
+
+
+def answer_action(
+    request: HttpRequest, page: LivePage, template: str, ctx: dict[str, Any], *, extra: dict[str, str] | None = None
+) -> HttpResponse:
+    """An htmx action's answer: its outcome (into the dialog) and fresh regions.
+
+    The regions go out-of-band, drawn with the filters of the page the
+    request came from (plus ``extra``, what its path names), so the page
+    is current even without its socket.
+    """
+    outcome = render_to_string(template, ctx, request=request)
+    params = params_of_current_page(request).copy()
+    for name, value in (extra or {}).items():
+        params[name] = value
+    regions_ctx = page_context(page, request.user, params)
+    regions_ctx["oob"] = True
+    regions = "".join(render_to_string(f"{page.template}#{r.name}", regions_ctx) for r in page.regions)
+    return HttpResponse(outcome + regions)

@@ -1,0 +1,123 @@
+"""What every dashboard view shares: who may look, who may act, and how.
+
+- ``staff_page(page)``: a GET page. Anonymous users go to the login page;
+  a signed-in user who is not staff or lacks the page's view permission
+  (``permissions.VIEW``) gets 403.
+- ``staff_action(action)``: a POST-only action (CSRF checked by the
+  middleware; never exempt). It needs staff and the action's change
+  permission (``permissions.CHANGE``), else 403, anonymous included: an
+  action is never a redirect to the login page. Its GET shows the
+  confirmation (the same permission applies), so every action asks first,
+  with or without JavaScript.
+- ``reason_of(request)``: the optional reason an operator typed.
+- ``can(user)``: which actions a user may do, for templates (a viewer sees
+  no buttons; the server refuses anyway).
+
+How a refused or conflicting action comes back (style.md section 6): a
+lost compare-and-set or a timer that already fired is an ordinary outcome
+and answers 200 with its explanation; bad input (an unreadable time) answers
+422 with the form and its error, and ``base.html`` tells htmx to swap 422;
+no permission answers 403, which htmx does not swap (``dashboard.js`` shows
+a notice instead).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.middleware import HtmxDetails
+
+from queenadmin.dashboard.permissions import CHANGE, VIEW, User, can, may_do, may_view
+
+__all__ = [
+    "HtmxHttpRequest",
+    "User",
+    "actor_of",
+    "can",
+    "may_do",
+    "may_view",
+    "query",
+    "reason_of",
+    "staff_action",
+    "staff_page",
+]
+
+#: Longest reason kept (``audit_in_txn`` keeps 2,000 characters too).
+MAX_REASON = 2000
+
+View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request that went through django-htmx's middleware (every one)."""
+
+    htmx: HtmxDetails
+
+
+def staff_page(page: str) -> Callable[[View], View]:
+    """A GET page that needs staff and ``permissions.VIEW[page]``."""
+    assert page in VIEW, page
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not may_view(request.user, page):
+                raise PermissionDenied(f"viewing {page} needs {VIEW[page]}")
+            return view(request, *args, **kwargs)
+
+        return require_GET(wrapped)  # type: ignore[return-value]
+
+    return decorate
+
+
+def staff_action(action: str) -> Callable[[View], View]:
+    """An action: GET shows its confirmation, POST does it.
+
+    Both need staff and ``permissions.CHANGE[action]``; anything else is 403.
+    """
+    assert action in CHANGE, action
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not may_do(request.user, action):
+                raise PermissionDenied(f"{action} needs {CHANGE[action]}")
+            return view(request, *args, **kwargs)
+
+        return require_http_methods(["GET", "POST"])(wrapped)  # type: ignore[return-value]
+
+    return decorate
+
+
+def reason_of(request: HttpRequest) -> str:
+    """The operator's reason from the POST body, trimmed (may be empty)."""
+    return request.POST.get("reason", "").strip()[:MAX_REASON]
+
+
+def actor_of(request: HttpRequest) -> str:
+    """Who acts, as the audit trail names them."""
+    return request.user.get_username()
+
+
+def query(params: dict[str, Any] | Any, **changes: Any) -> str:
+    """``?a=1&b=2`` from ``params`` with ``changes`` applied; empty values dropped.
+
+    For links that keep a page's filters (``after`` is reset by default,
+    since a new filter starts at the first page).
+    """
+    merged = {k: params.get(k, "") for k in params}
+    merged.setdefault("after", "")
+    if "after" not in changes:
+        merged["after"] = ""
+    merged.update(changes)
+    kept = {k: v for k, v in merged.items() if v not in ("", None)}
+    return "?" + urlencode(kept) if kept else "?"

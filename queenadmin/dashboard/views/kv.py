@@ -1,0 +1,264 @@
+"""``/kv/``: namespaces; ``/kv/<ns>/``: keys; edit and delete as compare-and-set."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+
+from queenadmin.conf import settings as app_settings
+from queenadmin.dashboard import live
+from queenadmin.dashboard.views.common import (
+    HtmxHttpRequest,
+    User,
+    actor_of,
+    query,
+    reason_of,
+    staff_action,
+    staff_page,
+)
+from queenadmin.domain import events, kv
+from queenadmin.domain.kv.operator import Expiry, OperatorWrite, kv_operator_delete, kv_operator_edit
+from queenadmin.domain.locks.operator import _split
+from queenadmin.domain.masking import mask_token
+from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
+
+LOCKS_NS = kv.LOCKS_NAMESPACE
+
+
+def _row(row: kv.KVRow) -> dict[str, Any]:
+    """A key as templates may see it; lock permits lose their owner."""
+    shown: dict[str, Any] = {
+        "key": row.key,
+        "version": row.version,
+        "expires_at": row.expires_at,
+        "updated_at": row.updated_at,
+        "created_at": row.created_at,
+    }
+    if row.namespace == LOCKS_NS:
+        split = _split(row.key)
+        owner = row.value.get("owner") if isinstance(row.value, dict) else None
+        shown.update(
+            lock=split[0] if split else row.key,
+            owner_fp=mask_token(owner) if owner is not None else None,
+            token_fp=mask_token(row.version),
+        )
+    else:
+        shown["value"] = row.value
+    return shown
+
+
+def namespaces_context(user: User, params: QueryDict) -> dict[str, Any]:
+    found = kv.kv_namespaces()
+    return {"namespaces": found, "total": sum(n for _, n in found)}
+
+
+KV = live.register(
+    live.LivePage(
+        name="kv",
+        template="queenadmin/kv.html",
+        context=namespaces_context,
+        regions=(live.Region("kv-namespaces", groups=(events.KV_GROUP,)),),
+    )
+)
+
+
+def _about_namespace(message: dict[str, Any], params: QueryDict) -> bool:
+    names = message.get("namespaces") or []
+    return not names or params.get("ns", "") in names
+
+
+def keys_context(user: User, params: QueryDict) -> dict[str, Any]:
+    namespace, prefix, after = params.get("ns", ""), params.get("prefix", ""), params.get("after", "")
+    try:
+        page = kv.kv_list(namespace=namespace, prefix=prefix, after=after, limit=app_settings.DASHBOARD_PAGE_SIZE)
+    except KVBadRequest:
+        page = kv.PageResult((), False, None, False)
+    kept = params.copy()
+    kept.pop("ns", None)
+    return {
+        "namespace": namespace,
+        "locks_ns": namespace == LOCKS_NS,
+        "prefix": prefix,
+        "after": after,
+        "rows": [_row(r) for r in page.rows],
+        "stale_at": min((r.expires_at for r in page.rows if r.expires_at is not None), default=None),
+        "next_query": query(kept, after=page.next_after) if page.truncated and page.next_after else "",
+        "first_query": query(kept) if after else "",
+    }
+
+
+KV_KEYS = live.register(
+    live.LivePage(
+        name="kv-keys",
+        perm="kv",
+        template="queenadmin/kv_keys.html",
+        context=keys_context,
+        regions=(live.Region("kv-keys", groups=(events.KV_GROUP,), match=_about_namespace),),
+    )
+)
+
+
+def _namespace_or_404(namespace: str) -> str:
+    try:
+        return kv.check_namespace(namespace)
+    except KVBadRequest:
+        raise Http404("no such namespace") from None
+
+
+@staff_page("kv")
+def namespaces(request: HtmxHttpRequest) -> HttpResponse:
+    return live.render_page(request, KV)
+
+
+@staff_page("kv")
+def keys(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
+    params = request.GET.copy()
+    params["ns"] = _namespace_or_404(namespace)
+    return live.render_page(request, KV_KEYS, params=params)
+
+
+@staff_page("kv")
+def key_detail(request: HtmxHttpRequest, namespace: str, key: str) -> HttpResponse:
+    namespace = _namespace_or_404(namespace)
+    if namespace == LOCKS_NS:
+        split = _split(key)
+        return redirect(f"/locks/?{query({'name': split[0] if split else key})[1:]}")
+    row = kv.kv_get(namespace=namespace, key=key) if key else None
+    ctx = {"namespace": namespace, "key": key, "row": _row(row) if row else None, "page": "kv"}
+    ctx["value_text"] = _pretty(row.value) if row else ""
+    return render(request, "queenadmin/kv_key.html", ctx, status=200 if row else 404)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def _expiry(raw: str) -> Expiry:
+    raw = raw.strip().lower()
+    if raw in ("", "keep"):
+        return "keep"
+    if raw in ("forever", "never", "none"):
+        return "forever"
+    try:
+        seconds = int(raw)
+    except ValueError:
+        raise ValueError("Expiry is keep, forever, or a number of seconds.") from None
+    if seconds <= 0:
+        raise ValueError("Expiry seconds must be positive.")
+    return timedelta(seconds=seconds)
+
+
+def _version(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        return -1
+
+
+def _outcome(request: HtmxHttpRequest, namespace: str, ctx: dict[str, Any], result: OperatorWrite) -> HttpResponse:
+    ctx["result"] = result
+    ctx["current_text"] = _pretty(result.current_value) if result.current_version else ""
+    if request.htmx:
+        return live.answer_action(request, KV_KEYS, "queenadmin/kv_action.html#outcome", ctx, extra={"ns": namespace})
+    verb = ctx["verb"]
+    if result.applied:
+        done = "deleted" if verb == "delete" else f"saved as version {result.version}"
+        messages.success(request, f"{namespace}/{result.key} {done}.")
+    elif result.current_version:
+        messages.warning(
+            request,
+            f"Not {'deleted' if verb == 'delete' else 'saved'}: {namespace}/{result.key} is at version "
+            f"{result.current_version} now, not {ctx['expect']}. Look at the current value first.",
+        )
+    else:
+        messages.warning(
+            request, f"Not {'deleted' if verb == 'delete' else 'saved'}: {namespace}/{result.key} is gone."
+        )
+    return redirect(f"/kv/{namespace}/")
+
+
+@staff_action("kv.edit")
+def edit(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
+    """GET: the edit form for the key's current version. POST: CAS put."""
+    namespace = _namespace_or_404(namespace)
+    source = request.POST if request.method == "POST" else request.GET
+    key = source.get("key", "")
+    htmx = bool(request.htmx)
+    form = "queenadmin/kv_action.html" + ("#edit-form" if htmx else "")
+    ctx: dict[str, Any] = {"namespace": namespace, "key": key, "verb": "edit", "page": "kv"}
+    if request.method == "GET":
+        row = kv.kv_get(namespace=namespace, key=key) if key and namespace != LOCKS_NS else None
+        if row is None:
+            ctx["error"] = "This key is not live (or is a lock permit: use /locks/)."
+            return render(request, form, ctx, status=404)
+        ctx.update(expect=row.version, value_text=_pretty(row.value), row=_row(row), expiry="keep")
+        return render(request, form, ctx)
+    ctx.update(
+        expect=_version(source.get("expect", "")),
+        value_text=source.get("value", ""),
+        expiry=source.get("expiry", "keep"),
+        reason=source.get("reason", ""),
+    )
+
+    def refuse(message: str) -> HttpResponse:
+        ctx["error"] = message
+        return render(request, form, ctx, status=422)
+
+    try:
+        value = json.loads(ctx["value_text"])
+    except ValueError as exc:
+        return refuse(f'The value is not JSON: {exc}. Strings need quotes: "text".')
+    try:
+        expiry = _expiry(ctx["expiry"])
+    except ValueError as exc:
+        return refuse(str(exc))
+    if not key or ctx["expect"] < 1:
+        return refuse("Name the key and the version you edit.")
+    try:
+        result = kv_operator_edit(
+            namespace=namespace,
+            key=key,
+            value=value,
+            expect=ctx["expect"],
+            expiry=expiry,
+            actor=actor_of(request),
+            reason=reason_of(request),
+        )
+    except (KVBadRequest, KVPayloadTooLarge) as exc:
+        return refuse(str(exc))
+    return _outcome(request, namespace, ctx, result)
+
+
+@staff_action("kv.delete")
+def delete(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
+    """GET: the confirmation. POST: delete while at the version shown."""
+    namespace = _namespace_or_404(namespace)
+    source = request.POST if request.method == "POST" else request.GET
+    key = source.get("key", "")
+    htmx = bool(request.htmx)
+    form = "queenadmin/kv_action.html" + ("#delete-form" if htmx else "")
+    ctx: dict[str, Any] = {"namespace": namespace, "key": key, "verb": "delete", "page": "kv"}
+    ctx["expect"] = _version(source.get("expect", ""))
+    if request.method == "GET":
+        row = kv.kv_get(namespace=namespace, key=key) if key and namespace != LOCKS_NS else None
+        if row is None:
+            ctx["error"] = "This key is not live (or is a lock permit: use /locks/)."
+            return render(request, form, ctx, status=404)
+        ctx.update(expect=row.version, value_text=_pretty(row.value), row=_row(row))
+        return render(request, form, ctx)
+    if not key or ctx["expect"] < 1:
+        ctx["error"] = "Name the key and the version you delete."
+        return render(request, form, ctx, status=422)
+    try:
+        result = kv_operator_delete(
+            namespace=namespace, key=key, expect=ctx["expect"], actor=actor_of(request), reason=reason_of(request)
+        )
+    except KVBadRequest as exc:
+        ctx["error"] = str(exc)
+        return render(request, form, ctx, status=422)
+    return _outcome(request, namespace, ctx, result)

@@ -1,0 +1,125 @@
+"""``/locks/``: live permits with masked owners and tokens, and force release."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+
+from queenadmin.conf import settings as app_settings
+from queenadmin.dashboard import live
+from queenadmin.dashboard.views.common import (
+    HtmxHttpRequest,
+    User,
+    actor_of,
+    query,
+    reason_of,
+    staff_action,
+    staff_page,
+)
+from queenadmin.domain import events
+from queenadmin.domain.locks.operator import Permit, lease_mark, lock_force_release, locks_page
+from queenadmin.domain.masking import mask_token
+from queenadmin.errors import LocksBadRequest
+
+
+def _shown(permit: Permit) -> dict[str, Any]:
+    """A permit as templates may see it: owner and token as fingerprints only."""
+    return {
+        "name": permit.name,
+        "slot": permit.slot,
+        "held": permit.held,
+        "owner_fp": mask_token(permit.owner) if permit.owner is not None else None,
+        "token_fp": mask_token(permit.token),
+        "since": permit.since,
+        "renewed_at": permit.renewed_at if permit.renewed else None,
+        #: The last grant or renew: the lease's length is expires_at - this.
+        "granted_at": permit.renewed_at,
+        "expires_at": permit.expires_at,
+        "lease": lease_mark(owner=permit.owner, since=permit.since),
+    }
+
+
+def locks_context(user: User, params: QueryDict) -> dict[str, Any]:
+    name = params.get("name", "")
+    prefix = name or params.get("prefix", "")
+    after = params.get("after", "")
+    try:
+        page = locks_page(prefix=prefix, after=after, limit=app_settings.DASHBOARD_PAGE_SIZE)
+        error = ""
+    except LocksBadRequest as exc:
+        page, error = None, str(exc)
+    permits = [] if page is None else [p for p in page.permits if not name or p.name == name]
+    next_after = None if page is None else page.next_after
+    return {
+        "name": name,
+        "prefix": params.get("prefix", ""),
+        "after": after,
+        "error": error,
+        "permits": [_shown(p) for p in permits],
+        "stale_at": min((p.expires_at for p in permits if p.expires_at is not None), default=None),
+        "next_query": query(params, after=next_after) if next_after else "",
+        "first_query": query(params) if after else "",
+    }
+
+
+LOCKS = live.register(
+    live.LivePage(
+        name="locks",
+        template="queenadmin/locks.html",
+        context=locks_context,
+        regions=(live.Region("locks-holders", groups=(events.LOCKS_GROUP,)),),
+    )
+)
+
+
+@staff_page("locks")
+def locks(request: HtmxHttpRequest) -> HttpResponse:
+    return live.render_page(request, LOCKS)
+
+
+def _slot(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        return -1
+
+
+@staff_action("lock.release")
+def lock_release(request: HtmxHttpRequest) -> HttpResponse:
+    """GET: the confirmation (what force release means). POST: do it."""
+    source = request.POST if request.method == "POST" else request.GET
+    name, slot, lease = source.get("name", ""), _slot(source.get("slot", "")), source.get("lease", "")
+    ctx: dict[str, Any] = {"name": name, "slot": slot, "lease": lease, "page": "locks"}
+    if request.method == "GET" or not name or slot < 0:
+        ctx["error"] = "" if request.method == "GET" else "Name a lock and a slot."
+        status = 200 if request.method == "GET" else 422
+        template = "queenadmin/locks_release.html"
+        if request.htmx:
+            template += "#confirm-form"
+        return render(request, template, ctx, status=status)
+    try:
+        outcome = lock_force_release(
+            name=name, slot=slot, lease=lease, actor=actor_of(request), reason=reason_of(request)
+        )
+    except LocksBadRequest as exc:
+        ctx["error"] = str(exc)
+        template = "queenadmin/locks_release.html" + ("#confirm-form" if request.htmx else "")
+        return render(request, template, ctx, status=422)
+    ctx.update(
+        outcome=outcome,
+        token_fp=mask_token(outcome.token),
+        owner_fp=mask_token(outcome.owner),
+        current=_shown(outcome.current) if outcome.current is not None else None,
+    )
+    if request.htmx:
+        return live.answer_action(request, LOCKS, "queenadmin/locks_release.html#outcome", ctx)
+    if outcome.released:
+        messages.success(request, f"Released {name}#{slot}. Its token {ctx['token_fp']} is dead.")
+    elif outcome.reason == "gone":
+        messages.warning(request, f"{name}#{slot} was no longer held: it expired or was released.")
+    else:
+        messages.warning(request, f"{name}#{slot} is held by another lease now; nothing was released.")
+    return redirect(f"/locks/?name={name}" if name else "/locks/")

@@ -1,0 +1,182 @@
+"""Locks for operators: every live permit, page by page, and force release.
+
+``locks_page`` lists permits across names (one keyset page of the
+``queen-locks`` namespace, plus one aggregate for how many permits each
+shown name holds: two queries whatever the data). ``lock_force_release``
+deletes a permit on an operator's word, as a compare-and-set on the lease
+the operator saw, and writes its audit entry in the same transaction.
+
+Results carry raw owners and tokens: callers that show people (the
+dashboard) mask them with ``domain.masking.mask_token``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import reduce
+from operator import or_
+from typing import Literal
+
+from django.db import transaction
+from django.db.models import Count, Q
+
+from queenadmin.domain import clock, kv
+from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.locks import NAMESPACE, _owner_of, _since_of, _slot_of, check_name, check_slot
+from queenadmin.domain.masking import mask_token
+from queenadmin.models import KVEntry
+
+
+@dataclass(frozen=True)
+class Permit:
+    """One live permit as an operator sees it (raw values: mask to show)."""
+
+    name: str
+    slot: int
+    owner: str | None
+    token: int
+    since: datetime
+    renewed_at: datetime
+    expires_at: datetime | None
+    #: Live permits of ``name`` right now (the semaphore's holders).
+    held: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}#{self.slot}"
+
+    @property
+    def renewed(self) -> bool:
+        return self.renewed_at > self.since
+
+
+@dataclass(frozen=True)
+class PermitPage:
+    permits: tuple[Permit, ...]
+    #: The KV key to continue after, when more follow.
+    next_after: str | None
+
+
+def _split(key: str) -> tuple[str, int] | None:
+    name, sep, _tail = key.rpartition("#")
+    if not sep:
+        return None
+    slot = _slot_of(name, key)
+    return None if slot is None else (name, slot)
+
+
+def locks_page(*, prefix: str = "", after: str = "", limit: int = 50, now: datetime | None = None) -> PermitPage:
+    """Live permits whose lock name starts with ``prefix``, by name and key.
+
+    ``after`` is the ``next_after`` of the previous page. Two queries.
+    Takes no lock.
+    """
+    now = now or clock.now()
+    page = kv.kv_list(namespace=NAMESPACE, prefix=prefix, after=after, limit=limit, now=now)
+    found = [(row, _split(row.key)) for row in page.rows]
+    names = sorted({split[0] for _, split in found if split is not None})
+    held: dict[str, int] = {}
+    if names:
+        ranges = [Q(key__gte=f"{name}#", key__lt=f"{name}$") for name in names]
+        counts = (
+            KVEntry.objects.live(now)
+            .filter(reduce(or_, ranges), namespace=NAMESPACE)
+            .aggregate(**{f"n{i}": Count("id", filter=r) for i, r in enumerate(ranges)})
+        )
+        held = {name: int(counts[f"n{i}"] or 0) for i, name in enumerate(names)}
+    permits = tuple(
+        Permit(
+            name=split[0],
+            slot=split[1],
+            owner=_owner_of(row.value),
+            token=row.version,
+            since=_since_of(row),
+            renewed_at=row.updated_at,
+            expires_at=row.expires_at,
+            held=held.get(split[0], 1),
+        )
+        for row, split in found
+        if split is not None
+    )
+    return PermitPage(permits, page.next_after if page.truncated else None)
+
+
+def lease_mark(*, owner: str | None, since: datetime) -> str:
+    """What identifies one lease across its renews, safe to show and post.
+
+    A renew changes the token but keeps the owner and ``since``, so a force
+    release aims at the lease the operator saw, not at a token that the
+    holder's next renew replaces.
+    """
+    return (mask_token(f"{owner}|{since.isoformat()}") or "").rstrip("…")
+
+
+@dataclass(frozen=True)
+class ForceRelease:
+    """The outcome of a force release.
+
+    ``released``: the permit is gone and ``token`` (the last one) is dead.
+    Otherwise ``reason`` says why nothing changed: ``gone`` (no live permit
+    in the slot: it expired or was released) or ``changed`` (another lease
+    holds the slot now; ``current`` is it).
+    """
+
+    name: str
+    slot: int
+    released: bool
+    reason: Literal["gone", "changed"] | None = None
+    token: int | None = None
+    owner: str | None = None
+    current: Permit | None = None
+
+
+@transaction.atomic(durable=True)
+def lock_force_release(
+    *,
+    name: str,
+    slot: int,
+    lease: str,
+    actor: str,
+    reason: str = "",
+    via: str = "dashboard",
+    now: datetime | None = None,
+) -> ForceRelease:
+    """Delete the permit ``name#slot`` if it is still the lease ``lease``.
+
+    ``lease`` is ``lease_mark`` of the permit the operator saw. The delete
+    is a compare-and-set on the permit's current version, so a renew racing
+    it wins and the answer is ``changed``. Released: the holder's token is
+    dead, its next renew answers lost and every write it guards with the
+    token fails. Writes an audit entry (owner and token masked) in the same
+    transaction when it releases. Must be the outermost call.
+    """
+    now = now or clock.now()
+    name, slot = check_name(name), check_slot(slot)
+    key = f"{name}#{slot}"
+    got = kv.kv_call_in_txn([kv.KVGet(NAMESPACE, key)], now=now)[0]
+    assert isinstance(got, kv.GetResult)
+    row = got.row
+    if row is None:
+        return ForceRelease(name, slot, False, "gone")
+    owner, since = _owner_of(row.value), _since_of(row)
+    if lease_mark(owner=owner, since=since) != lease:
+        current = Permit(name, slot, owner, row.version, since, row.updated_at, row.expires_at, 1)
+        return ForceRelease(name, slot, False, "changed", current=current)
+    deleted = kv.kv_call_in_txn([kv.KVDelete(NAMESPACE, key, expect=row.version)], now=now)[0]
+    assert isinstance(deleted, kv.WriteResult)
+    if not deleted.applied:
+        return ForceRelease(name, slot, False, "changed")
+    expires = clock.iso_micros_z(row.expires_at) or "never"
+    audit_in_txn(
+        actor=actor,
+        action="lock.release",
+        kind="lock",
+        target=key,
+        now=now,
+        before=f"held by owner {mask_token(owner) or '(none)'}, token {mask_token(row.version)}, expiring {expires}",
+        after="released; the token is dead",
+        reason=reason,
+        via=via,
+    )
+    return ForceRelease(name, slot, True, token=row.version, owner=owner)

@@ -1,0 +1,174 @@
+"""Template helpers of the dashboard: times, countdowns and masking.
+
+Times render as ``<time>`` elements with the exact UTC instant in
+``datetime``; ``static/queenadmin/dashboard.js`` turns them into "in 4 min"
+(``data-rel``) or a ticking countdown (``data-countdown``) and shows the UTC
+and browser-local time on hover. Without JavaScript the UTC text stays.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from queenadmin.domain.masking import mask_token
+
+register = template.Library()
+
+
+@register.filter
+def iso(moment: datetime | None) -> str:
+    """``2026-11-30T19:04:42.123Z`` (milliseconds, UTC)."""
+    if moment is None:
+        return ""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@register.filter
+def utc(moment: datetime | None) -> str:
+    """``2026-11-30 19:04:42 UTC``."""
+    if moment is None:
+        return ""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def mask(value: object) -> str:
+    """A lock owner or fencing token as its fingerprint (``domain.masking``)."""
+    return mask_token(value) or "—"
+
+
+@register.filter
+def seconds(delta: timedelta | None) -> str:
+    """A duration as ``4m 05s`` / ``2h 10m`` / ``3d 4h``."""
+    if delta is None:
+        return ""
+    total = int(delta.total_seconds())
+    sign, total = ("-", -total) if total < 0 else ("", total)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{sign}{days}d {hours}h"
+    if hours:
+        return f"{sign}{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{sign}{minutes}m {secs:02d}s"
+    return f"{sign}{secs}s"
+
+
+@register.simple_tag
+def when(moment: datetime | None, empty: str = "—") -> SafeString:
+    """A time shown relative to now ("in 4 min"), exact on hover."""
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', empty)
+    return format_html('<time datetime="{}" data-rel>{}</time>', iso(moment), utc(moment))
+
+
+@register.simple_tag
+def countdown(moment: datetime | None, empty: str = "never", since: datetime | None = None) -> SafeString:
+    """A countdown to ``moment`` ticking in the browser ("12s", "expired").
+
+    With ``since`` (the lease's last grant or renew), "expiring" means the
+    last quarter of the lease (at least 3 s), so a short lease renewed on
+    time does not look like trouble; without, the last 10 s.
+    """
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', empty)
+    span = "" if since is None else str(int((moment - since).total_seconds() * 1000))
+    return format_html('<time datetime="{}" data-countdown data-span-ms="{}">{}</time>', iso(moment), span, utc(moment))
+
+
+@register.filter
+def preview(value: Any, length: int = 80) -> str:
+    """A JSON value on one line, cut to ``length`` characters."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+@register.simple_tag
+def stamp(moment: datetime | None, empty: str = "—") -> SafeString:
+    """Relative time, with the exact UTC time and the browser's local time beside."""
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', empty)
+    at = iso(moment)
+    return format_html(
+        '<span class="stamp"><time datetime="{}" data-rel>{}</time>'
+        '<small>{} · <time datetime="{}" data-local>local</time></small></span>',
+        at,
+        utc(moment),
+        moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        at,
+    )
+
+
+@register.filter
+def timer_query(row: Any) -> str:
+    """The query string naming a timer as shown (for its action links)."""
+    from urllib.parse import urlencode
+
+    return urlencode(
+        {
+            "queue": row.queue,
+            "key": row.timer_key,
+            "message_id": row.message_id,
+            "txn": row.txn,
+            "partition": row.partition,
+        }
+    )
+
+
+@register.filter
+def split_commas(text: str) -> list[str]:
+    return [part for part in text.split(",") if part]
+
+
+@register.filter
+def payload_preview(payload: bytes | None, length: int = 2000) -> str:
+    """A timer's payload as text (JSON as sent), cut to ``length`` characters."""
+    if payload is None:
+        return ""
+    try:
+        text = payload.decode()
+    except UnicodeDecodeError:
+        return f"({len(payload)} bytes, not text)"
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+@register.filter
+def audit_target_link(target: str, kind: str) -> SafeString:
+    """An audit target linked to its page (lock, timer, KV key, queue)."""
+    from urllib.parse import quote
+
+    if kind == "kv" and "/" in target:
+        namespace, _, key = target.partition("/")
+        return format_html('<a href="/kv/{}/key/{}">{}</a>', namespace, quote(key, safe=""), target)
+    if kind == "lock":
+        name = target.rpartition("#")[0] or target
+        return format_html('<a href="/locks/?name={}">{}</a>', quote(name, safe=""), target)
+    if kind == "timer" and "/" in target:
+        queue, _, key = target.partition("/")
+        return format_html(
+            '<a href="/timers/?queue={}&amp;prefix={}">{}</a>', quote(queue, safe=""), quote(key, safe=""), target
+        )
+    if kind in ("queue", "dlq"):
+        return format_html('<a href="/queues/{}/">{}</a>', quote(target.partition("/")[0], safe=""), target)
+    return format_html("{}", target)
+
+
+@register.simple_tag
+def exact(moment: datetime | None, empty: str = "—") -> SafeString:
+    """An exact time for a sentence: UTC, then the browser's local time."""
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', empty)
+    return format_html(
+        '<span class="exact"><time datetime="{}">{}</time> (<time datetime="{}" data-local>local</time>)</span>',
+        iso(moment),
+        utc(moment),
+        iso(moment),
+    )

@@ -1,0 +1,196 @@
+/* queenadmin dashboard: times, countdowns, the live badge, dialogs.
+ *
+ * - <time data-rel datetime="ISO">: "in 4 min" / "12 s ago", re-drawn every second.
+ * - <time data-countdown datetime="ISO">: "1m 04s" ticking to "expired".
+ * - Hovering either shows the exact UTC time and the browser's local time.
+ * - #server-clock ticks from the server's time at page load (offset kept).
+ * - #live-badge follows the htmx ws extension: connecting / live /
+ *   reconnecting / stale since HH:MM:SS (after STALE_AFTER_MS down) / refused.
+ * - Confirmations load into <dialog id="dialog"> (hx-target="#dialog-body").
+ */
+(function () {
+  "use strict";
+
+  var STALE_AFTER_MS = 30000;
+  var serverOffset = 0;
+  var downSince = null;
+  var lastGood = null;
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function utcText(d) {
+    return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
+      pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + " UTC";
+  }
+  function localText(d) {
+    var tz = "";
+    try { tz = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { /* old browser */ }
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + (tz ? " " + tz : " local");
+  }
+  function hhmmss(d) { return pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()); }
+  function now() { return Date.now() + serverOffset; }
+
+  function relative(ms) {
+    var future = ms > 0, s = Math.abs(ms) / 1000, text;
+    if (s < 1) return "now";
+    if (s < 60) text = Math.floor(s) + " s";
+    else if (s < 3600) text = Math.floor(s / 60) + " min";
+    else if (s < 86400) text = Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+    else text = Math.floor(s / 86400) + " d " + Math.floor((s % 86400) / 3600) + " h";
+    return future ? "in " + text : text + " ago";
+  }
+  function countdownText(ms) {
+    if (ms <= 0) return "expired";
+    var s = Math.ceil(ms / 1000);
+    if (s < 60) return s + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m " + pad(s % 60) + "s";
+    if (s < 86400) return Math.floor(s / 3600) + "h " + pad(Math.floor((s % 3600) / 60)) + "m";
+    return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
+  }
+
+  function tick() {
+    var t = now();
+    var clock = document.getElementById("server-clock");
+    if (clock) clock.textContent = hhmmss(new Date(t));
+    document.querySelectorAll("time[data-rel]").forEach(function (el) {
+      var at = Date.parse(el.getAttribute("datetime"));
+      if (!isNaN(at)) el.textContent = relative(at - t);
+    });
+    document.querySelectorAll("time[data-local]:not([data-done])").forEach(function (el) {
+      var at = new Date(el.getAttribute("datetime"));
+      if (isNaN(at.getTime())) return;
+      var sameDay = at.toDateString() === new Date().toDateString();
+      el.textContent = (sameDay ? "" : at.getFullYear() + "-" + pad(at.getMonth() + 1) + "-" + pad(at.getDate()) + " ") +
+        pad(at.getHours()) + ":" + pad(at.getMinutes()) + ":" + pad(at.getSeconds()) + " local";
+      el.dataset.done = "1";
+    });
+    document.querySelectorAll("time[data-countdown]").forEach(function (el) {
+      var at = Date.parse(el.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      var left = at - t;
+      var span = parseInt(el.dataset.spanMs || "", 10);
+      var warn = isNaN(span) ? 10000 : Math.max(3000, span / 4);
+      el.textContent = countdownText(left);
+      el.classList.toggle("expiring", left > 0 && left < warn);
+      el.classList.toggle("expired", left <= 0);
+      var row = el.closest("tr");
+      if (row) {
+        row.classList.toggle("is-expired", left <= 0);
+        var pill = row.querySelector("[data-lease-state]");
+        if (pill) {
+          var state = left <= 0 ? "expired" : left < warn ? "expiring" : "held";
+          pill.className = "state state-" + state;
+          pill.textContent = state;
+        }
+      }
+    });
+    if (downSince !== null && t - downSince > STALE_AFTER_MS) {
+      setBadge("stale", "stale since " + hhmmss(new Date(lastGood || downSince)) + " UTC");
+    }
+  }
+
+  // Exact times on hover, computed when asked (a title per tick would churn).
+  document.addEventListener("mouseover", function (event) {
+    var el = event.target.closest && event.target.closest("time[datetime]");
+    if (!el || el.id === "server-clock") return;
+    var at = new Date(el.getAttribute("datetime"));
+    if (!isNaN(at.getTime())) el.title = utcText(at) + "\n" + localText(at) + " (your browser)";
+  });
+
+  // ---- the live badge --------------------------------------------------
+  function setBadge(state, text) {
+    var badge = document.getElementById("live-badge");
+    if (!badge) return;
+    badge.dataset.state = state;
+    badge.textContent = text;
+  }
+  document.addEventListener("htmx:wsConnecting", function () {
+    if (downSince === null) setBadge("connecting", "connecting…");
+  });
+  document.addEventListener("htmx:wsOpen", function () {
+    downSince = null;
+    lastGood = Date.now() + serverOffset;
+    setBadge("live", "live");
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    lastGood = Date.now() + serverOffset;
+    tick();  // draw new times at once, not at the next second
+  });
+  document.addEventListener("htmx:afterSettle", function () { tick(); });
+  document.addEventListener("htmx:wsClose", function (event) {
+    var code = event.detail && event.detail.event ? event.detail.event.code : 0;
+    if (code >= 4400 && code < 4500) {
+      // The server refused this socket (signed out, or no permission): no retry.
+      downSince = null;
+      setBadge("refused", code === 4401 ? "signed out: reload" : "not allowed: reload");
+      return;
+    }
+    if (downSince === null) downSince = Date.now() + serverOffset;
+    setBadge("reconnecting", "reconnecting…");
+  });
+  document.addEventListener("click", function (event) {
+    var badge = event.target.closest && event.target.closest("#live-badge");
+    if (badge && (badge.dataset.state === "stale" || badge.dataset.state === "refused")) window.location.reload();
+  });
+
+  // ---- dialogs and notices ---------------------------------------------
+  function dialog() { return document.getElementById("dialog"); }
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var d = dialog();
+    if (d && event.target && event.target.id === "dialog-body" && !d.open) d.showModal();
+    if (d && d.open) {
+      var first = d.querySelector("[autofocus], textarea, input:not([type=hidden])");
+      if (first && event.target.id === "dialog-body") first.focus();
+    }
+  });
+  document.addEventListener("click", function (event) {
+    var closer = event.target.closest && event.target.closest("[data-close-dialog]");
+    if (closer) {
+      event.preventDefault();
+      var d = dialog();
+      if (d && d.open) d.close();
+    }
+  });
+  // Quick values (+15m) fill a field; the operator still confirms.
+  document.addEventListener("click", function (event) {
+    var filler = event.target.closest && event.target.closest("[data-fill]");
+    if (!filler || !filler.form) return;
+    var field = filler.form.elements[filler.dataset.fill];
+    if (field) { field.value = filler.dataset.value; field.focus(); }
+  });
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr, box = document.getElementById("notice");
+    if (!box) return;
+    box.textContent = xhr.status === 403
+      ? "Refused (403): your account may look but not act here."
+      : "The server answered " + xhr.status + ". Nothing was changed that the page does not show; reload to be sure.";
+    box.hidden = false;
+    setTimeout(function () { box.hidden = true; }, 8000);
+  });
+  document.addEventListener("htmx:sendError", function () {
+    var box = document.getElementById("notice");
+    if (!box) return;
+    box.textContent = "The server did not answer. Check the connection badge and try again.";
+    box.hidden = false;
+    setTimeout(function () { box.hidden = true; }, 8000);
+  });
+
+  if (window.htmx) {
+    // Set before htmx connects (at DOMContentLoaded). Reconnect soon after a
+    // restart: 0.5 s, 1 s, 2 s, then every 2-4 s, jittered.
+    window.htmx.config.wsReconnectDelay = function (retry) {
+      var base = Math.min(500 * Math.pow(2, retry), 4000);
+      return base / 2 + Math.random() * base / 2;
+    };
+  }
+
+  function start() {
+    var clock = document.getElementById("server-clock");
+    var at = clock ? Date.parse(clock.getAttribute("datetime")) : NaN;
+    if (!isNaN(at)) serverOffset = at - Date.now();
+    tick();
+    setInterval(tick, 1000);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,182 @@
+"""Real-browser tests: Playwright drives Debian's chromium against ``serve``.
+
+``playwright install`` cannot download here, so the browser is
+``/usr/bin/chromium`` (``.ci/install-system`` installs it with apt). Every
+test saves screenshots under ``test-artifacts/browser/`` (gitignored), and
+every page's HTML and websocket frame is kept for the secrets grep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, LiveServer, run_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = pytest.mark.live
+
+USERS = """
+from django.contrib.auth.models import Group, User
+for name, group in (("otto", "queenadmin operators"), ("vera", "queenadmin viewers")):
+    user = User.objects.create_user(name, password="pw", is_staff=True)
+    user.groups.add(Group.objects.get(name=group))
+"""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if not CHROMIUM.exists():
+        skip = pytest.mark.skip(reason="needs /usr/bin/chromium (.ci/install-system installs it)")
+        for item in items:
+            if "tests/browser" in str(item.fspath):
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _async_unsafe_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Playwright's sync API runs an event loop in this thread; Django's ORM
+    then needs this to be used here (only in this folder)."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def start_dashboard_server() -> contextlib.AbstractContextManager[LiveServer]:
+    return run_server(extra_env={"QUEENADMIN_ENVIRONMENT_NAME": "staging"})
+
+
+def add_users(server: LiveServer) -> None:
+    server.manage("shell", "-c", USERS)
+    # Tokens above 12,000: a raw token in a page or frame is then findable.
+    with api(server) as client:
+        for start in range(0, 12_000, 256):
+            ops = [
+                {"op": "put", "ns": "grep-pad", "key": f"k{start + i}", "value": 1, "forever": True} for i in range(256)
+            ]
+            assert client.post("/api/v1/kv", json={"operations": ops}).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def dash() -> Iterator[LiveServer]:
+    """A live ``serve`` with an operator (otto) and a viewer (vera)."""
+    with start_dashboard_server() as server:
+        add_users(server)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Seen:
+    """Every page's HTML and every websocket frame a test saw."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def watch(self, page: Any) -> None:
+        def on_socket(socket: Any) -> None:
+            socket.on("framereceived", lambda payload: self.texts.append(str(payload)))
+            socket.on("framesent", lambda payload: self.texts.append(str(payload)))
+
+        page.on("websocket", on_socket)
+
+    def keep(self, page: Any) -> None:
+        self.texts.append(page.content())
+
+    def assert_free_of(self, *secrets: str) -> None:
+        assert self.texts, "nothing was seen"
+        for secret in secrets:
+            for text in self.texts:
+                assert secret not in text, f"{secret!r} reached the browser"
+
+
+@pytest.fixture
+def seen() -> Seen:
+    return Seen()
+
+
+@pytest.fixture
+def login(browser: Any, seen: Seen) -> Iterator[Callable[..., Any]]:
+    """``login(server, "otto")``: a logged-in page at 1280x800."""
+    contexts: list[Any] = []
+
+    def make(server: LiveServer, user: str) -> Any:
+        context = browser.new_context(viewport={"width": 1280, "height": 800}, timezone_id="Europe/Paris")
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        seen.watch(page)
+        page.goto(f"{server.url}/login/")
+        shot(page, "login")
+        page.fill("input[name=username]", user)
+        page.fill("input[name=password]", "pw")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{server.url}/")
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def api(server: LiveServer) -> httpx.Client:
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout=10)
+
+
+@contextlib.contextmanager
+def restarted(server: LiveServer) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``serve`` again on the same port and database (after a stop)."""
+    port = server.url.rsplit(":", 1)[1]
+    with server.log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", port, "--workers", "1"],
+            cwd=ROOT,
+            env=server.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{server.url}/health", timeout=1).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("serve did not come back:\n" + server.log())
+            time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
