@@ -3,12 +3,12 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from queenadmin.dashboard.views import audit, home, kv, locks, timers
+from queenadmin.dashboard.views import audit, kv, locks, overview, queues, search, timers
 
 app_name = "dashboard"
 
 urlpatterns = [
-    path("", home.home, name="home"),
+    path("", overview.overview, name="overview"),
     path("login/", auth_views.LoginView.as_view(template_name="queenadmin/login.html"), name="login"),
     path("locks/", locks.locks, name="locks"),
     path("locks/release/", locks.lock_release, name="lock_release"),
@@ -24,4 +24,9 @@ urlpatterns = [
     path("audit/", audit.audit, name="audit"),
     path("audit/<int:entry_id>/revert/", audit.revert, name="audit_revert"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("queues/", queues.queue_list, name="queues"),
+    path("queues/<path:name>/dlq/replay/", queues.dlq_replay, name="dlq_replay"),
+    path("queues/<path:name>/dlq/purge/", queues.dlq_purge, name="dlq_purge"),
+    path("queues/<path:name>/", queues.queue_detail, name="queue"),
+    path("search/", search.search_page, name="search"),
 ]

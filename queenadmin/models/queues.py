@@ -77,7 +77,11 @@ class Message(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["partition", "offset"], name="message_partition_offset_uniq")]
-        indexes = [models.Index(fields=["partition", "transaction_id"], name="message_partition_txn_idx")]
+        indexes = [
+            models.Index(fields=["partition", "transaction_id"], name="message_partition_txn_idx"),
+            # The dashboard's search finds a message by its id across queues.
+            models.Index(fields=["message_id"], name="message_id_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.partition_id}@{self.offset}"
@@ -152,7 +156,12 @@ class DeadLetter(models.Model):
     failed_at = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["queue", "failed_at"], name="deadletter_queue_idx")]
+        indexes = [
+            models.Index(fields=["queue", "failed_at"], name="deadletter_queue_idx"),
+            # The dashboard pages a queue's DLQ by id (keyset) and replays
+            # or purges it in id order.
+            models.Index(fields=["queue", "id"], name="deadletter_queue_id_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.partition_id}@{self.offset} ({self.group})"

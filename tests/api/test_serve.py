@@ -40,8 +40,9 @@ def test_first_start_prints_working_credentials_once():
                 headers={"Referer": f"{server.url}/admin/login/"},
             )
             assert logged_in.status_code == 200
-            assert "Signed in as admin" in logged_in.text
+            assert "Server clock" in logged_in.text  # the overview
             assert browser.get("/static/queenadmin/queenadmin.css").status_code == 200
+            assert browser.get("/static/queenadmin/queues.css").status_code == 200
         with open(server.env["QUEENADMIN_DATA_DIR"] + "/first-run.txt") as fh:
             assert token in fh.read()
         # A second start on the same data prints no new credentials.

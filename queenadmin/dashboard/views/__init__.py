@@ -8,6 +8,6 @@ Importing this package registers every live page.
 
 from __future__ import annotations
 
-from queenadmin.dashboard.views import audit, home, kv, locks, timers
+from queenadmin.dashboard.views import audit, kv, locks, overview, queues, search, timers
 
-__all__ = ["audit", "home", "kv", "locks", "timers"]
+__all__ = ["audit", "kv", "locks", "overview", "queues", "search", "timers"]

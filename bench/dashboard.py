@@ -1,0 +1,296 @@
+"""Dashboard pages at scale: render time and query count per page.
+
+Run on demand (not part of CI), PostgreSQL only::
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python bench/dashboard.py
+
+It makes a scratch database beside the one ``DATABASE_URL`` names
+(``<name>_dashboard_bench``, dropped first; ``--keep`` reuses it as seeded),
+migrates it, and seeds, in bulk SQL with ``generate_series``:
+
+- 1,000,000 messages: 10 queues x 10 partitions x 10,000, pushed over the
+  last two hours (one queue has ``delayedProcessing`` 600 s, so its newest
+  ten minutes are parked); queue-mode cursors 60% through, a lease of 100
+  messages for an hour on every third partition, two named consumer groups
+  on half the queues; 10,000 dead letters;
+- 100,000 KV keys in 10 namespaces and 10,000 lock permits (5,000 locks of
+  2 permits, live for an hour) in ``queen-locks``;
+- 100,000 pending timers due over the next 24 hours (~4,200 in the next
+  hour, which the overview's chart reads);
+- 10,000 audit entries.
+
+This is a seeding tool, so it writes the tables directly (the domain is
+the only writer everywhere else): going through the domain would take
+hours for a million messages, and the pages only read. The rows are shaped
+as the domain makes them (gapless offsets, ``next_offset``, cursors).
+
+Then for each page of ``PAGES`` it renders ``--renders`` times with Django's
+test ``Client`` as a logged-in superuser (after one warm-up render) and
+prints the median and worst server-side time, the median CPU time of this
+process (Django's own work) and the mean CPU time of its PostgreSQL backend
+per render (from ``/proc``, with bench/kv.py's reader; 10 ms ticks, so
+averaged over the renders), and the query count. CPU times are what a
+render costs on an idle machine; the wall time includes waiting for a CPU
+on a busy one. A page
+whose URL does not resolve in this checkout is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _kv_bench() -> Any:
+    """bench/kv.py, loaded by path for its /proc CPU reader."""
+    spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_kv"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The pages measured: one line per page (``{q0}`` is the first queue,
+#: ``{mid}``/``{txn}`` a message id and transactionId near its tail).
+PAGES = [
+    "/",
+    "/queues/",
+    "/queues/{q0}/",
+    "/queues/{q0}/?partition=p3&before=5000",
+    "/queues/{q0}/?find={mid}",
+    "/queues/{q0}/?dlq_group=__QUEUE_MODE__&dlq_before=999999999",
+    "/queues/{qd}/",
+    "/search/?q=lock-4242",
+    "/search/?q={mid}",
+    "/search/?q={txn}",
+    "/search/?q=key-0099",
+    "/search/?q=timer-12345",
+    "/locks/",
+    "/timers/",
+    "/kv/",
+    "/kv/ns-3/",
+    "/audit/",
+]
+
+QUEUES = 10
+PARTITIONS = 10
+PER_PARTITION = 10_000
+DEAD_LETTERS = 10_000
+KV_KEYS = 100_000
+NAMESPACES = 10
+LOCKS = 5_000
+PERMITS = 2
+TIMERS = 100_000
+AUDIT = 10_000
+
+
+def scratch_url(url: str) -> str:
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/") or "postgres"
+    return urlunsplit(parts._replace(path=f"/{name}_dashboard_bench"))
+
+
+def recreate(url: str, target: str) -> None:
+    import psycopg
+
+    name = urlsplit(target).path.lstrip("/")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+SEED_SQL = [
+    # Queues: options as an auto-created queue has them; queue 9 delays 10 min.
+    f"""
+    INSERT INTO queenadmin_queue (name, namespace, task, options, created_at)
+    SELECT 'bench-q' || q, NULL, NULL,
+           jsonb_build_object('leaseTime', 60, 'retryLimit', 3, 'delayedProcessing',
+                              CASE WHEN q = {QUEUES - 1} THEN 600 ELSE 0 END,
+                              'dedupWindowSeconds', 3600, 'deadLetterQueue', true),
+           now() - interval '3 hours'
+    FROM generate_series(0, {QUEUES - 1}) q
+    """,
+    f"""
+    INSERT INTO queenadmin_partition (queue_id, name, next_offset, retained_bytes, created_at, last_push_at)
+    SELECT q.id, 'p' || p, {PER_PARTITION + 1}, {PER_PARTITION * 40}, now() - interval '3 hours', now()
+    FROM queenadmin_queue q, generate_series(0, {PARTITIONS - 1}) p
+    """,
+    # Messages: pushed evenly over the last two hours, newest now.
+    f"""
+    INSERT INTO queenadmin_message (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)
+    SELECT p.id, o, 'txn-' || p.id || '-' || o, gen_random_uuid()::text,
+           '{{"order":' || o || ',"pad":"xxxxxxxxxxxxxxxxxxxxxxxx"}}', NULL,
+           now() - make_interval(secs => ({PER_PARTITION} - o) * 7200.0 / {PER_PARTITION})
+    FROM queenadmin_partition p, generate_series(1, {PER_PARTITION}) o
+    """,
+    # Queue mode 60% through; a live lease of 100 on every third partition.
+    f"""
+    INSERT INTO queenadmin_consumercursor (partition_id, group_name, committed_offset, start_offset, lease_id,
+        leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at)
+    SELECT p.id, '__QUEUE_MODE__', {PER_PARTITION * 6 // 10}, 0,
+           CASE WHEN p.id % 3 = 0 THEN gen_random_uuid()::text END,
+           CASE WHEN p.id % 3 = 0 THEN now() + interval '1 hour' END,
+           {PER_PARTITION * 6 // 10} + CASE WHEN p.id % 3 = 0 THEN 100 ELSE 0 END,
+           '[]'::jsonb, 0, 0, now() - interval '10 seconds'
+    FROM queenadmin_partition p
+    """,
+    """
+    INSERT INTO queenadmin_consumergroup (queue_id, name, subscription_mode, created_at)
+    SELECT q.id, g, 'all', now() - interval '3 hours'
+    FROM queenadmin_queue q, unnest(ARRAY['billing', 'audit-log']) g
+    WHERE q.id % 2 = 0
+    """,
+    f"""
+    INSERT INTO queenadmin_consumercursor (partition_id, group_name, committed_offset, start_offset, lease_id,
+        leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at)
+    SELECT p.id, g.name, CASE WHEN g.name = 'billing' THEN {PER_PARTITION} - 50 ELSE {PER_PARTITION} / 4 END, 0,
+           NULL, NULL, 0, '[]'::jsonb, 0, 0, now() - interval '1 minute'
+    FROM queenadmin_partition p JOIN queenadmin_consumergroup g ON g.queue_id = p.queue_id
+    """,
+    f"""
+    INSERT INTO queenadmin_deadletter (queue_id, partition_id, group_name, msg_offset, transaction_id, message_id,
+        payload, error, retry_count, created_at, failed_at)
+    SELECT p.queue_id, m.partition_id, '__QUEUE_MODE__', m.msg_offset, m.transaction_id, m.message_id,
+           m.payload, 'handler raised ValueError', 3, m.created_at, m.created_at + interval '1 minute'
+    FROM queenadmin_message m JOIN queenadmin_partition p ON p.id = m.partition_id
+    WHERE m.msg_offset <= {DEAD_LETTERS // (QUEUES * PARTITIONS)}
+    """,
+    # KV keys and lock permits, versions from the store's own sequence.
+    f"""
+    INSERT INTO queenadmin_kventry (namespace, key, value_json, version, expires_at, created_at, updated_at)
+    SELECT 'ns-' || (i % {NAMESPACES}), 'key-' || lpad(i::text, 6, '0'), '{{"n":' || i || '}}',
+           nextval('queenadmin_kv_version'), CASE WHEN i % 5 = 0 THEN now() + interval '1 day' END, now(), now()
+    FROM generate_series(1, {KV_KEYS}) i
+    """,
+    f"""
+    INSERT INTO queenadmin_kventry (namespace, key, value_json, version, expires_at, created_at, updated_at)
+    SELECT 'queen-locks', 'lock-' || l || '#' || s, '{{"owner":"worker-' || l || '-' || s || '"}}',
+           nextval('queenadmin_kv_version'), now() + interval '1 hour', now(), now()
+    FROM generate_series(0, {LOCKS - 1}) l, generate_series(0, {PERMITS - 1}) s
+    """,
+    f"""
+    INSERT INTO queenadmin_timer (queue, timer_key, partition, deliver_at, fire_at, txn, message_id, payload,
+        payload_json, encrypted, producer_sub, attempts, last_error, created_at, updated_at)
+    SELECT 'bench-q' || (i % {QUEUES}), 'timer-' || i, 'Default', t, t, 'timer-txn-' || i, gen_random_uuid()::text,
+           convert_to('{{"t":' || i || '}}', 'UTF8'), '{{"t":' || i || '}}', false, NULL, 0, NULL, now(), now()
+    FROM generate_series(1, {TIMERS}) i, LATERAL (SELECT now() + make_interval(secs => i * 86400.0 / {TIMERS})) d(t)
+    """,
+    f"""
+    INSERT INTO queenadmin_auditentry (at, actor, action, target, before, after, reason, kind, via)
+    SELECT now() - make_interval(secs => i), 'operator', 'timer.cancel', 'bench-q1/timer-' || i, 'pending', 'cancelled',
+           'bench', 'timer', 'dashboard'
+    FROM generate_series(1, {AUDIT}) i
+    """,
+]
+
+
+def seed() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        for sql in SEED_SQL:
+            started = time.perf_counter()
+            cur.execute(sql)
+            print(f"  {cur.rowcount:>9,} rows  {time.perf_counter() - started:6.1f} s  {sql.split()[2]}", flush=True)
+        # A steady-state database has been vacuumed: index-only scans need
+        # the visibility map.
+        cur.execute("VACUUM ANALYZE")
+
+
+def measure(renders: int) -> None:
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from django.urls import Resolver404, resolve
+
+    from queenadmin.models import Message, Queue
+
+    proc_ticks = _kv_bench()._proc_ticks
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        backend = str(cur.fetchone()[0])
+    user, _ = User.objects.get_or_create(username="bench", defaults={"is_staff": True, "is_superuser": True})
+    client = Client()
+    client.force_login(user)
+    q0 = "bench-q0"
+    qd = Queue.objects.filter(options__delayedProcessing__gt=0).values_list("name", flat=True).first() or q0
+    mid, txn = (
+        Message.objects.filter(partition__queue__name=q0, partition__name="p5", offset=9000)
+        .values_list("message_id", "transaction_id")
+        .get()
+    )
+    print(f"\n{'page':<58} {'median ms':>9} {'worst ms':>9} {'cpu ms':>7} {'db cpu':>7} {'queries':>7} {'KiB':>6}")
+    for template in PAGES:
+        url = template.format(q0=q0, qd=qd, mid=mid, txn=txn)
+        try:
+            resolve(url.split("?")[0])
+        except Resolver404:
+            print(f"{url:<58} {'not in this checkout':>34}")
+            continue
+        client.get(url)  # warm-up: session, permissions, template loading
+        times = []
+        cpu = []
+        db_cpu = proc_ticks(backend)[1]
+        queries = 0
+        size = 0
+        for _ in range(renders):
+            with CaptureQueriesContext(connection) as captured:
+                started, started_cpu = time.perf_counter(), time.process_time()
+                response = client.get(url)
+                times.append((time.perf_counter() - started) * 1000)
+                cpu.append((time.process_time() - started_cpu) * 1000)
+            assert response.status_code == 200, (url, response.status_code)
+            queries = len(captured.captured_queries)
+            size = len(response.content)
+        db_cpu = (proc_ticks(backend)[1] - db_cpu) * 1000 / renders
+        print(
+            f"{url[:58]:<58} {statistics.median(times):9.1f} {max(times):9.1f} {statistics.median(cpu):7.1f}"
+            f" {db_cpu:7.1f} {queries:7d} {size / 1024:6.1f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--renders", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="reuse the seeded scratch database")
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    if not url.startswith("postgres"):
+        sys.exit("bench/dashboard.py seeds with PostgreSQL's generate_series: set DATABASE_URL to PostgreSQL")
+    target = scratch_url(url)
+    if not args.keep:
+        recreate(url, target)
+    os.environ["DATABASE_URL"] = target
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queenadmin.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    if not args.keep:
+        print(f"migrating and seeding {urlsplit(target).path.lstrip('/')}", flush=True)
+        call_command("migrate", verbosity=0)
+        started = time.perf_counter()
+        seed()
+        print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.renders} renders per page")
+    measure(args.renders)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Small charts drawn on the server as inline SVG (no JavaScript, no CDN).
+
+Each chart takes plain numbers and returns markup that is safe to put in a
+template as it is: every text is escaped here. Colours come from CSS
+classes (``static/queenadmin/queues.css``), so the charts follow the page.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+#: Drawing size in SVG units; the element scales to its container's width.
+WIDTH = 480
+HEIGHT = 120
+_PAD_LEFT = 40
+_PAD_BOTTOM = 18
+_PAD_TOP = 8
+
+
+def _nice_max(value: float) -> float:
+    """A round axis maximum at or above ``value`` (1, 2 or 5 times 10^n)."""
+    if value <= 0:
+        return 1.0
+    step = 1.0
+    while step * 10 <= value:
+        step *= 10
+    for factor in (1, 2, 5, 10):
+        if value <= factor * step:
+            return factor * step
+    return 10 * step  # pragma: no cover  (the loop always returns)
+
+
+def _label(value: float) -> str:
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:g}M"
+    if value >= 1_000:
+        return f"{value / 1_000:g}k"
+    return f"{value:g}"
+
+
+def _frame(title: str, top: float, body: str, left_label: str, right_label: str) -> SafeString:
+    plot_h = HEIGHT - _PAD_BOTTOM - _PAD_TOP
+    axis = (
+        f'<line class="axis" x1="{_PAD_LEFT}" y1="{_PAD_TOP + plot_h}" x2="{WIDTH}" y2="{_PAD_TOP + plot_h}"/>'
+        f'<text class="tick" x="{_PAD_LEFT - 4}" y="{_PAD_TOP + 8}" text-anchor="end">{escape(_label(top))}</text>'
+        f'<text class="tick" x="{_PAD_LEFT - 4}" y="{_PAD_TOP + plot_h}" text-anchor="end">0</text>'
+        f'<text class="tick" x="{_PAD_LEFT}" y="{HEIGHT - 4}">{escape(left_label)}</text>'
+        f'<text class="tick" x="{WIDTH}" y="{HEIGHT - 4}" text-anchor="end">{escape(right_label)}</text>'
+    )
+    return mark_safe(
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}"'
+        f' preserveAspectRatio="none"><title>{escape(title)}</title>{axis}{body}</svg>'
+    )
+
+
+def bar_chart(
+    values: Sequence[float], *, title: str, left_label: str, right_label: str, bar_titles: Sequence[str] = ()
+) -> SafeString:
+    """Bars for ``values``, evenly spaced; ``bar_titles`` become hover text."""
+    top = _nice_max(max(values, default=0))
+    plot_w = WIDTH - _PAD_LEFT
+    plot_h = HEIGHT - _PAD_BOTTOM - _PAD_TOP
+    width = plot_w / max(1, len(values))
+    bars = []
+    for i, value in enumerate(values):
+        if value <= 0:
+            continue
+        h = max(1.0, plot_h * value / top)
+        x = _PAD_LEFT + i * width
+        tip = f"<title>{escape(bar_titles[i])}</title>" if i < len(bar_titles) else ""
+        bars.append(
+            f'<rect class="bar" x="{x + 0.5:.1f}" y="{_PAD_TOP + plot_h - h:.1f}"'
+            f' width="{max(1.0, width - 1):.1f}" height="{h:.1f}">{tip}</rect>'
+        )
+    return _frame(title, top, "".join(bars), left_label, right_label)
+
+
+def line_chart(
+    series: Sequence[tuple[str, Sequence[tuple[datetime, float]]]],
+    *,
+    title: str,
+    since: datetime,
+    until: datetime,
+) -> SafeString:
+    """One polyline per named series of (time, value) points over [since, until].
+
+    Points outside the window are dropped; a series gets the CSS class
+    ``line line-<n>`` (its position), and a legend names it.
+    """
+    span = max(1e-9, (until - since).total_seconds())
+    inside = [(name, [(t, v) for t, v in points if since <= t <= until]) for name, points in series]
+    top = _nice_max(max((v for _, points in inside for _, v in points), default=0))
+    plot_w = WIDTH - _PAD_LEFT
+    plot_h = HEIGHT - _PAD_BOTTOM - _PAD_TOP
+    body = []
+    for n, (name, points) in enumerate(inside):
+        coords = " ".join(
+            f"{_PAD_LEFT + plot_w * (t - since).total_seconds() / span:.1f},{_PAD_TOP + plot_h * (1 - v / top):.1f}"
+            for t, v in points
+        )
+        if coords:
+            body.append(f'<polyline class="line line-{n}" points="{coords}"><title>{escape(name)}</title></polyline>')
+        body.append(
+            f'<text class="legend line-{n}" x="{_PAD_LEFT + 6 + 110 * n}" y="{_PAD_TOP + 10}">{escape(name)}</text>'
+        )
+    return _frame(title, top, "".join(body), f"{since:%H:%M}", f"{until:%H:%M} UTC")
+
+
+def per_minute(points: Sequence[tuple[datetime, float]]) -> list[tuple[datetime, float]]:
+    """Rates per minute from a cumulative counter sampled at ``points``.
+
+    A counter that went down (a restart, a deleted queue) gives no rate for
+    that step rather than a negative one.
+    """
+    result = []
+    for (t0, v0), (t1, v1) in itertools.pairwise(points):
+        seconds = (t1 - t0).total_seconds()
+        if seconds > 0 and v1 >= v0:
+            result.append((t1, (v1 - v0) * 60 / seconds))
+    return result

@@ -1,0 +1,536 @@
+"""The dashboard's reads of the log: depth split by state, lag, pages.
+
+Depth is arithmetic on offsets and cursors (design.md section 2); what is
+read from the messages table is a handful of indexed lookups per partition
+(the head message's push time; a binary search for where the parked tail of
+a delayed queue starts), never a scan or a ``COUNT(*)`` of messages. Each
+read costs a fixed number of statements whatever the data holds: they take
+whole lists of queues and partitions at once. Nothing here writes or locks.
+
+The states of a message a consumer group has not finished:
+
+- *in flight*: leased to a consumer whose lease is live;
+- *parked*: not leased, but pushed less than ``delayedProcessing`` seconds
+  ago, so no pop may take it yet (the claim reads only the prefix of a
+  partition that is old enough, ``consume._claim_queue``);
+- *claimable*: the rest; a pop would take it now.
+
+A partition's numbers describe its slowest consumer group (the one with
+the most pending), as ``stats.queue_stats`` does; the groups table gives
+each group's own lag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import Q
+from django.db.models.functions import Substr
+
+from queenadmin.domain import clock
+from queenadmin.domain.db import from_db_time, to_db_time
+from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+
+#: Dead letters counted per queue at most in a list of queues, and on one
+#: queue's page; past it the page says "1,000+" (the DLQ list is paged and
+#: its actions take "all that match", so the exact figure is never needed
+#: to act).
+DLQ_COUNT_CAP = 1_000
+DLQ_DETAIL_CAP = 10_000
+#: Characters of a payload shown in a list.
+PREVIEW_CHARS = 120
+#: Queues listed on one page of ``/queues/``.
+QUEUE_PAGE = 200
+
+
+@dataclass(frozen=True)
+class PartitionBoard:
+    """One partition as the dashboard shows it (slowest group's view)."""
+
+    id: int
+    name: str
+    #: The last offset (0 when empty).
+    last_offset: int
+    claimable: int
+    parked: int
+    in_flight: int
+    #: Dead letters of this partition (capped, see ``QueueBoard.dlq_capped``).
+    dlq: int
+    #: Push time of the oldest claimable message.
+    oldest_claimable_at: datetime | None
+    last_push_at: datetime | None
+
+    @property
+    def pending(self) -> int:
+        return self.claimable + self.parked + self.in_flight
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    """How far one consumer group is behind on a queue."""
+
+    name: str
+    #: Messages not yet done by the group, over every partition.
+    lag: int
+    in_flight: int
+    #: Push time of the oldest message the group has not finished.
+    oldest_pending_at: datetime | None
+    last_claim_at: datetime | None
+
+    @property
+    def is_queue_mode(self) -> bool:
+        return self.name == QUEUE_MODE
+
+
+@dataclass(frozen=True)
+class QueueBoard:
+    """A queue with its depth by state, summed over its partitions."""
+
+    id: int
+    name: str
+    namespace: str | None
+    task: str | None
+    delay_seconds: int
+    partitions: tuple[PartitionBoard, ...]
+    dlq: int
+    #: The DLQ count stopped at ``DLQ_COUNT_CAP``.
+    dlq_capped: bool
+    #: Empty unless asked for (``queue_board(..., with_groups=True)``).
+    groups: tuple[GroupLag, ...] = ()
+
+    @property
+    def claimable(self) -> int:
+        return sum(p.claimable for p in self.partitions)
+
+    @property
+    def parked(self) -> int:
+        return sum(p.parked for p in self.partitions)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(p.in_flight for p in self.partitions)
+
+    @property
+    def total(self) -> int:
+        return sum(p.last_offset for p in self.partitions)
+
+    @property
+    def oldest_claimable_at(self) -> datetime | None:
+        times = [p.oldest_claimable_at for p in self.partitions if p.oldest_claimable_at is not None]
+        return min(times) if times else None
+
+    @property
+    def last_push_at(self) -> datetime | None:
+        times = [p.last_push_at for p in self.partitions if p.last_push_at is not None]
+        return max(times) if times else None
+
+
+@dataclass(frozen=True)
+class _Cursor:
+    group: str
+    committed: int
+    live_lease: bool
+    batch_last: int
+    last_claim_at: datetime | None
+
+
+def queue_boards(*, after: str = "", limit: int = QUEUE_PAGE) -> list[QueueBoard]:
+    """A page of queues with their depth by state, in a fixed number of queries.
+
+    The page is ``limit`` queues named after ``after``, in byte order.
+    """
+    rows = (
+        Queue.objects.order_by("name").filter(name__gt=after).values_list("id", "name", "namespace", "task", "options")
+    )
+    return _boards(list(rows[:limit]), with_groups=False)
+
+
+def queue_board(*, name: str) -> QueueBoard | None:
+    """One queue with its depth by state and its consumer groups' lag."""
+    rows = list(Queue.objects.filter(name=name).values_list("id", "name", "namespace", "task", "options"))
+    boards = _boards(rows, with_groups=True)
+    return boards[0] if boards else None
+
+
+def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBoard]:
+    if not queues:
+        return []
+    now = clock.now()
+    qids = [q[0] for q in queues]
+    delays = {q[0]: int((q[4] or {}).get("delayedProcessing") or 0) for q in queues}
+    parts = list(
+        Partition.objects.filter(queue_id__in=qids)
+        .order_by("queue_id", "name")
+        .values_list("id", "queue_id", "name", "next_offset", "last_push_at")
+    )
+    pids = [p[0] for p in parts]
+    named: dict[int, set[str]] = {}
+    for qid, group in ConsumerGroup.objects.filter(queue_id__in=qids).values_list("queue_id", "name"):
+        named.setdefault(qid, set()).add(group)
+    cursors: dict[int, dict[str, _Cursor]] = {}
+    for pid, group, committed, lease, until, batch_last, last_claim in ConsumerCursor.objects.filter(
+        partition_id__in=pids
+    ).values_list(
+        "partition_id", "group", "committed_offset", "lease_id", "leased_until", "batch_last", "last_claim_at"
+    ):
+        live = lease is not None and until is not None and until > now
+        cursors.setdefault(pid, {})[group] = _Cursor(group, committed, live, batch_last, last_claim)
+    parked_from = _parked_from([(p[0], p[3], delays[p[1]]) for p in parts], now)
+    dlq = _dlq_counts(qids, per_partition=with_groups)
+
+    # Per partition: the groups that count and each one's cursor (a group
+    # with no cursor row reads the partition from the start).
+    considered: dict[int, list[_Cursor]] = {}
+    for pid, qid, _, _, _ in parts:
+        have = cursors.get(pid, {})
+        names = named.get(qid) or {QUEUE_MODE}
+        considered[pid] = [have.get(g) or _Cursor(g, 0, False, 0, None) for g in sorted(names)]
+
+    # The push times wanted: each partition's claimable head and, for the
+    # groups table, each group's first unfinished offset.
+    heads: dict[int, tuple[int, int, int, int]] = {}
+    wanted: set[tuple[int, int]] = set()
+    for pid, _, _, next_offset, _ in parts:
+        last = next_offset - 1
+        worst = max(considered[pid], key=lambda c: last - c.committed)
+        in_flight = max(0, min(worst.batch_last, last) - worst.committed) if worst.live_lease else 0
+        head = (worst.batch_last if worst.live_lease else worst.committed) + 1
+        young = max(head, parked_from.get(pid, last + 1))
+        parked = max(0, last - young + 1)
+        claimable = max(0, last - worst.committed - in_flight - parked)
+        heads[pid] = (claimable, parked, in_flight, head)
+        if claimable:
+            wanted.add((pid, head))
+        if with_groups:
+            wanted.update((pid, c.committed + 1) for c in considered[pid] if c.committed < last)
+    times = _push_times(wanted)
+
+    boards = []
+    for qid, name, namespace, task, _ in queues:
+        mine = [p for p in parts if p[1] == qid]
+        count, capped = dlq.get(qid, ({}, False))
+        partitions = []
+        for pid, _, pname, next_offset, last_push in mine:
+            claimable, parked, in_flight, head = heads[pid]
+            partitions.append(
+                PartitionBoard(
+                    pid,
+                    pname,
+                    next_offset - 1,
+                    claimable,
+                    parked,
+                    in_flight,
+                    count.get(pid, 0),
+                    times.get((pid, head)) if claimable else None,
+                    last_push,
+                )
+            )
+        groups: tuple[GroupLag, ...] = ()
+        if with_groups:
+            groups = _group_lags(mine, considered, times)
+        boards.append(
+            QueueBoard(
+                qid,
+                name,
+                namespace,
+                task,
+                delays[qid],
+                tuple(partitions),
+                min(sum(count.values()), DLQ_DETAIL_CAP if with_groups else DLQ_COUNT_CAP),
+                capped,
+                groups,
+            )
+        )
+    return boards
+
+
+def _group_lags(
+    parts: list[tuple[Any, ...]], considered: dict[int, list[_Cursor]], times: dict[tuple[int, int], datetime]
+) -> tuple[GroupLag, ...]:
+    by_group: dict[str, list[tuple[int, int, _Cursor]]] = {}
+    for pid, _, _, next_offset, _ in parts:
+        for cur in considered[pid]:
+            by_group.setdefault(cur.group, []).append((pid, next_offset - 1, cur))
+    result = []
+    for group, rows in sorted(by_group.items()):
+        oldest = [
+            times[(pid, c.committed + 1)]
+            for pid, last, c in rows
+            if c.committed < last and (pid, c.committed + 1) in times
+        ]
+        claims = [c.last_claim_at for _, _, c in rows if c.last_claim_at is not None]
+        result.append(
+            GroupLag(
+                group,
+                sum(max(0, last - c.committed) for _, last, c in rows),
+                sum(max(0, min(c.batch_last, last) - c.committed) for _, last, c in rows if c.live_lease),
+                min(oldest) if oldest else None,
+                max(claims) if claims else None,
+            )
+        )
+    return tuple(result)
+
+
+def _push_times(wanted: Iterable[tuple[int, int]]) -> dict[tuple[int, int], datetime]:
+    """Push time of each (partition, offset): one statement of index lookups.
+
+    A join to a ``VALUES`` list (columns ``column1``, ``column2`` on both
+    databases): PostgreSQL plans it as a nested loop of index lookups,
+    where 100 OR'd conditions cost it more to plan than to run.
+    """
+    pairs = sorted(wanted)
+    if not pairs:
+        return {}
+    table = Message._meta.db_table
+    values = ", ".join(["(%s, %s)"] * len(pairs))
+    sql = (
+        f"SELECT m.partition_id, m.msg_offset, m.created_at FROM {table} m"
+        f" JOIN (VALUES {values}) w ON m.partition_id = w.column1 AND m.msg_offset = w.column2"
+    )
+    with connection.cursor() as cur:
+        cur.execute(sql, [v for pair in pairs for v in pair])
+        return {(int(pid), int(offset)): from_db_time(created) for pid, offset, created in cur.fetchall()}
+
+
+#: For each partition of a delayed queue: the first offset pushed after the
+#: cutoff (its ``next_offset`` when none), by binary search over offsets in
+#: one recursive statement. Offsets are pushed in time order, which is what
+#: the claim relies on too (it stops at the first young message). A message
+#: retention already removed reads as old, which it is.
+_PARKED_SQL = """
+WITH RECURSIVE s(pid, lo, hi) AS (
+    SELECT id, CAST(1 AS BIGINT), next_offset FROM queenadmin_partition WHERE id IN ({ids})
+    UNION ALL
+    SELECT pid,
+        CASE WHEN EXISTS (
+            SELECT 1 FROM queenadmin_message m
+            WHERE m.partition_id = s.pid AND m.msg_offset = (s.lo + s.hi) / 2 AND m.created_at > %s
+        ) THEN lo ELSE (lo + hi) / 2 + 1 END,
+        CASE WHEN EXISTS (
+            SELECT 1 FROM queenadmin_message m
+            WHERE m.partition_id = s.pid AND m.msg_offset = (s.lo + s.hi) / 2 AND m.created_at > %s
+        ) THEN (lo + hi) / 2 ELSE hi END
+    FROM s WHERE lo < hi
+)
+SELECT pid, lo FROM s WHERE lo >= hi
+"""
+
+
+def _parked_from(parts: list[tuple[int, int, int]], now: datetime) -> dict[int, int]:
+    """The first parked offset of each partition of a delayed queue.
+
+    ``parts`` holds (partition id, next offset, delay seconds); partitions
+    of queues without a delay are left out of the answer (nothing parks).
+    Partitions are grouped by delay: one statement per distinct delay.
+    """
+    by_delay: dict[int, list[int]] = {}
+    for pid, next_offset, delay in parts:
+        if delay > 0 and next_offset > 1:
+            by_delay.setdefault(delay, []).append(pid)
+    result: dict[int, int] = {}
+    for delay, pids in sorted(by_delay.items()):
+        cutoff = to_db_time(now - timedelta(seconds=delay))
+        sql = _PARKED_SQL.format(ids=", ".join(["%s"] * len(pids)))
+        with connection.cursor() as cur:
+            cur.execute(sql, [*pids, cutoff, cutoff])
+            result.update({pid: int(lo) for pid, lo in cur.fetchall()})
+    return result
+
+
+def _dlq_counts(qids: list[int], *, per_partition: bool) -> dict[int, tuple[dict[int, int], bool]]:
+    """Dead letters of each queue, counting at most a cap per queue.
+
+    One statement: a bounded sub-select per queue on the ``queue, id``
+    index, so a queue with a million dead letters costs what one at the
+    cap does. A list of queues counts up to ``DLQ_COUNT_CAP`` per queue
+    from the index alone; one queue's page (``per_partition``) reads the
+    rows, up to ``DLQ_DETAIL_CAP``, to split them by partition. Returns
+    {queue id: ({partition id or 0: count}, capped)}.
+    """
+    if not qids:
+        return {}
+    table = DeadLetter._meta.db_table
+    cap = DLQ_DETAIL_CAP if per_partition else DLQ_COUNT_CAP
+    if per_partition:
+        branch = f"SELECT * FROM (SELECT queue_id, partition_id FROM {table} WHERE queue_id = %s LIMIT {cap + 1}) b"
+        sql = "SELECT queue_id, partition_id, COUNT(*) FROM (" + " UNION ALL ".join([branch] * len(qids)) + ") u"
+        sql += " GROUP BY queue_id, partition_id"
+        params: list[Any] = list(qids)
+    else:
+        branch = f"SELECT %s, 0, COUNT(*) FROM (SELECT id FROM {table} WHERE queue_id = %s LIMIT {cap + 1}) b"
+        sql = " UNION ALL ".join([branch] * len(qids))
+        params = [v for qid in qids for v in (qid, qid)]
+    counts: dict[int, dict[int, int]] = {}
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        for qid, pid, n in cur.fetchall():
+            if n:
+                counts.setdefault(int(qid), {})[int(pid)] = int(n)
+    return {qid: (per, sum(per.values()) > cap) for qid, per in counts.items()}
+
+
+# --------------------------------------------------------------------------
+# Messages
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    """A message as a list shows it: the payload cut to a preview."""
+
+    partition_id: int
+    partition: str
+    offset: int
+    message_id: str
+    transaction_id: str
+    trace_id: str | None
+    preview: str
+    #: The payload is longer than ``preview``.
+    cut: bool
+    created_at: datetime
+
+
+def _message_rows(rows: Iterable[tuple[Any, ...]], names: dict[int, str]) -> list[MessageRow]:
+    return [
+        MessageRow(
+            pid,
+            names.get(pid, "?"),
+            offset,
+            mid,
+            txn,
+            trace,
+            preview[:PREVIEW_CHARS],
+            len(preview) > PREVIEW_CHARS,
+            created,
+        )
+        for pid, offset, mid, txn, trace, preview, created in rows
+    ]
+
+
+_MESSAGE_FIELDS = ("partition_id", "offset", "message_id", "transaction_id", "trace_id", "preview", "created_at")
+
+
+def recent_messages(
+    *, partition_id: int, partition: str, before: int | None = None, limit: int = 50
+) -> list[MessageRow]:
+    """The newest messages of a partition below offset ``before`` (keyset).
+
+    One statement on the (partition, offset) index; the payload is cut in
+    the database, so a large one is never read whole.
+    """
+    rows = Message.objects.filter(partition_id=partition_id)
+    if before is not None:
+        rows = rows.filter(offset__lt=before)
+    page = (
+        rows.annotate(preview=Substr("payload", 1, PREVIEW_CHARS + 1))
+        .order_by("-offset")
+        .values_list(*_MESSAGE_FIELDS)[:limit]
+    )
+    return _message_rows(page, {partition_id: partition})
+
+
+def find_messages(*, text: str, partitions: dict[int, str], limit: int = 20) -> list[MessageRow]:
+    """Messages of ``partitions`` whose id or transactionId is ``text``.
+
+    Index lookups only: ``message_id`` has its own index and the
+    transactionId is looked up per partition on (partition, transactionId).
+    ``partitions`` maps partition id to name (those searched).
+    """
+    if not partitions or not text:
+        return []
+    match = Q(message_id=text) | Q(partition_id__in=list(partitions), transaction_id=text)
+    page = (
+        Message.objects.filter(match, partition_id__in=list(partitions))
+        .annotate(preview=Substr("payload", 1, PREVIEW_CHARS + 1))
+        .order_by("partition_id", "offset")
+        .values_list(*_MESSAGE_FIELDS)[:limit]
+    )
+    return _message_rows(page, partitions)
+
+
+# --------------------------------------------------------------------------
+# Dead letters
+
+
+@dataclass(frozen=True)
+class DeadLetterFilter:
+    """Which dead letters of a queue: by consumer group and partition (None: any).
+
+    ``upto`` bounds the selection to the ids the operator saw (the highest
+    id on the page they confirmed), so an action on "all that match" does
+    not chase dead letters that arrive while it runs.
+    """
+
+    queue: str
+    group: str | None = None
+    partition: str | None = None
+    upto: int | None = None
+
+    def describe(self) -> str:
+        parts = [f"queue={self.queue}"]
+        if self.group is not None:
+            parts.append(f"group={self.group}")
+        if self.partition is not None:
+            parts.append(f"partition={self.partition}")
+        if self.upto is not None:
+            parts.append(f"id<={self.upto}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class DeadLetterItem:
+    id: int
+    partition: str
+    group: str
+    offset: int
+    message_id: str
+    transaction_id: str
+    preview: str
+    cut: bool
+    error: str | None
+    retry_count: int
+    failed_at: datetime
+
+
+def dead_letters_matching(selection: DeadLetterFilter) -> Any:
+    """The queryset of dead letters ``selection`` names (for reads and writes)."""
+    rows = DeadLetter.objects.filter(queue__name=selection.queue)
+    if selection.group is not None:
+        rows = rows.filter(group=selection.group)
+    if selection.partition is not None:
+        rows = rows.filter(partition__name=selection.partition)
+    if selection.upto is not None:
+        rows = rows.filter(id__lte=selection.upto)
+    return rows
+
+
+def dead_letter_page(
+    *, selection: DeadLetterFilter, before: int | None = None, limit: int = 50
+) -> list[DeadLetterItem]:
+    """Dead letters matching ``selection``, newest first, ids below ``before``."""
+    rows = dead_letters_matching(selection)
+    if before is not None:
+        rows = rows.filter(id__lt=before)
+    page = (
+        rows.annotate(preview=Substr("payload", 1, PREVIEW_CHARS + 1))
+        .order_by("-id")
+        .values_list(
+            "id",
+            "partition__name",
+            "group",
+            "offset",
+            "message_id",
+            "transaction_id",
+            "preview",
+            "error",
+            "retry_count",
+            "failed_at",
+        )[:limit]
+    )
+    return [
+        DeadLetterItem(i, p, g, o, mid, txn, pre[:PREVIEW_CHARS], len(pre) > PREVIEW_CHARS, err, rc, failed)
+        for i, p, g, o, mid, txn, pre, err, rc, failed in page
+    ]

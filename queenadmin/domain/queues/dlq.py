@@ -1,0 +1,185 @@
+"""Operator actions on a queue's dead letters: replay and purge.
+
+Both act on the dead letters a ``board.DeadLetterFilter`` names, at most
+``batch`` of them per call (oldest id first), and write the audit entry in
+the same transaction, so an entry exists exactly when the change committed.
+A caller acting on "all that match" calls again while ``more`` is true;
+each call is its own short transaction, so a large DLQ never holds locks
+for long. The filter's ``upto`` keeps the selection to what the operator
+saw: a replayed message that fails again lands above it and is left alone.
+
+A replay appends a copy of the dead letter to its partition (a new message
+id and transactionId, so the log's dedup does not take it for the original)
+and removes the dead letter. Every consumer group of the queue sees the
+copy: the log has one sequence per partition, not one per group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+
+from queenadmin.domain import clock, events
+from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.queues.board import DeadLetterFilter, dead_letters_matching
+from queenadmin.domain.queues.push import PushItem, queue_push_in_txn
+from queenadmin.errors import QueueNotFound
+from queenadmin.models.queues import DeadLetter, Queue
+
+#: Dead letters per transaction.
+DLQ_BATCH = 500
+
+
+@dataclass(frozen=True)
+class DLQAction:
+    """What one call did: how many dead letters, and whether more match."""
+
+    done: int
+    more: bool
+    #: Message ids of the copies a replay appended, in dead-letter id order.
+    message_ids: tuple[str, ...] = ()
+
+
+def _take(selection: DeadLetterFilter, batch: int) -> list[DeadLetter]:
+    """Lock and read the next ``batch`` dead letters (plus one, to see more)."""
+    rows = dead_letters_matching(selection).select_related("partition").order_by("id")
+    if connection.features.has_select_for_update_skip_locked:
+        # Two operators replaying the same filter split it instead of both
+        # appending copies; SQLite has one writer, which does the same.
+        rows = rows.select_for_update(skip_locked=True, of=("self",))
+    return list(rows[: batch + 1])
+
+
+def _check_queue(name: str) -> None:
+    if not Queue.objects.filter(name=name).exists():
+        raise QueueNotFound(f"no queue {name}")
+
+
+@transaction.atomic(durable=True)
+def queue_dlq_replay(
+    *,
+    selection: DeadLetterFilter,
+    actor: str,
+    reason: str = "",
+    ids: tuple[int, ...] | None = None,
+    batch: int = DLQ_BATCH,
+) -> DLQAction:
+    """Replay up to ``batch`` dead letters ``selection`` names (``ids``: only those).
+
+    Returns how many were replayed and whether more match. Raises
+    ``QueueNotFound`` when the queue does not exist. Must be the outermost
+    transaction (``queue_dlq_replay_in_txn`` runs inside one).
+    """
+    return queue_dlq_replay_in_txn(
+        selection=selection, actor=actor, reason=reason, ids=ids, batch=batch, now=clock.now()
+    )
+
+
+def queue_dlq_replay_in_txn(
+    *,
+    selection: DeadLetterFilter,
+    actor: str,
+    now: datetime,
+    reason: str = "",
+    ids: tuple[int, ...] | None = None,
+    batch: int = DLQ_BATCH,
+) -> DLQAction:
+    """``queue_dlq_replay`` inside the caller's transaction, at time ``now``."""
+    assert connection.in_atomic_block
+    _check_queue(selection.queue)
+    if ids is not None:
+        rows = _take_ids(selection, ids)
+        more = False
+    else:
+        rows = _take(selection, batch)
+        more = len(rows) > batch
+        rows = rows[:batch]
+    if not rows:
+        return DLQAction(0, False)
+    items = [PushItem(queue=selection.queue, partition=row.partition.name, payload_json=row.payload) for row in rows]
+    pushed = queue_push_in_txn(items=items, now=now)
+    DeadLetter.objects.filter(pk__in=[row.pk for row in rows]).delete()
+    what = _what(selection, ids)
+    audit_in_txn(
+        actor=actor,
+        action="dlq.replay",
+        kind="dlq",
+        target=selection.queue,
+        now=now,
+        before=f"{len(rows)} dead letters ({what}): " + ", ".join(row.message_id for row in rows[:20]),
+        after="appended as new messages: " + ", ".join(p.message_id for p in pushed[:20]),
+        reason=reason,
+    )
+    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
+    return DLQAction(len(rows), more, tuple(p.message_id for p in pushed))
+
+
+def _take_ids(selection: DeadLetterFilter, ids: tuple[int, ...]) -> list[DeadLetter]:
+    rows = dead_letters_matching(selection).filter(pk__in=list(ids)).select_related("partition").order_by("id")
+    if connection.features.has_select_for_update_skip_locked:
+        rows = rows.select_for_update(skip_locked=True, of=("self",))
+    return list(rows)
+
+
+def _what(selection: DeadLetterFilter, ids: tuple[int, ...] | None) -> str:
+    if ids is not None:
+        return "ids " + ", ".join(str(i) for i in ids[:20])
+    return selection.describe()
+
+
+@transaction.atomic(durable=True)
+def queue_dlq_purge(
+    *,
+    selection: DeadLetterFilter,
+    actor: str,
+    reason: str = "",
+    ids: tuple[int, ...] | None = None,
+    batch: int = DLQ_BATCH,
+) -> DLQAction:
+    """Delete up to ``batch`` dead letters ``selection`` names (``ids``: only those).
+
+    Returns how many were deleted and whether more match. Raises
+    ``QueueNotFound`` when the queue does not exist. Must be the outermost
+    transaction (``queue_dlq_purge_in_txn`` runs inside one).
+    """
+    return queue_dlq_purge_in_txn(
+        selection=selection, actor=actor, reason=reason, ids=ids, batch=batch, now=clock.now()
+    )
+
+
+def queue_dlq_purge_in_txn(
+    *,
+    selection: DeadLetterFilter,
+    actor: str,
+    now: datetime,
+    reason: str = "",
+    ids: tuple[int, ...] | None = None,
+    batch: int = DLQ_BATCH,
+) -> DLQAction:
+    """``queue_dlq_purge`` inside the caller's transaction, at time ``now``."""
+    assert connection.in_atomic_block
+    _check_queue(selection.queue)
+    if ids is not None:
+        rows = _take_ids(selection, ids)
+        more = False
+    else:
+        rows = _take(selection, batch)
+        more = len(rows) > batch
+        rows = rows[:batch]
+    if not rows:
+        return DLQAction(0, False)
+    DeadLetter.objects.filter(pk__in=[row.pk for row in rows]).delete()
+    audit_in_txn(
+        actor=actor,
+        action="dlq.purge",
+        kind="dlq",
+        target=selection.queue,
+        now=now,
+        before=f"{len(rows)} dead letters ({_what(selection, ids)}): " + ", ".join(row.message_id for row in rows[:20]),
+        after="deleted",
+        reason=reason,
+    )
+    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
+    return DLQAction(len(rows), more)

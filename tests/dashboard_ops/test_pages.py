@@ -1,0 +1,326 @@
+"""The overview, queue and search pages: access, partials, actions, query counts, masking."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from queenadmin.domain import locks, timers
+from queenadmin.domain.kv import kv_put
+from queenadmin.models import AuditEntry, DeadLetter, Message
+from tests.dashboard_ops.conftest import claim, configure, dead_letter, push
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/", "/queues/", "/queues/q/", "/search/?q=q"]
+OWNER = "owner-secret-7f3a9c"
+
+
+@pytest.fixture
+def data():
+    """A little of everything: queues with dead letters, a lock, a timer, KV keys."""
+    configure("q", delayedProcessing=0)
+    push("q", 5, "p1")
+    dead_letter("q", 3, "p2")
+    claim("q", partition="p1", batch=2)
+    grant = locks.lock_acquire(name="nightly-report", ttl=60, owner=OWNER)
+    assert grant.acquired
+    timers.timer_schedule(queue="q", timer_key="reminder-1", payload={"a": 1}, delay=timedelta(minutes=5))
+    kv_put(namespace="app", key="feature-x", value={"on": True}, ttl=None)
+    return grant
+
+
+# -- access ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_anonymous_goes_to_the_login_page(client, url, data):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/?next=")
+
+
+@pytest.mark.parametrize("url", PAGES)
+@pytest.mark.parametrize("role", ["user", "staff"])
+def test_without_staff_or_view_permission_is_forbidden(make_client, url, role, data):
+    assert make_client(role).get(url).status_code == 403
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_viewer_sees_every_page(viewer, url, data):
+    assert viewer.get(url).status_code == 200
+
+
+def test_viewer_sees_no_action_buttons_and_is_refused_on_post(viewer, data):
+    page = viewer.get("/queues/q/").content.decode()
+    assert "Replay" not in page
+    assert "Purge" not in page
+    assert 'name="ids"' not in page
+    for action in ("replay", "purge"):
+        response = viewer.post(f"/queues/q/dlq/{action}/", {"all": "1", "confirm": "q"})
+        assert response.status_code == 403
+    assert DeadLetter.objects.count() == 3
+    assert not AuditEntry.objects.exists()
+
+
+def test_operator_sees_the_actions(operator, data):
+    page = operator.get("/queues/q/").content.decode()
+    assert "Replay all that match" in page
+    assert "Purge all that match" in page
+    assert page.count('name="ids"') == 3
+
+
+@pytest.mark.parametrize("action", ["replay", "purge"])
+def test_csrf_is_enforced_on_actions(make_client, action, data):
+    operator = make_client("operator", csrf=True)
+    response = operator.post(f"/queues/q/dlq/{action}/", {"all": "1", "confirm": "q"})
+    assert response.status_code == 403
+    assert DeadLetter.objects.count() == 3
+    # With the page's token the same post goes through.
+    page = operator.get("/queues/q/")
+    token = page.cookies["csrftoken"].value
+    response = operator.post(f"/queues/q/dlq/{action}/", {"all": "1", "confirm": "q", "csrfmiddlewaretoken": token})
+    assert response.status_code == 303
+    assert DeadLetter.objects.count() == 0
+
+
+def test_get_on_an_action_is_not_allowed(operator, data):
+    assert operator.get("/queues/q/dlq/replay/").status_code == 405
+
+
+def test_unknown_queue_is_404(operator, data):
+    assert operator.get("/queues/nope/").status_code == 404
+    assert operator.post("/queues/nope/dlq/replay/", {"all": "1"}).status_code == 404
+
+
+# -- pages ------------------------------------------------------------------------
+
+
+def test_overview_shows_counts_and_the_timer_chart(viewer, data):
+    page = viewer.get("/").content.decode()
+    assert "development" in page  # the environment name
+    assert 'href="/queues/q/"' in page
+    assert "<svg" in page
+    assert "Timers due per minute" in page
+    assert 'href="/kv/app/"' in page
+    assert "Lock permits held" in page
+
+
+def test_queue_page_shows_partitions_groups_messages_and_dlq(viewer, data):
+    page = viewer.get("/queues/q/").content.decode()
+    assert "p1" in page
+    assert "p2" in page
+    assert "queue mode" in page
+    assert "boom" in page  # the dead letters' error
+    # The queue's charts wait for the statistics sampler: none are drawn.
+    assert "Pushed and acked per minute" not in page
+
+
+def test_find_a_message_on_the_queue_page(viewer, data):
+    mid = Message.objects.filter(partition__name="p1", offset=4).values_list("message_id", flat=True).get()
+    page = viewer.get("/queues/q/", {"find": mid}).content.decode()
+    assert mid in page
+    assert "Messages whose id or transactionId is" in page
+
+
+def test_message_pages_go_back_by_offset(viewer, data):
+    push("q", 120, "p1")
+    first = viewer.get("/queues/q/", {"partition": "p1"}).content.decode()
+    assert "before=101" in first  # 125 down to 101 on the first page
+    second = viewer.get("/queues/q/", {"partition": "p1", "before": "101"}).content.decode()
+    assert "before=76" in second
+
+
+@pytest.mark.parametrize(
+    ("url", "target", "partial_id"),
+    [
+        ("/", None, "overview-body"),
+        ("/queues/", None, "queue-table"),
+        ("/queues/q/", "queue-summary", "queue-summary"),
+        ("/queues/q/", "queue-messages", "queue-messages"),
+        ("/queues/q/", "queue-dlq", "queue-dlq"),
+        ("/search/?q=q", None, "search-results"),
+    ],
+)
+def test_htmx_requests_get_the_partial(viewer, url, target, partial_id, data):
+    headers = {"HX-Request": "true"}
+    if target:
+        headers["HX-Target"] = target
+    page = viewer.get(url, headers=headers).content.decode()
+    assert page.lstrip().startswith(("<div", "<section"))
+    assert f'id="{partial_id}"' in page
+    assert "<html" not in page
+
+
+# -- actions ------------------------------------------------------------------------
+
+
+def test_operator_replays_selected_dead_letters(operator, data):
+    ids = list(DeadLetter.objects.order_by("id").values_list("id", flat=True))
+    response = operator.post("/queues/q/dlq/replay/", {"ids": [str(ids[0])], "reason": "retry one"}, follow=True)
+    assert response.status_code == 200
+    assert "Replayed 1 dead letter of q." in response.content.decode()
+    assert sorted(DeadLetter.objects.values_list("id", flat=True)) == ids[1:]
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.target, entry.reason, entry.actor) == ("dlq.replay", "q", "retry one", "operator1")
+
+
+def test_replay_all_matching_crosses_batches(operator, data, monkeypatch):
+    from queenadmin.domain.queues import dlq
+
+    monkeypatch.setattr(dlq, "DLQ_BATCH", 2)
+    monkeypatch.setattr(dlq.queue_dlq_replay.__wrapped__, "__kwdefaults__", {"reason": "", "ids": None, "batch": 2})  # type: ignore[attr-defined]
+    upto = DeadLetter.objects.order_by("-id").values_list("id", flat=True)[0]
+    response = operator.post("/queues/q/dlq/replay/", {"all": "1", "upto": str(upto)})
+    assert response.status_code == 303
+    assert not DeadLetter.objects.exists()
+    assert AuditEntry.objects.filter(action="dlq.replay").count() == 2
+
+
+def test_nothing_chosen_replays_nothing(operator, data):
+    response = operator.post("/queues/q/dlq/replay/", {}, follow=True)
+    assert "Nothing to replay" in response.content.decode()
+    assert DeadLetter.objects.count() == 3
+
+
+def test_purge_needs_the_typed_queue_name(operator, data):
+    response = operator.post("/queues/q/dlq/purge/", {"all": "1", "confirm": "Q"}, follow=True)
+    assert "type the queue name" in response.content.decode()
+    assert DeadLetter.objects.count() == 3
+    assert not AuditEntry.objects.exists()
+    response = operator.post("/queues/q/dlq/purge/", {"all": "1", "confirm": "q", "reason": "junk"}, follow=True)
+    assert "Purged 3 dead letters of q." in response.content.decode()
+    assert not DeadLetter.objects.exists()
+    assert AuditEntry.objects.get().action == "dlq.purge"
+
+
+def test_htmx_action_answers_the_dlq_partial(operator, data):
+    response = operator.post(
+        "/queues/q/dlq/purge/", {"all": "1", "confirm": "q"}, headers={"HX-Request": "true", "HX-Target": "queue-dlq"}
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert page.lstrip().startswith('<section id="queue-dlq"')
+    assert "Purged 3 dead letters" in page
+
+
+# -- search ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    [
+        ("q", 'href="/queues/q/"'),
+        ("nightly", 'href="/locks/?prefix=nightly-report"'),
+        ("feature", 'href="/kv/app/?prefix=feature-x"'),
+        ("app/feature-x", 'href="/kv/app/?prefix=feature-x"'),
+        ("remind", 'href="/timers/?queue=q&amp;prefix=reminder-1"'),
+    ],
+)
+def test_search_finds_each_kind(viewer, q, expected, data):
+    page = viewer.get("/search/", {"q": q}).content.decode()
+    assert expected in page
+
+
+def test_search_finds_a_message_by_id_and_transaction_id(viewer, data):
+    pushed = push("q", 1, "p9")[0]
+    for text in (pushed.message_id, pushed.transaction_id):
+        page = viewer.get("/search/", {"q": text}).content.decode()
+        assert f"/queues/q/?find={text}#queue-messages" in page
+
+
+def test_search_leaves_out_what_the_user_may_not_see(make_client, data):
+    from django.contrib.auth.models import Permission, User
+
+    client = make_client("staff")
+    user = User.objects.get(username="staff1")
+    user.user_permissions.add(Permission.objects.get(codename="view_queue"))
+    page = client.get("/search/", {"q": "nightly"}).content.decode()
+    assert "/locks/" not in page
+    page = client.get("/search/", {"q": "q"}).content.decode()
+    assert 'href="/queues/q/"' in page
+
+
+def test_search_finds_nothing_plainly(viewer, data):
+    page = viewer.get("/search/", {"q": "zzz"}).content.decode()
+    assert "Nothing is named" in page
+
+
+# -- masking --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/search/?q=nightly"])
+def test_no_raw_lock_owner_or_value_anywhere(viewer, url, data):
+    page = viewer.get(url).content.decode()
+    assert OWNER not in page
+    assert '"owner"' not in page
+
+
+# -- query counts ---------------------------------------------------------------------
+
+
+def _more_data(n: int) -> None:
+    push("q", n, "p1")
+    dead_letter("q", n // 10, "p3")
+    for i in range(n // 10):
+        kv_put(namespace="app", key=f"k{i}", value=i, ttl=None)
+        timers.timer_schedule(queue="q", timer_key=f"t{i}", payload=i, delay=timedelta(minutes=1 + i % 50))
+    for i in range(5):
+        locks.lock_acquire(name=f"lock-{i}", ttl=60, owner=f"o{i}")
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/search/?q=k1", "/queues/q/?partition=p1&before=3"])
+def test_query_count_does_not_grow_with_the_data(viewer, url, data, django_assert_num_queries, monkeypatch):
+    """The same queries, in number, before and after the data grows past every count's cap."""
+    from queenadmin.domain import overview
+    from queenadmin.domain.queues import board
+
+    for module, name in [
+        (board, "DLQ_COUNT_CAP"),
+        (board, "DLQ_DETAIL_CAP"),
+        (overview, "KV_COUNT_CAP"),
+        (overview, "LOCK_COUNT_CAP"),
+        (overview, "TIMER_COUNT_CAP"),
+        (overview, "TIMER_WINDOW_CAP"),
+    ]:
+        monkeypatch.setattr(module, name, 5)
+    viewer.get(url)  # warm the session and permission caches
+    with CaptureQueriesContext(connection) as small:
+        assert viewer.get(url).status_code == 200
+    _more_data(300)
+    with django_assert_num_queries(len(small.captured_queries)):
+        assert viewer.get(url).status_code == 200
+
+
+def test_queue_charts_draw_once_the_series_source_answers(viewer, data, monkeypatch):
+    """The lead points ``queue_chart_points`` at the sampler's ``queue_series``; given points, both charts draw."""
+    from queenadmin.dashboard.views import queues as queue_views
+
+    def points(*, queue, since, until):
+        step = (until - since) / 6
+        times = [since + step * i for i in range(7)]
+        return (
+            [(t, 100.0 * i) for i, t in enumerate(times)],
+            [(t, 90.0 * i) for i, t in enumerate(times)],
+            [(t, 10.0 + i) for i, t in enumerate(times)],
+        )
+
+    monkeypatch.setattr(queue_views, "queue_chart_points", points)
+    page = viewer.get("/queues/q/").content.decode()
+    assert "Pushed and acked per minute, last hour" in page
+    assert page.count("<polyline") == 3
+
+
+def test_operator_purges_selected_dead_letters_with_the_typed_name(operator, data):
+    page = operator.get("/queues/q/").content.decode()
+    assert "Purge selected" in page
+    ids = list(DeadLetter.objects.order_by("id").values_list("id", flat=True))
+    refused = operator.post("/queues/q/dlq/purge/", {"ids": [str(ids[1])], "confirm": ""}, follow=True)
+    assert "type the queue name" in refused.content.decode()
+    response = operator.post("/queues/q/dlq/purge/", {"ids": [str(ids[1])], "confirm": "q"}, follow=True)
+    assert "Purged 1 dead letter of q." in response.content.decode()
+    assert sorted(DeadLetter.objects.values_list("id", flat=True)) == [ids[0], ids[2]]
+    assert "ids " + str(ids[1]) in AuditEntry.objects.get().before
