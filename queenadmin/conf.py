@@ -84,7 +84,7 @@ class _Settings:
     #: ``production`` where it matters; ``prod``/``production`` shows red),
     #: rows per page, and the shortest gap in seconds between two live
     #: renders of one page (coalescing: at most 1/gap renders a second).
-    ENVIRONMENT_NAME: str = "local"
+    ENVIRONMENT_NAME: str = "development"
     DASHBOARD_PAGE_SIZE: int = 50
     DASHBOARD_LIVE_GAP_SECONDS: float = 0.5
 

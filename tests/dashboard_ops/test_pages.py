@@ -40,7 +40,7 @@ def data():
 def test_anonymous_goes_to_the_login_page(client, url, data):
     response = client.get(url)
     assert response.status_code == 302
-    assert response["Location"].startswith("/admin/login/?next=")
+    assert response["Location"].startswith("/login/?next=")
 
 
 @pytest.mark.parametrize("url", PAGES)
