@@ -61,11 +61,11 @@ class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def changeform_view(
         self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
     ) -> HttpResponse:
-        return self._changeform_view(request, object_id, form_url, extra_context)  # type: ignore[no-any-return]
+        return self._changeform_view(request, object_id, form_url, extra_context)  # type: ignore[attr-defined,no-any-return]
 
     @method_decorator(csrf_protect)
     def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
-        return self._delete_view(request, object_id, extra_context)  # type: ignore[no-any-return]
+        return self._delete_view(request, object_id, extra_context)  # type: ignore[attr-defined,no-any-return]
 
     def actor(self, request: HttpRequest) -> str:
         return str(request.user.get_username())
