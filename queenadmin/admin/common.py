@@ -46,6 +46,15 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
             return int(object_list.order_by()[: COUNT_CAP + 1].count())
         return len(object_list)
 
+    @property
+    def cap(self) -> int:
+        """Shown by ``admin/queenadmin/pagination.html``."""
+        return COUNT_CAP
+
+    @property
+    def capped(self) -> bool:
+        return self.count > COUNT_CAP
+
 
 class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """A model admin whose lists never count everything."""

@@ -140,3 +140,21 @@ def test_viewer_may_not_act_on_queues(viewer, log):
     viewer.post(f"{ADMIN}queue/", action("purge_dlq", [orders.pk], reason="x", confirm_name="orders"))
     assert DeadLetter.objects.count() == 5
     assert not AuditEntry.objects.exists()
+
+
+def test_lists_count_no_further_than_the_cap(operator, log, monkeypatch):
+    """Past the cap the list says "more than", and no query counts every row."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from queenadmin.admin import common
+
+    monkeypatch.setattr(common, "COUNT_CAP", 4)
+    with CaptureQueriesContext(connection) as captured:
+        page = operator.get(f"{ADMIN}message/").content.decode()
+    assert "more than 4 messages (not counted further)" in page
+    counts = [q["sql"] for q in captured.captured_queries if "COUNT(" in q["sql"].upper()]
+    assert counts
+    assert all("LIMIT 5" in sql for sql in counts), counts
+    few = operator.get(f"{ADMIN}message/", {"queue": "mail"}).content.decode()
+    assert "2 messages" in few
