@@ -146,8 +146,8 @@ SEED_SQL = [
     FROM generate_series(0, {QUEUES - 1}) q
     """,
     f"""
-    INSERT INTO queenadmin_partition (queue_id, name, next_offset, retained_bytes, created_at, last_push_at)
-    SELECT q.id, 'p' || p, {PER_PARTITION + 1}, {PER_PARTITION * 40}, now() - interval '3 hours', now()
+    INSERT INTO queenadmin_partition (queue_id, name, next_offset, log_start, retained_bytes, created_at, last_push_at)
+    SELECT q.id, 'p' || p, {PER_PARTITION + 1}, 1, {PER_PARTITION * 40}, now() - interval '3 hours', now()
     FROM queenadmin_queue q, generate_series(0, {PARTITIONS - 1}) p
     """,
     # Messages: pushed evenly over the last two hours, newest now.

@@ -12,12 +12,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from queenadmin.admin.common import VIA, DomainAdmin, ReasonForm, confirm_page, each, reason_field, require
-from queenadmin.domain import kv, locks
+from queenadmin.domain import db, kv, locks
 from queenadmin.domain.clock import now as clock_now
 from queenadmin.domain.kv import operator as kv_operator
 from queenadmin.domain.locks import operator as lock_operator
@@ -27,6 +27,8 @@ from queenadmin.models import KVEntry, VersionCounter
 
 LOCKS = kv.LOCKS_NAMESPACE
 PREVIEW_CHARS = 80
+#: Namespaces offered by the filter and searched by a key prefix.
+NAMESPACES_LISTED = 200
 
 
 def _row(entry: KVEntry) -> kv.KVRow:
@@ -53,7 +55,7 @@ class NamespaceFilter(admin.SimpleListFilter):
     parameter_name = "namespace"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        names = KVEntry.objects.order_by("namespace").values_list("namespace", flat=True).distinct()[:200]
+        names = db.distinct_leading(KVEntry, "namespace", limit=NAMESPACES_LISTED)
         return [(n, f"{n} (locks)" if n == LOCKS else n) for n in names]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> QuerySet[KVEntry]:
@@ -149,6 +151,7 @@ class KVEntryAdmin(DomainAdmin):
     list_display = ("namespace", "key", "shown_value", "shown_version", "expires_at", "updated_at")
     list_filter = (NamespaceFilter, ExpiryFilter, VersionFilter)
     search_fields = ("key",)
+    search_help_text = "Keys starting with the text (in every namespace, or the one filtered)."
     ordering = ("namespace", "key")
     readonly_fields = ("namespace", "key", "shown_version", "shown_value", "expires_at", "created_at", "updated_at")
     fields = (
@@ -165,6 +168,26 @@ class KVEntryAdmin(DomainAdmin):
     )
     actions = ("delete_selected_keys", "force_release")
     delete_confirmation_template = "admin/queenadmin/delete_confirmation.html"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[KVEntry], search_term: str
+    ) -> tuple[QuerySet[KVEntry], bool]:
+        # A key prefix per namespace: index range scans on (namespace, key),
+        # never a scan of every key for a substring.
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        names = db.distinct_leading(KVEntry, "namespace", limit=NAMESPACES_LISTED)
+        match = Q(pk__in=[])
+        for name in names:
+            match |= Q(namespace=name, key__startswith=term)
+        return queryset.filter(match), False
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        # An expiry filter reads the expires_at index in its own order.
+        if request.GET.get("expiry") in ("hour", "later", "expired"):
+            return ("expires_at", "id")
+        return ("namespace", "key")
 
     # -- Columns ---------------------------------------------------------
 

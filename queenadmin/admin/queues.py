@@ -15,7 +15,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -349,6 +349,18 @@ class ConsumerGroupAdmin(BoardAdmin):
         return "" if group is None else _age(group.last_claim_at)
 
 
+def _exact_ids(queryset: QuerySet[Any], term: str, fields: tuple[str, ...]) -> QuerySet[Any]:
+    """Rows whose id field equals ``term`` exactly: an index lookup (Django's
+    ``=`` search is ``iexact``, which no index serves)."""
+    term = term.strip()
+    if not term:
+        return queryset
+    match = Q(pk__in=[])
+    for field in fields:
+        match |= Q(**{field: term})
+    return queryset.filter(match)
+
+
 def _preview(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
 
@@ -360,7 +372,8 @@ class MessageAdmin(ReadOnlyAdmin):
 
     list_display = ("message_id", "queue_name", "partition_name", "offset", "transaction_id", "preview", "created_at")
     list_filter = (MessageQueueFilter,)
-    search_fields = ("=message_id",)
+    search_fields = ("message_id",)
+    search_help_text = "A message id, exactly."
     ordering = ("-id",)
     list_select_related = ("partition__queue",)
     readonly_fields = ("partition", "offset", "message_id", "transaction_id", "trace_id", "payload", "created_at")
@@ -374,6 +387,11 @@ class MessageAdmin(ReadOnlyAdmin):
         ):
             rows = rows.defer("payload").annotate(cut_payload=Substr("payload", 1, PREVIEW_CHARS + 1))
         return rows
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
+    ) -> tuple[QuerySet[Message], bool]:
+        return _exact_ids(queryset, search_term, ("message_id",)), False
 
     @admin.display(description="queue")
     def queue_name(self, row: Message) -> str:
@@ -400,7 +418,8 @@ class DeadLetterPurgeForm(PurgeForm):
 class DeadLetterAdmin(ReadOnlyAdmin):
     list_display = ("id", "queue", "partition_name", "group", "offset", "message_id", "preview", "error", "failed_at")
     list_filter = (QueueFilter, "group")
-    search_fields = ("=message_id", "=transaction_id")
+    search_fields = ("message_id", "transaction_id")
+    search_help_text = "A message id or transactionId, exactly."
     ordering = ("-id",)
     list_select_related = ("queue", "partition")
     readonly_fields = (
@@ -433,6 +452,11 @@ class DeadLetterAdmin(ReadOnlyAdmin):
 
     def has_purge_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("queenadmin.delete_deadletter"))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter], search_term: str
+    ) -> tuple[QuerySet[DeadLetter], bool]:
+        return _exact_ids(queryset, search_term, ("message_id", "transaction_id")), False
 
     @admin.display(description="partition")
     def partition_name(self, row: DeadLetter) -> str:

@@ -13,16 +13,19 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from queenadmin.admin.common import VIA, DomainAdmin, ReasonForm, confirm_page, each, reason_field, require
+from queenadmin.domain import db
 from queenadmin.domain.timers import operator
 from queenadmin.errors import QueenError
 from queenadmin.models import Queue, Timer
 
 PREVIEW_CHARS = 80
+#: Queues whose timer keys a search looks at.
+QUEUES_SEARCHED = 500
 
 
 class QueueFilter(admin.SimpleListFilter):
@@ -97,6 +100,7 @@ class TimerAdmin(DomainAdmin):
     list_display = ("queue", "timer_key", "deliver_at", "partition", "preview", "attempts", "encrypted")
     list_filter = (QueueFilter,)
     search_fields = ("timer_key",)
+    search_help_text = "Timer keys starting with the text."
     ordering = ("deliver_at", "id")
     readonly_fields = ("queue", "timer_key", "partition", "deliver_at", "message_id", "txn", "attempts", "last_error")
     fields = (
@@ -114,6 +118,18 @@ class TimerAdmin(DomainAdmin):
     )
     actions = ("cancel_timers", "fire_now", "move_by")
     delete_confirmation_template = "admin/queenadmin/delete_confirmation.html"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Timer], search_term: str
+    ) -> tuple[QuerySet[Timer], bool]:
+        # A key prefix per queue: range scans on the (queue, timer_key) index.
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(pk__in=[])
+        for name in db.distinct_leading(Timer, "queue", limit=QUEUES_SEARCHED):
+            match |= Q(queue=name, timer_key__startswith=term)
+        return queryset.filter(match), False
 
     @admin.display(description="payload")
     def preview(self, timer: Timer) -> str:

@@ -49,7 +49,7 @@ def test_list_search_and_filters(operator, flag):
     page = operator.get(LIST).content.decode()
     assert "flag-cache" in page
     assert "other" in page
-    found = operator.get(LIST, {"q": "cache"}).content.decode()
+    found = operator.get(LIST, {"q": "flag-"}).content.decode()
     assert "flag-cache" in found
     assert ">other<" not in found
     by_ns = operator.get(LIST, {"namespace": "cache"}).content.decode()
@@ -61,6 +61,7 @@ def test_list_search_and_filters(operator, flag):
     expiring = operator.get(LIST, {"expiry": "hour"}).content.decode()
     assert ">other<" in expiring
     assert "flag-cache" not in expiring
+    assert "flag-cache" not in operator.get(LIST, {"q": "cache"}).content.decode(), "a prefix, not a substring"
     kv.kv_put(namespace="config", key="fresh", value=0, ttl=None)
     recent = operator.get(LIST, {"written": "100"}).content.decode()
     assert "fresh" in recent

@@ -34,7 +34,7 @@ def test_list_filter_and_search(operator, scheduled):
     by_queue = operator.get(LIST, {"queue": "sms"}).content.decode()
     assert "code" in by_queue
     assert "welcome" not in by_queue
-    found = operator.get(LIST, {"q": "remind"}).content.decode()
+    found = operator.get(LIST, {"q": "remi"}).content.decode()
     assert "reminder" in found
     assert "welcome" not in found
 
