@@ -75,13 +75,18 @@ def _age(at: datetime | None) -> str:
 
 
 class BoardChangeList(ChangeList):
-    """A changelist that reads the boards of the queues on its page."""
+    """A changelist that reads the boards of the queues on its page at once
+    and hangs each on its row (model admins are shared between threads, so
+    nothing per request is kept on them)."""
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
-        names = {self.model_admin.queue_name_of(row) for row in self.result_list}  # type: ignore[attr-defined]
-        with_groups = self.model is ConsumerGroup
-        request._boards = boards.queue_boards_named(names=names, with_groups=with_groups)  # type: ignore[attr-defined]
+        admin_: BoardAdmin = self.model_admin  # type: ignore[assignment]
+        rows = list(self.result_list)  # fills the page's result cache
+        names = {admin_.queue_name_of(row) for row in rows}
+        found = boards.queue_boards_named(names=names, with_groups=self.model is ConsumerGroup)
+        for row in rows:
+            row._board = found.get(admin_.queue_name_of(row))
 
 
 class BoardAdmin(ReadOnlyAdmin):
@@ -92,20 +97,11 @@ class BoardAdmin(ReadOnlyAdmin):
         raise NotImplementedError
 
     def board(self, row: Any) -> boards.QueueBoard | None:
-        request = getattr(self, "_request", None)
-        found: dict[str, boards.QueueBoard] | None = getattr(request, "_boards", None)
-        name = self.queue_name_of(row)
-        if found is None or name not in found:
-            return boards.queue_board(name=name)
-        return found[name]
-
-    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
-        self._request = request
-        return super().changelist_view(request, extra_context)
-
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
-        self._request = request
-        return super().change_view(request, object_id, form_url, extra_context)
+        if hasattr(row, "_board"):
+            return row._board  # type: ignore[no-any-return]
+        # One object's page: read its queue's board (with the groups' lag).
+        row._board = boards.queue_board(name=self.queue_name_of(row))
+        return row._board  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------

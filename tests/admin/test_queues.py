@@ -37,6 +37,12 @@ def test_read_only_lists_with_board_columns(operator, log):
     assert '<td class="field-dead_letters">3</td>' in page
     assert "oldest claimable" in page.lower()
     assert "field-depth" in page
+    orders = Queue.objects.get(name="orders")
+    detail = operator.get(f"{ADMIN}queue/{orders.pk}/change/").content.decode()
+    assert "options_text" in detail
+    assert '<div class="readonly">8</div>' in detail
+    part = orders.partitions.get(name="p1")
+    assert operator.get(f"{ADMIN}partition/{part.pk}/change/").status_code == 200
     groups = operator.get(f"{ADMIN}consumergroup/").content.decode()
     assert "billing" in groups
     assert "field-lag" in groups
