@@ -76,6 +76,14 @@ class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
         return self._delete_view(request, object_id, extra_context)  # type: ignore[attr-defined,no-any-return]
 
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        # Django answers an action the user may not run with "no action
+        # selected"; a refusal should look like one.
+        name = request.POST.get("action") if request.method == "POST" else None
+        if name and name in (self.actions or ()) and name not in self.get_actions(request):
+            raise PermissionDenied
+        return super().changelist_view(request, extra_context)
+
     def actor(self, request: HttpRequest) -> str:
         return str(request.user.get_username())
 

@@ -142,8 +142,12 @@ def test_viewer_may_not_act_on_queues(viewer, log):
     assert viewer.get(f"{ADMIN}queue/").status_code == 200
     assert viewer.post(f"{ADMIN}queue/{orders.pk}/change/", _configure_form(orders, leaseTime=5)).status_code == 403
     ids = list(DeadLetter.objects.values_list("pk", flat=True))
-    viewer.post(f"{ADMIN}deadletter/", action("replay", ids, reason="x"))
-    viewer.post(f"{ADMIN}queue/", action("purge_dlq", [orders.pk], reason="x", confirm_name="orders"))
+    assert viewer.post(f"{ADMIN}deadletter/", action("replay", ids, reason="x")).status_code == 403
+    assert (
+        viewer.post(f"{ADMIN}deadletter/", action("purge", ids, reason="x", confirm_name="orders")).status_code == 403
+    )
+    purge = action("purge_dlq", [orders.pk], reason="x", confirm_name="orders")
+    assert viewer.post(f"{ADMIN}queue/", purge).status_code == 403
     assert DeadLetter.objects.count() == 5
     assert not AuditEntry.objects.exists()
 
@@ -164,3 +168,26 @@ def test_lists_count_no_further_than_the_cap(operator, log, monkeypatch):
     assert all("LIMIT 5" in sql for sql in counts), counts
     few = operator.get(f"{ADMIN}message/", {"queue": "mail"}).content.decode()
     assert "2 messages" in few
+
+
+def test_filters_and_searches_of_the_other_lists(operator, log):
+    """Partitions and groups filter by queue; dead letters filter by queue
+    and group and search an exact message id or transactionId."""
+    parts = operator.get(f"{ADMIN}partition/", {"queue": "mail"}).content.decode()
+    assert parts.count("field-last_offset") == 1
+    groups = operator.get(f"{ADMIN}consumergroup/", {"queue": "mail"}).content.decode()
+    assert "billing" not in groups
+    assert "billing" in operator.get(f"{ADMIN}consumergroup/", {"queue": "orders"}).content.decode()
+    mail = operator.get(f"{ADMIN}deadletter/", {"queue": "mail"}).content.decode()
+    assert mail.count('class="action-select"') == 2
+    dead = DeadLetter.objects.filter(queue__name="orders").first()
+    assert dead is not None
+    for term in (dead.message_id, dead.transaction_id):
+        found = operator.get(f"{ADMIN}deadletter/", {"q": term}).content.decode()
+        assert found.count('class="action-select"') == 1, term
+    assert (
+        operator.get(f"{ADMIN}deadletter/", {"q": dead.message_id[:8]}).content.decode().count('class="action-select"')
+        == 0
+    )
+    by_group = operator.get(f"{ADMIN}deadletter/", {"group": "__QUEUE_MODE__"}).content.decode()
+    assert by_group.count('class="action-select"') == 5

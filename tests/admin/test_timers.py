@@ -128,6 +128,7 @@ def test_viewer_may_not_change(viewer, scheduled):
     assert viewer.get(LIST).status_code == 200
     assert viewer.post(f"{LIST}{code.pk}/change/", _edit(code)).status_code == 403
     assert viewer.post(f"{LIST}{code.pk}/delete/", {"post": "yes", "reason": "x"}).status_code == 403
-    viewer.post(LIST, action("cancel_timers", [code.pk], reason="x"))
+    for name in ("cancel_timers", "fire_now", "move_by"):
+        assert viewer.post(LIST, action(name, [code.pk], reason="x", seconds="60")).status_code == 403
     assert Timer.objects.filter(pk=code.pk).exists()
     assert not AuditEntry.objects.exists()
