@@ -17,8 +17,9 @@ from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.utils.functional import cached_property
 from django.views.decorators.csrf import csrf_protect
@@ -83,6 +84,15 @@ class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if name and name in (self.actions or ()) and name not in self.get_actions(request):
             raise PermissionDenied
         return super().changelist_view(request, extra_context)
+
+    def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
+        # ``delete_model`` leaves why the domain did not delete (a race, a
+        # refusal) on the request; then say that, not "deleted successfully".
+        refused = getattr(request, "_admin_refused", None)
+        if refused:
+            self.message_user(request, refused, messages.ERROR)
+            return HttpResponseRedirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"))
+        return super().response_delete(request, obj_display, obj_id)
 
     def actor(self, request: HttpRequest) -> str:
         return str(request.user.get_username())

@@ -50,6 +50,12 @@ def lock_summary(entry: KVEntry) -> str:
     return f"lock permit held by owner {mask_token(owner) or '(none)'}, token {mask_token(entry.version)}"
 
 
+def _seen_version(request: HttpRequest, entry: KVEntry) -> int:
+    """The version the delete page showed (the CAS aims at it)."""
+    seen = request.POST.get("seen_version", "")
+    return int(seen) if seen.isdigit() else entry.version
+
+
 class NamespaceFilter(admin.SimpleListFilter):
     title = "namespace"
     parameter_name = "namespace"
@@ -269,16 +275,16 @@ class KVEntryAdmin(DomainAdmin):
             result = kv_operator.kv_operator_delete(
                 namespace=obj.namespace,
                 key=obj.key,
-                expect=obj.version,
+                expect=_seen_version(request, obj),
                 actor=self.actor(request),
                 reason=request.POST.get("reason", ""),
                 via=VIA,
             )
         except QueenError as exc:
-            self.message_user(request, exc.detail, messages.ERROR)
+            request._admin_refused = exc.detail  # type: ignore[attr-defined]
             return
         if not result.applied:
-            self.message_user(request, "Not deleted: the key moved since you opened it.", messages.ERROR)
+            request._admin_refused = "Not deleted: the key moved since you opened it."  # type: ignore[attr-defined]
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> None:
         raise NotImplementedError("bulk deletes go through delete_selected_keys")

@@ -234,9 +234,11 @@ class TimerAdmin(DomainAdmin):
 
     def delete_model(self, request: HttpRequest, obj: Timer) -> None:
         require(request, "change_timer")
+        # Aim at the timer the page showed, not at whatever holds the key now.
+        obj.message_id = request.POST.get("seen_message_id") or obj.message_id
         why = self._act(obj, "cancel", self.actor(request), request.POST.get("reason", ""))
         if why is not None:
-            self.message_user(request, f"Not cancelled: the timer {why}.", messages.ERROR)
+            request._admin_refused = f"Not cancelled: the timer {why}."  # type: ignore[attr-defined]
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Timer]) -> None:
         raise NotImplementedError("bulk cancels go through cancel_timers")

@@ -159,3 +159,15 @@ def test_lock_permits_show_masked_and_only_release(operator, published, committi
     assert "worker-secret-owner" not in entry.before
     assert token not in entry.before
     assert "locks" in groups_of(published) or "kv" in groups_of(published)
+
+
+def test_delete_aims_at_the_version_the_page_showed(operator, flag):
+    page = operator.get(f"{LIST}{flag.pk}/delete/").content.decode()
+    assert f'name="seen_version" value="{flag.version}"' in page
+    kv.kv_put(namespace="config", key="flag", value=2, ttl=None)
+    form = {"post": "yes", "reason": "stale", "seen_version": str(flag.version)}
+    done = operator.post(f"{LIST}{flag.pk}/delete/", form, follow=True)
+    assert "Not deleted: the key moved" in done.content.decode()
+    assert "deleted successfully" not in done.content.decode()
+    assert kv.kv_get(namespace="config", key="flag").value == 2  # type: ignore[union-attr]
+    assert not AuditEntry.objects.exists()

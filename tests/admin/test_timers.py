@@ -132,3 +132,16 @@ def test_viewer_may_not_change(viewer, scheduled):
         assert viewer.post(LIST, action(name, [code.pk], reason="x", seconds="60")).status_code == 403
     assert Timer.objects.filter(pk=code.pk).exists()
     assert not AuditEntry.objects.exists()
+
+
+def test_delete_aims_at_the_timer_the_page_showed(operator, scheduled):
+    code = next(t for t in scheduled if t.timer_key == "code")
+    page = operator.get(f"{LIST}{code.pk}/delete/").content.decode()
+    assert f'name="seen_message_id" value="{code.message_id}"' in page
+    timers.timer_schedule(queue="sms", timer_key="code", payload={"n": 2}, delay=timedelta(hours=1))
+    form = {"post": "yes", "reason": "dup", "seen_message_id": code.message_id}
+    done = operator.post(f"{LIST}{code.pk}/delete/", form, follow=True)
+    assert "Not cancelled: the timer rescheduled since." in done.content.decode()
+    assert "deleted successfully" not in done.content.decode()
+    assert Timer.objects.filter(queue="sms", timer_key="code").exists()
+    assert not AuditEntry.objects.exists()
