@@ -82,6 +82,29 @@ PAGES = [
     "/kv/",
     "/kv/ns-3/",
     "/audit/",
+    # The Django admin's changelists (issue 12: each within 150 ms).
+    "/admin/queenadmin/kventry/",
+    "/admin/queenadmin/kventry/?namespace=ns-3",
+    "/admin/queenadmin/kventry/?namespace=queen-locks",
+    "/admin/queenadmin/kventry/?q=key-0099",
+    "/admin/queenadmin/kventry/?expiry=hour",
+    "/admin/queenadmin/kventry/?written=1000",
+    "/admin/queenadmin/timer/",
+    "/admin/queenadmin/timer/?queue={q0}",
+    "/admin/queenadmin/timer/?q=timer-12345",
+    "/admin/queenadmin/queue/",
+    "/admin/queenadmin/partition/",
+    "/admin/queenadmin/partition/?queue={q0}",
+    "/admin/queenadmin/consumergroup/",
+    "/admin/queenadmin/message/",
+    "/admin/queenadmin/message/?queue={q0}",
+    "/admin/queenadmin/message/?q={mid}",
+    "/admin/queenadmin/message/?p=100",
+    "/admin/queenadmin/deadletter/",
+    "/admin/queenadmin/deadletter/?queue={q0}",
+    "/admin/queenadmin/apitoken/",
+    "/admin/queenadmin/auditentry/",
+    "/admin/queenadmin/auditentry/?kind__exact=timer&via__exact=dashboard",
 ]
 
 QUEUES = 10
@@ -123,8 +146,8 @@ SEED_SQL = [
     FROM generate_series(0, {QUEUES - 1}) q
     """,
     f"""
-    INSERT INTO queenadmin_partition (queue_id, name, next_offset, retained_bytes, created_at, last_push_at)
-    SELECT q.id, 'p' || p, {PER_PARTITION + 1}, {PER_PARTITION * 40}, now() - interval '3 hours', now()
+    INSERT INTO queenadmin_partition (queue_id, name, next_offset, log_start, retained_bytes, created_at, last_push_at)
+    SELECT q.id, 'p' || p, {PER_PARTITION + 1}, 1, {PER_PARTITION * 40}, now() - interval '3 hours', now()
     FROM queenadmin_queue q, generate_series(0, {PARTITIONS - 1}) p
     """,
     # Messages: pushed evenly over the last two hours, newest now.

@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock
+from queenadmin.domain.audit import audit_in_txn
 from queenadmin.errors import InvalidArgument, NotFound
 from queenadmin.models import ApiToken
 
@@ -43,29 +44,61 @@ _cache_lock = threading.Lock()
 
 
 @transaction.atomic(durable=True)
-def token_create(*, name: str) -> str:
+def token_create(*, name: str, actor: str | None = None, reason: str = "", via: str = "admin") -> str:
     """Create a token named ``name`` and return it; it is never shown again.
 
+    With an ``actor`` (an operator's action), the audit entry is written in
+    the same transaction (the token's prefix only, never the token).
     Raises ``TokenExists`` when the name is taken (revoked tokens included).
+    Must be the outermost call.
     """
     name = name.strip()
     if not name or len(name) > 100:
         raise InvalidArgument("a token name is 1 to 100 characters")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    now = clock.now()
     try:
         with transaction.atomic():
-            ApiToken.objects.create(name=name, token_hash=_hash(token), prefix=token[:10], created_at=clock.now())
+            ApiToken.objects.create(name=name, token_hash=_hash(token), prefix=token[:10], created_at=now)
     except IntegrityError as exc:
         raise TokenExists(f"a token named {name!r} exists already") from exc
+    if actor is not None:
+        audit_in_txn(
+            actor=actor,
+            action="token.create",
+            kind="token",
+            target=name,
+            now=now,
+            after=f"active, prefix {token[:10]}",
+            reason=reason,
+            via=via,
+        )
     return token
 
 
 @transaction.atomic(durable=True)
-def token_revoke(*, name: str) -> None:
-    """Revoke the token named ``name``; raise ``NotFound`` if there is none."""
-    updated = ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(revoked_at=clock.now())
+def token_revoke(*, name: str, actor: str | None = None, reason: str = "", via: str = "admin") -> None:
+    """Revoke the token named ``name``; raise ``NotFound`` if there is none.
+
+    With an ``actor``, the audit entry is written in the same transaction.
+    Must be the outermost call.
+    """
+    now = clock.now()
+    updated = ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(revoked_at=now)
     if not updated:
         raise NotFound(f"no active token named {name!r}")
+    if actor is not None:
+        audit_in_txn(
+            actor=actor,
+            action="token.revoke",
+            kind="token",
+            target=name,
+            now=now,
+            before="active",
+            after="revoked",
+            reason=reason,
+            via=via,
+        )
     with _cache_lock:
         _cache.clear()
 

@@ -43,6 +43,10 @@ class KVEntry(models.Model):
         indexes = [models.Index(fields=["expires_at"], name="kventry_expires_idx")]
 
     def __str__(self) -> str:
+        # A lock permit's version is its fencing token, a credential: the
+        # admin shows this text in lists, confirmations and its log.
+        if self.namespace == "queen-locks":
+            return f"{self.namespace}/{self.key}"
         return f"{self.namespace}/{self.key} v{self.version}"
 
 

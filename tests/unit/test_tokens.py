@@ -53,7 +53,11 @@ def test_the_admin_revokes_through_the_domain():
     assert listing.status_code == 200
     assert b"svc" in listing.content
     assert token.encode() not in listing.content
-    response = client.post("/admin/queenadmin/apitoken/", {"action": "revoke", "_selected_action": [pk]}, follow=True)
+    asked = client.post("/admin/queenadmin/apitoken/", {"action": "revoke", "_selected_action": [pk]})
+    assert b"Reason" in asked.content
+    assert ApiToken.objects.get(name="svc").revoked_at is None
+    form = {"action": "revoke", "_selected_action": [pk], "confirmed": "1", "reason": "rotated"}
+    response = client.post("/admin/queenadmin/apitoken/", form, follow=True)
     assert response.status_code == 200
     assert ApiToken.objects.get(name="svc").revoked_at is not None
     assert tokens.token_check(token) is None

@@ -63,6 +63,7 @@ from queenadmin.domain.queues.lifecycle import (
     queue_configure_in_txn,
     queue_delete,
     queue_delete_in_txn,
+    queue_operator_configure,
 )
 from queenadmin.domain.queues.options import QueueOptions
 from queenadmin.domain.queues.push import (
@@ -129,6 +130,7 @@ __all__ = [
     "queue_lease_extend",
     "queue_lease_extend_in_txn",
     "queue_list",
+    "queue_operator_configure",
     "queue_overview",
     "queue_position_in_txn",
     "queue_push",

@@ -156,6 +156,16 @@ def queue_board(*, name: str) -> QueueBoard | None:
     return boards[0] if boards else None
 
 
+def queue_boards_named(*, names: Iterable[str], with_groups: bool = False) -> dict[str, QueueBoard]:
+    """The queues ``names`` with their depth by state (and groups' lag), by name.
+
+    For a list page that shows some queues (the admin's changelists): the
+    same fixed number of queries as ``queue_boards`` whatever the count.
+    """
+    rows = list(Queue.objects.filter(name__in=list(names)).values_list("id", "name", "namespace", "task", "options"))
+    return {board.name: board for board in _boards(rows, with_groups=with_groups)}
+
+
 def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBoard]:
     if not queues:
         return []

@@ -65,6 +65,7 @@ def queue_dlq_replay(
     reason: str = "",
     ids: tuple[int, ...] | None = None,
     batch: int = DLQ_BATCH,
+    via: str = "dashboard",
 ) -> DLQAction:
     """Replay up to ``batch`` dead letters ``selection`` names (``ids``: only those).
 
@@ -73,7 +74,7 @@ def queue_dlq_replay(
     transaction (``queue_dlq_replay_in_txn`` runs inside one).
     """
     return queue_dlq_replay_in_txn(
-        selection=selection, actor=actor, reason=reason, ids=ids, batch=batch, now=clock.now()
+        selection=selection, actor=actor, reason=reason, ids=ids, batch=batch, now=clock.now(), via=via
     )
 
 
@@ -85,6 +86,7 @@ def queue_dlq_replay_in_txn(
     reason: str = "",
     ids: tuple[int, ...] | None = None,
     batch: int = DLQ_BATCH,
+    via: str = "dashboard",
 ) -> DLQAction:
     """``queue_dlq_replay`` inside the caller's transaction, at time ``now``."""
     assert connection.in_atomic_block
@@ -111,6 +113,7 @@ def queue_dlq_replay_in_txn(
         before=f"{len(rows)} dead letters ({what}): " + ", ".join(row.message_id for row in rows[:20]),
         after="appended as new messages: " + ", ".join(p.message_id for p in pushed[:20]),
         reason=reason,
+        via=via,
     )
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
     return DLQAction(len(rows), more, tuple(p.message_id for p in pushed))
@@ -137,6 +140,7 @@ def queue_dlq_purge(
     reason: str = "",
     ids: tuple[int, ...] | None = None,
     batch: int = DLQ_BATCH,
+    via: str = "dashboard",
 ) -> DLQAction:
     """Delete up to ``batch`` dead letters ``selection`` names (``ids``: only those).
 
@@ -145,7 +149,7 @@ def queue_dlq_purge(
     transaction (``queue_dlq_purge_in_txn`` runs inside one).
     """
     return queue_dlq_purge_in_txn(
-        selection=selection, actor=actor, reason=reason, ids=ids, batch=batch, now=clock.now()
+        selection=selection, actor=actor, reason=reason, ids=ids, batch=batch, now=clock.now(), via=via
     )
 
 
@@ -157,6 +161,7 @@ def queue_dlq_purge_in_txn(
     reason: str = "",
     ids: tuple[int, ...] | None = None,
     batch: int = DLQ_BATCH,
+    via: str = "dashboard",
 ) -> DLQAction:
     """``queue_dlq_purge`` inside the caller's transaction, at time ``now``."""
     assert connection.in_atomic_block
@@ -180,6 +185,7 @@ def queue_dlq_purge_in_txn(
         before=f"{len(rows)} dead letters ({_what(selection, ids)}): " + ", ".join(row.message_id for row in rows[:20]),
         after="deleted",
         reason=reason,
+        via=via,
     )
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
     return DLQAction(len(rows), more)

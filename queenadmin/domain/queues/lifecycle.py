@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -13,17 +14,12 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from queenadmin.domain import clock, events
+from queenadmin.domain.audit import audit_in_txn
 from queenadmin.domain.queues.options import QueueOptions, merge_options
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.domain.queues.traces import traces_delete_for_queue_in_txn
-from queenadmin.models.queues import (
-    ConsumerCursor,
-    ConsumerGroup,
-    DeadLetter,
-    Message,
-    Partition,
-    Queue,
-)
+from queenadmin.errors import QueueNotFound
+from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
 
 @dataclass(frozen=True)
@@ -131,3 +127,40 @@ def queue_delete_in_txn(*, name: str) -> bool:
     Queue.objects.filter(pk=queue_id).delete()
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "deleted": [name]})
     return True
+
+
+@transaction.atomic(durable=True)
+def queue_operator_configure(
+    *,
+    name: str,
+    options: QueueOptions,
+    actor: str,
+    reason: str = "",
+    via: str = "admin",
+    now: datetime | None = None,
+) -> QueueConfig:
+    """Change the options of the existing queue ``name`` on an operator's word.
+
+    The same change as a ``configure`` (merged, not replaced), with the
+    audit entry (options before and after, as JSON) in the same
+    transaction. Raises ``QueueNotFound`` when there is no such queue (an
+    operator changes queues; creating one is the clients' business). Must be
+    the outermost call.
+    """
+    now = now or clock.now()
+    before = Queue.objects.select_for_update().filter(name=name).values_list("options", flat=True).first()
+    if before is None:
+        raise QueueNotFound(f"no queue {name}")
+    config = queue_configure_in_txn(request=ConfigureRequest(name=name, options=options), now=now)
+    audit_in_txn(
+        actor=actor,
+        action="queue.configure",
+        kind="queue",
+        target=name,
+        now=now,
+        before=json.dumps(before, sort_keys=True),
+        after=json.dumps(dict(config.options), sort_keys=True),
+        reason=reason,
+        via=via,
+    )
+    return config

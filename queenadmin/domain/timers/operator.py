@@ -19,7 +19,8 @@ from queenadmin.domain import clock
 from queenadmin.domain.audit import audit_in_txn
 from queenadmin.domain.timers.calls import _locked, timer_move_in_txn, timers_call_in_txn
 from queenadmin.domain.timers.fire import timer_fire_now_in_txn
-from queenadmin.domain.timers.ops import TimerCancel, check_key, check_name
+from queenadmin.domain.timers.ops import TimerCancel, TimerSchedule, check_key, check_name, payload_json_of
+from queenadmin.errors import TimersBadRequest
 from queenadmin.models import Message, Timer
 
 Verb = Literal["cancel", "move", "fire"]
@@ -145,3 +146,66 @@ def timer_operator_action(
         fired_at=now if verb == "fire" else None,
         previous_due=row.deliver_at,
     )
+
+
+@transaction.atomic(durable=True)
+def timer_operator_reschedule(
+    *,
+    queue: str,
+    timer_key: str,
+    expect_message_id: str,
+    txn: str,
+    partition: str,
+    actor: str,
+    to: datetime,
+    payload: bytes | None = None,
+    reason: str = "",
+    via: str = "admin",
+    now: datetime | None = None,
+) -> OperatorOutcome:
+    """Replace the timer the operator saw with a new due time ``to`` and payload.
+
+    ``payload`` None keeps the timer's payload. A reschedule under the same
+    key with the same ``txn`` and partition (a new message id, as a
+    client's reschedule makes), so the timer that fires is the edited one.
+    Lost races answer as ``timer_operator_action`` does. Raises
+    ``TimersBadRequest`` for an encrypted timer's new payload (its bytes are
+    sealed for the consumer) and the schedule's refusals (payload size,
+    horizon). Writes the audit entry in the same transaction. Must be the
+    outermost call.
+    """
+    now = now or clock.now()
+    queue, timer_key = check_name(queue, "queue"), check_key(timer_key)
+    seen = _seen(queue, timer_key, txn, partition)
+    row = _locked(queue, timer_key)
+    if row is None or row.message_id != expect_message_id:
+        return _lost("move", queue, timer_key, seen, expect_message_id)
+    if payload is not None and row.encrypted:
+        raise TimersBadRequest("an encrypted timer's payload cannot be edited")
+    before = _describe(row)
+    body = bytes(row.payload) if payload is None else payload
+    op = TimerSchedule(
+        queue,
+        timer_key,
+        body,
+        to - now,
+        row.txn,
+        row.partition,
+        encrypted=row.encrypted,
+        producer_sub=row.producer_sub,
+    )
+    (outcome,) = timers_call_in_txn([op], now=now)
+    changed = "payload and due time" if payload is not None and body != bytes(row.payload) else "due time"
+    audit_in_txn(
+        actor=actor,
+        action="timer.reschedule",
+        kind="timer",
+        target=f"{queue}/{timer_key}",
+        now=now,
+        before=before + (f", payload {row.payload_json[:500]}" if payload is not None else ""),
+        after=f"{changed}: due {clock.iso_micros_z(outcome.deliver_at)}, message {outcome.message_id}"
+        + (f", payload {payload_json_of(body)[:500]}" if payload is not None else ""),
+        reason=reason,
+        via=via,
+    )
+    return OperatorOutcome("move", queue, timer_key, True, deliver_at=outcome.deliver_at, previous_due=row.deliver_at)

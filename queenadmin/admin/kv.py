@@ -1,0 +1,350 @@
+"""KV entries in the admin: edit and delete as a compare-and-set on the version.
+
+Lock permits (``queen-locks``) are listed as locks with owner and fencing
+token masked; they change only by a force release (``domain/locks``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+
+from queenadmin.admin.common import VIA, DomainAdmin, ReasonForm, confirm_page, each, reason_field, require
+from queenadmin.domain import db, kv, locks
+from queenadmin.domain.clock import now as clock_now
+from queenadmin.domain.kv import operator as kv_operator
+from queenadmin.domain.locks import operator as lock_operator
+from queenadmin.domain.masking import mask_token
+from queenadmin.errors import QueenError
+from queenadmin.models import KVEntry, VersionCounter
+
+LOCKS = kv.LOCKS_NAMESPACE
+PREVIEW_CHARS = 80
+#: Namespaces offered by the filter and searched by a key prefix.
+NAMESPACES_LISTED = 200
+
+
+def _row(entry: KVEntry) -> kv.KVRow:
+    return kv.KVRow(
+        entry.namespace,
+        entry.key,
+        json.loads(entry.value_json),
+        entry.version,
+        entry.expires_at,
+        entry.created_at,
+        entry.updated_at,
+    )
+
+
+def lock_summary(entry: KVEntry) -> str:
+    """A lock permit as the admin shows it: who holds it, masked."""
+    value = json.loads(entry.value_json)
+    owner = locks._owner_of(value)
+    return f"lock permit held by owner {mask_token(owner) or '(none)'}, token {mask_token(entry.version)}"
+
+
+def _seen_version(request: HttpRequest, entry: KVEntry) -> int:
+    """The version the delete page showed (the CAS aims at it)."""
+    seen = request.POST.get("seen_version", "")
+    return int(seen) if seen.isdigit() else entry.version
+
+
+class NamespaceFilter(admin.SimpleListFilter):
+    title = "namespace"
+    parameter_name = "namespace"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = db.distinct_leading(KVEntry, "namespace", limit=NAMESPACES_LISTED)
+        return [(n, f"{n} (locks)" if n == LOCKS else n) for n in names]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> QuerySet[KVEntry]:
+        value = self.value()
+        return queryset.filter(namespace=value) if value else queryset
+
+
+class VersionFilter(admin.SimpleListFilter):
+    """Recently written keys: versions come from one store-wide counter."""
+
+    title = "version"
+    parameter_name = "written"
+    SPANS = {"100": 100, "1000": 1_000, "10000": 10_000}
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(k, f"among the last {v:,} writes") for k, v in self.SPANS.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> QuerySet[KVEntry]:
+        span = self.SPANS.get(self.value() or "")
+        if span is None:
+            return queryset
+        top = VersionCounter.objects.values_list("value", flat=True).first() or 0
+        return queryset.filter(version__gt=top - span)
+
+
+class ExpiryFilter(admin.SimpleListFilter):
+    title = "expiry"
+    parameter_name = "expiry"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("hour", "expires within an hour"),
+            ("later", "expires later"),
+            ("never", "never expires"),
+            ("expired", "expired, not yet swept"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> QuerySet[KVEntry]:
+        now = clock_now()
+        match self.value():
+            case "hour":
+                return queryset.filter(expires_at__gt=now, expires_at__lte=now + timedelta(hours=1))
+            case "later":
+                return queryset.filter(expires_at__gt=now + timedelta(hours=1))
+            case "never":
+                return queryset.filter(expires_at__isnull=True)
+            case "expired":
+                return queryset.filter(expires_at__lte=now)
+        return queryset
+
+
+EXPIRY_CHOICES = [("keep", "keep the current expiry"), ("forever", "never expire"), ("ttl", "expire in (seconds)")]
+
+
+class KVEditForm(forms.ModelForm):  # type: ignore[type-arg]
+    value = forms.CharField(widget=forms.Textarea(attrs={"rows": 6, "cols": 80}), help_text="JSON")
+    expiry = forms.ChoiceField(choices=EXPIRY_CHOICES, initial="keep")
+    ttl_seconds = forms.IntegerField(required=False, min_value=1, label="TTL (seconds)")
+    #: The version the operator saw: the edit is a compare-and-set on it.
+    seen_version = forms.IntegerField(widget=forms.HiddenInput)
+    reason = reason_field()
+
+    class Meta:
+        model = KVEntry
+        fields: list[str] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["value"].initial = json.dumps(json.loads(self.instance.value_json), indent=2)
+            self.fields["seen_version"].initial = self.instance.version
+
+    def clean_value(self) -> Any:
+        try:
+            return json.loads(self.cleaned_data["value"])
+        except ValueError as exc:
+            raise forms.ValidationError(f"not JSON: {exc}") from exc
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("expiry") == "ttl" and not data.get("ttl_seconds"):
+            self.add_error("ttl_seconds", "give the TTL in seconds")
+        return data
+
+
+class ReleaseForm(ReasonForm):
+    pass
+
+
+@admin.register(KVEntry)
+class KVEntryAdmin(DomainAdmin):
+    form = KVEditForm
+    list_display = ("namespace", "key", "shown_value", "shown_version", "expires_at", "updated_at")
+    list_filter = (NamespaceFilter, ExpiryFilter, VersionFilter)
+    search_fields = ("key",)
+    search_help_text = "Keys starting with the text (in every namespace, or the one filtered)."
+    ordering = ("namespace", "key")
+    readonly_fields = ("namespace", "key", "shown_version", "shown_value", "expires_at", "created_at", "updated_at")
+    fields = (
+        "namespace",
+        "key",
+        "shown_version",
+        "expires_at",
+        "updated_at",
+        "value",
+        "expiry",
+        "ttl_seconds",
+        "seen_version",
+        "reason",
+    )
+    actions = ("delete_selected_keys", "force_release")
+    delete_confirmation_template = "admin/queenadmin/delete_confirmation.html"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[KVEntry], search_term: str
+    ) -> tuple[QuerySet[KVEntry], bool]:
+        # A key prefix per namespace: index range scans on (namespace, key),
+        # never a scan of every key for a substring.
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        names = db.distinct_leading(KVEntry, "namespace", limit=NAMESPACES_LISTED)
+        match = Q(pk__in=[])
+        for name in names:
+            match |= Q(namespace=name, key__startswith=term)
+        return queryset.filter(match), False
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        # An expiry filter reads the expires_at index in its own order.
+        if request.GET.get("expiry") in ("hour", "later", "expired"):
+            return ("expires_at", "id")
+        return ("namespace", "key")
+
+    # -- Columns ---------------------------------------------------------
+
+    @admin.display(description="value")
+    def shown_value(self, entry: KVEntry) -> str:
+        if entry.namespace == LOCKS:
+            return lock_summary(entry)
+        text = entry.value_json
+        return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
+
+    @admin.display(description="version", ordering="version")
+    def shown_version(self, entry: KVEntry) -> str:
+        # A permit's version is its fencing token: a credential.
+        return str(mask_token(entry.version)) if entry.namespace == LOCKS else str(entry.version)
+
+    # -- Permissions -----------------------------------------------------
+
+    def has_change_permission(self, request: HttpRequest, obj: KVEntry | None = None) -> bool:
+        if obj is not None and obj.namespace == LOCKS:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: KVEntry | None = None) -> bool:
+        if obj is not None and obj.namespace == LOCKS:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None or not self.has_change_permission(request, obj):
+            return ("namespace", "key", "shown_version", "shown_value", "expires_at", "created_at", "updated_at")
+        return self.fields
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        found = super().get_actions(request)
+        found.pop("delete_selected", None)
+        return found
+
+    # -- Writes, through domain/kv/operator.py ----------------------------
+
+    def save_model(self, request: HttpRequest, obj: KVEntry, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        expiry: kv_operator.Expiry
+        if data["expiry"] == "ttl":
+            expiry = timedelta(seconds=data["ttl_seconds"])
+        else:
+            expiry = data["expiry"]
+        try:
+            result = kv_operator.kv_operator_edit(
+                namespace=obj.namespace,
+                key=obj.key,
+                value=data["value"],
+                expect=data["seen_version"],
+                expiry=expiry,
+                actor=self.actor(request),
+                reason=data["reason"],
+                via=VIA,
+            )
+        except QueenError as exc:
+            request._admin_refused = exc.detail  # type: ignore[attr-defined]
+            return
+        if not result.applied:
+            request._admin_refused = (  # type: ignore[attr-defined]
+                f"Not saved: the key moved to version {result.current_version} since you opened it"
+                f" (now {json.dumps(result.current_value)[:200]}). Review and save again."
+                if result.current_version
+                else "Not saved: the key was deleted since you opened it."
+            )
+
+    def response_change(self, request: HttpRequest, obj: KVEntry) -> HttpResponse:
+        refused = getattr(request, "_admin_refused", None)
+        if refused:
+            self.message_user(request, refused, messages.ERROR)
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
+
+    def delete_model(self, request: HttpRequest, obj: KVEntry) -> None:
+        require(request, "delete_kventry")
+        try:
+            result = kv_operator.kv_operator_delete(
+                namespace=obj.namespace,
+                key=obj.key,
+                expect=_seen_version(request, obj),
+                actor=self.actor(request),
+                reason=request.POST.get("reason", ""),
+                via=VIA,
+            )
+        except QueenError as exc:
+            request._admin_refused = exc.detail  # type: ignore[attr-defined]
+            return
+        if not result.applied:
+            request._admin_refused = "Not deleted: the key moved since you opened it."  # type: ignore[attr-defined]
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> None:
+        raise NotImplementedError("bulk deletes go through delete_selected_keys")
+
+    @admin.action(description="Delete the selected keys (compare-and-set)", permissions=["delete"])
+    def delete_selected_keys(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> TemplateResponse | None:
+        require(request, "delete_kventry")
+        page = confirm_page(
+            self,
+            request,
+            queryset,
+            form_class=ReasonForm,
+            title="Delete keys",
+            warning="Each key is deleted only at the version listed now; lock permits are left alone.",
+        )
+        if isinstance(page, TemplateResponse):
+            return page
+        reason, actor = page.cleaned_data["reason"], self.actor(request)
+
+        def delete(entry: KVEntry) -> str | None:
+            if entry.namespace == LOCKS:
+                return "lock permits (force release them)"
+            result = kv_operator.kv_operator_delete(
+                namespace=entry.namespace, key=entry.key, expect=entry.version, actor=actor, reason=reason, via=VIA
+            )
+            return None if result.applied else "moved since"
+
+        each(queryset, delete).report(self, request, "Deleted")
+        return None
+
+    @admin.action(description="Force release the selected lock permits", permissions=["change"])
+    def force_release(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> TemplateResponse | None:
+        require(request, "change_kventry")
+        permits = queryset.filter(namespace=LOCKS)
+        page = confirm_page(
+            self,
+            request,
+            permits,
+            form_class=ReleaseForm,
+            title="Force release",
+            warning="The holders' tokens die: their next renew answers lost.",
+        )
+        if isinstance(page, TemplateResponse):
+            return page
+        reason, actor = page.cleaned_data["reason"], self.actor(request)
+
+        def release(entry: KVEntry) -> str | None:
+            name, sep, tail = entry.key.rpartition("#")
+            if not sep or not tail.isdigit():
+                return "not a permit"
+            row = _row(entry)
+            mark = lock_operator.lease_mark(owner=locks._owner_of(row.value), since=locks._since_of(row))
+            result = lock_operator.lock_force_release(
+                name=name, slot=int(tail), lease=mark, actor=actor, reason=reason, via=VIA
+            )
+            return None if result.released else str(result.reason)
+
+        tally = each(permits, release)
+        skipped = queryset.exclude(namespace=LOCKS).count()
+        if skipped:
+            tally.skipped["not lock permits"] = skipped
+        tally.report(self, request, "Released")
+        return None

@@ -1,0 +1,522 @@
+"""The log in the admin: read-only lists, DLQ replay and purge, queue options.
+
+Depth, oldest claimable age and lag are the dashboard's reads
+(``domain/queues/board.py``): arithmetic on offsets and cursors for the rows
+of the page, never a count of messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Substr
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.utils.timesince import timesince
+
+from queenadmin.admin.common import (
+    BATCH,
+    VIA,
+    DomainAdmin,
+    ReadOnlyAdmin,
+    ReasonForm,
+    confirm_page,
+    reason_field,
+    require,
+)
+from queenadmin.domain import clock
+from queenadmin.domain.queues import QueueOptions, dlq, queue_operator_configure
+from queenadmin.domain.queues import board as boards
+from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
+from queenadmin.errors import QueenError
+from queenadmin.models import ConsumerGroup, DeadLetter, Message, Partition, Queue
+
+PREVIEW_CHARS = boards.PREVIEW_CHARS
+
+
+class QueueFilter(admin.SimpleListFilter):
+    """By queue, named from the queues table (never a DISTINCT over rows)."""
+
+    title = "queue"
+    parameter_name = "queue"
+    #: The filtered model reaches its queue through its partition.
+    via_partition = False
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(n, n) for n in Queue.objects.order_by("name").values_list("name", flat=True)[:200]]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        # Ids first, then an indexed filter: no join on the listed rows.
+        queue_id = Queue.objects.filter(name=value).values_list("id", flat=True).first()
+        if queue_id is None:
+            return queryset.none()
+        if self.via_partition:
+            parts = list(Partition.objects.filter(queue_id=queue_id).values_list("id", flat=True))
+            return queryset.filter(partition_id__in=parts)
+        return queryset.filter(queue_id=queue_id)
+
+
+class MessageQueueFilter(QueueFilter):
+    via_partition = True
+
+
+def _age(at: datetime | None) -> str:
+    return "" if at is None else timesince(at, clock.now())
+
+
+class BoardChangeList(ChangeList):
+    """A changelist that reads the boards of the queues on its page at once
+    and hangs each on its row (model admins are shared between threads, so
+    nothing per request is kept on them)."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        admin_: BoardAdmin = self.model_admin  # type: ignore[assignment]
+        rows = list(self.result_list)  # fills the page's result cache
+        names = {admin_.queue_name_of(row) for row in rows}
+        found = boards.queue_boards_named(names=names, with_groups=self.model is ConsumerGroup)
+        for row in rows:
+            row._board = found.get(admin_.queue_name_of(row))
+
+
+class BoardAdmin(ReadOnlyAdmin):
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return BoardChangeList
+
+    def queue_name_of(self, row: Any) -> str:
+        raise NotImplementedError
+
+    def board(self, row: Any) -> boards.QueueBoard | None:
+        if hasattr(row, "_board"):
+            return row._board  # type: ignore[no-any-return]
+        # One object's page: read its queue's board (with the groups' lag).
+        row._board = boards.queue_board(name=self.queue_name_of(row))
+        return row._board  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------
+# Queues
+
+
+class ConfigureForm(forms.ModelForm):  # type: ignore[type-arg]
+    options_text = forms.CharField(
+        label="Options",
+        widget=forms.Textarea(attrs={"rows": 14, "cols": 60}),
+        help_text="JSON: the options to change (others keep their values; null restores a default).",
+    )
+    reason = reason_field()
+
+    class Meta:
+        model = Queue
+        fields: list[str] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["options_text"].initial = json.dumps(self.instance.options, indent=2, sort_keys=True)
+
+    def clean_options_text(self) -> QueueOptions:
+        try:
+            wanted = json.loads(self.cleaned_data["options_text"])
+        except ValueError as exc:
+            raise forms.ValidationError(f"not JSON: {exc}") from exc
+        if not isinstance(wanted, dict):
+            raise forms.ValidationError("a JSON object of option names and values")
+        current = self.instance.options or {}
+        changes = []
+        for name, value in wanted.items():
+            if name not in INT_OPTIONS and name not in BOOL_OPTIONS:
+                if current.get(name) == value:
+                    continue
+                raise forms.ValidationError(f"no option {name}")
+            if value is not None and current.get(name) == value:
+                continue
+            changes.append((name, value))
+        try:
+            return QueueOptions(tuple(changes))
+        except (QueenError, TypeError) as exc:
+            raise forms.ValidationError(str(getattr(exc, "detail", exc))) from exc
+
+
+class PurgeForm(ReasonForm):
+    confirm_name = forms.CharField(label="Type the queue's name to confirm")
+
+    def __init__(self, *args: Any, expected: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.expected = expected
+
+    def clean_confirm_name(self) -> str:
+        typed = str(self.cleaned_data["confirm_name"]).strip()
+        if typed != self.expected:
+            raise forms.ValidationError(f"type {self.expected!r} exactly")
+        return typed
+
+
+def purge_all(*, queue: str, actor: str, reason: str, upto: int | None) -> int:
+    """Purge a queue's DLQ up to id ``upto``, one bounded transaction at a time."""
+    total = 0
+    selection = boards.DeadLetterFilter(queue=queue, upto=upto)
+    while True:
+        result = dlq.queue_dlq_purge(selection=selection, actor=actor, reason=reason, batch=BATCH, via=VIA)
+        total += result.done
+        if not result.more:
+            return total
+
+
+@admin.register(Queue)
+class QueueAdmin(BoardAdmin):
+    form = ConfigureForm
+    list_display = ("name", "namespace", "task", "depth", "claimable", "in_flight", "oldest_claimable", "dead_letters")
+    search_fields = ("=name", "name__startswith")
+    ordering = ("name",)
+    readonly_fields = ("name", "namespace", "task", "created_at", "depth", "oldest_claimable", "dead_letters")
+    fields = (*readonly_fields, "options_text", "reason")
+    actions = ("purge_dlq",)
+
+    def queue_name_of(self, row: Queue) -> str:
+        return row.name
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return DomainAdmin.has_change_permission(self, request, obj)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if not self.has_change_permission(request, obj):
+            return (*self.readonly_fields, "options")
+        return self.fields
+
+    @admin.display(description="pending")
+    def depth(self, row: Queue) -> int | str:
+        found = self.board(row)
+        return "" if found is None else found.claimable + found.parked + found.in_flight
+
+    @admin.display(description="claimable")
+    def claimable(self, row: Queue) -> int | str:
+        found = self.board(row)
+        return "" if found is None else found.claimable
+
+    @admin.display(description="in flight")
+    def in_flight(self, row: Queue) -> int | str:
+        found = self.board(row)
+        return "" if found is None else found.in_flight
+
+    @admin.display(description="oldest claimable")
+    def oldest_claimable(self, row: Queue) -> str:
+        found = self.board(row)
+        return "" if found is None else _age(found.oldest_claimable_at)
+
+    @admin.display(description="DLQ")
+    def dead_letters(self, row: Queue) -> str:
+        found = self.board(row)
+        if found is None:
+            return ""
+        return f"{found.dlq:,}+" if found.dlq_capped else f"{found.dlq:,}"
+
+    def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        try:
+            queue_operator_configure(
+                name=obj.name, options=data["options_text"], actor=self.actor(request), reason=data["reason"], via=VIA
+            )
+        except QueenError as exc:
+            request._admin_refused = exc.detail  # type: ignore[attr-defined]
+
+    def response_change(self, request: HttpRequest, obj: Queue) -> HttpResponse:
+        refused = getattr(request, "_admin_refused", None)
+        if refused:
+            self.message_user(request, refused, messages.ERROR)
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
+
+    @admin.action(description="Purge the DLQ of the selected queue", permissions=["purge"])
+    def purge_dlq(self, request: HttpRequest, queryset: QuerySet[Queue]) -> TemplateResponse | None:
+        require(request, "delete_deadletter")
+        names = list(queryset.values_list("name", flat=True)[:2])
+        if len(names) != 1:
+            self.message_user(request, "Select exactly one queue to purge its DLQ.", messages.ERROR)
+            return None
+        (name,) = names
+        upto = DeadLetter.objects.filter(queue__name=name).order_by("-id").values_list("id", flat=True).first()
+        page = confirm_page(
+            self,
+            request,
+            queryset,
+            form_class=PurgeForm,
+            title="Purge the DLQ",
+            warning=f"Every dead letter of {name} now in its DLQ is deleted for good.",
+            form_kwargs={"expected": name},
+        )
+        if isinstance(page, TemplateResponse):
+            return page
+        if upto is None:
+            self.message_user(request, f"The DLQ of {name} is empty.", messages.WARNING)
+            return None
+        done = purge_all(queue=name, actor=self.actor(request), reason=page.cleaned_data["reason"], upto=upto)
+        self.message_user(request, f"Purged {done} dead letters of {name}.", messages.SUCCESS)
+        return None
+
+    def has_purge_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("queenadmin.delete_deadletter"))
+
+
+# --------------------------------------------------------------------------
+# Partitions, consumer groups, messages
+
+
+@admin.register(Partition)
+class PartitionAdmin(BoardAdmin):
+    list_display = ("queue", "name", "last_offset", "pending", "oldest_claimable", "dead_letters", "last_push_at")
+    list_filter = (QueueFilter,)
+    search_fields = ("=name",)
+    ordering = ("queue__name", "name")
+    list_select_related = ("queue",)
+
+    def queue_name_of(self, row: Partition) -> str:
+        return row.queue.name
+
+    def _part(self, row: Partition) -> boards.PartitionBoard | None:
+        found = self.board(row)
+        return None if found is None else next((p for p in found.partitions if p.id == row.pk), None)
+
+    @admin.display(description="last offset")
+    def last_offset(self, row: Partition) -> int:
+        return row.next_offset - 1
+
+    @admin.display(description="pending")
+    def pending(self, row: Partition) -> int | str:
+        part = self._part(row)
+        return "" if part is None else part.pending
+
+    @admin.display(description="oldest claimable")
+    def oldest_claimable(self, row: Partition) -> str:
+        part = self._part(row)
+        return "" if part is None else _age(part.oldest_claimable_at)
+
+    @admin.display(description="DLQ")
+    def dead_letters(self, row: Partition) -> int | str:
+        part = self._part(row)
+        return "" if part is None else part.dlq
+
+
+@admin.register(ConsumerGroup)
+class ConsumerGroupAdmin(BoardAdmin):
+    list_display = ("queue", "name", "subscription_mode", "lag", "in_flight", "oldest_pending", "last_claim")
+    list_filter = (QueueFilter,)
+    search_fields = ("=name",)
+    ordering = ("queue__name", "name")
+    list_select_related = ("queue",)
+
+    def queue_name_of(self, row: ConsumerGroup) -> str:
+        return row.queue.name
+
+    def _group(self, row: ConsumerGroup) -> boards.GroupLag | None:
+        found = self.board(row)
+        if found is not None and not found.groups:
+            found = boards.queue_board(name=row.queue.name)
+        return None if found is None else next((g for g in found.groups if g.name == row.name), None)
+
+    @admin.display(description="lag")
+    def lag(self, row: ConsumerGroup) -> int | str:
+        group = self._group(row)
+        return "" if group is None else group.lag
+
+    @admin.display(description="in flight")
+    def in_flight(self, row: ConsumerGroup) -> int | str:
+        group = self._group(row)
+        return "" if group is None else group.in_flight
+
+    @admin.display(description="oldest pending")
+    def oldest_pending(self, row: ConsumerGroup) -> str:
+        group = self._group(row)
+        return "" if group is None else _age(group.oldest_pending_at)
+
+    @admin.display(description="last claim")
+    def last_claim(self, row: ConsumerGroup) -> str:
+        group = self._group(row)
+        return "" if group is None else _age(group.last_claim_at)
+
+
+def _exact_ids(queryset: QuerySet[Any], term: str, fields: tuple[str, ...]) -> QuerySet[Any]:
+    """Rows whose id field equals ``term`` exactly: an index lookup (Django's
+    ``=`` search is ``iexact``, which no index serves)."""
+    term = term.strip()
+    if not term:
+        return queryset
+    match = Q(pk__in=[])
+    for field in fields:
+        match |= Q(**{field: term})
+    return queryset.filter(match)
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdmin):
+    """A million rows: exact-match search on indexed ids only, a capped
+    count, the payload cut in the database."""
+
+    list_display = ("message_id", "queue_name", "partition_name", "offset", "transaction_id", "preview", "created_at")
+    list_filter = (MessageQueueFilter,)
+    search_fields = ("message_id",)
+    search_help_text = "A message id, exactly."
+    ordering = ("-id",)
+    list_select_related = ("partition__queue",)
+    readonly_fields = ("partition", "offset", "message_id", "transaction_id", "trace_id", "payload", "created_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        rows = super().get_queryset(request)
+        if (
+            request.resolver_match
+            and request.resolver_match.url_name
+            and "changelist" in request.resolver_match.url_name
+        ):
+            rows = rows.defer("payload").annotate(cut_payload=Substr("payload", 1, PREVIEW_CHARS + 1))
+        return rows
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
+    ) -> tuple[QuerySet[Message], bool]:
+        return _exact_ids(queryset, search_term, ("message_id",)), False
+
+    @admin.display(description="queue")
+    def queue_name(self, row: Message) -> str:
+        return row.partition.queue.name
+
+    @admin.display(description="partition")
+    def partition_name(self, row: Message) -> str:
+        return row.partition.name
+
+    @admin.display(description="payload")
+    def preview(self, row: Message) -> str:
+        return _preview(getattr(row, "cut_payload", None) or row.payload)
+
+
+# --------------------------------------------------------------------------
+# Dead letters
+
+
+class DeadLetterPurgeForm(PurgeForm):
+    pass
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(ReadOnlyAdmin):
+    list_display = ("id", "queue", "partition_name", "group", "offset", "message_id", "preview", "error", "failed_at")
+    list_filter = (QueueFilter, "group")
+    search_fields = ("message_id", "transaction_id")
+    search_help_text = "A message id or transactionId, exactly."
+    ordering = ("-id",)
+    list_select_related = ("queue", "partition")
+    readonly_fields = (
+        "queue",
+        "partition",
+        "group",
+        "offset",
+        "message_id",
+        "transaction_id",
+        "payload",
+        "error",
+        "retry_count",
+        "created_at",
+        "failed_at",
+    )
+    actions = ("replay", "purge")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DeadLetter]:
+        rows = super().get_queryset(request)
+        if (
+            request.resolver_match
+            and request.resolver_match.url_name
+            and "changelist" in request.resolver_match.url_name
+        ):
+            rows = rows.defer("payload").annotate(cut_payload=Substr("payload", 1, PREVIEW_CHARS + 1))
+        return rows
+
+    def has_replay_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("queenadmin.change_deadletter"))
+
+    def has_purge_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("queenadmin.delete_deadletter"))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter], search_term: str
+    ) -> tuple[QuerySet[DeadLetter], bool]:
+        return _exact_ids(queryset, search_term, ("message_id", "transaction_id")), False
+
+    @admin.display(description="partition")
+    def partition_name(self, row: DeadLetter) -> str:
+        return row.partition.name
+
+    @admin.display(description="payload")
+    def preview(self, row: DeadLetter) -> str:
+        return _preview(getattr(row, "cut_payload", None) or row.payload)
+
+    def _by_queue(self, queryset: QuerySet[DeadLetter]) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = defaultdict(list)
+        for name, pk in queryset.order_by("id").values_list("queue__name", "id").iterator(chunk_size=BATCH):
+            found[name].append(pk)
+        return found
+
+    @admin.action(description="Replay the selected dead letters", permissions=["replay"])
+    def replay(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> TemplateResponse | None:
+        require(request, "change_deadletter")
+        page = confirm_page(
+            self,
+            request,
+            queryset,
+            form_class=ReasonForm,
+            title="Replay dead letters",
+            warning="Each is appended to its partition as a new message; every consumer group sees it.",
+        )
+        if isinstance(page, TemplateResponse):
+            return page
+        reason, actor, done = page.cleaned_data["reason"], self.actor(request), 0
+        for name, ids in self._by_queue(queryset).items():
+            for start in range(0, len(ids), BATCH):
+                chunk = tuple(ids[start : start + BATCH])
+                result = dlq.queue_dlq_replay(
+                    selection=boards.DeadLetterFilter(queue=name), actor=actor, reason=reason, ids=chunk, via=VIA
+                )
+                done += result.done
+        self.message_user(request, f"Replayed {done} dead letters.", messages.SUCCESS)
+        return None
+
+    @admin.action(description="Purge the selected dead letters", permissions=["purge"])
+    def purge(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> TemplateResponse | None:
+        require(request, "delete_deadletter")
+        names = list(queryset.order_by().values_list("queue__name", flat=True).distinct()[:2])
+        if len(names) != 1:
+            self.message_user(request, "Select dead letters of one queue (filter by queue) to purge.", messages.ERROR)
+            return None
+        page = confirm_page(
+            self,
+            request,
+            queryset,
+            form_class=DeadLetterPurgeForm,
+            title="Purge dead letters",
+            warning="The selected dead letters are deleted for good.",
+            form_kwargs={"expected": names[0]},
+        )
+        if isinstance(page, TemplateResponse):
+            return page
+        reason, actor, done = page.cleaned_data["reason"], self.actor(request), 0
+        for name, ids in self._by_queue(queryset).items():
+            for start in range(0, len(ids), BATCH):
+                chunk = tuple(ids[start : start + BATCH])
+                result = dlq.queue_dlq_purge(
+                    selection=boards.DeadLetterFilter(queue=name), actor=actor, reason=reason, ids=chunk, via=VIA
+                )
+                done += result.done
+        self.message_user(request, f"Purged {done} dead letters.", messages.SUCCESS)
+        return None

@@ -1,0 +1,244 @@
+"""Timers in the admin: cancel, fire now, move by a delta, edit as a reschedule.
+
+Every write aims at the timer the operator saw (its message id), through
+``domain/timers/operator.py``, so a timer rescheduled or fired since is left
+alone and the page says so.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+
+from queenadmin.admin.common import VIA, DomainAdmin, ReasonForm, confirm_page, each, reason_field, require
+from queenadmin.domain import db
+from queenadmin.domain.timers import operator
+from queenadmin.errors import QueenError
+from queenadmin.models import Queue, Timer
+
+PREVIEW_CHARS = 80
+#: Queues whose timer keys a search looks at.
+QUEUES_SEARCHED = 500
+
+
+class QueueFilter(admin.SimpleListFilter):
+    """By queue: the names come from the queues table (small), not from a
+    ``DISTINCT`` over every timer."""
+
+    title = "queue"
+    parameter_name = "queue"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = Queue.objects.order_by("name").values_list("name", flat=True)[:200]
+        return [(n, n) for n in names]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Timer]) -> QuerySet[Timer]:
+        value = self.value()
+        return queryset.filter(queue=value) if value else queryset
+
+
+class MoveForm(ReasonForm):
+    seconds = forms.IntegerField(
+        label="Move by (seconds)", help_text="Negative moves earlier; a time in the past fires on the next step."
+    )
+
+
+class TimerEditForm(forms.ModelForm):  # type: ignore[type-arg]
+    due = forms.DateTimeField(label="Due at (UTC)", help_text="YYYY-MM-DD HH:MM:SS")
+    payload_text = forms.CharField(
+        label="Payload",
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
+        help_text="JSON; left as it is, the payload is kept.",
+    )
+    seen_message_id = forms.CharField(widget=forms.HiddenInput)
+    reason = reason_field()
+
+    class Meta:
+        model = Timer
+        fields: list[str] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        timer = self.instance
+        if timer.pk:
+            self.fields["due"].initial = timer.deliver_at
+            self.fields["payload_text"].initial = timer.payload_json
+            self.fields["seen_message_id"].initial = timer.message_id
+            if timer.encrypted:
+                self.fields["payload_text"].disabled = True
+                self.fields["payload_text"].help_text = "Encrypted: the payload cannot be edited."
+
+    def clean_payload_text(self) -> bytes | None:
+        text = self.cleaned_data["payload_text"]
+        if self.instance.encrypted or text == self.instance.payload_json:
+            return None
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"not JSON: {exc}") from exc
+        return str(text).encode()
+
+
+def _explain(outcome: operator.OperatorOutcome) -> str:
+    if outcome.why == "fired":
+        return "fired already"
+    if outcome.why == "rescheduled":
+        return "rescheduled since"
+    return "gone"
+
+
+@admin.register(Timer)
+class TimerAdmin(DomainAdmin):
+    form = TimerEditForm
+    list_display = ("queue", "timer_key", "deliver_at", "partition", "preview", "attempts", "encrypted")
+    list_filter = (QueueFilter,)
+    search_fields = ("timer_key",)
+    search_help_text = "Timer keys starting with the text."
+    ordering = ("deliver_at", "id")
+    readonly_fields = ("queue", "timer_key", "partition", "deliver_at", "message_id", "txn", "attempts", "last_error")
+    fields = (
+        "queue",
+        "timer_key",
+        "partition",
+        "deliver_at",
+        "message_id",
+        "attempts",
+        "last_error",
+        "due",
+        "payload_text",
+        "seen_message_id",
+        "reason",
+    )
+    actions = ("cancel_timers", "fire_now", "move_by")
+    delete_confirmation_template = "admin/queenadmin/delete_confirmation.html"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Timer], search_term: str
+    ) -> tuple[QuerySet[Timer], bool]:
+        # A key prefix per queue: range scans on the (queue, timer_key) index.
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(pk__in=[])
+        for name in db.distinct_leading(Timer, "queue", limit=QUEUES_SEARCHED):
+            match |= Q(queue=name, timer_key__startswith=term)
+        return queryset.filter(match), False
+
+    @admin.display(description="payload")
+    def preview(self, timer: Timer) -> str:
+        if timer.encrypted:
+            return "(encrypted)"
+        text = timer.payload_json
+        return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Timer]:
+        # The raw payload bytes are never shown: leave them in the database.
+        return super().get_queryset(request).defer("payload")
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None or not self.has_change_permission(request, obj):
+            return (*self.readonly_fields, "preview")
+        return self.fields
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        found = super().get_actions(request)
+        found.pop("delete_selected", None)
+        return found
+
+    # -- Writes, through domain/timers/operator.py ------------------------
+
+    def _act(self, timer: Timer, verb: operator.Verb, actor: str, reason: str, **extra: Any) -> str | None:
+        outcome = operator.timer_operator_action(
+            verb=verb,
+            queue=timer.queue,
+            timer_key=timer.timer_key,
+            expect_message_id=timer.message_id,
+            txn=timer.txn,
+            partition=timer.partition,
+            actor=actor,
+            reason=reason,
+            via=VIA,
+            **extra,
+        )
+        return None if outcome.done else _explain(outcome)
+
+    def _bulk(
+        self, request: HttpRequest, queryset: QuerySet[Timer], verb: operator.Verb, title: str, done: str
+    ) -> TemplateResponse | None:
+        require(request, "change_timer")
+        form_class = MoveForm if verb == "move" else ReasonForm
+        page = confirm_page(self, request, queryset, form_class=form_class, title=title)
+        if isinstance(page, TemplateResponse):
+            return page
+        reason, actor = page.cleaned_data["reason"], self.actor(request)
+        extra = {"by": timedelta(seconds=page.cleaned_data["seconds"])} if verb == "move" else {}
+
+        def act(timer: Timer) -> str | None:
+            try:
+                return self._act(timer, verb, actor, reason, **extra)
+            except QueenError as exc:
+                return exc.detail
+
+        each(queryset.defer("payload"), act).report(self, request, done)
+        return None
+
+    @admin.action(description="Cancel the selected timers", permissions=["change"])
+    def cancel_timers(self, request: HttpRequest, queryset: QuerySet[Timer]) -> TemplateResponse | None:
+        return self._bulk(request, queryset, "cancel", "Cancel timers", "Cancelled")
+
+    @admin.action(description="Fire the selected timers now", permissions=["change"])
+    def fire_now(self, request: HttpRequest, queryset: QuerySet[Timer]) -> TemplateResponse | None:
+        return self._bulk(request, queryset, "fire", "Fire timers now", "Fired")
+
+    @admin.action(description="Move the selected timers by a delta", permissions=["change"])
+    def move_by(self, request: HttpRequest, queryset: QuerySet[Timer]) -> TemplateResponse | None:
+        return self._bulk(request, queryset, "move", "Move timers", "Moved")
+
+    def save_model(self, request: HttpRequest, obj: Timer, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        try:
+            outcome = operator.timer_operator_reschedule(
+                queue=obj.queue,
+                timer_key=obj.timer_key,
+                expect_message_id=data["seen_message_id"],
+                txn=obj.txn,
+                partition=obj.partition,
+                actor=self.actor(request),
+                to=data["due"],
+                payload=data["payload_text"],
+                reason=data["reason"],
+                via=VIA,
+            )
+        except QueenError as exc:
+            request._admin_refused = exc.detail  # type: ignore[attr-defined]
+            return
+        if not outcome.done:
+            request._admin_refused = f"Not saved: the timer {_explain(outcome)}."  # type: ignore[attr-defined]
+
+    def response_change(self, request: HttpRequest, obj: Timer) -> HttpResponse:
+        refused = getattr(request, "_admin_refused", None)
+        if refused:
+            self.message_user(request, refused, messages.ERROR)
+            if "rescheduled" in refused or "fired" in refused or "gone" in refused:
+                return HttpResponseRedirect("../../")
+            return HttpResponseRedirect(request.path)
+        self.message_user(request, f"Rescheduled {obj.queue}/{obj.timer_key}.", messages.SUCCESS)
+        return HttpResponseRedirect("../../")
+
+    def delete_model(self, request: HttpRequest, obj: Timer) -> None:
+        require(request, "change_timer")
+        # Aim at the timer the page showed, not at whatever holds the key now.
+        obj.message_id = request.POST.get("seen_message_id") or obj.message_id
+        why = self._act(obj, "cancel", self.actor(request), request.POST.get("reason", ""))
+        if why is not None:
+            request._admin_refused = f"Not cancelled: the timer {why}."  # type: ignore[attr-defined]
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Timer]) -> None:
+        raise NotImplementedError("bulk cancels go through cancel_timers")

@@ -1,0 +1,147 @@
+"""API tokens in the admin: create (shown once), list, revoke; audit entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from queenadmin.admin.common import (
+    VIA,
+    DomainAdmin,
+    ReadOnlyAdmin,
+    ReasonForm,
+    confirm_page,
+    each,
+    reason_field,
+    require,
+)
+from queenadmin.domain import tokens
+from queenadmin.errors import QueenError
+from queenadmin.models import ApiToken, AuditEntry
+
+
+class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
+    reason = reason_field()
+
+    class Meta:
+        model = ApiToken
+        fields = ["name"]
+
+    def validate_unique(self) -> None:
+        # The domain answers a taken name (revoked tokens included).
+        return None
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(DomainAdmin):
+    list_display = ("name", "prefix", "created_at", "revoked_at", "state")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    search_fields = ("name", "=prefix")
+    ordering = ("name",)
+    readonly_fields = ("name", "prefix", "created_at", "revoked_at")
+    actions = ("revoke",)
+
+    @admin.display(description="state")
+    def state(self, token: ApiToken) -> str:
+        return "revoked" if token.revoked_at else "active"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("queenadmin.add_apitoken"))
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Changing a token means revoking it (the action); the form is a view.
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = TokenCreateForm
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("name", "reason") if obj is None else self.readonly_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return () if obj is None else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        try:
+            secret = tokens.token_create(name=data["name"], actor=self.actor(request), reason=data["reason"], via=VIA)
+        except QueenError as exc:
+            request._admin_refused = exc.detail  # type: ignore[attr-defined]
+            return
+        created = ApiToken.objects.get(name=data["name"].strip())
+        obj.pk, obj.name, obj.prefix = created.pk, created.name, created.prefix
+        obj.created_at = created.created_at
+        request._admin_secret = secret  # type: ignore[attr-defined]
+
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        if obj.pk is None:
+            return None
+        return super().log_addition(request, obj, message)
+
+    def response_add(self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None) -> HttpResponse:
+        refused = getattr(request, "_admin_refused", None)
+        if refused:
+            self.message_user(request, f"Not created: {refused}", messages.ERROR)
+            return TemplateResponse(request, "admin/queenadmin/token_created.html", self._context(request, obj))
+        # Rendered here, never stored: the token is in this answer only.
+        context = {**self._context(request, obj), "secret": request._admin_secret}  # type: ignore[attr-defined]
+        response = TemplateResponse(request, "admin/queenadmin/token_created.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    def _context(self, request: HttpRequest, obj: ApiToken) -> dict[str, Any]:
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "API token",
+            "token": obj,
+        }
+
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> TemplateResponse | None:
+        require(request, "change_apitoken")
+        page = confirm_page(
+            self,
+            request,
+            queryset,
+            form_class=ReasonForm,
+            title="Revoke tokens",
+            warning="Clients using these tokens are refused from now on.",
+        )
+        if isinstance(page, TemplateResponse):
+            return page
+        reason, actor = page.cleaned_data["reason"], self.actor(request)
+
+        def revoke(token: ApiToken) -> str | None:
+            if token.revoked_at is not None:
+                return "revoked already"
+            try:
+                tokens.token_revoke(name=token.name, actor=actor, reason=reason, via=VIA)
+            except QueenError:
+                return "revoked already"
+            return None
+
+        each(queryset, revoke).report(self, request, "Revoked")
+        return None
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    list_display = ("at", "actor", "via", "action", "target", "reason")
+    list_filter = ("kind", "via", "action")
+    search_fields = ("actor", "target", "reason")
+    readonly_fields = ("at", "actor", "via", "action", "kind", "target", "before", "after", "reason")
+    ordering = ("-at", "-id")
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        return {}

@@ -1,0 +1,121 @@
+"""API tokens (create shown once, revoke, audit) and audit entries (read-only)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from queenadmin.domain import tokens
+from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.clock import now
+from queenadmin.models import ApiToken, AuditEntry
+from tests.admin.conftest import action, groups_of
+
+pytestmark = pytest.mark.django_db
+
+TOKENS = "/admin/queenadmin/apitoken/"
+AUDIT = "/admin/queenadmin/auditentry/"
+
+
+def _api(token: str) -> int:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/v1/resources/queues").status_code
+
+
+def test_create_shows_the_token_once(operator, published, committing):
+    with committing():
+        response = operator.post(f"{TOKENS}add/", {"name": "billing-svc", "reason": "new service", "_save": "Save"})
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    found = re.search(r'<code id="new-token">([^<]+)</code>', response.content.decode())
+    assert found is not None
+    secret = found.group(1)
+    assert tokens.token_check(secret) == "billing-svc"
+    assert _api(secret) == 200
+    entry = AuditEntry.objects.get(action="token.create")
+    assert (entry.via, entry.reason, entry.actor, entry.target) == ("admin", "new service", "otto", "billing-svc")
+    assert secret not in entry.after
+    assert "audit" in groups_of(published)
+    # Never again: not in the list, the token's page, or the audit list.
+    row = ApiToken.objects.get(name="billing-svc")
+    for url in (TOKENS, f"{TOKENS}{row.pk}/change/", AUDIT, f"{AUDIT}{entry.pk}/change/"):
+        assert secret not in operator.get(url).content.decode()
+
+
+def test_create_a_taken_name_is_refused(operator):
+    tokens.token_create(name="svc")
+    response = operator.post(f"{TOKENS}add/", {"name": "svc", "reason": "x", "_save": "Save"}, follow=True)
+    assert "exists already" in response.content.decode()
+    assert ApiToken.objects.count() == 1
+    assert not AuditEntry.objects.exists()
+
+
+def test_revoke_with_a_reason(operator, published, committing):
+    secret = tokens.token_create(name="old")
+    tokens.token_create(name="keep")
+    old = ApiToken.objects.get(name="old")
+    page = operator.post(TOKENS, {"action": "revoke", "_selected_action": [old.pk]})
+    assert "Reason" in page.content.decode()
+    with committing():
+        done = operator.post(TOKENS, action("revoke", [old.pk], reason="leaked"), follow=True)
+    assert "Revoked 1 row." in done.content.decode()
+    assert _api(secret) == 401
+    entry = AuditEntry.objects.get(action="token.revoke")
+    assert (entry.via, entry.reason, entry.target) == ("admin", "leaked", "old")
+    assert ApiToken.objects.get(name="keep").revoked_at is None
+    assert "audit" in groups_of(published)
+    again = operator.post(TOKENS, action("revoke", [old.pk], reason="again"), follow=True)
+    assert "Revoked 0 rows. Unchanged: 1 revoked already." in again.content.decode()
+
+
+def test_token_list_search_and_filter(operator):
+    tokens.token_create(name="alpha")
+    tokens.token_create(name="beta")
+    tokens.token_revoke(name="beta")
+    assert "alpha" in operator.get(TOKENS, {"q": "alp"}).content.decode()
+    assert "beta" not in operator.get(TOKENS, {"q": "alp"}).content.decode()
+    active = operator.get(TOKENS, {"revoked_at__isempty": "1"}).content.decode()
+    assert "alpha" in active
+    assert ">beta<" not in active
+
+
+def test_the_hash_never_shows(operator):
+    tokens.token_create(name="svc")
+    row = ApiToken.objects.get(name="svc")
+    for url in (TOKENS, f"{TOKENS}{row.pk}/change/"):
+        assert row.token_hash not in operator.get(url).content.decode()
+
+
+def test_viewer_may_not_create_or_revoke(viewer):
+    """Viewers hold no token permission at all."""
+    secret = tokens.token_create(name="svc")
+    row = ApiToken.objects.get(name="svc")
+    assert viewer.get(TOKENS).status_code == 403
+    assert viewer.post(f"{TOKENS}add/", {"name": "x", "reason": "x"}).status_code == 403
+    assert viewer.post(TOKENS, action("revoke", [row.pk], reason="x")).status_code == 403
+    assert _api(secret) == 200
+
+
+@pytest.fixture
+def entries() -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        audit_in_txn(actor="otto", action="kv.edit", kind="kv", target="a/b", now=now(), reason="r1", via="admin")
+        audit_in_txn(actor="vera", action="timer.cancel", kind="timer", target="q/t", now=now(), reason="r2")
+
+
+def test_audit_is_read_only_and_filterable(operator, entries):
+    page = operator.get(AUDIT).content.decode()
+    assert "a/b" in page
+    assert "q/t" in page
+    assert "q/t" not in operator.get(AUDIT, {"via__exact": "admin"}).content.decode()
+    assert "a/b" not in operator.get(AUDIT, {"kind__exact": "timer"}).content.decode()
+    assert "a/b" not in operator.get(AUDIT, {"q": "vera"}).content.decode()
+    entry = AuditEntry.objects.get(target="a/b")
+    assert operator.post(f"{AUDIT}{entry.pk}/change/", {"reason": "x"}).status_code == 403
+    assert operator.post(f"{AUDIT}{entry.pk}/delete/", {"post": "yes"}).status_code == 403
+    deleting = operator.post(AUDIT, {"action": "delete_selected", "_selected_action": [entry.pk], "post": "yes"})
+    assert deleting.status_code in (200, 302)
+    assert AuditEntry.objects.count() == 2
