@@ -68,6 +68,10 @@ class _Settings:
     #: ``manage.py run_timers``.
     TIMER_LOOP_IN_SERVE: bool = True
 
+    #: /metrics: a process reads the store's figures (queue depths, KV rows
+    #: per namespace, timers) at most once per this many seconds.
+    METRICS_STORE_SECONDS: float = 5.0
+
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():
             default = object.__getattribute__(self, name)

@@ -44,6 +44,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Serves Swagger UI's files from our static files: /api/v1/docs works
+    # offline (without it ninja loads them from a CDN).
+    "ninja",
     "django_htmx",
     "template_partials",
     "queenadmin.apps.QueenAdminConfig",
@@ -170,12 +173,12 @@ def _app_settings_from_env() -> dict[str, Any]:
 
 globals().update(_app_settings_from_env())
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {
-        "queenadmin": {"handlers": ["console"], "level": os.environ.get("QUEENADMIN_LOG_LEVEL", "INFO")},
-        "django.request": {"handlers": ["console"], "level": "ERROR"},
-    },
-}
+
+def _logging() -> dict[str, Any]:
+    # QUEENADMIN_LOG_FORMAT (text or json) and QUEENADMIN_LOG_LEVEL: see logs.py.
+    from queenadmin.logs import logging_config
+
+    return logging_config()
+
+
+LOGGING = _logging()

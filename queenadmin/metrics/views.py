@@ -1,0 +1,31 @@
+"""The ``/metrics`` view."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from queenadmin import metrics
+from queenadmin.conf import settings
+from queenadmin.domain import tokens
+
+
+def _authorized(request: HttpRequest) -> bool:
+    # Any valid API token may read the metrics (the same bearer check as
+    # /api/v1); a metrics-only scope can narrow this once tokens have scopes.
+    if settings.OPEN_API:
+        return True
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token) and tokens.token_check(token.strip()) is not None
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    if not _authorized(request):
+        response = HttpResponse(
+            "/metrics needs an API token: Authorization: Bearer <token>\n", status=401, content_type="text/plain"
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="queenadmin"'
+        return response
+    body, content_type = metrics.render()
+    return HttpResponse(body, content_type=content_type)
