@@ -68,6 +68,10 @@ class _Settings:
     #: ``manage.py run_timers``.
     TIMER_LOOP_IN_SERVE: bool = True
 
+    #: Count requests by route class and status for /metrics (``serve``
+    #: wraps the application); off serves without the counters (the store
+    #: gauges and loop health stay).
+    METRICS_REQUESTS: bool = True
     #: /metrics: a process reads the store's figures (queue depths, KV rows
     #: per namespace, timers) at most once per this many seconds.
     METRICS_STORE_SECONDS: float = 5.0

@@ -229,8 +229,11 @@ class Command(BaseCommand):
         # with "stopped" and exit code 0, not a KeyboardInterrupt.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
+        from queenadmin.conf import settings as app_settings
+
+        app = "queenadmin.metrics.asgi:application" if app_settings.METRICS_REQUESTS else "queenadmin.asgi:application"
         config = uvicorn.Config(
-            "queenadmin.metrics.asgi:application",
+            app,
             workers=workers,
             lifespan="on",
             log_config=logs.logging_config(uvicorn=True, access_log=access_log),
