@@ -5,7 +5,8 @@ The environment is read once, here:
 - ``DATABASE_URL``: ``postgresql://...`` or ``sqlite:///path``; unset means
   SQLite in ``QUEENADMIN_DATA_DIR`` (default ``./data``).
 - ``REDIS_URL``: set means the channels-redis layer, else in-memory.
-- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``.
+- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``,
+  ``DJANGO_CSRF_TRUSTED_ORIGINS`` (comma-separated).
 - ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens (local
   development only; ``make run`` sets it and says so).
 """
@@ -35,6 +36,10 @@ if not SECRET_KEY:
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
+#: Origins the dashboard's and the admin's forms may come from when they are
+#: not the Host the server sees, e.g. "https://queen.example.com" behind a
+#: proxy that rewrites Host or the port.
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
