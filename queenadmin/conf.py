@@ -73,8 +73,9 @@ class _Settings:
     #: gauges and loop health stay).
     METRICS_REQUESTS: bool = True
     #: /metrics: a process reads the store's figures (queue depths, KV rows
-    #: per namespace, timers) at most once per this many seconds.
-    METRICS_STORE_SECONDS: float = 5.0
+    #: per namespace, timers) at most once per this many seconds (Prometheus'
+    #: usual scrape interval; a read is a few queries per queue).
+    METRICS_STORE_SECONDS: float = 15.0
 
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():

@@ -5,8 +5,8 @@ only, through the domain's read functions where one exists; nothing here
 locks. The cost of one read, per figure:
 
 - per queue: ``queue_list`` (arithmetic on partition offsets and cursors,
-  O(partitions x groups)), plus one indexed lookup per partition of a queue
-  with ready messages for its oldest ready age;
+  three queries a queue), then the push times of every partition's oldest
+  ready message in one query of indexed (partition, offset) lookups;
 - dead letters per queue, KV rows per namespace, timers pending: one
   ``GROUP BY`` / ``COUNT`` over an index (O(rows), index-only on
   PostgreSQL);
@@ -14,24 +14,30 @@ locks. The cost of one read, per figure:
 
 A process reads at most once per ``METRICS_STORE_SECONDS`` (a scraper
 polling every second costs one read per that many seconds per worker).
+Measured on PostgreSQL with 10 queues of 20 partitions and 10,000 KV rows
+on a loaded 2-core box: 185 ms of CPU per read when each queue's age came
+from ``queue_stats(with_age=True)`` (24 queries a queue), hence one query.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock
 from queenadmin.domain.kv import LOCKS_NAMESPACE
-from queenadmin.domain.queues.stats import queue_list, queue_stats
+from queenadmin.domain.queues.stats import QueueStats, queue_list
 from queenadmin.models.kv import KVEntry
-from queenadmin.models.queues import DeadLetter
+from queenadmin.models.queues import DeadLetter, Message
 from queenadmin.models.timers import Timer
 
 
@@ -53,23 +59,42 @@ class StoreFigures:
     read_seconds: float
 
 
+#: (partition, offset) pairs per query: SQLite parses a chain of ORs as a
+#: tree as deep as the chain, and refuses one deeper than 1,000.
+_HEADS_PER_QUERY = 200
+
+
+def _oldest_ready(queues: list[QueueStats]) -> dict[str, datetime]:
+    """Each queue's oldest ready message's push time, by indexed lookups."""
+    heads = [(q.name, p.id, p.ready_offset) for q in queues for p in q.partitions if p.ready_offset is not None]
+    oldest: dict[str, datetime] = {}
+    for start in range(0, len(heads), _HEADS_PER_QUERY):
+        chunk = heads[start : start + _HEADS_PER_QUERY]
+        queue_of = {(pid, offset): name for name, pid, offset in chunk}
+        wanted = functools.reduce(operator.or_, (Q(partition_id=pid, offset=offset) for _, pid, offset in chunk))
+        for pid, offset, created in Message.objects.filter(wanted).values_list("partition_id", "offset", "created_at"):
+            name = queue_of[pid, offset]
+            if name not in oldest or created < oldest[name]:
+                oldest[name] = created
+    return oldest
+
+
 def read_store() -> StoreFigures:
     started = time.perf_counter()
     now = clock.now()
     dead = dict(
         DeadLetter.objects.values("queue__name").annotate(n=Count("id")).values_list("queue__name", "n").order_by()
     )
+    listed = queue_list()
+    oldest = _oldest_ready(listed)
     queues: dict[str, QueueFigures] = {}
-    for queue in queue_list():
-        age = 0.0
-        if queue.totals.ready > 0:
-            aged = queue_stats(name=queue.name, with_age=True)
-            age = (aged.oldest_ready_age or 0.0) if aged is not None else 0.0
+    for queue in listed:
+        created = oldest.get(queue.name)
         queues[queue.name] = QueueFigures(
             depth=queue.totals.pending,
             in_flight=queue.totals.processing,
             dead_letters=dead.get(queue.name, 0),
-            oldest_ready_age=age,
+            oldest_ready_age=0.0 if created is None else max(0.0, (now - created).total_seconds()),
         )
     locks_held = KVEntry.objects.live(now).filter(namespace=LOCKS_NAMESPACE).count()
     timers = Timer.objects.aggregate(n=Count("id"))

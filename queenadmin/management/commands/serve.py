@@ -125,12 +125,14 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _metrics_dir() -> Path:
+def _metrics_dir() -> Path | None:
     """A fresh directory for the workers' request counters (``metrics``).
 
     prometheus_client's multiprocess mode: every worker writes its counters
     to files here and ``/metrics`` in any worker sums them. Must be set
-    before any worker imports prometheus_client.
+    before any worker imports prometheus_client. Returns the directory to
+    remove at exit: None when ``PROMETHEUS_MULTIPROC_DIR`` names one (it
+    is only emptied of an earlier run's files).
     """
     given = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
     if given:
@@ -138,7 +140,7 @@ def _metrics_dir() -> Path:
         path.mkdir(parents=True, exist_ok=True)
         for stale in path.glob("*.db"):
             stale.unlink()
-        return path
+        return None
     path = Path(tempfile.mkdtemp(prefix="queenadmin-metrics-"))
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
     return path
@@ -218,7 +220,8 @@ class Command(BaseCommand):
         try:
             self._serve(sock, workers, options["access_log"])
         finally:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+            if metrics_dir is not None:
+                shutil.rmtree(metrics_dir, ignore_errors=True)
         log.info("stopped")
 
     def _serve(self, sock: socket.socket, workers: int, access_log: bool) -> None:
