@@ -6,8 +6,11 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from queenadmin import metrics
+from queenadmin.api import errors as error_table
+from queenadmin.api.http import json_response
 from queenadmin.conf import settings
 from queenadmin.domain import tokens
+from queenadmin.errors import Unauthorized
 
 
 def _authorized(request: HttpRequest) -> bool:
@@ -22,10 +25,8 @@ def _authorized(request: HttpRequest) -> bool:
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
     if not _authorized(request):
-        response = HttpResponse(
-            "/metrics needs an API token: Authorization: Bearer <token>\n", status=401, content_type="text/plain"
-        )
-        response["WWW-Authenticate"] = 'Bearer realm="queenadmin"'
-        return response
-    body, content_type = metrics.render()
-    return HttpResponse(body, content_type=content_type)
+        # The API's 401, so a scraper's misconfiguration reads the same.
+        status, body = error_table.render(Unauthorized())
+        return json_response(body, status, {"WWW-Authenticate": "Bearer"})
+    text, content_type = metrics.render()
+    return HttpResponse(text, content_type=content_type)

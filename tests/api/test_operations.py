@@ -176,8 +176,13 @@ def _samples(text: str) -> dict[str, float]:
 
 def test_metrics_need_an_api_token():
     with run_server() as server:
-        assert _scrape(server).status_code == 401
-        assert _scrape(server, "qa_not-a-token").status_code == 401
+        for refused in (_scrape(server), _scrape(server, "qa_not-a-token")):
+            assert refused.status_code == 401
+            assert refused.json() == {
+                "error": "unauthorized",
+                "code": "unauthorized",
+                "detail": "A valid bearer token is required.",
+            }
         answer = _scrape(server, server.token)
         assert answer.status_code == 200
         assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")

@@ -29,6 +29,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
 
 from queenadmin import logs
+from queenadmin.conf import settings as app_settings
 from queenadmin.domain import tokens
 
 log = logging.getLogger("queenadmin.serve")
@@ -232,8 +233,6 @@ class Command(BaseCommand):
         # with "stopped" and exit code 0, not a KeyboardInterrupt.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
-        from queenadmin.conf import settings as app_settings
-
         app = "queenadmin.metrics.asgi:application" if app_settings.METRICS_REQUESTS else "queenadmin.asgi:application"
         config = uvicorn.Config(
             app,
