@@ -105,13 +105,14 @@ def _check_redis(url: str) -> None:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """Bind (not yet listen) the server's socket, as uvicorn would.
+    """Bind (not yet listen) a socket on ``host``/``port``, or fail in one line.
 
     Made with an explicit ``IPPROTO_TCP`` so that accepted sockets inherit
-    it: uvicorn's own socket has ``proto`` 0, accepted sockets inherit that
-    and asyncio then skips ``TCP_NODELAY`` (uvicorn issue 3149), so every
-    keep-alive response waited ~40 ms for the client's delayed ACK
-    (measured: 22 calls/s at concurrency 1 with 2 workers, against 600).
+    it: uvicorn's own shared socket (several workers) has ``proto`` 0,
+    accepted sockets inherit that and asyncio then skips ``TCP_NODELAY``
+    (uvicorn issue 3149), so every keep-alive response waited ~40 ms for
+    the client's delayed ACK (measured: 22 calls/s at concurrency 1 with 2
+    workers, against 600).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -124,6 +125,29 @@ def _bind(host: str, port: int) -> socket.socket:
         _fail("cannot listen on %s port %d: %s", host, port, exc.strerror or _first_line(exc))
     sock.set_inheritable(True)
     return sock
+
+
+def _serving_on(sock: socket.socket) -> None:
+    address, port = sock.getsockname()[:2]
+    shown = f"[{address}]" if ":" in address else address
+    log.info("serving on http://%s:%d/ (Ctrl-C stops)", shown, port)
+
+
+def _single_server(config: Any) -> Any:
+    """A uvicorn server that says "serving on" once it listens.
+
+    One process binds its own socket, as ``uvicorn.run`` does: handing it
+    a socket bound here made 2,000 long-poll pops arriving at 500 a second
+    answer up to 3 s late (tests/api/test_longpoll_scale.py; the server
+    used 0.39 cores with them waiting, against 0.01), for reasons not found.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def _log_started_message(self, listeners: Any) -> None:
+            _serving_on(listeners[0])
+
+    return Server(config)
 
 
 def _metrics_dir() -> Path | None:
@@ -208,24 +232,27 @@ class Command(BaseCommand):
         _check_database()
         if redis_url:
             _check_redis(redis_url)
-        # Bound before migrating, so a taken port fails at once; listening
-        # starts just before "serving on".
+        # Bound before migrating, so a taken port fails at once. With one
+        # worker the socket only checks that: uvicorn binds its own.
         sock = _bind(host, port)
+        if workers == 1:
+            port = sock.getsockname()[1]
+            sock.close()
         if not options["no_migrate"]:
             log.info("applying migrations…")
             _migrate()
         if options["bootstrap"]:
-            self._bootstrap(host, sock.getsockname()[1])
+            self._bootstrap(host, port)
         connection.close()
         metrics_dir = _metrics_dir()
         try:
-            self._serve(sock, workers, options["access_log"])
+            self._serve(host, port, sock, workers, options["access_log"])
         finally:
             if metrics_dir is not None:
                 shutil.rmtree(metrics_dir, ignore_errors=True)
         log.info("stopped")
 
-    def _serve(self, sock: socket.socket, workers: int, access_log: bool) -> None:
+    def _serve(self, host: str, port: int, sock: socket.socket, workers: int, access_log: bool) -> None:
         import uvicorn
 
         # uvicorn re-raises the stop signal once it has shut down, to the
@@ -236,6 +263,8 @@ class Command(BaseCommand):
         app = "queenadmin.metrics.asgi:application" if app_settings.METRICS_REQUESTS else "queenadmin.asgi:application"
         config = uvicorn.Config(
             app,
+            host=host,
+            port=port,
             workers=workers,
             lifespan="on",
             log_config=logs.logging_config(uvicorn=True, access_log=access_log),
@@ -244,17 +273,15 @@ class Command(BaseCommand):
             ws="websockets-sansio",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
-        sock.listen(config.backlog)
-        address, port = sock.getsockname()[:2]
-        shown = f"[{address}]" if ":" in address else address
-        log.info("serving on http://%s:%d/ (Ctrl-C stops)", shown, port)
         if workers > 1:
             from uvicorn.supervisors import Multiprocess
 
+            sock.listen(config.backlog)
+            _serving_on(sock)
             Multiprocess(config, sockets=[sock]).run()
         else:
-            server = uvicorn.Server(config)
-            server.run(sockets=[sock])
+            server = _single_server(config)
+            server.run()
             if not server.started:
                 sys.exit(1)
 
