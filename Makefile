@@ -3,20 +3,29 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
 
-.PHONY: setup run test test-sqlite test-postgres lint bench
+.PHONY: setup run token test test-sqlite test-postgres lint bench
 
 setup: $(STAMP)
 
+# Again when pyproject.toml changes (a new dependency).
 $(STAMP): pyproject.toml
+	@echo "installing dependencies into $(VENV) (first run only, about a minute)…"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
-## Serve API + dashboard + background loops on SQLite at http://127.0.0.1:8000
+## Serve API + dashboard + background loops on SQLite at http://127.0.0.1:8000 (make run PORT=8080)
 run: setup
-	$(BIN)/python manage.py serve --bootstrap --host 127.0.0.1 --port 8000
+	@$(BIN)/python manage.py serve --bootstrap --host $(HOST) --port $(PORT)
+
+## A new API token, printed once: make token NAME=my-service
+token: setup
+	@test -n "$(NAME)" || { echo "usage: make token NAME=my-service"; exit 2; }
+	@$(BIN)/python manage.py apitoken create "$(NAME)"
 
 ## The whole suite, on SQLite unless DATABASE_URL points at PostgreSQL
 test: setup

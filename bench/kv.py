@@ -477,6 +477,38 @@ def _server_stack(env: dict[str, str]) -> str:
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True).stdout.strip()
 
 
+class Scraper:
+    """GET /metrics every ``every`` seconds in a thread, as a Prometheus would."""
+
+    def __init__(self, server: Server, every: float) -> None:
+        import threading
+
+        self.server, self.every = server, every
+        self.scrapes = self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        host, port = self.server.url.rsplit("/", 1)[-1].split(":")
+        while not self._stop.wait(self.every):
+            conn = http.client.HTTPConnection(host, int(port), timeout=10)
+            try:
+                conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {self.server.token}"})
+                response = conn.getresponse()
+                response.read()
+                self.scrapes += 1
+                self.failures += response.status != 200
+            except OSError:
+                self.failures += 1
+            finally:
+                conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # run the finally blocks: stop serve, drop the DB
 
@@ -498,6 +530,13 @@ def main() -> int:
         default=[],
         metavar="NAME=VALUE",
         help="extra environment for the server (repeatable), e.g. QUEENADMIN_HTTP_THREADS=8",
+    )
+    parser.add_argument(
+        "--scrape-every",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="GET /metrics this often while the cells run, as a Prometheus would (0: never)",
     )
     args = parser.parse_args()
 
@@ -521,6 +560,7 @@ def main() -> int:
         workload[batch] = make_calls(batch, 2000 if batch == 1 else 300, seed=batch)
         bodies[batch] = [call_body(c) for c in workload[batch]]
 
+    scraping = f"every {args.scrape_every:g} s" if args.scrape_every > 0 else "never"
     started = datetime.now(UTC)
     with serve(base_url, args.workers, extra_env) as server:
         for batch in batches:
@@ -532,6 +572,7 @@ def main() -> int:
         cells = [Cell(side, b, c) for b in batches for c in concs for side in ("http", "raw")]
 
         meter = CpuMeter(server.process.pid, server.db_url.rsplit("/", 1)[1])
+        scraper = Scraper(server, args.scrape_every) if args.scrape_every > 0 else None
 
         def one(cell: Cell, seconds: float) -> Run:
             before, started_at = meter.snapshot(), time.monotonic()
@@ -574,12 +615,16 @@ def main() -> int:
                     f"load {run.load:.2f}  errors {run.errors}",
                     flush=True,
                 )
+        if scraper is not None:
+            scraper.stop()
+            print(f"scraped /metrics {scraper.scrapes} times, {scraper.failures} failed", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
 
     print(
         f"\n{started:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, serve --workers "
         f"{args.workers if args.workers is not None else 'default'}, env {extra_env or '{}'}, "
-        f"{args.runs} x {args.seconds:g} s per cell, {KEYSPACE} keys, values ~40 bytes, forever; "
+        f"{args.runs} x {args.seconds:g} s per cell, "
+        f"/metrics scraped {scraping}, {KEYSPACE} keys, values ~40 bytes, forever; "
         f"server stack {_server_stack(extra_env)}\n"
     )
     if args.only == "both":

@@ -104,6 +104,15 @@ class _Settings:
     #: 0 turns it off.
     SAMPLER_IN_SERVE: bool = True
 
+    #: Count requests by route class and status for /metrics (``serve``
+    #: wraps the application); off serves without the counters (the store
+    #: gauges and loop health stay).
+    METRICS_REQUESTS: bool = True
+    #: /metrics: a process reads the store's figures (queue depths, KV rows
+    #: per namespace, timers) at most once per this many seconds (Prometheus'
+    #: usual scrape interval; a read is a few queries per queue).
+    METRICS_STORE_SECONDS: float = 15.0
+
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():
             default = object.__getattribute__(self, name)

@@ -9,13 +9,18 @@ sweep skip locked rows. A loop whose interval is 0 is not started.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from django.db import close_old_connections, connection
 
+from queenadmin import metrics
 from queenadmin.conf import settings
 
 log = logging.getLogger(__name__)
@@ -46,8 +51,10 @@ def _loop(name: str, interval: Callable[[], float], step: Callable[[], Any]) -> 
         try:
             close_old_connections()
             step()
+            metrics.loop_step(name, ok=True, at=time.time())
         except Exception:
             log.exception("%s loop step failed", name)
+            metrics.loop_step(name, ok=False, at=time.time())
             connection.close()
         _stop.wait(interval())
     connection.close()
@@ -63,7 +70,7 @@ LOOPS: dict[str, tuple[Callable[[], float], Callable[[], Any]]] = {
 def _timer_loop() -> None:
     from queenadmin.domain.timers import TimerLoop
 
-    TimerLoop().run(_stop)
+    TimerLoop(on_step=lambda _: metrics.loop_step("timers", ok=True, at=time.time())).run(_stop)
 
 
 def _sampler_loop() -> None:
@@ -91,6 +98,7 @@ def start() -> None:
 
 
 def stop() -> None:
+    from queenadmin.domain import events
     from queenadmin.domain.timers import wake
 
     _stop.set()
@@ -98,15 +106,44 @@ def stop() -> None:
     for thread in _threads:
         thread.join(timeout=5)
     _threads.clear()
+    events.publisher.drain(1.0)
+
+
+def _close_pops_on_stop_signals() -> None:
+    """On SIGINT/SIGTERM, answer every waiting long-poll pop at once.
+
+    uvicorn's handlers (installed before the lifespan starts) stop taking
+    connections, then wait for the open ones; a waiting pop would hold its
+    connection for the rest of its timeout (up to 30 s). Chained in front
+    of them, this closes the pop hub first, so the pops answer 204 and the
+    server stops in well under a second.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    from queenadmin.domain.queues import wakeups
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(sig)
+
+        def handler(signum: int, frame: Any, previous: Any = previous) -> None:
+            loop.call_soon_threadsafe(wakeups.hub.close)
+            if callable(previous):
+                previous(signum, frame)
+
+        signal.signal(sig, handler)
 
 
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            _close_pops_on_stop_signals()
+            metrics.worker_started()
             start()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             stop()
+            metrics.worker_exited(os.getpid())
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -5,7 +5,8 @@ The environment is read once, here:
 - ``DATABASE_URL``: ``postgresql://...`` or ``sqlite:///path``; unset means
   SQLite in ``QUEENADMIN_DATA_DIR`` (default ``./data``).
 - ``REDIS_URL``: set means the channels-redis layer, else in-memory.
-- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``.
+- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``,
+  ``DJANGO_CSRF_TRUSTED_ORIGINS`` (comma-separated).
 - ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens (local
   development only; ``make run`` sets it and says so).
 """
@@ -35,6 +36,10 @@ if not SECRET_KEY:
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
+#: Origins the dashboard's and the admin's forms may come from when they are
+#: not the Host the server sees, e.g. "https://queen.example.com" behind a
+#: proxy that rewrites Host or the port.
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -44,6 +49,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Serves Swagger UI's files from our static files: /api/v1/docs works
+    # offline (without it ninja loads them from a CDN).
+    "ninja",
     "django_htmx",
     "template_partials",
     "queenadmin.apps.QueenAdminConfig",
@@ -172,12 +180,12 @@ def _app_settings_from_env() -> dict[str, Any]:
 
 globals().update(_app_settings_from_env())
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {
-        "queenadmin": {"handlers": ["console"], "level": os.environ.get("QUEENADMIN_LOG_LEVEL", "INFO")},
-        "django.request": {"handlers": ["console"], "level": "ERROR"},
-    },
-}
+
+def _logging() -> dict[str, Any]:
+    # QUEENADMIN_LOG_FORMAT (text or json) and QUEENADMIN_LOG_LEVEL: see logs.py.
+    from queenadmin.logs import logging_config
+
+    return logging_config()
+
+
+LOGGING = _logging()

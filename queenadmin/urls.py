@@ -7,6 +7,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from queenadmin.api import api
 from queenadmin.api.http import json_response
+from queenadmin.metrics.views import metrics_view
 
 
 def health(request: HttpRequest) -> HttpResponse:
@@ -20,6 +21,7 @@ def no_such_route(request: HttpRequest) -> HttpResponse:
 
 urlpatterns = [
     path("health", health, name="health"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/v1/", api.urls),
     re_path(r"^api(?:/.*)?$", no_such_route, name="no_such_route"),
     path("admin/", admin.site.urls),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from django.db import transaction
@@ -36,6 +37,8 @@ class _Publisher:
         self._thread: threading.Thread | None = None
         #: Hooks called synchronously with (group, message); tests use them.
         self.listeners: list[Any] = []
+        #: True while a batch is being sent (``drain`` waits for it).
+        self._sending = False
 
     def mark(self, group: str, message: dict[str, Any]) -> None:
         for listener in list(self.listeners):
@@ -66,6 +69,7 @@ class _Publisher:
                 while not self._pending:
                     self._cond.wait()
                 batch, self._pending = self._pending, {}
+                self._sending = True
             layer = get_channel_layer()
             if layer is not None:
                 for group, message in batch.items():
@@ -73,7 +77,25 @@ class _Publisher:
                         async_to_sync(layer.group_send)(group, message)
                     except Exception:
                         log.exception("could not publish to group %s", group)
+            with self._cond:
+                self._sending = False
+                self._cond.notify_all()
             threading.Event().wait(FLUSH_INTERVAL)
+
+    def drain(self, timeout_seconds: float) -> None:
+        """Wait until every marked event went out, at most ``timeout_seconds``.
+
+        A stopping worker calls it after its loops stop, so their last
+        events (a released lock) go out before the interpreter exits,
+        instead of failing in the publisher thread during its shutdown.
+        """
+        deadline = time.monotonic() + timeout_seconds
+        with self._cond:
+            while self._pending or self._sending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(min(left, 0.05))
 
 
 publisher = _Publisher()

@@ -1,4 +1,4 @@
-"""The README's client example runs as written against a live server."""
+"""The README runs as written: its client examples and every shell snippet, against a live server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import IS_POSTGRES, ROOT
 
 pytestmark = pytest.mark.live
 
@@ -39,3 +39,70 @@ def test_the_readme_consumer_example_runs(live_server):
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("billing ")]
     assert lines == ["billing {'order': 1}", "billing {'order': 2}", "billing {'order': 3}"]
+
+
+# --------------------------------------------------------------------------
+# Every snippet
+
+#: A fenced block, with the marker line before it if any:
+#: ``<!-- readme: not run (why) -->``, ``<!-- readme: checked by test_x -->``,
+#: ``<!-- readme: postgresql -->`` or ``<!-- readme: sqlite -->`` (run on that database only).
+FENCE = re.compile(r"(?:<!-- readme: (?P<mark>[^\n]*?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)```", re.S)
+RUNNABLE = ("sh", "python")
+
+
+def _snippets() -> list[tuple[str, str | None, str]]:
+    readme = (ROOT / "README.md").read_text()
+    return [(m["lang"], m["mark"], m["code"]) for m in FENCE.finditer(readme)]
+
+
+def test_every_readme_snippet_is_run_or_says_why():
+    """Each shell and Python block is run by a test here, or its marker says why not."""
+    snippets = [s for s in _snippets() if s[0] in RUNNABLE]
+    assert len(snippets) > 10
+    for lang, mark, code in snippets:
+        if mark is None or mark in ("postgresql", "sqlite"):
+            assert lang == "sh", f"unmarked {lang} snippets are not run:\n{code}"
+        elif mark.startswith("checked by "):
+            assert callable(globals().get(mark.removeprefix("checked by "))), mark
+        else:
+            assert re.fullmatch(r"not run \(.{10,}\)", mark), f"a not-run snippet says why: {mark!r}\n{code}"
+
+
+def test_the_readme_shell_snippets_run(live_server, tmp_path):
+    """Every shell block not marked otherwise runs as printed against a live server.
+
+    Three things are pointed at the test's server: its URL for
+    ``http://127.0.0.1:8000``, its data directory for ``data/``, and its
+    database (``DATABASE_URL`` in the environment, as the README says to
+    export). ``make`` runs with ``-o .venv/.installed``: without it, a
+    pyproject.toml newer than the install stamp would reinstall the shared
+    virtualenv in the middle of the suite.
+    """
+    database = "postgresql" if IS_POSTGRES else "sqlite"
+    data_dir = live_server.env["QUEENADMIN_DATA_DIR"]
+    env = dict(live_server.env)
+    ran = 0
+    for lang, mark, code in _snippets():
+        if lang != "sh" or mark not in (None, database):
+            continue
+        script = (
+            code.replace("http://127.0.0.1:8000", live_server.url)
+            .replace("make token", "make -o .venv/.installed token")
+            .replace("data/", f"{data_dir}/")
+        )
+        before = set(ROOT.iterdir())
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for created in set(ROOT.iterdir()) - before:  # pg_dump's file
+            created.unlink()
+        assert done.returncode == 0, f"{code}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        assert done.stdout.strip(), code
+        ran += 1
+    assert ran >= 5

@@ -73,6 +73,8 @@ class Hub:
         self.listener: asyncio.Task[None] | None = None
         #: Settings of the database to LISTEN on (PostgreSQL only).
         self.listen_params: dict[str, Any] | None = None
+        #: Set by ``close`` when the server stops: no pop waits any more.
+        self.closed = False
 
     def bind(self) -> None:
         """Attach to the running loop; start the LISTEN task on PostgreSQL."""
@@ -82,6 +84,7 @@ class Hub:
             self.lanes = {}
             self.rechecks = {}
             self.listener = None
+            self.closed = False
         if self.listen_params is None and is_postgres():
             self.listen_params = connect_params()
         if self.listen_params and (self.listener is None or self.listener.done()):
@@ -98,8 +101,11 @@ class Hub:
 
         ``recheck_at`` (loop time) asks for the key's re-check no later than
         then (a lease the claim saw expires). Returns True when woken (at
-        once if a wake-up already came after ``generation``).
+        once if a wake-up already came after ``generation``). Returns False
+        at once, and wakes waiting ones with False, once ``close`` ran.
         """
+        if self.closed:
+            return False
         if self.generations.get(key, 0) != generation:
             return True
         loop = asyncio.get_running_loop()
@@ -113,7 +119,21 @@ class Hub:
             return False
         finally:
             self._leave(key, lane, future)
-        return True
+        return not self.closed
+
+    def close(self) -> None:
+        """End every wait now and every later one at once: the server stops.
+
+        The pops then answer 204 as on a timeout, so a stopping server
+        drains in well under a second instead of holding each connection
+        for the rest of its pop's timeout. Loop only.
+        """
+        self.closed = True
+        for lanes in list(self.lanes.values()):
+            for waiting in list(lanes.values()):
+                for future in list(waiting):
+                    if not future.done():
+                        future.set_result(None)
 
     def _leave(self, key: str, lane: Lane, future: asyncio.Future[None]) -> None:
         lanes = self.lanes.get(key)

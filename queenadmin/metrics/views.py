@@ -1,0 +1,32 @@
+"""The ``/metrics`` view."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from queenadmin import metrics
+from queenadmin.api import errors as error_table
+from queenadmin.api.http import json_response
+from queenadmin.conf import settings
+from queenadmin.domain import tokens
+from queenadmin.errors import Unauthorized
+
+
+def _authorized(request: HttpRequest) -> bool:
+    # Any valid API token may read the metrics (the same bearer check as
+    # /api/v1); a metrics-only scope can narrow this once tokens have scopes.
+    if settings.OPEN_API:
+        return True
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token) and tokens.token_check(token.strip()) is not None
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    if not _authorized(request):
+        # The API's 401, so a scraper's misconfiguration reads the same.
+        status, body = error_table.render(Unauthorized())
+        return json_response(body, status, {"WWW-Authenticate": "Bearer"})
+    text, content_type = metrics.render()
+    return HttpResponse(text, content_type=content_type)
