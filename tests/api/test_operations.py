@@ -235,8 +235,9 @@ def test_metrics_count_requests_and_read_the_store():
     assert samples['queenadmin_queue_in_flight{queue="metered"}'] == 1
     assert samples['queenadmin_queue_dead_letters{queue="metered"}'] == 0
     assert samples['queenadmin_queue_oldest_ready_age_seconds{queue="metered"}'] > 0
-    # Ours, and the timer loop's permit of queenadmin.timers.
-    assert samples["queenadmin_locks_held"] == 2
+    # Ours, the timer loop's permit of queenadmin.timers and the sampler's
+    # of queenadmin.sampler.
+    assert samples["queenadmin_locks_held"] == 3
     assert samples["queenadmin_timers_pending"] == 1
     assert samples["queenadmin_timers_overdue_seconds"] == 0
     assert samples["queenadmin_workers"] == 1
