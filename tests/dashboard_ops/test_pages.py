@@ -87,8 +87,18 @@ def test_csrf_is_enforced_on_actions(make_client, action, data):
     assert DeadLetter.objects.count() == 0
 
 
-def test_get_on_an_action_is_not_allowed(operator, data):
-    assert operator.get("/queues/q/dlq/replay/").status_code == 405
+def test_get_on_an_action_leads_to_its_confirmation_and_does_nothing(operator, viewer, client, data):
+    """As every dashboard action (``common.staff_action``): GET asks first
+    (here: the DLQ section's confirmations), needs the action's permission,
+    and an anonymous caller gets 403, not the login page."""
+    for action in ("replay", "purge"):
+        response = operator.get(f"/queues/q/dlq/{action}/?dlq_group=g1")
+        assert response.status_code == 303
+        assert response["Location"] == "/queues/q/?dlq_group=g1#queue-dlq"
+        assert viewer.get(f"/queues/q/dlq/{action}/").status_code == 403
+        assert client.post(f"/queues/q/dlq/{action}/", {"all": "1", "confirm": "q"}).status_code == 403
+    assert operator.delete("/queues/q/dlq/replay/").status_code == 405
+    assert DeadLetter.objects.count() == 3
 
 
 def test_unknown_queue_is_404(operator, data):
@@ -137,8 +147,8 @@ def test_message_pages_go_back_by_offset(viewer, data):
 @pytest.mark.parametrize(
     ("url", "target", "partial_id"),
     [
-        ("/", None, "overview-body"),
-        ("/queues/", None, "queue-table"),
+        ("/", "overview-body", "overview-body"),
+        ("/queues/", "queue-table", "queue-table"),
         ("/queues/q/", "queue-summary", "queue-summary"),
         ("/queues/q/", "queue-messages", "queue-messages"),
         ("/queues/q/", "queue-dlq", "queue-dlq"),
