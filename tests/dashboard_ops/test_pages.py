@@ -317,25 +317,6 @@ def test_query_count_does_not_grow_with_the_data(viewer, url, data, django_asser
         assert viewer.get(url).status_code == 200
 
 
-def test_queue_charts_draw_once_the_series_source_answers(viewer, data, monkeypatch):
-    """The lead points ``queue_chart_points`` at the sampler's ``queue_series``; given points, both charts draw."""
-    from queenadmin.dashboard.views import queues as queue_views
-
-    def points(*, queue, since, until):
-        step = (until - since) / 6
-        times = [since + step * i for i in range(7)]
-        return (
-            [(t, 100.0 * i) for i, t in enumerate(times)],
-            [(t, 90.0 * i) for i, t in enumerate(times)],
-            [(t, 10.0 + i) for i, t in enumerate(times)],
-        )
-
-    monkeypatch.setattr(queue_views, "queue_chart_points", points)
-    page = viewer.get("/queues/q/").content.decode()
-    assert "Pushed and acked per minute, last hour" in page
-    assert page.count("<polyline") == 3
-
-
 def test_operator_purges_selected_dead_letters_with_the_typed_name(operator, data):
     page = operator.get("/queues/q/").content.decode()
     assert "Purge selected" in page

@@ -51,19 +51,18 @@ class QueueCharts:
 
 
 def series_points(samples: Sequence[SamplePoint]) -> tuple[Points, Points, Points]:
-    """Pushed and acked per minute and depth, each at its interval's end.
+    """Pushed and acked per minute and depth, each at its interval's start.
 
     The sampler's counters are what happened during an interval of
-    ``seconds``, so a rate is ``count * 60 / seconds``; depth is read at
-    the interval's end.
+    ``seconds`` (``SamplePoint``), so a rate is ``count * 60 / seconds``.
+    A point is drawn at ``at``: the current interval's end is still ahead.
     """
     pushed, acked, depth = [], [], []
     for s in samples:
-        end = s.at + timedelta(seconds=s.seconds)
         minutes = max(1, s.seconds) / 60
-        pushed.append((end, s.pushed / minutes))
-        acked.append((end, s.acked / minutes))
-        depth.append((end, float(s.depth)))
+        pushed.append((s.at, s.pushed / minutes))
+        acked.append((s.at, s.acked / minutes))
+        depth.append((s.at, float(s.depth)))
     return pushed, acked, depth
 
 
