@@ -111,6 +111,9 @@ def line_chart(
                 f'<polyline class="line line-{n}" points="{coords}" data-series="{escape(name)}"'
                 f' data-values="{values}"><title>{escape(name)}</title></polyline>'
             )
+        if len(points) == 1:
+            x, y = coords.split(",")
+            body.append(f'<circle class="line line-{n}" cx="{x}" cy="{y}" r="2"/>')
         body.append(
             f'<text class="legend line-{n}" x="{_PAD_LEFT + 6 + 110 * n}" y="{_PAD_TOP + 10}">{escape(name)}</text>'
         )

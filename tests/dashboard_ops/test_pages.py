@@ -227,6 +227,9 @@ def test_htmx_action_answers_the_dlq_partial(operator, data):
     page = response.content.decode()
     assert page.lstrip().startswith('<section id="queue-dlq"')
     assert "Purged 3 dead letters" in page
+    # The tiles follow out of band: no dead letter left.
+    assert '<div id="queue-summary" hx-swap-oob="true">' in page
+    assert 'Dead letters</span><span class="qa-tile-value tone-dlq">0<' in page
 
 
 # -- search ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
@@ -249,7 +250,13 @@ def _finish(request: HtmxHttpRequest, name: str) -> HttpResponse:
             if request.POST.get(k):
                 params[k] = request.POST[k]
         ctx = live.page_context(QUEUE, request.user, params)
-        return render(request, "queenadmin/queues/queue.html#queue-dlq", ctx)
+        dlq_region = render(request, "queenadmin/queues/queue.html#queue-dlq", ctx)
+        # The tiles and partitions changed too: out of band, so the page is
+        # right even before (or without) its socket's push.
+        ctx["oob"] = True
+        summary = render_to_string("queenadmin/queues/queue.html#queue-summary", ctx, request=request)
+        dlq_region.content = dlq_region.content + summary.encode()
+        return dlq_region
     return HttpResponseRedirect(_back(name, request.POST), status=303)
 
 
