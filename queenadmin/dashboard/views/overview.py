@@ -16,7 +16,7 @@ from queenadmin.dashboard.views.queues import CHART_WINDOW, series_points
 from queenadmin.domain import clock, events
 from queenadmin.domain.overview import Bounded, TimersDue, kv_namespace_counts, locks_held, timers_due
 from queenadmin.domain.queues.board import QueueBoard, queue_boards
-from queenadmin.domain.queues.history import queue_series
+from queenadmin.domain.queues.history import queue_series, queues_series
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,9 @@ class QueueDepthChart:
 def queue_activity_charts(boards: list[QueueBoard], now: datetime) -> tuple[SafeString | None, list[QueueDepthChart]]:
     """All queues' pushed and acked per minute, and the busiest queues' depth, over the last hour.
 
-    The busiest are the deepest now (claimable + parked + in flight); one
-    series query each, so the cost does not grow with the number of queues.
+    The busiest are the deepest now (claimable + parked + in flight), their
+    series read in one statement: the cost does not grow with the number
+    of queues.
     """
     since = now - CHART_WINDOW
     points = queue_series(queue=None, since=since, until=now)
@@ -86,16 +87,13 @@ def queue_activity_charts(boards: list[QueueBoard], now: datetime) -> tuple[Safe
             until=now,
         )
     deepest = sorted(boards, key=lambda b: (-(b.claimable + b.parked + b.in_flight), b.name))[:BUSIEST]
+    series = queues_series(queues=[b.name for b in deepest], since=since, until=now)
     depth = []
     for b in deepest:
-        samples = queue_series(queue=b.name, since=since, until=now)
-        if samples:
-            _, _, line = series_points(samples)
-            depth.append(
-                QueueDepthChart(
-                    b.name, svg.line_chart([("depth", line)], title=f"Depth, {b.name}", since=since, until=now)
-                )
-            )
+        if b.name in series:
+            _, _, line = series_points(series[b.name])
+            chart = svg.line_chart([("depth", line)], title=f"Depth, {b.name}", since=since, until=now)
+            depth.append(QueueDepthChart(b.name, chart))
     return rates, depth
 
 
