@@ -27,7 +27,7 @@ def _push(queue: str, n: int) -> None:
 
 
 def _claimable(frame: str) -> str:
-    found = re.search(r'Claimable</span><span class="qa-tile-value state-ready">([^<]*)<', frame)
+    found = re.search(r'Claimable</span><span class="qa-tile-value tone-ready">([^<]*)<', frame)
     assert found, frame[:500]
     return found.group(1)
 
