@@ -75,7 +75,7 @@ def test_replay_one_dead_letter_from_the_ui(dash, login):
     page.locator("#queue-dlq").get_by_text("Replay selected…").click()
     page.locator("#queue-dlq input[name=reason]").first.fill("fixed the bug")
     page.locator("#queue-dlq").get_by_role("button", name="Replay selected").click()
-    expect(page.locator("#queue-dlq")).to_contain_text("Replayed 1 dead letter of replay-q.")
+    expect(page.locator("#dlq-outcome")).to_contain_text("Replayed 1 dead letter of replay-q.")
     expect(rows).to_have_count(2)
     expect(page.locator("#queue-summary .qa-tile-value.tone-dlq")).to_have_text("2")
     after = _dlq(dash, "replay-q")
@@ -97,13 +97,18 @@ def test_purge_needs_the_typed_name(dash, login):
     form = dlq.locator("form", has=page.get_by_role("button", name="Purge", exact=True))
     form.locator("input[name=confirm]").fill("purge-Q")
     form.get_by_role("button", name="Purge", exact=True).click()
-    expect(dlq).to_contain_text("type the queue name (purge-q) to confirm")
+    expect(page.locator("#dlq-outcome")).to_contain_text("type the queue name (purge-q) to confirm")
     assert _dlq(dash, "purge-q")["total"] == 2
     dlq.get_by_text("Purge all that match…").click()
     form.locator("input[name=confirm]").fill("purge-q")
     shot(page, "queue-purge-confirmation")
     form.get_by_role("button", name="Purge", exact=True).click()
-    expect(dlq).to_contain_text("Purged 2 dead letters of purge-q.")
+    outcome = page.locator("#dlq-outcome")
+    expect(outcome).to_contain_text("Purged 2 dead letters of purge-q.")
+    expect(dlq.locator("tbody tr td.empty")).to_have_text("No dead letters.")
+    # The socket's push that follows re-draws the region, not the outcome.
+    page.wait_for_timeout(1000)
+    expect(outcome).to_contain_text("Purged 2 dead letters of purge-q.")
     assert _dlq(dash, "purge-q") == {"messages": [], "total": 0}
 
 

@@ -251,11 +251,15 @@ def _finish(request: HtmxHttpRequest, name: str) -> HttpResponse:
                 params[k] = request.POST[k]
         ctx = live.page_context(QUEUE, request.user, params)
         dlq_region = render(request, "queenadmin/queues/queue.html#queue-dlq", ctx)
-        # The tiles and partitions changed too: out of band, so the page is
-        # right even before (or without) its socket's push.
+        # Out of band: the outcome (outside the live region, so the push
+        # that follows does not wipe it), and the tiles and partitions, so
+        # the page is right even before (or without) its socket's push.
         ctx["oob"] = True
-        summary = render_to_string("queenadmin/queues/queue.html#queue-summary", ctx, request=request)
-        dlq_region.content = dlq_region.content + summary.encode()
+        extra = "".join(
+            render_to_string(f"queenadmin/queues/queue.html#{name}", ctx, request=request)
+            for name in ("dlq-outcome", "queue-summary")
+        )
+        dlq_region.content = dlq_region.content + extra.encode()
         return dlq_region
     return HttpResponseRedirect(_back(name, request.POST), status=303)
 
