@@ -17,7 +17,8 @@ migrates it, and seeds, in bulk SQL with ``generate_series``:
   2 permits, live for an hour) in ``queen-locks``;
 - 100,000 pending timers due over the next 24 hours (~4,200 in the next
   hour, which the overview's chart reads);
-- 10,000 audit entries.
+- 10,000 audit entries;
+- a day of statistics samples (10 s rows) per queue, which the charts read.
 
 This is a seeding tool, so it writes the tables directly (the domain is
 the only writer everywhere else): going through the domain would take
@@ -117,6 +118,8 @@ LOCKS = 5_000
 PERMITS = 2
 TIMERS = 100_000
 AUDIT = 10_000
+#: A day of the sampler's 10 s ticks per queue.
+SAMPLE_TICKS = 8_640
 
 
 def scratch_url(url: str) -> str:
@@ -161,12 +164,13 @@ SEED_SQL = [
     # Queue mode 60% through; a live lease of 100 on every third partition.
     f"""
     INSERT INTO queenadmin_consumercursor (partition_id, group_name, committed_offset, start_offset, lease_id,
-        leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at)
+        leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at, delivered, acked, failed)
     SELECT p.id, '__QUEUE_MODE__', {PER_PARTITION * 6 // 10}, 0,
            CASE WHEN p.id % 3 = 0 THEN gen_random_uuid()::text END,
            CASE WHEN p.id % 3 = 0 THEN now() + interval '1 hour' END,
            {PER_PARTITION * 6 // 10} + CASE WHEN p.id % 3 = 0 THEN 100 ELSE 0 END,
-           '[]'::jsonb, 0, 0, now() - interval '10 seconds'
+           '[]'::jsonb, 0, 0, now() - interval '10 seconds',
+           {PER_PARTITION * 6 // 10}, {PER_PARTITION * 6 // 10}, 0
     FROM queenadmin_partition p
     """,
     """
@@ -177,9 +181,10 @@ SEED_SQL = [
     """,
     f"""
     INSERT INTO queenadmin_consumercursor (partition_id, group_name, committed_offset, start_offset, lease_id,
-        leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at)
+        leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at, delivered, acked, failed)
     SELECT p.id, g.name, CASE WHEN g.name = 'billing' THEN {PER_PARTITION} - 50 ELSE {PER_PARTITION} / 4 END, 0,
-           NULL, NULL, 0, '[]'::jsonb, 0, 0, now() - interval '1 minute'
+           NULL, NULL, 0, '[]'::jsonb, 0, 0, now() - interval '1 minute',
+           0, 0, 0
     FROM queenadmin_partition p JOIN queenadmin_consumergroup g ON g.queue_id = p.queue_id
     """,
     f"""
@@ -215,6 +220,16 @@ SEED_SQL = [
     SELECT now() - make_interval(secs => i), 'operator', 'timer.cancel', 'bench-q1/timer-' || i, 'pending', 'cancelled',
            'bench', 'timer', 'dashboard'
     FROM generate_series(1, {AUDIT}) i
+    """,
+    # The sampler's last day of 10 s rows (what the charts read): every
+    # queue steady at ~40 pushed and ~38 acked a tick.
+    f"""
+    INSERT INTO queenadmin_queuesample (queue_id, queue, resolution, at, pushed_total, popped_total, acked_total,
+        failed_total, dlq_total, pushed, popped, acked, failed, dlq, depth, oldest_claimable_age)
+    SELECT q.id, q.name, 10, to_timestamp(floor(extract(epoch FROM now()) / 10) * 10 - t * 10),
+           ({SAMPLE_TICKS} - t) * 40, ({SAMPLE_TICKS} - t) * 38, ({SAMPLE_TICKS} - t) * 38, 0, 0,
+           40 + t % 7, 38 + t % 5, 38 + t % 5, 0, 0, 4000 + (t * 37) % 900, 5.0
+    FROM queenadmin_queue q, generate_series(0, {SAMPLE_TICKS - 1}) t
     """,
 ]
 

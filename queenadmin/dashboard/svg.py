@@ -90,7 +90,9 @@ def line_chart(
     """One polyline per named series of (time, value) points over [since, until].
 
     Points outside the window are dropped; a series gets the CSS class
-    ``line line-<n>`` (its position), and a legend names it.
+    ``line line-<n>`` (its position), and a legend names it. The polyline
+    carries its name and values (``data-series``, ``data-values``) for
+    tests and anyone reading the page's source.
     """
     span = max(1e-9, (until - since).total_seconds())
     inside = [(name, [(t, v) for t, v in points if since <= t <= until]) for name, points in series]
@@ -104,7 +106,14 @@ def line_chart(
             for t, v in points
         )
         if coords:
-            body.append(f'<polyline class="line line-{n}" points="{coords}"><title>{escape(name)}</title></polyline>')
+            values = ",".join(f"{v:g}" for _, v in points)
+            body.append(
+                f'<polyline class="line line-{n}" points="{coords}" data-series="{escape(name)}"'
+                f' data-values="{values}"><title>{escape(name)}</title></polyline>'
+            )
+        if len(points) == 1:
+            x, y = coords.split(",")
+            body.append(f'<circle class="line line-{n}" cx="{x}" cy="{y}" r="2"/>')
         body.append(
             f'<text class="legend line-{n}" x="{_PAD_LEFT + 6 + 110 * n}" y="{_PAD_TOP + 10}">{escape(name)}</text>'
         )

@@ -133,6 +133,24 @@
     if (badge && (badge.dataset.state === "stale" || badge.dataset.state === "refused")) window.location.reload();
   });
 
+  // A pushed region marked data-hold-while-used is not swapped while the
+  // operator is using it (a field has focus, boxes are ticked, a
+  // confirmation is open): the push would throw their work away. The next
+  // push after they are done brings it up to date.
+  function inUse(el) {
+    if (!el || !el.hasAttribute || !el.hasAttribute("data-hold-while-used")) return false;
+    var active = document.activeElement;
+    if (active && active !== document.body && el.contains(active) && active.matches("input, select, textarea")) return true;
+    return !!el.querySelector("input[type=checkbox]:checked, details[open]");
+  }
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (inUse(target)) {
+      event.detail.shouldSwap = false;
+      event.preventDefault();
+    }
+  });
+
   // ---- dialogs and notices ---------------------------------------------
   function dialog() { return document.getElementById("dialog"); }
   document.addEventListener("htmx:afterSwap", function (event) {

@@ -1,50 +1,13 @@
-"""What the overview, queues and search pages share: access and small helpers.
+"""Small helpers of the overview, queues and search pages (ages, durations, ints).
 
-``staff_page`` is this half of the dashboard's access rule (staff login,
-then the page's view permission or the action's change permission); the
-lead folds it into ``views/common.py`` at merge.
+Access is ``views/common.py``'s ``staff_page`` / ``staff_action``, as on
+every other page.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
-from functools import wraps
-from typing import Any, TypeVar
-
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
-
-View = TypeVar("View", bound=Callable[..., HttpResponse])
-
-
-def staff_page(permission: str) -> Callable[[View], View]:
-    """Let staff with ``permission`` in; send others to log in, or 403.
-
-    An anonymous visitor goes to the login page with ``next`` set to where
-    they were going; a signed-in user who is not staff, or lacks the
-    permission, gets 403 (never a hidden button as the only guard).
-    """
-
-    def decorate(view: View) -> View:
-        @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            user = request.user
-            if not user.is_authenticated:
-                return redirect_to_login(request.get_full_path())
-            if not user.is_staff or not user.has_perm(permission):
-                raise PermissionDenied
-            return view(request, *args, **kwargs)
-
-        return wrapped  # type: ignore[return-value]
-
-    return decorate
-
-
-def may(request: HttpRequest, permission: str) -> bool:
-    """Whether the signed-in user may do what ``permission`` guards."""
-    return bool(request.user.is_staff and request.user.has_perm(permission))
 
 
 def age_seconds(moment: datetime | None, now: datetime) -> float | None:

@@ -1,22 +1,22 @@
-"""``/``: counts and health at a glance."""
+"""``/``: counts and health at a glance, live (one region, ``overview-body``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import HttpResponse, QueryDict
 from django.utils.safestring import SafeString
-from django.views.decorators.http import require_GET
 
-from queenadmin.conf import settings as app_settings
-from queenadmin.dashboard import svg
-from queenadmin.dashboard.permissions import VIEW
-from queenadmin.dashboard.views.ops_common import age_seconds, short_duration, staff_page
-from queenadmin.domain import clock
+from queenadmin.dashboard import live, svg
+from queenadmin.dashboard.views.common import HtmxHttpRequest, User, staff_page
+from queenadmin.dashboard.views.ops_common import age_seconds, short_duration
+from queenadmin.dashboard.views.queues import CHART_WINDOW, series_points
+from queenadmin.domain import clock, events
 from queenadmin.domain.overview import Bounded, TimersDue, kv_namespace_counts, locks_held, timers_due
 from queenadmin.domain.queues.board import QueueBoard, queue_boards
+from queenadmin.domain.queues.history import queue_series, queues_series
 
 
 @dataclass(frozen=True)
@@ -58,16 +58,53 @@ def timers_chart(due: TimersDue) -> SafeString:
     )
 
 
-@require_GET
-@staff_page(VIEW["overview"])
-def overview(request: HttpRequest) -> HttpResponse:
+#: Queues with a depth chart of their own on the overview.
+BUSIEST = 4
+
+
+@dataclass(frozen=True)
+class QueueDepthChart:
+    name: str
+    chart: SafeString
+
+
+def queue_activity_charts(boards: list[QueueBoard], now: datetime) -> tuple[SafeString | None, list[QueueDepthChart]]:
+    """All queues' pushed and acked per minute, and the busiest queues' depth, over the last hour.
+
+    The busiest are the deepest now (claimable + parked + in flight), their
+    series read in one statement: the cost does not grow with the number
+    of queues.
+    """
+    since = now - CHART_WINDOW
+    points = queue_series(queue=None, since=since, until=now)
+    rates = None
+    if points:
+        pushed, acked, _ = series_points(points)
+        rates = svg.line_chart(
+            [("pushed / min", pushed), ("acked / min", acked)],
+            title="Messages pushed and acked per minute, all queues",
+            since=since,
+            until=now,
+        )
+    deepest = sorted(boards, key=lambda b: (-(b.claimable + b.parked + b.in_flight), b.name))[:BUSIEST]
+    series = queues_series(queues=[b.name for b in deepest], since=since, until=now)
+    depth = []
+    for b in deepest:
+        if b.name in series:
+            _, _, line = series_points(series[b.name])
+            chart = svg.line_chart([("depth", line)], title=f"Depth, {b.name}", since=since, until=now)
+            depth.append(QueueDepthChart(b.name, chart))
+    return rates, depth
+
+
+def overview_context(user: User, params: QueryDict) -> dict[str, Any]:
     now = clock.now()
     boards = queue_boards()
     lines = [QueueLine(b, short_duration(age_seconds(b.oldest_claimable_at, now)), _state(b, now)) for b in boards]
     due = timers_due(now=now)
-    ctx = {
+    rates_chart, depth_charts = queue_activity_charts(boards, now)
+    return {
         "now": now,
-        "environment": app_settings.ENVIRONMENT_NAME,
         "queues": lines,
         "totals": {
             "claimable": sum(b.claimable for b in boards),
@@ -84,8 +121,29 @@ def overview(request: HttpRequest) -> HttpResponse:
         "next_due_in": short_duration(None if due.next_due is None else max(0.0, (due.next_due - now).total_seconds())),
         "timers_chart": timers_chart(due),
         "timers_capped_at": None if due.capped_from is None else due.start + due.bucket * due.capped_from,
+        "rates_chart": rates_chart,
+        "depth_charts": depth_charts,
     }
-    template = (
-        "queenadmin/overview.html#overview-body" if request.headers.get("HX-Request") else "queenadmin/overview.html"
+
+
+OVERVIEW = live.register(
+    live.LivePage(
+        name="overview",
+        template="queenadmin/overview.html",
+        context=overview_context,
+        regions=(
+            live.Region(
+                "overview-body",
+                groups=(events.QUEUES_GROUP, events.TIMERS_GROUP, events.LOCKS_GROUP, events.KV_GROUP),
+            ),
+        ),
+        # One GROUP BY over every key and a count of every permit and timer:
+        # as /kv/, at most one push every 2 s however busy the broker is.
+        gap=2.0,
     )
-    return render(request, template, ctx)
+)
+
+
+@staff_page("overview")
+def overview(request: HtmxHttpRequest) -> HttpResponse:
+    return live.render_page(request, OVERVIEW)

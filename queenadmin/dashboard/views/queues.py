@@ -1,33 +1,35 @@
 """``/queues/`` and ``/queues/<name>/``: depth by state, lag, messages, DLQ.
 
-The queue page has three live regions, each a named partial of
-``queues/queue.html`` that an htmx request gets by targeting its id:
-``queue-summary`` (partitions and consumer groups), ``queue-messages``
-(recent messages of one partition, keyset-paged by offset, or the
-messages a search found) and ``queue-dlq`` (dead letters, keyset-paged by
-id, with replay and purge).
+Both are live pages (``dashboard/live.py``). The list is one region,
+``queue-table``. The queue page has three, each a named partial of
+``queues/queue.html``: ``queue-summary`` (tiles, charts, partitions and
+consumer groups), ``queue-messages`` (recent messages of one partition,
+keyset-paged by offset, or the messages a search found) and ``queue-dlq``
+(dead letters, keyset-paged by id, with replay and purge). A queue event
+about another queue leaves a queue page alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
-from django.views.decorators.http import require_GET, require_POST
 
-from queenadmin.dashboard import svg
-from queenadmin.dashboard.permissions import CHANGE, VIEW
-from queenadmin.dashboard.views.ops_common import age_seconds, int_param, may, short_duration, staff_page
-from queenadmin.domain import clock
+from queenadmin.dashboard import live, svg
+from queenadmin.dashboard.views.common import HtmxHttpRequest, User, actor_of, may_do, staff_action, staff_page
+from queenadmin.dashboard.views.ops_common import age_seconds, int_param, short_duration
+from queenadmin.domain import clock, events
 from queenadmin.domain.queues import board, dlq
+from queenadmin.domain.queues.history import SamplePoint, queue_series
 from queenadmin.errors import QueenError, QueueNotFound
 
 #: Rows of a messages or DLQ page.
@@ -38,7 +40,7 @@ MAX_BATCHES_PER_REQUEST = 100
 #: The window of the per-queue charts.
 CHART_WINDOW = timedelta(hours=1)
 
-_PARTIALS = {"queue-summary", "queue-messages", "queue-dlq"}
+Points = list[tuple[datetime, float]]
 
 
 @dataclass(frozen=True)
@@ -49,16 +51,31 @@ class QueueCharts:
     depth: SafeString
 
 
-def queue_chart_points(
-    *, queue: str, since: datetime, until: datetime
-) -> tuple[list[tuple[datetime, float]], list[tuple[datetime, float]], list[tuple[datetime, float]]] | None:
-    """Cumulative pushed and acked counters and depth of ``queue`` over a window.
+def series_points(samples: Sequence[SamplePoint]) -> tuple[Points, Points, Points]:
+    """Pushed and acked per minute and depth, each at its interval's start.
 
-    The source is the statistics sampler's ``queue_series`` (not merged
-    yet); until it is, there is nothing to draw and the page leaves the
-    charts out rather than show made-up numbers.
+    The sampler's counters are what happened during an interval of
+    ``seconds`` (``SamplePoint``), so a rate is ``count * 60 / seconds``.
+    A point is drawn at ``at``: the current interval's end is still ahead.
     """
-    return None
+    pushed, acked, depth = [], [], []
+    for s in samples:
+        minutes = max(1, s.seconds) / 60
+        pushed.append((s.at, s.pushed / minutes))
+        acked.append((s.at, s.acked / minutes))
+        depth.append((s.at, float(s.depth)))
+    return pushed, acked, depth
+
+
+def queue_chart_points(*, queue: str, since: datetime, until: datetime) -> tuple[Points, Points, Points] | None:
+    """Pushed and acked per minute and depth of ``queue`` over a window.
+
+    From the statistics sampler (``queue_series``); None when it has no
+    sample in the window yet (the page leaves the charts out rather than
+    draw an empty frame).
+    """
+    samples = queue_series(queue=queue, since=since, until=until)
+    return series_points(samples) if samples else None
 
 
 def queue_charts(*, queue: str, now: datetime) -> QueueCharts | None:
@@ -68,7 +85,7 @@ def queue_charts(*, queue: str, now: datetime) -> QueueCharts | None:
         return None
     pushed, acked, depth = points
     rates = svg.line_chart(
-        [("pushed / min", svg.per_minute(pushed)), ("acked / min", svg.per_minute(acked))],
+        [("pushed / min", pushed), ("acked / min", acked)],
         title=f"Messages pushed and acked per minute, {queue}",
         since=since,
         until=now,
@@ -82,26 +99,35 @@ class QueueLine:
     oldest_age: str
 
 
-@require_GET
-@staff_page(VIEW["queues"])
-def queue_list(request: HttpRequest) -> HttpResponse:
+def queues_context(user: User, params: QueryDict) -> dict[str, Any]:
     now = clock.now()
-    after = request.GET.get("after", "")
+    after = params.get("after", "")
     boards = board.queue_boards(after=after, limit=board.QUEUE_PAGE + 1)
     more = len(boards) > board.QUEUE_PAGE
     boards = boards[: board.QUEUE_PAGE]
-    ctx = {
+    return {
         "now": now,
         "queues": [QueueLine(b, short_duration(age_seconds(b.oldest_claimable_at, now))) for b in boards],
         "next_after": boards[-1].name if more else None,
     }
-    template = "queenadmin/queues/list.html"
-    if request.headers.get("HX-Request"):
-        template += "#queue-table"
-    return render(request, template, ctx)
 
 
-def _selection(name: str, data: Mapping[str, str]) -> board.DeadLetterFilter:
+QUEUES = live.register(
+    live.LivePage(
+        name="queues",
+        template="queenadmin/queues/list.html",
+        context=queues_context,
+        regions=(live.Region("queue-table", groups=(events.QUEUES_GROUP,)),),
+    )
+)
+
+
+@staff_page("queues")
+def queue_list(request: HtmxHttpRequest) -> HttpResponse:
+    return live.render_page(request, QUEUES)
+
+
+def _selection(name: str, data: Any) -> board.DeadLetterFilter:
     group = data.get("dlq_group", "") or None
     partition = data.get("dlq_partition", "") or None
     upto = data.get("upto", "")
@@ -113,8 +139,10 @@ def _selection(name: str, data: Mapping[str, str]) -> board.DeadLetterFilter:
     )
 
 
-def _queue_context(request: HttpRequest, name: str, params: Mapping[str, str]) -> dict[str, Any]:
+def queue_context(user: User, params: QueryDict) -> dict[str, Any]:
+    """The queue page; ``params["name"]`` is the queue its path names."""
     now = clock.now()
+    name = params.get("name", "")
     qb = board.queue_board(name=name)
     if qb is None:
         raise Http404(f"no queue {name}")
@@ -139,6 +167,7 @@ def _queue_context(request: HttpRequest, name: str, params: Mapping[str, str]) -
     return {
         "now": now,
         "queue": qb,
+        "queue_url": reverse("dashboard:queue", args=[name]),
         "oldest_age": short_duration(age_seconds(qb.oldest_claimable_at, now)),
         "partitions": [(p, short_duration(age_seconds(p.oldest_claimable_at, now))) for p in qb.partitions],
         "groups": [(g, short_duration(age_seconds(g.oldest_pending_at, now))) for g in qb.groups],
@@ -150,20 +179,53 @@ def _queue_context(request: HttpRequest, name: str, params: Mapping[str, str]) -
         "dead": dead,
         "dlq_next_before": dead[-1].id if dlq_more else None,
         "dlq_upto": dead[0].id if dead and dlq_before is None else selection.upto,
-        "can_replay": may(request, CHANGE["dlq.replay"]),
-        "can_purge": may(request, CHANGE["dlq.purge"]),
+        "can_replay": may_do(user, "dlq.replay"),
+        "can_purge": may_do(user, "dlq.purge"),
         "charts": queue_charts(queue=name, now=now),
     }
 
 
-@require_GET
-@staff_page(VIEW["queues"])
-def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
-    template = "queenadmin/queues/queue.html"
-    target = request.headers.get("HX-Target", "")
-    if request.headers.get("HX-Request") and target in _PARTIALS:
-        template += "#" + target
-    return render(request, template, _queue_context(request, name, request.GET))
+#: A push names at most this many queues (``domain/queues/push.py``).
+_NAMED_QUEUES = 20
+
+
+def about_queue(message: dict[str, Any], params: QueryDict) -> bool:
+    """Whether a queue event may concern the queue the page shows.
+
+    An event that names no queue (an ack), or names as many as a push
+    lists, may be about any queue.
+    """
+    named = [*message.get("queues", []), *message.get("deleted", []), *message.get("created", [])]
+    if "queues" not in message and not named:
+        return True
+    return params.get("name", "") in named or len(message.get("queues", [])) >= _NAMED_QUEUES
+
+
+QUEUE = live.register(
+    live.LivePage(
+        name="queue",
+        perm="queues",
+        nav="queues",
+        template="queenadmin/queues/queue.html",
+        context=queue_context,
+        regions=(
+            live.Region("queue-summary", groups=(events.QUEUES_GROUP,), match=about_queue),
+            live.Region("queue-messages", groups=(events.QUEUES_GROUP,), match=about_queue),
+            live.Region("queue-dlq", groups=(events.QUEUES_GROUP,), match=about_queue),
+        ),
+    )
+)
+
+
+def _params(name: str, data: QueryDict) -> QueryDict:
+    params = data.copy()
+    params["name"] = name
+    return params
+
+
+@staff_page("queues")
+def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    return live.render_page(request, QUEUE, params=_params(name, request.GET))
 
 
 def _back(name: str, data: Any) -> str:
@@ -178,16 +240,31 @@ def _ids(data: Any) -> tuple[int, ...] | None:
     return ids or None
 
 
-def _finish(request: HttpRequest, name: str) -> HttpResponse:
+def _finish(request: HtmxHttpRequest, name: str) -> HttpResponse:
     # A refused action answers like a done one (200 with the notice in the
     # DLQ partial for htmx, a redirect otherwise): htmx does not swap 4xx.
-    if request.headers.get("HX-Request"):
-        params = {k: request.POST[k] for k in ("dlq_group", "dlq_partition") if request.POST.get(k)}
-        return render(request, "queenadmin/queues/queue.html#queue-dlq", _queue_context(request, name, params))
+    if request.htmx:
+        params = QueryDict(mutable=True)
+        params["name"] = name
+        for k in ("dlq_group", "dlq_partition"):
+            if request.POST.get(k):
+                params[k] = request.POST[k]
+        ctx = live.page_context(QUEUE, request.user, params)
+        dlq_region = render(request, "queenadmin/queues/queue.html#queue-dlq", ctx)
+        # Out of band: the outcome (outside the live region, so the push
+        # that follows does not wipe it), and the tiles and partitions, so
+        # the page is right even before (or without) its socket's push.
+        ctx["oob"] = True
+        extra = "".join(
+            render_to_string(f"queenadmin/queues/queue.html#{name}", ctx, request=request)
+            for name in ("dlq-outcome", "queue-summary")
+        )
+        dlq_region.content = dlq_region.content + extra.encode()
+        return dlq_region
     return HttpResponseRedirect(_back(name, request.POST), status=303)
 
 
-def _run(request: HttpRequest, name: str, action: Any, verb: str, past: str) -> HttpResponse:
+def _run(request: HtmxHttpRequest, name: str, action: Any, verb: str, past: str) -> HttpResponse:
     selection = _selection(name, request.POST)
     ids = _ids(request.POST)
     if ids is None and request.POST.get("all") != "1":
@@ -198,7 +275,7 @@ def _run(request: HttpRequest, name: str, action: Any, verb: str, past: str) -> 
     more = False
     try:
         for _ in range(MAX_BATCHES_PER_REQUEST):
-            result = action(selection=selection, actor=request.user.get_username(), reason=reason, ids=ids)
+            result = action(selection=selection, actor=actor_of(request), reason=reason, ids=ids)
             done += result.done
             more = result.more
             if not more:
@@ -219,15 +296,22 @@ def _run(request: HttpRequest, name: str, action: Any, verb: str, past: str) -> 
     return _finish(request, name)
 
 
-@require_POST
-@staff_page(CHANGE["dlq.replay"])
-def dlq_replay(request: HttpRequest, name: str) -> HttpResponse:
+def _confirm_on_the_page(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    """GET of an action: its confirmations are on the queue page's DLQ section."""
+    return HttpResponseRedirect(_back(name, request.GET), status=303)
+
+
+@staff_action("dlq.replay")
+def dlq_replay(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    if request.method == "GET":
+        return _confirm_on_the_page(request, name)
     return _run(request, name, dlq.queue_dlq_replay, "replay", "Replayed")
 
 
-@require_POST
-@staff_page(CHANGE["dlq.purge"])
-def dlq_purge(request: HttpRequest, name: str) -> HttpResponse:
+@staff_action("dlq.purge")
+def dlq_purge(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    if request.method == "GET":
+        return _confirm_on_the_page(request, name)
     if request.POST.get("confirm", "") != name:
         messages.error(request, f"Not purged: type the queue name ({name}) to confirm.")
         return _finish(request, name)

@@ -9,10 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET
 
-from queenadmin.dashboard.permissions import VIEW
-from queenadmin.dashboard.views.ops_common import may, staff_page
+from queenadmin.dashboard.views.common import may_view, staff_page
 from queenadmin.domain import clock
 from queenadmin.domain.search import Hit, search
 
@@ -39,11 +37,10 @@ def url_of(hit: Hit) -> str:
     return "/timers/?" + urlencode({"queue": hit.ref[0], "prefix": hit.ref[1]})
 
 
-@require_GET
-@staff_page(VIEW["overview"])
+@staff_page("overview")
 def search_page(request: HttpRequest) -> HttpResponse:
     text = request.GET.get("q", "")
-    kinds = frozenset(k for k, page in _KIND_PAGE.items() if may(request, VIEW[page]))
+    kinds = frozenset(k for k, page in _KIND_PAGE.items() if may_view(request.user, page))
     hits = search(text=text, now=clock.now(), kinds=kinds)
     ctx = {"q": text.strip(), "results": [Result(h, url_of(h)) for h in hits]}
     template = "queenadmin/search.html"

@@ -7,7 +7,7 @@ cursors and dead letters. Callers import this package
 - ``lifecycle``: create or configure a queue, delete one;
 - ``retention``: delete old messages, move each partition's log start;
 - ``stats``: the reads: depth, queue lists, the overview, the DLQ;
-- ``history``: statistics over time (``queue_series``, ``stats_refresh``);
+- ``history``: statistics over time (``queue_series``, ``queues_series``, ``stats_refresh``);
   ``sampler`` is the loop that samples them;
 - ``reads``: reads by offset (``queue_fetch``) and partition discovery;
 - ``browse``: the operator's reads: namespaces, tasks, partitions,
@@ -53,6 +53,7 @@ from queenadmin.domain.queues.history import (
     SamplePoint,
     queue_counters,
     queue_series,
+    queues_series,
     stats_refresh,
 )
 from queenadmin.domain.queues.ids import is_uuid, uuid7
@@ -138,6 +139,7 @@ __all__ = [
     "queue_retention_sweep",
     "queue_series",
     "queue_stats",
+    "queues_series",
     "stats_refresh",
     "uuid7",
 ]
