@@ -195,13 +195,14 @@ async def test_a_deleted_session_closes_the_socket_at_its_next_render(operator):
 
 
 async def test_a_lease_expiring_re_renders_the_page_with_no_event(operator):
-    """Expiry publishes nothing; the page re-renders at the lease's end."""
-    await sync_to_async(locks.lock_acquire)(name="short.lease", ttl=1, owner="o")
+    """Expiry publishes nothing; the page re-renders at the lease's end.
+    (3 s: long enough that a loaded machine still renders it held first.)"""
+    await sync_to_async(locks.lock_acquire)(name="short.lease", ttl=3, owner="o")
     communicator, connected, _ = await _connect("/ws/locks/", operator)
     assert connected
     first = await communicator.receive_from(timeout=10)
     assert 'data-lock="short.lease#0"' in first
-    second = await communicator.receive_from(timeout=10)
+    second = await communicator.receive_from(timeout=15)
     assert "short.lease" not in second
     await communicator.disconnect()
 
