@@ -49,10 +49,12 @@ INSTALLED_APPS = [
     "queenadmin.apps.QueenAdminConfig",
 ]
 
-#: Long-poll pops (``asgi.PopHandler``) run only the body limit and the
-#: security, common and X-Frame-Options entries of this list.
+#: Long-poll pops (``asgi.PopHandler``) run only the body limit, the API
+#: error envelope and the security, common and X-Frame-Options entries of
+#: this list.
 MIDDLEWARE = [
     "queenadmin.middleware.BodyLimitMiddleware",
+    "queenadmin.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
