@@ -45,6 +45,9 @@ class _Settings:
     #: ``BODY_MIN_RATE`` bytes a second, or it is answered 408.
     BODY_GRACE_SECONDS: float = 10.0
     BODY_MIN_RATE: float = 64 * 1024
+    #: A request's headers must be complete within this many seconds of the
+    #: connection opening (or of the previous answer), else it is closed.
+    HEADER_TIMEOUT_SECONDS: float = 10.0
     #: Message log: a waiting pop re-tries its claim at least this often, in
     #: case a wake-up was lost (a push wakes it at once).
     POP_RECHECK_SECONDS: float = 2.0

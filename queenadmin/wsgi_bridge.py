@@ -118,9 +118,14 @@ class BufferedWSGI:
         try:
             body = await read_body(scope, receive)
         except BodyRefused as refusal:
-            headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+            text = refusal.text.encode()
+            headers = [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(text)).encode()),
+                (b"connection", b"close"),
+            ]
             await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
-            await send({"type": "http.response.body", "body": refusal.text.encode()})
+            await send({"type": "http.response.body", "body": text})
             return
         if body is None:
             return

@@ -98,6 +98,8 @@ class Command(BaseCommand):
             "log_level": os.environ.get("QUEENADMIN_UVICORN_LOG_LEVEL", "warning"),
             "access_log": False,
             "ws": "websockets-sansio",
+            # httptools with a deadline on request headers (issue 13).
+            "http": "queenadmin.httpproto:HeaderDeadlineProtocol",
         }
         if options["workers"] > 1:
             _run_workers(uvicorn.Config("queenadmin.asgi:application", **config))
