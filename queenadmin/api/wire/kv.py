@@ -12,7 +12,7 @@ from typing import Any
 from queenadmin.api.wire.common import is_json_int, is_json_number, names_tenant, to_decimal
 from queenadmin.conf import settings
 from queenadmin.domain import clock, db, kv
-from queenadmin.errors import KVBadRequest
+from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
 
 OP_NAMES = frozenset({"get", "getMany", "getPrefix", "put", "putIfAbsent", "delete", "incr", "check"})
 MAX_TTL_SECONDS = int(kv.MAX_TTL.total_seconds())
@@ -109,8 +109,13 @@ def _get_prefix(raw: dict[str, Any], ns: str, *, in_transaction: bool) -> kv.KVG
 def _put(raw: dict[str, Any], op: str, ns: str, key: str, required: bool, limits: kv.Limits) -> kv.KVPut:
     if "value" not in raw:
         raise _bad("kv_bad_request", f"{op} needs a value")
+    value = raw["value"]
+    if isinstance(value, str) and len(value) + 2 > limits.value_bytes:
+        # Its JSON text has at least that many bytes: refuse before making
+        # a copy of a 64 MiB string to measure it.
+        raise KVPayloadTooLarge(f"value is over {limits.value_bytes} bytes", reason="kv_value_too_large")
     try:
-        value_json = db.json_text(raw["value"])
+        value_json = db.json_text(value)
     except (TypeError, ValueError) as exc:
         raise _bad("kv_bad_request", "value is not valid JSON") from exc
     kv.check_value_json(value_json, limits=limits)
