@@ -38,6 +38,8 @@ def _loop(name: str, interval: Callable[[], float], step: Callable[[], Any]) -> 
         try:
             close_old_connections()
             step()
+            # Pooled: give the connection back while the loop sleeps.
+            close_old_connections()
         except Exception:
             log.exception("%s loop step failed", name)
             connection.close()

@@ -103,11 +103,27 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     }
     _db["CONN_MAX_AGE"] = 0 if os.environ.get("QUEENADMIN_SQLITE_NO_PERSIST") else 600
 elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
-    # Persistent connections under WSGI threads (framework-ceilings.md: never
-    # CONN_MAX_AGE=0, it costs 5-6 ms of PostgreSQL CPU per request).
-    _db["CONN_MAX_AGE"] = int(os.environ.get("QUEENADMIN_CONN_MAX_AGE", "60"))
-    _db["CONN_HEALTH_CHECKS"] = True
     _db.setdefault("OPTIONS", {})
+    #: Connections a serving process opens at most, shared by its HTTP
+    #: threads, pop threads and loops (README: the connection budget).
+    #: A thread holds one only while it works, so 8 serve 16+ threads.
+    _pool_size = int(os.environ.get("QUEENADMIN_DB_POOL_SIZE", "8"))
+    if _pool_size > 0:
+        # Pooled connections are reused, never re-opened per request
+        # (framework-ceilings.md: opening one costs 5-6 ms of PostgreSQL
+        # CPU); Django requires CONN_MAX_AGE=0 with a pool. A thread that
+        # waits over 30 s for one gets an error.
+        _db["OPTIONS"]["pool"] = {"min_size": 1, "max_size": _pool_size, "timeout": 30, "max_idle": 300}
+        _db["CONN_MAX_AGE"] = 0
+        # The pool checks a connection as it hands it out (bench/README.md:
+        # without a check every connection fails one request after a
+        # PostgreSQL restart).
+        _db["CONN_HEALTH_CHECKS"] = True
+    else:
+        # Persistent connections, one per thread (framework-ceilings.md:
+        # never CONN_MAX_AGE=0 unpooled).
+        _db["CONN_MAX_AGE"] = int(os.environ.get("QUEENADMIN_CONN_MAX_AGE", "60"))
+        _db["CONN_HEALTH_CHECKS"] = True
     # Django passes None (no automatic preparing), which makes psycopg ignore
     # an explicit prepare=True too. A threshold nothing reaches keeps the
     # automatic kind off and lets domain/db.pg_run prepare its hot statements.

@@ -86,6 +86,10 @@ class Command(BaseCommand):
             self.stderr.write("SQLite is served by one process; ignoring --workers.")
             options["workers"] = 1
         connection.close()
+        if connection.vendor == "postgresql":
+            # The pool of this process: a supervisor of several workers
+            # would keep its connections open for good.
+            connection.close_pool()  # type: ignore[attr-defined]
         import uvicorn
 
         self.stdout.write(f"queenadmin serving on http://{options['host']}:{options['port']}/")
