@@ -1,10 +1,10 @@
 """The README's several-replica setup stays inside PostgreSQL's connections.
 
 Three ``serve`` replicas with ``--workers 2`` on one database, 96 KV clients
-and 240 waiting pops at once: every answer is below 500, and the replicas
-together never hold more connections than the README's budget (per worker
-process: the pool, ``QUEENADMIN_DB_POOL_SIZE`` = 8, plus two LISTEN
-connections). Before the pool each worker kept one connection per HTTP
+and 240 waiting pops at once, with the README's ``QUEENADMIN_DB_POOL_SIZE=8``:
+every answer is below 500, and the replicas together never hold more
+connections than the README's budget (per worker process: the pool plus
+two LISTEN connections). Before the pool each worker kept one connection per HTTP
 thread and per pop thread, and this setup exhausted max_connections=100
 ("too many clients": 110 answers of 500).
 """
@@ -42,8 +42,9 @@ def _connections(url: str) -> int:
 
 async def test_three_replicas_with_two_workers_answer_no_500():
     with contextlib.ExitStack() as stack:
-        first = stack.enter_context(run_server(workers=WORKERS))
-        shared = {"DATABASE_URL": first.env["DATABASE_URL"]}
+        pooled = {"QUEENADMIN_DB_POOL_SIZE": "8"}
+        first = stack.enter_context(run_server(pooled, workers=WORKERS))
+        shared = {**pooled, "DATABASE_URL": first.env["DATABASE_URL"]}
         servers = [first] + [stack.enter_context(run_server(shared, workers=WORKERS)) for _ in range(REPLICAS - 1)]
         headers = {"Authorization": f"Bearer {first.token}"}
         statuses: Counter[int] = Counter()

@@ -11,10 +11,11 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from queenadmin.domain import tokens
+from queenadmin.files import create_private_file, private_data_dir
 
 
 def _run_workers(config: Any) -> None:
@@ -78,6 +79,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if connection.vendor == "postgresql" and settings.SECRET_KEY_GENERATED:
+            # Each replica would invent a key of its own: sessions and signed
+            # values made by one would be refused by the others.
+            raise CommandError("DJANGO_SECRET_KEY must be set on PostgreSQL (the same on every replica).")
         if not options["no_migrate"]:
             _migrate()
         if options["bootstrap"]:
@@ -131,7 +136,14 @@ class Command(BaseCommand):
             f'               -d \'{{"operations":[{{"op":"put","ns":"demo","key":"hello","value":1,"forever":true}}]}}\' \\\n'
             f"               {base}/api/v1/kv\n"
         )
-        notes.parent.mkdir(parents=True, exist_ok=True)
-        notes.write_text(text)
-        notes.chmod(0o600)
-        self.stdout.write(text + f"(Also kept in {notes}, readable by you only.)")
+        private_data_dir(notes.parent)
+        notes.unlink(missing_ok=True)
+        create_private_file(notes, text)
+        if self.stdout.isatty():
+            self.stdout.write(text + f"(Also kept in {notes}, readable by you only.)")
+        else:
+            # A log file or a pipe may be read by others, and kept: say where
+            # the credentials are rather than print them.
+            self.stdout.write(
+                f"First start: created a local admin user and an API token; read them in {notes} (readable by you only)."
+            )
