@@ -189,6 +189,37 @@ CASES: list[tuple[str, str, str | None, int, Any]] = [
     ("PUT", "/api/v1/kv/hard/%ff%fe", '{"value":1,"forever":true}', 400, kv_error("kv_bad_key", "the path is not valid UTF-8")),
     ("GET", "/api/v1/kv/hard/%c3", None, 400, kv_error("kv_bad_key", "the path is not valid UTF-8")),
     ("GET", "/api/v1/resources/queues/%ff", None, 400, engine("the path is not valid UTF-8")),
+    # An op that is no string (schemathesis found this one).
+    (
+        "POST",
+        "/api/v1/timers",
+        json.dumps({"operations": [{"op": {"a": 1}}]}),
+        400,
+        {"error": "timers_bad_request", "reason": "timers_bad_op", "detail": "op 0: op must be schedule, reschedule or cancel"},
+    ),
+    (
+        "POST",
+        "/api/v1/transaction",
+        json.dumps({"timers": [{"op": [1]}]}),
+        400,
+        {"error": "timers_bad_request", "reason": "timers_bad_op", "detail": "op 0: op must be schedule, reschedule or cancel"},
+    ),
+    (
+        "POST",
+        "/api/v1/timers",
+        json.dumps({"operations": [{"op": "cancel", "queue": "hard-q", "timerKey": "a\x00"}]}),
+        400,
+        {"error": "timers_bad_request", "reason": "timers_bad_request", "detail": "op 0: timerKey must not contain NUL"},
+    ),
+    (
+        "POST",
+        "/api/v1/timers",
+        json.dumps(
+            {"operations": [{"op": "schedule", "queue": "hard-q", "timerKey": "t", "delayMs": 1, "txn": "x\x00", "payload": ""}]}
+        ),
+        400,
+        {"error": "timers_bad_request", "reason": "timers_bad_request", "detail": "op 0: txn must not contain NUL"},
+    ),
     # incr beyond its exact range.
     (
         "POST",
