@@ -21,7 +21,8 @@ def no_such_route(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("health", health, name="health"),
     path("api/v1/", api.urls),
-    re_path(r"^api(?:/.*)?$", no_such_route, name="no_such_route"),
+    # [\s\S], not ".": a path with a newline is an unknown route too.
+    re_path(r"^api(?:/[\s\S]*)?$", no_such_route, name="no_such_route"),
     path("admin/", admin.site.urls),
     path("", include("queenadmin.dashboard.urls")),
 ]

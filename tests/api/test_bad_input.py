@@ -355,3 +355,11 @@ def test_a_websocket_to_an_unknown_path_closes_with_one_log_line(live_server):
         time.sleep(0.05)
     new_lines = live_server.log().splitlines()[before:]
     assert new_lines == ["websocket /ws/nowhere/: no such route, closed"] * 3
+
+
+def test_an_api_path_with_a_newline_is_the_catch_all_404(api):
+    response = api.put("/api/v1/kv/hard/a%0Ab", json={"value": 1, "forever": True})
+    assert (response.status_code, response.json()) == (
+        404,
+        {"code": "no_such_route", "error": "not found", "path": "/api/v1/kv/hard/a\nb"},
+    )
