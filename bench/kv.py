@@ -233,14 +233,17 @@ def serve(base_url: str, workers: int | None, extra_env: dict[str, str]) -> Iter
     """
     from tests.conftest import run_server
 
-    os.environ["DATABASE_URL"] = base_url
+    if base_url.startswith("postgres"):
+        os.environ["DATABASE_URL"] = base_url
+    else:  # --sqlite: serve's embedded default, a file in a scratch folder
+        os.environ.pop("DATABASE_URL", None)
     count = (
         workers
         if workers is not None
         else int(extra_env.get("QUEENADMIN_WORKERS", os.environ.get("QUEENADMIN_WORKERS", "1")))
     )
     with run_server(extra_env=extra_env, workers=count) as live:
-        yield Server(live.url, live.token, live.env["DATABASE_URL"], live.process, live.log_path)
+        yield Server(live.url, live.token, live.env.get("DATABASE_URL", "sqlite:///"), live.process, live.log_path)
 
 
 def server_check(server: Server, body: str) -> None:
@@ -538,11 +541,19 @@ def main() -> int:
         metavar="SECONDS",
         help="GET /metrics this often while the cells run, as a Prometheus would (0: never)",
     )
+    parser.add_argument(
+        "--sqlite",
+        action="store_true",
+        help="serve on SQLite instead (with --only http), e.g. to compare QUEENADMIN_SQLITE_SYNCHRONOUS",
+    )
     args = parser.parse_args()
 
-    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
-    if not base_url.startswith("postgres"):
-        print("bench/kv.py needs PostgreSQL: DATABASE_URL=postgresql://...", file=sys.stderr)
+    base_url = "sqlite:///" if args.sqlite else os.environ.get("DATABASE_URL", DEFAULT_URL)
+    if args.sqlite and args.only != "http":
+        print("bench/kv.py --sqlite measures the server only: add --only http", file=sys.stderr)
+        return 2
+    if not args.sqlite and not base_url.startswith("postgres"):
+        print("bench/kv.py needs PostgreSQL: DATABASE_URL=postgresql://... (or --sqlite --only http)", file=sys.stderr)
         return 2
     generator = args.generator
     if generator == "auto":

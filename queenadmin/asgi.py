@@ -1,7 +1,8 @@
 """The one ASGI application ``serve`` runs.
 
 Plain HTTP goes to Django's WSGI handler in a thread pool
-(``wsgi_bridge``, one thread hop per request; a2wsgi for large bodies):
+(``wsgi_bridge``, one thread hop per request, the body read first on the
+event loop):
 framework-ceilings.md measured Django's ASGI handler at ~1.2 ms CPU per
 request against ~0.08 ms under WSGI. Websockets (the dashboard) and
 long-poll pops, which must wait without holding a thread, go through ASGI:
@@ -12,8 +13,12 @@ The lifespan starts the background loops (reaper, timers) in each worker.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queenadmin.settings")
 
@@ -21,21 +26,25 @@ import django
 
 django.setup()
 
-from a2wsgi import WSGIMiddleware  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import StaticFilesHandler  # noqa: E402
+from django.core.exceptions import SuspiciousOperation  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
-from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
+from django.core.handlers.exception import convert_exception_to_response, response_for_exception  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
+from django.http import HttpRequest  # noqa: E402
+from django.http.response import HttpResponseBase  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
 
 from queenadmin import loops  # noqa: E402
 from queenadmin.dashboard.routing import websocket_urlpatterns  # noqa: E402
-from queenadmin.middleware import ARRIVED_KEY, BodyLimitMiddleware, InlineHooks  # noqa: E402
+from queenadmin.middleware import ARRIVED_KEY, ApiErrorMiddleware, BodyLimitMiddleware, InlineHooks  # noqa: E402
 from queenadmin.wsgi_bridge import BufferedWSGI  # noqa: E402
+
+logger = logging.getLogger("queenadmin.asgi")
 
 #: Path prefixes served by ``PopHandler`` (async views that wait).
 ASYNC_PREFIXES: tuple[str, ...] = ("/api/v1/pop",)
@@ -88,6 +97,8 @@ class PopHandler(ASGIHandler):
         for path in reversed(settings.MIDDLEWARE):
             if path == "queenadmin.middleware.BodyLimitMiddleware":
                 handler = convert_exception_to_response(BodyLimitMiddleware(handler))
+            elif path == "queenadmin.middleware.ApiErrorMiddleware":
+                handler = convert_exception_to_response(ApiErrorMiddleware(handler))
             elif path in POP_INLINE_MIDDLEWARE:
                 handler = convert_exception_to_response(InlineHooks(handler, import_string(path)))
             elif path == "queenadmin.api.recording.RecordAnswersMiddleware":
@@ -104,26 +115,88 @@ class PopHandler(ASGIHandler):
         await self.handle(scope, receive, send)
 
 
+class StaticFiles(StaticFilesHandler):
+    """Django's static-file handler, with a path that climbs out answered 400.
+
+    Its ``get_response`` turns only ``Http404`` into an answer: an encoded
+    ``..`` (``/static/%2e%2e/...``) raised ``SuspiciousFileOperation`` past
+    it, a 500 with a traceback.
+    """
+
+    def get_response(self, request: HttpRequest) -> HttpResponseBase:
+        try:
+            return super().get_response(request)
+        except SuspiciousOperation as exc:
+            return response_for_exception(request, exc)
+
+
 #: 8, not 16: fewer threads queue less on the GIL (bench/README.md: one process
 #: served ~1,200 single puts/s at concurrency 16 with 16 threads, ~1,450 with 8).
 _threads = int(os.environ.get("QUEENADMIN_HTTP_THREADS", "8"))
-_django_wsgi = StaticFilesHandler(get_wsgi_application())
-_a2wsgi_app = WSGIMiddleware(_django_wsgi, workers=_threads)  # type: ignore[arg-type]
-#: One thread pool (so one set of DB connections) for both paths; the
-#: buffered one takes every request with a small declared body.
-wsgi_app = BufferedWSGI(_django_wsgi, _a2wsgi_app.executor, fallback=_a2wsgi_app)
+_django_wsgi = StaticFiles(get_wsgi_application())
+#: One thread pool, so one set of database connections per process.
+wsgi_app = BufferedWSGI(_django_wsgi, ThreadPoolExecutor(max_workers=_threads, thread_name_prefix="wsgi"))
 pop_app = PopHandler()
 websocket_app = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+
+
+def _path_is_utf8(scope: dict[str, Any]) -> bool:
+    """Whether the percent-decoded path is UTF-8.
+
+    The server decodes ``%ff`` to U+FFFD, so two different keys would
+    write the same row; only a path holding U+FFFD needs the check.
+    """
+    if "\ufffd" not in scope["path"]:
+        return True
+    try:
+        unquote_to_bytes(scope.get("raw_path") or scope["path"].encode()).decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+async def _refuse_path(scope: dict[str, Any], send: Any) -> None:
+    detail = "the path is not valid UTF-8"
+    if scope["path"].startswith("/api/v1/kv/"):
+        body: dict[str, Any] = {"error": "kv_bad_request", "reason": "kv_bad_key", "detail": detail}
+    else:
+        body = {"error": detail, "code": "bad_request"}
+    await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(body, separators=(",", ":")).encode()})
+
+
+async def _websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The dashboard's websockets; a path no route takes is closed.
+
+    Channels' router raises ``ValueError`` for it, which the server logged
+    as a 29-line traceback per attempt; here it is one line.
+    """
+    sent = False
+
+    async def tracked_send(message: dict[str, Any]) -> None:
+        nonlocal sent
+        sent = True
+        await send(message)
+
+    try:
+        await websocket_app(scope, receive, tracked_send)  # type: ignore[arg-type]
+    except ValueError as exc:
+        if sent or not str(exc).startswith("No route found"):
+            raise
+        logger.warning("websocket %s: no such route, closed", scope["path"][:200])
+        await send({"type": "websocket.close", "code": 1000})
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     kind = scope["type"]
     if kind == "http":
-        if scope["path"].startswith(ASYNC_PREFIXES):
+        if not _path_is_utf8(scope):
+            await _refuse_path(scope, send)
+        elif scope["path"].startswith(ASYNC_PREFIXES):
             await pop_app(scope, receive, send)
         else:
             await wsgi_app(scope, receive, send)
     elif kind == "websocket":
-        await websocket_app(scope, receive, send)  # type: ignore[arg-type]
+        await _websocket(scope, receive, send)
     elif kind == "lifespan":
         await loops.lifespan(scope, receive, send)

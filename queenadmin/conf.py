@@ -35,8 +35,19 @@ class _Settings:
     KV_WRITE_BURST: float = 0.0
     KV_READ_RATE: float = 0.0
     KV_READ_BURST: float = 0.0
-    #: Request body limit, answered 413 in plain text (protocol 1.1).
+    #: Request body limit, answered 413 in plain text (protocol 1.1). Only
+    #: the API's write routes take that much; every other route (login,
+    #: dashboard, static files) takes ``SMALL_BODY_BYTES``.
     MAX_BODY_BYTES: int = 64 * 1024 * 1024
+    SMALL_BODY_BYTES: int = 1024 * 1024
+    #: Request bodies are read on the event loop before any thread runs:
+    #: after ``BODY_GRACE_SECONDS`` one must arrive at an average of at least
+    #: ``BODY_MIN_RATE`` bytes a second, or it is answered 408.
+    BODY_GRACE_SECONDS: float = 10.0
+    BODY_MIN_RATE: float = 64 * 1024
+    #: A request's headers must be complete within this many seconds of the
+    #: connection opening (or of the previous answer), else it is closed.
+    HEADER_TIMEOUT_SECONDS: float = 10.0
     #: Message log: a waiting pop re-tries its claim at least this often, in
     #: case a wake-up was lost (a push wakes it at once).
     POP_RECHECK_SECONDS: float = 2.0

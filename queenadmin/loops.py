@@ -52,6 +52,8 @@ def _loop(name: str, interval: Callable[[], float], step: Callable[[], Any]) -> 
             close_old_connections()
             step()
             metrics.loop_step(name, ok=True, at=time.time())
+            # Pooled: give the connection back while the loop sleeps.
+            close_old_connections()
         except Exception:
             log.exception("%s loop step failed", name)
             metrics.loop_step(name, ok=False, at=time.time())

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.core.exceptions import TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.utils.deprecation import MiddlewareMixin
@@ -57,6 +59,78 @@ def _too_large(request: HttpRequest) -> HttpResponse | None:
     if length > settings.MAX_BODY_BYTES:
         return HttpResponse("payload too large\n", status=413, content_type="text/plain")
     return None
+
+
+#: Answers Django or ninja give on their own in HTML or plain text, as the
+#: protocol's engine family (``{"error", "code"}``) on API routes.
+_ENVELOPES = {
+    400: ("the request is malformed", "bad_request"),
+    403: ("forbidden", "forbidden"),
+    404: ("no such route", "not_found"),
+    405: ("this method is not allowed on this route", "method_not_allowed"),
+    500: ("internal server error", "internal"),
+}
+
+
+def _json_error(detail: str, code: str, status: int) -> HttpResponse:
+    body = json.dumps({"error": detail, "code": code}, separators=(",", ":"))
+    return HttpResponse(body, status=status, content_type="application/json")
+
+
+class ApiErrorMiddleware:
+    """Every refusal on ``/api/`` in the protocol's JSON envelope.
+
+    Ninja answers a wrong method with a plain-text 405, and Django a query
+    string of over ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` fields (or any other
+    ``SuspiciousOperation``) with an HTML 400. The 413 of the body limit
+    stays plain text, as the protocol says. Sync and async capable.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase] | AsyncGetResponse) -> None:
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
+        if self.async_mode:
+            return self.__acall__(request)
+        if not request.path.startswith("/api/"):
+            return self.get_response(request)
+        refusal = _query_refusal(request)
+        if refusal is not None:
+            return refusal
+        return _enveloped(self.get_response(request))  # type: ignore[arg-type]
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        if not request.path.startswith("/api/"):
+            return await self.get_response(request)  # type: ignore[misc, no-any-return]
+        refusal = _query_refusal(request)
+        if refusal is not None:
+            return refusal
+        return _enveloped(await self.get_response(request))  # type: ignore[misc]
+
+
+def _query_refusal(request: HttpRequest) -> HttpResponse | None:
+    try:
+        request.GET  # noqa: B018 - parses the query string once, here
+    except TooManyFieldsSent:
+        return _json_error("the query string has too many fields", "bad_request", 400)
+    return None
+
+
+def _enveloped(response: HttpResponseBase) -> HttpResponseBase:
+    status = response.status_code
+    if status < 400 or status == 413 or response.get("Content-Type", "").startswith("application/json"):
+        return response
+    detail, code = _ENVELOPES.get(status, ("the request was refused", "bad_request" if status < 500 else "internal"))
+    answer = _json_error(detail, code, status)
+    if response.has_header("Allow"):
+        answer["Allow"] = response["Allow"]
+    return answer
 
 
 class InlineHooks:

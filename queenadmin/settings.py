@@ -19,19 +19,29 @@ from typing import Any
 
 import dj_database_url
 
+from queenadmin.files import create_private_file, private_data_dir
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("QUEENADMIN_DATA_DIR", BASE_DIR / "data"))
 
+
+if DATA_DIR.exists():
+    # A folder an older version left 0755 is tightened on every start.
+    private_data_dir(DATA_DIR)
+
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+#: True when no DJANGO_SECRET_KEY was given and the key below is this
+#: install's own (serve refuses that on PostgreSQL).
+SECRET_KEY_GENERATED = not SECRET_KEY
 if not SECRET_KEY:
     # A stable per-install key, kept beside the SQLite file, so sessions survive
-    # restarts without anyone having to invent a secret for local use.
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    _key_file = DATA_DIR / "secret_key"
-    if not _key_file.exists():
-        import secrets
+    # restarts without anyone having to invent a secret for local use. (On
+    # PostgreSQL, serve refuses to start without DJANGO_SECRET_KEY: every
+    # replica would invent its own.)
+    import secrets
 
-        _key_file.write_text(secrets.token_urlsafe(50))
+    _key_file = private_data_dir(DATA_DIR) / "secret_key"
+    create_private_file(_key_file, secrets.token_urlsafe(50))
     SECRET_KEY = _key_file.read_text().strip()
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
@@ -57,10 +67,12 @@ INSTALLED_APPS = [
     "queenadmin.apps.QueenAdminConfig",
 ]
 
-#: Long-poll pops (``asgi.PopHandler``) run only the body limit and the
-#: security, common and X-Frame-Options entries of this list.
+#: Long-poll pops (``asgi.PopHandler``) run only the body limit, the API
+#: error envelope and the security, common and X-Frame-Options entries of
+#: this list.
 MIDDLEWARE = [
     "queenadmin.middleware.BodyLimitMiddleware",
+    "queenadmin.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -97,24 +109,51 @@ _database_url = os.environ.get("DATABASE_URL", "")
 if _database_url:
     _db = dj_database_url.parse(_database_url)
 else:
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    _db = dj_database_url.parse(f"sqlite:///{DATA_DIR / 'queenadmin.sqlite3'}")
+    _db = dj_database_url.parse(f"sqlite:///{private_data_dir(DATA_DIR) / 'queenadmin.sqlite3'}")
 
 if _db["ENGINE"] == "django.db.backends.sqlite3":
+    if _db["NAME"] and _db["NAME"] != ":memory:" and not _db["NAME"].startswith("file:"):
+        # Created 0600 before SQLite opens it; SQLite gives its -wal and
+        # -shm files the database file's mode.
+        create_private_file(Path(_db["NAME"]))
+    # FULL: a write acknowledged is on disk, even through a power loss
+    # (NORMAL may lose the last ones in WAL mode). README measures the cost;
+    # QUEENADMIN_SQLITE_SYNCHRONOUS=NORMAL relaxes it.
+    _synchronous = os.environ.get("QUEENADMIN_SQLITE_SYNCHRONOUS", "FULL").upper()
+    if _synchronous not in ("FULL", "NORMAL", "EXTRA"):
+        raise ValueError("QUEENADMIN_SQLITE_SYNCHRONOUS must be FULL, NORMAL or EXTRA")
     # Writers queue at BEGIN instead of failing halfway with "database is
     # locked"; WAL lets readers run beside the one writer.
     _db["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "init_command": f"PRAGMA journal_mode=WAL; PRAGMA synchronous={_synchronous};",
     }
     _db["CONN_MAX_AGE"] = 0 if os.environ.get("QUEENADMIN_SQLITE_NO_PERSIST") else 600
 elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
-    # Persistent connections under WSGI threads (framework-ceilings.md: never
-    # CONN_MAX_AGE=0, it costs 5-6 ms of PostgreSQL CPU per request).
-    _db["CONN_MAX_AGE"] = int(os.environ.get("QUEENADMIN_CONN_MAX_AGE", "60"))
-    _db["CONN_HEALTH_CHECKS"] = True
     _db.setdefault("OPTIONS", {})
+    #: Connections a serving process opens at most, shared by its HTTP
+    #: threads, pop threads and loops (README: the connection budget).
+    #: A thread holds one only while it works, so 8 serve 16+ threads.
+    #: Off by default for now: with it on, the timer test of a loop frozen
+    #: mid-step (tests/unit/test_timers_concurrency.py) fails; see issue 13.
+    _pool_size = int(os.environ.get("QUEENADMIN_DB_POOL_SIZE", "0"))
+    if _pool_size > 0:
+        # Pooled connections are reused, never re-opened per request
+        # (framework-ceilings.md: opening one costs 5-6 ms of PostgreSQL
+        # CPU); Django requires CONN_MAX_AGE=0 with a pool. A thread that
+        # waits over 30 s for one gets an error.
+        _db["OPTIONS"]["pool"] = {"min_size": 1, "max_size": _pool_size, "timeout": 30, "max_idle": 300}
+        _db["CONN_MAX_AGE"] = 0
+        # The pool checks a connection as it hands it out (bench/README.md:
+        # without a check every connection fails one request after a
+        # PostgreSQL restart).
+        _db["CONN_HEALTH_CHECKS"] = True
+    else:
+        # Persistent connections, one per thread (framework-ceilings.md:
+        # never CONN_MAX_AGE=0 unpooled).
+        _db["CONN_MAX_AGE"] = int(os.environ.get("QUEENADMIN_CONN_MAX_AGE", "60"))
+        _db["CONN_HEALTH_CHECKS"] = True
     # Django passes None (no automatic preparing), which makes psycopg ignore
     # an explicit prepare=True too. A threshold nothing reaches keeps the
     # automatic kind off and lets domain/db.pg_run prepare its hot statements.

@@ -23,7 +23,8 @@ urlpatterns = [
     path("health", health, name="health"),
     path("metrics", metrics_view, name="metrics"),
     path("api/v1/", api.urls),
-    re_path(r"^api(?:/.*)?$", no_such_route, name="no_such_route"),
+    # [\s\S], not ".": a path with a newline is an unknown route too.
+    re_path(r"^api(?:/[\s\S]*)?$", no_such_route, name="no_such_route"),
     path("admin/", admin.site.urls),
     path("", include("queenadmin.dashboard.urls")),
 ]

@@ -9,9 +9,17 @@ we can do better: the body is small and the answer is a plain
 runs Django and hands back status, headers and content, and the loop sends
 them. Streaming responses still go out chunk by chunk from the thread.
 
-Requests this bridge does not take (declared body over ``BUFFER_LIMIT`` or
-no declared length with a body coming) go to the a2wsgi path unchanged,
-so large uploads are still read lazily and refused on their declared size.
+Every body is read here, on the event loop, before any thread is involved
+(issue 13: eight clients sending a byte every 5 s used to hold every pool
+thread, so ``/health`` and the API stopped answering):
+
+- the API's write routes take bodies up to ``MAX_BODY_BYTES``; every other
+  route (login, dashboard, static) up to ``SMALL_BODY_BYTES``; a declared
+  length over the limit is refused (413) before a byte is read;
+- after ``BODY_GRACE_SECONDS`` the body must keep arriving at an average of
+  ``BODY_MIN_RATE`` bytes a second, else 408;
+- a chunked body (no Content-Length) is read the same way and handed to
+  Django with its length, so it is no longer seen as empty.
 """
 
 from __future__ import annotations
@@ -25,10 +33,21 @@ from typing import Any
 
 from a2wsgi.wsgi import build_environ
 
-#: Largest declared body read into memory before Django runs.
-BUFFER_LIMIT = 1024 * 1024
+from queenadmin.conf import settings
 
 Message = dict[str, Any]
+
+#: Methods whose body the API's write routes read.
+_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class BodyRefused(Exception):
+    """The body is too large or too slow: answer ``status`` and close."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+        self.text = text
 
 
 def _declared_length(scope: dict[str, Any]) -> int | None:
@@ -42,34 +61,79 @@ def _declared_length(scope: dict[str, Any]) -> int | None:
                 return None
         elif name == b"transfer-encoding":
             return None
-    if length is None and scope.get("method") in ("GET", "HEAD", "DELETE", "OPTIONS"):
-        return 0
     return length
+
+
+def body_limit(scope: dict[str, Any]) -> int:
+    """The largest body a request may send: large only on API writes."""
+    if scope.get("method") in _WRITE_METHODS and scope["path"].startswith("/api/"):
+        return settings.MAX_BODY_BYTES
+    return settings.SMALL_BODY_BYTES
+
+
+async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
+    """The whole request body, or None when the client went away.
+
+    Raises ``BodyRefused`` for a body over ``body_limit`` (413) or one that
+    falls behind ``BODY_MIN_RATE`` after ``BODY_GRACE_SECONDS`` (408).
+    """
+    limit = body_limit(scope)
+    declared = _declared_length(scope)
+    if declared is not None and declared > limit:
+        raise BodyRefused(413, "payload too large\n")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    grace = settings.BODY_GRACE_SECONDS
+    rate = settings.BODY_MIN_RATE
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        remaining = started + grace + size / rate - loop.time()
+        try:
+            async with asyncio.timeout(max(remaining, 0.0)):
+                message = await receive()
+        except TimeoutError:
+            raise BodyRefused(408, "request body too slow\n") from None
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise BodyRefused(413, "payload too large\n")
+            chunks.append(chunk)
+        more = message.get("more_body", False)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 class BufferedWSGI:
     """An ASGI app for plain HTTP that runs ``wsgi_app`` in ``executor``."""
 
-    def __init__(self, wsgi_app: Any, executor: ThreadPoolExecutor, fallback: Any) -> None:
+    def __init__(self, wsgi_app: Any, executor: ThreadPoolExecutor) -> None:
         self.wsgi_app = wsgi_app
         self.executor = executor
-        self.fallback = fallback
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        length = _declared_length(scope)
-        if length is None or length > BUFFER_LIMIT:
-            await self.fallback(scope, receive, send)
+        try:
+            body = await read_body(scope, receive)
+        except BodyRefused as refusal:
+            text = refusal.text.encode()
+            headers = [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(text)).encode()),
+                (b"connection", b"close"),
+            ]
+            await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+            await send({"type": "http.response.body", "body": text})
             return
-        body = bytearray()
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        if body is None:
+            return
         loop = asyncio.get_running_loop()
-        environ: dict[str, Any] = dict(build_environ(scope, io.BytesIO(bytes(body))))  # type: ignore[arg-type]
+        # BytesIO shares the bytes and Django's read of the whole stream
+        # returns that same object: the body is held once.
+        environ: dict[str, Any] = dict(build_environ(scope, io.BytesIO(body)))  # type: ignore[arg-type]
+        environ["CONTENT_LENGTH"] = str(len(body))
         job = functools.partial(contextvars.copy_context().run, self._run, environ, loop, send)
         status, headers, chunks = await loop.run_in_executor(self.executor, job)
         if status is None:  # a streaming answer, already sent from the thread

@@ -89,6 +89,9 @@ def run_server(
         _admin_psql(f"CREATE DATABASE {db_name}")
         base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
         env["DATABASE_URL"] = f"{base}/{db_name}"
+    if IS_POSTGRES:
+        # serve refuses PostgreSQL without one; replicas share it.
+        env.setdefault("DJANGO_SECRET_KEY", "live-tests-shared-secret-key")
     env.update(extra_env or {})
     port = free_port()
     log_path = tmp / "serve.log"

@@ -18,13 +18,27 @@ from queenadmin.domain import tokens
 from queenadmin.errors import QueenError, Unauthorized
 
 
+def bearer_token(request: HttpRequest) -> str | None:
+    """The token of ``Authorization: Bearer <token>``, else None.
+
+    The one parser of the header for every route (sync and async): the
+    scheme in any case, one space, then a token without whitespace.
+    ``Bearer  token`` (two spaces) or a trailing space is no token.
+    """
+    scheme, space, token = (request.headers.get("Authorization") or "").partition(" ")
+    if scheme.lower() != "bearer" or not space or not token or token != "".join(token.split()):
+        return None
+    return token
+
+
 class BearerToken(HttpBearer):
     openapi_description = "Create one with `python manage.py apitoken create NAME`."
 
     def __call__(self, request: HttpRequest) -> Any:
         if settings.OPEN_API:
             return "open"
-        return super().__call__(request)
+        token = bearer_token(request)
+        return None if token is None else self.authenticate(request, token)
 
     def authenticate(self, request: HttpRequest, token: str) -> str | None:
         return tokens.token_check(token)

@@ -3,8 +3,9 @@
 Why not ``sync_to_async``: under Django's ASGI handler its thread-sensitive
 mode gives every request a thread of its own, so every long-poll pop would
 open (and leave behind) a database connection. These threads keep one
-persistent connection each (``CONN_MAX_AGE`` applies as usual), and a
-waiting pop holds none of them while it waits. The domain functions called
+persistent connection each (``CONN_MAX_AGE`` applies as usual) or, with
+the connection pool, take one per job; a waiting pop holds none of them
+while it waits. The domain functions called
 here open their own ``transaction.atomic``; nothing async does.
 """
 
@@ -38,7 +39,12 @@ def _pool() -> ThreadPoolExecutor:
 
 def _call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
     close_old_connections()
-    return fn(*args, **kwargs)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        # With a connection pool (CONN_MAX_AGE=0) this hands the connection
+        # back between jobs; a persistent connection stays.
+        close_old_connections()
 
 
 async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -10,9 +11,44 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.errors import QueenError
 
+#: Deepest JSON nesting a request body may have. Answers embed a stored
+#: value a few levels down, and json, pydantic and the database drivers
+#: recurse once per level against Python's limit of 1,000 frames: a value
+#: 945 levels deep was stored, then broke every read that touched it.
+MAX_JSON_DEPTH = 128
+
+
+class _NotFinite(ValueError):
+    pass
+
 
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        # 1e400 parses as infinity, which no JSON answer can carry.
+        raise _NotFinite(text)
+    return number
+
+
+def json_depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests arrays and objects deeper than ``limit``."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 #: A ``\\uD800``-``\\uDFFF`` escape: JSON can spell a lone surrogate, which is
@@ -33,7 +69,9 @@ def read_json(request: HttpRequest, error: type[QueenError], reason: str, *, emp
 
     An empty body gives ``empty`` when one is provided, else the error.
     Strings must be Unicode text: a lone surrogate (``"\\ud800"``) is refused
-    here rather than failing later in the database.
+    here rather than failing later in the database. Numbers must be finite
+    (``1e400`` is refused) and arrays and objects nest at most
+    ``MAX_JSON_DEPTH`` deep.
     """
     body = request.body
     if not body.strip():
@@ -41,9 +79,17 @@ def read_json(request: HttpRequest, error: type[QueenError], reason: str, *, emp
             return empty
         raise error("the request body is empty", reason=reason)
     try:
-        parsed = json.loads(body, parse_constant=_no_constants)
+        parsed = json.loads(body, parse_constant=_no_constants, parse_float=_finite_float)
+    except _NotFinite as exc:
+        raise error("the request body has a number too large to represent", reason=reason) from exc
+    except RecursionError as exc:
+        raise error(f"the request body nests deeper than {MAX_JSON_DEPTH} levels", reason=reason) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise error("the request body is not valid JSON", reason=reason) from exc
+    # Counting brackets (in C) bounds the depth; walk the value only when
+    # the count alone cannot rule it out.
+    if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH and json_depth_over(parsed, MAX_JSON_DEPTH):
+        raise error(f"the request body nests deeper than {MAX_JSON_DEPTH} levels", reason=reason)
     # Escaped surrogate pairs decode to ordinary characters; only check the
     # rare body that spells a surrogate at all.
     if _SURROGATE_ESCAPE.search(body) and not _is_text(parsed):

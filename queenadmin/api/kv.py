@@ -130,6 +130,9 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     after = body.get("after") or ""
     if not isinstance(prefix, str) or not isinstance(after, str):
         raise KVBadRequest("prefix and after must be strings", reason="kv_bad_request")
+    if "\x00" in prefix or "\x00" in after:
+        # Keys never hold NUL (and PostgreSQL cannot compare with one).
+        raise KVBadRequest("prefix and after must not contain NUL", reason="kv_bad_key")
     limit = body.get("limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)):
         raise KVBadRequest("limit must be a number", reason="kv_bad_request")

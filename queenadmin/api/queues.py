@@ -16,7 +16,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
-from queenadmin.api import BearerToken, dbthreads
+from queenadmin.api import BearerToken, bearer_token, dbthreads
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
@@ -61,11 +61,10 @@ class AsyncBearerToken(BearerToken):
     async def __call__(self, request: HttpRequest) -> Any:
         if settings.OPEN_API:
             return "open"
-        header = request.headers.get(self.header) or ""
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != self.openapi_scheme or not token:
+        token = bearer_token(request)
+        if token is None:
             return None
-        return await dbthreads.run(tokens.token_check, token.strip())
+        return await dbthreads.run(tokens.token_check, token)
 
 
 def _body(request: HttpRequest, *, optional: bool = False) -> Any:
@@ -213,6 +212,7 @@ def ack_batch(request: HttpRequest) -> HttpResponse:
     summary="Extend every partition lease of a pop (200 success:false when gone)",
 )
 def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
+    wire.check_text(lease_id, "leaseId")
     seconds = wire.parse_lease_extend(_body(request, optional=True))
     extension = queues.queue_lease_extend(lease_id=lease_id, seconds=seconds)
     return json_response(wire.render_lease_extension(extension))
@@ -238,6 +238,7 @@ def list_queues(request: HttpRequest) -> HttpResponse:
 def _stats_or_404(
     name: str, group: str | None = None, *, with_age: bool = False, with_messages: bool = False
 ) -> queues.QueueStats:
+    wire.check_text(name, "queue")
     stats = queues.queue_stats(name=name, group=group, with_age=with_age, with_messages=with_messages)
     if stats is None:
         raise QueueNotFound()
@@ -246,7 +247,7 @@ def _stats_or_404(
 
 @router.get(
     "/resources/queues/{queue}",
-    response={200: QueueDetailOut, 404: QueueNotFoundOut},
+    response={200: QueueDetailOut, 404: QueueNotFoundOut, 400: EngineBadRequestOut},
     summary="One queue with its partitions",
 )
 def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
@@ -265,10 +266,11 @@ def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
 
 @router.delete(
     "/resources/queues/{queue}",
-    response={200: QueueDeletedOut | QueueNotDeletedOut},
+    response={200: QueueDeletedOut | QueueNotDeletedOut, 400: EngineBadRequestOut},
     summary="Delete a queue and everything in it",
 )
 def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
+    wire.check_text(queue, "queue")
     return json_response(wire.render_delete(queue, existed=queues.queue_delete(name=queue)))
 
 

@@ -48,7 +48,9 @@ class _Recorder:
         self.fd = -1
 
     def write(self, record: dict[str, Any]) -> None:
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        # ASCII: a path may hold U+2028 or U+0085, which the reader's
+        # splitlines() would take for line ends.
+        line = (json.dumps(record) + "\n").encode()
         with self.lock:
             if self.pid != os.getpid():
                 self.pid = os.getpid()

@@ -33,6 +33,8 @@ ROUTES = [
     ("POST", "/api/v1/consumer-groups/fuzz/subscription"),
     ("POST", "/api/v1/consumer-groups/fuzz/queues/fuzz/seek"),
     ("POST", "/api/v1/messages/1/fuzz/dlq"),
+    ("POST", "/api/v1/timers"),
+    ("POST", "/api/v1/transaction"),
 ]
 
 FIELDS = [
@@ -49,6 +51,8 @@ scalars = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=20),
+    # NUL, which PostgreSQL cannot store in text and SQLite can.
+    st.text(alphabet=st.sampled_from(["a", "\x00", "é", "/", "#"]), min_size=1, max_size=8),
     st.sampled_from(["get", "put", "acquire", "release", "completed", "failed", "dlq", "x" * 600]),
 )
 values = st.recursive(
@@ -59,7 +63,36 @@ values = st.recursive(
     ),
     max_leaves=20,
 )
+#: Number literals json.dumps cannot write: past a double (infinity once
+#: parsed), huge integers, tiny fractions.
+NUMBER_TEXT = ["1e400", "-1e400", "1e309", "2e308", "1" + "0" * 400, "-" + "9" * 120, "1e-400", "0.1e-330"]
+overflowing = st.builds(
+    lambda field, number, op: (
+        f'{{"{field}":{number},"operations":[{{"op":"{op}","ns":"fuzz","key":"k","forever":true,"{field}":{number}}}],'
+        f'"items":[{{"queue":"fuzz","{field}":{number}}}]}}'
+    ),
+    st.sampled_from(FIELDS),
+    st.sampled_from(NUMBER_TEXT),
+    st.sampled_from(["incr", "put", "getPrefix", "acquire", "schedule"]),
+)
+#: Arrays and objects nested around and past the limit, bare and as a value.
+nested = st.builds(
+    lambda depth, opener, wrap: wrap.replace("V", opener * depth + "1" + {"[": "]", '{"a":': "}"}[opener] * depth),
+    st.integers(min_value=100, max_value=3000),
+    st.sampled_from(["[", '{"a":']),
+    st.sampled_from(
+        [
+            "V",
+            '{"operations":[{"op":"put","ns":"fuzz","key":"k","forever":true,"value":V}]}',
+            '{"items":[{"queue":"fuzz","payload":V}]}',
+            '{"value":V,"forever":true}',
+            '{"operations":[{"op":"schedule","queue":"fuzz","key":"t","delayMs":1,"payload":V}]}',
+        ]
+    ),
+)
 bodies = st.one_of(
+    overflowing,
+    nested,
     values.map(json.dumps),
     st.dictionaries(st.sampled_from(FIELDS), values, max_size=8).map(json.dumps),
     st.lists(st.dictionaries(st.sampled_from(FIELDS), values, max_size=8), max_size=4).map(
@@ -109,6 +142,15 @@ def test_arbitrary_bodies_never_get_a_server_error(live_server, method, path):
         "/api/v1/consumer-groups/lagging?minLagSeconds=abc",
         "/api/v1/consumer-groups/lagging?minLagSeconds=99999999999999999999999",
         "/api/v1/resources/partitions?limit=0&offset=99999999999999999999",
+        "/api/v1/pop/queue/fuzz?leaseSeconds=99999999999999999999&wait=false",
+        "/api/v1/pop/queue/fuzz?subscriptionFrom=0001-01-01T00:00%2B14:00&wait=false",
+        "/api/v1/pop/queue/fuzz?consumerGroup=a%00b&wait=false",
+        "/api/v1/pop?namespace=%00&task=%00&wait=false",
+        "/api/v1/dlq?offset=99999999999999999999&limit=99999999999999999999",
+        "/api/v1/dlq?queue=%00&partition=%00&from=9999-12-31T23:59-14:00",
+        "/api/v1/resources/queues/%00",
+        "/api/v1/resources/queues/%00/depth?group=%00",
+        "/api/v1/kv/fuzz/%ff",
     ],
 )
 def test_odd_query_strings_never_get_a_server_error(live_server, path):

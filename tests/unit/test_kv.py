@@ -254,6 +254,52 @@ def test_incr_bound_is_checked_on_creation_too():
     assert (refused_min.reason, refused_min.value) == ("limit", 0)
 
 
+def test_incr_is_exact_beyond_28_digits():
+    """10**30 + 1 is 10**30 + 1 (the default decimal context kept 28 digits)."""
+    incr("huge", 10**30)
+    result = incr("huge", 1)
+    assert (result.applied, result.value) == (True, 10**30 + 1)
+    assert KVEntry.objects.get(key="huge").value_json == "1" + "0" * 29 + "1"
+    with pytest.raises(KVBadRequest, match="more significant digits than a fractional number keeps"):
+        incr("huge", 0.5)
+    assert get("huge").row.value == 10**30 + 1
+
+
+def test_incr_past_max_by_one_in_the_29th_digit_is_refused():
+    incr("cap", 10**28)
+    refused = incr("cap", 1, max=10**28)
+    assert (refused.applied, refused.reason, refused.value) == (False, "limit", 10**28)
+    assert get("cap").row.value == 10**28
+
+
+@pytest.mark.parametrize(
+    ("field", "number"),
+    [("delta", 10**100), ("delta", -(10**100)), ("delta", 1e-101), ("max", 10**100), ("min", 1e300)],
+    ids=["delta-1e100", "delta-minus-1e100", "delta-1e-101", "max-1e100", "min-1e300"],
+)
+def test_incr_refuses_numbers_beyond_its_exact_range(field, number):
+    op = {"op": "incr", "ns": "t", "key": "r", "delta": 1, "forever": True, field: number}
+    with pytest.raises(KVBadRequest) as refused:
+        one(op)
+    assert str(refused.value).startswith(f"{field} is beyond what incr computes exactly")
+    assert get("r").row is None
+
+
+def test_incr_on_a_stored_number_beyond_its_range_is_a_bad_request():
+    put("giant", 10**100)
+    with pytest.raises(KVBadRequest, match="the stored value is beyond what incr computes exactly"):
+        incr("giant")
+    assert get("giant").row.value == 10**100
+
+
+def test_incr_is_exact_up_to_its_range_and_refuses_past_it():
+    incr("edge", 10**100 - 2)
+    assert incr("edge", 1).value == 10**100 - 1
+    with pytest.raises(KVBadRequest, match="the result is beyond what incr computes exactly"):
+        incr("edge", 1)
+    assert get("edge").row.value == 10**100 - 1
+
+
 def test_incr_on_a_non_number_is_refused_type():
     put("s", "text")
     refused = incr("s")

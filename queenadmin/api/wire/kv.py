@@ -12,7 +12,7 @@ from typing import Any
 from queenadmin.api.wire.common import is_json_int, is_json_number, names_tenant, to_decimal
 from queenadmin.conf import settings
 from queenadmin.domain import clock, db, kv
-from queenadmin.errors import KVBadRequest
+from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
 
 OP_NAMES = frozenset({"get", "getMany", "getPrefix", "put", "putIfAbsent", "delete", "incr", "check"})
 MAX_TTL_SECONDS = int(kv.MAX_TTL.total_seconds())
@@ -74,10 +74,7 @@ def _bound(raw: dict[str, Any], name: str) -> Any:
         return None
     if not is_json_number(value):
         raise _bad("kv_bad_request", f"{name} must be a number")
-    result = to_decimal(value)
-    if not result.is_finite():
-        raise _bad("kv_bad_request", f"{name} must be a finite number")
-    return result
+    return kv.check_incr_number(to_decimal(value), name)
 
 
 def _page_limit(raw: dict[str, Any]) -> int:
@@ -101,6 +98,8 @@ def _get_prefix(raw: dict[str, Any], ns: str, *, in_transaction: bool) -> kv.KVG
     after = raw.get("after")
     if after is not None and not isinstance(after, str):
         raise _bad("kv_bad_request", "after must be a string")
+    if after is not None and "\x00" in after:
+        raise _bad("kv_bad_key", "after must not contain NUL")
     keys_only = raw.get("keysOnly", False)
     if keys_only is not None and not isinstance(keys_only, bool):
         raise _bad("kv_bad_request", "keysOnly must be a boolean")
@@ -110,8 +109,13 @@ def _get_prefix(raw: dict[str, Any], ns: str, *, in_transaction: bool) -> kv.KVG
 def _put(raw: dict[str, Any], op: str, ns: str, key: str, required: bool, limits: kv.Limits) -> kv.KVPut:
     if "value" not in raw:
         raise _bad("kv_bad_request", f"{op} needs a value")
+    value = raw["value"]
+    if isinstance(value, str) and len(value) + 2 > limits.value_bytes:
+        # Its JSON text has at least that many bytes: refuse before making
+        # a copy of a 64 MiB string to measure it.
+        raise KVPayloadTooLarge(f"value is over {limits.value_bytes} bytes", reason="kv_value_too_large")
     try:
-        value_json = db.json_text(raw["value"])
+        value_json = db.json_text(value)
     except (TypeError, ValueError) as exc:
         raise _bad("kv_bad_request", "value is not valid JSON") from exc
     kv.check_value_json(value_json, limits=limits)
@@ -129,9 +133,7 @@ def _incr(raw: dict[str, Any], ns: str, key: str, required: bool) -> kv.KVIncr:
     delta = raw.get("delta")
     if not is_json_number(delta):
         raise _bad("kv_bad_request", "incr needs a numeric delta")
-    delta_dec = to_decimal(delta)
-    if not delta_dec.is_finite():
-        raise _bad("kv_bad_request", "delta must be a finite number")
+    delta_dec = kv.check_incr_number(to_decimal(delta), "delta")
     ttl = _expiry(raw)
     return kv.KVIncr(ns, key, delta_dec, ttl, _bound(raw, "min"), _bound(raw, "max"), required)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from queenadmin.api.wire.common import is_json_int
@@ -36,6 +36,11 @@ DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_EXTEND_SECONDS = 60
 DEFAULT_DLQ_LIMIT = 100
 MAX_DLQ_LIMIT = 1000
+#: Longest lease a pop or an extend may ask for: ten years. Past it the
+#: expiry no longer fits a datetime (2**70 seconds) or a database column.
+MAX_LEASE_SECONDS = 10 * 365 * 86400
+#: Offsets are signed 64-bit integers in both databases.
+MAX_OFFSET = 2**63 - 1
 #: Top-level configure fields that are not options.
 _CONFIGURE_FIELDS = ("queue", "namespace", "task", "options", "mode")
 
@@ -62,6 +67,14 @@ def check_name(value: Any, what: str) -> str:
         raise InvalidArgument(f"{what} must not contain NUL")
     if len(value.encode()) > MAX_NAME_BYTES:
         raise NameTooLong(f"{what} is over {MAX_NAME_BYTES} bytes")
+    return value
+
+
+def check_text(value: Any, what: str) -> Any:
+    """``value`` unless it is a string with a NUL, which PostgreSQL cannot
+    store or compare: refused here so that SQLite answers the same."""
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidArgument(f"{what} must not contain NUL")
     return value
 
 
@@ -105,6 +118,12 @@ def _iso_time(raw: str, name: str, expected: str) -> datetime:
         raise InvalidArgument(f"{name} must be {expected}") from None
     if moment.tzinfo is None:
         raise InvalidArgument(f"{name} must carry a time zone")
+    try:
+        # 0001-01-01T00:00+14:00 is a valid ISO time before year 1 in UTC,
+        # which the databases' converters cannot represent.
+        moment.astimezone(UTC)
+    except OverflowError:
+        raise InvalidArgument(f"{name} is out of range") from None
     return moment
 
 
@@ -137,6 +156,7 @@ def parse_configure(body: Any) -> queues.ConfigureRequest:
     for label, value in (("namespace", namespace), ("task", task)):
         if value is not None and not isinstance(value, str):
             raise InvalidArgument(f"{label} must be a string or null")
+        check_text(value, label)
     return queues.ConfigureRequest(
         name=name,
         namespace=namespace,
@@ -217,6 +237,7 @@ def parse_push_items(raw: Any) -> list[queues.PushItem]:
         if txn is not None:
             if not isinstance(txn, str) or not txn:
                 raise InvalidArgument(f"items[{index}].transactionId must be a non-empty string")
+            check_text(txn, f"items[{index}].transactionId")
             if len(txn.encode()) > MAX_TXN_BYTES:
                 raise InvalidArgument(f"items[{index}].transactionId is over {MAX_TXN_BYTES} bytes")
         trace = item.get("traceId")
@@ -274,8 +295,8 @@ def parse_pop_queue(params: Params, queue: str, partition: str | None = None) ->
 
 def parse_pop_discovery(params: Params) -> PopCall:
     """``GET /pop?namespace=&task=``: pop from any queue they select."""
-    namespace = params.get("namespace") or None
-    task = params.get("task") or None
+    namespace = check_text(params.get("namespace") or None, "namespace")
+    task = check_text(params.get("task") or None, "task")
     if namespace is None and task is None:
         raise InvalidArgument("namespace or task is required")
     return _pop_call(params, namespace=namespace, task=task)
@@ -307,6 +328,8 @@ def _pop_call(
     lease = _number(params, "leaseSeconds")
     if lease is not None and lease < 1:
         raise InvalidArgument("leaseSeconds must be at least 1")
+    if lease is not None and lease > MAX_LEASE_SECONDS:
+        raise InvalidArgument(f"leaseSeconds must be at most {MAX_LEASE_SECONDS}")
     # Queen's reading: new and new-only mean "new"; any other value "all".
     raw_mode = params.get("subscriptionMode") or None
     mode: queues.SubscriptionMode | None = None
@@ -393,11 +416,13 @@ def ack_item(index: int, raw: Any, group: Any) -> queues.AckItem:
     txn = raw.get("transactionId")
     if not isinstance(txn, str) or not txn:
         raise InvalidArgument("transactionId must be a non-empty string")
+    check_text(txn, "transactionId")
     pid = raw.get("partitionId")
     if is_json_int(pid):
         pid = str(pid)
     if not isinstance(pid, str) or not pid:
         raise InvalidArgument("partitionId must be a non-empty string")
+    check_text(pid, "partitionId")
     status = raw.get("status")
     if status is not None and not isinstance(status, str):
         raise InvalidArgument("status must be a string")
@@ -406,6 +431,7 @@ def ack_item(index: int, raw: Any, group: Any) -> queues.AckItem:
     lease = raw.get("leaseId")
     if lease is not None and not isinstance(lease, str):
         raise InvalidArgument("leaseId must be a string")
+    check_text(lease, "leaseId")
     error = raw.get("error")
     if error is not None and not isinstance(error, str):
         error = json.dumps(error)
@@ -438,6 +464,8 @@ def parse_lease_extend(body: Any) -> int:
         seconds = DEFAULT_EXTEND_SECONDS
     if not is_json_int(seconds) or seconds < 1:
         raise InvalidArgument("seconds must be an integer of at least 1")
+    if seconds > MAX_LEASE_SECONDS:
+        raise InvalidArgument(f"seconds must be at most {MAX_LEASE_SECONDS}")
     return seconds
 
 
@@ -639,12 +667,14 @@ def parse_dlq(params: Params) -> queues.DeadLetterQuery:
     offset = _number(params, "offset")
     if (limit is not None and limit < 1) or (offset is not None and offset < 0):
         raise InvalidArgument("limit must be positive and offset not negative")
+    if offset is not None and offset > MAX_OFFSET:
+        raise InvalidArgument(f"offset must be at most {MAX_OFFSET}")
     since = params.get("from")
     until = params.get("to")
     return queues.DeadLetterQuery(
-        queue=params.get("queue") or None,
-        group=params.get("consumerGroup") or None,
-        partition=params.get("partition") or None,
+        queue=check_text(params.get("queue") or None, "queue"),
+        group=check_text(params.get("consumerGroup") or None, "consumerGroup"),
+        partition=check_text(params.get("partition") or None, "partition"),
         since=_iso_time(since, "from", "an ISO time") if since else None,
         until=_iso_time(until, "to", "an ISO time") if until else None,
         limit=min(limit or DEFAULT_DLQ_LIMIT, MAX_DLQ_LIMIT),

@@ -59,7 +59,7 @@ def _validate(index: int, raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise _bad("timers_bad_request", f"op {index} is not an object")
     op = raw.get("op")
-    if op not in OPS:
+    if not isinstance(op, str) or op not in OPS:
         raise _bad("timers_bad_op", f"op {index}: op must be schedule, reschedule or cancel")
     for name in raw:
         if name in SERVER_OWNED or name.startswith("_"):
@@ -89,6 +89,10 @@ def _validate(index: int, raw: Any) -> dict[str, Any]:
             raise _bad("timers_payload_required", f"op {index}: payload (base64) is required")
     elif raw.get("txn") is not None and not isinstance(raw["txn"], str):
         raise _bad("timers_bad_request", f"op {index}: txn must be a string")
+    for name in ("queue", "timerKey", "partition", "txn"):
+        # PostgreSQL cannot store NUL in text; SQLite could, so both refuse.
+        if "\x00" in (raw.get(name) or ""):
+            raise _bad("timers_bad_request", f"op {index}: {name} must not contain NUL")
     return raw
 
 

@@ -21,6 +21,7 @@ from queenadmin.domain.kv.ops import (
     KVRow,
     PageResult,
     WriteResult,
+    check_incr_number,
     check_key,
     check_namespace,
     check_ttl,
@@ -44,9 +45,7 @@ def _number(value: int | float | Decimal, what: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise KVBadRequest(f"{what} must be a number")
     number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-    if not number.is_finite():
-        raise KVBadRequest(f"{what} must be a finite number")
-    return number
+    return check_incr_number(number, what)
 
 
 def _write(op: KVPut | KVDelete | KVIncr, now: datetime | None) -> WriteResult:

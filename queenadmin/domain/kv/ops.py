@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow
 from typing import Any, ClassVar, Literal
 
 from queenadmin.conf import settings
@@ -25,6 +25,14 @@ MAX_PAGE_LIMIT = 1000
 DEFAULT_PAGE_LIMIT = 100
 #: A page of rows stops early once it carries this many value bytes.
 PAGE_READ_BUDGET = 4 * 1024 * 1024
+#: ``incr`` is exact for every number below 10**INCR_DIGITS in magnitude
+#: with at most INCR_DIGITS digits after the point; anything else is
+#: refused (Python's default context kept 28 digits: 10**30 + 1 stayed
+#: 10**30 and still answered applied).
+INCR_DIGITS = 100
+#: Enough precision for the sum of any two such numbers, with rounding
+#: trapped so that a lost digit can only ever be an error.
+INCR_CONTEXT = Context(prec=2 * INCR_DIGITS + 2, traps=[Inexact, InvalidOperation, Overflow])
 #: Budgets of a KV call inside a transaction (protocol 5.2).
 TXN_MAX_OPS = 64
 TXN_MAX_KEYS = 256
@@ -118,6 +126,30 @@ class KVIncr:
     required: bool = False
 
     name: ClassVar[WriteOpName] = "incr"
+
+
+def check_incr_number(number: Decimal, what: str) -> Decimal:
+    """``number`` when ``incr`` can compute with it exactly, else a refusal."""
+    if not number.is_finite():
+        raise KVBadRequest(f"{what} must be a finite number")
+    if number and (number.adjusted() >= INCR_DIGITS or number.as_tuple().exponent < -INCR_DIGITS):  # type: ignore[operator]
+        raise KVBadRequest(
+            f"{what} is beyond what incr computes exactly (magnitude below 1e{INCR_DIGITS}, "
+            f"at most {INCR_DIGITS} decimal places)"
+        )
+    return number
+
+
+def incr_sum(base: Decimal, delta: Decimal) -> Decimal:
+    """``base + delta``, exactly (both checked by ``check_incr_number``).
+
+    Refuse a sum beyond the range, or a fraction that a JSON reader (a
+    double) could not hold exactly: it would read back rounded.
+    """
+    total = check_incr_number(INCR_CONTEXT.add(base, delta), "the result")
+    if total != total.to_integral_value() and Decimal(repr(float(total))) != total:
+        raise KVBadRequest("the result has more significant digits than a fractional number keeps (17)")
+    return total
 
 
 @dataclass(frozen=True, slots=True)

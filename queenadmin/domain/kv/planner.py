@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Literal
 
 from queenadmin.domain.kv.ops import (
@@ -27,6 +27,8 @@ from queenadmin.domain.kv.ops import (
     KVWrite,
     Reason,
     WriteResult,
+    check_incr_number,
+    incr_sum,
 )
 
 
@@ -208,11 +210,8 @@ def decide(position: int, op: KVWrite, stored: Stored | None, now: datetime, pla
     current = cur_value()
     if live and (isinstance(current, bool) or not isinstance(current, int | float)):
         return refuse("type")
-    base = _exact(current) if live else Decimal(0)
-    try:
-        total = base + op.delta
-    except InvalidOperation:  # pragma: no cover - finite inputs only
-        return refuse("type")
+    base = check_incr_number(_exact(current), "the stored value") if live else Decimal(0)
+    total = incr_sum(base, op.delta)
     if (op.minimum is not None and total < op.minimum) or (op.maximum is not None and total > op.maximum):
         return refuse("limit", current if live else 0, cur_version)
     text = decimal_json(total)

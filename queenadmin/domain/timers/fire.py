@@ -329,6 +329,8 @@ class TimerLoop:
                 logger.exception("timer loop step failed")
                 connection.close()
                 wait = 1.0
+            # Pooled: give the connection back while the loop sleeps.
+            close_old_connections()
             self._sleep(seen, wait, stop)
         with contextlib.suppress(Exception):
             self.lock.release()

@@ -31,6 +31,7 @@ from django.db import DatabaseError, connection
 from queenadmin import logs
 from queenadmin.conf import settings as app_settings
 from queenadmin.domain import tokens
+from queenadmin.files import create_private_file, private_data_dir
 
 log = logging.getLogger("queenadmin.serve")
 
@@ -229,6 +230,10 @@ class Command(BaseCommand):
         log.info("  database:      %s", database_label())
         log.info("  channel layer: %s", layer)
         log.info("  workers:       %d, %d HTTP threads each", workers, http_threads())
+        if connection.vendor == "postgresql" and settings.SECRET_KEY_GENERATED:
+            # Each replica would invent a key of its own: sessions and signed
+            # values made by one would be refused by the others.
+            _fail("DJANGO_SECRET_KEY must be set on PostgreSQL (the same on every replica).")
         _check_database()
         if redis_url:
             _check_redis(redis_url)
@@ -255,6 +260,11 @@ class Command(BaseCommand):
     def _serve(self, host: str, port: int, sock: socket.socket, workers: int, access_log: bool) -> None:
         import uvicorn
 
+        if connection.vendor == "postgresql":
+            # The pool of this process: a supervisor of several workers
+            # would keep its connections open for good.
+            connection.close_pool()  # type: ignore[attr-defined]
+
         # uvicorn re-raises the stop signal once it has shut down, to the
         # handler found before it ran: make that one quiet, so a stop ends
         # with "stopped" and exit code 0, not a KeyboardInterrupt.
@@ -271,6 +281,8 @@ class Command(BaseCommand):
             log_level=None,
             access_log=access_log,
             ws="websockets-sansio",
+            # httptools with a deadline on request headers (issue 13).
+            http="queenadmin.httpproto:HeaderDeadlineProtocol",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
         if workers > 1:
@@ -306,7 +318,14 @@ class Command(BaseCommand):
             f'               -d \'{{"operations":[{{"op":"put","ns":"demo","key":"hello","value":1,"forever":true}}]}}\' \\\n'
             f"               {base}/api/v1/kv\n"
         )
-        notes.parent.mkdir(parents=True, exist_ok=True)
-        notes.write_text(text)
-        notes.chmod(0o600)
-        self.stdout.write(text + f"(Also kept in {notes}, readable by you only.)")
+        private_data_dir(notes.parent)
+        notes.unlink(missing_ok=True)
+        create_private_file(notes, text)
+        if self.stdout.isatty():
+            self.stdout.write(text + f"(Also kept in {notes}, readable by you only.)")
+        else:
+            # A log file or a pipe may be read by others, and kept: say where
+            # the credentials are rather than print them.
+            self.stdout.write(
+                f"First start: created a local admin user and an API token; read them in {notes} (readable by you only)."
+            )
