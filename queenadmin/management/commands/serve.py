@@ -230,13 +230,13 @@ class Command(BaseCommand):
         log.info("  database:      %s", database_label())
         log.info("  channel layer: %s", layer)
         log.info("  workers:       %d, %d HTTP threads each", workers, http_threads())
+        _check_database()
+        if redis_url:
+            _check_redis(redis_url)
         if connection.vendor == "postgresql" and settings.SECRET_KEY_GENERATED:
             # Each replica would invent a key of its own: sessions and signed
             # values made by one would be refused by the others.
             _fail("DJANGO_SECRET_KEY must be set on PostgreSQL (the same on every replica).")
-        _check_database()
-        if redis_url:
-            _check_redis(redis_url)
         # Bound before migrating, so a taken port fails at once. With one
         # worker the socket only checks that: uvicorn binds its own.
         sock = _bind(host, port)
