@@ -79,8 +79,12 @@ def dash() -> Iterator[LiveServer]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
+    """One chromium for this folder's tests, stopped when they end: Playwright's
+    sync API keeps an event loop running in the main thread while it is up,
+    which the asyncio tests and Django's async-safety check after this folder
+    would trip over."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

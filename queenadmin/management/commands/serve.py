@@ -233,16 +233,16 @@ class Command(BaseCommand):
         _check_database()
         if redis_url:
             _check_redis(redis_url)
-        if connection.vendor == "postgresql" and settings.SECRET_KEY_GENERATED:
-            # Each replica would invent a key of its own: sessions and signed
-            # values made by one would be refused by the others.
-            _fail("DJANGO_SECRET_KEY must be set on PostgreSQL (the same on every replica).")
         # Bound before migrating, so a taken port fails at once. With one
         # worker the socket only checks that: uvicorn binds its own.
         sock = _bind(host, port)
         if workers == 1:
             port = sock.getsockname()[1]
             sock.close()
+        if connection.vendor == "postgresql" and settings.SECRET_KEY_GENERATED:
+            # Each replica would invent a key of its own: sessions and signed
+            # values made by one would be refused by the others.
+            _fail("DJANGO_SECRET_KEY must be set on PostgreSQL (the same on every replica).")
         if not options["no_migrate"]:
             log.info("applying migrations…")
             _migrate()
