@@ -159,7 +159,7 @@ class StatusQueuesOut(WireOut):
     pagination: PaginationOut
 
 
-class QueueConfigOut(WireOut):
+class StatusQueueConfigOut(WireOut):
     leaseTime: int
     retryLimit: int
     retryDelay: int
@@ -175,7 +175,7 @@ class StatusQueueInfoOut(WireOut):
     task: str | None
     priority: int
     createdAt: MillisZTime
-    config: QueueConfigOut
+    config: StatusQueueConfigOut
 
 
 class StatusCountsOut(WireOut):
