@@ -108,9 +108,11 @@ class PopHandler(ASGIHandler):
         self._middleware_chain = handler
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        # A pop's timeout runs from here, not from when its view starts: a
-        # burst of pops queues on the auth check and the first claim.
-        scope[ARRIVED_KEY] = asyncio.get_running_loop().time()
+        # A pop's timeout runs from its arrival, not from when its view
+        # starts: a burst of pops queues on the auth check and the first
+        # claim. ``serve``'s protocol notes it when the request's first
+        # bytes are parsed; other servers get this moment.
+        scope.setdefault(ARRIVED_KEY, asyncio.get_running_loop().time())
         # Django's __call__ without its ThreadSensitiveContext (see above).
         await self.handle(scope, receive, send)
 

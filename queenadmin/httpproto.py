@@ -8,6 +8,11 @@ every byte that trickles in cancels the keep-alive timer. Here a request's
 headers must be complete within ``HEADER_TIMEOUT_SECONDS`` of the
 connection opening or of the previous answer, else the connection is
 closed. Bodies have their own deadline (``wsgi_bridge.read_body``).
+
+It also notes in the scope when a request began to arrive (``ARRIVED_KEY``):
+a long-poll pop's timeout runs from then, so time the request spent queued
+behind other work on a busy event loop counts against its timeout instead
+of being added to it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import asyncio
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from queenadmin.conf import settings
+from queenadmin.middleware import ARRIVED_KEY
 
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):
@@ -25,6 +31,10 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope[ARRIVED_KEY] = self.loop.time()  # type: ignore[literal-required]
 
     def on_headers_complete(self) -> None:
         self._disarm()

@@ -64,7 +64,7 @@ class AsyncBearerToken(BearerToken):
         token = bearer_token(request)
         if token is None:
             return None
-        return await dbthreads.run(tokens.token_check, token)
+        return tokens.token_check_cached(token) or await dbthreads.run(tokens.token_check, token)
 
 
 def _body(request: HttpRequest, *, optional: bool = False) -> Any:
@@ -115,6 +115,8 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
     key = call.request.queue if call.request.queue is not None else wakeups.ANY
     # Waiters that compete for the same messages (see wakeups.Hub).
     lane = (call.request.group, call.request.partition)
+    # What decides whether a claim finds anything (see Hub.known_empty).
+    shape = (lane, call.request.namespace, call.request.task)
     hub = wakeups.hub
     hub.bind()
     woken = False
@@ -126,6 +128,13 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
             # Out of time: hand the wake-up on instead of claiming.
             hub.wake_one(key, lane)
             return HttpResponse(status=204)
+        if call.wait and not woken and hub.known_empty(key, shape):
+            # Pops of this shape wait with nothing claimable and no wake-up
+            # since: join them without a claim of our own.
+            woken = await hub.wait(key, generation, deadline - loop.time(), lane=lane)
+            if not woken:
+                return HttpResponse(status=204)
+            continue
         claim = await dbthreads.run(queues.queue_claim, request=call.request)
         if claim.messages:
             # There may be more: wake the next waiter of this lane.
@@ -139,6 +148,8 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
         if claim.retry_at is not None:
             until_free = (claim.retry_at - clock.now()).total_seconds() + 0.01
             recheck_at = loop.time() + max(0.01, until_free)
+        empty_until = loop.time() + settings.POP_RECHECK_SECONDS
+        hub.note_empty(key, shape, generation, empty_until if recheck_at is None else min(recheck_at, empty_until))
         woken = await hub.wait(key, generation, remaining, lane=lane, recheck_at=recheck_at)
         if not woken:
             # The timeout ran out with no wake-up: no last claim (a thousand

@@ -107,6 +107,21 @@ def token_list() -> list[TokenInfo]:
     return [TokenInfo(t.name, t.prefix, t.created_at, t.revoked_at) for t in ApiToken.objects.order_by("name")]
 
 
+def _cached(digest: str, now: float) -> str | None:
+    with _cache_lock:
+        hit = _cache.get(digest)
+    return hit[1] if hit is not None and hit[0] > now else None
+
+
+def token_check_cached(token: str) -> str | None:
+    """``token_check``'s answer when its cache has it, else None; no database.
+
+    Async views try this on the event loop before handing the full check
+    to a database thread (a hop that cost a long-poll pop ~10% of its CPU).
+    """
+    return _cached(_hash(token), time.monotonic()) if token else None
+
+
 def token_check(token: str) -> str | None:
     """Return the name of the active token ``token``, or None.
 
@@ -120,10 +135,9 @@ def token_check(token: str) -> str | None:
     digest = _hash(token)
     ttl = settings.TOKEN_CACHE_SECONDS
     now = time.monotonic()
-    with _cache_lock:
-        hit = _cache.get(digest)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    cached = _cached(digest, now)
+    if cached is not None:
+        return cached
     row = ApiToken.objects.filter(token_hash=digest, revoked_at__isnull=True).values_list("token_hash", "name").first()
     if row is None or not hmac.compare_digest(row[0], digest):
         return None

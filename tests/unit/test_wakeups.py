@@ -31,3 +31,42 @@ async def test_a_wake_still_wakes_before_close():
     await asyncio.sleep(0)
     hub.wake(["orders"])
     assert await asyncio.wait_for(waiting, 1.0) is True
+
+
+async def test_a_noted_empty_claim_holds_until_a_wake_or_its_time():
+    """Pops of one shape skip their first claim only while nothing could have changed."""
+    hub = Hub()
+    loop = asyncio.get_running_loop()
+    hub.loop = loop
+    shape = (("g", None), None, None)
+    other = (("h", None), None, None)
+    assert hub.known_empty("orders", shape) is False
+    waiting = asyncio.ensure_future(hub.wait("orders", hub.generation("orders"), 30.0, lane=("g", None)))
+    hub.note_empty("orders", shape, hub.generation("orders"), loop.time() + 30)
+    await asyncio.sleep(0)
+    assert hub.known_empty("orders", shape) is True
+    # Another consumer group, or another queue, still claims.
+    assert hub.known_empty("orders", other) is False
+    assert hub.known_empty("invoices", shape) is False
+    # A push to the queue: the next pop claims again.
+    hub.wake(["orders"])
+    assert await asyncio.wait_for(waiting, 1.0) is True
+    assert hub.known_empty("orders", shape) is False
+    # A note taken before the wake (an older generation) is stale at once.
+    hub.note_empty("orders", shape, hub.generation("orders") - 1, loop.time() + 30)
+    assert hub.known_empty("orders", shape) is False
+    # A note whose time ran out (a lease the claim saw has expired).
+    hub.note_empty("orders", shape, hub.generation("orders"), loop.time() - 0.001)
+    assert hub.known_empty("orders", shape) is False
+
+
+async def test_notes_leave_with_the_last_waiter_of_their_queue():
+    hub = Hub()
+    loop = asyncio.get_running_loop()
+    hub.loop = loop
+    shape = ((None, None), None, None)
+    waiting = asyncio.ensure_future(hub.wait("orders", hub.generation("orders"), 0.05, lane=(None, None)))
+    hub.note_empty("orders", shape, hub.generation("orders"), loop.time() + 30)
+    assert await waiting is False
+    assert hub.empty == {}
+    assert hub.known_empty("orders", shape) is False

@@ -70,6 +70,9 @@ class Hub:
         #: out together cost a quadratic deque.remove ~0.5 s of the loop).
         self.lanes: dict[str, dict[Lane, OrderedDict[asyncio.Future[None], None]]] = {}
         self.rechecks: dict[str, asyncio.TimerHandle] = {}
+        #: Per key, the claims that found nothing while pops wait on the key:
+        #: claim shape -> (generation seen, loop time it stays true until).
+        self.empty: dict[str, dict[Hashable, tuple[int, float]]] = {}
         self.listener: asyncio.Task[None] | None = None
         #: Settings of the database to LISTEN on (PostgreSQL only).
         self.listen_params: dict[str, Any] | None = None
@@ -83,6 +86,7 @@ class Hub:
             self.loop = loop
             self.lanes = {}
             self.rechecks = {}
+            self.empty = {}
             self.listener = None
             self.closed = False
         if self.listen_params is None and is_postgres():
@@ -93,6 +97,30 @@ class Hub:
     def generation(self, key: str) -> int:
         """The current generation of ``key``; pass it to ``wait``."""
         return self.generations.get(key, 0)
+
+    def note_empty(self, key: str, shape: Hashable, generation: int, until: float) -> None:
+        """A claim of ``shape`` on ``key`` found nothing at ``generation``.
+
+        Until loop time ``until`` (the earliest lease expiry or delayed
+        message the claim saw, capped by the caller) and while no wake-up
+        of ``key`` comes, a claim of the same shape finds nothing either.
+        Call it just before waiting on ``key``: entries live while the key
+        has waiters.
+        """
+        self.empty.setdefault(key, {})[shape] = (generation, until)
+
+    def known_empty(self, key: str, shape: Hashable) -> bool:
+        """True when a claim of ``shape`` on ``key`` would find nothing now.
+
+        A pop that arrives while others of its shape wait, with no wake-up
+        since their claims, waits without a claim of its own: 1,000 pops
+        arriving on one queue cost one claim, not 1,000.
+        """
+        noted = self.empty.get(key, {}).get(shape)
+        if noted is None or self.loop is None:
+            return False
+        generation, until = noted
+        return generation == self.generations.get(key, 0) and self.loop.time() < until
 
     async def wait(
         self, key: str, generation: int, timeout_seconds: float, *, lane: Lane = None, recheck_at: float | None = None
@@ -146,6 +174,7 @@ class Hub:
                 del lanes[lane]
         if not lanes:
             del self.lanes[key]
+            self.empty.pop(key, None)
             handle = self.rechecks.pop(key, None)
             if handle is not None:
                 handle.cancel()
@@ -167,6 +196,7 @@ class Hub:
         """Wake one waiter per lane of ``names`` (and of the any-queue pops). Loop only."""
         for key in (*names, ANY):
             self.generations[key] = self.generations.get(key, 0) + 1
+            self.empty.pop(key, None)
             self._wake_lanes(key)
 
     def wake_all(self) -> None:
