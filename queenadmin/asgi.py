@@ -40,6 +40,7 @@ from django.http.response import HttpResponseBase  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
 
 from queenadmin import loops  # noqa: E402
+from queenadmin.apihandler import ApiWSGIHandler, is_api_path  # noqa: E402
 from queenadmin.dashboard.routing import websocket_urlpatterns  # noqa: E402
 from queenadmin.middleware import ARRIVED_KEY, ApiErrorMiddleware, BodyLimitMiddleware, InlineHooks  # noqa: E402
 from queenadmin.wsgi_bridge import BufferedWSGI  # noqa: E402
@@ -137,7 +138,10 @@ class StaticFiles(StaticFilesHandler):
 _threads = int(os.environ.get("QUEENADMIN_HTTP_THREADS", "8"))
 _django_wsgi = StaticFiles(get_wsgi_application())
 #: One thread pool, so one set of database connections per process.
-wsgi_app = BufferedWSGI(_django_wsgi, ThreadPoolExecutor(max_workers=_threads, thread_name_prefix="wsgi"))
+_wsgi_threads = ThreadPoolExecutor(max_workers=_threads, thread_name_prefix="wsgi")
+wsgi_app = BufferedWSGI(_django_wsgi, _wsgi_threads)
+#: The API, /health and /metrics: MIDDLEWARE without the browser's entries.
+api_app = BufferedWSGI(ApiWSGIHandler(), _wsgi_threads)
 pop_app = PopHandler()
 websocket_app = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 
@@ -196,6 +200,8 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
             await _refuse_path(scope, send)
         elif scope["path"].startswith(ASYNC_PREFIXES):
             await pop_app(scope, receive, send)
+        elif is_api_path(scope["path"]):
+            await api_app(scope, receive, send)
         else:
             await wsgi_app(scope, receive, send)
     elif kind == "websocket":
