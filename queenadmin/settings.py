@@ -131,6 +131,8 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     }
     _db["CONN_MAX_AGE"] = 0 if os.environ.get("QUEENADMIN_SQLITE_NO_PERSIST") else 600
 elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
+    # Django's backend with the health check only after idle (pgbackend/base.py).
+    _db["ENGINE"] = "queenadmin.pgbackend"
     _db.setdefault("OPTIONS", {})
     #: Connections a serving process opens at most, shared by its HTTP
     #: threads, pop threads and loops (README: the connection budget).
@@ -158,7 +160,7 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
     # an explicit prepare=True too. A threshold nothing reaches keeps the
     # automatic kind off and lets domain/db.pg_run prepare its hot statements.
     _db["OPTIONS"].setdefault("prepare_threshold", 2**62)
-if _db["ENGINE"].startswith("django.db.backends.postgresql") and os.environ.get("QUEENADMIN_TEST_DB_NAME"):
+if _db["ENGINE"] == "queenadmin.pgbackend" and os.environ.get("QUEENADMIN_TEST_DB_NAME"):
     # Lets several test runs share one PostgreSQL server without sharing a
     # test database.
     _db["TEST"] = {"NAME": os.environ["QUEENADMIN_TEST_DB_NAME"]}

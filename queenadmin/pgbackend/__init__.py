@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend with a cheaper connection health check (see base.py)."""
