@@ -1,0 +1,59 @@
+"""The events publisher sends every flush on one long-lived event loop.
+
+It used ``async_to_sync`` per message: a new thread and event loop each
+time, and with Redis a new connection per loop. Real Redis here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from channels_redis.core import RedisChannelLayer
+
+from queenadmin.domain import events
+
+REDIS_URL = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/0")
+
+#: The loops group_send ran on.
+LOOPS: list[asyncio.AbstractEventLoop] = []
+
+
+class RecordingRedisLayer(RedisChannelLayer):
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        LOOPS.append(asyncio.get_running_loop())
+        await super().group_send(group, message)
+
+
+def test_every_flush_goes_out_on_one_loop(settings):
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "tests.unit.test_events_publisher.RecordingRedisLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+    listener = RedisChannelLayer(hosts=[REDIS_URL])
+    group = f"publisher-test-{os.getpid()}"
+
+    async def subscribe() -> str:
+        channel = await listener.new_channel()
+        await listener.group_add(group, channel)
+        return channel
+
+    loop = asyncio.new_event_loop()
+    try:
+        channel = loop.run_until_complete(subscribe())
+        publisher = events._Publisher()
+        LOOPS.clear()
+        received = []
+        for n in range(4):
+            publisher.mark(group, {"type": "kv.changed", "namespaces": [f"ns{n}"]})
+            message = loop.run_until_complete(asyncio.wait_for(listener.receive(channel), 5))
+            received.append(message["namespaces"])
+            time.sleep(events.FLUSH_INTERVAL + 0.05)
+        assert received == [["ns0"], ["ns1"], ["ns2"], ["ns3"]]
+        assert len(LOOPS) == 4
+        assert len({id(loop) for loop in LOOPS}) == 1
+        assert not LOOPS[0].is_closed()
+    finally:
+        loop.run_until_complete(listener.flush())
+        loop.close()
