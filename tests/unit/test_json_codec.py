@@ -1,0 +1,90 @@
+"""The API's JSON: orjson where it is exact, ``json`` everywhere else.
+
+Reading must give what the strict ``json`` reading gives for every body
+(integers of any size exact, the same refusals with the same words), and
+writing must give JSON that reads back to the same value.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import RequestFactory
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from queenadmin.api.http import json_dumps, read_json
+from queenadmin.errors import InvalidArgument
+
+
+def _read(body: bytes) -> Any:
+    request = RequestFactory().post("/api/v1/kv", data=body, content_type="application/json")
+    return read_json(request, InvalidArgument, "bad_request")
+
+
+def _refusal(body: bytes) -> str:
+    with pytest.raises(InvalidArgument) as refused:
+        _read(body)
+    return str(refused.value)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_reading_matches_strict_json(value):
+    body = json.dumps(value, ensure_ascii=False).encode()
+    read = _read(body)
+    assert read == json.loads(body)
+    assert json.dumps(read) == json.dumps(json.loads(body))
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_writing_reads_back_exactly(value):
+    assert json.loads(json_dumps(value)) == value
+
+
+@pytest.mark.parametrize(
+    "number", [2**64, 2**70 + 1, -(2**63) - 1, 10**30 + 1, 123456789012345678901234567890, 18446744073709551615]
+)
+def test_integers_of_any_size_stay_exact(number):
+    read = _read(f'{{"n": {number}}}'.encode())["n"]
+    assert type(read) is int
+    assert read == number
+    assert json_dumps({"n": number}) == f'{{"n":{number}}}'.encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"1e400", "too large to represent"),
+        (b"[-1e400]", "too large to represent"),
+        (b"NaN", "not valid JSON"),
+        (b'{"a": Infinity}', "not valid JSON"),
+        (b'"\\ud800"', "lone UTF-16 surrogate"),
+        (b'"\xff"', "not valid JSON"),
+        (b"{", "not valid JSON"),
+        (b"[" * 200 + b"]" * 200, "nests deeper than 128"),
+        (b"[" * 5000 + b"]" * 5000, "nests deeper than 128"),
+    ],
+)
+def test_refusals_keep_their_words(body, words):
+    assert words in _refusal(body)
+
+
+def test_written_json_is_compact_utf8():
+    assert json_dumps({"a": [1, "é", None, True, 1.5]}) == '{"a":[1,"é",null,true,1.5]}'.encode()
+    # A non-string key is written as json writes it.
+    assert json_dumps({1: "x"}) == b'{"1":"x"}'
