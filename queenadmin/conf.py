@@ -1,7 +1,11 @@
-"""App settings, ``QUEENADMIN_<NAME>``, looked up on every access.
+"""App settings, ``QUEENADMIN_<NAME>``, read once per process.
 
-Reading ``django.conf.settings`` lazily keeps ``override_settings`` working
-in tests and avoids import-time coupling to the settings module.
+Each name is read from ``django.conf.settings`` at its first access (not at
+import: no coupling to the settings module's import order) and kept; a
+``setting_changed`` signal (``override_settings``, pytest-django's
+``settings`` fixture) forgets them all. Reading Django's settings at every
+access cost ~50 lookups per API call, most of them an ``AttributeError``
+raised and caught for a name the deployment does not set (issue 15).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.signals import setting_changed
 
 
 class _Settings:
@@ -17,6 +22,13 @@ class _Settings:
     #: Seconds a validated API token is trusted without asking the database
     #: again; a revocation reaches every replica within this time.
     TOKEN_CACHE_SECONDS: float = 1.0
+    #: PostgreSQL: a persistent connection that ran a statement less than
+    #: this many seconds ago skips Django's ``SELECT 1`` health check
+    #: (queenadmin/pgbackend/base.py); 0 checks before every request.
+    DB_HEALTH_CHECK_IDLE_SECONDS: float = 1.0
+    #: ``serve``: move the objects start-up made out of the garbage
+    #: collector's sight once a worker started (``gc.freeze``).
+    GC_FREEZE: bool = True
     #: Seconds between reaper passes over expired KV rows.
     REAPER_INTERVAL_SECONDS: float = 5.0
     #: Rows the reaper deletes per statement.
@@ -125,10 +137,26 @@ class _Settings:
     METRICS_STORE_SECONDS: float = 15.0
 
     def __getattribute__(self, name: str) -> Any:
+        try:
+            return _values[name]
+        except KeyError:
+            pass
         if name.isupper():
             default = object.__getattribute__(self, name)
-            return getattr(django_settings, f"QUEENADMIN_{name}", default)
+            value = getattr(django_settings, f"QUEENADMIN_{name}", default)
+            _values[name] = value
+            return value
         return object.__getattribute__(self, name)
 
+
+#: The values read so far (a dict read is atomic; a race reads twice).
+_values: dict[str, Any] = {}
+
+
+def _forget(**kwargs: Any) -> None:
+    _values.clear()
+
+
+setting_changed.connect(_forget, dispatch_uid="queenadmin.conf.forget")
 
 settings = _Settings()
