@@ -8,13 +8,14 @@ connection (so inside its transaction, with its error wrapping).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg import Cursor as PgCursor
 
 _TIMESTAMPTZ_LOADER: Any = psycopg.adapters.get_loader(
@@ -23,7 +24,10 @@ _TIMESTAMPTZ_LOADER: Any = psycopg.adapters.get_loader(
 )
 
 
+@functools.cache
 def is_postgres() -> bool:
+    # A process serves one database (the backend's vendor is a class
+    # attribute): asked once, not through the connection proxy per call.
     return connection.vendor == "postgresql"
 
 
@@ -79,9 +83,10 @@ def server_cursor() -> PgCursor[Any]:
     server (binary), the same arrays cost well under a millisecond. It
     shares the connection, so it runs inside the current transaction.
     """
-    with connection.cursor():  # connect and health-check the Django way
+    conn = connections[DEFAULT_DB_ALIAS]  # one lookup through the proxy
+    with conn.cursor():  # connect and health-check the Django way
         pass
-    return PgCursor(connection.connection)
+    return PgCursor(conn.connection)
 
 
 def pg_run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tuple[Any, ...]]:
@@ -101,7 +106,7 @@ def pg_run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tup
     per 100-key read instead of 1.5). ``prepare=False`` still binds on the
     server, planned for the actual values every time.
     """
-    with connection.wrap_database_errors, server_cursor() as cursor:
+    with connections[DEFAULT_DB_ALIAS].wrap_database_errors, server_cursor() as cursor:
         # psycopg's C timestamptz loader, not Django's pure-Python one (a
         # tenth of the cost; a 100-row read parses 200 of them). Results are
         # in the session time zone; from_db_time() makes them UTC.
