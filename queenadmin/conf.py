@@ -135,6 +135,9 @@ class _Settings:
     #: per namespace, timers) at most once per this many seconds (Prometheus'
     #: usual scrape interval; a read is a few queries per queue).
     METRICS_STORE_SECONDS: float = 15.0
+    #: /metrics: seconds between a worker's writes of its request counts to
+    #: the shared files (a scrape sees other workers' counts as of then).
+    METRICS_FLUSH_SECONDS: float = 1.0
 
     def __getattribute__(self, name: str) -> Any:
         try:

@@ -259,6 +259,10 @@ def test_metrics_sum_every_worker():
             # A fresh connection per call: the kernel hands each to either worker.
             put = {"op": "put", "ns": "workers-metrics", "key": f"k{n}", "value": n, "forever": True}
             assert httpx.post(f"{server.url}/api/v1/kv", json={"operations": [put]}, headers=headers).status_code == 200
+        # A worker writes its counts every METRICS_FLUSH_SECONDS (1 s) and
+        # before it answers a scrape: the scrape sees its own worker's at
+        # once and the other's within a second.
+        time.sleep(1.5)
         for _ in range(6):
             samples = _samples(_scrape(server, server.token).text)
             assert samples['queenadmin_http_requests_total{route="kv",status="200"}'] == calls
