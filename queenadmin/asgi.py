@@ -99,7 +99,10 @@ class PopHandler(ASGIHandler):
             if path == "queenadmin.middleware.BodyLimitMiddleware":
                 handler = convert_exception_to_response(BodyLimitMiddleware(handler))
             elif path == "queenadmin.middleware.ApiErrorMiddleware":
-                handler = convert_exception_to_response(ApiErrorMiddleware(handler))
+                errors = ApiErrorMiddleware(handler)
+                # A lost database connection answers 503 here too.
+                self._exception_middleware.append(errors.process_exception)
+                handler = convert_exception_to_response(errors)
             elif path in POP_INLINE_MIDDLEWARE:
                 handler = convert_exception_to_response(InlineHooks(handler, import_string(path)))
             elif path == "queenadmin.api.recording.RecordAnswersMiddleware":

@@ -5,6 +5,7 @@ from collections.abc import Awaitable, Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import TooManyFieldsSent
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.utils.deprecation import MiddlewareMixin
@@ -112,6 +113,20 @@ class ApiErrorMiddleware:
         if refusal is not None:
             return refusal
         return _enveloped(await self.get_response(request))  # type: ignore[misc]
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        """A lost or refused database connection: 503, which clients retry.
+
+        A connection that went away while idle less than a second (see
+        ``pgbackend``), a PostgreSQL restart or its connection limit: the
+        request did nothing (its transaction rolled back), and the next one
+        gets a new connection. Other errors stay 500s.
+        """
+        if request.path.startswith("/api/") and isinstance(exception, OperationalError | InterfaceError):
+            answer = _json_error("the database is unavailable; retry", "unavailable", 503)
+            answer["Retry-After"] = "1"
+            return answer
+        return None
 
 
 def _query_refusal(request: HttpRequest) -> HttpResponse | None:

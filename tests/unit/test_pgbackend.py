@@ -8,6 +8,8 @@ dead) as Django does. The server side of a connection is ended with
 
 from __future__ import annotations
 
+import io
+import json
 import time
 
 import psycopg
@@ -70,3 +72,46 @@ def test_a_zero_threshold_checks_before_every_request(settings):
     assert _a_request() == 42
     _kill_our_backend()
     assert _a_request() == 42
+
+
+def _api_put(handler, token: str) -> tuple[int, dict, dict]:
+    """A KV put through the API's own WSGI handler, request signals and all."""
+    body = json.dumps({"operations": [{"op": "put", "ns": "lost", "key": "k", "value": 1, "forever": True}]}).encode()
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/api/v1/kv",
+        "SERVER_NAME": "testserver",
+        "SERVER_PORT": "80",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": io.StringIO(),
+        "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_TYPE": "application/json",
+        "HTTP_AUTHORIZATION": f"Bearer {token}",
+    }
+    started: dict = {}
+    chunks = handler(environ, lambda status, headers, exc_info=None: started.update(status=status, headers=headers))
+    raw = b"".join(chunks)
+    chunks.close()
+    return int(started["status"].split()[0]), dict(started["headers"]), json.loads(raw)
+
+
+def test_an_api_call_on_a_lost_connection_answers_503_then_works(settings):
+    """The one request that finds the connection gone answers 503 with
+    Retry-After in the API's envelope (nothing was written), the next 200."""
+    from queenadmin.apihandler import ApiWSGIHandler
+    from queenadmin.domain import tokens
+
+    settings.QUEENADMIN_DB_HEALTH_CHECK_IDLE_SECONDS = 60
+    handler = ApiWSGIHandler()
+    token = tokens.token_create(name="lost")
+    assert _api_put(handler, token)[0] == 200
+    _kill_our_backend()
+    status, headers, body = _api_put(handler, token)
+    assert status == 503
+    assert body == {"error": "the database is unavailable; retry", "code": "unavailable"}
+    assert headers["Retry-After"] == "1"
+    status, _, body = _api_put(handler, token)
+    assert status == 200
+    # The lost call wrote nothing: the version moved once more, not twice.
+    assert body["results"][0]["version"] == 2
