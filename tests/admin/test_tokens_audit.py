@@ -10,7 +10,7 @@ from django.test import Client
 from queenadmin.domain import tokens
 from queenadmin.domain.audit import audit_in_txn
 from queenadmin.domain.clock import now
-from queenadmin.models import ApiToken, AuditEntry
+from queenadmin.models import ApiToken, AuditEntry, TokenScope
 from tests.admin.conftest import action, groups_of
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def test_create_shows_the_token_once(operator, published, committing):
     found = re.search(r'<code id="new-token">([^<]+)</code>', response.content.decode())
     assert found is not None
     secret = found.group(1)
-    assert tokens.token_check(secret) == "billing-svc"
+    assert tokens.token_check(secret) == tokens.TokenAuth("billing-svc", TokenScope.WRITE)
     assert _api(secret) == 200
     entry = AuditEntry.objects.get(action="token.create")
     assert (entry.via, entry.reason, entry.actor, entry.target) == ("admin", "new service", "otto", "billing-svc")

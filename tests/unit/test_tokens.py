@@ -10,7 +10,7 @@ from django.test import Client
 
 from queenadmin.domain import tokens
 from queenadmin.errors import NotFound
-from queenadmin.models import ApiToken
+from queenadmin.models import ApiToken, TokenScope
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +20,7 @@ def test_a_token_is_stored_only_as_its_hash():
     row = ApiToken.objects.get(name="svc")
     assert row.token_hash == hashlib.sha256(token.encode()).hexdigest()
     assert token not in (row.token_hash, row.prefix)
-    assert tokens.token_check(token) == "svc"
+    assert tokens.token_check(token) == tokens.TokenAuth("svc", TokenScope.WRITE)
     assert tokens.token_check(token + "x") is None
     assert tokens.token_check("") is None
 
@@ -38,7 +38,7 @@ def test_names_are_unique_and_revoke_needs_an_active_token():
 
 def test_revoking_in_this_process_takes_effect_at_once():
     token = tokens.token_create(name="svc")
-    assert tokens.token_check(token) == "svc"  # now cached
+    assert tokens.token_check(token) == tokens.TokenAuth("svc", TokenScope.WRITE)  # now cached
     tokens.token_revoke(name="svc")
     assert tokens.token_check(token) is None
 
