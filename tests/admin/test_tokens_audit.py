@@ -69,6 +69,33 @@ def test_revoke_with_a_reason(operator, published, committing):
     assert "Revoked 0 rows. Unchanged: 1 revoked already." in again.content.decode()
 
 
+def test_create_with_a_scope_and_see_it_listed(operator, committing):
+    """The add form sets the scope; the created page, the list and the audit entry show it."""
+    page = operator.get(f"{TOKENS}add/").content.decode()
+    assert '<option value="write" selected>' in page
+    with committing():
+        response = operator.post(f"{TOKENS}add/", {"name": "reports", "scope": "read", "reason": "r", "_save": "Save"})
+    body = response.content.decode()
+    assert "(scope <strong>read</strong>)" in body
+    found = re.search(r'<code id="new-token">([^<]+)</code>', body)
+    assert found is not None
+    secret = found.group(1)
+    assert tokens.token_check(secret) == tokens.TokenAuth("reports", TokenScope.READ)
+    assert _api(secret) == 200
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {secret}").delete("/api/v1/resources/queues/x").status_code == 403
+    assert "scope read" in AuditEntry.objects.get(action="token.create").after
+    tokens.token_create(name="deleter-svc", scope="admin")
+    listing = operator.get(TOKENS).content.decode()
+    assert '<td class="field-scope">Read</td>' in listing
+    assert '<td class="field-scope">Admin</td>' in listing
+    only_admin = operator.get(TOKENS, {"scope__exact": "admin"}).content.decode()
+    assert "deleter-svc" in only_admin
+    assert "reports" not in only_admin
+    refused = operator.post(f"{TOKENS}add/", {"name": "x", "scope": "root", "reason": "r", "_save": "Save"})
+    assert "Select a valid choice" in refused.content.decode()
+    assert not ApiToken.objects.filter(name="x").exists()
+
+
 def test_token_list_search_and_filter(operator):
     tokens.token_create(name="alpha")
     tokens.token_create(name="beta")
