@@ -191,6 +191,9 @@ def test_status_reads_need_read_and_a_refresh_needs_write(as_scope):
         ok(read.get(path))
     refused(read.post("/stats/refresh"), "read", "write")
     ok(as_scope["write"].post("/stats/refresh"))
+    # /metrics (outside /api/v1) takes a token of any scope.
+    metrics = str(read.base_url).rstrip("/").removesuffix("/api/v1") + "/metrics"
+    assert httpx.get(metrics, headers=read.headers).status_code == 200
 
 
 def test_no_token_is_still_401_before_any_scope(live_server):
