@@ -22,10 +22,10 @@ $(STAMP): pyproject.toml
 run: setup
 	@$(BIN)/python manage.py serve --bootstrap --host $(HOST) --port $(PORT)
 
-## A new API token, printed once: make token NAME=my-service
+## A new API token, printed once: make token NAME=my-service [SCOPE=read|write|admin]
 token: setup
-	@test -n "$(NAME)" || { echo "usage: make token NAME=my-service"; exit 2; }
-	@$(BIN)/python manage.py apitoken create "$(NAME)"
+	@test -n "$(NAME)" || { echo "usage: make token NAME=my-service [SCOPE=read|write|admin]"; exit 2; }
+	@$(BIN)/python manage.py apitoken create "$(NAME)" --scope "$(or $(SCOPE),write)"
 
 ## The whole suite, on SQLite unless DATABASE_URL points at PostgreSQL
 test: setup

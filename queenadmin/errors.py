@@ -109,6 +109,12 @@ class Unauthorized(QueenError):
     code = "unauthorized"
 
 
+class Forbidden(QueenError):
+    """The bearer token's scope does not allow this call."""
+
+    code = "forbidden"
+
+
 class RateLimited(QueenError):
     """Too many calls; retry after the time given."""
 

@@ -118,7 +118,11 @@ def run_server(
                 raise RuntimeError("serve did not answer /health:\n" + log_path.read_text())
             time.sleep(0.1)
         server = LiveServer(url, "", env, process, log_path)
-        server.token = server.manage("apitoken", "create", f"live-{secrets.token_hex(4)}").strip().splitlines()[-1]
+        server.token = (
+            server.manage("apitoken", "create", f"live-{secrets.token_hex(4)}", "--scope", "admin")
+            .strip()
+            .splitlines()[-1]
+        )
         yield server
     finally:
         process.terminate()

@@ -22,7 +22,7 @@ from queenadmin.admin.common import (
 )
 from queenadmin.domain import tokens
 from queenadmin.errors import QueenError
-from queenadmin.models import ApiToken, AuditEntry
+from queenadmin.models import ApiToken, AuditEntry, TokenScope
 
 
 class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -30,7 +30,16 @@ class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
 
     class Meta:
         model = ApiToken
-        fields = ["name"]
+        fields = ["name", "scope"]
+        help_texts = {
+            "scope": "read: GETs and reads. write: also writes, pops and acks. "
+            "admin: also deletes queues, consumer groups and messages."
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A post without a scope gets the default one (write), as on the command line.
+        self.fields["scope"].required = False
 
     def validate_unique(self) -> None:
         # The domain answers a taken name (revoked tokens included).
@@ -39,11 +48,11 @@ class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(DomainAdmin):
-    list_display = ("name", "prefix", "created_at", "revoked_at", "state")
-    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    list_display = ("name", "prefix", "scope", "created_at", "revoked_at", "state")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter), "scope")
     search_fields = ("name", "=prefix")
     ordering = ("name",)
-    readonly_fields = ("name", "prefix", "created_at", "revoked_at")
+    readonly_fields = ("name", "prefix", "scope", "created_at", "revoked_at")
     actions = ("revoke",)
 
     @admin.display(description="state")
@@ -66,7 +75,7 @@ class ApiTokenAdmin(DomainAdmin):
         return super().get_form(request, obj, change, **kwargs)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ("name", "reason") if obj is None else self.readonly_fields
+        return ("name", "scope", "reason") if obj is None else self.readonly_fields
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return () if obj is None else self.readonly_fields
@@ -74,12 +83,18 @@ class ApiTokenAdmin(DomainAdmin):
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         data = form.cleaned_data
         try:
-            secret = tokens.token_create(name=data["name"], actor=self.actor(request), reason=data["reason"], via=VIA)
+            secret = tokens.token_create(
+                name=data["name"],
+                scope=data["scope"] or TokenScope.WRITE,
+                actor=self.actor(request),
+                reason=data["reason"],
+                via=VIA,
+            )
         except QueenError as exc:
             request._admin_refused = exc.detail  # type: ignore[attr-defined]
             return
         created = ApiToken.objects.get(name=data["name"].strip())
-        obj.pk, obj.name, obj.prefix = created.pk, created.name, created.prefix
+        obj.pk, obj.name, obj.prefix, obj.scope = created.pk, created.name, created.prefix, created.scope
         obj.created_at = created.created_at
         request._admin_secret = secret  # type: ignore[attr-defined]
 

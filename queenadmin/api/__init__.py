@@ -10,12 +10,13 @@ from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.security import HttpBearer
 
+from queenadmin.api import dbthreads, openapi, scopes
 from queenadmin.api import errors as error_table
-from queenadmin.api import openapi
 from queenadmin.api.http import json_response
 from queenadmin.conf import settings
 from queenadmin.domain import tokens
 from queenadmin.errors import QueenError, Unauthorized
+from queenadmin.models import TokenScope
 
 
 def bearer_token(request: HttpRequest) -> str | None:
@@ -32,16 +33,44 @@ def bearer_token(request: HttpRequest) -> str | None:
 
 
 class BearerToken(HttpBearer):
-    openapi_description = "Create one with `python manage.py apitoken create NAME`."
+    """The bearer check of one operation: a known token whose scope covers ``need``.
+
+    ``scopes.apply`` gives each operation its own, from the scope table. No
+    token or an unknown one answers 401; a token below ``need`` answers 403.
+    """
+
+    openapi_description = "Create one with `python manage.py apitoken create NAME [--scope read|write|admin]`."
+
+    def __init__(self, need: TokenScope = TokenScope.ADMIN) -> None:
+        super().__init__()
+        self.need = need
 
     def __call__(self, request: HttpRequest) -> Any:
         if settings.OPEN_API:
-            return "open"
+            return tokens.OPEN
         token = bearer_token(request)
-        return None if token is None else self.authenticate(request, token)
+        return None if token is None else self.admit(self.authenticate(request, token))
 
-    def authenticate(self, request: HttpRequest, token: str) -> str | None:
+    def authenticate(self, request: HttpRequest, token: str) -> tokens.TokenAuth | None:
         return tokens.token_check(token)
+
+    def admit(self, auth: tokens.TokenAuth | None) -> tokens.TokenAuth | None:
+        if auth is not None and not auth.scope.covers(self.need):
+            raise scopes.refusal(auth.scope, self.need)
+        return auth
+
+
+class AsyncBearerToken(BearerToken):
+    """The bearer check for async views: the token cache on the loop, else a database thread."""
+
+    async def __call__(self, request: HttpRequest) -> Any:
+        if settings.OPEN_API:
+            return tokens.OPEN
+        token = bearer_token(request)
+        if token is None:
+            return None
+        auth = tokens.token_check_cached(token) or await dbthreads.run(tokens.token_check, token)
+        return self.admit(auth)
 
 
 class QueenNinjaAPI(NinjaAPI):
@@ -87,6 +116,7 @@ def _register() -> None:
 
     for module in (kv, locks, queues, status, timers, transactions, admin):
         api.add_router("/", module.router)
+    scopes.apply(api, BearerToken, AsyncBearerToken)
 
 
 _register()

@@ -30,6 +30,7 @@ STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.NameTooLong: (413, "engine"),
     errors.NotFound: (404, "engine"),
     errors.Unauthorized: (401, "auth"),
+    errors.Forbidden: (403, "auth"),
     errors.RateLimited: (429, "kv"),
     errors.InvalidArgument: (400, "engine"),
     errors.QueenError: (400, "engine"),

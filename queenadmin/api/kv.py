@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
-from queenadmin.api import ratelimit
+from queenadmin.api import ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import body_of, etag_header
 from queenadmin.api.schemas.common import RateLimitedOut
@@ -43,6 +43,7 @@ _ERRORS: dict[int | str, Any] = {400: KVBadRequestOut, 413: KVTooLargeOut, 429: 
 def kv_batch(request: HttpRequest) -> HttpResponse:
     raw = operations_of(read_json(request, KVBadRequest, "kv_bad_body"), KVBadRequest, "kv_bad_body")
     ops = wire.parse_ops(raw)
+    scopes.require(request, scopes.kv_call_needs(ops))
     ratelimit.admit(request, "write" if any(isinstance(op, kv.WRITES) for op in ops) else "read")
     if not ops:
         return json_response({"results": []})

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from queenadmin.api.schemas.common import AuthErrorOut
+from queenadmin.api.schemas.common import AuthErrorOut, ForbiddenOut
 
 #: Component schemas collected from ``body_of``; merged into /api/openapi.json.
 SCHEMAS: dict[str, Any] = {}
@@ -49,14 +49,29 @@ _WWW_AUTHENTICATE = {"description": "Bearer", "schema": {"type": "string"}}
 _TOO_LARGE_TEXT = {"text/plain": {"schema": {"type": "string", "description": "the body is over 64 MiB"}}}
 
 
+def _add_forbidden(responses: dict[Any, Any], ref: dict[str, Any], scope: str) -> None:
+    why = f"the token's scope is below what the call needs ({scope})"
+    declared = responses.get(403)
+    if declared is None:
+        responses[403] = {"description": f"Forbidden: {why}", "content": {"application/json": {"schema": ref}}}
+        return
+    schema = declared["content"]["application/json"]["schema"]
+    declared["content"]["application/json"]["schema"] = {"anyOf": [schema, ref]}
+    declared["description"] = f"{declared.get('description') or 'Forbidden'}, or {why}"
+
+
 def complete(schema: dict[str, Any]) -> dict[str, Any]:
     """Add the answers every operation can give that no ``response=`` names.
 
     - 401 from the bearer check on every operation behind it;
+    - 403 from the scope check on every operation a ``read`` token cannot
+      always call (``x-token-scope``, set by ``scopes.apply``); merged with
+      a 403 the operation declares itself (the timer horizon);
     - 413 in plain text from the body limit on every operation with a body;
     - ``Retry-After`` on every 429.
     """
     auth_ref = component(AuthErrorOut)
+    forbidden_ref = component(ForbiddenOut)
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():
             responses = operation.setdefault("responses", {})
@@ -69,6 +84,8 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
                         "content": {"application/json": {"schema": auth_ref}},
                     },
                 )
+            if operation.get("x-token-scope", "read") != "read":
+                _add_forbidden(responses, forbidden_ref, operation["x-token-scope"])
             if "requestBody" in operation:
                 too_large = responses.setdefault(413, {"description": "Payload Too Large"})
                 too_large.setdefault("content", {}).update(_TOO_LARGE_TEXT)

@@ -16,7 +16,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
-from queenadmin.api import BearerToken, bearer_token, dbthreads
+from queenadmin.api import dbthreads
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
@@ -45,7 +45,7 @@ from queenadmin.api.schemas.queues import (
 )
 from queenadmin.api.wire import queues as wire
 from queenadmin.conf import settings
-from queenadmin.domain import clock, kv, queues, tokens
+from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import InvalidArgument, QueueNotFound
 from queenadmin.middleware import ARRIVED_KEY
@@ -53,18 +53,6 @@ from queenadmin.middleware import ARRIVED_KEY
 router = Router(tags=["queues"])
 
 _ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
-
-
-class AsyncBearerToken(BearerToken):
-    """The API's bearer check for async views, run on a database thread."""
-
-    async def __call__(self, request: HttpRequest) -> Any:
-        if settings.OPEN_API:
-            return "open"
-        token = bearer_token(request)
-        if token is None:
-            return None
-        return tokens.token_check_cached(token) or await dbthreads.run(tokens.token_check, token)
 
 
 def _body(request: HttpRequest, *, optional: bool = False) -> Any:
@@ -162,7 +150,6 @@ _POP_RESPONSES: dict[int | str, Any] = {200: PopOut, 204: None, **_ERRORS}
 
 @router.get(
     "/pop/queue/{queue}",
-    auth=AsyncBearerToken(),
     response=_POP_RESPONSES,
     summary="Lease messages from any partition of a queue (204 when none)",
 )
@@ -172,7 +159,6 @@ async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
 
 @router.get(
     "/pop/queue/{queue}/partition/{partition}",
-    auth=AsyncBearerToken(),
     response=_POP_RESPONSES,
     summary="Lease messages from one partition (204 when none)",
 )
@@ -182,7 +168,6 @@ async def pop_partition(request: HttpRequest, queue: str, partition: str) -> Htt
 
 @router.get(
     "/pop",
-    auth=AsyncBearerToken(),
     response=_POP_RESPONSES,
     summary="Lease messages from the queues of a namespace and/or task (204 when none)",
 )

@@ -28,7 +28,7 @@ def admit(request: HttpRequest, kind: Kind) -> None:
     if rate <= 0:
         return
     burst = (settings.KV_WRITE_BURST if kind == "write" else settings.KV_READ_BURST) or 2 * rate
-    key = (str(getattr(request, "auth", "") or ""), kind)
+    key = (getattr(getattr(request, "auth", None), "name", ""), kind)
     now = time.monotonic()
     with _lock:
         tokens, stamp = _buckets.get(key, (burst, now))

@@ -16,7 +16,7 @@ from queenadmin.conf import settings
 from queenadmin.domain import clock
 from queenadmin.domain.audit import audit_in_txn
 from queenadmin.errors import InvalidArgument, NotFound
-from queenadmin.models import ApiToken
+from queenadmin.models import ApiToken, TokenScope
 
 TOKEN_PREFIX = "qa_"
 
@@ -31,23 +31,53 @@ class TokenExists(InvalidArgument):
 class TokenInfo:
     name: str
     prefix: str
+    scope: TokenScope
     created_at: datetime
     revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TokenAuth:
+    """Who a request's bearer token is, and what it may do (``request.auth``)."""
+
+    name: str
+    scope: TokenScope
+
+
+#: ``request.auth`` when ``QUEENADMIN_OPEN_API`` serves the API without tokens.
+OPEN = TokenAuth(name="open", scope=TokenScope.ADMIN)
+
+
+def scope_of(value: str) -> TokenScope:
+    """The scope named ``value``; raise ``InvalidArgument`` for anything else."""
+    try:
+        return TokenScope(value)
+    except ValueError:
+        names = ", ".join(TokenScope.values)
+        raise InvalidArgument(f"unknown scope {value!r}: a token's scope is one of {names}") from None
 
 
 def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-_cache: dict[str, tuple[float, str]] = {}
+_cache: dict[str, tuple[float, TokenAuth]] = {}
 _cache_lock = threading.Lock()
 
 
 @transaction.atomic(durable=True)
-def token_create(*, name: str, actor: str | None = None, reason: str = "", via: str = "admin") -> str:
+def token_create(
+    *,
+    name: str,
+    scope: str = TokenScope.WRITE,
+    actor: str | None = None,
+    reason: str = "",
+    via: str = "admin",
+) -> str:
     """Create a token named ``name`` and return it; it is never shown again.
 
-    With an ``actor`` (an operator's action), the audit entry is written in
+    ``scope`` is ``read``, ``write`` (the default) or ``admin``; anything
+    else raises ``InvalidArgument``. With an ``actor`` (an operator's action), the audit entry is written in
     the same transaction (the token's prefix only, never the token).
     Raises ``TokenExists`` when the name is taken (revoked tokens included).
     Must be the outermost call.
@@ -55,11 +85,14 @@ def token_create(*, name: str, actor: str | None = None, reason: str = "", via: 
     name = name.strip()
     if not name or len(name) > 100:
         raise InvalidArgument("a token name is 1 to 100 characters")
+    granted = scope_of(scope)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     now = clock.now()
     try:
         with transaction.atomic():
-            ApiToken.objects.create(name=name, token_hash=_hash(token), prefix=token[:10], created_at=now)
+            ApiToken.objects.create(
+                name=name, token_hash=_hash(token), prefix=token[:10], scope=granted, created_at=now
+            )
     except IntegrityError as exc:
         raise TokenExists(f"a token named {name!r} exists already") from exc
     if actor is not None:
@@ -69,7 +102,7 @@ def token_create(*, name: str, actor: str | None = None, reason: str = "", via: 
             kind="token",
             target=name,
             now=now,
-            after=f"active, prefix {token[:10]}",
+            after=f"active, scope {granted.value}, prefix {token[:10]}",
             reason=reason,
             via=via,
         )
@@ -104,16 +137,19 @@ def token_revoke(*, name: str, actor: str | None = None, reason: str = "", via: 
 
 
 def token_list() -> list[TokenInfo]:
-    return [TokenInfo(t.name, t.prefix, t.created_at, t.revoked_at) for t in ApiToken.objects.order_by("name")]
+    return [
+        TokenInfo(t.name, t.prefix, TokenScope(t.scope), t.created_at, t.revoked_at)
+        for t in ApiToken.objects.order_by("name")
+    ]
 
 
-def _cached(digest: str, now: float) -> str | None:
+def _cached(digest: str, now: float) -> TokenAuth | None:
     with _cache_lock:
         hit = _cache.get(digest)
     return hit[1] if hit is not None and hit[0] > now else None
 
 
-def token_check_cached(token: str) -> str | None:
+def token_check_cached(token: str) -> TokenAuth | None:
     """``token_check``'s answer when its cache has it, else None; no database.
 
     Async views try this on the event loop before handing the full check
@@ -122,8 +158,8 @@ def token_check_cached(token: str) -> str | None:
     return _cached(_hash(token), time.monotonic()) if token else None
 
 
-def token_check(token: str) -> str | None:
-    """Return the name of the active token ``token``, or None.
+def token_check(token: str) -> TokenAuth | None:
+    """Return the name and scope of the active token ``token``, or None.
 
     The lookup is by SHA-256, and the stored hash is compared again with
     ``hmac.compare_digest``. A positive answer is cached for
@@ -138,12 +174,17 @@ def token_check(token: str) -> str | None:
     cached = _cached(digest, now)
     if cached is not None:
         return cached
-    row = ApiToken.objects.filter(token_hash=digest, revoked_at__isnull=True).values_list("token_hash", "name").first()
+    row = (
+        ApiToken.objects.filter(token_hash=digest, revoked_at__isnull=True)
+        .values_list("token_hash", "name", "scope")
+        .first()
+    )
     if row is None or not hmac.compare_digest(row[0], digest):
         return None
+    auth = TokenAuth(name=row[1], scope=TokenScope(row[2]))
     if ttl > 0:
         with _cache_lock:
             if len(_cache) > 10_000:
                 _cache.clear()
-            _cache[digest] = (now + ttl, row[1])
-    return row[1]
+            _cache[digest] = (now + ttl, auth)
+    return auth

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from queenadmin.models.auth import ApiToken, AuditEntry
+from queenadmin.models.auth import ApiToken, AuditEntry, TokenScope
 from queenadmin.models.kv import KVEntry, VersionCounter
 from queenadmin.models.queues import (
     ConsumerCursor,
@@ -28,6 +28,7 @@ __all__ = [
     "Queue",
     "QueueSample",
     "Timer",
+    "TokenScope",
     "Trace",
     "TraceName",
     "TraceNameSummary",

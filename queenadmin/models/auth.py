@@ -3,6 +3,27 @@ from __future__ import annotations
 from django.db import models
 
 
+class TokenScope(models.TextChoices):
+    """What a token may do, a hierarchy: each scope includes the ones before it.
+
+    ``read`` reads, ``write`` also writes, pops and acks, ``admin`` also
+    deletes resources (queues, consumer groups, messages). Which routes need
+    which is ``queenadmin/api/scopes.py``.
+    """
+
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+    def covers(self, need: TokenScope) -> bool:
+        """Whether a token of this scope may do what needs ``need``."""
+        return _RANK[self] >= _RANK[need]
+
+
+#: On every API call: a dict, not a walk of the enum (3 us -> 0.2 us).
+_RANK = {scope: rank for rank, scope in enumerate(TokenScope)}
+
+
 class ApiToken(models.Model):
     """A bearer token for /api/v1. Only the SHA-256 of the secret is kept."""
 
@@ -11,6 +32,9 @@ class ApiToken(models.Model):
     token_hash = models.CharField(max_length=64, unique=True)
     #: The first characters of the token, enough to recognise it in a list.
     prefix = models.CharField(max_length=12)
+    #: Tokens made before scopes existed became ``admin`` (migration 0013),
+    #: so nothing they did is refused; new ones default to ``write``.
+    scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.WRITE)
     created_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -19,7 +43,7 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         state = "revoked" if self.revoked_at else "active"
-        return f"{self.name} ({self.prefix}…, {state})"
+        return f"{self.name} ({self.prefix}…, {self.scope}, {state})"
 
 
 class AuditEntry(models.Model):

@@ -10,7 +10,7 @@ from django.test import Client
 from queenadmin.domain import tokens
 from queenadmin.domain.audit import audit_in_txn
 from queenadmin.domain.clock import now
-from queenadmin.models import ApiToken, AuditEntry
+from queenadmin.models import ApiToken, AuditEntry, TokenScope
 from tests.admin.conftest import action, groups_of
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def test_create_shows_the_token_once(operator, published, committing):
     found = re.search(r'<code id="new-token">([^<]+)</code>', response.content.decode())
     assert found is not None
     secret = found.group(1)
-    assert tokens.token_check(secret) == "billing-svc"
+    assert tokens.token_check(secret) == tokens.TokenAuth("billing-svc", TokenScope.WRITE)
     assert _api(secret) == 200
     entry = AuditEntry.objects.get(action="token.create")
     assert (entry.via, entry.reason, entry.actor, entry.target) == ("admin", "new service", "otto", "billing-svc")
@@ -67,6 +67,33 @@ def test_revoke_with_a_reason(operator, published, committing):
     assert "audit" in groups_of(published)
     again = operator.post(TOKENS, action("revoke", [old.pk], reason="again"), follow=True)
     assert "Revoked 0 rows. Unchanged: 1 revoked already." in again.content.decode()
+
+
+def test_create_with_a_scope_and_see_it_listed(operator, committing):
+    """The add form sets the scope; the created page, the list and the audit entry show it."""
+    page = operator.get(f"{TOKENS}add/").content.decode()
+    assert '<option value="write" selected>' in page
+    with committing():
+        response = operator.post(f"{TOKENS}add/", {"name": "reports", "scope": "read", "reason": "r", "_save": "Save"})
+    body = response.content.decode()
+    assert "(scope <strong>read</strong>)" in body
+    found = re.search(r'<code id="new-token">([^<]+)</code>', body)
+    assert found is not None
+    secret = found.group(1)
+    assert tokens.token_check(secret) == tokens.TokenAuth("reports", TokenScope.READ)
+    assert _api(secret) == 200
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {secret}").delete("/api/v1/resources/queues/x").status_code == 403
+    assert "scope read" in AuditEntry.objects.get(action="token.create").after
+    tokens.token_create(name="deleter-svc", scope="admin")
+    listing = operator.get(TOKENS).content.decode()
+    assert '<td class="field-scope">Read</td>' in listing
+    assert '<td class="field-scope">Admin</td>' in listing
+    only_admin = operator.get(TOKENS, {"scope__exact": "admin"}).content.decode()
+    assert "deleter-svc" in only_admin
+    assert "reports" not in only_admin
+    refused = operator.post(f"{TOKENS}add/", {"name": "x", "scope": "root", "reason": "r", "_save": "Save"})
+    assert "Select a valid choice" in refused.content.decode()
+    assert not ApiToken.objects.filter(name="x").exists()
 
 
 def test_token_list_search_and_filter(operator):

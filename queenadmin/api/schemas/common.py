@@ -66,6 +66,14 @@ class AuthErrorOut(WireOut):
     detail: str
 
 
+class ForbiddenOut(WireOut):
+    """403: the bearer token's scope does not allow the call (the 401 shape)."""
+
+    error: Literal["forbidden"]
+    code: Literal["forbidden"]
+    detail: str
+
+
 class RateLimitedOut(WireOut):
     """429 (with ``Retry-After``): the token's KV call rate is spent."""
 

@@ -32,6 +32,7 @@ from queenadmin import logs
 from queenadmin.conf import settings as app_settings
 from queenadmin.domain import tokens
 from queenadmin.files import create_private_file, private_data_dir
+from queenadmin.models import TokenScope
 
 log = logging.getLogger("queenadmin.serve")
 
@@ -306,10 +307,12 @@ class Command(BaseCommand):
             return
         password = secrets.token_urlsafe(12)
         user_model.objects.create_superuser("admin", "", password)
-        token = tokens.token_create(name=f"local-{secrets.token_hex(3)}")
+        # The operator's own first token, beside the superuser: it may do
+        # everything, as every token could before scopes.
+        token = tokens.token_create(name=f"local-{secrets.token_hex(3)}", scope=TokenScope.ADMIN)
         base = f"http://{host}:{port}"
         text = (
-            "First start: created a local admin user and an API token (shown this once).\n"
+            "First start: created a local admin user and an admin-scope API token (shown this once).\n"
             f"  Dashboard: {base}/  (user admin, password {password})\n"
             f"  Admin:     {base}/admin/\n"
             f"  API docs:  {base}/api/v1/docs\n"

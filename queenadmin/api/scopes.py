@@ -1,0 +1,164 @@
+"""Which token scope each /api/v1 route needs: the one table.
+
+Scopes are a hierarchy, ``read`` < ``write`` < ``admin``, split the way
+Queen's proxy roles split routes (read-only: GETs; read-write: everything
+a client does), with deletes of whole resources kept for ``admin``:
+
+- ``read``: every GET, and the POSTs that only read (a KV call of reads
+  only, a locks call of ``get`` only, ``/fetch``, ``/partitions/changed``,
+  ``/resources/kv/list``);
+- ``write``: what producers and consumers do: KV writes, locks, timers,
+  transactions, configure, push, pop, ack, lease extend, seek and
+  resubscribe, traces, a message's retry or move to its DLQ;
+- ``admin``: deleting a queue, a consumer group or a message (what cannot
+  be undone). The admin's DLQ purge is not on the API at all.
+
+``apply`` gives every operation of the API the bearer check for its row
+and refuses to start when a route has no row (or a row no route), so a new
+route cannot slip through with a default. The two routes whose need depends
+on the body (``POST /kv``, ``POST /locks``) let any token in and call
+``require`` once the operations are parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest
+
+from queenadmin.domain import kv
+from queenadmin.errors import Forbidden
+from queenadmin.models import TokenScope
+
+READ, WRITE, ADMIN = TokenScope.READ, TokenScope.WRITE, TokenScope.ADMIN
+
+#: Routes that let any token in and decide from their operations (``require``).
+PER_OPERATION = frozenset({"POST /kv", "POST /locks"})
+#: The OpenAPI extension naming an operation's scope (``openapi.complete``
+#: documents its 403 from it).
+OPENAPI_KEY = "x-token-scope"
+BY_OPERATION = "read, or write when an operation writes"
+
+#: "METHOD /path" (as the routers spell it) -> the scope it needs.
+ROUTES: dict[str, TokenScope] = {
+    # KV: reads, writes; a single-key DELETE is a KV write, not a resource.
+    "POST /kv": READ,
+    "GET /kv/{ns}/{path:key}": READ,
+    "PUT /kv/{ns}/{path:key}": WRITE,
+    "DELETE /kv/{ns}/{path:key}": WRITE,
+    "GET /resources/kv/namespaces": READ,
+    "POST /resources/kv/list": READ,
+    # Locks: get reads; acquire, renew and release write.
+    "POST /locks": READ,
+    # Timers: a cancel is a timer write.
+    "POST /timers": WRITE,
+    "DELETE /timers/{queue}/{path:timer_key}": WRITE,
+    "GET /timers/{queue}/{path:timer_key}": READ,
+    "GET /timers/{queue}": READ,
+    "POST /transaction": WRITE,
+    # The message log.
+    "POST /configure": WRITE,
+    "POST /push": WRITE,
+    "GET /pop/queue/{queue}": WRITE,
+    "GET /pop/queue/{queue}/partition/{partition}": WRITE,
+    "GET /pop": WRITE,
+    "POST /ack": WRITE,
+    "POST /ack/batch": WRITE,
+    "POST /lease/{lease_id}/extend": WRITE,
+    "GET /resources/queues": READ,
+    "GET /resources/queues/{queue}": READ,
+    "GET /resources/queues/{queue}/depth": READ,
+    "DELETE /resources/queues/{queue}": ADMIN,
+    "GET /resources/overview": READ,
+    "GET /dlq": READ,
+    # Status and metrics.
+    "GET /status": READ,
+    "GET /status/queues": READ,
+    "GET /status/queues/{name}": READ,
+    "GET /status/analytics": READ,
+    "POST /stats/refresh": WRITE,
+    "GET /analytics/system-metrics": READ,
+    "GET /analytics/worker-metrics": READ,
+    # Offset reads, consumer groups, traces, browsing.
+    "POST /fetch": READ,
+    "POST /partitions/changed": READ,
+    "GET /consumer-groups": READ,
+    "GET /consumer-groups/lagging": READ,
+    "GET /consumer-groups/{group}": READ,
+    "DELETE /consumer-groups/{group}": ADMIN,
+    "POST /consumer-groups/{group}/subscription": WRITE,
+    "DELETE /consumer-groups/{group}/queues/{queue}": ADMIN,
+    "POST /consumer-groups/{group}/queues/{queue}/seek": WRITE,
+    "POST /traces": WRITE,
+    "GET /traces/names": READ,
+    "GET /traces/by-name/{name}": READ,
+    "GET /traces/{partition_id}/{transaction_id}": READ,
+    "GET /resources/namespaces": READ,
+    "GET /resources/tasks": READ,
+    "GET /resources/partitions": READ,
+    "GET /messages": READ,
+    "GET /messages/{partition_id}/{transaction_id}": READ,
+    "DELETE /messages/{partition_id}/{transaction_id}": ADMIN,
+    "POST /messages/{partition_id}/{transaction_id}/retry": WRITE,
+    "POST /messages/{partition_id}/{transaction_id}/dlq": WRITE,
+}
+
+
+#: KV commands that change a key. ``check`` is not one: it writes nothing
+#: and tells no more than a ``get`` (the rate limit still counts it a write).
+_KV_CHANGES = (kv.KVPut, kv.KVDelete, kv.KVIncr)
+
+
+def kv_call_needs(ops: Sequence[kv.KVOp]) -> TokenScope:
+    """``POST /kv``: ``write`` when any operation changes a key, else ``read``."""
+    return WRITE if any(isinstance(op, _KV_CHANGES) for op in ops) else READ
+
+
+def locks_call_needs(ops: Iterable[Any]) -> TokenScope:
+    """``POST /locks``: ``read`` when every operation is a ``get``, else ``write``."""
+    return READ if all(op.op == "get" for op in ops) else WRITE
+
+
+def refusal(scope: TokenScope, need: TokenScope) -> Forbidden:
+    return Forbidden(f"this token's scope is {scope.value}; the call needs {need.value}")
+
+
+def require(request: HttpRequest, need: TokenScope) -> None:
+    """Raise ``Forbidden`` unless the caller's token (``request.auth``) covers ``need``."""
+    scope: TokenScope = request.auth.scope  # type: ignore[attr-defined]
+    if not scope.covers(need):
+        raise refusal(scope, need)
+
+
+def apply(api: Any, sync_auth: type, async_auth: type) -> None:
+    """Give each operation of ``api`` the bearer check for the scope its row needs.
+
+    Raise ``ImproperlyConfigured`` when a route has no row or a row no route.
+    """
+    from ninja.operation import AsyncOperation
+
+    seen = set()
+    for _prefix, router in api._routers:
+        for path, view in router.path_operations.items():
+            for operation in view.operations:
+                routes = [f"{method} {path}" for method in operation.methods]
+                missing = [route for route in routes if route not in ROUTES]
+                if missing:
+                    raise ImproperlyConfigured(f"{missing[0]} has no scope in queenadmin/api/scopes.py")
+                needs = {ROUTES[route] for route in routes}
+                if len(needs) > 1:
+                    raise ImproperlyConfigured(f"one view serves {routes} with different scopes")
+                seen.update(routes)
+                need = needs.pop()
+                check = (async_auth if isinstance(operation, AsyncOperation) else sync_auth)(need)
+                documented = BY_OPERATION if any(r in PER_OPERATION for r in routes) else need.value
+                operation.openapi_extra = {**(operation.openapi_extra or {}), OPENAPI_KEY: documented}
+                # Set on the router's operation before ninja binds it to the
+                # API: an auth of its own is not replaced by the API default.
+                operation.auth_param = check
+                operation.auth_callbacks = [check]
+    stale = set(ROUTES) - seen
+    if stale:
+        raise ImproperlyConfigured(f"scopes for routes that do not exist: {', '.join(sorted(stale))}")
