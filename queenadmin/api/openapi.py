@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from queenadmin.api.schemas.common import AuthErrorOut, ForbiddenOut
+from queenadmin.api.schemas.common import AuthErrorOut, ForbiddenOut, UnavailableOut
 
 #: Component schemas collected from ``body_of``; merged into /api/openapi.json.
 SCHEMAS: dict[str, Any] = {}
@@ -68,10 +68,13 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
       always call (``x-token-scope``, set by ``scopes.apply``); merged with
       a 403 the operation declares itself (the timer horizon);
     - 413 in plain text from the body limit on every operation with a body;
-    - ``Retry-After`` on every 429.
+    - ``Retry-After`` on every 429;
+    - 503 with ``Retry-After`` on every operation: the database connection
+      was lost or refused (``ApiErrorMiddleware.process_exception``).
     """
     auth_ref = component(AuthErrorOut)
     forbidden_ref = component(ForbiddenOut)
+    unavailable_ref = component(UnavailableOut)
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():
             responses = operation.setdefault("responses", {})
@@ -91,6 +94,14 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
                 too_large.setdefault("content", {}).update(_TOO_LARGE_TEXT)
             if 429 in responses:
                 responses[429].setdefault("headers", {})["Retry-After"] = _RETRY_AFTER
+            responses.setdefault(
+                503,
+                {
+                    "description": "Service Unavailable: the database connection was lost or refused; retry",
+                    "headers": {"Retry-After": _RETRY_AFTER},
+                    "content": {"application/json": {"schema": unavailable_ref}},
+                },
+            )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.update(SCHEMAS)
     return schema

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from queenadmin import metrics
+from queenadmin.api import bearer_token
 from queenadmin.api import errors as error_table
 from queenadmin.api.http import json_response
 from queenadmin.conf import settings
@@ -14,12 +15,12 @@ from queenadmin.errors import Unauthorized
 
 
 def _authorized(request: HttpRequest) -> bool:
-    # Any valid API token may read the metrics (the same bearer check as
-    # /api/v1); a metrics-only scope can narrow this once tokens have scopes.
+    # A valid API token of any scope may read the metrics (the API's own
+    # bearer check; README: API token scopes).
     if settings.OPEN_API:
         return True
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and bool(token) and tokens.token_check(token.strip()) is not None
+    token = bearer_token(request)  # the API's one parser of the header
+    return token is not None and tokens.token_check(token) is not None
 
 
 @require_GET

@@ -176,7 +176,9 @@ def _samples(text: str) -> dict[str, float]:
 
 def test_metrics_need_an_api_token():
     with run_server() as server:
-        for refused in (_scrape(server), _scrape(server, "qa_not-a-token")):
+        # Two spaces after Bearer: no token, as on every API route.
+        doubled = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer  {server.token}"})
+        for refused in (_scrape(server), _scrape(server, "qa_not-a-token"), doubled):
             assert refused.status_code == 401
             assert refused.json() == {
                 "error": "unauthorized",

@@ -74,6 +74,13 @@ class ForbiddenOut(WireOut):
     detail: str
 
 
+class UnavailableOut(WireOut):
+    """503: the database connection was lost or refused; nothing was done, retry."""
+
+    error: str
+    code: Literal["unavailable"]
+
+
 class RateLimitedOut(WireOut):
     """429 (with ``Retry-After``): the token's KV call rate is spent."""
 
