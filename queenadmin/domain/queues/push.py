@@ -427,9 +427,12 @@ def _append(
 _APPEND_ONE_PG = (
     "WITH v AS (SELECT %s::bigint AS p, %s::text AS t, %s::timestamptz AS cutoff, %s::bigint AS o,"
     " %s::bigint AS b, %s::timestamptz AS now, %s::text AS m, %s::text AS d, %s::text AS r, %s::text AS q),"
-    " d AS (SELECT message_id, msg_offset FROM queenadmin_message, v"
-    " WHERE partition_id = v.p AND transaction_id = v.t AND created_at > v.cutoff"
-    " ORDER BY msg_offset LIMIT 1),"
+    # OFFSET 0 keeps the ORDER BY ... LIMIT from steering a generic plan to
+    # the (partition, offset) index, which would read the whole partition
+    # whenever the transactionId is new (the common case).
+    " d AS (SELECT s.message_id, s.msg_offset FROM (SELECT m.message_id, m.msg_offset FROM queenadmin_message AS m, v"
+    " WHERE m.partition_id = v.p AND m.transaction_id = v.t AND m.created_at > v.cutoff OFFSET 0) AS s"
+    " ORDER BY s.msg_offset LIMIT 1),"
     " u AS (UPDATE queenadmin_partition SET next_offset = v.o + 1,"
     " retained_bytes = retained_bytes + v.b, last_push_at = v.now"
     " FROM v WHERE id = v.p AND NOT EXISTS (SELECT FROM d) RETURNING id),"
