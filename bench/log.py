@@ -156,8 +156,8 @@ def raw_insert(dsn: str, queue: str, payloads: list[bytes], clients: int) -> flo
         ).fetchone()[0]
         for p in range(PARTITIONS):
             conn.execute(
-                "INSERT INTO queenadmin_partition (queue_id, name, next_offset, retained_bytes, created_at)"
-                " VALUES (%s, %s, 1, 0, %s)",
+                "INSERT INTO queenadmin_partition (queue_id, name, next_offset, log_start, retained_bytes, created_at)"
+                " VALUES (%s, %s, 1, 1, 0, %s)",
                 [qid, f"p{p}", now],
             )
         pids = {
