@@ -17,6 +17,14 @@ PostgreSQL database with ``tests.conftest.run_server`` and, per run:
   ``GET /api/v1/pop/queue/<q>?batch=100`` then ``POST /api/v1/ack/batch``
   (every message ``completed`` under its lease).
 
+``--single N`` measures the push of single messages instead (issue 15):
+``N`` calls of ``POST /api/v1/push`` with one item each (8 partitions that
+exist, a transactionId per item), from ``--clients`` connections, with the
+server's CPU per call; then, in a process of its own on the same database,
+the statements one ``queue_push`` of one message runs (psycopg's
+``execute`` counted, plus BEGIN and COMMIT). Run it from a copy of another
+branch's tree to compare side by side.
+
 Prints msgs/s per run, then medians and the ratios; beside each HTTP run,
 the CPU it cost per message (the ``serve`` process tree plus its PostgreSQL
 backends, from /proc with bench/kv.py's meter): on a shared, loaded machine
@@ -148,8 +156,8 @@ def raw_insert(dsn: str, queue: str, payloads: list[bytes], clients: int) -> flo
         ).fetchone()[0]
         for p in range(PARTITIONS):
             conn.execute(
-                "INSERT INTO queenadmin_partition (queue_id, name, next_offset, retained_bytes, created_at)"
-                " VALUES (%s, %s, 1, 0, %s)",
+                "INSERT INTO queenadmin_partition (queue_id, name, next_offset, log_start, retained_bytes, created_at)"
+                " VALUES (%s, %s, 1, 1, 0, %s)",
                 [qid, f"p{p}", now],
             )
         pids = {
@@ -184,6 +192,116 @@ def raw_insert(dsn: str, queue: str, payloads: list[bytes], clients: int) -> flo
     return len(payloads) * BATCH / elapsed
 
 
+def single_bodies(queue: str, total: int) -> list[bytes]:
+    return [
+        json.dumps(
+            {
+                "items": [
+                    {
+                        "queue": queue,
+                        "partition": f"p{n % PARTITIONS}",
+                        "payload": {"n": n, "pad": PAYLOAD_PAD},
+                        "transactionId": str(uuid.uuid4()),
+                    }
+                ]
+            }
+        ).encode()
+        for n in range(total)
+    ]
+
+
+def http_push_single(url: str, token: str, payloads: list[bytes], clients: int) -> float:
+    def work(i: int) -> None:
+        client = Client(url, token)
+        for body in payloads[i::clients]:
+            status, answer = client.call("POST", "/api/v1/push", body)
+            assert status == 201, (status, answer)
+            assert answer[0]["status"] == "queued", answer
+
+    elapsed = run_parallel(clients, work)
+    return len(payloads) / elapsed
+
+
+#: Run in a child process (``--count-statements``) on the server's database.
+def count_statements(queue: str, pushes: int) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queenadmin.settings")
+    import django
+
+    django.setup()
+    import psycopg
+
+    from queenadmin.domain import db, queues
+
+    seen: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counting(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(str(query))
+        return execute(self, query, *args, **kwargs)
+
+    def push(n: int) -> None:
+        item = queues.PushItem(queue, f"p{n % PARTITIONS}", db.json_text({"n": n}), str(uuid.uuid4()))
+        queues.queue_push(items=[item])
+
+    for n in range(PARTITIONS):  # partitions exist, connection warm
+        push(n)
+    psycopg.Cursor.execute = counting  # type: ignore[method-assign]
+    try:
+        for n in range(pushes):
+            push(n)
+    finally:
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+    # BEGIN and COMMIT do not go through Cursor.execute: two per push.
+    print(json.dumps({"per_push": len(seen) / pushes + 2, "sample": seen[: len(seen) // pushes]}))
+
+
+def statements_per_push(dsn: str, queue: str) -> tuple[float, list[str]]:
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["DATABASE_URL"] = dsn
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--count-statements", queue],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    data = json.loads(out.strip().splitlines()[-1])
+    return float(data["per_push"]), list(data["sample"])
+
+
+def main_single(args: argparse.Namespace) -> None:
+    from tests.conftest import run_server
+
+    rates: list[float] = []
+    cpus: list[float] = []
+    with run_server(workers=args.workers) as server:
+        dsn = server.env["DATABASE_URL"]
+        meter = _kv_bench().CpuMeter(server.process.pid, dsn.rsplit("/", 1)[1])
+        warm = f"warm-{uuid.uuid4().hex[:6]}"
+        http_push_single(server.url, server.token, single_bodies(warm, 200), 1)
+        for run in range(args.runs):
+            queue = f"single-{run}-{uuid.uuid4().hex[:6]}"
+            http_push_single(server.url, server.token, single_bodies(queue, PARTITIONS), 1)  # the partitions
+            payloads = single_bodies(queue, args.single)
+            load = os.getloadavg()[0]
+            rate, cpu = metered(meter, args.single, http_push_single, server.url, server.token, payloads, args.clients)
+            rates.append(rate)
+            cpus.append(cpu)
+            print(
+                f"run {run + 1}: single push {rate:,.0f} calls/s ({cpu:.0f} us CPU/call)  (load {load:.2f})", flush=True
+            )
+        per_push, sample = statements_per_push(dsn, warm)
+    print()
+    print(f"{'single push (HTTP)':<26}{statistics.median(rates):>12,.0f} calls/s")
+    print(f"{'CPU us/call (serve + PG)':<26}{statistics.median(cpus):>12.0f}")
+    print(f"{'statements per push':<26}{per_push:>12.1f}  (queue_push in process, with BEGIN and COMMIT)")
+    for sql in sample:
+        print(f"    {sql[:110]}")
+
+
 def _kv_bench() -> Any:
     import importlib.util
 
@@ -214,12 +332,20 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--workers", type=int, default=1, help="serve processes")
+    parser.add_argument("--single", type=int, default=0, help="push N single messages per run instead")
+    parser.add_argument("--count-statements", metavar="QUEUE", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
     if not os.environ["DATABASE_URL"].startswith("postgres"):
         sys.exit("bench/log.py needs PostgreSQL (DATABASE_URL)")
     sys.path.insert(0, str(ROOT))
+    if args.count_statements:
+        count_statements(args.count_statements, 50)
+        return
+    if args.single:
+        main_single(args)
+        return
     from tests.conftest import run_server
 
     rows: dict[str, list[float]] = {"push": [], "raw": [], "pop+ack": [], "push cpu": [], "pop+ack cpu": []}

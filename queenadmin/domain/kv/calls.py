@@ -84,9 +84,12 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
         key=lambda item: (item[1].namespace, item[1].key.encode(), item[0]),
     )
     idents = [(op.namespace, op.key) for _, op in writes]
-    the_store.lock_keys(idents)
     gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, KVGet)]
-    stored = the_store.read_keys(idents + [(op.namespace, op.key) for _, op in gets], now)
+    if gets:
+        the_store.lock_keys(idents)
+        stored = the_store.read_keys(idents + [(op.namespace, op.key) for _, op in gets], now)
+    else:
+        stored = the_store.lock_and_read(idents, now)
     for i, get in gets:
         found = stored.get((get.namespace, get.key))
         out[i] = GetResult(get.key, found.row if found is not None and found.live else None)
@@ -101,12 +104,10 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
             version=failed.version,
             value=failed.value,
         )
-    versions = the_store.draw_versions(len(plan.upserts))
-    for (position, write, upsert, value), version in zip(plan.upserts, versions, strict=True):
-        upsert.version = version
-        plan.results[position] = WriteResult(write.name, True, write.key, value, version)
     the_store.delete_pks(plan.deletes)
-    the_store.write_upserts([u for _, _, u, _ in plan.upserts], now)
+    the_store.stamp_and_write([u for _, _, u, _ in plan.upserts], now)
+    for position, write, upsert, value in plan.upserts:
+        plan.results[position] = WriteResult(write.name, True, write.key, value, upsert.version)
     out.update(plan.results)
     _multi_reads(the_store, ops, now, out)
     if plan.upserts or plan.deletes:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from django.db import connection, transaction
 
 from queenadmin.domain import clock, events
-from queenadmin.domain.db import from_db_time, is_postgres, server_cursor, to_db_time
+from queenadmin.domain.db import from_db_time, is_postgres, pg_run, server_cursor, to_db_time
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.ids import uuid7s
 from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS, inferred_namespace_task
@@ -230,6 +230,75 @@ def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[t
     return found
 
 
+#: PostgreSQL: a push's queues and partitions found and locked in one
+#: prepared statement, when every (queue, partition) pair exists and no
+#: queue is capped; the order stays the one every writer follows: the queue
+#: rows (``FOR KEY SHARE``, by id: the InitPlans of ``l`` read all of ``q``
+#: before any partition is locked), then the partitions (``FOR NO KEY
+#: UPDATE``, by id). Ids are looked up by name in the statement itself, so
+#: nothing is cached across calls: a queue deleted and created anew, or
+#: configured, in another process is simply what the statement finds. When
+#: a pair is missing (or a queue has a ``maxSize``: its advisory lock comes
+#: before the partitions) no partition is locked and the caller takes the
+#: general path. ``maxSize`` counts as absent only when it is 0, 0.0, null
+#: or missing, a subset of what ``QueueRef.max_size`` reads as 0.
+_LOCATE_PG = (
+    "WITH w AS (SELECT DISTINCT qn, pn FROM unnest(%s::text[], %s::text[]) AS w(qn, pn)),"
+    " q AS MATERIALIZED (SELECT id, name, options FROM queenadmin_queue"
+    " WHERE name IN (SELECT qn FROM w) ORDER BY id FOR KEY SHARE),"
+    " c AS MATERIALIZED (SELECT p.id FROM w JOIN q ON q.name = w.qn"
+    " JOIN queenadmin_partition AS p ON p.queue_id = q.id AND p.name = w.pn),"
+    " l AS MATERIALIZED (SELECT id, queue_id, name, next_offset FROM queenadmin_partition"
+    " WHERE id IN (SELECT id FROM c) AND (SELECT count(*) FROM c) = (SELECT count(*) FROM w)"
+    " AND NOT EXISTS (SELECT FROM q WHERE coalesce(q.options -> 'maxSize', 'null') NOT IN ('0', 'null'))"
+    " ORDER BY id FOR NO KEY UPDATE)"
+    " SELECT q.name, q.id, q.options, l.name, l.id, l.next_offset FROM q LEFT JOIN l ON l.queue_id = q.id"
+)
+
+#: SQLite: the same lookup, one writer at a time (``BEGIN IMMEDIATE``), so no locks.
+_LOCATE_SQLITE = (
+    "SELECT q.name, q.id, q.options, p.name, p.id, p.next_offset FROM queenadmin_queue AS q"
+    " JOIN queenadmin_partition AS p ON p.queue_id = q.id WHERE q.name IN ({queues}) AND p.name IN ({partitions})"
+)
+
+_Located = tuple[dict[str, QueueRef], dict[tuple[int, str], int], dict[int, int]]
+
+
+def _locate(items: Sequence[PushItem]) -> _Located | None:
+    """The queues, partition ids and next offsets of ``items`` in one statement.
+
+    None when a queue or partition is missing, or a queue is capped: the
+    caller then takes the general path (which creates what is missing).
+    On PostgreSQL the partitions are locked as ``_lock_partitions`` does.
+    """
+    pairs = sorted({(i.queue, i.partition) for i in items})
+    if is_postgres():
+        rows = pg_run(_LOCATE_PG, [[q for q, _ in pairs], [p for _, p in pairs]])
+    else:
+        qnames = sorted({q for q, _ in pairs})
+        pnames = sorted({p for _, p in pairs})
+        if len(qnames) + len(pnames) > _SQLITE_CHUNK:
+            return None
+        sql = _LOCATE_SQLITE.format(queues=",".join("%s" for _ in qnames), partitions=",".join("%s" for _ in pnames))
+        with connection.cursor() as cur:
+            cur.execute(sql, [*qnames, *pnames])
+            rows = cur.fetchall()
+    queues: dict[str, QueueRef] = {}
+    partitions: dict[tuple[int, str], int] = {}
+    next_offsets: dict[int, int] = {}
+    for qname, qid, options, pname, pid, next_offset in rows:
+        if qname not in queues:
+            queues[qname] = QueueRef(qid, qname, options if isinstance(options, dict) else json.loads(options))
+        if pid is not None:
+            partitions[(qid, pname)] = pid
+            next_offsets[pid] = next_offset
+    for qname, pname in pairs:
+        ref = queues.get(qname)
+        if ref is None or ref.max_size or (ref.id, pname) not in partitions:
+            return None
+    return queues, partitions, next_offsets
+
+
 def _full_queues(queues: dict[str, QueueRef], items: Sequence[PushItem], now: datetime) -> dict[str, str]:
     """The queues whose ``maxSize`` the items would overflow, with the reason.
 
@@ -271,6 +340,10 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool
     assert connection.in_atomic_block
     if not items:
         return []
+    located = _locate(items)
+    if located is not None:
+        queues, partitions, next_offsets = located
+        return _append(items, queues, partitions, next_offsets, now)
     queues = _ensure_queues((i.queue for i in items), now)
     full = _full_queues(queues, items, now) if any(q.max_size for q in queues.values()) else {}
     if full and not partial:
@@ -290,7 +363,19 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool
     pairs = {(queues[i.queue].id, i.partition) for i in items}
     partitions = _ensure_partitions(pairs, now)
     next_offsets = _lock_partitions(sorted(set(partitions.values())))
+    return _append(items, queues, partitions, next_offsets, now)
 
+
+def _append(
+    items: Sequence[PushItem],
+    queues: dict[str, QueueRef],
+    partitions: dict[tuple[int, str], int],
+    next_offsets: dict[int, int],
+    now: datetime,
+) -> list[PushResult]:
+    """Dedup and write ``items`` to their partitions, locked and read by the caller."""
+    if len(items) == 1 and is_postgres():
+        return [_append_one_pg(items[0], queues[items[0].queue], partitions, next_offsets, now)]
     cutoffs: dict[int, datetime] = {}
     wanted: set[tuple[int, str]] = set()
     for item in items:
@@ -303,7 +388,7 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool
     originals = _recent(wanted, cutoffs)
 
     fresh = iter(uuid7s(len(items)))
-    results = []
+    results: list[PushResult] = []
     rows: list[tuple[int, int, str, str, str, str | None]] = []
     for index, item in enumerate(items):
         queue = queues[item.queue]
@@ -332,6 +417,66 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool
         wakeups.notify_on_commit(names)
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
     return results
+
+
+#: PostgreSQL: one message appended to a partition locked by this
+#: transaction, in one prepared statement: the dedup read (in the same
+#: snapshot as the write, taken after the partition lock, as ``_recent``),
+#: then, unless it found the transactionId, the partition's next offset,
+#: the message and the NOTIFY for waiting pops (``wakeups.notify_on_commit``).
+_APPEND_ONE_PG = (
+    "WITH v AS (SELECT %s::bigint AS p, %s::text AS t, %s::timestamptz AS cutoff, %s::bigint AS o,"
+    " %s::bigint AS b, %s::timestamptz AS now, %s::text AS m, %s::text AS d, %s::text AS r, %s::text AS q),"
+    # OFFSET 0 keeps the ORDER BY ... LIMIT from steering a generic plan to
+    # the (partition, offset) index, which would read the whole partition
+    # whenever the transactionId is new (the common case).
+    " d AS (SELECT s.message_id, s.msg_offset FROM (SELECT m.message_id, m.msg_offset FROM queenadmin_message AS m, v"
+    " WHERE m.partition_id = v.p AND m.transaction_id = v.t AND m.created_at > v.cutoff OFFSET 0) AS s"
+    " ORDER BY s.msg_offset LIMIT 1),"
+    " u AS (UPDATE queenadmin_partition SET next_offset = v.o + 1,"
+    " retained_bytes = retained_bytes + v.b, last_push_at = v.now"
+    " FROM v WHERE id = v.p AND NOT EXISTS (SELECT FROM d) RETURNING id),"
+    " i AS (INSERT INTO queenadmin_message"
+    " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
+    " SELECT v.p, v.o, v.t, v.m, v.d, v.r, v.now FROM v WHERE NOT EXISTS (SELECT FROM d) RETURNING 1),"
+    f" n AS (SELECT pg_notify('{wakeups.CHANNEL}', v.q) FROM v, i)"
+    " SELECT (SELECT message_id FROM d), (SELECT msg_offset FROM d), (SELECT count(*) FROM n), (SELECT count(*) FROM u)"
+)
+
+
+def _append_one_pg(
+    item: PushItem,
+    queue: QueueRef,
+    partitions: dict[tuple[int, str], int],
+    next_offsets: dict[int, int],
+    now: datetime,
+) -> PushResult:
+    pid = partitions[(queue.id, item.partition)]
+    window = queue.dedup_window_seconds
+    txn = item.transaction_id
+    cutoff = now - timedelta(seconds=window) if window > 0 and txn is not None else None
+    mid = uuid7s(1)[0] if item.message_id is None else item.message_id
+    txn = txn if txn is not None else mid
+    offset = next_offsets[pid]
+    params = [
+        pid,
+        txn,
+        cutoff,
+        offset,
+        len(item.payload_json.encode()),
+        now,
+        mid,
+        item.payload_json,
+        item.trace_id,
+        item.queue,
+    ]
+    [(dup_mid, dup_offset, notified, updated)] = pg_run(_APPEND_ONE_PG, params)
+    if dup_mid is not None:
+        return PushResult(0, dup_mid, txn, item.queue, "duplicate", dup_offset)
+    assert (notified, updated) == (1, 1), "the partition was locked and read by this transaction"
+    wakeups.notify_on_commit([item.queue], notified=True)
+    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [item.queue]})
+    return PushResult(0, mid, txn, item.queue, "queued", offset)
 
 
 def _write(

@@ -249,15 +249,17 @@ class Hub:
 hub = Hub()
 
 
-def notify_on_commit(names: list[str]) -> None:
+def notify_on_commit(names: list[str], *, notified: bool = False) -> None:
     """Wake the pops waiting on queues ``names`` once this transaction commits.
 
-    Must run inside the writing transaction.
+    Must run inside the writing transaction. ``notified``: the caller's own
+    statement already ran ``pg_notify`` for ``names`` (push's one-message
+    append does, to save a statement); only this process's waiters remain.
     """
     assert connection.in_atomic_block
     if not names:
         return
-    if is_postgres():
+    if is_postgres() and not notified:
         with connection.cursor() as cur:
             cur.execute(f"SELECT pg_notify('{CHANNEL}', q) FROM unnest(%s::text[]) AS q", [names])
     transaction.on_commit(lambda: hub.wake_threadsafe(names))

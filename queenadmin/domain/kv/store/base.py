@@ -83,6 +83,21 @@ class Store:
     def write_upserts(self, upserts: list[Upsert], now: datetime) -> None:
         raise NotImplementedError
 
+    def lock_and_read(self, idents: Sequence[Ident], now: datetime) -> dict[Ident, Stored]:
+        """``lock_keys(idents)``, then ``read_keys(idents)`` as of after the locks."""
+        self.lock_keys(idents)
+        return self.read_keys(idents, now)
+
+    def stamp_and_write(self, upserts: list[Upsert], now: datetime) -> None:
+        """Give ``upserts`` new versions, ascending in list order, and write them.
+
+        Call only while holding the locks of every key they stamp.
+        """
+        versions = self.draw_versions(len(upserts))
+        for upsert, version in zip(upserts, versions, strict=True):
+            upsert.version = version
+        self.write_upserts(upserts, now)
+
     def delete_pks(self, pks: list[int]) -> None:
         raise NotImplementedError
 

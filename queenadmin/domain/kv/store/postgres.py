@@ -138,6 +138,71 @@ class PostgresStore(Store):
             [now, json.dumps(rows, ensure_ascii=False)],
         )
 
+    def lock_and_read(self, idents: Sequence[Ident], now: datetime) -> dict[Ident, Stored]:
+        """The keys' advisory locks and their rows in one statement.
+
+        The statement's snapshot predates the locks, so the rows are read
+        ``FOR NO KEY UPDATE``: a row changed by a writer that committed while
+        we waited is re-read at its newest version (EvalPlanQual), and a row
+        deleted meanwhile is skipped. A row made meanwhile is not seen: the
+        keys this read finds no row for are read again in a statement of
+        their own, whose snapshot follows the locks (the plain two-statement
+        path's answer). The row locks add nothing to the advisory locks
+        every writer of these keys takes first. The locks are an InitPlan
+        gating the whole plan (a one-time filter), so they are taken even
+        when no row matches, and before any row is locked.
+        """
+        wanted = sorted(set(idents))
+        if not wanted or len(wanted) > 500:
+            return super().lock_and_read(idents, now)
+        names = sorted({_lock_name(ns, key) for ns, key in wanted})
+        records = pg_run(
+            "WITH lk AS MATERIALIZED (SELECT count(pg_advisory_xact_lock(%s, h)) AS held FROM "
+            "(SELECT DISTINCT hashtext(n) AS h FROM unnest(%s::text[]) AS n ORDER BY 1) AS s) "
+            f"SELECT {', '.join('t.' + c for c in COLUMNS.split(', '))} FROM {TABLE} AS t "
+            "JOIN (SELECT r->>0 AS ns, r->>1 AS k FROM jsonb_array_elements(%s::jsonb) AS r) AS w "
+            "ON t.namespace = w.ns AND t.key = w.k WHERE (SELECT held FROM lk) >= 0 FOR NO KEY UPDATE OF t",
+            [ADVISORY_CLASS, names, json.dumps(wanted)],
+            prepare=False,  # a generic plan may seq-scan: see pg_run
+        )
+        found = {(r[1], r[2]): stored_of(r, now) for r in records}
+        missing = [ident for ident in wanted if ident not in found]
+        if missing:
+            found.update(self.read_keys(missing, now))
+        return found
+
+    def stamp_and_write(self, upserts: list[Upsert], now: datetime) -> None:
+        """``write_upserts`` drawing each version in the statement, after the
+        rows are sorted into list order (volatile output expressions run after
+        ORDER BY, as in ``put_many_fast``): one statement, not two. The caller
+        holds every key's advisory lock, so each draw follows the previous
+        writer's commit (pattern 4.1 of ``shared/pg-version-ordering.md``)."""
+        if not upserts:
+            return
+        rows = [
+            [
+                u.namespace,
+                u.key,
+                u.value_json,
+                None if u.expires_at is None else u.expires_at.isoformat(),
+                u.created_at.isoformat(),
+            ]
+            for u in upserts
+        ]
+        stored = pg_run(
+            f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+            f"SELECT r->>0, r->>1, r->>2, nextval('{SEQUENCE}'), (r->>3)::timestamptz, (r->>4)::timestamptz, %s "
+            "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, i) ORDER BY i "
+            "ON CONFLICT (namespace, key) DO UPDATE SET "
+            "value_json = excluded.value_json, version = excluded.version, "
+            "expires_at = excluded.expires_at, created_at = excluded.created_at, "
+            "updated_at = excluded.updated_at RETURNING namespace, key, version",
+            [now, json.dumps(rows, ensure_ascii=False)],
+        )
+        versions = {(ns, key): int(version) for ns, key, version in stored}
+        for upsert in upserts:
+            upsert.version = versions[(upsert.namespace, upsert.key)]
+
     def delete_pks(self, pks: list[int]) -> None:
         if pks:
             pg_run(f"DELETE FROM {TABLE} WHERE id = ANY(%s)", [pks], prepare=False)

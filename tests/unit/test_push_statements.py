@@ -1,0 +1,126 @@
+"""What a push costs in statements, and pushes across a queue's delete and re-create.
+
+The count is taken below Django: on PostgreSQL hot statements run on a
+psycopg cursor of their own (``db.server_cursor``), which Django's
+``CaptureQueriesContext`` does not see, so psycopg's ``Cursor.execute`` and
+``executemany`` are counted; on SQLite every statement goes through Django's
+cursor. BEGIN and COMMIT are not counted (neither layer sends them through
+``execute``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from queenadmin.domain import db, queues
+from queenadmin.models import Message, Queue
+
+pytestmark = pytest.mark.django_db
+
+#: Statements of a push of one message to a queue and partition that exist,
+#: besides BEGIN and COMMIT. PostgreSQL: queue and partition found and
+#: locked; dedup, write and NOTIFY (it was 7 before issue 15). SQLite: the
+#: lookup, dedup, partition update and insert (it was 7).
+PG_SINGLE_PUSH = 2
+SQLITE_SINGLE_PUSH = 4
+
+
+@contextmanager
+def counted() -> Iterator[list[str]]:
+    """The SQL of every statement run inside the block, in order."""
+    seen: list[str] = []
+    if db.is_postgres():
+        import psycopg
+
+        execute = psycopg.Cursor.execute
+        executemany = psycopg.Cursor.executemany
+
+        def counting(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(str(query))
+            return execute(self, query, *args, **kwargs)
+
+        def counting_many(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(str(query))
+            return executemany(self, query, *args, **kwargs)
+
+        psycopg.Cursor.execute = counting  # type: ignore[method-assign]
+        psycopg.Cursor.executemany = counting_many  # type: ignore[method-assign]
+        try:
+            yield seen
+        finally:
+            psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+            psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
+    else:
+        with CaptureQueriesContext(connection) as captured:
+            yield seen
+        seen.extend(q["sql"] for q in captured.captured_queries)
+    # The test's own transaction makes queue_push's durable block a savepoint.
+    seen[:] = [sql for sql in seen if "SAVEPOINT" not in sql]
+
+
+def push_one(queue: str = "q", txn: str | None = "t-1", partition: str = "p") -> queues.PushResult:
+    [result] = queues.queue_push(items=[queues.PushItem(queue, partition, db.json_text({"n": 1}), txn)])
+    return result
+
+
+@pytest.mark.parametrize("txn", ["t-2", None])
+def test_a_push_of_one_message_to_a_known_partition_costs_few_statements(txn: str | None) -> None:
+    push_one(txn="t-1")
+    with counted() as seen:
+        result = push_one(txn=txn)
+    # A savepoint in this test, BEGIN/COMMIT in production: not counted.
+    assert result.status == "queued"
+    assert result.offset == 2
+    wanted = PG_SINGLE_PUSH if db.is_postgres() else SQLITE_SINGLE_PUSH
+    assert len(seen) <= wanted, "\n".join(seen)
+
+
+def test_a_duplicate_of_one_message_answers_the_original_in_as_few_statements() -> None:
+    first = push_one(txn="t-1")
+    with counted() as seen:
+        again = push_one(txn="t-1")
+    assert (again.status, again.message_id, again.offset) == ("duplicate", first.message_id, first.offset)
+    assert len(seen) <= (PG_SINGLE_PUSH if db.is_postgres() else SQLITE_SINGLE_PUSH)
+    assert Message.objects.count() == 1
+
+
+def _elsewhere(step: str) -> str | None:
+    """In another process: change queue ``q`` behind the test's back."""
+    from queenadmin.domain import db, queues
+
+    if step == "recreate":
+        assert queues.queue_delete(name="q")
+        [result] = queues.queue_push(items=[queues.PushItem("q", "p", db.json_text({"n": 2}), "t-1")])
+        return result.message_id
+    options = {"dedup-off": {"dedupWindowSeconds": 0}, "cap": {"maxSize": 2}}[step]
+    request = queues.ConfigureRequest("q", options=queues.QueueOptions(tuple(options.items())))
+    queues.queue_configure(request=request)
+    return None
+
+
+def test_pushes_follow_a_queue_deleted_created_anew_and_configured_by_another_process(spawn) -> None:
+    """Nothing of a queue is kept between pushes: the ids and options of the
+    queue and partition are read in the push's own statement each time."""
+    push_one(txn="t-1")
+    old_id = Queue.objects.get(name="q").pk
+
+    [their_id] = spawn(_elsewhere, [("recreate",)])
+    assert Queue.objects.get(name="q").pk != old_id
+    again = push_one(txn="t-1")
+    assert (again.status, again.message_id, again.offset) == ("duplicate", their_id, 1)
+
+    spawn(_elsewhere, [("dedup-off",)])
+    fresh = push_one(txn="t-1")
+    assert (fresh.status, fresh.offset) == ("queued", 2)
+
+    spawn(_elsewhere, [("cap",)])
+    refused = push_one(txn="t-3")
+    assert refused.status == "failed"
+    assert "max capacity" in (refused.error or "")
+    assert Message.objects.filter(partition__queue__name="q").count() == 2

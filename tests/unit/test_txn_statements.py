@@ -1,0 +1,31 @@
+"""What a guarded transaction (a lock's permit check, one push, one KV put) costs in statements.
+
+bench/transactions.py's bundle, in process. PostgreSQL: the queue and
+partition found and locked, the message written (with dedup and NOTIFY),
+the KV keys locked and read, the put stamped and written: 4 statements
+besides BEGIN and COMMIT (11 before issue 15). SQLite: 8.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from queenadmin.domain import db, kv, locks, queues
+from queenadmin.domain.transactions import TxnBundle, TxnPush, txn_commit
+from tests.unit.test_push_statements import counted
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_guarded_push_and_put_costs_few_statements() -> None:
+    queues.queue_push(items=[queues.PushItem("q", "p", db.json_text({"n": 0}), "t-0")])
+    kv.kv_call([kv.KVPut("state", "k", db.json_text(0), None)])
+    with locks.hold("worker", ttl=60) as lock:
+        bundle = TxnBundle(
+            pushes=(TxnPush(0, queues.PushItem("q", "p", db.json_text({"n": 1}), "t-1")),),
+            kv=(kv.KVPut("state", "k", db.json_text(1), None),),
+        )
+        with counted() as seen:
+            outcome = txn_commit(bundle=bundle, guard=lock)
+    assert outcome.success, outcome
+    assert len(seen) <= (4 if db.is_postgres() else 8), "\n".join(seen)
