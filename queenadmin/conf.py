@@ -26,9 +26,6 @@ class _Settings:
     #: this many seconds ago skips Django's ``SELECT 1`` health check
     #: (queenadmin/pgbackend/base.py); 0 checks before every request.
     DB_HEALTH_CHECK_IDLE_SECONDS: float = 1.0
-    #: ``serve``: move the objects start-up made out of the garbage
-    #: collector's sight once a worker started (``gc.freeze``).
-    GC_FREEZE: bool = True
     #: Seconds between reaper passes over expired KV rows.
     REAPER_INTERVAL_SECONDS: float = 5.0
     #: Rows the reaper deletes per statement.

@@ -10,7 +10,6 @@ sweep skip locked rows. A loop whose interval is 0 is not started.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -137,18 +136,6 @@ def _close_pops_on_stop_signals() -> None:
         signal.signal(sig, handler)
 
 
-def _freeze_startup_objects() -> None:
-    """Keep what start-up made (modules, URL patterns, models) out of GC passes.
-
-    A full collection walks every tracked object; after ``gc.freeze`` the
-    ~10^5 objects of a started Django are no longer walked, only what
-    requests create. Off with ``QUEENADMIN_GC_FREEZE=0``.
-    """
-    if settings.GC_FREEZE:
-        gc.collect()
-        gc.freeze()
-
-
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while True:
         message = await receive()
@@ -156,7 +143,6 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
             _close_pops_on_stop_signals()
             metrics.worker_started()
             start()
-            _freeze_startup_objects()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             stop()
