@@ -114,19 +114,7 @@ class PostgresStore(Store):
     def write_upserts(self, upserts: list[Upsert], now: datetime) -> None:
         if not upserts:
             return
-        # The rows as one JSON parameter (see read_keys). Keys never hold NUL;
-        # value_json travels as a JSON string, so its escapes survive verbatim.
-        rows = [
-            [
-                u.namespace,
-                u.key,
-                u.value_json,
-                u.version,
-                None if u.expires_at is None else u.expires_at.isoformat(),
-                u.created_at.isoformat(),
-            ]
-            for u in upserts
-        ]
+        rows = _upsert_rows(upserts, with_version=True)
         pg_run(
             f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
             "SELECT r->>0, r->>1, r->>2, (r->>3)::bigint, (r->>4)::timestamptz, (r->>5)::timestamptz, %s "
@@ -179,16 +167,7 @@ class PostgresStore(Store):
         writer's commit (pattern 4.1 of ``shared/pg-version-ordering.md``)."""
         if not upserts:
             return
-        rows = [
-            [
-                u.namespace,
-                u.key,
-                u.value_json,
-                None if u.expires_at is None else u.expires_at.isoformat(),
-                u.created_at.isoformat(),
-            ]
-            for u in upserts
-        ]
+        rows = _upsert_rows(upserts, with_version=False)
         stored = pg_run(
             f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
             f"SELECT r->>0, r->>1, r->>2, nextval('{SEQUENCE}'), (r->>3)::timestamptz, (r->>4)::timestamptz, %s "
@@ -293,3 +272,20 @@ class PostgresStore(Store):
             [ADVISORY_CLASS, names, now, now, json.dumps(rows, ensure_ascii=False), now],
         )
         return {(ns, key): int(version) for ns, key, version in stored}
+
+
+def _upsert_rows(upserts: list[Upsert], *, with_version: bool) -> list[list[Any]]:
+    """The rows of an upsert as one JSON parameter (see read_keys): namespace,
+    key, value JSON, [version,] expiry, creation. Keys never hold NUL;
+    value_json travels as a JSON string, so its escapes survive verbatim."""
+    return [
+        [
+            u.namespace,
+            u.key,
+            u.value_json,
+            *((u.version,) if with_version else ()),
+            None if u.expires_at is None else u.expires_at.isoformat(),
+            u.created_at.isoformat(),
+        ]
+        for u in upserts
+    ]
