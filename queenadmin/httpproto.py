@@ -9,11 +9,6 @@ headers must be complete within ``HEADER_TIMEOUT_SECONDS`` of the
 connection opening or of the previous answer, else the connection is
 closed. Bodies have their own deadline (``wsgi_bridge.read_body``).
 
-It writes each answer's head and its body in one ``write``: uvicorn writes
-them apart, two system calls and two TCP segments per answer on which the
-client wakes twice; the first write alone was 18% of the GIL time of a KV
-put under load (issue 15). See ``_OneWriteTransport``.
-
 It also notes in the scope when a request began to arrive (``ARRIVED_KEY``):
 a long-poll pop's timeout runs from then, so time the request spent queued
 behind other work on a busy event loop counts against its timeout instead
@@ -29,65 +24,12 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from queenadmin.conf import settings
 from queenadmin.middleware import ARRIVED_KEY
 
-#: Bodies up to this size are joined to their head in one bytes object;
-#: larger ones are written after it (a copy would cost more than a call).
-_JOIN_BELOW = 256 * 1024
-
-
-class _OneWriteTransport:
-    """The connection's transport, holding an answer's head for its body.
-
-    The first write of an answer that is a final status line and headers
-    (``HTTP/1.1 NNN``, not an interim ``1xx``) is held and goes out with the
-    next write, the body; ``flush`` (the answer is complete: a ``HEAD``
-    answer writes no body) and ``close`` send a held head alone. Everything
-    else is the transport's own.
-    """
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
-        self._held: bytes | None = None
-        #: True until this answer's head went by.
-        self.expect_head = True
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._held is not None:
-            head, self._held = self._held, None
-            if len(data) < _JOIN_BELOW:
-                self._transport.write(head + bytes(data))
-                return
-            self._transport.write(head)
-        elif self.expect_head and data[:9] == b"HTTP/1.1 " and data[9:10] != b"1":
-            self.expect_head = False
-            self._held = bytes(data)
-            return
-        self._transport.write(data)
-
-    def flush(self) -> None:
-        if self._held is not None:
-            head, self._held = self._held, None
-            self._transport.write(head)
-
-    def next_answer(self) -> None:
-        self.flush()
-        self.expect_head = True
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._transport, name)
-
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):
     _header_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        # After uvicorn's set-up, which reads the addresses and makes the
-        # flow control on the transport itself.
-        self.transport = _OneWriteTransport(transport)  # type: ignore[assignment]
         self._arm()
 
     def on_message_begin(self) -> None:
@@ -99,7 +41,6 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_response_complete(self) -> None:
-        self.transport.next_answer()  # type: ignore[attr-defined]
         super().on_response_complete()
         if not self.transport.is_closing():
             self._arm()
