@@ -49,6 +49,11 @@ class _Settings:
     #: dashboard, static files) takes ``SMALL_BODY_BYTES``.
     MAX_BODY_BYTES: int = 64 * 1024 * 1024
     SMALL_BODY_BYTES: int = 1024 * 1024
+    #: The most memory the objects parsed from one JSON body may take, by
+    #: ``api.http.parse_cost``'s upper estimate: a 64 MiB body of ``[{},...]``
+    #: parses into ~1.5 GiB of Python objects; such a body is answered 413
+    #: before it is parsed. Ordinary JSON costs 2-4 times its size parsed.
+    MAX_PARSE_BYTES: int = 128 * 1024 * 1024
     #: Request bodies are read on the event loop before any thread runs:
     #: after ``BODY_GRACE_SECONDS`` one must arrive at an average of at least
     #: ``BODY_MIN_RATE`` bytes a second, or it is answered 408.

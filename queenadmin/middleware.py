@@ -52,13 +52,22 @@ class BodyLimitMiddleware:
         return await self.get_response(request)  # type: ignore[misc, no-any-return]
 
 
+class BodyTooLarge(Exception):
+    """A body refused after it was read (its parse would cost too much):
+    answered like the body limit, 413 in plain text (``ApiErrorMiddleware``)."""
+
+
+def _payload_too_large() -> HttpResponse:
+    return HttpResponse("payload too large\n", status=413, content_type="text/plain")
+
+
 def _too_large(request: HttpRequest) -> HttpResponse | None:
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
     if length > settings.MAX_BODY_BYTES:
-        return HttpResponse("payload too large\n", status=413, content_type="text/plain")
+        return _payload_too_large()
     return None
 
 
@@ -121,7 +130,12 @@ class ApiErrorMiddleware:
         ``pgbackend``), a PostgreSQL restart or its connection limit: the
         request did nothing (its transaction rolled back), and the next one
         gets a new connection. Other errors stay 500s.
+
+        A body whose parse would take too much memory (``BodyTooLarge``) is
+        answered as the body limit answers, 413 in plain text.
         """
+        if isinstance(exception, BodyTooLarge):
+            return _payload_too_large()
         if request.path.startswith("/api/") and isinstance(exception, OperationalError | InterfaceError):
             answer = _json_error("the database is unavailable; retry", "unavailable", 503)
             answer["Retry-After"] = "1"

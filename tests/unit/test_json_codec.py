@@ -1,22 +1,26 @@
-"""The API's JSON: orjson where it is exact, ``json`` everywhere else.
+"""The API's JSON: msgspec where it is exact, ``json`` everywhere else.
 
 Reading must give what the strict ``json`` reading gives for every body
 (integers of any size exact, the same refusals with the same words), and
-writing must give JSON that reads back to the same value.
+writing must give JSON that reads back to the same value. A body whose
+parsed objects would take more than ``MAX_PARSE_BYTES`` is refused unread.
 """
 
 from __future__ import annotations
 
 import json
+import tracemalloc
 from typing import Any
 
+import msgspec
 import pytest
 from django.test import RequestFactory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queenadmin.api.http import json_dumps, read_json
+from queenadmin.api.http import json_dumps, parse_cost, read_json
 from queenadmin.errors import InvalidArgument
+from queenadmin.middleware import BodyTooLarge
 
 
 def _read(body: bytes) -> Any:
@@ -88,3 +92,51 @@ def test_written_json_is_compact_utf8():
     assert json_dumps({"a": [1, "é", None, True, 1.5]}) == '{"a":[1,"é",null,true,1.5]}'.encode()
     # A non-string key is written as json writes it.
     assert json_dumps({1: "x"}) == b'{"1":"x"}'
+
+
+#: Bodies of one element repeated, from the densest JSON there is to a
+#: plain string: what ``parse_cost`` must bound.
+_SHAPES = {
+    "one-key dicts": b'{"a":0}',
+    "empty dicts": b"{}",
+    "empty lists": b"[]",
+    "two-letter strings": b'"ab"',
+    "one-letter strings": b'"a"',
+    "floats": b"0.5",
+    "integers": b"100000",
+    "messages": b'{"queue":"q","payload":{"id":12345,"name":"something"}}',
+    "nested": b'{"k":[1,2,{"x":"yz"}]}',
+    "long strings": b'"' + b"x" * 1000 + b'"',
+    "wide strings": '"x😀xxxxxxxx"'.encode(),
+    "escaped wide strings": b'"xx\\ud83d\\ude00xxxxxx"',
+    "latin strings": '"héllo wörld"'.encode(),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_SHAPES))
+def test_parse_cost_bounds_what_parsing_takes(shape):
+    """The estimate is at least 0.9 and at most 2.5 times what msgspec's
+    objects take, as tracemalloc counts them (an over-estimate only refuses
+    a body sooner)."""
+    element = _SHAPES[shape]
+    body = b"[" + b",".join([element] * (2_000_000 // len(element) + 1)) + b"]"
+    tracemalloc.start()
+    try:
+        parsed = msgspec.json.decode(body)
+        taken = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del parsed
+    estimate = parse_cost(body)
+    assert 0.9 * taken <= estimate <= 2.5 * taken, (shape, estimate / taken)
+
+
+def test_a_body_that_would_parse_too_large_is_refused_unread(settings):
+    settings.QUEENADMIN_MAX_PARSE_BYTES = 8 * 1024 * 1024
+    dense = b"[" + b",".join([b'{"a":0}'] * 200_000) + b"]"  # 1.5 MiB, ~38 MiB parsed
+    assert parse_cost(dense) > 8 * 1024 * 1024
+    with pytest.raises(BodyTooLarge):
+        _read(dense)
+    # A plain string of the same size parses into its own size: read.
+    plain = b'["' + b"x" * len(dense) + b'"]'
+    assert len(_read(plain)[0]) == len(dense)
