@@ -145,6 +145,7 @@ async def test_the_socket_refuses_anyone_but_staff_with_the_view_permission(who,
     assert connected, "accepted, to close with a reason the browser can read"
     closed = await communicator.receive_output(timeout=10)
     assert closed == {"type": "websocket.close", "code": 4401 if who == "anonymous" else 4403}
+    await communicator.disconnect()
 
 
 async def test_viewers_get_the_live_page_without_buttons(viewer):
@@ -180,6 +181,9 @@ async def test_logging_out_closes_the_logins_sockets_at_once(operator):
     assert (await sync_to_async(client.post)("/logout/")).status_code == 302
     closed = await communicator.receive_output(timeout=10)
     assert closed == {"type": "websocket.close", "code": 4401}
+    # The browser answers the close; the consumer then ends (its channel
+    # layer reader too) before the test's event loop closes.
+    await communicator.disconnect()
 
 
 async def test_a_deleted_session_closes_the_socket_at_its_next_render(operator):
@@ -192,6 +196,9 @@ async def test_a_deleted_session_closes_the_socket_at_its_next_render(operator):
     await sync_to_async(locks.lock_acquire)(name="after.logout", ttl=60, owner="o")
     closed = await communicator.receive_output(timeout=10)
     assert closed == {"type": "websocket.close", "code": 4401}
+    # The browser answers the close; the consumer then ends (its channel
+    # layer reader too) before the test's event loop closes.
+    await communicator.disconnect()
 
 
 async def test_a_lease_expiring_re_renders_the_page_with_no_event(operator):
