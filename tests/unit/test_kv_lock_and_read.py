@@ -83,3 +83,52 @@ def test_the_locks_are_held_when_no_key_has_a_row() -> None:
                 "SELECT pg_try_advisory_lock(%s, hashtext(%s))", [ADVISORY_CLASS, "ns/nothing"]
             ).fetchone()
             assert row == (False,)
+
+
+#: The plain statement ``lock_and_read`` ran before migration 0014: the
+#: control of the test below (prepared, its generic plan goes stale).
+_PLAIN = (
+    "WITH lk AS MATERIALIZED (SELECT count(pg_advisory_xact_lock(%s, h)) AS held FROM "
+    "(SELECT DISTINCT hashtext(n) AS h FROM unnest(%s::text[]) AS n ORDER BY 1) AS s) "
+    "SELECT t.id FROM queenadmin_kventry AS t "
+    "JOIN (SELECT r->>0 AS ns, r->>1 AS k FROM jsonb_array_elements(%s::jsonb) AS r) AS w "
+    "ON t.namespace = w.ns AND t.key = w.k WHERE (SELECT held FROM lk) >= 0 FOR NO KEY UPDATE OF t"
+)
+
+
+def _seq_scans() -> int:
+    with connection.cursor() as cur:
+        cur.execute("SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'queenadmin_kventry'")
+        return int(cur.fetchone()[0])
+
+
+def test_the_read_probes_the_key_index_however_the_table_grew() -> None:
+    """The read's plan is cached per connection (the call is prepared), and
+    made with sequential scans off: made while the table held three rows,
+    it still probes the index after 20,000 more arrive unanalyzed. The plain
+    prepared statement it replaced, in the same steps, scans the table."""
+    the_store = store()
+    keys = [("ns", "a"), ("ns", "b")]
+    with connection.cursor() as cur:
+        cur.execute("ALTER TABLE queenadmin_kventry SET (autovacuum_enabled = false)")
+        try:
+            for key in ("a", "b", "c"):
+                _insert(cur, key, 1)
+            cur.execute("ANALYZE queenadmin_kventry")
+            # Past PostgreSQL's five custom plans: the generic plans are cached.
+            for _ in range(8):
+                with transaction.atomic():
+                    assert set(the_store.lock_and_read(keys, clock.now())) == set(keys)
+                    db.pg_run(_PLAIN, [ADVISORY_CLASS, ["ns/a", "ns/b"], '[["ns","a"],["ns","b"]]'])
+            cur.execute(
+                "INSERT INTO queenadmin_kventry (namespace, key, value_json, version, expires_at, created_at, updated_at)"
+                " SELECT 'bulk', 'k' || i, '0', i + 10, NULL, now(), now() FROM generate_series(1, 20000) AS i"
+            )
+            with transaction.atomic():
+                before = _seq_scans()
+                assert set(the_store.lock_and_read(keys, clock.now())) == set(keys)
+                assert _seq_scans() == before, "lock_and_read scanned the table"
+                db.pg_run(_PLAIN, [ADVISORY_CLASS, ["ns/a", "ns/b"], '[["ns","a"],["ns","b"]]'])
+                assert _seq_scans() > before, "the control did not go stale: the test shows nothing"
+        finally:
+            cur.execute("ALTER TABLE queenadmin_kventry RESET (autovacuum_enabled)")
