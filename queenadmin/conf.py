@@ -52,7 +52,8 @@ class _Settings:
     #: The most memory the objects parsed from one JSON body may take, by
     #: ``api.http.parse_cost``'s upper estimate: a 64 MiB body of ``[{},...]``
     #: parses into ~1.5 GiB of Python objects; such a body is answered 413
-    #: before it is parsed. Ordinary JSON costs 2-4 times its size parsed.
+    #: before it is parsed. A long string costs about its size parsed, small
+    #: objects 10-25 times theirs (about 10 MiB of small messages per call).
     MAX_PARSE_BYTES: int = 128 * 1024 * 1024
     #: Request bodies are read on the event loop before any thread runs:
     #: after ``BODY_GRACE_SECONDS`` one must arrive at an average of at least
