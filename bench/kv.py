@@ -462,7 +462,7 @@ def print_table(cells: list[Cell], generator: str) -> None:
         print(
             f"| {work} | {conc} | {_fmt(h.ops_per_s)} ({_fmt(h.med('calls_per_s'))}) "
             f"| {h.med('p50_ms'):.2f} / {h.med('p99_ms'):.2f} | {_fmt(r.ops_per_s)} "
-            f"| {r.med('p50_ms'):.2f} / {r.med('p99_ms'):.2f} | {h.ops_per_s / r.ops_per_s:.0%} "
+            f"| {r.med('p50_ms'):.2f} / {r.med('p99_ms'):.2f} | {h.ops_per_s / r.ops_per_s:.1%} "
             f"| {h.med('srv_us'):,.0f} + {h.med('pg_us'):,.0f} | {r.med('pg_us'):,.0f} "
             f"| {h.spread()} | {loads} | {sum(run.errors for run in h.runs)} |"
         )

@@ -447,7 +447,7 @@ def print_table(cells: list[Cell]) -> None:
         print(
             f"| {conc} | {h.med('calls_per_s'):,.0f} | {h.med('p50_ms'):.2f} / {h.med('p99_ms'):.2f} "
             f"| {r.med('calls_per_s'):,.0f} | {r.med('p50_ms'):.2f} / {r.med('p99_ms'):.2f} "
-            f"| {h.med('calls_per_s') / r.med('calls_per_s'):.0%} "
+            f"| {h.med('calls_per_s') / r.med('calls_per_s'):.1%} "
             f"| {h.med('srv_us'):,.0f} + {h.med('pg_us'):,.0f} | {r.med('srv_us'):,.0f} + {r.med('pg_us'):,.0f} "
             f"| {h.spread()} | {r.spread()} | {loads} | {sum(run.errors for run in h.runs + r.runs)} |"
         )
