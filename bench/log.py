@@ -103,16 +103,18 @@ def run_parallel(clients: int, work: Any) -> float:
     return time.perf_counter() - started
 
 
-def http_push(url: str, token: str, payloads: list[bytes], clients: int) -> float:
+def http_push(url: str, token: str, payloads: list[bytes], clients: int, per_call: int = BATCH) -> float:
+    """Messages per second pushing ``payloads`` (``per_call`` messages each)."""
+
     def work(i: int) -> None:
         client = Client(url, token)
         for body in payloads[i::clients]:
             status, answer = client.call("POST", "/api/v1/push", body)
             assert status == 201, (status, answer)
-            assert answer[0]["status"] == "queued"
+            assert answer[0]["status"] == "queued", answer
 
     elapsed = run_parallel(clients, work)
-    return len(payloads) * BATCH / elapsed
+    return len(payloads) * per_call / elapsed
 
 
 def http_pop_ack(url: str, token: str, queue: str, clients: int, expected: int) -> float:
@@ -210,34 +212,14 @@ def single_bodies(queue: str, total: int) -> list[bytes]:
     ]
 
 
-def http_push_single(url: str, token: str, payloads: list[bytes], clients: int) -> float:
-    def work(i: int) -> None:
-        client = Client(url, token)
-        for body in payloads[i::clients]:
-            status, answer = client.call("POST", "/api/v1/push", body)
-            assert status == 201, (status, answer)
-            assert answer[0]["status"] == "queued", answer
-
-    elapsed = run_parallel(clients, work)
-    return len(payloads) / elapsed
-
-
 #: Run in a child process (``--count-statements``) on the server's database.
 def count_statements(queue: str, pushes: int) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queenadmin.settings")
     import django
 
     django.setup()
-    import psycopg
-
     from queenadmin.domain import db, queues
-
-    seen: list[str] = []
-    execute = psycopg.Cursor.execute
-
-    def counting(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(str(query))
-        return execute(self, query, *args, **kwargs)
+    from tests.unit.test_push_statements import counted
 
     def push(n: int) -> None:
         item = queues.PushItem(queue, f"p{n % PARTITIONS}", db.json_text({"n": n}), str(uuid.uuid4()))
@@ -245,12 +227,9 @@ def count_statements(queue: str, pushes: int) -> None:
 
     for n in range(PARTITIONS):  # partitions exist, connection warm
         push(n)
-    psycopg.Cursor.execute = counting  # type: ignore[method-assign]
-    try:
+    with counted() as seen:
         for n in range(pushes):
             push(n)
-    finally:
-        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
     # BEGIN and COMMIT do not go through Cursor.execute: two per push.
     print(json.dumps({"per_push": len(seen) / pushes + 2, "sample": seen[: len(seen) // pushes]}))
 
@@ -281,13 +260,13 @@ def main_single(args: argparse.Namespace) -> None:
         dsn = server.env["DATABASE_URL"]
         meter = _kv_bench().CpuMeter(server.process.pid, dsn.rsplit("/", 1)[1])
         warm = f"warm-{uuid.uuid4().hex[:6]}"
-        http_push_single(server.url, server.token, single_bodies(warm, 200), 1)
+        http_push(server.url, server.token, single_bodies(warm, 200), 1, 1)
         for run in range(args.runs):
             queue = f"single-{run}-{uuid.uuid4().hex[:6]}"
-            http_push_single(server.url, server.token, single_bodies(queue, PARTITIONS), 1)  # the partitions
+            http_push(server.url, server.token, single_bodies(queue, PARTITIONS), 1, 1)  # the partitions
             payloads = single_bodies(queue, args.single)
             load = os.getloadavg()[0]
-            rate, cpu = metered(meter, args.single, http_push_single, server.url, server.token, payloads, args.clients)
+            rate, cpu = metered(meter, args.single, http_push, server.url, server.token, payloads, args.clients, 1)
             rates.append(rate)
             cpus.append(cpu)
             print(
