@@ -16,7 +16,6 @@ import asyncio
 import json
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -43,7 +42,7 @@ from queenadmin import loops  # noqa: E402
 from queenadmin.apihandler import ApiWSGIHandler, is_api_path  # noqa: E402
 from queenadmin.dashboard.routing import websocket_urlpatterns  # noqa: E402
 from queenadmin.middleware import ARRIVED_KEY, ApiErrorMiddleware, BodyLimitMiddleware, InlineHooks  # noqa: E402
-from queenadmin.wsgi_bridge import BufferedWSGI  # noqa: E402
+from queenadmin.wsgi_bridge import BufferedWSGI, ThreadHop  # noqa: E402
 
 logger = logging.getLogger("queenadmin.asgi")
 
@@ -141,7 +140,7 @@ class StaticFiles(StaticFilesHandler):
 _threads = int(os.environ.get("QUEENADMIN_HTTP_THREADS", "8"))
 _django_wsgi = StaticFiles(get_wsgi_application())
 #: One thread pool, so one set of database connections per process.
-_wsgi_threads = ThreadPoolExecutor(max_workers=_threads, thread_name_prefix="wsgi")
+_wsgi_threads = ThreadHop(_threads, "wsgi")
 wsgi_app = BufferedWSGI(_django_wsgi, _wsgi_threads)
 #: The API, /health and /metrics: MIDDLEWARE without the browser's entries.
 api_app = BufferedWSGI(ApiWSGIHandler(), _wsgi_threads)

@@ -1,5 +1,5 @@
 """The HTTP protocol ``serve`` runs: uvicorn's httptools protocol with a
-deadline on request headers.
+deadline on request headers, writing each answer's head with its body.
 
 uvicorn times out an idle keep-alive connection (``timeout_keep_alive``)
 but nothing else: a connection that sends half a request line, or a header
@@ -13,16 +13,105 @@ It also notes in the scope when a request began to arrive (``ARRIVED_KEY``):
 a long-poll pop's timeout runs from then, so time the request spent queued
 behind other work on a busy event loop counts against its timeout instead
 of being added to it.
+
+uvicorn writes an answer's status line and headers when the app sends
+``http.response.start`` and its body at ``http.response.body``: two socket
+writes, two TCP segments and two wake-ups of the client per answer, and on
+loopback the kernel delivers each segment inside the ``write`` call, with
+the GIL held. ``OneWriteCycle`` keeps the head of a sized answer (one with
+Content-Length, which every buffered answer of the WSGI bridge has) until
+its first body chunk and writes both at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from queenadmin.conf import settings
 from queenadmin.middleware import ARRIVED_KEY
+
+#: Bodies up to this size are joined to their head (one small copy); larger
+#: ones go out with the head in one vectored write, uncopied.
+_JOIN_BELOW = 64 * 1024
+
+
+class _KeepWrite:
+    """The transport while uvicorn writes an answer's head: keeps the bytes."""
+
+    data = b""
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+
+class _WriteWithHead:
+    """The transport while uvicorn sends the first body chunk: its one
+    write carries the held head too. Closing writes a head still held
+    (an answer with no body bytes, e.g. to HEAD) before it closes."""
+
+    def __init__(self, transport: Any, head: bytes) -> None:
+        self.transport = transport
+        self.head = head
+
+    def write(self, data: bytes) -> None:
+        head, self.head = self.head, b""
+        if not head:
+            self.transport.write(data)
+        elif len(data) < _JOIN_BELOW:
+            self.transport.write(head + data)
+        else:
+            self.transport.writelines((head, data))
+
+    def flush(self) -> None:
+        if self.head:
+            self.write(b"")
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
+class OneWriteCycle(RequestResponseCycle):
+    """uvicorn's request cycle, writing a sized answer's head with its body.
+
+    Only answers that declare Content-Length are held: their body follows
+    at once. An answer without it (chunked, possibly streaming events whose
+    first chunk may be long in coming) has its head written at once, as
+    uvicorn does.
+    """
+
+    _head: bytes = b""
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "http.response.start" and not self.response_started:
+            if not any(name.lower() == b"content-length" for name, _ in message.get("headers", ())):
+                await super().send(message)
+                return
+            transport, kept = self.transport, _KeepWrite()
+            self.transport = kept  # type: ignore[assignment]
+            try:
+                await super().send(message)
+            finally:
+                self.transport = transport
+            self._head = kept.data
+            return
+        if not self._head:
+            await super().send(message)
+            return
+        transport, writer = self.transport, _WriteWithHead(self.transport, self._head)
+        self._head = b""
+        self.transport = writer  # type: ignore[assignment]
+        try:
+            await super().send(message)
+        finally:
+            self.transport = transport
+            writer.flush()
 
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):
@@ -39,6 +128,11 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm()
         super().on_headers_complete()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        # Every cycle, the first and any pipelined one, starts here.
+        cycle.__class__ = OneWriteCycle
+        super()._start_asgi_task(cycle, app)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

@@ -25,17 +25,20 @@ thread, so ``/health`` and the API stopped answering):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
-import functools
 import io
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from a2wsgi.wsgi import build_environ
 
 from queenadmin.conf import settings
 
 Message = dict[str, Any]
+T = TypeVar("T")
 
 #: Methods whose body the API's write routes read.
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -107,12 +110,69 @@ async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-class BufferedWSGI:
-    """An ASGI app for plain HTTP that runs ``wsgi_app`` in ``executor``."""
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
 
-    def __init__(self, wsgi_app: Any, executor: ThreadPoolExecutor) -> None:
+
+class ThreadHop:
+    """A fixed set of threads that run jobs for the event loop.
+
+    ``loop.run_in_executor`` goes through a ``concurrent.futures.Future``
+    chained to an asyncio one (two futures, their callbacks and a state
+    copy per call). Here a job is queued with its asyncio future and the
+    thread settles that future with one ``call_soon_threadsafe``. The
+    threads start at the first job (after a fork, in each worker) and are
+    daemons: ``serve`` stops only once the requests in flight are answered.
+    """
+
+    def __init__(self, threads: int, name: str) -> None:
+        self.size = threads
+        self.name = name
+        self._jobs: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._started = False
+        self._lock = threading.Lock()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Await ``fn(*args)`` run on one of the threads, in a copy of this context."""
+        if not self._started:
+            self._start()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put((loop, future, contextvars.copy_context(), fn, args))
+        return await future
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            for n in range(self.size):
+                threading.Thread(target=self._work, name=f"{self.name}_{n}", daemon=True).start()
+            self._started = True
+
+    def _work(self) -> None:
+        while True:
+            loop, future, context, fn, args = self._jobs.get()
+            try:
+                result, error = context.run(fn, *args), None
+            except BaseException as exc:  # handed to the awaiting task
+                result, error = None, exc
+            # RuntimeError: the loop closed meanwhile, nobody awaits.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            del loop, future, context, fn, args, result, error
+
+
+class BufferedWSGI:
+    """An ASGI app for plain HTTP that runs ``wsgi_app`` on ``threads``."""
+
+    def __init__(self, wsgi_app: Any, threads: ThreadHop) -> None:
         self.wsgi_app = wsgi_app
-        self.executor = executor
+        self.threads = threads
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
@@ -134,8 +194,7 @@ class BufferedWSGI:
         # returns that same object: the body is held once.
         environ: dict[str, Any] = dict(build_environ(scope, io.BytesIO(body)))  # type: ignore[arg-type]
         environ["CONTENT_LENGTH"] = str(len(body))
-        job = functools.partial(contextvars.copy_context().run, self._run, environ, loop, send)
-        status, headers, chunks = await loop.run_in_executor(self.executor, job)
+        status, headers, chunks = await self.threads.run(self._run, environ, loop, send)
         if status is None:  # a streaming answer, already sent from the thread
             return
         await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -116,7 +116,7 @@ def test_serve_routes_the_api_to_its_own_handler():
 
     assert isinstance(asgi.api_app.wsgi_app, apihandler.ApiWSGIHandler)
     assert not isinstance(asgi.wsgi_app.wsgi_app, apihandler.ApiWSGIHandler)
-    assert asgi.api_app.executor is asgi.wsgi_app.executor
+    assert asgi.api_app.threads is asgi.wsgi_app.threads
 
 
 @pytest.mark.parametrize(
