@@ -83,10 +83,10 @@ def server_cursor() -> PgCursor[Any]:
     server (binary), the same arrays cost well under a millisecond. It
     shares the connection, so it runs inside the current transaction.
     """
-    conn = connections[DEFAULT_DB_ALIAS]  # one lookup through the proxy
-    with conn.cursor():  # connect and health-check the Django way
-        pass
-    return PgCursor(conn.connection)
+    conn: Any = connections[DEFAULT_DB_ALIAS]  # queenadmin.pgbackend's wrapper
+    # Connect and health-check the Django way (``pgbackend``), without
+    # making a Django cursor only to drop it.
+    return PgCursor(conn.raw_connection())
 
 
 def pg_run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tuple[Any, ...]]:
@@ -112,7 +112,8 @@ def pg_run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tup
         # in the session time zone; from_db_time() makes them UTC.
         cursor.adapters.register_loader("timestamptz", _TIMESTAMPTZ_LOADER)
         cursor.execute(sql, params, prepare=prepare)
-        return cursor.fetchall() if cursor.description is not None else []
+        # rownumber, not description: that builds a Column per field.
+        return cursor.fetchall() if cursor.rownumber is not None else []
 
 
 def distinct_leading(model: Any, column: str, *, limit: int) -> list[str]:

@@ -38,6 +38,15 @@ class DatabaseWrapper(base.DatabaseWrapper):
             return
         super().close_if_health_check_failed()
 
+    def raw_connection(self) -> Any:
+        """The psycopg connection, opened and health-checked as ``cursor()``
+        would, without making a Django cursor (``db.server_cursor``)."""
+        self.close_if_health_check_failed()
+        self.ensure_connection()
+        self.validate_thread_sharing()
+        self.used_at = time.monotonic()
+        return self.connection
+
     def _cursor(self, name: Any = None) -> Any:
         cursor = super()._cursor(name)  # type: ignore[misc]
         self.used_at = time.monotonic()
