@@ -1,0 +1,196 @@
+"""serve's HTTP edge: one socket write per sized answer, the WSGI thread hop.
+
+``OneWriteCycle`` is uvicorn's request cycle holding an answer's head until
+its body: driven here with a transport that records what it is asked to
+write (uvicorn's own objects otherwise). ``ThreadHop`` runs real threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+from typing import Any
+
+import pytest
+from uvicorn.protocols.http.flow_control import FlowControl
+
+from queenadmin.httpproto import OneWriteCycle
+from queenadmin.wsgi_bridge import ThreadHop
+
+
+class RecordingTransport:
+    """What the cycle writes and when it closes, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def write(self, data: bytes) -> None:
+        self.calls.append(("write", bytes(data)))
+
+    def writelines(self, chunks: Any) -> None:
+        self.calls.append(("writelines", [bytes(c) for c in chunks]))
+
+    def close(self) -> None:
+        self.calls.append(("close", None))
+
+    def is_closing(self) -> bool:
+        return any(call == "close" for call, _ in self.calls)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+
+def _cycle(transport: RecordingTransport, *, method: str = "GET", keep_alive: bool = True) -> OneWriteCycle:
+    scope = {"type": "http", "method": method, "path": "/", "http_version": "1.1", "headers": []}
+    logger = logging.getLogger("test.http")
+    return OneWriteCycle(
+        scope=scope,  # type: ignore[arg-type]
+        transport=transport,  # type: ignore[arg-type]
+        flow=FlowControl(transport),  # type: ignore[arg-type]
+        logger=logger,
+        access_logger=logger,
+        access_log=False,
+        default_headers=[],
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=keep_alive,
+        on_response=lambda: None,
+    )
+
+
+def _start(length: int | None) -> dict[str, Any]:
+    headers = [(b"content-type", b"application/json")]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    return {"type": "http.response.start", "status": 200, "headers": headers}
+
+
+async def test_a_sized_answer_is_one_write_of_head_and_body():
+    transport = RecordingTransport()
+    cycle = _cycle(transport)
+    await cycle.send(_start(7))
+    assert transport.calls == []  # the head waits for the body
+    await cycle.send({"type": "http.response.body", "body": b'{"a":1}'})
+    assert len(transport.calls) == 1
+    kind, data = transport.calls[0]
+    assert kind == "write"
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert data.endswith(b'\r\n\r\n{"a":1}')
+    assert b"content-length: 7\r\n" in data
+    assert cycle.response_complete
+
+
+async def test_a_large_body_goes_out_with_its_head_uncopied():
+    transport = RecordingTransport()
+    cycle = _cycle(transport)
+    body = b"x" * (256 * 1024)
+    await cycle.send(_start(len(body)))
+    await cycle.send({"type": "http.response.body", "body": body})
+    assert [kind for kind, _ in transport.calls] == ["writelines"]
+    head, sent = transport.calls[0][1]
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert head.endswith(b"\r\n\r\n")
+    assert sent == body
+
+
+async def test_an_answer_to_head_writes_its_head_alone():
+    transport = RecordingTransport()
+    cycle = _cycle(transport, method="HEAD")
+    await cycle.send(_start(7))
+    await cycle.send({"type": "http.response.body", "body": b""})
+    assert len(transport.calls) == 1
+    kind, data = transport.calls[0]
+    assert kind == "write"
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert data.endswith(b"\r\n\r\n")
+
+
+async def test_the_head_is_written_before_the_connection_closes():
+    transport = RecordingTransport()
+    cycle = _cycle(transport, keep_alive=False)
+    await cycle.send(_start(2))
+    await cycle.send({"type": "http.response.body", "body": b"ok"})
+    assert [kind for kind, _ in transport.calls] == ["write", "close"]
+    assert transport.calls[0][1].endswith(b"\r\n\r\nok")
+    assert b"connection: close\r\n" in transport.calls[0][1]
+
+
+async def test_an_unsized_answer_writes_its_head_at_once():
+    # A chunked answer may be a stream whose first chunk is long in coming.
+    transport = RecordingTransport()
+    cycle = _cycle(transport)
+    await cycle.send(_start(None))
+    assert len(transport.calls) == 1
+    assert b"transfer-encoding: chunked\r\n" in transport.calls[0][1]
+    await cycle.send({"type": "http.response.body", "body": b"abc", "more_body": True})
+    await cycle.send({"type": "http.response.body", "body": b""})
+    assert [data for _, data in transport.calls[1:]] == [b"3\r\nabc\r\n", b"0\r\n\r\n"]
+
+
+async def test_a_streamed_sized_answer_sends_the_head_with_the_first_chunk_only():
+    transport = RecordingTransport()
+    cycle = _cycle(transport)
+    await cycle.send(_start(6))
+    await cycle.send({"type": "http.response.body", "body": b"abc", "more_body": True})
+    await cycle.send({"type": "http.response.body", "body": b"def"})
+    assert len(transport.calls) == 2
+    assert transport.calls[0][1].endswith(b"\r\n\r\nabc")
+    assert transport.calls[1] == ("write", b"def")
+
+
+async def test_an_invalid_header_still_fails_as_uvicorn_fails_it():
+    transport = RecordingTransport()
+    cycle = _cycle(transport)
+    start = {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"1"), (b"x", b"a\nb")]}
+    with pytest.raises(RuntimeError, match="Invalid HTTP header value"):
+        await cycle.send(start)
+    assert transport.calls == []
+
+
+_who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+
+async def test_the_thread_hop_runs_jobs_on_its_threads_in_the_callers_context():
+    hop = ThreadHop(2, "hoptest")
+    _who.set("caller")
+
+    def job(n: int) -> tuple[int, str, str]:
+        return n * 2, _who.get(), threading.current_thread().name
+
+    results = await asyncio.gather(*(hop.run(job, n) for n in range(20)))
+    assert [r[0] for r in results] == [n * 2 for n in range(20)]
+    assert {r[1] for r in results} == {"caller"}
+    assert {r[2] for r in results} <= {"hoptest_0", "hoptest_1"}
+    assert threading.current_thread().name not in {r[2] for r in results}
+
+
+async def test_the_thread_hop_hands_back_exceptions():
+    hop = ThreadHop(1, "hoperr")
+
+    def fails() -> None:
+        raise LookupError("from the thread")
+
+    with pytest.raises(LookupError, match="from the thread"):
+        await hop.run(fails)
+    # The thread survives the job's failure.
+    assert await hop.run(lambda: 42) == 42
+
+
+async def test_a_cancelled_wait_leaves_the_thread_hop_working():
+    hop = ThreadHop(1, "hopcancel")
+    release = threading.Event()
+    waiting = asyncio.ensure_future(hop.run(release.wait, 5))
+    await asyncio.sleep(0.05)
+    waiting.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert await hop.run(lambda: "next") == "next"
