@@ -41,10 +41,15 @@ _JOIN_BELOW = 64 * 1024
 class _KeepWrite:
     """The transport while uvicorn writes an answer's head: keeps the bytes."""
 
-    data = b""
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.data = b""
 
     def write(self, data: bytes) -> None:
         self.data += data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
 
 
 class _WriteWithHead:
@@ -93,7 +98,8 @@ class OneWriteCycle(RequestResponseCycle):
             if not any(name.lower() == b"content-length" for name, _ in message.get("headers", ())):
                 await super().send(message)
                 return
-            transport, kept = self.transport, _KeepWrite()
+            transport = self.transport
+            kept = _KeepWrite(transport)
             self.transport = kept  # type: ignore[assignment]
             try:
                 await super().send(message)
@@ -111,7 +117,8 @@ class OneWriteCycle(RequestResponseCycle):
             await super().send(message)
         finally:
             self.transport = transport
-            writer.flush()
+            if not self.disconnected:  # a closed transport refuses writes
+                writer.flush()
 
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):

@@ -194,3 +194,12 @@ async def test_a_cancelled_wait_leaves_the_thread_hop_working():
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert await hop.run(lambda: "next") == "next"
+
+
+async def test_a_client_gone_before_the_body_gets_nothing_written():
+    transport = RecordingTransport()
+    cycle = _cycle(transport)
+    await cycle.send(_start(2))
+    cycle.disconnected = True  # as uvicorn's connection_lost sets it
+    await cycle.send({"type": "http.response.body", "body": b"ok"})
+    assert transport.calls == []
