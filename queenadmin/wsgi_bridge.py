@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import contextvars
 import io
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -125,21 +126,26 @@ class ThreadHop:
     ``loop.run_in_executor`` goes through a ``concurrent.futures.Future``
     chained to an asyncio one (two futures, their callbacks and a state
     copy per call). Here a job is queued with its asyncio future and the
-    thread settles that future with one ``call_soon_threadsafe``. The
-    threads start at the first job (after a fork, in each worker) and are
-    daemons: ``serve`` stops only once the requests in flight are answered.
+    thread settles that future with one ``call_soon_threadsafe``.
+
+    The threads start at the first job of each process (a forked child
+    starts its own). They are daemons: uvicorn waits for the requests in
+    flight, up to its graceful-shutdown time, before the process exits; a
+    job still running then ends with the process, its database transaction
+    rolled back.
     """
 
     def __init__(self, threads: int, name: str) -> None:
         self.size = threads
         self.name = name
         self._jobs: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        self._started = False
+        #: The process whose threads serve ``_jobs``; 0 before the first job.
+        self._pid = 0
         self._lock = threading.Lock()
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Await ``fn(*args)`` run on one of the threads, in a copy of this context."""
-        if not self._started:
+        if self._pid != os.getpid():
             self._start()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
@@ -148,15 +154,17 @@ class ThreadHop:
 
     def _start(self) -> None:
         with self._lock:
-            if self._started:
+            if self._pid == os.getpid():
                 return
+            self._jobs = queue.SimpleQueue()  # a parent's queue has no threads here
             for n in range(self.size):
-                threading.Thread(target=self._work, name=f"{self.name}_{n}", daemon=True).start()
-            self._started = True
+                threading.Thread(target=self._work, args=(self._jobs,), name=f"{self.name}_{n}", daemon=True).start()
+            self._pid = os.getpid()
 
-    def _work(self) -> None:
+    @staticmethod
+    def _work(jobs: queue.SimpleQueue[tuple[Any, ...]]) -> None:
         while True:
-            loop, future, context, fn, args = self._jobs.get()
+            loop, future, context, fn, args = jobs.get()
             try:
                 result, error = context.run(fn, *args), None
             except BaseException as exc:  # handed to the awaiting task

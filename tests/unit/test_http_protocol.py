@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
 import threading
 from typing import Any
 
@@ -203,3 +204,15 @@ async def test_a_client_gone_before_the_body_gets_nothing_written():
     cycle.disconnected = True  # as uvicorn's connection_lost sets it
     await cycle.send({"type": "http.response.body", "body": b"ok"})
     assert transport.calls == []
+
+
+async def test_the_hop_starts_threads_of_its_own_in_another_process():
+    # What a forked child sees: the hop was started by another pid, whose
+    # threads it does not have.
+    hop = ThreadHop(1, "hoppid")
+    assert await hop.run(lambda: 1) == 1
+    parents_queue = hop._jobs
+    hop._pid = -1
+    assert await asyncio.wait_for(hop.run(threading.current_thread), 5) is not threading.current_thread()
+    assert hop._jobs is not parents_queue
+    assert hop._pid == os.getpid()
