@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from a2wsgi.wsgi import build_environ
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from queenadmin.conf import settings
 
@@ -75,6 +76,16 @@ def body_limit(scope: dict[str, Any]) -> int:
     return settings.SMALL_BODY_BYTES
 
 
+def _body_arrived(receive: Any) -> bool:
+    """Whether ``receive`` is uvicorn's and its request is wholly read.
+
+    Its first ``receive()`` then hands over the whole body without waiting:
+    the usual case, a small body in the same packets as the headers.
+    """
+    cycle = getattr(receive, "__self__", None)
+    return isinstance(cycle, RequestResponseCycle) and not cycle.more_body
+
+
 async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     """The whole request body, or None when the client went away.
 
@@ -92,13 +103,17 @@ async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     chunks: list[bytes] = []
     size = 0
     more = True
+    arrived = _body_arrived(receive)
     while more:
         remaining = started + grace + size / rate - loop.time()
-        try:
-            async with asyncio.timeout(max(remaining, 0.0)):
-                message = await receive()
-        except TimeoutError:
-            raise BodyRefused(408, "request body too slow\n") from None
+        if arrived:  # no wait, so no deadline to set and cancel
+            message = await receive()
+        else:
+            try:
+                async with asyncio.timeout(max(remaining, 0.0)):
+                    message = await receive()
+            except TimeoutError:
+                raise BodyRefused(408, "request body too slow\n") from None
         if message["type"] == "http.disconnect":
             return None
         chunk = message.get("body", b"")

@@ -18,7 +18,7 @@ import pytest
 from uvicorn.protocols.http.flow_control import FlowControl
 
 from queenadmin.httpproto import OneWriteCycle
-from queenadmin.wsgi_bridge import ThreadHop
+from queenadmin.wsgi_bridge import BodyRefused, ThreadHop, read_body
 
 
 class RecordingTransport:
@@ -216,3 +216,23 @@ async def test_the_hop_starts_threads_of_its_own_in_another_process():
     assert await asyncio.wait_for(hop.run(threading.current_thread), 5) is not threading.current_thread()
     assert hop._jobs is not parents_queue
     assert hop._pid == os.getpid()
+
+
+async def test_a_body_already_read_is_taken_without_a_deadline():
+    cycle = _cycle(RecordingTransport(), method="POST")
+    cycle.scope["path"] = "/api/v1/kv"  # type: ignore[index]
+    cycle.body = bytearray(b'{"a":1}')
+    cycle.more_body = False  # as uvicorn's on_message_complete leaves it
+    cycle.message_event.set()
+    assert await read_body(cycle.scope, cycle.receive) == b'{"a":1}'  # type: ignore[arg-type]
+
+
+async def test_a_body_still_arriving_is_held_to_the_deadline(settings):
+    settings.QUEENADMIN_BODY_GRACE_SECONDS = 0.2
+    cycle = _cycle(RecordingTransport(), method="POST")
+    cycle.scope["path"] = "/api/v1/kv"  # type: ignore[index]
+    cycle.body = bytearray(b'{"a":')  # more to come, and it never does
+    cycle.message_event.set()
+    with pytest.raises(BodyRefused) as refused:
+        await asyncio.wait_for(read_body(cycle.scope, cycle.receive), 5)  # type: ignore[arg-type]
+    assert refused.value.status == 408
