@@ -74,16 +74,22 @@ def _start(length: int | None) -> dict[str, Any]:
     return {"type": "http.response.start", "status": 200, "headers": headers}
 
 
+def _one_write(transport: RecordingTransport) -> bytes:
+    """The one ``write`` the transport got, which starts with the status line."""
+    assert len(transport.calls) == 1
+    kind, data = transport.calls[0]
+    assert kind == "write"
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n")
+    return data  # type: ignore[no-any-return]
+
+
 async def test_a_sized_answer_is_one_write_of_head_and_body():
     transport = RecordingTransport()
     cycle = _cycle(transport)
     await cycle.send(_start(7))
     assert transport.calls == []  # the head waits for the body
     await cycle.send({"type": "http.response.body", "body": b'{"a":1}'})
-    assert len(transport.calls) == 1
-    kind, data = transport.calls[0]
-    assert kind == "write"
-    assert data.startswith(b"HTTP/1.1 200 OK\r\n")
+    data = _one_write(transport)
     assert data.endswith(b'\r\n\r\n{"a":1}')
     assert b"content-length: 7\r\n" in data
     assert cycle.response_complete
@@ -107,11 +113,7 @@ async def test_an_answer_to_head_writes_its_head_alone():
     cycle = _cycle(transport, method="HEAD")
     await cycle.send(_start(7))
     await cycle.send({"type": "http.response.body", "body": b""})
-    assert len(transport.calls) == 1
-    kind, data = transport.calls[0]
-    assert kind == "write"
-    assert data.startswith(b"HTTP/1.1 200 OK\r\n")
-    assert data.endswith(b"\r\n\r\n")
+    assert _one_write(transport).endswith(b"\r\n\r\n")
 
 
 async def test_the_head_is_written_before_the_connection_closes():
