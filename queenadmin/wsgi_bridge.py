@@ -105,10 +105,10 @@ async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     more = True
     arrived = _body_arrived(receive)
     while more:
-        remaining = started + grace + size / rate - loop.time()
         if arrived:  # no wait, so no deadline to set and cancel
             message = await receive()
         else:
+            remaining = started + grace + size / rate - loop.time()
             try:
                 async with asyncio.timeout(max(remaining, 0.0)):
                     message = await receive()
