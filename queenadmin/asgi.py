@@ -42,7 +42,7 @@ from queenadmin import loops  # noqa: E402
 from queenadmin.apihandler import ApiWSGIHandler, is_api_path  # noqa: E402
 from queenadmin.dashboard.routing import websocket_urlpatterns  # noqa: E402
 from queenadmin.middleware import ARRIVED_KEY, ApiErrorMiddleware, BodyLimitMiddleware, InlineHooks  # noqa: E402
-from queenadmin.wsgi_bridge import BufferedWSGI, ThreadHop  # noqa: E402
+from queenadmin.wsgi_bridge import BufferedWSGI, ThreadHop, http_threads  # noqa: E402
 
 logger = logging.getLogger("queenadmin.asgi")
 
@@ -135,12 +135,9 @@ class StaticFiles(StaticFilesHandler):
             return response_for_exception(request, exc)
 
 
-#: 8, not 16: fewer threads queue less on the GIL (bench/README.md: one process
-#: served ~1,200 single puts/s at concurrency 16 with 16 threads, ~1,450 with 8).
-_threads = int(os.environ.get("QUEENADMIN_HTTP_THREADS", "8"))
 _django_wsgi = StaticFiles(get_wsgi_application())
 #: One thread pool, so one set of database connections per process.
-_wsgi_threads = ThreadHop(_threads, "wsgi")
+_wsgi_threads = ThreadHop(http_threads(), "wsgi")
 wsgi_app = BufferedWSGI(_django_wsgi, _wsgi_threads)
 #: The API, /health and /metrics: MIDDLEWARE without the browser's entries.
 api_app = BufferedWSGI(ApiWSGIHandler(), _wsgi_threads)

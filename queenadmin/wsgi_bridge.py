@@ -42,6 +42,22 @@ from queenadmin.conf import settings
 Message = dict[str, Any]
 T = TypeVar("T")
 
+#: WSGI threads per process unless ``QUEENADMIN_HTTP_THREADS`` says otherwise.
+#: Every thread that runs Python wants the GIL: with 8 threads, one process
+#: made ~10 voluntary context switches per single KV put in its worker
+#: threads (most of them GIL hand-offs) and 59 futex calls, and served
+#: 1,554 puts/s at 16 connections against 1,907 with 4 threads and 1,793
+#: with 2 (bench/README.md, 2026-12-01). A transaction (several statements,
+#: so more time waiting on PostgreSQL) measured the same with 4 as with 8.
+#: Raise it when PostgreSQL is far away: each thread waits out its round trips.
+DEFAULT_HTTP_THREADS = 4
+
+
+def http_threads() -> int:
+    """WSGI threads per process: ``QUEENADMIN_HTTP_THREADS`` or the default."""
+    return int(os.environ.get("QUEENADMIN_HTTP_THREADS", DEFAULT_HTTP_THREADS))
+
+
 #: Methods whose body the API's write routes read.
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

@@ -119,6 +119,15 @@ def test_serve_routes_the_api_to_its_own_handler():
     assert asgi.api_app.threads is asgi.wsgi_app.threads
 
 
+def test_the_wsgi_threads_default_to_four_and_follow_the_environment(monkeypatch):
+    from queenadmin import wsgi_bridge
+
+    monkeypatch.delenv("QUEENADMIN_HTTP_THREADS", raising=False)
+    assert wsgi_bridge.http_threads() == 4
+    monkeypatch.setenv("QUEENADMIN_HTTP_THREADS", "12")
+    assert wsgi_bridge.http_threads() == 12
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [

@@ -33,6 +33,7 @@ from queenadmin.conf import settings as app_settings
 from queenadmin.domain import tokens
 from queenadmin.files import create_private_file, private_data_dir
 from queenadmin.models import TokenScope
+from queenadmin.wsgi_bridge import http_threads
 
 log = logging.getLogger("queenadmin.serve")
 
@@ -41,11 +42,6 @@ log = logging.getLogger("queenadmin.serve")
 #: pop hub on the signal), so this only bounds slow ordinary requests and
 #: keeps a stop within 5 s.
 GRACEFUL_SHUTDOWN_SECONDS = 3
-
-
-def http_threads() -> int:
-    """WSGI threads per worker (``QUEENADMIN_HTTP_THREADS``, read by ``asgi``)."""
-    return int(os.environ.get("QUEENADMIN_HTTP_THREADS", "8"))
 
 
 def version() -> str:
