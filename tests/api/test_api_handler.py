@@ -17,7 +17,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
-from django.test import Client
+from django.http import HttpResponse
+from django.test import Client, override_settings
+from django.urls import path
 
 from queenadmin import apihandler
 from queenadmin.domain import tokens
@@ -189,3 +191,56 @@ def test_a_csrf_token_has_no_effect_on_an_api_call(handler):
         assert status == 200, raw
         assert json.loads(raw)["results"][0]["applied"] is True
         assert "set-cookie" not in headers
+
+
+def _other_kv(request):
+    return HttpResponse(b"other urlconf", content_type="text/plain")
+
+
+#: The URL conf of ``test_a_new_urlconf_is_not_answered_from_the_remembered_routes``.
+urlpatterns = [path("api/v1/kv", _other_kv)]
+
+
+def test_only_literal_routes_are_remembered(handler):
+    token = tokens.token_create(name="routes")
+    auth = {"Authorization": f"Bearer {token}"}
+    get = {"operations": [{"op": "get", "ns": "h", "key": "k"}]}
+    for _ in range(2):
+        assert _call(handler, "POST", "/api/v1/kv", get, auth)[0] == 200
+        assert _call(handler, "GET", "/health")[0] == 200
+    assert set(handler._literal_routes) == {"/api/v1/kv", "/health"}
+    # A route with arguments, and made-up paths the catch-all answers, are not kept.
+    assert _call(handler, "GET", "/api/v1/kv/h/k", None, auth)[0] == 200
+    for n in range(50):
+        status, _, raw = _call(handler, "GET", f"/api/made-up-{n}", None, auth)
+        assert status == 404
+        assert json.loads(raw)["path"] == f"/api/made-up-{n}"
+    assert set(handler._literal_routes) == {"/api/v1/kv", "/health"}
+
+
+def test_a_new_urlconf_is_not_answered_from_the_remembered_routes(handler):
+    token = tokens.token_create(name="urlconf")
+    auth = {"Authorization": f"Bearer {token}"}
+    get = {"operations": [{"op": "get", "ns": "h", "key": "k"}]}
+    assert _call(handler, "POST", "/api/v1/kv", get, auth)[2].startswith(b'{"results"')
+    with override_settings(ROOT_URLCONF=__name__):
+        assert _call(handler, "POST", "/api/v1/kv", get, auth)[2] == b"other urlconf"
+    assert _call(handler, "POST", "/api/v1/kv", get, auth)[2].startswith(b'{"results"')
+
+
+def test_a_view_middleware_adding_kwargs_does_not_reach_the_next_request(handler):
+    seen: list[dict[str, Any]] = []
+
+    def process_view(request, view, args, kwargs):
+        seen.append(dict(kwargs))
+        kwargs["added"] = True  # a view that took it would get it; the next request must not
+
+    handler._view_middleware.append(process_view)
+    token = tokens.token_create(name="kwargs")
+    auth = {"Authorization": f"Bearer {token}"}
+    # /health takes no argument "added": that call fails, the next one must not.
+    assert _call(handler, "GET", "/health", None, auth)[0] == 500
+    handler._view_middleware.remove(process_view)
+    handler._view_middleware.append(lambda request, view, args, kwargs: seen.append(dict(kwargs)))
+    assert _call(handler, "GET", "/health", None, auth)[0] == 200
+    assert seen == [{}, {}]
