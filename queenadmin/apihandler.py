@@ -81,7 +81,9 @@ class ApiWSGIHandler(WSGIHandler):
                 self._exception_middleware.append(instance.process_exception)
             handler = convert_exception_to_response(instance)
         self._middleware_chain = handler
-        self._literal_routes: dict[str, tuple[Any, ResolverMatch]] = {}
+        self._literal_routes: dict[str, ResolverMatch] = {}
+        #: The resolver the kept matches came from.
+        self._routes_resolver: Any = None
 
     def resolve_request(self, request: HttpRequest) -> Any:
         """Django's resolving, remembered for routes that are literal paths.
@@ -91,8 +93,8 @@ class ApiWSGIHandler(WSGIHandler):
         answer that never changes for ``/api/v1/kv`` or ``/api/v1/push``. A
         match is kept only when its route is the path itself with no
         arguments (so the map is at most one entry per such route, never
-        one per path a client makes up), and only for the resolver it came
-        from: ``override_settings(ROOT_URLCONF=...)`` or
+        one per path a client makes up), and only while the resolver it came
+        from is Django's: ``override_settings(ROOT_URLCONF=...)`` or
         ``clear_url_caches()`` give a new resolver and the map is dropped.
         The view gets a new empty kwargs dict each time, so a view
         middleware that adds to it cannot leak into the next request.
@@ -100,17 +102,15 @@ class ApiWSGIHandler(WSGIHandler):
         if hasattr(request, "urlconf"):
             return super().resolve_request(request)
         resolver = get_resolver()
+        if resolver is not self._routes_resolver:
+            self._literal_routes, self._routes_resolver = {}, resolver
         path = request.path_info
-        kept = self._literal_routes.get(path)
-        if kept is not None and kept[0] is resolver:
-            match = kept[1]
-        else:
+        match = self._literal_routes.get(path)
+        if match is None:
             match = resolver.resolve(path)
             if match.args or match.kwargs or match.route != path[1:]:
                 request.resolver_match = match
                 return match
-            if kept is not None:
-                self._literal_routes = {}
-            self._literal_routes[path] = (resolver, match)
+            self._literal_routes[path] = match
         request.resolver_match = match
         return match.func, (), {}
