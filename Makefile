@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup run token test test-sqlite test-postgres lint bench
+.PHONY: setup run token test soak lint bench
 
 setup: $(STAMP)
 
@@ -27,9 +27,16 @@ token: setup
 	@test -n "$(NAME)" || { echo "usage: make token NAME=my-service [SCOPE=read|write|admin]"; exit 2; }
 	@$(BIN)/python manage.py apitoken create "$(NAME)" --scope "$(or $(SCOPE),write)"
 
-## The whole suite, on SQLite unless DATABASE_URL points at PostgreSQL
+## The whole suite, on SQLite unless DATABASE_URL points at PostgreSQL; race,
+## scale and soak tests at their CI size (QA_SCALE=ci, tests/scale.py)
 test: setup
 	$(BIN)/python -m pytest -q
+
+## The race, scale and soak tests at full size, on PostgreSQL (on demand):
+## DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres make soak
+soak: setup
+	@case "$(DATABASE_URL)" in postgres*) ;; *) echo "make soak runs on PostgreSQL: set DATABASE_URL, e.g. DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres make soak"; exit 2;; esac
+	QA_SCALE=full $(BIN)/python -m pytest -q -m scaled
 
 ## ruff and mypy (strict), as CI runs them
 lint: setup

@@ -7,6 +7,10 @@ connections than the README's budget (per worker process: the pool plus
 two LISTEN connections). Before the pool each worker kept one connection per HTTP
 thread and per pop thread, and this setup exhausted max_connections=100
 ("too many clients": 110 answers of 500).
+
+Those are the ``QA_SCALE=full`` sizes; at ``ci`` (tests/scale.py) the same
+replicas serve 48 KV clients of 10 calls and 120 waiting pops, still more
+than the pools of the six workers hold at once.
 """
 
 from __future__ import annotations
@@ -21,14 +25,15 @@ import psycopg
 import pytest
 
 from tests.conftest import requires_postgres, run_server
+from tests.scale import scaled, sized
 
-pytestmark = [pytest.mark.live, requires_postgres]
+pytestmark = [pytest.mark.live, requires_postgres, scaled]
 
 REPLICAS = 3
 WORKERS = 2
-KV_CLIENTS = 96
-KV_CALLS_EACH = 20
-WAITING_POPS = 240
+KV_CLIENTS = sized(ci=48, full=96)
+KV_CALLS_EACH = sized(ci=10, full=20)
+WAITING_POPS = sized(ci=120, full=240)
 #: Per worker process (README, "The connection budget").
 BUDGET_PER_PROCESS = 8 + 2
 

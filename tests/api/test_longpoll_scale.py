@@ -1,7 +1,8 @@
 """2,000 long-poll pops waiting on one server answer within their timeout.
 
 A real ``manage.py serve`` holds 2,000 waiting pops (1,000 on each of two
-queues, arriving over about 4 s) with a 10 s timeout; 100 messages pushed
+queues, arriving over about 4 s; 400 over 0.8 s at ``QA_SCALE=ci``,
+tests/scale.py) with a 10 s timeout; 100 messages pushed
 to one queue meanwhile each go to exactly one waiter, and every pop answers
 (200 or 204) within its timeout plus one second. Before waiters were woken one lane at a time, a
 push woke every waiter of the queue and each one re-checked every 2 s, so
@@ -22,10 +23,11 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer, open_files_at_least, run_server
+from tests.scale import scaled, sized
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, scaled]
 
-WAITERS = int(os.environ.get("SCALE_WAITERS", "2000"))
+WAITERS = sized(ci=400, full=2000)
 TIMEOUT_MS = 10000
 MESSAGES = 100
 

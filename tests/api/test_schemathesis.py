@@ -3,22 +3,23 @@
 Every operation of ``/api/v1/openapi.json`` gets generated requests (its
 examples, the coverage phase, bounded fuzzing and stateful sequences) with
 the API token; no answer may be a 5xx. Bounded (``MAX_EXAMPLES`` per
-operation, a fixed seed) so that it fits in CI on both databases; run more
-by hand with ``SCHEMATHESIS_MAX_EXAMPLES``. It found two 500s of issue 13's
+operation, a fixed seed) so that it fits in CI on both databases: 15 at
+``QA_SCALE=ci``, 60 at ``full`` (tests/scale.py, ``make soak``). It found two 500s of issue 13's
 kind: a timer op that was an object, and NUL in timer names on PostgreSQL.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
 
-pytestmark = pytest.mark.live
+from tests.scale import scaled, sized
 
-MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "15"))
+pytestmark = [pytest.mark.live, scaled]
+
+MAX_EXAMPLES = sized(ci=15, full=60)
 
 
 def test_no_generated_request_gets_a_server_error(live_server, tmp_path):

@@ -8,6 +8,10 @@ waits on a slow client. Then the slow bodies are answered 408 once they
 fall behind the minimum rate, and the half-open connections are closed at
 the header deadline. Before, eight slow bodies held every worker thread
 and 2,000 half-open connections stayed open for good.
+
+Those are the ``QA_SCALE=full`` sizes; at ``ci`` (tests/scale.py) 16 slow
+bodies (four times the HTTP threads) and 400 half-open connections, 120
+calls while they are open and 5 s deadlines.
 """
 
 from __future__ import annotations
@@ -19,13 +23,16 @@ import httpx
 import pytest
 
 from tests.conftest import open_files_at_least, run_server
+from tests.scale import scaled, sized
 
 pytestmark = pytest.mark.live
 
-SLOW_BODIES = 50
-HALF_OPEN = 2000
+SLOW_BODIES = sized(ci=16, full=50)
+HALF_OPEN = sized(ci=400, full=2000)
+#: Rounds of one /health and one KV call made while the slow clients are open.
+ROUNDS = sized(ci=60, full=150)
 #: Short deadlines so the test waits seconds, not the defaults' tens.
-DEADLINE_SECONDS = 8
+DEADLINE_SECONDS = sized(ci=5, full=8)
 
 
 def _p99(samples: list[float]) -> float:
@@ -33,6 +40,7 @@ def _p99(samples: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
+@scaled
 async def test_slow_bodies_and_half_open_connections_do_not_stop_the_server():
     env = {
         "QUEENADMIN_BODY_GRACE_SECONDS": str(DEADLINE_SECONDS),
@@ -58,7 +66,7 @@ async def test_slow_bodies_and_half_open_connections_do_not_stop_the_server():
         statuses: list[int] = []
         headers = {"Authorization": f"Bearer {server.token}"}
         async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=30) as client:
-            for _ in range(150):
+            for _ in range(ROUNDS):
                 for method, path, body in (
                     ("GET", "/health", None),
                     (
@@ -74,9 +82,9 @@ async def test_slow_bodies_and_half_open_connections_do_not_stop_the_server():
             # Every call answered while the slow clients were all still open.
             assert time.monotonic() - opened_at < DEADLINE_SECONDS
             assert not answers
-            assert statuses == [200] * 300
+            assert statuses == [200] * 2 * ROUNDS
             final = await client.post("/api/v1/kv", json={"operations": [{"op": "get", "ns": "slow", "key": "n"}]})
-            assert final.json()["results"][0]["value"] == 150
+            assert final.json()["results"][0]["value"] == ROUNDS
         print(
             f"\n/health and KV p99 with {SLOW_BODIES} slow bodies and {HALF_OPEN} half-open connections: {_p99(latencies) * 1000:.1f} ms"
         )
@@ -116,21 +124,18 @@ async def _drip(host: str, port: int, token: str, index: int, answers: list[byte
         writer.close()
 
 
-def test_a_large_body_off_the_api_write_routes_is_refused_before_it_is_read():
+def test_a_large_body_off_the_api_write_routes_is_refused_before_it_is_read(live_server):
     """Only the API's write routes take bodies over 1 MiB: the login page,
     the dashboard and an API read answer 413 on the declared length,
     without waiting for a byte."""
     import socket
 
-    with run_server() as server:
-        host, port = server.url.removeprefix("http://").split(":")
-        for method, path in (("POST", "/admin/login/"), ("POST", "/"), ("GET", "/api/v1/resources/queues")):
-            with socket.create_connection((host, int(port)), timeout=10) as sock:
-                sock.sendall(
-                    f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 60000000\r\n\r\n".encode()
-                )
-                answer = b""
-                while chunk := sock.recv(500):  # the refusal closes the connection
-                    answer += chunk
-            assert answer.startswith(b"HTTP/1.1 413 "), (path, answer)
-            assert answer.endswith(b"payload too large\n")
+    host, port = live_server.url.removeprefix("http://").split(":")
+    for method, path in (("POST", "/admin/login/"), ("POST", "/"), ("GET", "/api/v1/resources/queues")):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 60000000\r\n\r\n".encode())
+            answer = b""
+            while chunk := sock.recv(500):  # the refusal closes the connection
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 413 "), (path, answer)
+        assert answer.endswith(b"payload too large\n")

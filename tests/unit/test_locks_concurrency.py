@@ -1,5 +1,8 @@
 """Locks under real concurrency: 16 processes on PostgreSQL, 8 on SQLite.
 
+Each race runs 20 s on PostgreSQL and 5 s on SQLite at ``QA_SCALE=full``,
+and 5 s and 3 s at ``ci`` (tests/scale.py).
+
 Every worker hammers one lock (or one semaphore) through the domain API with
 short lifetimes, random pauses, renews and freezes that outlive the lease.
 It records every grant (acquire or renew) with its token and the window in
@@ -17,7 +20,6 @@ short, and the invariants are the same.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections import defaultdict
@@ -26,10 +28,12 @@ from datetime import timedelta
 from typing import Any
 
 from tests.conftest import one_writer_at_a_time, start_together
+from tests.scale import scaled, sized
 
-#: Seconds each race runs (PostgreSQL, SQLite); QUEENADMIN_LOCKS_RACE_SECONDS
-#: sets both.
-RACE_SECONDS = (20.0, 5.0)
+pytestmark = scaled
+
+#: Seconds each race runs (PostgreSQL, SQLite).
+RACE_SECONDS = sized(ci=(5.0, 3.0), full=(20.0, 5.0))
 CONTENDERS = (16, 8)
 #: Clock noise tolerated between grants of different holders (seconds).
 SLACK = 0.002
@@ -114,8 +118,7 @@ def _hammer(name: str, limit: int, me: int, duration: float) -> list[tuple[Any, 
 def _scale() -> tuple[float, int]:
     """Seconds each race runs and how many contenders, for this database."""
     pick = int(one_writer_at_a_time())
-    seconds = float(os.environ.get("QUEENADMIN_LOCKS_RACE_SECONDS", RACE_SECONDS[pick]))
-    return seconds, CONTENDERS[pick]
+    return RACE_SECONDS[pick], CONTENDERS[pick]
 
 
 def _race(spawn: Any, name: str, limit: int, seconds: float, contenders: int) -> list[Grant]:

@@ -1,7 +1,7 @@
 """Claims and acks from several processes at once, on either database.
 
-Four consumer processes drain one queue of 2,000 messages over 8
-partitions. Some batches are abandoned (the worker "crashes"), so their
+Four consumer processes drain one queue of 2,000 messages (1,000 at
+``QA_SCALE=ci``, tests/scale.py) over 8 partitions. Some batches are abandoned (the worker "crashes"), so their
 leases expire and the messages come back. Afterwards: every message was
 acked exactly once, no message was out under two live leases at once, and
 each partition was consumed in offset order. On PostgreSQL claims skip
@@ -18,10 +18,13 @@ from datetime import timedelta
 from typing import Any
 
 from tests.conftest import start_together
+from tests.scale import scaled, sized
+
+pytestmark = scaled
 
 QUEUE = "race"
 PARTITIONS = 8
-MESSAGES = 2000
+MESSAGES = sized(ci=1000, full=2000)
 LEASE_SECONDS = 1
 
 
@@ -198,7 +201,8 @@ def test_a_busy_queue_can_be_deleted_while_pushes_claims_and_acks_run(spawn):
     partition's offsets run 1..n without a gap."""
     from queenadmin.models import Message, Partition
 
-    roles = [("push", 1, 150), ("push", 2, 150), ("consume", 3, 150), ("delete", 4, 25)]
+    rounds, deletes = sized(ci=(80, 15), full=(150, 25))
+    roles = [("push", 1, rounds), ("push", 2, rounds), ("consume", 3, rounds), ("delete", 4, deletes)]
     results = spawn(_busy_worker, roles)
     by_role = {r["role"]: r for r in results}
     assert by_role["delete"]["deleted"] > 0

@@ -8,7 +8,8 @@ may fail (a deadlock or a foreign-key violation would raise here); each
 group receives every message; afterwards no message row is left and every
 partition's log start, depth and retained bytes are exact. On PostgreSQL
 the sweepers skip partitions a push or the other sweeper holds; on SQLite
-every process queues for the one write lock.
+every process queues for the one write lock. Each pusher sends 600
+messages at ``QA_SCALE=full``, 200 at ``ci`` (tests/scale.py).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from datetime import timedelta
 from typing import Any
 
 from tests.conftest import start_together
+from tests.scale import scaled, sized
 
 QUEUE = "swept"
 PARTITIONS = 3
-PER_PUSHER = 600
+PER_PUSHER = sized(ci=200, full=600)
 PUSHERS = 2
 GROUPS = ("__QUEUE_MODE__", "audit")
 
@@ -83,6 +85,7 @@ def worker(role: str, seed: int) -> dict[str, Any]:
     return done
 
 
+@scaled
 def test_sweeps_racing_pushes_claims_and_acks_lose_nothing_unexpired(spawn):
     from queenadmin.domain import clock, queues
     from queenadmin.models import Message, Partition

@@ -9,6 +9,9 @@ timer left, and no step ever found a txn already delivered (the log's dedup
 would hide a second claim; ``duplicates=0`` on every step says there was
 none). On PostgreSQL loops claim with ``SKIP LOCKED``; on SQLite they queue
 for the one write lock. The invariants are the same.
+
+The counts in the tests' names are the ``QA_SCALE=full`` sizes; at ``ci``
+(tests/scale.py) they fire 600, 300 and 240 timers.
 """
 
 from __future__ import annotations
@@ -36,8 +39,16 @@ from queenadmin.domain import clock, locks, timers
 from queenadmin.domain import queues as log_domain
 from queenadmin.models import Message, Timer
 from tests.conftest import ROOT, one_writer_at_a_time
+from tests.scale import scaled, sized
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Timers of the three-process test, the thread test and the race test.
+PROCESS_TIMERS = sized(ci=600, full=2000)
+THREAD_TIMERS = sized(ci=300, full=1000)
+RACE_TIMERS = sized(ci=240, full=500)
+#: Seconds over which the race test's timers come due.
+RACE_WITHIN = sized(ci=1.5, full=3.0)
 
 STEP_LINE = re.compile(r"^fired=(\d+) duplicates=(\d+) backed_off=(\d+) dead_lettered=(\d+)$", re.MULTILINE)
 
@@ -194,18 +205,19 @@ def assert_each_delivered_once(scheduled: dict[str, timers.TimerOutcome]) -> Non
     assert pending(scheduled) == 0
 
 
+@scaled
 def test_three_loop_processes_deliver_2000_timers_exactly_once(start_loops):
     """Three loop processes fire 2,000 timers due within one second: each is
     delivered exactly once, with its promised id, never early, and no step
     ever claimed a timer that was already delivered."""
     loops = start_loops(3)
-    scheduled = schedule_spread("three", 2000)
+    scheduled = schedule_spread("three", PROCESS_TIMERS)
     wait_until(lambda: pending(scheduled) == 0, 120, "every timer to fire")
     stop_loops(loops)
 
     assert_each_delivered_once(scheduled)
     steps = [s for loop in loops for s in loop.steps()]
-    assert sum(s[0] for s in steps) == 2000
+    assert sum(s[0] for s in steps) == PROCESS_TIMERS
     assert {s[1:] for s in steps} == {(0, 0, 0)}
     fired = [loop.fired() for loop in loops]
     print("fired per loop:", fired)
@@ -310,6 +322,7 @@ def test_a_loop_frozen_mid_step_past_its_lease_commits_nothing(start_loops):
     assert_each_delivered_once(after)
 
 
+@scaled
 def test_loop_threads_deliver_exactly_once(settings):
     """Four loop threads, each on its own connection, fire 1,000 timers due
     within one second: each is delivered exactly once, never early, and no
@@ -325,7 +338,7 @@ def test_loop_threads_deliver_exactly_once(settings):
     for thread in threads:
         thread.start()
     try:
-        scheduled = schedule_spread("threads", 1000)
+        scheduled = schedule_spread("threads", THREAD_TIMERS)
         wait_until(lambda: pending(scheduled) == 0, 120, "every timer to fire")
     finally:
         stop.set()
@@ -338,7 +351,7 @@ def test_loop_threads_deliver_exactly_once(settings):
 
     assert_each_delivered_once(scheduled)
     every = [s for record in steps for s in record]
-    assert sum(s.fired for s in every) == 1000
+    assert sum(s.fired for s in every) == THREAD_TIMERS
     assert sum(s.duplicates + s.backed_off + s.dead_lettered for s in every) == 0
     print("fired per thread:", [sum(s.fired for s in record) for record in steps])
 
@@ -378,6 +391,7 @@ def _race_calls(scheduled: dict[str, timers.TimerOutcome], seed: int) -> list[Ca
     return calls
 
 
+@scaled
 def test_cancel_and_move_race_the_fire(start_loops):
     """500 timers are cancelled or moved about when they come due, from four
     threads, while three loop processes fire. A ``cancelled`` timer is never
@@ -385,7 +399,7 @@ def test_cancel_and_move_race_the_fire(start_loops):
     an ``absent`` answer means it was delivered once. Never both, never
     neither."""
     loops = start_loops(3)
-    scheduled = schedule_spread("race", 500, start=1.0, within=3.0)
+    scheduled = schedule_spread("race", RACE_TIMERS, start=1.0, within=RACE_WITHIN)
     results: list[list[Call]] = [[] for _ in range(4)]
     errors: list[BaseException] = []
 
@@ -409,7 +423,7 @@ def test_cancel_and_move_race_the_fire(start_loops):
     stop_loops(loops)
 
     calls = [call for result in results for call in result]
-    assert len(calls) == 500
+    assert len(calls) == RACE_TIMERS
     messages = {txn: (mid, created_at) for txn, mid, created_at in delivered(scheduled)}
     counts = Counter(txn for txn, _, _ in delivered(scheduled))
     assert set(counts.values()) <= {1}
@@ -432,3 +446,35 @@ def test_cancel_and_move_race_the_fire(start_loops):
     steps = [s for loop in loops for s in loop.steps()]
     assert {s[1:] for s in steps} == {(0, 0, 0)}
     print("outcomes:", Counter((c.kind, c.outcome.status) for c in calls))
+
+
+def test_a_sleeping_loop_sees_a_stop_long_before_its_sleep_ends(settings):
+    """A loop with nothing due sleeps up to ``TIMER_IDLE_SECONDS`` (on
+    PostgreSQL on its LISTEN connection, which a stop does not write to);
+    setting its stop event, as ``serve`` does at shutdown, ends it at once,
+    not at the end of that sleep."""
+    settings.QUEENADMIN_TIMER_IDLE_SECONDS = 60
+    settings.QUEENADMIN_TIMER_LEASE_SECONDS = 600
+    stop = threading.Event()
+    steps: list[timers.FireStep] = []
+    loop = timers.TimerLoop(on_step=steps.append)
+
+    def run() -> None:
+        try:
+            loop.run(stop)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        wait_until(lambda: bool(steps), 30, "the loop's first step")
+        # Past its first step: asleep (the LISTEN connection is open first).
+        assert connection.vendor != "postgresql" or loop._listen is not None
+    finally:
+        stop.set()
+        from queenadmin.domain.timers import wake
+
+        wake.wake_local()
+        thread.join(timeout=10)
+    assert not thread.is_alive(), "the loop slept on past its stop"
