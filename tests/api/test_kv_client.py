@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -97,11 +98,12 @@ async def test_incr_keeps_the_live_expiry(queen, unique):
     assert (await queen.kv.get(ns, "c"))["expiresAt"] == first_expiry
 
 
-async def test_expiry_hides_the_key_and_frees_it_for_put_if_absent(queen, unique):
+async def test_expiry_hides_the_key_and_frees_it_for_put_if_absent(clock_server, clock_queen, unique):
+    queen = clock_queen
     ns = unique("exp")
     old = await queen.kv.put(ns, "tmp", "old", ttl_seconds=1)
     assert (await queen.kv.get(ns, "tmp"))["found"] is True
-    await asyncio.sleep(1.3)
+    clock_server.shift(timedelta(seconds=1.3))
     assert (await queen.kv.get(ns, "tmp"))["found"] is False
     again = await queen.kv.put_if_absent(ns, "tmp", "new", ttl_seconds=60)
     assert again["applied"] is True

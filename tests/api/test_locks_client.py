@@ -1,12 +1,14 @@
 """The official queen-mq client's ``Lock`` handle against a live ``serve``.
 
-Real time here (the server is another process); lifetimes are 1-2 s so the
-module stays quick.
+Real time here (the server is another process), where the client's own
+renew loop is under test; lifetimes are 1-2 s so the module stays quick.
+An expiry alone is reached by moving the server's clock (``clock_server``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 from queen import Queen
@@ -61,12 +63,15 @@ async def test_semaphore_of_three_admits_three_of_ten_and_a_waiter_gets_a_freed_
         await asyncio.gather(*(c.close() for c in clients))
 
 
-async def test_an_expired_holder_is_replaced_with_a_higher_token_and_its_renew_is_lost(queen, unique):
+async def test_an_expired_holder_is_replaced_with_a_higher_token_and_its_renew_is_lost(
+    clock_server, clock_queen, unique
+):
+    queen = clock_queen
     name = unique("expiry")
     stale = queen.lock(name, ttl_seconds=1, auto_renew=False)
     assert await stale.acquire()
     old_token, old_guard = stale.token, stale.guard()
-    await asyncio.sleep(1.2)
+    clock_server.shift(timedelta(seconds=1.2))
     fresh = queen.lock(name, ttl_seconds=30)
     assert await fresh.acquire()
     assert fresh.token > old_token

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 
 import pytest
 
@@ -84,14 +85,15 @@ async def test_expired_lease_is_redelivered_and_the_old_ack_refused(queen, uniqu
     assert (await queen.ack(again, True))["success"] is True
 
 
-async def test_renew_extends_the_lease(queen, unique):
+async def test_renew_extends_the_lease(clock_server, clock_queen, unique):
+    queen = clock_queen
     q = unique("renew")
     await queen.queue(q).config({"lease_time": 2}).create()
     await queen.queue(q).push([{"data": "x"}])
     (message,) = await queen.queue(q).wait(False).pop()
     renewed = await queen.renew(message)
     assert renewed["success"] is True
-    await asyncio.sleep(2.2)
+    clock_server.shift(timedelta(seconds=2.2))
     # Renewed to 60 s, so the message is still leased.
     assert await queen.queue(q).wait(False).pop() == []
     assert (await queen.ack(message, True))["success"] is True
