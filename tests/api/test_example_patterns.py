@@ -10,9 +10,9 @@ live server, through the hard cases: three workers racing for the report,
 a worker paused past its lease, an event delivered twice, the same step
 sent again, and a reminder a day later.
 
-A lease here is 30 s and a reminder a day. Instead of waiting, the module's
-server runs with a wall clock the test moves forward (``run_server(clock=
-True)``, ``server.shift``): the broker's clock jumps, the clients' monotonic
+A lease here is 30 s and a reminder a day. Instead of waiting, the tests
+use the session's ``clock_server``, whose wall clock a test moves forward
+(``clock_server.shift``): the broker's clock jumps, the clients' monotonic
 clocks do not, exactly as when a worker is paused. ``Wire`` holds a client's
 calls on one route until the test lets them go, to pause a worker at the
 moment it commits.
@@ -24,7 +24,7 @@ import asyncio
 import importlib.util
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from types import ModuleType
 from typing import Any
@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 from queen import Queen
 
-from tests.conftest import ROOT, LiveServer, run_server
+from tests.conftest import ROOT, LiveServer
 
 pytestmark = pytest.mark.live
 
@@ -55,10 +55,9 @@ nightly = load_example("nightly_report")
 orders = load_example("order_reminder")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LiveServer]:
-    with run_server(clock=True) as server:
-        yield server
+@pytest.fixture
+def server(clock_server: LiveServer) -> LiveServer:
+    return clock_server
 
 
 @pytest.fixture

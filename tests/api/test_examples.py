@@ -1,8 +1,8 @@
 """Every script in ``examples/`` runs as a user runs it and prints its outcome.
 
 Each runs as ``python examples/<name>.py`` from the checkout, in a process
-of its own, against one live server started for this module, with the
-write-scope token ``make token NAME=examples`` makes. The five run one after
+of its own, against the session's live server, with the write-scope token
+``make token NAME=examples`` makes. The five run one after
 another against that server, as the examples' README says they can. What
 each prints is checked line by line; only the winner of the nightly
 report's lock changes from run to run.
@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, LiveServer, run_server
+from tests.conftest import ROOT, LiveServer
 
 pytestmark = pytest.mark.live
 
@@ -42,9 +42,8 @@ def covers(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[LiveServer]:
-    with run_server() as server:
-        yield server
+def server(live_server: LiveServer) -> LiveServer:
+    return live_server
 
 
 @pytest.fixture(scope="module")

@@ -174,20 +174,20 @@ def _samples(text: str) -> dict[str, float]:
     return found
 
 
-def test_metrics_need_an_api_token():
-    with run_server() as server:
-        # Two spaces after Bearer: no token, as on every API route.
-        doubled = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer  {server.token}"})
-        for refused in (_scrape(server), _scrape(server, "qa_not-a-token"), doubled):
-            assert refused.status_code == 401
-            assert refused.json() == {
-                "error": "unauthorized",
-                "code": "unauthorized",
-                "detail": "A valid bearer token is required.",
-            }
-        answer = _scrape(server, server.token)
-        assert answer.status_code == 200
-        assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+def test_metrics_need_an_api_token(live_server):
+    server = live_server
+    # Two spaces after Bearer: no token, as on every API route.
+    doubled = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer  {server.token}"})
+    for refused in (_scrape(server), _scrape(server, "qa_not-a-token"), doubled):
+        assert refused.status_code == 401
+        assert refused.json() == {
+            "error": "unauthorized",
+            "code": "unauthorized",
+            "detail": "A valid bearer token is required.",
+        }
+    answer = _scrape(server, server.token)
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
 
 
 def test_metrics_count_requests_and_read_the_store():
