@@ -1,4 +1,4 @@
-"""The pop hub's stop: waiting pops end at once, later ones do not wait."""
+"""The pop hub: one waiter woken per lane; its stop ends waiting pops at once, later ones do not wait."""
 
 from __future__ import annotations
 
@@ -70,3 +70,31 @@ async def test_notes_leave_with_the_last_waiter_of_their_queue():
     assert await waiting is False
     assert hub.empty == {}
     assert hub.known_empty("orders", shape) is False
+
+
+async def test_a_wake_wakes_the_first_waiter_of_each_lane_not_every_waiter():
+    """A push wakes one waiter per lane (consumer group and partition), the
+    one that came first; the woken pop, once it has claimed, passes the wake
+    to the next of its lane (``wake_one``). Waking every waiter of a queue
+    at once was the thundering herd that made 2,000 waiting pops answer
+    seconds late (tests/api/test_longpoll_scale.py)."""
+    hub = Hub()
+    hub.loop = asyncio.get_running_loop()
+    generation = hub.generation("orders")
+    group_g = [asyncio.ensure_future(hub.wait("orders", generation, 30.0, lane=("g", None))) for _ in range(3)]
+    group_h = [asyncio.ensure_future(hub.wait("orders", generation, 30.0, lane=("h", None))) for _ in range(2)]
+    everyone = group_g + group_h
+    await asyncio.sleep(0)
+
+    hub.wake(["orders"])
+    await asyncio.wait(everyone, timeout=0.2)
+    assert [w.done() for w in group_g] == [True, False, False]
+    assert [w.done() for w in group_h] == [True, False]
+
+    hub.wake_one("orders", ("g", None))
+    await asyncio.wait(everyone, timeout=0.2)
+    assert [w.done() for w in group_g] == [True, True, False]
+    assert [w.done() for w in group_h] == [True, False]
+    assert [w.result() for w in everyone if w.done()] == [True, True, True]
+    hub.close()
+    assert await asyncio.wait_for(asyncio.gather(*everyone), 1.0) == [True, True, False, True, False]
