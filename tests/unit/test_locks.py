@@ -78,6 +78,35 @@ def test_renew_after_expiry_is_refused_and_the_token_does_not_move():
 
 
 @pytest.mark.django_db
+def test_a_renew_that_read_its_permit_just_before_it_passed_to_another_is_lost(monkeypatch):
+    """A renew reads the permit, then writes it back. If, in between, the
+    lease ends and another owner acquires the lock, the write must not
+    land: the renew answers lost, naming the new holder, and the new
+    holder's token stays the lock's. (The race tests renew well inside
+    the lease and rarely meet this moment, so it is made here.)"""
+    with time_machine.travel(T0, tick=False) as traveller:
+        first = locks.lock_acquire(name="report", ttl=TTL, owner="w-1")
+        real_get = locks._get
+        taken: list[locks.Acquire] = []
+
+        def get_then_lose_the_lease(key, now):
+            row = real_get(key, now)
+            if not taken:
+                traveller.shift(TTL)
+                taken.append(locks.lock_acquire(name="report", ttl=TTL, owner="w-2"))
+            return row
+
+        monkeypatch.setattr(locks, "_get", get_then_lose_the_lease)
+        renewal = locks.lock_renew(name="report", token=first.token, ttl=TTL, owner="w-1")
+        (thief,) = taken
+        assert thief.acquired
+        assert (renewal.renewed, renewal.reason) == (False, "lost")
+        assert renewal.holders == (locks.Holder(0, "w-2"),)
+        (holder,) = locks.lock_holders(name="report").holders
+        assert (holder.owner, holder.token) == ("w-2", thief.token)
+
+
+@pytest.mark.django_db
 def test_renew_sets_since_once_and_keeps_it():
     with time_machine.travel(T0, tick=False) as traveller:
         granted = locks.lock_acquire(name="report", ttl=TTL, owner="w-1")
