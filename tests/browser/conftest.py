@@ -71,9 +71,10 @@ def add_users(server: LiveServer) -> None:
             assert client.post("/api/v1/kv", json={"operations": ops}).status_code == 200
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def dash() -> Iterator[LiveServer]:
-    """A live ``serve`` with an operator (otto) and a viewer (vera)."""
+    """A live ``serve`` with an operator (otto) and a viewer (vera), shared
+    by this folder's tests (each uses names of its own)."""
     with start_dashboard_server() as server:
         add_users(server)
         yield server

@@ -12,16 +12,15 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import add_users, api, shot, start_dashboard_server
+from tests.browser.conftest import api, shot
+from tests.conftest import LiveServer
 
 pytestmark = pytest.mark.live
 
 
-@pytest.fixture(scope="module")
-def server() -> Any:
-    with start_dashboard_server() as live:
-        add_users(live)
-        yield live
+@pytest.fixture
+def server(dash: LiveServer) -> LiveServer:
+    return dash
 
 
 def _admin_login(browser: Any, server: Any, user: str) -> Any:
