@@ -1,9 +1,10 @@
 """How large the race, scale and soak tests run: ``QA_SCALE``.
 
-- ``ci`` (the default; ``make test`` and CI): each such test runs at a size
-  that still catches the bug it was written for (the closing note of issue
-  24 lists, per test, the bug put back and the failure it then gave), in a
-  fraction of the time.
+- ``ci`` (the default; ``make test`` and CI): each such test runs in a
+  fraction of the time, at a size at which the bug it guards against, put
+  back, still fails it; where a race meets its bug only by chance at any
+  size, a deterministic test beside it holds the rule (the closing note of
+  issue 24 lists, per test, the bug put back and what failed).
 - ``full``: the sizes they were written with. ``make soak`` runs every test
   marked ``scaled`` at this size, on PostgreSQL.
 
