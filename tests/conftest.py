@@ -69,15 +69,7 @@ class LiveServer:
     shifted: float = 0.0
 
     def manage(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=self.env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        return done.stdout
+        return _manage(self.env, *args)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -115,6 +107,11 @@ def _manage(env: dict[str, str], *args: str) -> str:
     ).stdout
 
 
+def _admin_token(env: dict[str, str], name: str) -> str:
+    """A new admin-scope API token (``apitoken create`` prints it last)."""
+    return _manage(env, "apitoken", "create", name, "--scope", "admin").strip().splitlines()[-1]
+
+
 @dataclass(frozen=True)
 class _Template:
     """A migrated database with one admin-scope API token, made once a session.
@@ -148,7 +145,7 @@ def _live_template() -> _Template:
         _admin_psql(f"CREATE DATABASE {database}")
         env["DATABASE_URL"] = f"{os.environ['DATABASE_URL'].rsplit('/', 1)[0]}/{database}"
     _manage(env, "migrate", "--verbosity", "0")
-    token = _manage(env, "apitoken", "create", "live-tests", "--scope", "admin").strip().splitlines()[-1]
+    token = _admin_token(env, "live-tests")
     sqlite_file = None
     if not IS_POSTGRES:
         sqlite_file = folder / SQLITE_FILE
@@ -257,16 +254,8 @@ def run_server(
             if time.monotonic() > deadline:
                 raise RuntimeError("serve did not answer /health:\n" + log_path.read_text())
             time.sleep(0.05)
-        server = LiveServer(url, "", env, process, log_path, clock_file)
-        if template is not None:
-            server.token = template.token
-        else:
-            server.token = (
-                server.manage("apitoken", "create", f"live-{secrets.token_hex(4)}", "--scope", "admin")
-                .strip()
-                .splitlines()[-1]
-            )
-        yield server
+        token = template.token if template is not None else _admin_token(env, f"live-{secrets.token_hex(4)}")
+        yield LiveServer(url, token, env, process, log_path, clock_file)
     finally:
         process.terminate()
         try:
@@ -337,6 +326,7 @@ def clock_server() -> Iterator[LiveServer]:
         yield server
 
 
+@contextlib.asynccontextmanager
 async def _client_of(server: LiveServer) -> Any:
     from queen import Queen
 
@@ -350,14 +340,14 @@ async def _client_of(server: LiveServer) -> Any:
 @pytest.fixture
 async def queen(live_server: LiveServer) -> Any:
     """The official client, pointed at the live server with its token."""
-    async for client in _client_of(live_server):
+    async with _client_of(live_server) as client:
         yield client
 
 
 @pytest.fixture
 async def clock_queen(clock_server: LiveServer) -> Any:
     """The official client, pointed at ``clock_server``."""
-    async for client in _client_of(clock_server):
+    async with _client_of(clock_server) as client:
         yield client
 
 
