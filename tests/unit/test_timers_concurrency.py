@@ -233,6 +233,11 @@ def _holders() -> list[str | None]:
     return [h.owner for h in locks.lock_holders(name=timers.LOOP_LOCK).holders]
 
 
+def _loop_logs(*loops: LoopProcess) -> str:
+    """What each loop printed, for an assertion's message."""
+    return "\n".join(f"--- loop {n}:\n{loop.output()}{loop.errors()}" for n, loop in enumerate(loops))
+
+
 def _lock_waiters(*, advisory: bool) -> int:
     """Backends of this database waiting on a lock: an advisory lock (a KV
     key's), or any other (a row's)."""
@@ -289,7 +294,7 @@ def test_a_loop_frozen_mid_step_past_its_lease_commits_nothing(start_loops):
         blocker.rollback()
         blocker.close()
 
-    start_loops(2, other_settings)
+    others = start_loops(2, other_settings)
     during = schedule_spread("during", 200, within=0.5)
     wait_until(lambda: pending(during) == 0, 60, "the other loops to fire while one is frozen")
     # The step's deadline is its last renew plus the lease, on the monotonic
@@ -307,7 +312,7 @@ def test_a_loop_frozen_mid_step_past_its_lease_commits_nothing(start_loops):
     wait_until(lambda: pending(fence) == 0, 60, "the fenced timers to fire after the resume")
     # Fired by the others after the resume, not by the step in flight.
     fence_messages = [m for m in delivered(fence) if not m[0].startswith("seed")]
-    assert frozen.steps() == []
+    assert frozen.steps() == [], _loop_logs(frozen, *others)
     assert all(created_at >= resumed_at for _, _, created_at in fence_messages)
     assert sorted((txn, mid) for txn, mid, _ in fence_messages) == sorted((t, o.message_id) for t, o in fence.items())
     wait_until(lambda: "lost its lease" in frozen.errors(), 10, "the resumed loop to report its lost lease")
@@ -317,7 +322,7 @@ def test_a_loop_frozen_mid_step_past_its_lease_commits_nothing(start_loops):
     after = schedule_spread("after", 200, within=0.5)
     wait_until(lambda: pending(after) == 0, 60, "the timers due after the resume to fire")
     assert frozen.process.poll() is None
-    assert frozen.steps() == []
+    assert frozen.steps() == [], _loop_logs(frozen, *others)
     assert_each_delivered_once(during)
     assert_each_delivered_once(after)
 
