@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock
@@ -65,8 +65,7 @@ _cache: dict[str, tuple[float, TokenAuth]] = {}
 _cache_lock = threading.Lock()
 
 
-@transaction.atomic(durable=True)
-def token_create(
+def token_create_in_txn(
     *,
     name: str,
     scope: str = TokenScope.WRITE,
@@ -80,8 +79,9 @@ def token_create(
     else raises ``InvalidArgument``. With an ``actor`` (an operator's action), the audit entry is written in
     the same transaction (the token's prefix only, never the token).
     Raises ``TokenExists`` when the name is taken (revoked tokens included).
-    Must be the outermost call.
+    Runs inside the caller's transaction.
     """
+    assert connection.in_atomic_block
     name = name.strip()
     if not name or len(name) > 100:
         raise InvalidArgument("a token name is 1 to 100 characters")
@@ -107,6 +107,10 @@ def token_create(
             via=via,
         )
     return token
+
+
+#: ``token_create_in_txn`` as its own transaction: must be the outermost call.
+token_create = transaction.atomic(durable=True)(token_create_in_txn)
 
 
 @transaction.atomic(durable=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from queenadmin.domain import clock, db
 from queenadmin.domain.audit import audit_in_txn
@@ -110,8 +110,7 @@ def _put_in_txn(
     return row, result, None if ttl is None else now + ttl
 
 
-@transaction.atomic(durable=True)
-def kv_operator_edit(
+def kv_operator_edit_in_txn(
     *,
     namespace: str,
     key: str,
@@ -127,9 +126,10 @@ def kv_operator_edit(
 
     ``expiry``: ``keep`` the key's expiry, ``forever``, or a new TTL.
     Raises ``KVBadRequest`` for a bad namespace or key, the locks'
-    namespace, or a bad TTL; ``KVPayloadTooLarge`` for a big value. Must be
-    the outermost call.
+    namespace, or a bad TTL; ``KVPayloadTooLarge`` for a big value. Runs
+    inside the caller's transaction.
     """
+    assert connection.in_atomic_block
     now = now or clock.now()
     namespace, key = check_namespace(namespace), check_key(key)
     _refuse_locks(namespace)
@@ -153,8 +153,11 @@ def kv_operator_edit(
     return OperatorWrite(namespace, key, True, result.version)
 
 
-@transaction.atomic(durable=True)
-def kv_operator_delete(
+#: ``kv_operator_edit_in_txn`` as its own transaction: must be the outermost call.
+kv_operator_edit = transaction.atomic(durable=True)(kv_operator_edit_in_txn)
+
+
+def kv_operator_delete_in_txn(
     *,
     namespace: str,
     key: str,
@@ -164,7 +167,9 @@ def kv_operator_delete(
     via: str = "dashboard",
     now: datetime | None = None,
 ) -> OperatorWrite:
-    """Delete ``key`` only while it is at version ``expect``. Outermost call."""
+    """Delete ``key`` only while it is at version ``expect``, inside the
+    caller's transaction."""
+    assert connection.in_atomic_block
     now = now or clock.now()
     namespace, key = check_namespace(namespace), check_key(key)
     _refuse_locks(namespace)
@@ -185,6 +190,10 @@ def kv_operator_delete(
         via=via,
     )
     return OperatorWrite(namespace, key, True, 0)
+
+
+#: ``kv_operator_delete_in_txn`` as its own transaction: must be the outermost call.
+kv_operator_delete = transaction.atomic(durable=True)(kv_operator_delete_in_txn)
 
 
 @dataclass(frozen=True)

@@ -129,8 +129,7 @@ def queue_delete_in_txn(*, name: str) -> bool:
     return True
 
 
-@transaction.atomic(durable=True)
-def queue_operator_configure(
+def queue_operator_configure_in_txn(
     *,
     name: str,
     options: QueueOptions,
@@ -144,9 +143,10 @@ def queue_operator_configure(
     The same change as a ``configure`` (merged, not replaced), with the
     audit entry (options before and after, as JSON) in the same
     transaction. Raises ``QueueNotFound`` when there is no such queue (an
-    operator changes queues; creating one is the clients' business). Must be
-    the outermost call.
+    operator changes queues; creating one is the clients' business). Runs inside
+    the caller's transaction.
     """
+    assert connection.in_atomic_block
     now = now or clock.now()
     before = Queue.objects.select_for_update().filter(name=name).values_list("options", flat=True).first()
     if before is None:
@@ -164,3 +164,7 @@ def queue_operator_configure(
         via=via,
     )
     return config
+
+
+#: ``queue_operator_configure_in_txn`` as its own transaction: must be the outermost call.
+queue_operator_configure = transaction.atomic(durable=True)(queue_operator_configure_in_txn)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from queenadmin.domain import clock
 from queenadmin.domain.audit import audit_in_txn
@@ -82,8 +82,7 @@ def _seen(queue: str, timer_key: str, txn: str, partition: str) -> Timer:
     return Timer(queue=queue, timer_key=timer_key, txn=txn, partition=partition)
 
 
-@transaction.atomic(durable=True)
-def timer_operator_action(
+def timer_operator_action_in_txn(
     *,
     verb: Verb,
     queue: str,
@@ -104,8 +103,9 @@ def timer_operator_action(
     a timer rescheduled under the same key since is left alone. Writes the
     audit entry in the same transaction when the action happens. Raises
     ``TimersBadRequest`` for a bad name or key and ``TimerHorizonExceeded``
-    for a move past the horizon. Must be the outermost call.
+    for a move past the horizon. Runs inside the caller's transaction.
     """
+    assert connection.in_atomic_block
     now = now or clock.now()
     queue, timer_key = check_name(queue, "queue"), check_key(timer_key)
     seen = _seen(queue, timer_key, txn, partition)
@@ -148,8 +148,11 @@ def timer_operator_action(
     )
 
 
-@transaction.atomic(durable=True)
-def timer_operator_reschedule(
+#: ``timer_operator_action_in_txn`` as its own transaction: must be the outermost call.
+timer_operator_action = transaction.atomic(durable=True)(timer_operator_action_in_txn)
+
+
+def timer_operator_reschedule_in_txn(
     *,
     queue: str,
     timer_key: str,
@@ -171,9 +174,10 @@ def timer_operator_reschedule(
     Lost races answer as ``timer_operator_action`` does. Raises
     ``TimersBadRequest`` for an encrypted timer's new payload (its bytes are
     sealed for the consumer) and the schedule's refusals (payload size,
-    horizon). Writes the audit entry in the same transaction. Must be the
-    outermost call.
+    horizon). Writes the audit entry in the same transaction. Runs inside
+    the caller's transaction.
     """
+    assert connection.in_atomic_block
     now = now or clock.now()
     queue, timer_key = check_name(queue, "queue"), check_key(timer_key)
     seen = _seen(queue, timer_key, txn, partition)
@@ -209,3 +213,7 @@ def timer_operator_reschedule(
         via=via,
     )
     return OperatorOutcome("move", queue, timer_key, True, deliver_at=outcome.deliver_at, previous_due=row.deliver_at)
+
+
+#: ``timer_operator_reschedule_in_txn`` as its own transaction: must be the outermost call.
+timer_operator_reschedule = transaction.atomic(durable=True)(timer_operator_reschedule_in_txn)
