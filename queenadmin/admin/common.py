@@ -1,28 +1,37 @@
-"""What every admin page shares: capped counts, the reason page, batches.
+"""What every admin page shares: capped counts, the reason page, batches,
+and how a domain write in a change or delete view is told.
 
 The admin reads models freely and writes only through ``domain/``: a save,
 a delete or an action calls a domain function that bumps versions, tells
 the dashboards and writes the audit entry (``via="admin"``) with the user
 and the reason the operator typed on the form or the action's page.
+
+Django's own change and delete views hold a transaction around a POST, so
+``save_model`` and ``delete_model`` call the domain's ``*_in_txn`` forms
+through ``DomainAdmin.in_view``; an action runs outside any transaction and calls the
+public (durable) functions, one transaction per row or batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.decorators import method_decorator
 from django.utils.functional import cached_property
-from django.views.decorators.csrf import csrf_protect
+
+from queenadmin.errors import QueenError
 
 #: Where audit entries say an admin action came from.
 VIA = "admin"
@@ -33,6 +42,24 @@ COUNT_CAP = 10_000
 BATCH = 500
 
 M = TypeVar("M", bound=Model)
+T = TypeVar("T")
+
+
+@dataclass
+class ViewWrite:
+    """What the domain said to a change or delete view's write, kept for
+    the view's response (``response_change``, ``response_add``,
+    ``response_delete``), which Django calls after ``save_model`` or
+    ``delete_model`` with no way to pass it along."""
+
+    #: Why nothing was written, in the operator's words; None when it was.
+    refused: str | None = None
+    #: A token made by the write: shown in this response only, never stored.
+    secret: str | None = None
+
+
+# Keyed by the request and dropped with it: nothing is set on the request.
+_view_writes: WeakKeyDictionary[HttpRequest, ViewWrite] = WeakKeyDictionary()
 
 
 class CappedPaginator(Paginator):  # type: ignore[type-arg]
@@ -64,19 +91,6 @@ class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     show_full_result_count = False
     list_per_page = 50
 
-    # Django wraps a POST to these views in one transaction; the domain
-    # functions they call are durable (each is its own transaction, with its
-    # audit entry), so they run without that outer block.
-    @method_decorator(csrf_protect)
-    def changeform_view(
-        self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
-    ) -> HttpResponse:
-        return self._changeform_view(request, object_id, form_url, extra_context)  # type: ignore[attr-defined,no-any-return]
-
-    @method_decorator(csrf_protect)
-    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
-        return self._delete_view(request, object_id, extra_context)  # type: ignore[attr-defined,no-any-return]
-
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         # Django answers an action the user may not run with "no action
         # selected"; a refusal should look like one.
@@ -85,10 +99,35 @@ class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             raise PermissionDenied
         return super().changelist_view(request, extra_context)
 
+    def view_write(self, request: HttpRequest) -> ViewWrite:
+        """The request's ``ViewWrite``, made empty on first use."""
+        return _view_writes.setdefault(request, ViewWrite())
+
+    def in_view(self, request: HttpRequest, write: Callable[[], T]) -> T | None:
+        """Run ``write`` (a domain ``*_in_txn`` call) inside the view's
+        transaction, in a savepoint: a refusal (``QueenError``) undoes what
+        the write did, is kept as ``view_write(request).refused`` and
+        answers None."""
+        try:
+            with transaction.atomic():
+                return write()
+        except QueenError as exc:
+            self.view_write(request).refused = exc.detail
+            return None
+
+    def response_change(self, request: HttpRequest, obj: Any) -> HttpResponse:
+        # ``save_model`` keeps why the domain did not write (a race, a
+        # refusal); then say that and show the form again.
+        refused = self.view_write(request).refused
+        if refused:
+            self.message_user(request, refused, messages.ERROR)
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
+
     def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
-        # ``delete_model`` leaves why the domain did not delete (a race, a
-        # refusal) on the request; then say that, not "deleted successfully".
-        refused = getattr(request, "_admin_refused", None)
+        # ``delete_model`` keeps why the domain did not delete (a race, a
+        # refusal); then say that, not "deleted successfully".
+        refused = self.view_write(request).refused
         if refused:
             self.message_user(request, refused, messages.ERROR)
             return HttpResponseRedirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"))

@@ -11,9 +11,9 @@ from datetime import timedelta
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from queenadmin.admin.common import VIA, DomainAdmin, ReasonForm, confirm_page, each, reason_field, require
@@ -22,7 +22,6 @@ from queenadmin.domain.clock import now as clock_now
 from queenadmin.domain.kv import operator as kv_operator
 from queenadmin.domain.locks import operator as lock_operator
 from queenadmin.domain.masking import mask_token
-from queenadmin.errors import QueenError
 from queenadmin.models import KVEntry, VersionCounter
 
 LOCKS = kv.LOCKS_NAMESPACE
@@ -240,8 +239,9 @@ class KVEntryAdmin(DomainAdmin):
             expiry = timedelta(seconds=data["ttl_seconds"])
         else:
             expiry = data["expiry"]
-        try:
-            result = kv_operator.kv_operator_edit(
+        result = self.in_view(
+            request,
+            lambda: kv_operator.kv_operator_edit_in_txn(
                 namespace=obj.namespace,
                 key=obj.key,
                 value=data["value"],
@@ -250,41 +250,31 @@ class KVEntryAdmin(DomainAdmin):
                 actor=self.actor(request),
                 reason=data["reason"],
                 via=VIA,
-            )
-        except QueenError as exc:
-            request._admin_refused = exc.detail  # type: ignore[attr-defined]
-            return
-        if not result.applied:
-            request._admin_refused = (  # type: ignore[attr-defined]
+            ),
+        )
+        if result is not None and not result.applied:
+            self.view_write(request).refused = (
                 f"Not saved: the key moved to version {result.current_version} since you opened it"
                 f" (now {json.dumps(result.current_value)[:200]}). Review and save again."
                 if result.current_version
                 else "Not saved: the key was deleted since you opened it."
             )
 
-    def response_change(self, request: HttpRequest, obj: KVEntry) -> HttpResponse:
-        refused = getattr(request, "_admin_refused", None)
-        if refused:
-            self.message_user(request, refused, messages.ERROR)
-            return HttpResponseRedirect(request.path)
-        return super().response_change(request, obj)
-
     def delete_model(self, request: HttpRequest, obj: KVEntry) -> None:
         require(request, "delete_kventry")
-        try:
-            result = kv_operator.kv_operator_delete(
+        result = self.in_view(
+            request,
+            lambda: kv_operator.kv_operator_delete_in_txn(
                 namespace=obj.namespace,
                 key=obj.key,
                 expect=_seen_version(request, obj),
                 actor=self.actor(request),
                 reason=request.POST.get("reason", ""),
                 via=VIA,
-            )
-        except QueenError as exc:
-            request._admin_refused = exc.detail  # type: ignore[attr-defined]
-            return
-        if not result.applied:
-            request._admin_refused = "Not deleted: the key moved since you opened it."  # type: ignore[attr-defined]
+            ),
+        )
+        if result is not None and not result.applied:
+            self.view_write(request).refused = "Not deleted: the key moved since you opened it."
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> None:
         raise NotImplementedError("bulk deletes go through delete_selected_keys")

@@ -17,7 +17,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Substr
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.timesince import timesince
 
@@ -32,8 +32,9 @@ from queenadmin.admin.common import (
     require,
 )
 from queenadmin.domain import clock
-from queenadmin.domain.queues import QueueOptions, dlq, queue_operator_configure
+from queenadmin.domain.queues import QueueOptions, dlq
 from queenadmin.domain.queues import board as boards
+from queenadmin.domain.queues.lifecycle import queue_operator_configure_in_txn
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 from queenadmin.errors import QueenError
 from queenadmin.models import ConsumerGroup, DeadLetter, Message, Partition, Queue
@@ -223,19 +224,12 @@ class QueueAdmin(BoardAdmin):
 
     def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
         data = form.cleaned_data
-        try:
-            queue_operator_configure(
+        self.in_view(
+            request,
+            lambda: queue_operator_configure_in_txn(
                 name=obj.name, options=data["options_text"], actor=self.actor(request), reason=data["reason"], via=VIA
-            )
-        except QueenError as exc:
-            request._admin_refused = exc.detail  # type: ignore[attr-defined]
-
-    def response_change(self, request: HttpRequest, obj: Queue) -> HttpResponse:
-        refused = getattr(request, "_admin_refused", None)
-        if refused:
-            self.message_user(request, refused, messages.ERROR)
-            return HttpResponseRedirect(request.path)
-        return super().response_change(request, obj)
+            ),
+        )
 
     @admin.action(description="Purge the DLQ of the selected queue", permissions=["purge"])
     def purge_dlq(self, request: HttpRequest, queryset: QuerySet[Queue]) -> TemplateResponse | None:

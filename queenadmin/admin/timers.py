@@ -154,8 +154,19 @@ class TimerAdmin(DomainAdmin):
 
     # -- Writes, through domain/timers/operator.py ------------------------
 
-    def _act(self, timer: Timer, verb: operator.Verb, actor: str, reason: str, **extra: Any) -> str | None:
-        outcome = operator.timer_operator_action(
+    def _act(
+        self,
+        timer: Timer,
+        verb: operator.Verb,
+        actor: str,
+        reason: str,
+        *,
+        by: timedelta | None = None,
+        in_txn: bool = False,
+    ) -> str | None:
+        # An action's row is its own transaction; the delete view's is Django's.
+        act = operator.timer_operator_action_in_txn if in_txn else operator.timer_operator_action
+        outcome = act(
             verb=verb,
             queue=timer.queue,
             timer_key=timer.timer_key,
@@ -165,7 +176,7 @@ class TimerAdmin(DomainAdmin):
             actor=actor,
             reason=reason,
             via=VIA,
-            **extra,
+            by=by,
         )
         return None if outcome.done else _explain(outcome)
 
@@ -178,11 +189,11 @@ class TimerAdmin(DomainAdmin):
         if isinstance(page, TemplateResponse):
             return page
         reason, actor = page.cleaned_data["reason"], self.actor(request)
-        extra = {"by": timedelta(seconds=page.cleaned_data["seconds"])} if verb == "move" else {}
+        by = timedelta(seconds=page.cleaned_data["seconds"]) if verb == "move" else None
 
         def act(timer: Timer) -> str | None:
             try:
-                return self._act(timer, verb, actor, reason, **extra)
+                return self._act(timer, verb, actor, reason, by=by)
             except QueenError as exc:
                 return exc.detail
 
@@ -203,8 +214,9 @@ class TimerAdmin(DomainAdmin):
 
     def save_model(self, request: HttpRequest, obj: Timer, form: Any, change: bool) -> None:
         data = form.cleaned_data
-        try:
-            outcome = operator.timer_operator_reschedule(
+        outcome = self.in_view(
+            request,
+            lambda: operator.timer_operator_reschedule_in_txn(
                 queue=obj.queue,
                 timer_key=obj.timer_key,
                 expect_message_id=data["seen_message_id"],
@@ -215,15 +227,13 @@ class TimerAdmin(DomainAdmin):
                 payload=data["payload_text"],
                 reason=data["reason"],
                 via=VIA,
-            )
-        except QueenError as exc:
-            request._admin_refused = exc.detail  # type: ignore[attr-defined]
-            return
-        if not outcome.done:
-            request._admin_refused = f"Not saved: the timer {_explain(outcome)}."  # type: ignore[attr-defined]
+            ),
+        )
+        if outcome is not None and not outcome.done:
+            self.view_write(request).refused = f"Not saved: the timer {_explain(outcome)}."
 
     def response_change(self, request: HttpRequest, obj: Timer) -> HttpResponse:
-        refused = getattr(request, "_admin_refused", None)
+        refused = self.view_write(request).refused
         if refused:
             self.message_user(request, refused, messages.ERROR)
             if "rescheduled" in refused or "fired" in refused or "gone" in refused:
@@ -236,9 +246,11 @@ class TimerAdmin(DomainAdmin):
         require(request, "change_timer")
         # Aim at the timer the page showed, not at whatever holds the key now.
         obj.message_id = request.POST.get("seen_message_id") or obj.message_id
-        why = self._act(obj, "cancel", self.actor(request), request.POST.get("reason", ""))
+        why = self.in_view(
+            request, lambda: self._act(obj, "cancel", self.actor(request), request.POST.get("reason", ""), in_txn=True)
+        )
         if why is not None:
-            request._admin_refused = f"Not cancelled: the timer {why}."  # type: ignore[attr-defined]
+            self.view_write(request).refused = f"Not cancelled: the timer {why}."
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Timer]) -> None:
         raise NotImplementedError("bulk cancels go through cancel_timers")

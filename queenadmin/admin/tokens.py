@@ -82,21 +82,22 @@ class ApiTokenAdmin(DomainAdmin):
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         data = form.cleaned_data
-        try:
-            secret = tokens.token_create(
+        secret = self.in_view(
+            request,
+            lambda: tokens.token_create_in_txn(
                 name=data["name"],
                 scope=data["scope"] or TokenScope.WRITE,
                 actor=self.actor(request),
                 reason=data["reason"],
                 via=VIA,
-            )
-        except QueenError as exc:
-            request._admin_refused = exc.detail  # type: ignore[attr-defined]
+            ),
+        )
+        if secret is None:
             return
         created = ApiToken.objects.get(name=data["name"].strip())
         obj.pk, obj.name, obj.prefix, obj.scope = created.pk, created.name, created.prefix, created.scope
         obj.created_at = created.created_at
-        request._admin_secret = secret  # type: ignore[attr-defined]
+        self.view_write(request).secret = secret
 
     def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
         if obj.pk is None:
@@ -104,12 +105,12 @@ class ApiTokenAdmin(DomainAdmin):
         return super().log_addition(request, obj, message)
 
     def response_add(self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None) -> HttpResponse:
-        refused = getattr(request, "_admin_refused", None)
-        if refused:
-            self.message_user(request, f"Not created: {refused}", messages.ERROR)
+        write = self.view_write(request)
+        if write.refused:
+            self.message_user(request, f"Not created: {write.refused}", messages.ERROR)
             return TemplateResponse(request, "admin/queenadmin/token_created.html", self._context(request, obj))
         # Rendered here, never stored: the token is in this answer only.
-        context = {**self._context(request, obj), "secret": request._admin_secret}  # type: ignore[attr-defined]
+        context = {**self._context(request, obj), "secret": write.secret}
         response = TemplateResponse(request, "admin/queenadmin/token_created.html", context)
         response["Cache-Control"] = "no-store"
         return response
