@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
-from django.db.models import Q
+from django.db.models import Model, Q
 
+from queenadmin.domain import db
 from queenadmin.domain.kv import LOCKS_NAMESPACE
 from queenadmin.domain.kv.store.base import prefix_upper_bound
 from queenadmin.models import KVEntry, Message, Partition, Queue, Timer
@@ -45,18 +45,16 @@ def _prefix(field: str, text: str) -> Q:
     return match & Q(**{f"{field}__lt": upper}) if upper is not None else match
 
 
-def distinct_values(table: str, column: str) -> list[str]:
-    """Distinct values of an indexed leading column by a loose index scan."""
-    sql = (
-        f"WITH RECURSIVE t(v) AS ("
-        f" SELECT MIN({column}) FROM {table}"
-        f" UNION ALL"
-        f" SELECT (SELECT MIN({column}) FROM {table} WHERE {column} > t.v) FROM t WHERE t.v IS NOT NULL"
-        f") SELECT v FROM t WHERE v IS NOT NULL"
-    )
-    with connection.cursor() as cur:
-        cur.execute(sql)
-        return [row[0] for row in cur.fetchall()]
+#: ``distinct_values`` lists every value: a limit no table here reaches.
+_EVERY = 2**62
+
+
+def distinct_values(model: type[Model], column: str) -> list[str]:
+    """Every distinct value of ``model``'s indexed leading ``column``, in order.
+
+    A loose index scan (``db.distinct_leading``): one index probe per value.
+    """
+    return db.distinct_leading(model, column, limit=_EVERY)
 
 
 def search(*, text: str, now: datetime, kinds: frozenset[str]) -> list[Hit]:
@@ -107,7 +105,7 @@ def _kv(text: str, now: datetime) -> list[Hit]:
         row = KVEntry.objects.live(now).filter(namespace=namespace, key=key).values_list("version", flat=True).first()
         if row is not None:
             hits.append(_kv_hit(namespace, key, row))
-    namespaces = [ns for ns in distinct_values(KVEntry._meta.db_table, "namespace") if ns != LOCKS_NAMESPACE]
+    namespaces = [ns for ns in distinct_values(KVEntry, "namespace") if ns != LOCKS_NAMESPACE]
     if namespaces:
         rows = (
             KVEntry.objects.live(now)
@@ -124,7 +122,7 @@ def _kv_hit(namespace: str, key: str, version: int) -> Hit:
 
 
 def _timers(text: str) -> list[Hit]:
-    queues = distinct_values(Timer._meta.db_table, "queue")
+    queues = distinct_values(Timer, "queue")
     if not queues:
         return []
     rows = (

@@ -17,7 +17,8 @@ The states of a message a consumer group has not finished:
 
 A partition's numbers describe its slowest consumer group (the one with
 the most pending), as ``stats.queue_stats`` does; the groups table gives
-each group's own lag.
+each group's own lag. The raw statements (push times, the parked search,
+the bounded dead-letter counts) are the queue store's (``store/``).
 """
 
 from __future__ import annotations
@@ -27,12 +28,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Substr
 
 from queenadmin.domain import clock
-from queenadmin.domain.db import from_db_time, to_db_time
+from queenadmin.domain.queues.store import store
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
 #: Dead letters counted per queue at most in a list of queues, and on one
@@ -217,7 +217,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
             wanted.add((pid, head))
         if with_groups:
             wanted.update((pid, c.committed + 1) for c in considered[pid] if c.committed < last)
-    times = _push_times(wanted)
+    times = store().push_times(sorted(wanted))
 
     boards = []
     for qid, name, namespace, task, _ in queues:
@@ -285,57 +285,14 @@ def _group_lags(
     return tuple(result)
 
 
-def _push_times(wanted: Iterable[tuple[int, int]]) -> dict[tuple[int, int], datetime]:
-    """Push time of each (partition, offset): one statement of index lookups.
-
-    A join to a ``VALUES`` list (columns ``column1``, ``column2`` on both
-    databases): PostgreSQL plans it as a nested loop of index lookups,
-    where 100 OR'd conditions cost it more to plan than to run.
-    """
-    pairs = sorted(wanted)
-    if not pairs:
-        return {}
-    table = Message._meta.db_table
-    values = ", ".join(["(%s, %s)"] * len(pairs))
-    sql = (
-        f"SELECT m.partition_id, m.msg_offset, m.created_at FROM {table} m"
-        f" JOIN (VALUES {values}) w ON m.partition_id = w.column1 AND m.msg_offset = w.column2"
-    )
-    with connection.cursor() as cur:
-        cur.execute(sql, [v for pair in pairs for v in pair])
-        return {(int(pid), int(offset)): from_db_time(created) for pid, offset, created in cur.fetchall()}
-
-
-#: For each partition of a delayed queue: the first offset pushed after the
-#: cutoff (its ``next_offset`` when none), by binary search over offsets in
-#: one recursive statement. Offsets are pushed in time order, which is what
-#: the claim relies on too (it stops at the first young message). A message
-#: retention already removed reads as old, which it is.
-_PARKED_SQL = """
-WITH RECURSIVE s(pid, lo, hi) AS (
-    SELECT id, CAST(1 AS BIGINT), next_offset FROM queenadmin_partition WHERE id IN ({ids})
-    UNION ALL
-    SELECT pid,
-        CASE WHEN EXISTS (
-            SELECT 1 FROM queenadmin_message m
-            WHERE m.partition_id = s.pid AND m.msg_offset = (s.lo + s.hi) / 2 AND m.created_at > %s
-        ) THEN lo ELSE (lo + hi) / 2 + 1 END,
-        CASE WHEN EXISTS (
-            SELECT 1 FROM queenadmin_message m
-            WHERE m.partition_id = s.pid AND m.msg_offset = (s.lo + s.hi) / 2 AND m.created_at > %s
-        ) THEN (lo + hi) / 2 ELSE hi END
-    FROM s WHERE lo < hi
-)
-SELECT pid, lo FROM s WHERE lo >= hi
-"""
-
-
 def _parked_from(parts: list[tuple[int, int, int]], now: datetime) -> dict[int, int]:
     """The first parked offset of each partition of a delayed queue.
 
     ``parts`` holds (partition id, next offset, delay seconds); partitions
     of queues without a delay are left out of the answer (nothing parks).
     Partitions are grouped by delay: one statement per distinct delay.
+    Offsets are pushed in time order, which is what the claim relies on
+    too (it stops at the first young message).
     """
     by_delay: dict[int, list[int]] = {}
     for pid, next_offset, delay in parts:
@@ -343,11 +300,7 @@ def _parked_from(parts: list[tuple[int, int, int]], now: datetime) -> dict[int, 
             by_delay.setdefault(delay, []).append(pid)
     result: dict[int, int] = {}
     for delay, pids in sorted(by_delay.items()):
-        cutoff = to_db_time(now - timedelta(seconds=delay))
-        sql = _PARKED_SQL.format(ids=", ".join(["%s"] * len(pids)))
-        with connection.cursor() as cur:
-            cur.execute(sql, [*pids, cutoff, cutoff])
-            result.update({pid: int(lo) for pid, lo in cur.fetchall()})
+        result.update(store().parked_from(pids, now - timedelta(seconds=delay)))
     return result
 
 
@@ -361,25 +314,11 @@ def _dlq_counts(qids: list[int], *, per_partition: bool) -> dict[int, tuple[dict
     rows, up to ``DLQ_DETAIL_CAP``, to split them by partition. Returns
     {queue id: ({partition id or 0: count}, capped)}.
     """
-    if not qids:
-        return {}
-    table = DeadLetter._meta.db_table
     cap = DLQ_DETAIL_CAP if per_partition else DLQ_COUNT_CAP
-    if per_partition:
-        branch = f"SELECT * FROM (SELECT queue_id, partition_id FROM {table} WHERE queue_id = %s LIMIT {cap + 1}) b"
-        sql = "SELECT queue_id, partition_id, COUNT(*) FROM (" + " UNION ALL ".join([branch] * len(qids)) + ") u"
-        sql += " GROUP BY queue_id, partition_id"
-        params: list[Any] = list(qids)
-    else:
-        branch = f"SELECT %s, 0, COUNT(*) FROM (SELECT id FROM {table} WHERE queue_id = %s LIMIT {cap + 1}) b"
-        sql = " UNION ALL ".join([branch] * len(qids))
-        params = [v for qid in qids for v in (qid, qid)]
     counts: dict[int, dict[int, int]] = {}
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        for qid, pid, n in cur.fetchall():
-            if n:
-                counts.setdefault(int(qid), {})[int(pid)] = int(n)
+    for qid, pid, n in store().dlq_counts(qids, cap=cap, per_partition=per_partition):
+        if n:
+            counts.setdefault(qid, {})[pid] = n
     return {qid: (per, sum(per.values()) > cap) for qid, per in counts.items()}
 
 

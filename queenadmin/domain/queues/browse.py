@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from django.db import connection
 from django.db.models import Q
 
 from queenadmin.domain import clock
-from queenadmin.domain.db import from_db_time, to_db_time
 from queenadmin.domain.queues.stats import partition_depths, queue_list
+from queenadmin.domain.queues.store import store
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
 
 MessageStatus = Literal["pending", "processing", "completed", "dead_letter"]
@@ -475,7 +474,10 @@ def _newest_first(pids: list[int] | None, until: datetime | None, want: int) -> 
     # Each partition's share of the page, twice over; a partition that
     # supplies more goes on reading its index a chunk at a time.
     size = min(want, _MAX_CHUNK, max(8, 2 * -(-want // max(1, len(pids)))))
-    heads = _heads(pids, until, size)
+    # The newest keys of each partition in one statement: a round trip per
+    # partition cost more than the reads (measured with 50 partitions under
+    # load).
+    heads = store().partition_heads(pids, until=until, size=size)
 
     def scan(pid: int) -> Iterator[tuple[int, int, datetime]]:
         head = heads.get(pid, [])
@@ -484,32 +486,6 @@ def _newest_first(pids: list[int] | None, until: datetime | None, want: int) -> 
             yield from _keyset(rows.filter(partition_id=pid, offset__lt=head[-1][1]), "offset", _SCAN_CHUNK)
 
     yield from heapq.merge(*(scan(pid) for pid in pids), key=lambda r: -r[0])
-
-
-def _heads(pids: list[int], until: datetime | None, size: int) -> dict[int, list[tuple[int, int, datetime]]]:
-    """The newest ``size`` keys of each partition, in one statement.
-
-    One index range per partition (``message_partition_offset_uniq``),
-    joined with UNION ALL: a round trip per partition cost more than the
-    reads (measured with 50 partitions under load).
-    """
-    where = "partition_id = %s" + (" AND created_at <= %s" if until is not None else "")
-    part = (
-        f"SELECT * FROM (SELECT partition_id, id, msg_offset, created_at FROM queenadmin_message"
-        f" WHERE {where} ORDER BY msg_offset DESC LIMIT %s) AS h{{n}}"
-    )
-    sql = " UNION ALL ".join(part.format(n=n) for n in range(len(pids)))
-    params: list[Any] = []
-    for pid in pids:
-        params += [pid, to_db_time(until), size] if until is not None else [pid, size]
-    heads: dict[int, list[tuple[int, int, datetime]]] = defaultdict(list)
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        for pid, mid, offset, created in cur.fetchall():
-            heads[pid].append((mid, offset, from_db_time(created)))
-    for head in heads.values():
-        head.sort(key=lambda k: -k[1])
-    return heads
 
 
 def _full_rows(ids: list[int]) -> list[tuple[Any, ...]]:

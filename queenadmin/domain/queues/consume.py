@@ -15,7 +15,8 @@ however batch sizes, partial acks and redeliveries interleave.
 Claims lock cursor rows with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL and
 then write with a conditional UPDATE (the committed offset and a free lease
 must still hold), which also keeps SQLite correct: there the IMMEDIATE
-transaction already makes writers take turns.
+transaction already makes writers take turns. The claim's statements are
+the queue store's (``store/``).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from django.db.models.functions import Greatest, Least
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, events
-from queenadmin.domain.db import from_db_time, is_postgres, to_db_time
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.delivery import Runs, runs_attempts, runs_deliver, runs_delivered_last, runs_trim
 from queenadmin.domain.queues.ids import is_uuid, uuid7
 from queenadmin.domain.queues.refs import QueueRef, lock_queue_rows
+from queenadmin.domain.queues.store import store
 from queenadmin.errors import InvalidArgument, QueueNotFound
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
@@ -249,32 +250,15 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
     Free ones come least recently claimed first; also returns the earliest
     expiry among the leased ones.
     """
-    # Something is left for the group when the last offset is past both its
-    # committed offset and the log start (retention deleted what is below).
-    sql = (
-        "SELECT p.id, c.id, c.lease_id, c.leased_until, c.last_claim_at, p.last_push_at"
-        " FROM queenadmin_partition p LEFT JOIN queenadmin_consumercursor c"
-        " ON c.partition_id = p.id AND c.group_name = %s"
-        " WHERE p.queue_id = %s AND p.next_offset - 1 > COALESCE(c.committed_offset, 0)"
-        " AND p.next_offset > p.log_start"
-    )
-    params: list[Any] = [request.group, queue.id]
-    if request.partition is not None:
-        sql += " AND p.name = %s"
-        params.append(request.partition)
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
+    rows = store().claim_candidates(queue_id=queue.id, group=request.group, partition=request.partition)
     free: list[tuple[Any, int, bool]] = []
     retry_at: datetime | None = None
     window = timedelta(seconds=queue.window_buffer_seconds)
     for pid, cid, lease, until, last_claim, last_push in rows:
-        until = from_db_time(until)
         if lease is not None and until is not None and until > now:
             if retry_at is None or until < retry_at:
                 retry_at = until
             continue
-        last_push = from_db_time(last_push)
         if window and last_push is not None and last_push > now - window:
             # windowBuffer: a partition pushed to within the window delivers
             # nothing until it has been quiet that long.
@@ -282,23 +266,9 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
             if retry_at is None or quiet_at < retry_at:
                 retry_at = quiet_at
             continue
-        order = from_db_time(last_claim)
-        free.append((order, pid, cid is not None))
+        free.append((last_claim, pid, cid is not None))
     free.sort(key=lambda r: (r[0] is not None, r[0] or now, r[1]))
     return [(pid, has) for _, pid, has in free], retry_at
-
-
-def _lock_cursor(pid: int, group: str, now: datetime) -> tuple[Any, ...] | None:
-    sql = (
-        "SELECT c.id, c.committed_offset, c.delivery_runs, p.next_offset, p.name, p.log_start"
-        " FROM queenadmin_consumercursor c JOIN queenadmin_partition p ON p.id = c.partition_id"
-        " WHERE c.partition_id = %s AND c.group_name = %s AND (c.lease_id IS NULL OR c.leased_until <= %s)"
-    )
-    if is_postgres():
-        sql += " FOR UPDATE OF c SKIP LOCKED"
-    with connection.cursor() as cur:
-        cur.execute(sql, [pid, group, to_db_time(now)])
-        return cur.fetchone()  # type: ignore[no-any-return]
 
 
 def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datetime) -> Claim:
@@ -320,7 +290,7 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
     for pid, _ in candidates:
         if budget <= 0 or len(claimed) >= request.max_partitions:
             break
-        row = _lock_cursor(pid, request.group, now)
+        row = store().lock_free_cursor(partition_id=pid, group=request.group, now=now)
         if row is None:
             continue  # Leased meanwhile, or locked by another claim.
         cid, committed, stored_runs, next_offset, name, log_start = row

@@ -36,7 +36,7 @@ from django.db.models import Avg, Count, Max, Q, QuerySet, Sum
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv
-from queenadmin.domain.db import from_db_time
+from queenadmin.domain.queues.store import store
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, Partition, Queue, QueueSample
 
 _COUNTERS = ("pushed", "popped", "acked", "failed", "dlq")
@@ -114,17 +114,8 @@ def _head_times(heads: dict[int, int]) -> dict[int, datetime]:
     found: dict[int, datetime] = {}
     pairs = sorted(heads.items())
     for start in range(0, len(pairs), _LOOKUP_CHUNK):
-        chunk = pairs[start : start + _LOOKUP_CHUNK]
-        values = ", ".join(["(%s, %s)"] * len(chunk))
-        sql = (
-            "SELECT partition_id, created_at FROM queenadmin_message"
-            f" WHERE (partition_id, msg_offset) IN (VALUES {values})"
-        )
-        params = [v for pair in chunk for v in pair]
-        with connection.cursor() as cur:
-            cur.execute(sql, params)
-            for pid, created in cur.fetchall():
-                found[pid] = from_db_time(created)
+        for (pid, _), created in store().push_times(pairs[start : start + _LOOKUP_CHUNK]).items():
+            found[pid] = created
     return found
 
 

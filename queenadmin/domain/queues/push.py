@@ -1,32 +1,29 @@
-"""Push: append messages to partitions, with dedup, in one transaction."""
+"""Push: append messages to partitions, with dedup, in one transaction.
+
+The decisions (dedup, offsets, ``maxSize``) are here; the statements that
+find, lock and write the rows are the queue store's (``store/``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from django.db import connection, transaction
 
 from queenadmin.domain import clock, events
-from queenadmin.domain.db import from_db_time, is_postgres, pg_run, server_cursor, to_db_time
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.ids import uuid7s
 from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS, inferred_namespace_task
-from queenadmin.domain.queues.refs import QueueRef, lock_queue_rows
+from queenadmin.domain.queues.refs import QueueRef
 from queenadmin.domain.queues.stats import queue_pending
+from queenadmin.domain.queues.store import Append, store
 from queenadmin.errors import QueueBusy, QueueFull
 from queenadmin.models.queues import DeadLetter, Partition, Queue
 
-#: SQLite's host parameter limit is 32766; stay far below it.
-_SQLITE_CHUNK = 500
 #: The partition of a push that names none.
 DEFAULT_PARTITION = "Default"
-#: First argument of the two-int advisory lock that serialises the pushes
-#: to one capped (``maxSize``) queue; the KV store's key locks use 0x51AD.
-MAX_SIZE_LOCK_CLASS = 0x51AD_0002
 
 
 @dataclass(frozen=True)
@@ -91,22 +88,7 @@ def _read_and_lock_queues(names: list[str]) -> dict[str, QueueRef]:
     """The queues of ``names`` that exist, their rows locked (``lock_queue_rows``)."""
     if not names:
         return {}
-    if is_postgres():
-        # One locking read (FOR KEY SHARE skips a row deleted meanwhile), not
-        # a read and then a lock: bench/transactions.py measured the pair at
-        # 11% of a guarded transaction's server CPU.
-        with connection.cursor() as cur:
-            cur.execute(
-                "SELECT name, id, options FROM queenadmin_queue WHERE name = ANY(%s) ORDER BY id FOR KEY SHARE",
-                [names],
-            )
-            rows = cur.fetchall()
-        return {n: QueueRef(i, n, o if isinstance(o, dict) else json.loads(o)) for n, i, o in rows}
-    read = {
-        n: QueueRef(i, n, o) for n, i, o in Queue.objects.filter(name__in=names).values_list("name", "id", "options")
-    }
-    alive = lock_queue_rows(ref.id for ref in read.values())
-    return {n: ref for n, ref in read.items() if ref.id in alive}
+    return {n: QueueRef(i, n, o) for n, i, o in store().lock_queues_by_name(names)}
 
 
 def _ensure_queues(names: Iterable[str], now: datetime) -> dict[str, QueueRef]:
@@ -167,17 +149,7 @@ def _lock_partitions(ids: list[int]) -> dict[int, int]:
     would otherwise wait on a push at its commit while the push waited on
     it: a deadlock, measured with pushes, claims and acks on one queue.
     """
-    with connection.cursor() as cur:
-        if is_postgres():
-            cur.execute(
-                "SELECT id, next_offset FROM queenadmin_partition WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
-                [ids],
-            )
-        else:
-            # SQLite has one writer at a time (BEGIN IMMEDIATE): no row locks.
-            marks = ",".join("%s" for _ in ids)
-            cur.execute(f"SELECT id, next_offset FROM queenadmin_partition WHERE id IN ({marks})", ids)
-        return dict(cur.fetchall())
+    return store().lock_partitions(ids)
 
 
 def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[tuple[int, str], tuple[str, int]]:
@@ -187,79 +159,17 @@ def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[t
     """
     if not pairs:
         return {}
-    pids = sorted({p for p, _ in pairs})
-    txns = sorted({t for _, t in pairs})
-    earliest = min(cutoffs[p] for p in pids)
-    rows: list[tuple[Any, ...]] = []
-    if is_postgres():
-        # The pairs joined to the (partition, transactionId) index: with
-        # ANY(pids) AND ANY(txns), a message table growing faster than
-        # autovacuum analyzes it got a plan that read the whole partition
-        # through the partition index (11-22 ms instead of 0.8 ms at 50,000
-        # rows; bench/timers.py measured the fire rate halved by it).
-        ordered = sorted(pairs)
-        with connection.wrap_database_errors, server_cursor() as cur:
-            cur.execute(
-                "SELECT m.partition_id, m.transaction_id, m.message_id, m.msg_offset, m.created_at"
-                " FROM unnest(%b::bigint[], %b::text[]) AS u(p, t)"
-                " JOIN queenadmin_message AS m ON m.partition_id = u.p AND m.transaction_id = u.t"
-                " WHERE m.created_at > %s",
-                [[p for p, _ in ordered], [t for _, t in ordered], earliest],
-                binary=True,
-            )
-            rows = cur.fetchall()
-    else:
-        with connection.cursor() as cur:
-            pmarks = ",".join("%s" for _ in pids)
-            for start in range(0, len(txns), _SQLITE_CHUNK):
-                chunk = txns[start : start + _SQLITE_CHUNK]
-                tmarks = ",".join("%s" for _ in chunk)
-                cur.execute(
-                    "SELECT partition_id, transaction_id, message_id, msg_offset, created_at FROM queenadmin_message"
-                    f" WHERE partition_id IN ({pmarks}) AND transaction_id IN ({tmarks}) AND created_at > %s",
-                    [*pids, *chunk, to_db_time(earliest)],
-                )
-                rows.extend(cur.fetchall())
+    earliest = min(cutoffs[p] for p, _ in pairs)
+    rows = store().recent_messages(sorted(pairs), earliest)
     found: dict[tuple[int, str], tuple[str, int]] = {}
     for pid, txn, mid, offset, created_at in rows:
         key = (pid, txn)
-        if key not in pairs or from_db_time(created_at) <= cutoffs[pid]:
+        if key not in pairs or created_at <= cutoffs[pid]:
             continue
         if key not in found or offset < found[key][1]:
             found[key] = (mid, offset)
     return found
 
-
-#: PostgreSQL: a push's queues and partitions found and locked in one
-#: prepared statement, when every (queue, partition) pair exists and no
-#: queue is capped; the order stays the one every writer follows: the queue
-#: rows (``FOR KEY SHARE``, by id: the InitPlans of ``l`` read all of ``q``
-#: before any partition is locked), then the partitions (``FOR NO KEY
-#: UPDATE``, by id). Ids are looked up by name in the statement itself, so
-#: nothing is cached across calls: a queue deleted and created anew, or
-#: configured, in another process is simply what the statement finds. When
-#: a pair is missing (or a queue has a ``maxSize``: its advisory lock comes
-#: before the partitions) no partition is locked and the caller takes the
-#: general path. ``maxSize`` counts as absent only when it is 0, 0.0, null
-#: or missing, a subset of what ``QueueRef.max_size`` reads as 0.
-_LOCATE_PG = (
-    "WITH w AS (SELECT DISTINCT qn, pn FROM unnest(%s::text[], %s::text[]) AS w(qn, pn)),"
-    " q AS MATERIALIZED (SELECT id, name, options FROM queenadmin_queue"
-    " WHERE name IN (SELECT qn FROM w) ORDER BY id FOR KEY SHARE),"
-    " c AS MATERIALIZED (SELECT p.id FROM w JOIN q ON q.name = w.qn"
-    " JOIN queenadmin_partition AS p ON p.queue_id = q.id AND p.name = w.pn),"
-    " l AS MATERIALIZED (SELECT id, queue_id, name, next_offset FROM queenadmin_partition"
-    " WHERE id IN (SELECT id FROM c) AND (SELECT count(*) FROM c) = (SELECT count(*) FROM w)"
-    " AND NOT EXISTS (SELECT FROM q WHERE coalesce(q.options -> 'maxSize', 'null') NOT IN ('0', 'null'))"
-    " ORDER BY id FOR NO KEY UPDATE)"
-    " SELECT q.name, q.id, q.options, l.name, l.id, l.next_offset FROM q LEFT JOIN l ON l.queue_id = q.id"
-)
-
-#: SQLite: the same lookup, one writer at a time (``BEGIN IMMEDIATE``), so no locks.
-_LOCATE_SQLITE = (
-    "SELECT q.name, q.id, q.options, p.name, p.id, p.next_offset FROM queenadmin_queue AS q"
-    " JOIN queenadmin_partition AS p ON p.queue_id = q.id WHERE q.name IN ({queues}) AND p.name IN ({partitions})"
-)
 
 _Located = tuple[dict[str, QueueRef], dict[tuple[int, str], int], dict[int, int]]
 
@@ -269,27 +179,20 @@ def _locate(items: Sequence[PushItem]) -> _Located | None:
 
     None when a queue or partition is missing, or a queue is capped: the
     caller then takes the general path (which creates what is missing).
-    On PostgreSQL the partitions are locked as ``_lock_partitions`` does.
+    Where the store locks rows, the partitions are locked as
+    ``_lock_partitions`` does.
     """
     pairs = sorted({(i.queue, i.partition) for i in items})
-    if is_postgres():
-        rows = pg_run(_LOCATE_PG, [[q for q, _ in pairs], [p for _, p in pairs]])
-    else:
-        qnames = sorted({q for q, _ in pairs})
-        pnames = sorted({p for _, p in pairs})
-        if len(qnames) + len(pnames) > _SQLITE_CHUNK:
-            return None
-        sql = _LOCATE_SQLITE.format(queues=",".join("%s" for _ in qnames), partitions=",".join("%s" for _ in pnames))
-        with connection.cursor() as cur:
-            cur.execute(sql, [*qnames, *pnames])
-            rows = cur.fetchall()
+    rows = store().locate(pairs)
+    if rows is None:
+        return None
     queues: dict[str, QueueRef] = {}
     partitions: dict[tuple[int, str], int] = {}
     next_offsets: dict[int, int] = {}
     for qname, qid, options, pname, pid, next_offset in rows:
         if qname not in queues:
-            queues[qname] = QueueRef(qid, qname, options if isinstance(options, dict) else json.loads(options))
-        if pid is not None:
+            queues[qname] = QueueRef(qid, qname, options)
+        if pid is not None and pname is not None and next_offset is not None:
             partitions[(qid, pname)] = pid
             next_offsets[pid] = next_offset
     for qname, pname in pairs:
@@ -316,9 +219,7 @@ def _full_queues(queues: dict[str, QueueRef], items: Sequence[PushItem], now: da
     full: dict[str, str] = {}
     for name in sorted(batches, key=lambda n: queues[n].id):
         ref = queues[name]
-        if is_postgres():
-            with connection.cursor() as cur:
-                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [MAX_SIZE_LOCK_CLASS, ref.id])
+        store().lock_capped_queue(ref.id)
         current = queue_pending(queue_id=ref.id, now=now)
         if current + batches[name] > ref.max_size:
             full[name] = (
@@ -374,8 +275,8 @@ def _append(
     now: datetime,
 ) -> list[PushResult]:
     """Dedup and write ``items`` to their partitions, locked and read by the caller."""
-    if len(items) == 1 and is_postgres():
-        return [_append_one_pg(items[0], queues[items[0].queue], partitions, next_offsets, now)]
+    if len(items) == 1 and store().appends_one:
+        return [_append_one(items[0], queues[items[0].queue], partitions, next_offsets, now)]
     cutoffs: dict[int, datetime] = {}
     wanted: set[tuple[int, str]] = set()
     for item in items:
@@ -412,39 +313,14 @@ def _append(
         sizes: dict[int, int] = dict.fromkeys(touched, 0)
         for r in rows:
             sizes[r[0]] += len(r[4].encode())
-        _write(rows, {p: (next_offsets[p], sizes[p]) for p in touched}, now)
+        store().write_messages(rows, {p: (next_offsets[p], sizes[p]) for p in touched}, now)
         names = sorted({r.queue for r in results if r.status == "queued"})
         wakeups.notify_on_commit(names)
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
     return results
 
 
-#: PostgreSQL: one message appended to a partition locked by this
-#: transaction, in one prepared statement: the dedup read (in the same
-#: snapshot as the write, taken after the partition lock, as ``_recent``),
-#: then, unless it found the transactionId, the partition's next offset,
-#: the message and the NOTIFY for waiting pops (``wakeups.notify_on_commit``).
-_APPEND_ONE_PG = (
-    "WITH v AS (SELECT %s::bigint AS p, %s::text AS t, %s::timestamptz AS cutoff, %s::bigint AS o,"
-    " %s::bigint AS b, %s::timestamptz AS now, %s::text AS m, %s::text AS d, %s::text AS r, %s::text AS q),"
-    # OFFSET 0 keeps the ORDER BY ... LIMIT from steering a generic plan to
-    # the (partition, offset) index, which would read the whole partition
-    # whenever the transactionId is new (the common case).
-    " d AS (SELECT s.message_id, s.msg_offset FROM (SELECT m.message_id, m.msg_offset FROM queenadmin_message AS m, v"
-    " WHERE m.partition_id = v.p AND m.transaction_id = v.t AND m.created_at > v.cutoff OFFSET 0) AS s"
-    " ORDER BY s.msg_offset LIMIT 1),"
-    " u AS (UPDATE queenadmin_partition SET next_offset = v.o + 1,"
-    " retained_bytes = retained_bytes + v.b, last_push_at = v.now"
-    " FROM v WHERE id = v.p AND NOT EXISTS (SELECT FROM d) RETURNING id),"
-    " i AS (INSERT INTO queenadmin_message"
-    " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
-    " SELECT v.p, v.o, v.t, v.m, v.d, v.r, v.now FROM v WHERE NOT EXISTS (SELECT FROM d) RETURNING 1),"
-    f" n AS (SELECT pg_notify('{wakeups.CHANNEL}', v.q) FROM v, i)"
-    " SELECT (SELECT message_id FROM d), (SELECT msg_offset FROM d), (SELECT count(*) FROM n), (SELECT count(*) FROM u)"
-)
-
-
-def _append_one_pg(
+def _append_one(
     item: PushItem,
     queue: QueueRef,
     partitions: dict[tuple[int, str], int],
@@ -458,62 +334,13 @@ def _append_one_pg(
     mid = uuid7s(1)[0] if item.message_id is None else item.message_id
     txn = txn if txn is not None else mid
     offset = next_offsets[pid]
-    params = [
-        pid,
-        txn,
-        cutoff,
-        offset,
-        len(item.payload_json.encode()),
-        now,
-        mid,
-        item.payload_json,
-        item.trace_id,
-        item.queue,
-    ]
-    [(dup_mid, dup_offset, notified, updated)] = pg_run(_APPEND_ONE_PG, params)
-    if dup_mid is not None:
-        return PushResult(0, dup_mid, txn, item.queue, "duplicate", dup_offset)
-    assert (notified, updated) == (1, 1), "the partition was locked and read by this transaction"
+    append = Append(pid, txn, cutoff, offset, mid, item.payload_json, item.trace_id, item.queue, now)
+    duplicate = store().append_one(append)
+    if duplicate is not None:
+        return PushResult(0, duplicate[0], txn, item.queue, "duplicate", duplicate[1])
     wakeups.notify_on_commit([item.queue], notified=True)
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [item.queue]})
     return PushResult(0, mid, txn, item.queue, "queued", offset)
-
-
-def _write(
-    rows: list[tuple[int, int, str, str, str, str | None]], partitions: dict[int, tuple[int, int]], now: datetime
-) -> None:
-    if is_postgres():
-        cols = [list(c) for c in zip(*rows, strict=True)]
-        with connection.wrap_database_errors, server_cursor() as cur:
-            cur.execute(
-                "UPDATE queenadmin_partition AS p"
-                " SET next_offset = v.n, retained_bytes = p.retained_bytes + v.b, last_push_at = %s"
-                " FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[]) AS v(id, n, b) WHERE p.id = v.id",
-                [now, list(partitions), [n for n, _ in partitions.values()], [b for _, b in partitions.values()]],
-                binary=True,
-            )
-            cur.execute(
-                "INSERT INTO queenadmin_message"
-                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
-                " SELECT u.p, u.o, u.t, u.m, u.d, u.r, %s"
-                " FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[])"
-                " AS u(p, o, t, m, d, r)",
-                [now, *cols],
-                binary=True,
-            )
-        return
-    with connection.cursor() as cur:
-        cur.executemany(
-            "UPDATE queenadmin_partition"
-            " SET next_offset = %s, retained_bytes = retained_bytes + %s, last_push_at = %s WHERE id = %s",
-            [(n, b, to_db_time(now), p) for p, (n, b) in partitions.items()],
-        )
-        cur.executemany(
-            "INSERT INTO queenadmin_message"
-            " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(*r, to_db_time(now)) for r in rows],
-        )
 
 
 def queue_dead_letter_in_txn(

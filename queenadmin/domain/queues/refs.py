@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
+from queenadmin.domain.queues.store import store
 
 
 @dataclass(frozen=True)
@@ -54,20 +54,7 @@ def lock_queue_rows(ids: Iterable[int], *, exclusive: bool = False) -> set[int]:
     takes its queue rows first (``FOR KEY SHARE``, in id order), and a
     delete takes its row ``FOR UPDATE``: so a delete waits for the writers
     in flight and the writers after it find the queue gone, instead of
-    meeting halfway in foreign-key violations and deadlocks. SQLite has one
-    writer at a time; there the ids are only checked.
+    meeting halfway in foreign-key violations and deadlocks. Without row
+    locks (one writer at a time) the ids are only checked.
     """
-    wanted = sorted(set(ids))
-    if not wanted:
-        return set()
-    with connection.cursor() as cur:
-        if connection.vendor == "postgresql":
-            mode = "UPDATE" if exclusive else "KEY SHARE"
-            cur.execute(
-                f"SELECT id FROM queenadmin_queue WHERE id = ANY(%s) ORDER BY id FOR {mode}",
-                [wanted],
-            )
-        else:
-            marks = ",".join("%s" for _ in wanted)
-            cur.execute(f"SELECT id FROM queenadmin_queue WHERE id IN ({marks})", wanted)
-        return {int(row[0]) for row in cur.fetchall()}
+    return store().lock_queue_ids(sorted(set(ids)), exclusive=exclusive)

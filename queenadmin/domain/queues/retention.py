@@ -33,6 +33,7 @@ other or deleting anything twice. Claims and acks take no partition row
 lock, so they never wait on a sweep, and the sweep skips the cursor rows
 they hold. On SQLite the IMMEDIATE transaction makes the step the only
 writer, and the log start is moved with a compare-and-set all the same.
+The statements are the queue store's (``store/``).
 
 Dedup (``dedupWindowSeconds``) looks for the original message in the log,
 so a message deleted by retention no longer deduplicates a later push.
@@ -43,13 +44,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, events
-from queenadmin.domain.db import from_db_time, is_postgres, to_db_time
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.refs import lock_queue_rows
+from queenadmin.domain.queues.store import store
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, Queue
 
 
@@ -142,14 +143,7 @@ def _due_partitions(policy: RetentionPolicy) -> list[int]:
     transaction. Read without locks; the step checks again under them.
     """
     cutoffs = [c for c in (policy.all_before, policy.completed_before) if c is not None]
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT p.id FROM queenadmin_partition p JOIN queenadmin_message m"
-            " ON m.partition_id = p.id AND m.msg_offset = p.log_start"
-            " WHERE p.queue_id = %s AND m.created_at < %s ORDER BY p.id",
-            [policy.queue_id, to_db_time(max(cutoffs))],
-        )
-        return [int(row[0]) for row in cur.fetchall()]
+    return store().due_partitions(queue_id=policy.queue_id, before=max(cutoffs))
 
 
 @transaction.atomic(durable=True)
@@ -162,12 +156,8 @@ def _sweep_partition(policy: RetentionPolicy, pid: int, now: datetime, batch: in
     """
     if not lock_queue_rows([policy.queue_id]):
         return 0, True
-    sql = "SELECT log_start, next_offset FROM queenadmin_partition WHERE id = %s"
-    if is_postgres():
-        sql += " FOR NO KEY UPDATE SKIP LOCKED"
-    with connection.cursor() as cur:
-        cur.execute(sql, [pid])
-        row = cur.fetchone()
+    the_store = store()
+    row = the_store.lock_partition_for_sweep(pid)
     if row is None:
         return None
     log_start, next_offset = row
@@ -175,44 +165,26 @@ def _sweep_partition(policy: RetentionPolicy, pid: int, now: datetime, batch: in
     if high < log_start:
         return 0, True
     consumed = _consumed_by_all(policy.queue_id, pid) if policy.completed_before is not None else 0
-    size = "octet_length(payload)" if is_postgres() else "length(CAST(payload AS BLOB))"
-    with connection.cursor() as cur:
-        cur.execute(
-            f"SELECT msg_offset, created_at, {size} FROM queenadmin_message"
-            " WHERE partition_id = %s AND msg_offset >= %s AND msg_offset <= %s ORDER BY msg_offset",
-            [pid, log_start, high],
-        )
-        rows = cur.fetchall()
+    rows = the_store.message_sizes(partition_id=pid, first=log_start, last=high)
     # Push times rise with offsets only roughly (a push reads the clock
     # before it waits for the partition), so the walk stops at the first
     # message that must stay: the log start never skips a kept message.
     boundary = log_start
     freed = 0
     for offset, created_at, nbytes in rows:
-        created_at = from_db_time(created_at)
         expired = policy.all_before is not None and created_at < policy.all_before
         finished = policy.completed_before is not None and offset <= consumed and created_at < policy.completed_before
         if not (expired or finished):
             break
         boundary = offset + 1
-        freed += int(nbytes)
+        freed += nbytes
     if boundary == log_start:
         return 0, True
-    with connection.cursor() as cur:
-        cur.execute(
-            "DELETE FROM queenadmin_message WHERE partition_id = %s AND msg_offset >= %s AND msg_offset < %s",
-            [pid, log_start, boundary],
-        )
-        deleted = cur.rowcount
-        # Compare-and-set on the log start: SQLite ignores FOR UPDATE.
-        cur.execute(
-            "UPDATE queenadmin_partition SET log_start = %s, retained_bytes = retained_bytes - %s"
-            " WHERE id = %s AND log_start = %s",
-            [boundary, freed, pid, log_start],
-        )
-        if cur.rowcount != 1:
-            transaction.set_rollback(True)
-            return None
+    # Compare-and-set on the log start: SQLite ignores FOR UPDATE.
+    deleted = the_store.cut_log(partition_id=pid, log_start=log_start, boundary=boundary, freed_bytes=freed)
+    if deleted is None:
+        transaction.set_rollback(True)
+        return None
     # A leased batch that is gone entirely would hold the partition until
     # the lease ran out (its acks only find unknown messages): hand it back.
     # Cursors a claim or an ack holds are skipped, never waited for: a

@@ -10,7 +10,9 @@ queues re-tries its claim (see ``Hub`` for the chain that follows):
 - on PostgreSQL also through ``NOTIFY queenadmin_queues, '<queue>'`` sent in
   the writing transaction (PostgreSQL delivers it at commit, and drops it on
   rollback). Each serving process LISTENs on one async psycopg connection,
-  so replicas sharing the database wake each other.
+  so replicas sharing the database wake each other. Both statements are the
+  queue store's (``store.notify`` and ``store.listen``); on a database
+  without them only this process's waiters are woken.
 
 A lost notification costs at most the re-check interval: each queue with
 waiters is re-checked every ``POP_RECHECK_SECONDS`` and when a lease a
@@ -29,11 +31,12 @@ from typing import Any
 from django.db import connection, transaction
 
 from queenadmin.conf import settings
-from queenadmin.domain.db import connect_params, is_postgres
+from queenadmin.domain.queues.store import CHANNEL, store
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "queenadmin_queues"
+__all__ = ["ANY", "CHANNEL", "Hub", "Lane", "hub", "notify_on_commit"]
+
 #: The key of waiters that take any queue (the namespace/task pop).
 ANY = "*"
 
@@ -74,13 +77,14 @@ class Hub:
         #: claim shape -> (generation seen, loop time it stays true until).
         self.empty: dict[str, dict[Hashable, tuple[int, float]]] = {}
         self.listener: asyncio.Task[None] | None = None
-        #: Settings of the database to LISTEN on (PostgreSQL only).
+        #: Settings of the database to LISTEN on (None: not asked yet; an
+        #: empty dict: the store has nothing to listen to).
         self.listen_params: dict[str, Any] | None = None
         #: Set by ``close`` when the server stops: no pop waits any more.
         self.closed = False
 
     def bind(self) -> None:
-        """Attach to the running loop; start the LISTEN task on PostgreSQL."""
+        """Attach to the running loop; start the LISTEN task where the store has one."""
         loop = asyncio.get_running_loop()
         if self.loop is not loop:
             self.loop = loop
@@ -89,8 +93,8 @@ class Hub:
             self.empty = {}
             self.listener = None
             self.closed = False
-        if self.listen_params is None and is_postgres():
-            self.listen_params = connect_params()
+        if self.listen_params is None:
+            self.listen_params = store().listen_params() or {}
         if self.listen_params and (self.listener is None or self.listener.done()):
             self.listener = loop.create_task(self._listen(self.listen_params))
 
@@ -228,21 +232,15 @@ class Hub:
             loop.call_soon_threadsafe(self.wake, names)
 
     async def _listen(self, params: dict[str, Any]) -> None:
-        import psycopg
-
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
-                async with conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
-                    # Anything pushed while nobody listened: let waiters look.
-                    self.wake_all()
-                    async for note in conn.notifies():
-                        self.wake([note.payload])
+                # Once listening, anything pushed while nobody listened: let
+                # waiters look.
+                await store().listen(params, ready=self.wake_all, woken=lambda name: self.wake([name]))
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.warning("LISTEN %s failed; retrying in 1 s", CHANNEL, exc_info=True)
+                log.warning("listening on %s failed; retrying in 1 s", CHANNEL, exc_info=True)
                 await asyncio.sleep(1.0)
 
 
@@ -259,7 +257,6 @@ def notify_on_commit(names: list[str], *, notified: bool = False) -> None:
     assert connection.in_atomic_block
     if not names:
         return
-    if is_postgres() and not notified:
-        with connection.cursor() as cur:
-            cur.execute(f"SELECT pg_notify('{CHANNEL}', q) FROM unnest(%s::text[]) AS q", [names])
+    if not notified:
+        store().notify(names)
     transaction.on_commit(lambda: hub.wake_threadsafe(names))

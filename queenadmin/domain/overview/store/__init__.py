@@ -1,0 +1,22 @@
+"""Where the overview's counts are read: one interface, one class per database.
+
+``base`` holds the interface and the statements both databases share,
+``postgres`` and ``sqlite`` what differs. ``store()`` answers the
+implementation for the default connection.
+"""
+
+from __future__ import annotations
+
+from queenadmin.domain.db import is_postgres
+from queenadmin.domain.overview.store.base import Store
+from queenadmin.domain.overview.store.postgres import PostgresStore
+from queenadmin.domain.overview.store.sqlite import SqliteStore
+
+__all__ = ["PostgresStore", "SqliteStore", "Store", "store"]
+
+_POSTGRES = PostgresStore()
+_SQLITE = SqliteStore()
+
+
+def store() -> Store:
+    return _POSTGRES if is_postgres() else _SQLITE

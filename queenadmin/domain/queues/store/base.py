@@ -1,0 +1,381 @@
+"""The queue store interface, and the SQL both databases share.
+
+Each method runs inside whatever transaction the caller holds (or
+autocommit) and decides nothing: the rules are in ``domain/queues/*``.
+Times come back as aware UTC datetimes and ``Queue.options`` as a dict, on
+both databases.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from django.db import connection
+
+from queenadmin.domain.db import from_db_time, to_db_time
+from queenadmin.models.queues import Queue
+
+#: The NOTIFY channel of pushes (``wakeups``): the payload is a queue name.
+CHANNEL = "queenadmin_queues"
+
+#: (queue name, queue id, options) of a queue row.
+QueueRow = tuple[str, int, dict[str, Any]]
+#: (queue name, queue id, options, partition name, partition id, next offset);
+#: the partition fields are None for a queue none of whose partitions matched.
+LocatedRow = tuple[str, int, dict[str, Any], str | None, int | None, int | None]
+#: (partition id, transactionId, message id, offset, pushed at).
+RecentRow = tuple[int, str, str, int, datetime]
+#: (partition id, offset, transactionId, message id, payload JSON, trace id).
+MessageRow = tuple[int, int, str, str, str, str | None]
+#: (partition id, cursor id or None, lease id, leased until, last claim, last push).
+CandidateRow = tuple[int, int | None, str | None, datetime | None, datetime | None, datetime | None]
+#: (cursor id, committed offset, delivery runs as stored, next offset,
+#: partition name, log start).
+FreeCursorRow = tuple[int, int, Any, int, str, int]
+
+
+@dataclass(frozen=True)
+class Append:
+    """One message for ``Store.append_one``."""
+
+    partition_id: int
+    transaction_id: str
+    #: A message of the same transactionId pushed after this wins (None: no dedup).
+    dedup_after: datetime | None
+    offset: int
+    message_id: str
+    payload_json: str
+    trace_id: str | None
+    #: The queue's name, for the wake-up of its pops.
+    queue: str
+    now: datetime
+
+
+def options_of(value: Any) -> dict[str, Any]:
+    """``Queue.options`` as a dict: raw SQL reads JSON as text on both backends."""
+    return value if isinstance(value, dict) else json.loads(value)
+
+
+#: Of every partition in ``{ids}``: the first offset pushed after the cutoff
+#: (its ``next_offset`` when none), by binary search over offsets in one
+#: recursive statement. A message retention already removed reads as old.
+_PARKED_SQL = """
+WITH RECURSIVE s(pid, lo, hi) AS (
+    SELECT id, CAST(1 AS BIGINT), next_offset FROM queenadmin_partition WHERE id IN ({ids})
+    UNION ALL
+    SELECT pid,
+        CASE WHEN EXISTS (
+            SELECT 1 FROM queenadmin_message m
+            WHERE m.partition_id = s.pid AND m.msg_offset = (s.lo + s.hi) / 2 AND m.created_at > %s
+        ) THEN lo ELSE (lo + hi) / 2 + 1 END,
+        CASE WHEN EXISTS (
+            SELECT 1 FROM queenadmin_message m
+            WHERE m.partition_id = s.pid AND m.msg_offset = (s.lo + s.hi) / 2 AND m.created_at > %s
+        ) THEN (lo + hi) / 2 ELSE hi END
+    FROM s WHERE lo < hi
+)
+SELECT pid, lo FROM s WHERE lo >= hi
+"""
+
+
+class Store:
+    """What the queue domain needs of a database. Subclasses fill in the rest."""
+
+    #: ``append_one`` writes a lone message in one statement (else the
+    #: caller takes ``recent_messages`` and ``write_messages``).
+    appends_one: ClassVar[bool] = False
+
+    # ------------------------------------------------------------------
+    # Queue and partition rows (refs, push)
+
+    def lock_queue_ids(self, ids: Sequence[int], *, exclusive: bool = False) -> set[int]:
+        """Lock queue rows ``ids`` (sorted, distinct) for this transaction; those that exist.
+
+        ``FOR KEY SHARE`` in id order, or ``FOR UPDATE`` when ``exclusive``
+        (a delete), where the database has row locks.
+        """
+        raise NotImplementedError
+
+    def lock_queues_by_name(self, names: Sequence[str]) -> list[QueueRow]:
+        """The queues of ``names`` that exist, their rows locked as ``lock_queue_ids``."""
+        read = list(Queue.objects.filter(name__in=names).values_list("name", "id", "options"))
+        alive = self.lock_queue_ids(sorted({i for _, i, _ in read}))
+        return [(n, i, options_of(o)) for n, i, o in read if i in alive]
+
+    def lock_capped_queue(self, queue_id: int) -> None:
+        """Hold the lock only pushes to a capped (``maxSize``) queue take, to commit.
+
+        Taken after the queue rows and before any partition row. Without
+        row locks there is one writer at a time and nothing to hold.
+        """
+        return None
+
+    def locate(self, pairs: Sequence[tuple[str, str]]) -> list[LocatedRow] | None:
+        """The queues and partitions of (queue, partition) ``pairs`` in one statement.
+
+        One row per matching partition, or per queue with none matching.
+        Where the database has row locks the queues are locked as
+        ``lock_queues_by_name`` and, when every pair exists and no queue
+        has a ``maxSize``, the partitions as ``lock_partitions`` (otherwise
+        no partition is). None when the lookup cannot be one statement.
+        """
+        raise NotImplementedError
+
+    def lock_partitions(self, ids: Sequence[int]) -> dict[int, int]:
+        """Lock partitions ``ids`` (sorted) for a push; their next offsets.
+
+        ``FOR NO KEY UPDATE`` where there are row locks: it leaves free the
+        ``FOR KEY SHARE`` that deferred foreign-key checks take at commit.
+        """
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------
+    # Messages (push)
+
+    def recent_messages(self, pairs: Sequence[tuple[int, str]], since: datetime) -> list[RecentRow]:
+        """Messages of (partition, transactionId) ``pairs`` pushed after ``since``.
+
+        May also return rows of other combinations of the same partitions
+        and transactionIds; the caller keeps the pairs it asked for.
+        """
+        raise NotImplementedError
+
+    def append_one(self, append: Append) -> tuple[str, int] | None:
+        """Append one message to a partition this transaction locked, unless a dup.
+
+        With ``append.dedup_after``, a message of the same transactionId
+        pushed after it wins: its (message id, offset) is returned and
+        nothing is written. Otherwise the message goes in at its offset,
+        the partition's next offset and bytes move, waiting pops are
+        notified (as ``notify``), and None is returned. Only where
+        ``appends_one``.
+        """
+        raise NotImplementedError
+
+    def write_messages(self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime) -> None:
+        """Insert ``rows`` and move each partition's (next offset, added bytes)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------
+    # Wake-ups
+
+    def notify(self, names: Sequence[str]) -> None:
+        """Wake other processes' pops of queues ``names`` when this transaction commits."""
+        return None
+
+    def listen_params(self) -> dict[str, Any] | None:
+        """Connection settings to ``listen`` with; None: nothing to listen to."""
+        return None
+
+    async def listen(self, params: dict[str, Any], *, ready: Callable[[], None], woken: Callable[[str], None]) -> None:
+        """Listen for ``notify`` from any process until the connection fails.
+
+        Calls ``ready`` once listening, then ``woken(queue)`` per notification.
+        """
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------
+    # Claims (consume)
+
+    def claim_candidates(self, *, queue_id: int, group: str, partition: str | None) -> list[CandidateRow]:
+        """Partitions of the queue with messages ``group`` has not finished.
+
+        Something is left when the last offset is past both the group's
+        committed offset (0 without a cursor) and the log start.
+        """
+        sql = (
+            "SELECT p.id, c.id, c.lease_id, c.leased_until, c.last_claim_at, p.last_push_at"
+            " FROM queenadmin_partition p LEFT JOIN queenadmin_consumercursor c"
+            " ON c.partition_id = p.id AND c.group_name = %s"
+            " WHERE p.queue_id = %s AND p.next_offset - 1 > COALESCE(c.committed_offset, 0)"
+            " AND p.next_offset > p.log_start"
+        )
+        params: list[Any] = [group, queue_id]
+        if partition is not None:
+            sql += " AND p.name = %s"
+            params.append(partition)
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            rows = cur.fetchall()
+        return [
+            (pid, cid, lease, from_db_time(until), from_db_time(claim), from_db_time(push))
+            for pid, cid, lease, until, claim, push in rows
+        ]
+
+    #: What ends ``lock_free_cursor``'s statement: the row lock, if any.
+    _FREE_CURSOR_LOCK: ClassVar[str] = ""
+
+    def lock_free_cursor(self, *, partition_id: int, group: str, now: datetime) -> FreeCursorRow | None:
+        """The group's cursor on the partition, locked, if no live lease holds it.
+
+        None when it is leased, or (with row locks) another claim holds it.
+        """
+        sql = (
+            "SELECT c.id, c.committed_offset, c.delivery_runs, p.next_offset, p.name, p.log_start"
+            " FROM queenadmin_consumercursor c JOIN queenadmin_partition p ON p.id = c.partition_id"
+            " WHERE c.partition_id = %s AND c.group_name = %s AND (c.lease_id IS NULL OR c.leased_until <= %s)"
+        )
+        with connection.cursor() as cur:
+            cur.execute(sql + self._FREE_CURSOR_LOCK, [partition_id, group, to_db_time(now)])
+            return cur.fetchone()  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------
+    # Retention
+
+    def due_partitions(self, *, queue_id: int, before: datetime) -> list[int]:
+        """Partitions of the queue whose message at the log start was pushed before ``before``."""
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT p.id FROM queenadmin_partition p JOIN queenadmin_message m"
+                " ON m.partition_id = p.id AND m.msg_offset = p.log_start"
+                " WHERE p.queue_id = %s AND m.created_at < %s ORDER BY p.id",
+                [queue_id, to_db_time(before)],
+            )
+            return [int(row[0]) for row in cur.fetchall()]
+
+    #: What ends ``lock_partition_for_sweep``'s statement: the row lock, if any.
+    _SWEEP_LOCK: ClassVar[str] = ""
+
+    def lock_partition_for_sweep(self, partition_id: int) -> tuple[int, int] | None:
+        """(log start, next offset) of the partition, row locked unless busy.
+
+        None when the partition is gone or (with row locks) a push or
+        another sweeper holds it: it is skipped, never waited for.
+        """
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT log_start, next_offset FROM queenadmin_partition WHERE id = %s" + self._SWEEP_LOCK,
+                [partition_id],
+            )
+            row = cur.fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    #: The payload's size in bytes, as SQL.
+    _PAYLOAD_BYTES: ClassVar[str] = ""
+
+    def message_sizes(self, *, partition_id: int, first: int, last: int) -> list[tuple[int, datetime, int]]:
+        """(offset, pushed at, payload bytes) of the stored messages ``first..last``, in order."""
+        with connection.cursor() as cur:
+            cur.execute(
+                f"SELECT msg_offset, created_at, {self._PAYLOAD_BYTES} FROM queenadmin_message"
+                " WHERE partition_id = %s AND msg_offset >= %s AND msg_offset <= %s ORDER BY msg_offset",
+                [partition_id, first, last],
+            )
+            rows = cur.fetchall()
+        return [(int(offset), from_db_time(created), int(nbytes)) for offset, created, nbytes in rows]
+
+    def cut_log(self, *, partition_id: int, log_start: int, boundary: int, freed_bytes: int) -> int | None:
+        """Delete offsets ``log_start..boundary-1`` and move the log start to ``boundary``.
+
+        Returns the messages deleted, or None when the log start is no
+        longer ``log_start`` (compare-and-set: correct without row locks);
+        the caller must then roll back.
+        """
+        with connection.cursor() as cur:
+            cur.execute(
+                "DELETE FROM queenadmin_message WHERE partition_id = %s AND msg_offset >= %s AND msg_offset < %s",
+                [partition_id, log_start, boundary],
+            )
+            deleted = int(cur.rowcount)
+            cur.execute(
+                "UPDATE queenadmin_partition SET log_start = %s, retained_bytes = retained_bytes - %s"
+                " WHERE id = %s AND log_start = %s",
+                [boundary, freed_bytes, partition_id, log_start],
+            )
+            return deleted if cur.rowcount == 1 else None
+
+    # ------------------------------------------------------------------
+    # Dashboard reads (board, history, browse); no locks
+
+    def push_times(self, pairs: Sequence[tuple[int, int]]) -> dict[tuple[int, int], datetime]:
+        """Push time of each stored (partition, offset) of ``pairs``, in one statement.
+
+        A join to a ``VALUES`` list (columns ``column1``, ``column2`` on
+        both databases): PostgreSQL plans it as a nested loop of index
+        lookups, where 100 OR'd conditions cost it more to plan than to run.
+        """
+        if not pairs:
+            return {}
+        values = ", ".join(["(%s, %s)"] * len(pairs))
+        sql = (
+            "SELECT m.partition_id, m.msg_offset, m.created_at FROM queenadmin_message m"
+            f" JOIN (VALUES {values}) w ON m.partition_id = w.column1 AND m.msg_offset = w.column2"
+        )
+        with connection.cursor() as cur:
+            cur.execute(sql, [v for pair in pairs for v in pair])
+            return {(int(pid), int(offset)): from_db_time(created) for pid, offset, created in cur.fetchall()}
+
+    def parked_from(self, partition_ids: Sequence[int], cutoff: datetime) -> dict[int, int]:
+        """Per partition, the first offset pushed after ``cutoff`` (``next_offset``: none).
+
+        Offsets are pushed in time order, so a binary search finds it.
+        """
+        if not partition_ids:
+            return {}
+        when = to_db_time(cutoff)
+        with connection.cursor() as cur:
+            cur.execute(_PARKED_SQL.format(ids=", ".join(["%s"] * len(partition_ids))), [*partition_ids, when, when])
+            return {int(pid): int(lo) for pid, lo in cur.fetchall()}
+
+    def dlq_counts(self, queue_ids: Sequence[int], *, cap: int, per_partition: bool) -> list[tuple[int, int, int]]:
+        """(queue id, partition id or 0, dead letters) counting at most ``cap + 1`` per queue.
+
+        One statement: a bounded sub-select per queue on the ``queue, id``
+        index. ``per_partition`` reads the rows to split them by partition;
+        otherwise the index alone answers, under partition 0.
+        """
+        if not queue_ids:
+            return []
+        table = "queenadmin_deadletter"
+        if per_partition:
+            branch = f"SELECT * FROM (SELECT queue_id, partition_id FROM {table} WHERE queue_id = %s LIMIT {cap + 1}) b"
+            sql = (
+                "SELECT queue_id, partition_id, COUNT(*) FROM (" + " UNION ALL ".join([branch] * len(queue_ids)) + ") u"
+            )
+            sql += " GROUP BY queue_id, partition_id"
+            params: list[Any] = list(queue_ids)
+        else:
+            branch = f"SELECT %s, 0, COUNT(*) FROM (SELECT id FROM {table} WHERE queue_id = %s LIMIT {cap + 1}) b"
+            sql = " UNION ALL ".join([branch] * len(queue_ids))
+            params = [v for qid in queue_ids for v in (qid, qid)]
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            return [(int(qid), int(pid), int(n)) for qid, pid, n in cur.fetchall()]
+
+    def partition_heads(
+        self, partition_ids: Sequence[int], *, until: datetime | None, size: int
+    ) -> dict[int, list[tuple[int, int, datetime]]]:
+        """The newest ``size`` (message id, offset, pushed at) of each partition, newest first.
+
+        ``until`` leaves out messages pushed after it. One index range per
+        partition joined with UNION ALL: one statement, not one per partition.
+        """
+        if not partition_ids:
+            return {}
+        where = "partition_id = %s" + (" AND created_at <= %s" if until is not None else "")
+        part = (
+            f"SELECT * FROM (SELECT partition_id, id, msg_offset, created_at FROM queenadmin_message"
+            f" WHERE {where} ORDER BY msg_offset DESC LIMIT %s) AS h{{n}}"
+        )
+        sql = " UNION ALL ".join(part.format(n=n) for n in range(len(partition_ids)))
+        params: list[Any] = []
+        for pid in partition_ids:
+            params += [pid, to_db_time(until), size] if until is not None else [pid, size]
+        heads: dict[int, list[tuple[int, int, datetime]]] = {}
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            for pid, mid, offset, created in cur.fetchall():
+                heads.setdefault(pid, []).append((mid, offset, from_db_time(created)))
+        for head in heads.values():
+            head.sort(key=lambda k: -k[1])
+        return heads
+
+
+def chunks(values: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    """``values`` in slices of at most ``size``."""
+    for start in range(0, len(values), size):
+        yield values[start : start + size]

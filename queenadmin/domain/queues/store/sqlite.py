@@ -1,0 +1,87 @@
+"""Queue rows on SQLite: one writer at a time, so no row locks.
+
+A write transaction is exclusive from ``BEGIN IMMEDIATE`` (settings.py):
+where PostgreSQL locks queue and partition rows, this store only reads
+them, and the writers' compare-and-set updates keep them correct all the
+same. Lists of values go as ``IN (...)`` in chunks well below SQLite's
+host parameter limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import ClassVar
+
+from django.db import connection
+
+from queenadmin.domain.db import from_db_time, to_db_time
+from queenadmin.domain.queues.store.base import LocatedRow, MessageRow, RecentRow, Store, chunks, options_of
+
+#: SQLite's host parameter limit is 32766; stay far below it.
+CHUNK = 500
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ",".join("%s" for _ in values)
+
+
+class SqliteStore(Store):
+    _PAYLOAD_BYTES: ClassVar[str] = "length(CAST(payload AS BLOB))"
+
+    def lock_queue_ids(self, ids: Sequence[int], *, exclusive: bool = False) -> set[int]:
+        if not ids:
+            return set()
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT id FROM queenadmin_queue WHERE id IN ({_marks(ids)})", list(ids))
+            return {int(row[0]) for row in cur.fetchall()}
+
+    def locate(self, pairs: Sequence[tuple[str, str]]) -> list[LocatedRow] | None:
+        qnames = sorted({q for q, _ in pairs})
+        pnames = sorted({p for _, p in pairs})
+        if len(qnames) + len(pnames) > CHUNK:
+            return None
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT q.name, q.id, q.options, p.name, p.id, p.next_offset FROM queenadmin_queue AS q"
+                " JOIN queenadmin_partition AS p ON p.queue_id = q.id"
+                f" WHERE q.name IN ({_marks(qnames)}) AND p.name IN ({_marks(pnames)})",
+                [*qnames, *pnames],
+            )
+            rows = cur.fetchall()
+        return [(qn, qid, options_of(o), pn, pid, nxt) for qn, qid, o, pn, pid, nxt in rows]
+
+    def lock_partitions(self, ids: Sequence[int]) -> dict[int, int]:
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT id, next_offset FROM queenadmin_partition WHERE id IN ({_marks(ids)})", list(ids))
+            return dict(cur.fetchall())
+
+    def recent_messages(self, pairs: Sequence[tuple[int, str]], since: datetime) -> list[RecentRow]:
+        if not pairs:
+            return []
+        pids = sorted({p for p, _ in pairs})
+        txns = sorted({t for _, t in pairs})
+        rows: list[RecentRow] = []
+        with connection.cursor() as cur:
+            for chunk in chunks(txns, CHUNK):
+                cur.execute(
+                    "SELECT partition_id, transaction_id, message_id, msg_offset, created_at FROM queenadmin_message"
+                    f" WHERE partition_id IN ({_marks(pids)}) AND transaction_id IN ({_marks(chunk)}) AND created_at > %s",
+                    [*pids, *chunk, to_db_time(since)],
+                )
+                rows.extend((p, t, m, o, from_db_time(c)) for p, t, m, o, c in cur.fetchall())
+        return rows
+
+    def write_messages(self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime) -> None:
+        with connection.cursor() as cur:
+            cur.executemany(
+                "UPDATE queenadmin_partition"
+                " SET next_offset = %s, retained_bytes = retained_bytes + %s, last_push_at = %s WHERE id = %s",
+                [(n, b, to_db_time(now), p) for p, (n, b) in partitions.items()],
+            )
+            cur.executemany(
+                "INSERT INTO queenadmin_message"
+                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [(*r, to_db_time(now)) for r in rows],
+            )
