@@ -328,19 +328,28 @@ class DeadLetterRow:
     failed_at: datetime
 
 
-@dataclass(frozen=True)
-class DeadLetterQuery:
-    """Which dead letters to list: filters (None: any) and one page."""
+@dataclass(frozen=True, kw_only=True)
+class PageQuery:
+    """What a paged list shares: where (None: any), a time window, one page."""
 
     queue: str | None = None
-    group: str | None = None
     partition: str | None = None
-    #: Failed at or after.
+    #: At or after (None: from the start).
     since: datetime | None = None
-    #: Failed at or before.
+    #: At or before (None: up to now).
     until: datetime | None = None
     limit: int = 100
     offset: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeadLetterQuery(PageQuery):
+    """Which dead letters to list: filters (None: any) and one page.
+
+    ``since`` and ``until`` bound the time each failed.
+    """
+
+    group: str | None = None
 
 
 def dlq_list(*, query: DeadLetterQuery) -> tuple[list[DeadLetterRow], int]:
