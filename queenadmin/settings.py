@@ -19,7 +19,7 @@ from typing import Any
 
 import dj_database_url
 
-from queenadmin.files import create_private_file, private_data_dir
+from queenadmin.server.files import create_private_file, private_data_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("QUEENADMIN_DATA_DIR", BASE_DIR / "data"))
@@ -67,12 +67,12 @@ INSTALLED_APPS = [
     "queenadmin.apps.QueenAdminConfig",
 ]
 
-#: Long-poll pops (``asgi.PopHandler``) run only the body limit, the API
+#: Long-poll pops (``server.handlers.PopHandler``) run only the body limit, the API
 #: error envelope and the security, common and X-Frame-Options entries of
 #: this list.
 MIDDLEWARE = [
-    "queenadmin.middleware.BodyLimitMiddleware",
-    "queenadmin.middleware.ApiErrorMiddleware",
+    "queenadmin.server.middleware.BodyLimitMiddleware",
+    "queenadmin.api.envelope.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -223,8 +223,8 @@ globals().update(_app_settings_from_env())
 
 
 def _logging() -> dict[str, Any]:
-    # QUEENADMIN_LOG_FORMAT (text or json) and QUEENADMIN_LOG_LEVEL: see logs.py.
-    from queenadmin.logs import logging_config
+    # QUEENADMIN_LOG_FORMAT (text or json) and QUEENADMIN_LOG_LEVEL: see server/logs.py.
+    from queenadmin.server.logs import logging_config
 
     return logging_config()
 

@@ -1,3 +1,5 @@
+"""WSGI entry point, for a WSGI server. ``serve`` runs ``queenadmin/asgi.py``."""
+
 from __future__ import annotations
 
 import os

@@ -10,9 +10,9 @@ from typing import Any
 import msgspec
 from django.http import HttpRequest, HttpResponse
 
+from queenadmin.api.envelope import BodyTooLarge
 from queenadmin.conf import settings
 from queenadmin.errors import QueenError
-from queenadmin.middleware import BodyTooLarge
 
 #: Deepest JSON nesting a request body may have. Answers embed a stored
 #: value a few levels down, and json, pydantic and the database drivers

@@ -48,7 +48,7 @@ from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import InvalidArgument, QueueNotFound
-from queenadmin.middleware import ARRIVED_KEY
+from queenadmin.server import ARRIVED_KEY
 
 router = Router(tags=["queues"])
 

@@ -23,9 +23,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+
+from queenadmin.server.middleware import DualModeMiddleware
 
 #: The environment variable that turns recording on and names the folder.
 ENV = "QUEENADMIN_RECORD_ANSWERS"
@@ -76,34 +77,22 @@ def _record_of(request: HttpRequest, response: HttpResponseBase) -> dict[str, An
     }
 
 
-class RecordAnswersMiddleware:
-    """Append every /api answer to the recording folder (a test hook)."""
+class RecordAnswersMiddleware(DualModeMiddleware):
+    """Append every /api answer to the recording folder (a test hook).
 
-    sync_capable = True
-    async_capable = True
+    In an async chain the write is a small blocking one on the event loop:
+    fine for a test hook.
+    """
 
     def __init__(
         self,
         get_response: Callable[[HttpRequest], HttpResponseBase] | Callable[[HttpRequest], Awaitable[HttpResponseBase]],
     ) -> None:
-        self.get_response = get_response
+        super().__init__(get_response)
         self.recorder = _Recorder(Path(os.environ[ENV]))
-        self.async_mode = iscoroutinefunction(get_response)
-        if self.async_mode:
-            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
-        if self.async_mode:
-            return self.__acall__(request)
-        response = self.get_response(request)
+    def after(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
         assert isinstance(response, HttpResponseBase)
-        self._record(request, response)
-        return response
-
-    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
-        response = await self.get_response(request)  # type: ignore[misc]
-        assert isinstance(response, HttpResponseBase)
-        # A small blocking write on the event loop: fine for a test hook.
         self._record(request, response)
         return response
 

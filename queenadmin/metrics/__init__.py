@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queenadmin.conf import settings
+from queenadmin.server import compat
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +175,8 @@ class RequestTally:
                 if observed:
                     # What ``observe`` does once per request: the first
                     # bucket whose bound holds the value, and the sum.
-                    child._buckets[bucket].inc(observed)
-            child._sum.inc(counts[-1])
+                    compat.histogram_add(child, bucket, observed)
+            compat.histogram_add_sum(child, counts[-1])
         for route, count in in_progress.items():
             metrics.in_progress.labels(route).set(count)
 
@@ -210,7 +211,7 @@ def request_finished(route: str, status: int, seconds: float) -> None:
 
 
 def loop_step(loop: str, *, ok: bool, at: float) -> None:
-    """Count one step of background loop ``loop`` (``loops`` calls it)."""
+    """Count one step of background loop ``loop`` (``server.loops`` calls it)."""
     metrics = process_metrics()
     if ok:
         metrics.loop_steps.labels(loop).inc()

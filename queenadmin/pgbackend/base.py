@@ -47,7 +47,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         self.used_at = time.monotonic()
         return self.connection
 
-    def _cursor(self, name: Any = None) -> Any:
-        cursor = super()._cursor(name)  # type: ignore[misc]
+    def create_cursor(self, name: Any = None) -> Any:
+        # Every cursor, plain or named (chunked), is made here, after the
+        # health check and the connect.
+        cursor = super().create_cursor(name)
         self.used_at = time.monotonic()
         return cursor

@@ -20,9 +20,9 @@ from django.db import close_old_connections
 from django.test import Client, override_settings
 from django.urls import path
 
-from queenadmin import apihandler
 from queenadmin.api.http import json_response
 from queenadmin.domain import tokens
+from queenadmin.server import handlers as apihandler
 
 pytestmark = pytest.mark.django_db
 
@@ -84,8 +84,8 @@ def test_the_api_chain_is_middleware_without_the_browser_entries():
     assert chain == [m for m in settings.MIDDLEWARE if m not in FULL_CHAIN_ONLY]
     assert not FULL_CHAIN_ONLY & set(chain)
     for kept in (
-        "queenadmin.middleware.BodyLimitMiddleware",
-        "queenadmin.middleware.ApiErrorMiddleware",
+        "queenadmin.server.middleware.BodyLimitMiddleware",
+        "queenadmin.api.envelope.ApiErrorMiddleware",
         "django.middleware.security.SecurityMiddleware",
         "django.middleware.common.CommonMiddleware",
         "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -114,7 +114,7 @@ def test_which_paths_take_the_api_chain(path, api):
 
 
 def test_serve_routes_the_api_to_its_own_handler():
-    from queenadmin import asgi
+    from queenadmin.server import app as asgi
 
     assert isinstance(asgi.api_app.wsgi_app, apihandler.ApiWSGIHandler)
     assert not isinstance(asgi.wsgi_app.wsgi_app, apihandler.ApiWSGIHandler)
@@ -122,7 +122,7 @@ def test_serve_routes_the_api_to_its_own_handler():
 
 
 def test_the_wsgi_threads_default_to_four_and_follow_the_environment(monkeypatch):
-    from queenadmin import wsgi_bridge
+    from queenadmin.server import wsgi_bridge
 
     monkeypatch.delenv("QUEENADMIN_HTTP_THREADS", raising=False)
     assert wsgi_bridge.http_threads() == 4

@@ -13,8 +13,8 @@ from asgiref.sync import sync_to_async
 from channels.testing.websocket import WebsocketCommunicator
 from django.test import Client, override_settings
 
-from queenadmin.asgi import _websocket as websocket_app
 from queenadmin.domain import kv, locks, timers
+from queenadmin.server.app import _websocket as websocket_app
 from tests.api.test_events import REDIS_URL
 from tests.dashboard.conftest import advance_versions
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from uvicorn.protocols.http.flow_control import FlowControl
 
-from queenadmin.httpproto import OneWriteCycle
-from queenadmin.wsgi_bridge import BodyRefused, ThreadHop, read_body
+from queenadmin.server.httpproto import OneWriteCycle
+from queenadmin.server.wsgi_bridge import BodyRefused, ThreadHop, read_body
 
 
 class RecordingTransport:

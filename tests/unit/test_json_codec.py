@@ -18,9 +18,9 @@ from django.test import RequestFactory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queenadmin.api.envelope import BodyTooLarge
 from queenadmin.api.http import json_dumps, parse_cost, read_json
 from queenadmin.errors import InvalidArgument
-from queenadmin.middleware import BodyTooLarge
 
 
 def _read(body: bytes) -> Any:

@@ -99,8 +99,8 @@ def _api_put(handler, token: str) -> tuple[int, dict, dict]:
 def test_an_api_call_on_a_lost_connection_answers_503_then_works(settings):
     """The one request that finds the connection gone answers 503 with
     Retry-After in the API's envelope (nothing was written), the next 200."""
-    from queenadmin.apihandler import ApiWSGIHandler
     from queenadmin.domain import tokens
+    from queenadmin.server.handlers import ApiWSGIHandler
 
     settings.QUEENADMIN_DB_HEALTH_CHECK_IDLE_SECONDS = 60
     handler = ApiWSGIHandler()

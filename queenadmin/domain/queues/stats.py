@@ -328,28 +328,19 @@ class DeadLetterRow:
     failed_at: datetime
 
 
-@dataclass(frozen=True, kw_only=True)
-class PageQuery:
-    """What a paged list shares: where (None: any), a time window, one page."""
+@dataclass(frozen=True)
+class DeadLetterQuery:
+    """Which dead letters to list: filters (None: any) and one page."""
 
     queue: str | None = None
+    group: str | None = None
     partition: str | None = None
-    #: At or after (None: from the start).
+    #: Failed at or after.
     since: datetime | None = None
-    #: At or before (None: up to now).
+    #: Failed at or before.
     until: datetime | None = None
     limit: int = 100
     offset: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class DeadLetterQuery(PageQuery):
-    """Which dead letters to list: filters (None: any) and one page.
-
-    ``since`` and ``until`` bound the time each failed.
-    """
-
-    group: str | None = None
 
 
 def dlq_list(*, query: DeadLetterQuery) -> tuple[list[DeadLetterRow], int]:

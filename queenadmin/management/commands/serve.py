@@ -28,12 +28,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
 
-from queenadmin import logs
 from queenadmin.conf import settings as app_settings
 from queenadmin.domain import tokens
-from queenadmin.files import create_private_file, private_data_dir
 from queenadmin.models import TokenScope
-from queenadmin.wsgi_bridge import http_threads
+from queenadmin.server import logs
+from queenadmin.server.files import create_private_file, private_data_dir
+from queenadmin.server.wsgi_bridge import http_threads
 
 log = logging.getLogger("queenadmin.serve")
 
@@ -142,8 +142,12 @@ def _single_server(config: Any) -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
-        def _log_started_message(self, listeners: Any) -> None:
-            _serving_on(listeners[0])
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            # uvicorn's own line ("Uvicorn running on") is logged at INFO
+            # to its error logger, which serve keeps at WARNING.
+            await super().startup(sockets)
+            if self.started:
+                _serving_on(self.servers[0].sockets[0])
 
     return Server(config)
 
@@ -267,7 +271,7 @@ class Command(BaseCommand):
         # with "stopped" and exit code 0, not a KeyboardInterrupt.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
-        app = "queenadmin.metrics.asgi:application" if app_settings.METRICS_REQUESTS else "queenadmin.asgi:application"
+        app = "queenadmin.asgi:metered_application" if app_settings.METRICS_REQUESTS else "queenadmin.asgi:application"
         config = uvicorn.Config(
             app,
             host=host,
@@ -279,7 +283,7 @@ class Command(BaseCommand):
             access_log=access_log,
             ws="websockets-sansio",
             # httptools with a deadline on request headers (issue 13).
-            http="queenadmin.httpproto:HeaderDeadlineProtocol",
+            http="queenadmin.server.httpproto:HeaderDeadlineProtocol",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
         if workers > 1:

@@ -1,4 +1,5 @@
-"""The application ``serve`` runs: ``asgi.application`` with request metrics.
+"""``app.application`` with request metrics (``serve`` runs it unless
+``QUEENADMIN_METRICS_REQUESTS`` is off).
 
 Counting at the ASGI edge sees every HTTP request, whichever path serves it
 (WSGI threads, the async pop handler, static files) and the status it
@@ -10,8 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from queenadmin.asgi import application as _application
 from queenadmin.metrics import request_finished, request_started, route_class
+from queenadmin.server.app import application as _application
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:

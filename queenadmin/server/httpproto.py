@@ -31,7 +31,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from queenadmin.conf import settings
-from queenadmin.middleware import ARRIVED_KEY
+from queenadmin.server import ARRIVED_KEY, compat
 
 #: Bodies up to this size are joined to their head (one small copy); larger
 #: ones go out with the head in one vectored write, uncopied.
@@ -142,11 +142,9 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._headers_due = None
         super().on_headers_complete()
-
-    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
-        # Every cycle, the first and any pipelined one, starts here.
-        cycle.__class__ = OneWriteCycle
-        super()._start_asgi_task(cycle, app)
+        # Every cycle, the first and any pipelined one, is made here; its
+        # task has been created, not yet run.
+        compat.use_cycle_class(self.cycle, OneWriteCycle)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

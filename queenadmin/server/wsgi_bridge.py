@@ -34,10 +34,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from a2wsgi.wsgi import build_environ
-from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
-
 from queenadmin.conf import settings
+from queenadmin.server import compat
 
 Message = dict[str, Any]
 T = TypeVar("T")
@@ -92,16 +90,6 @@ def body_limit(scope: dict[str, Any]) -> int:
     return settings.SMALL_BODY_BYTES
 
 
-def _body_arrived(receive: Any) -> bool:
-    """Whether ``receive`` is uvicorn's and its request is wholly read.
-
-    Its first ``receive()`` then hands over the whole body without waiting:
-    the usual case, a small body in the same packets as the headers.
-    """
-    cycle = getattr(receive, "__self__", None)
-    return isinstance(cycle, RequestResponseCycle) and not cycle.more_body
-
-
 async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     """The whole request body, or None when the client went away.
 
@@ -119,7 +107,7 @@ async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     chunks: list[bytes] = []
     size = 0
     more = True
-    arrived = _body_arrived(receive)
+    arrived = compat.body_complete(receive)
     while more:
         if arrived:  # no wait, so no deadline to set and cancel
             message = await receive()
@@ -231,7 +219,7 @@ class BufferedWSGI:
         loop = asyncio.get_running_loop()
         # BytesIO shares the bytes and Django's read of the whole stream
         # returns that same object: the body is held once.
-        environ: dict[str, Any] = dict(build_environ(scope, io.BytesIO(body)))  # type: ignore[arg-type]
+        environ = compat.wsgi_environ(scope, io.BytesIO(body))
         environ["CONTENT_LENGTH"] = str(len(body))
         status, headers, chunks = await self.threads.run(self._run, environ, loop, send)
         if status is None:  # a streaming answer, already sent from the thread

@@ -1,0 +1,93 @@
+"""The API's error envelope: every refusal on ``/api/`` as the protocol's JSON.
+
+``ApiErrorMiddleware`` sits in ``MIDDLEWARE`` (so in every chain that
+serves the API: the full one, the API's own and the pops'); refusals the
+API's views make themselves go through ``api/errors.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.core.exceptions import TooManyFieldsSent
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+
+from queenadmin.server.middleware import DualModeMiddleware, payload_too_large
+
+
+class BodyTooLarge(Exception):
+    """A body refused after it was read (its parse would cost too much):
+    answered like the body limit, 413 in plain text (``ApiErrorMiddleware``)."""
+
+
+#: Answers Django or ninja give on their own in HTML or plain text, as the
+#: protocol's engine family (``{"error", "code"}``) on API routes.
+_ENVELOPES = {
+    400: ("the request is malformed", "bad_request"),
+    403: ("forbidden", "forbidden"),
+    404: ("no such route", "not_found"),
+    405: ("this method is not allowed on this route", "method_not_allowed"),
+    500: ("internal server error", "internal"),
+}
+
+
+def _json_error(detail: str, code: str, status: int) -> HttpResponse:
+    body = json.dumps({"error": detail, "code": code}, separators=(",", ":"))
+    return HttpResponse(body, status=status, content_type="application/json")
+
+
+class ApiErrorMiddleware(DualModeMiddleware):
+    """Every refusal on ``/api/`` in the protocol's JSON envelope.
+
+    Ninja answers a wrong method with a plain-text 405, and Django a query
+    string of over ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` fields (or any other
+    ``SuspiciousOperation``) with an HTML 400. The 413 of the body limit
+    stays plain text, as the protocol says.
+    """
+
+    def before(self, request: HttpRequest) -> HttpResponseBase | None:
+        if not request.path.startswith("/api/"):
+            return None
+        try:
+            request.GET  # noqa: B018 - parses the query string once, here
+        except TooManyFieldsSent:
+            return _json_error("the query string has too many fields", "bad_request", 400)
+        return None
+
+    def after(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        status = response.status_code
+        if (
+            status < 400
+            or status == 413
+            or not request.path.startswith("/api/")
+            or response.get("Content-Type", "").startswith("application/json")
+        ):
+            return response
+        detail, code = _ENVELOPES.get(
+            status, ("the request was refused", "bad_request" if status < 500 else "internal")
+        )
+        answer = _json_error(detail, code, status)
+        if response.has_header("Allow"):
+            answer["Allow"] = response["Allow"]
+        return answer
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        """A lost or refused database connection: 503, which clients retry.
+
+        A connection that went away while idle less than a second (see
+        ``pgbackend``), a PostgreSQL restart or its connection limit: the
+        request did nothing (its transaction rolled back), and the next one
+        gets a new connection. Other errors stay 500s.
+
+        A body whose parse would take too much memory (``BodyTooLarge``) is
+        answered as the body limit answers, 413 in plain text.
+        """
+        if isinstance(exception, BodyTooLarge):
+            return payload_too_large()
+        if request.path.startswith("/api/") and isinstance(exception, OperationalError | InterfaceError):
+            answer = _json_error("the database is unavailable; retry", "unavailable", 503)
+            answer["Retry-After"] = "1"
+            return answer
+        return None

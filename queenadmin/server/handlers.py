@@ -1,0 +1,242 @@
+"""The Django handlers ``server.app`` serves with, and the one chain builder.
+
+- ``ApiWSGIHandler``: ``/api/``, ``/health`` and ``/metrics``, with
+  MIDDLEWARE without the browser's entries. These paths are called by
+  services with a bearer token (or nothing); none of them reads a session,
+  a CSRF token, the signed in user, flash messages or htmx headers, and
+  ninja's views are CSRF-exempt. Those five middleware still cost every API
+  call their work (a session lookup object, a lazy user, the CSRF cookie
+  check, about 40 objects left in reference cycles) and about a fifth of a
+  KV put's server CPU (issue 15). Everything else is kept in MIDDLEWARE's
+  order: the body limit, the API's error envelope, the security, common
+  and X-Frame-Options headers, and any entry added later (the tests'
+  answer recorder, a deployment's own).
+- ``PopHandler``: long-poll pops, on the event loop, holding no thread.
+- ``StaticFiles``: Django's static-file handler (the dashboard and the
+  admin keep Django's whole chain behind it).
+
+``load_chain`` is ``BaseHandler.load_middleware`` over a list of our
+choosing; both the API's and the pops' handlers use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.conf import settings
+from django.contrib.staticfiles.handlers import StaticFilesHandler
+from django.core.exceptions import ImproperlyConfigured, MiddlewareNotUsed, SuspiciousOperation
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.base import BaseHandler
+from django.core.handlers.exception import convert_exception_to_response, response_for_exception
+from django.core.handlers.wsgi import WSGIHandler
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+from django.urls import ResolverMatch, get_resolver
+from django.utils.module_loading import import_string
+
+from queenadmin.api.envelope import ApiErrorMiddleware
+from queenadmin.server import ARRIVED_KEY, compat
+from queenadmin.server.middleware import BodyLimitMiddleware, InlineHooks
+
+#: A middleware factory: the next step of the chain in, the step out.
+Factory = Callable[[compat.GetResponse], Any]
+
+
+def load_chain(handler: BaseHandler, entries: Iterable[tuple[str, Factory]], *, is_async: bool) -> None:
+    """Make ``entries`` (name and factory, outermost first) ``handler``'s chain.
+
+    ``BaseHandler.load_middleware`` over another list than MIDDLEWARE, and
+    without its adapting between modes: each factory must make a
+    middleware of the chain's mode. A factory raising ``MiddlewareNotUsed``
+    is left out; the hooks of the rest (``process_view``,
+    ``process_template_response``, ``process_exception``) are called as
+    Django calls them.
+    """
+    view: list[Any] = []
+    template_response: list[Any] = []
+    exception: list[Any] = []
+    chain: Any = convert_exception_to_response(compat.middleware_base(handler, is_async=is_async))
+    for name, factory in reversed(list(entries)):
+        try:
+            instance = factory(chain)
+        except MiddlewareNotUsed:
+            continue
+        if instance is None:
+            raise ImproperlyConfigured(f"Middleware factory {name} returned None.")
+        if hasattr(instance, "process_view"):
+            view.insert(0, instance.process_view)
+        if hasattr(instance, "process_template_response"):
+            template_response.append(instance.process_template_response)
+        if hasattr(instance, "process_exception"):
+            exception.append(instance.process_exception)
+        chain = convert_exception_to_response(instance)
+    compat.install_middleware(handler, chain, view=view, template_response=template_response, exception=exception)
+
+
+#: Paths served by ``ApiWSGIHandler``: these, and every path under ``/api/``.
+API_PATHS = frozenset({"/api", "/health", "/metrics"})
+
+
+def is_api_path(path: str) -> bool:
+    return path.startswith("/api/") or path in API_PATHS
+
+
+#: MIDDLEWARE entries that only browser pages use.
+BROWSER_ONLY_MIDDLEWARE = frozenset(
+    {
+        "django.contrib.sessions.middleware.SessionMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.contrib.auth.middleware.AuthenticationMiddleware",
+        "django.contrib.messages.middleware.MessageMiddleware",
+        "django_htmx.middleware.HtmxMiddleware",
+    }
+)
+
+
+def api_middleware() -> list[str]:
+    """MIDDLEWARE without the browser-only entries, in its order."""
+    return [path for path in settings.MIDDLEWARE if path not in BROWSER_ONLY_MIDDLEWARE]
+
+
+def _sync_middleware(path: str) -> Factory:
+    middleware = import_string(path)
+    if not getattr(middleware, "sync_capable", True):
+        raise ImproperlyConfigured(f"Middleware {path} must be sync-capable to serve the API.")
+    return middleware  # type: ignore[no-any-return]
+
+
+class ApiWSGIHandler(WSGIHandler):
+    """Django's WSGI handler with ``api_middleware()`` as its chain.
+
+    A sync chain (the WSGI threads run it); the request signals, URL
+    resolving and exception handling are Django's own.
+    """
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        load_chain(self, [(path, _sync_middleware(path)) for path in api_middleware()], is_async=False)
+        self._literal_routes: dict[str, ResolverMatch] = {}
+        #: The resolver the kept matches came from.
+        self._routes_resolver: Any = None
+
+    def resolve_request(self, request: HttpRequest) -> Any:
+        """Django's resolving, remembered for routes that are literal paths.
+
+        Resolving walks the URL patterns with a regex each and builds a
+        ``ResolverMatch`` per level, ~7% of a KV put's Django CPU, for an
+        answer that never changes for ``/api/v1/kv`` or ``/api/v1/push``. A
+        match is kept only when its route is the path itself with no
+        arguments (so the map is at most one entry per such route, never
+        one per path a client makes up), and only while the resolver it came
+        from is Django's: ``override_settings(ROOT_URLCONF=...)`` or
+        ``clear_url_caches()`` give a new resolver and the map is dropped.
+        The view gets a new empty kwargs dict each time, so a view
+        middleware that adds to it cannot leak into the next request.
+        """
+        if hasattr(request, "urlconf"):
+            return super().resolve_request(request)
+        resolver = get_resolver()
+        if resolver is not self._routes_resolver:
+            self._literal_routes, self._routes_resolver = {}, resolver
+        path = request.path_info
+        match = self._literal_routes.get(path)
+        if match is None:
+            match = resolver.resolve(path)
+            if match.args or match.kwargs or match.route != path[1:]:
+                request.resolver_match = match
+                return match
+            self._literal_routes[path] = match
+        request.resolver_match = match
+        return match.func, (), {}
+
+
+#: Path prefixes served by ``PopHandler`` (async views that wait).
+ASYNC_PREFIXES: tuple[str, ...] = ("/api/v1/pop",)
+
+#: The MIDDLEWARE entries whose hooks pops run on the event loop: they only
+#: check the host and set headers (Content-Length, nosniff, X-Frame-Options),
+#: so pop answers carry the same headers as the rest of the API.
+POP_INLINE_MIDDLEWARE = frozenset(
+    {
+        "django.middleware.security.SecurityMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    }
+)
+
+#: MIDDLEWARE entries pops run as they are: ours, all async-capable. The
+#: envelope's ``process_exception`` answers a lost database connection 503
+#: here too; the answer recorder is installed only when the tests set
+#: ``QUEENADMIN_RECORD_ANSWERS``.
+POP_ASYNC_MIDDLEWARE = frozenset(
+    {
+        f"{BodyLimitMiddleware.__module__}.{BodyLimitMiddleware.__qualname__}",
+        f"{ApiErrorMiddleware.__module__}.{ApiErrorMiddleware.__qualname__}",
+        "queenadmin.api.recording.RecordAnswersMiddleware",
+    }
+)
+
+
+def _pop_middleware(path: str) -> Factory:
+    if path in POP_INLINE_MIDDLEWARE:
+        middleware = import_string(path)
+        return lambda get_response: InlineHooks(get_response, middleware)
+    return import_string(path)  # type: ignore[no-any-return]
+
+
+class PopHandler(ASGIHandler):
+    """Django's ASGI handler trimmed so that a waiting pop holds no thread.
+
+    Django's own handler held one thread per waiting pop (200 waiting pops:
+    215 threads against 15 idle) for two reasons:
+
+    - It enters a ``ThreadSensitiveContext`` per request, which gives the
+      request a sync thread of its own at its first thread-sensitive call
+      (``request_started``'s receivers, before any middleware) and keeps
+      that thread until the request ends. Without the context those calls
+      run on asgiref's one shared sync thread.
+    - Under ASGI, Django runs every ``MiddlewareMixin`` hook through
+      ``sync_to_async``: with all of MIDDLEWARE, about a dozen thread hops
+      per pop. Pops need no session, CSRF, user, messages or htmx (the API
+      authenticates with a bearer token, in the view), so they skip those;
+      the body limit runs async and the header middleware inline.
+
+    Measured on the 2-core box, server CPU per ``wait=false`` pop on an
+    empty queue (3,000 pops at concurrency 8, load from other jobs, so
+    ranges): Django's handler with all of MIDDLEWARE 2,300-3,200 us; the
+    same without the context 1,600-2,000 us; no middleware and no context
+    850-1,150 us. ``request_started``/``request_finished`` still cost two hops
+    (on the shared thread) per pop: dropping them measured 700-1,000 us but
+    means copying Django's ``handle``.
+    """
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        # The entries pops use, in MIDDLEWARE's order.
+        kept = [path for path in settings.MIDDLEWARE if path in POP_INLINE_MIDDLEWARE | POP_ASYNC_MIDDLEWARE]
+        load_chain(self, [(path, _pop_middleware(path)) for path in kept], is_async=True)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # A pop's timeout runs from its arrival, not from when its view
+        # starts: a burst of pops queues on the auth check and the first
+        # claim. ``serve``'s protocol notes it when the request's first
+        # bytes are parsed; other servers get this moment.
+        scope.setdefault(ARRIVED_KEY, asyncio.get_running_loop().time())
+        # Django's __call__ without its ThreadSensitiveContext (see above).
+        await self.handle(scope, receive, send)
+
+
+class StaticFiles(StaticFilesHandler):
+    """Django's static-file handler, with a path that climbs out answered 400.
+
+    Its ``get_response`` turns only ``Http404`` into an answer: an encoded
+    ``..`` (``/static/%2e%2e/...``) raised ``SuspiciousFileOperation`` past
+    it, a 500 with a traceback.
+    """
+
+    def get_response(self, request: HttpRequest) -> HttpResponseBase:
+        try:
+            return super().get_response(request)
+        except SuspiciousOperation as exc:
+            return response_for_exception(request, exc)
