@@ -263,9 +263,12 @@ def test_a_loop_frozen_mid_step_past_its_lease_commits_nothing(start_loops):
 
     lease = 2.0
     # Two permits. The others renew a longer lease (their own handles), so
-    # a slow renew on busy cores never frees a permit for the frozen loop.
+    # a slow renew on busy cores never frees a permit for the frozen loop;
+    # and longer than the taker waits for the frozen step to end (a grant
+    # that waited longer than its whole lease has run out when it is
+    # answered, and any loop, the frozen one too, may then take it).
     frozen_settings = {"QUEENADMIN_TIMER_LOOPS": 2, "QUEENADMIN_TIMER_LEASE_SECONDS": lease}
-    other_settings = {"QUEENADMIN_TIMER_LOOPS": 2, "QUEENADMIN_TIMER_LEASE_SECONDS": 10.0}
+    other_settings = {"QUEENADMIN_TIMER_LOOPS": 2, "QUEENADMIN_TIMER_LEASE_SECONDS": 60.0}
     # The partition the frozen step pushes to exists, so the test can lock it.
     log_domain.queue_push(items=[log_domain.PushItem("fence-q0", f"p{p}", "0", f"seed{p}") for p in (0, 1)])
 
