@@ -1,0 +1,394 @@
+"""The queue store's contract, held by whichever store this run's database uses.
+
+The same calls run against ``store()`` on SQLite (the default run) and on
+PostgreSQL (``DATABASE_URL`` set), the way procrastinate's connector tests
+hold every connector to one behaviour: each case asserts what a method
+returns and what it changes, never its SQL. Data is made through the
+domain (``queue_push``, ``queue_claim``) where the domain makes it.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections, transaction
+
+from queenadmin.domain import queues
+from queenadmin.domain.db import json_text
+from queenadmin.domain.queues.push import queue_dead_letter_in_txn
+from queenadmin.domain.queues.store import Append, PostgresStore, SqliteStore, Store, store
+from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock_at(time_machine):
+    """The clock stands at ``T0`` until the test shifts it."""
+    time_machine.move_to(T0, tick=False)
+    return time_machine
+
+
+def push(queue: str = "q", n: int = 1, partition: str = "Default", tag: str = "m", payload: Any = None) -> list[Any]:
+    items = [
+        queues.PushItem(queue, partition, json_text({"i": i} if payload is None else payload), f"{tag}-{i}")
+        for i in range(n)
+    ]
+    return queues.queue_push(items=items)
+
+
+def partition_of(queue: str = "q", name: str = "Default") -> Partition:
+    return Partition.objects.get(queue__name=queue, name=name)
+
+
+def test_the_store_matches_the_database():
+    """``store()`` answers the one class written for this run's database."""
+    expected = PostgresStore if connection.vendor == "postgresql" else SqliteStore
+    assert type(store()) is expected
+    assert isinstance(store(), Store)
+    assert store() is store()
+
+
+# -- queue and partition rows ----------------------------------------------------
+
+
+def test_lock_queue_ids_answers_the_queues_that_exist(clock_at):
+    """Locking queue rows answers the ids that exist, shared or exclusive."""
+    push("a")
+    push("b")
+    a, b = (Queue.objects.get(name=n).id for n in ("a", "b"))
+    with transaction.atomic():
+        assert store().lock_queue_ids([a, b, b + 1000]) == {a, b}
+        assert store().lock_queue_ids([a], exclusive=True) == {a}
+        assert store().lock_queue_ids([]) == set()
+
+
+def test_lock_queues_by_name_reads_names_ids_and_options(clock_at):
+    """The queues found by name come with their id and options as a dict."""
+    push("a")
+    queues.queue_configure(request=queues.ConfigureRequest("b", options=queues.QueueOptions((("leaseTime", 7),))))
+    with transaction.atomic():
+        rows = {name: (qid, options) for name, qid, options in store().lock_queues_by_name(["a", "b", "missing"])}
+        assert store().lock_queues_by_name([]) == []
+    assert set(rows) == {"a", "b"}
+    assert rows["a"][0] == Queue.objects.get(name="a").id
+    assert isinstance(rows["a"][1], dict)
+    assert rows["b"][1]["leaseTime"] == 7
+
+
+def test_lock_capped_queue_can_be_taken_twice_in_one_transaction(clock_at):
+    """The capped-push lock is held to commit and taken again by the same transaction at once."""
+    push("a")
+    qid = Queue.objects.get(name="a").id
+    with transaction.atomic():
+        assert store().lock_capped_queue(qid) is None
+        assert store().lock_capped_queue(qid) is None
+
+
+def test_locate_finds_existing_queues_and_partitions(clock_at):
+    """Every pair that exists comes back with its partition id and next offset."""
+    push("a", n=3, partition="p1")
+    push("a", n=1, partition="p2")
+    push("b", n=2)
+    with transaction.atomic():
+        rows = store().locate([("a", "p1"), ("a", "p2"), ("b", "Default")])
+    assert rows is not None
+    found = {(qn, pn): (pid, nxt) for qn, _, _, pn, pid, nxt in rows if pid is not None}
+    assert found == {
+        ("a", "p1"): (partition_of("a", "p1").id, 4),
+        ("a", "p2"): (partition_of("a", "p2").id, 2),
+        ("b", "Default"): (partition_of("b").id, 3),
+    }
+    assert all(isinstance(options, dict) for _, _, options, _, _, _ in rows)
+
+
+def test_locate_leaves_out_a_missing_partition(clock_at):
+    """A pair whose partition does not exist comes back with no partition."""
+    push("a", partition="p1")
+    with transaction.atomic():
+        rows = store().locate([("a", "p1"), ("a", "nope"), ("missing", "p1")])
+    assert rows is not None
+    pairs = {(qn, pn) for qn, _, _, pn, pid, _ in rows if pid is not None}
+    assert ("a", "nope") not in pairs
+    assert not any(qn == "missing" for qn, *_ in rows)
+
+
+def test_lock_partitions_reads_next_offsets(clock_at):
+    """Locked partitions answer their next offsets, by id."""
+    push("a", n=2, partition="p1")
+    push("a", n=5, partition="p2")
+    p1, p2 = partition_of("a", "p1").id, partition_of("a", "p2").id
+    with transaction.atomic():
+        assert store().lock_partitions(sorted([p1, p2])) == {p1: 3, p2: 6}
+
+
+# -- messages ----------------------------------------------------------------------
+
+
+def test_recent_messages_answers_the_pairs_pushed_after_since(clock_at):
+    """Messages of the (partition, transactionId) pairs pushed after ``since`` come back, times in UTC."""
+    push("a", n=2, tag="old")
+    clock_at.shift(60)
+    push("a", n=1, tag="new")
+    pid = partition_of("a").id
+    wanted = [(pid, "old-0"), (pid, "new-0"), (pid, "never")]
+    with transaction.atomic():
+        rows = store().recent_messages(wanted, T0 + timedelta(seconds=30))
+        assert store().recent_messages([], T0) == []
+    mine = [r for r in rows if (r[0], r[1]) in set(wanted)]
+    assert [(p, t, o) for p, t, _, o, _ in mine] == [(pid, "new-0", 3)]
+    assert mine[0][2] == Message.objects.get(transaction_id="new-0").message_id
+    assert mine[0][4] == T0 + timedelta(seconds=60)
+    assert mine[0][4].tzinfo is UTC
+
+
+def test_write_messages_appends_and_moves_the_partitions(clock_at):
+    """Written rows are stored and each partition's next offset, bytes and last push move."""
+    push("a", partition="p1")
+    part = partition_of("a", "p1")
+    now = T0 + timedelta(seconds=5)
+    rows = [(part.id, 2, "t-2", "m-2", '{"x":"é"}', None), (part.id, 3, "t-3", "m-3", "[]", "trace")]
+    with transaction.atomic():
+        store().lock_partitions([part.id])
+        store().write_messages(rows, {part.id: (4, len('{"x":"é"}'.encode()) + 2)}, now)
+    after = partition_of("a", "p1")
+    assert after.next_offset == 4
+    assert after.retained_bytes == part.retained_bytes + len('{"x":"é"}'.encode()) + 2
+    assert after.last_push_at == now
+    stored = list(
+        Message.objects.filter(partition=part, offset__gte=2)
+        .order_by("offset")
+        .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
+    )
+    assert stored == [(2, "t-2", "m-2", '{"x":"é"}', None, now), (3, "t-3", "m-3", "[]", "trace", now)]
+
+
+def test_append_one_writes_once_then_answers_the_original(clock_at):
+    """Where the store appends in one statement, a second append of the transactionId is a duplicate."""
+    if not store().appends_one:
+        pytest.skip(f"{type(store()).__name__} has no one-statement append: push writes with write_messages")
+    push("a")
+    part = partition_of("a")
+    first = Append(part.id, "t", T0 - timedelta(hours=1), 2, "m-1", '"é"', None, "a", T0)
+    with transaction.atomic():
+        store().lock_partitions([part.id])
+        assert store().append_one(first) is None
+        again = Append(part.id, "t", T0 - timedelta(hours=1), 3, "m-2", '"x"', None, "a", T0)
+        assert store().append_one(again) == ("m-1", 2)
+    after = partition_of("a")
+    assert (after.next_offset, after.retained_bytes) == (3, part.retained_bytes + len('"é"'.encode()))
+    assert Message.objects.filter(partition=part, transaction_id="t").count() == 1
+
+
+# -- wake-ups ----------------------------------------------------------------------
+
+
+def test_notify_runs_inside_a_transaction_and_listen_params_say_where():
+    """``notify`` sends inside the writer's transaction; ``listen_params`` is None or connection settings."""
+    with transaction.atomic():
+        assert store().notify(["a", "b"]) is None
+    params = store().listen_params()
+    assert params is None or params.get("dbname") == connection.settings_dict["NAME"]
+
+
+# -- claims ------------------------------------------------------------------------
+
+
+def test_claim_candidates_lists_unfinished_partitions(clock_at):
+    """Partitions with messages the group has not finished come back, with their cursor when one exists."""
+    push("a", n=2, partition="p1")
+    push("a", n=1, partition="p2")
+    qid = Queue.objects.get(name="a").id
+    p1, p2 = partition_of("a", "p1").id, partition_of("a", "p2").id
+    rows = store().claim_candidates(queue_id=qid, group=queues.QUEUE_MODE, partition=None)
+    assert sorted((pid, cid) for pid, cid, *_ in rows) == [(p1, None), (p2, None)]
+    assert all(push_at == T0 for *_, push_at in rows)
+    only = store().claim_candidates(queue_id=qid, group=queues.QUEUE_MODE, partition="p2")
+    assert [r[0] for r in only] == [p2]
+    claimed = queues.queue_claim(request=queues.PopRequest(queue="a", partition="p1", batch=1, lease_seconds=30))
+    rows = {r[0]: r for r in store().claim_candidates(queue_id=qid, group=queues.QUEUE_MODE, partition=None)}
+    _, cid, lease, until, last_claim, _ = rows[p1]
+    assert cid == ConsumerCursor.objects.get(partition_id=p1).id
+    assert (lease, until, last_claim) == (claimed.lease_id, T0 + timedelta(seconds=30), T0)
+
+
+def test_claim_candidates_leave_out_a_finished_partition(clock_at):
+    """A partition whose every message the group completed is no candidate."""
+    push("a", n=1)
+    claimed = queues.queue_claim(request=queues.PopRequest(queue="a", auto_ack=True))
+    assert len(claimed.messages) == 1
+    qid = Queue.objects.get(name="a").id
+    assert store().claim_candidates(queue_id=qid, group=queues.QUEUE_MODE, partition=None) == []
+
+
+def test_lock_free_cursor_answers_only_a_cursor_without_a_live_lease(clock_at):
+    """A free cursor comes back with its partition's offsets; a leased or missing one does not."""
+    push("a", n=3)
+    pid = partition_of("a").id
+    with transaction.atomic():
+        assert store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=T0) is None
+    queues.queue_claim(request=queues.PopRequest(queue="a", batch=1, lease_seconds=30))
+    cursor = ConsumerCursor.objects.get(partition_id=pid)
+    with transaction.atomic():
+        assert store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=T0) is None
+    later = T0 + timedelta(seconds=31)
+    with transaction.atomic():
+        row = store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=later)
+    assert row is not None
+    cid, committed, runs, next_offset, name, log_start = row
+    assert (cid, committed, next_offset, name, log_start) == (cursor.id, 0, 4, "Default", 1)
+    assert runs is not None
+
+
+# -- retention ---------------------------------------------------------------------
+
+
+def test_due_partitions_are_those_whose_log_start_is_old(clock_at):
+    """A partition is due when the message at its log start was pushed before the cutoff."""
+    push("a", partition="old")
+    clock_at.shift(100)
+    push("a", partition="young")
+    qid = Queue.objects.get(name="a").id
+    assert store().due_partitions(queue_id=qid, before=T0 + timedelta(seconds=50)) == [partition_of("a", "old").id]
+    assert store().due_partitions(queue_id=qid, before=T0) == []
+
+
+def test_lock_partition_for_sweep_reads_the_log_bounds(clock_at):
+    """The sweep's lock answers (log start, next offset), and None for a partition that is gone."""
+    push("a", n=4)
+    pid = partition_of("a").id
+    with transaction.atomic():
+        assert store().lock_partition_for_sweep(pid) == (1, 5)
+        assert store().lock_partition_for_sweep(pid + 1000) is None
+
+
+def test_message_sizes_count_payload_bytes(clock_at):
+    """Sizes are the payloads' UTF-8 bytes, in offset order, with their push times."""
+    push("a", n=1, payload="é")
+    clock_at.shift(1)
+    push("a", n=1, payload="abc", tag="x")
+    push("a", n=1, payload="zz", tag="y")
+    pid = partition_of("a").id
+    rows = store().message_sizes(partition_id=pid, first=1, last=2)
+    assert rows == [(1, T0, len('"é"'.encode())), (2, T0 + timedelta(seconds=1), len('"abc"'))]
+
+
+def test_cut_log_deletes_a_prefix_and_moves_the_log_start(clock_at):
+    """The cut deletes ``log_start..boundary-1`` and moves the start; a stale start cuts nothing."""
+    push("a", n=4)
+    part = partition_of("a")
+    with transaction.atomic():
+        assert store().cut_log(partition_id=part.id, log_start=1, boundary=3, freed_bytes=10) == 2
+    after = partition_of("a")
+    assert (after.log_start, after.retained_bytes) == (3, part.retained_bytes - 10)
+    assert list(Message.objects.filter(partition=part).order_by("offset").values_list("offset", flat=True)) == [3, 4]
+    with transaction.atomic():
+        assert store().cut_log(partition_id=part.id, log_start=1, boundary=4, freed_bytes=10) is None
+        transaction.set_rollback(True)
+    assert partition_of("a").log_start == 3
+
+
+# -- dashboard reads -----------------------------------------------------------------
+
+
+def test_push_times_answer_stored_pairs(clock_at):
+    """Each stored (partition, offset) comes back with its push time; missing ones are left out."""
+    push("a", n=1)
+    clock_at.shift(5)
+    push("a", n=1, tag="x")
+    pid = partition_of("a").id
+    assert store().push_times([(pid, 1), (pid, 2), (pid, 9)]) == {(pid, 1): T0, (pid, 2): T0 + timedelta(seconds=5)}
+    assert store().push_times([]) == {}
+
+
+def test_parked_from_finds_the_first_offset_after_the_cutoff(clock_at):
+    """The first offset pushed after the cutoff, or the next offset when every message is older."""
+    push("a", n=3, partition="p1")
+    push("a", n=2, partition="p2")
+    clock_at.shift(10)
+    push("a", n=2, partition="p1", tag="late")
+    p1, p2 = partition_of("a", "p1").id, partition_of("a", "p2").id
+    assert store().parked_from([p1, p2], T0 + timedelta(seconds=5)) == {p1: 4, p2: 3}
+    assert store().parked_from([], T0) == {}
+
+
+def test_dlq_counts_stop_past_the_cap(clock_at):
+    """Dead letters are counted per queue (and per partition on request) up to ``cap + 1``."""
+    push("a", partition="p1")
+    with transaction.atomic():
+        for i in range(4):
+            queue_dead_letter_in_txn(
+                queue="a",
+                partition="p1" if i < 3 else "p2",
+                group=queues.QUEUE_MODE,
+                transaction_id=f"t{i}",
+                message_id=f"m{i}",
+                payload_json="{}",
+                error="boom",
+                retry_count=3,
+                now=T0,
+            )
+    qid = Queue.objects.get(name="a").id
+    p1, p2 = partition_of("a", "p1").id, partition_of("a", "p2").id
+    assert store().dlq_counts([qid], cap=10, per_partition=False) == [(qid, 0, 4)]
+    assert store().dlq_counts([qid], cap=2, per_partition=False) == [(qid, 0, 3)]
+    assert sorted(store().dlq_counts([qid], cap=10, per_partition=True)) == [(qid, p1, 3), (qid, p2, 1)]
+    assert sum(n for *_, n in store().dlq_counts([qid], cap=1, per_partition=True)) == 2
+    assert store().dlq_counts([], cap=10, per_partition=False) == []
+    assert DeadLetter.objects.count() == 4
+
+
+def test_partition_heads_are_the_newest_keys_newest_first(clock_at):
+    """Each partition's newest ``size`` messages, newest first; ``until`` leaves out later pushes."""
+    push("a", n=3, partition="p1")
+    clock_at.shift(10)
+    push("a", n=2, partition="p1", tag="late")
+    push("a", n=1, partition="p2")
+    p1, p2 = partition_of("a", "p1").id, partition_of("a", "p2").id
+    heads = store().partition_heads([p1, p2], until=None, size=2)
+    assert {pid: [o for _, o, _ in keys] for pid, keys in heads.items()} == {p1: [5, 4], p2: [1]}
+    assert heads[p1][0][0] == Message.objects.get(partition_id=p1, offset=5).id
+    assert heads[p1][0][2] == T0 + timedelta(seconds=10)
+    early = store().partition_heads([p1, p2], until=T0, size=2)
+    assert {pid: [o for _, o, _ in keys] for pid, keys in early.items()} == {p1: [3, 2]}
+    assert store().partition_heads([], until=None, size=2) == {}
+
+
+# -- row locks ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_partition_a_push_holds_is_skipped_by_the_sweep():
+    """Where rows lock, the sweep's lock skips a partition a push holds instead of waiting."""
+    if not connection.features.has_select_for_update_skip_locked:
+        pytest.skip("no row locks: one writer at a time, so the sweep never meets a push")
+    push("a", n=2)
+    pid = partition_of("a").id
+    held, done = threading.Event(), threading.Event()
+
+    def pusher() -> None:
+        try:
+            with transaction.atomic():
+                store().lock_partitions([pid])
+                held.set()
+                done.wait(10)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=pusher)
+    thread.start()
+    try:
+        assert held.wait(10)
+        with transaction.atomic():
+            assert store().lock_partition_for_sweep(pid) is None
+            assert store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=T0) is None
+    finally:
+        done.set()
+        thread.join(10)
+    with transaction.atomic():
+        assert store().lock_partition_for_sweep(pid) == (1, 3)
