@@ -1,7 +1,7 @@
 """The dashboard's websocket: one consumer for every live page.
 
 ``/ws/<page>/?<query>`` joins the event groups of the page's regions
-(``live.PAGES[page]``), sends every region at once (so a reconnect resyncs
+(``pages.PAGES[page]``), sends every region at once (so a reconnect resyncs
 whatever was missed), and from then on re-renders the regions an event made
 stale. Renders are coalesced: events only mark regions dirty, and one task
 per socket renders them no sooner than ``DASHBOARD_LIVE_GAP_SECONDS`` after
@@ -32,7 +32,7 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.http import QueryDict
 
 from queenadmin.conf import settings as app_settings
-from queenadmin.dashboard import live
+from queenadmin.dashboard import live, pages
 from queenadmin.dashboard.permissions import may_view
 from queenadmin.dashboard.sessions import session_group
 from queenadmin.domain import clock
@@ -64,7 +64,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         self.joined: list[str] = []
         self.refresher: asyncio.TimerHandle | None = None
         name = self.scope["url_route"]["kwargs"]["page"]
-        page = live.PAGES.get(name)
+        page = pages.PAGES.get(name)
         if page is None:
             await self._refuse(CLOSE_UNKNOWN_PAGE)
             return

@@ -26,15 +26,15 @@ To make a page live:
    the ORM; read through the domain, with a number of queries that does not
    grow with the data.
 
-3. Register it, and render it from the view::
+3. Declare it, and render it from the view::
 
-       LOCKS = live.register(live.LivePage(
+       LOCKS = live.LivePage(
            name="locks", template="queenadmin/locks.html", context=locks_context,
            regions=(live.Region("locks-holders", groups=(events.LOCKS_GROUP,)),),
-       ))
+       )
+       locks = page_view(LOCKS)  # views/common.py: staff_page + render_page
 
-       @staff_page("locks")
-       def locks(request): return live.render_page(request, LOCKS)
+   (``one_region_page`` declares the common page of one region.)
 
    ``name`` is a key of ``permissions.VIEW`` (the socket checks it too) and
    the socket's path: ``/ws/<name>/?<the page's query string>``; the base
@@ -45,8 +45,9 @@ To make a page live:
    permission: ``perm="kv"`` lets ``/kv/<ns>/`` be the live page
    ``kv-keys``; pass what its path names into ``params``
    (``render_page(request, KV_KEYS, params=...)``) so the socket gets it.
-   Finally import the page's module in ``views/__init__.py`` (that is what
-   registers it) and add its URLs to ``dashboard/urls.py``.
+   Finally add it to the list in ``dashboard/pages.py`` (the registry the
+   socket serves: a page not listed there has no socket) and its URLs to
+   ``dashboard/urls.py``.
 
 4. Actions (``views/common.staff_action``): the row's button is a link to
    the action's URL with ``hx-get`` into ``#dialog-body``; GET answers the
@@ -122,16 +123,29 @@ class LivePage:
         }
 
 
-#: Every live page by name (its ``/ws/<name>/`` path).
-PAGES: dict[str, LivePage] = {}
+def one_region_page(
+    name: str,
+    template: str,
+    context: Context,
+    region: str,
+    *groups: str,
+    match: Callable[[dict[str, Any], QueryDict], bool] | None = None,
+    perm: str = "",
+    gap: float | None = None,
+) -> LivePage:
+    """A live page with one region (most pages), stale on ``groups``' events."""
+    return LivePage(name, template, context, (Region(region, groups, match),), perm=perm, gap=gap)
 
 
-def register(page: LivePage) -> LivePage:
-    """Add ``page`` to the registry (once per name) and return it."""
-    assert page.permission in VIEW, f"{page.name} needs a view permission in permissions.VIEW"
-    assert PAGES.get(page.name, page) is page, f"live page {page.name} registered twice"
-    PAGES[page.name] = page
-    return page
+def registry(pages: Iterable[LivePage]) -> dict[str, LivePage]:
+    """``pages`` by name (their ``/ws/<name>/`` path), each name once, each
+    with a view permission."""
+    found: dict[str, LivePage] = {}
+    for page in pages:
+        assert page.permission in VIEW, f"{page.name} needs a view permission in permissions.VIEW"
+        assert page.name not in found, f"live page {page.name} listed twice"
+        found[page.name] = page
+    return found
 
 
 def page_context(page: LivePage, user: User, params: QueryDict) -> dict[str, Any]:

@@ -13,15 +13,8 @@ from django.shortcuts import redirect, render
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views.common import (
-    HtmxHttpRequest,
-    User,
-    actor_of,
-    query,
-    reason_of,
-    staff_action,
-    staff_page,
-)
+from queenadmin.dashboard.permissions import User
+from queenadmin.dashboard.views.common import HtmxHttpRequest, actor_of, page_view, paging, reason_of, staff_action
 from queenadmin.domain import events
 from queenadmin.domain.audit import KINDS
 from queenadmin.domain.kv.operator import kv_operator_revert, kv_revertible
@@ -92,24 +85,12 @@ def audit_context(user: User, params: QueryDict) -> dict[str, Any]:
         "kinds": sorted(KINDS),
         "after": params.get("after", ""),
         "entries": shown,
-        "next_query": query(params, after=next_after) if next_after else "",
-        "first_query": query(params) if params.get("after") else "",
+        **paging(params, next_after),
     }
 
 
-AUDIT = live.register(
-    live.LivePage(
-        name="audit",
-        template="queenadmin/audit.html",
-        context=audit_context,
-        regions=(live.Region("audit-entries", groups=(events.AUDIT_GROUP,)),),
-    )
-)
-
-
-@staff_page("audit")
-def audit(request: HtmxHttpRequest) -> HttpResponse:
-    return live.render_page(request, AUDIT)
+AUDIT = live.one_region_page("audit", "queenadmin/audit.html", audit_context, "audit-entries", events.AUDIT_GROUP)
+audit = page_view(AUDIT)
 
 
 @staff_action("kv.revert")

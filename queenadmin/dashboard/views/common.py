@@ -1,5 +1,7 @@
 """What every dashboard view shares: who may look, who may act, and how.
 
+- ``page_view(live_page)``: the view of a live page whose path names
+  nothing: ``staff_page`` around ``live.render_page``.
 - ``staff_page(page)``: a GET page. Anonymous users go to the login page;
   a signed-in user who is not staff or lacks the page's view permission
   (``permissions.VIEW``) gets 403.
@@ -30,10 +32,11 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.middleware import HtmxDetails
 
+from queenadmin.dashboard.live import LivePage, render_page
 from queenadmin.dashboard.permissions import CHANGE, VIEW, User, can, may_do, may_view
 
 __all__ = [
@@ -43,6 +46,8 @@ __all__ = [
     "can",
     "may_do",
     "may_view",
+    "page_view",
+    "paging",
     "query",
     "reason_of",
     "staff_action",
@@ -77,6 +82,16 @@ def staff_page(page: str) -> Callable[[View], View]:
         return require_GET(wrapped)  # type: ignore[return-value]
 
     return decorate
+
+
+def page_view(page: LivePage) -> Callable[[HtmxHttpRequest], HttpResponse]:
+    """The GET view of ``page``: the page, or the region htmx targets."""
+
+    def view(request: HtmxHttpRequest) -> HttpResponse:
+        return render_page(request, page)
+
+    view.__name__ = view.__qualname__ = page.name.replace("-", "_")
+    return staff_page(page.permission)(view)
 
 
 def staff_action(action: str) -> Callable[[View], View]:
@@ -121,3 +136,13 @@ def query(params: dict[str, Any] | Any, **changes: Any) -> str:
     merged.update(changes)
     kept = {k: v for k, v in merged.items() if v not in ("", None)}
     return "?" + urlencode(kept) if kept else "?"
+
+
+def paging(params: QueryDict, next_after: str | None) -> dict[str, str]:
+    """A keyset page's links, keeping ``params``' filters: ``next_query``
+    (after ``next_after``; empty on the last page) and ``first_query``
+    (empty on the first page)."""
+    return {
+        "next_query": query(params, after=next_after) if next_after else "",
+        "first_query": query(params) if params.get("after") else "",
+    }

@@ -17,6 +17,8 @@ from queenadmin.dashboard.views.common import (
     HtmxHttpRequest,
     User,
     actor_of,
+    page_view,
+    paging,
     query,
     reason_of,
     staff_action,
@@ -58,16 +60,15 @@ def namespaces_context(user: User, params: QueryDict) -> dict[str, Any]:
     return {"namespaces": found, "total": sum(n for _, n in found)}
 
 
-KV = live.register(
-    live.LivePage(
-        name="kv",
-        template="queenadmin/kv.html",
-        context=namespaces_context,
-        regions=(live.Region("kv-namespaces", groups=(events.KV_GROUP,)),),
-        # One GROUP BY over every key (~70 ms at 100,000 keys on SQLite):
-        # every 2 s at most, however hot the writes.
-        gap=2.0,
-    )
+KV = live.one_region_page(
+    "kv",
+    "queenadmin/kv.html",
+    namespaces_context,
+    "kv-namespaces",
+    events.KV_GROUP,
+    # One GROUP BY over every key (~70 ms at 100,000 keys on SQLite):
+    # every 2 s at most, however hot the writes.
+    gap=2.0,
 )
 
 
@@ -91,20 +92,18 @@ def keys_context(user: User, params: QueryDict) -> dict[str, Any]:
         "after": after,
         "rows": [_row(r) for r in page.rows],
         "stale_at": min((r.expires_at for r in page.rows if r.expires_at is not None), default=None),
-        "next_query": query(kept, after=page.next_after) if page.truncated and page.next_after else "",
-        "first_query": query(kept) if after else "",
+        **paging(kept, page.next_after if page.truncated else None),
     }
 
 
-KV_KEYS = live.register(
-    live.LivePage(
-        name="kv-keys",
-        perm="kv",
-        template="queenadmin/kv_keys.html",
-        context=keys_context,
-        regions=(live.Region("kv-keys", groups=(events.KV_GROUP,), match=_about_namespace),),
-    )
-)
+def _namespace_page(name: str, template: str, context: live.Context) -> live.LivePage:
+    """A live page of one namespace (``/kv/<ns>/...``, ``ns`` in its params):
+    one region, named as the page, stale on a write in that namespace."""
+    return live.one_region_page(name, template, context, name, events.KV_GROUP, match=_about_namespace, perm="kv")
+
+
+KV_KEYS = _namespace_page("kv-keys", "queenadmin/kv_keys.html", keys_context)
+namespaces = page_view(KV)
 
 
 def _namespace_or_404(namespace: str) -> str:
@@ -112,11 +111,6 @@ def _namespace_or_404(namespace: str) -> str:
         return kv.check_namespace(namespace)
     except KVBadRequest:
         raise Http404("no such namespace") from None
-
-
-@staff_page("kv")
-def namespaces(request: HtmxHttpRequest) -> HttpResponse:
-    return live.render_page(request, KV)
 
 
 @staff_page("kv")
@@ -141,15 +135,7 @@ def key_context(user: User, params: QueryDict) -> dict[str, Any]:
     }
 
 
-KV_KEY = live.register(
-    live.LivePage(
-        name="kv-key",
-        perm="kv",
-        template="queenadmin/kv_key.html",
-        context=key_context,
-        regions=(live.Region("kv-key", groups=(events.KV_GROUP,), match=_about_namespace),),
-    )
-)
+KV_KEY = _namespace_page("kv-key", "queenadmin/kv_key.html", key_context)
 
 
 @staff_page("kv")
@@ -215,22 +201,33 @@ def _outcome(request: HtmxHttpRequest, namespace: str, ctx: dict[str, Any], resu
     return redirect(f"/kv/{namespace}/")
 
 
+def _begin(request: HtmxHttpRequest, namespace: str, verb: str) -> tuple[QueryDict, str, dict[str, Any]]:
+    """An edit's or delete's form data, its template (the form's partial for
+    htmx) and its context."""
+    source = request.POST if request.method == "POST" else request.GET
+    form = "queenadmin/kv_action.html" + (f"#{verb}-form" if request.htmx else "")
+    return source, form, {"namespace": namespace, "key": source.get("key", ""), "verb": verb, "page": "kv"}
+
+
+def _ask(request: HtmxHttpRequest, form: str, ctx: dict[str, Any], **more: Any) -> HttpResponse:
+    """The form for the key's current version; 404 if the key is not live."""
+    namespace, key = ctx["namespace"], ctx["key"]
+    row = kv.kv_get(namespace=namespace, key=key) if key and namespace != LOCKS_NS else None
+    if row is None:
+        ctx["error"] = "This key is not live (or is a lock permit: use /locks/)."
+        return render(request, form, ctx, status=404)
+    ctx.update(expect=row.version, value_text=_pretty(row.value), row=_row(row), **more)
+    return render(request, form, ctx)
+
+
 @staff_action("kv.edit")
 def edit(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
     """GET: the edit form for the key's current version. POST: CAS put."""
     namespace = _namespace_or_404(namespace)
-    source = request.POST if request.method == "POST" else request.GET
-    key = source.get("key", "")
-    htmx = bool(request.htmx)
-    form = "queenadmin/kv_action.html" + ("#edit-form" if htmx else "")
-    ctx: dict[str, Any] = {"namespace": namespace, "key": key, "verb": "edit", "page": "kv"}
+    source, form, ctx = _begin(request, namespace, "edit")
+    key = ctx["key"]
     if request.method == "GET":
-        row = kv.kv_get(namespace=namespace, key=key) if key and namespace != LOCKS_NS else None
-        if row is None:
-            ctx["error"] = "This key is not live (or is a lock permit: use /locks/)."
-            return render(request, form, ctx, status=404)
-        ctx.update(expect=row.version, value_text=_pretty(row.value), row=_row(row), expiry="keep")
-        return render(request, form, ctx)
+        return _ask(request, form, ctx, expiry="keep")
     ctx.update(
         expect=_version(source.get("expect", "")),
         value_text=source.get("value", ""),
@@ -271,19 +268,11 @@ def edit(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
 def delete(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
     """GET: the confirmation. POST: delete while at the version shown."""
     namespace = _namespace_or_404(namespace)
-    source = request.POST if request.method == "POST" else request.GET
-    key = source.get("key", "")
-    htmx = bool(request.htmx)
-    form = "queenadmin/kv_action.html" + ("#delete-form" if htmx else "")
-    ctx: dict[str, Any] = {"namespace": namespace, "key": key, "verb": "delete", "page": "kv"}
+    source, form, ctx = _begin(request, namespace, "delete")
+    key = ctx["key"]
     ctx["expect"] = _version(source.get("expect", ""))
     if request.method == "GET":
-        row = kv.kv_get(namespace=namespace, key=key) if key and namespace != LOCKS_NS else None
-        if row is None:
-            ctx["error"] = "This key is not live (or is a lock permit: use /locks/)."
-            return render(request, form, ctx, status=404)
-        ctx.update(expect=row.version, value_text=_pretty(row.value), row=_row(row))
-        return render(request, form, ctx)
+        return _ask(request, form, ctx)
     if not key or ctx["expect"] < 1:
         ctx["error"] = "Name the key and the version you delete."
         return render(request, form, ctx, status=422)

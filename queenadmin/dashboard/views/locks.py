@@ -10,15 +10,8 @@ from django.shortcuts import redirect, render
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views.common import (
-    HtmxHttpRequest,
-    User,
-    actor_of,
-    query,
-    reason_of,
-    staff_action,
-    staff_page,
-)
+from queenadmin.dashboard.permissions import User
+from queenadmin.dashboard.views.common import HtmxHttpRequest, actor_of, page_view, paging, reason_of, staff_action
 from queenadmin.domain import events
 from queenadmin.domain.locks.operator import Permit, lease_mark, lock_force_release, locks_page
 from queenadmin.domain.masking import mask_token
@@ -60,24 +53,12 @@ def locks_context(user: User, params: QueryDict) -> dict[str, Any]:
         "error": error,
         "permits": [_shown(p) for p in permits],
         "stale_at": min((p.expires_at for p in permits if p.expires_at is not None), default=None),
-        "next_query": query(params, after=next_after) if next_after else "",
-        "first_query": query(params) if after else "",
+        **paging(params, next_after),
     }
 
 
-LOCKS = live.register(
-    live.LivePage(
-        name="locks",
-        template="queenadmin/locks.html",
-        context=locks_context,
-        regions=(live.Region("locks-holders", groups=(events.LOCKS_GROUP,)),),
-    )
-)
-
-
-@staff_page("locks")
-def locks(request: HtmxHttpRequest) -> HttpResponse:
-    return live.render_page(request, LOCKS)
+LOCKS = live.one_region_page("locks", "queenadmin/locks.html", locks_context, "locks-holders", events.LOCKS_GROUP)
+locks = page_view(LOCKS)
 
 
 def _slot(raw: str) -> int:

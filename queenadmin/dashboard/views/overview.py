@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.http import HttpResponse, QueryDict
+from django.http import QueryDict
 from django.utils.safestring import SafeString
 
 from queenadmin.dashboard import live, svg
-from queenadmin.dashboard.views.common import HtmxHttpRequest, User, staff_page
+from queenadmin.dashboard.views.common import User, page_view
 from queenadmin.dashboard.views.ops_common import age_seconds, short_duration
 from queenadmin.dashboard.views.queues import CHART_WINDOW, series_points
 from queenadmin.domain import clock, events
@@ -126,24 +126,14 @@ def overview_context(user: User, params: QueryDict) -> dict[str, Any]:
     }
 
 
-OVERVIEW = live.register(
-    live.LivePage(
-        name="overview",
-        template="queenadmin/overview.html",
-        context=overview_context,
-        regions=(
-            live.Region(
-                "overview-body",
-                groups=(events.QUEUES_GROUP, events.TIMERS_GROUP, events.LOCKS_GROUP, events.KV_GROUP),
-            ),
-        ),
-        # One GROUP BY over every key and a count of every permit and timer:
-        # as /kv/, at most one push every 2 s however busy the broker is.
-        gap=2.0,
-    )
+OVERVIEW = live.one_region_page(
+    "overview",
+    "queenadmin/overview.html",
+    overview_context,
+    "overview-body",
+    *(events.QUEUES_GROUP, events.TIMERS_GROUP, events.LOCKS_GROUP, events.KV_GROUP),
+    # One GROUP BY over every key and a count of every permit and timer:
+    # as /kv/, at most one push every 2 s however busy the broker is.
+    gap=2.0,
 )
-
-
-@staff_page("overview")
-def overview(request: HtmxHttpRequest) -> HttpResponse:
-    return live.render_page(request, OVERVIEW)
+overview = page_view(OVERVIEW)

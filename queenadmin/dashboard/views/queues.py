@@ -25,7 +25,15 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from queenadmin.dashboard import live, svg
-from queenadmin.dashboard.views.common import HtmxHttpRequest, User, actor_of, may_do, staff_action, staff_page
+from queenadmin.dashboard.views.common import (
+    HtmxHttpRequest,
+    User,
+    actor_of,
+    may_do,
+    page_view,
+    staff_action,
+    staff_page,
+)
 from queenadmin.dashboard.views.ops_common import age_seconds, int_param, short_duration
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues import board, dlq
@@ -112,19 +120,10 @@ def queues_context(user: User, params: QueryDict) -> dict[str, Any]:
     }
 
 
-QUEUES = live.register(
-    live.LivePage(
-        name="queues",
-        template="queenadmin/queues/list.html",
-        context=queues_context,
-        regions=(live.Region("queue-table", groups=(events.QUEUES_GROUP,)),),
-    )
+QUEUES = live.one_region_page(
+    "queues", "queenadmin/queues/list.html", queues_context, "queue-table", events.QUEUES_GROUP
 )
-
-
-@staff_page("queues")
-def queue_list(request: HtmxHttpRequest) -> HttpResponse:
-    return live.render_page(request, QUEUES)
+queue_list = page_view(QUEUES)
 
 
 def _selection(name: str, data: Any) -> board.DeadLetterFilter:
@@ -201,19 +200,17 @@ def about_queue(message: dict[str, Any], params: QueryDict) -> bool:
     return params.get("name", "") in named or len(message.get("queues", [])) >= _NAMED_QUEUES
 
 
-QUEUE = live.register(
-    live.LivePage(
-        name="queue",
-        perm="queues",
-        nav="queues",
-        template="queenadmin/queues/queue.html",
-        context=queue_context,
-        regions=(
-            live.Region("queue-summary", groups=(events.QUEUES_GROUP,), match=about_queue),
-            live.Region("queue-messages", groups=(events.QUEUES_GROUP,), match=about_queue),
-            live.Region("queue-dlq", groups=(events.QUEUES_GROUP,), match=about_queue),
-        ),
-    )
+QUEUE = live.LivePage(
+    name="queue",
+    perm="queues",
+    nav="queues",
+    template="queenadmin/queues/queue.html",
+    context=queue_context,
+    regions=(
+        live.Region("queue-summary", groups=(events.QUEUES_GROUP,), match=about_queue),
+        live.Region("queue-messages", groups=(events.QUEUES_GROUP,), match=about_queue),
+        live.Region("queue-dlq", groups=(events.QUEUES_GROUP,), match=about_queue),
+    ),
 )
 
 

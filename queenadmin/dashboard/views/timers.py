@@ -12,15 +12,8 @@ from django.shortcuts import redirect, render
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views.common import (
-    HtmxHttpRequest,
-    User,
-    actor_of,
-    query,
-    reason_of,
-    staff_action,
-    staff_page,
-)
+from queenadmin.dashboard.permissions import User
+from queenadmin.dashboard.views.common import HtmxHttpRequest, actor_of, page_view, paging, reason_of, staff_action
 from queenadmin.domain import clock, events, timers
 from queenadmin.domain.timers.operator import OperatorOutcome, Verb, timer_operator_action
 from queenadmin.errors import TimerHorizonExceeded, TimersBadRequest
@@ -43,24 +36,12 @@ def timers_context(user: User, params: QueryDict) -> dict[str, Any]:
         "rows": page.rows,
         # "pending" turns "due" at the first due time on the page.
         "stale_at": min((t.deliver_at for t in page.rows if t.deliver_at > clock.now()), default=None),
-        "next_query": query(params, after=page.next_after) if page.next_after else "",
-        "first_query": query(params) if after else "",
+        **paging(params, page.next_after),
     }
 
 
-TIMERS = live.register(
-    live.LivePage(
-        name="timers",
-        template="queenadmin/timers.html",
-        context=timers_context,
-        regions=(live.Region("timers-pending", groups=(events.TIMERS_GROUP,)),),
-    )
-)
-
-
-@staff_page("timers")
-def timers_page(request: HtmxHttpRequest) -> HttpResponse:
-    return live.render_page(request, TIMERS)
+TIMERS = live.one_region_page("timers", "queenadmin/timers.html", timers_context, "timers-pending", events.TIMERS_GROUP)
+timers_page = page_view(TIMERS)
 
 
 _DELTA = re.compile(r"^([+-])\s*((?:\d+\s*[dhms]\s*)+)$")
