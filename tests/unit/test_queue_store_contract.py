@@ -10,6 +10,8 @@ domain (``queue_push``, ``queue_claim``) where the domain makes it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -362,33 +364,59 @@ def test_partition_heads_are_the_newest_keys_newest_first(clock_at):
 # -- row locks ------------------------------------------------------------------------
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_partition_a_push_holds_is_skipped_by_the_sweep():
-    """Where rows lock, the sweep's lock skips a partition a push holds instead of waiting."""
-    if not connection.features.has_select_for_update_skip_locked:
-        pytest.skip("no row locks: one writer at a time, so the sweep never meets a push")
-    push("a", n=2)
-    pid = partition_of("a").id
-    held, done = threading.Event(), threading.Event()
+@contextmanager
+def held_elsewhere(lock: Any) -> Iterator[None]:
+    """Run ``lock()`` in a transaction of another connection, kept open for the block."""
+    held, release = threading.Event(), threading.Event()
 
-    def pusher() -> None:
+    def run() -> None:
         try:
             with transaction.atomic():
-                store().lock_partitions([pid])
+                lock()
                 held.set()
-                done.wait(10)
+                release.wait(10)
         finally:
             connections.close_all()
 
-    thread = threading.Thread(target=pusher)
+    thread = threading.Thread(target=run)
     thread.start()
     try:
         assert held.wait(10)
-        with transaction.atomic():
-            assert store().lock_partition_for_sweep(pid) is None
-            assert store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=T0) is None
+        yield
     finally:
-        done.set()
+        release.set()
         thread.join(10)
+
+
+@pytest.fixture
+def claimed_once(transactional_db: None) -> int:
+    """A partition of two messages, the first consumed in queue mode; its id."""
+    if not connection.features.has_select_for_update_skip_locked:
+        pytest.skip("no row locks: one writer at a time, so two writers never meet")
+    push("a", n=2)
+    queues.queue_claim(request=queues.PopRequest(queue="a", batch=1, auto_ack=True))
+    return partition_of("a").id
+
+
+def test_a_partition_a_push_holds_is_skipped_by_the_sweep_not_by_a_claim(claimed_once):
+    """Where rows lock, the sweep skips a partition a push holds; a claim's cursor lock does not wait for it."""
+    pid = claimed_once
+    with held_elsewhere(lambda: store().lock_partitions([pid])), transaction.atomic():
+        assert store().lock_partition_for_sweep(pid) is None
+        row = store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=datetime.now(UTC))
+        assert row is not None
+        assert row[1] == 1
     with transaction.atomic():
+        assert store().lock_partition_for_sweep(pid) == (1, 3)
+
+
+def test_a_cursor_a_claim_holds_is_skipped_by_another_claim(claimed_once):
+    """Where rows lock, a second claim skips the cursor a first one holds; the sweep does not wait for it."""
+    pid = claimed_once
+    now = datetime.now(UTC)
+    with (
+        held_elsewhere(lambda: store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=now)),
+        transaction.atomic(),
+    ):
+        assert store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=now) is None
         assert store().lock_partition_for_sweep(pid) == (1, 3)
