@@ -302,28 +302,28 @@ def stats_sample_in_txn(*, now: datetime, counters: Sequence[QueueCounters] | No
         else:
             base = totals
         deltas = [max(0, now_ - then) for now_, then in zip(totals, base, strict=True)]
-        rows.append(
-            QueueSample(
-                queue_id=c.queue_id,
-                queue=c.queue,
-                resolution=fine,
-                at=tick,
-                pushed_total=c.pushed,
-                popped_total=c.popped,
-                acked_total=c.acked,
-                failed_total=c.failed,
-                dlq_total=c.dlq,
-                pushed=deltas[0],
-                popped=deltas[1],
-                acked=deltas[2],
-                failed=deltas[3],
-                dlq=deltas[4],
-                depth=c.depth,
-                oldest_claimable_age=c.oldest_claimable_age,
-            )
-        )
+        rows.append(_sample(c.queue_id, c.queue, fine, tick, totals, deltas, c.depth, c.oldest_claimable_age))
     _upsert(rows)
     return len(rows)
+
+
+def _sample(
+    queue_id: int,
+    queue: str,
+    resolution: int,
+    at: datetime,
+    totals: Sequence[int],
+    counts: Sequence[int],
+    depth: int,
+    age: float,
+) -> QueueSample:
+    """A row of ``queue`` at ``at``: cumulative ``totals`` and the interval's
+    ``counts``, both in ``_COUNTERS`` order, and the gauges at its end."""
+    fields = {f"{name}_total": total for name, total in zip(_COUNTERS, totals, strict=True)}
+    fields.update(zip(_COUNTERS, counts, strict=True))
+    return QueueSample(
+        queue_id=queue_id, queue=queue, resolution=resolution, at=at, depth=depth, oldest_claimable_age=age, **fields
+    )
 
 
 def stats_rollup_in_txn(*, now: datetime, max_buckets: int | None = None) -> int:
@@ -353,25 +353,9 @@ def stats_rollup_in_txn(*, now: datetime, max_buckets: int | None = None) -> int
     rows = []
     for (queue, at), ticks in sorted(buckets.items()):
         last = ticks[-1]
+        counts = [sum(getattr(t, name) for t in ticks) for name in _COUNTERS]
         rows.append(
-            QueueSample(
-                queue_id=last.queue_id,
-                queue=queue,
-                resolution=coarse,
-                at=at,
-                pushed_total=last.pushed_total,
-                popped_total=last.popped_total,
-                acked_total=last.acked_total,
-                failed_total=last.failed_total,
-                dlq_total=last.dlq_total,
-                pushed=sum(t.pushed for t in ticks),
-                popped=sum(t.popped for t in ticks),
-                acked=sum(t.acked for t in ticks),
-                failed=sum(t.failed for t in ticks),
-                dlq=sum(t.dlq for t in ticks),
-                depth=last.depth,
-                oldest_claimable_age=last.oldest_claimable_age,
-            )
+            _sample(last.queue_id, queue, coarse, at, _totals(last), counts, last.depth, last.oldest_claimable_age)
         )
     _upsert(rows)
     return len(rows)
