@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
 
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import body_of
@@ -49,11 +48,12 @@ from queenadmin.api.schemas.admin import (
     TracesByNameOut,
 )
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
+from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import admin as wire
 from queenadmin.domain.queues import browse, groups, messages, reads, traces
 from queenadmin.errors import InvalidArgument
 
-router = Router(tags=["client routes"])
+router = ScopedRouter(tags=["client routes"])
 
 _ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
 

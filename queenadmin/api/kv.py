@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
 
 from queenadmin.api import ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
@@ -25,11 +24,12 @@ from queenadmin.api.schemas.kv import (
     KVTooLargeOut,
     KVWriteOut,
 )
+from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import kv as wire
 from queenadmin.domain import clock, db, kv
 from queenadmin.errors import KVBadRequest
 
-router = Router(tags=["kv"])
+router = ScopedRouter(tags=["kv"])
 
 _ERRORS: dict[int | str, Any] = {400: KVBadRequestOut, 413: KVTooLargeOut, 429: RateLimitedOut}
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
 
 from queenadmin.api import ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import RateLimitedOut
 from queenadmin.api.schemas.locks import LocksBadRequestOut, LocksCallIn, LocksCallOut
+from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import locks as wire
 from queenadmin.domain import locks
 from queenadmin.errors import LocksBadRequest
 
-router = Router(tags=["locks"])
+router = ScopedRouter(tags=["locks"])
 
 
 @router.post(

@@ -65,7 +65,7 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
 
     - 401 from the bearer check on every operation behind it;
     - 403 from the scope check on every operation a ``read`` token cannot
-      always call (``x-token-scope``, set by ``scopes.apply``); merged with
+      always call (``x-token-scope``, set by ``scopes.ScopedRouter``); merged with
       a 403 the operation declares itself (the timer horizon);
     - 413 in plain text from the body limit on every operation with a body;
     - ``Retry-After`` on every 429;

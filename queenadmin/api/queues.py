@@ -14,7 +14,6 @@ import asyncio
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
 
 from queenadmin.api import dbthreads
 from queenadmin.api.http import json_response, read_json
@@ -43,6 +42,7 @@ from queenadmin.api.schemas.queues import (
     QueueNotDeletedOut,
     QueueNotFoundOut,
 )
+from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import queues as wire
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
@@ -50,7 +50,7 @@ from queenadmin.domain.queues import wakeups
 from queenadmin.errors import InvalidArgument, QueueNotFound
 from queenadmin.server import ARRIVED_KEY
 
-router = Router(tags=["queues"])
+router = ScopedRouter(tags=["queues"])
 
 _ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
 

@@ -13,23 +13,28 @@ a client does), with deletes of whole resources kept for ``admin``:
 - ``admin``: deleting a queue, a consumer group or a message (what cannot
   be undone). The admin's DLQ purge is not on the API at all.
 
-``apply`` gives every operation of the API the bearer check for its row
-and refuses to start when a route has no row (or a row no route), so a new
-route cannot slip through with a default. The two routes whose need depends
-on the body (``POST /kv``, ``POST /locks``) let any token in and call
-``require`` once the operations are parsed.
+Every router is a ``ScopedRouter``: each route it declares gets the bearer
+check for its row through ninja's public ``auth=`` argument, and a route
+without a row is refused when its module is imported; ``check`` refuses to
+start when a row has no route, so a new route cannot slip through with a
+default. The two routes whose need depends on the body (``POST /kv``,
+``POST /locks``) let any token in and call ``require`` once the operations
+are parsed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import inspect
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
+from ninja import Router
+from ninja.constants import NOT_SET
 
+from queenadmin.api.bearer import check_for, refusal
 from queenadmin.domain import kv
-from queenadmin.errors import Forbidden
 from queenadmin.models import TokenScope
 
 READ, WRITE, ADMIN = TokenScope.READ, TokenScope.WRITE, TokenScope.ADMIN
@@ -121,10 +126,6 @@ def locks_call_needs(ops: Iterable[Any]) -> TokenScope:
     return READ if all(op.op == "get" for op in ops) else WRITE
 
 
-def refusal(scope: TokenScope, need: TokenScope) -> Forbidden:
-    return Forbidden(f"this token's scope is {scope.value}; the call needs {need.value}")
-
-
 def require(request: HttpRequest, need: TokenScope) -> None:
     """Raise ``Forbidden`` unless the caller's token (``request.auth``) covers ``need``."""
     scope: TokenScope = request.auth.scope  # type: ignore[attr-defined]
@@ -132,33 +133,49 @@ def require(request: HttpRequest, need: TokenScope) -> None:
         raise refusal(scope, need)
 
 
-def apply(api: Any, sync_auth: type, async_auth: type) -> None:
-    """Give each operation of ``api`` the bearer check for the scope its row needs.
+class ScopedRouter(Router):
+    """A router whose every route gets the bearer check its row in ``ROUTES`` names.
 
-    Raise ``ImproperlyConfigured`` when a route has no row or a row no route.
+    Through ninja's public ``auth=``: the check of the row's scope, async
+    for an async view (the token cache on the loop). A route declared with
+    an ``auth=`` of its own keeps it. Raise ``ImproperlyConfigured`` for a
+    route without a row, or one view serving routes of different scopes.
     """
-    from ninja.operation import AsyncOperation
 
-    seen = set()
-    for _prefix, router in api._routers:
-        for path, view in router.path_operations.items():
-            for operation in view.operations:
-                routes = [f"{method} {path}" for method in operation.methods]
-                missing = [route for route in routes if route not in ROUTES]
-                if missing:
-                    raise ImproperlyConfigured(f"{missing[0]} has no scope in queenadmin/api/scopes.py")
-                needs = {ROUTES[route] for route in routes}
-                if len(needs) > 1:
-                    raise ImproperlyConfigured(f"one view serves {routes} with different scopes")
-                seen.update(routes)
-                need = needs.pop()
-                check = (async_auth if isinstance(operation, AsyncOperation) else sync_auth)(need)
-                documented = BY_OPERATION if any(r in PER_OPERATION for r in routes) else need.value
-                operation.openapi_extra = {**(operation.openapi_extra or {}), OPENAPI_KEY: documented}
-                # Set on the router's operation before ninja binds it to the
-                # API: an auth of its own is not replaced by the API default.
-                operation.auth_param = check
-                operation.auth_callbacks = [check]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: "METHOD /path" of every route declared here (``check`` reads it).
+        self.routes: set[str] = set()
+
+    def add_api_operation(
+        self,
+        path: str,
+        methods: list[str],
+        view_func: Callable[..., Any],
+        *,
+        auth: Any = NOT_SET,
+        openapi_extra: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        routes = [f"{method} {path}" for method in methods]
+        missing = [route for route in routes if route not in ROUTES]
+        if missing:
+            raise ImproperlyConfigured(f"{missing[0]} has no scope in queenadmin/api/scopes.py")
+        needs = {ROUTES[route] for route in routes}
+        if len(needs) > 1:
+            raise ImproperlyConfigured(f"one view serves {routes} with different scopes")
+        need = needs.pop()
+        self.routes.update(routes)
+        if auth is NOT_SET:
+            auth = check_for(need, is_async=inspect.iscoroutinefunction(view_func))
+        documented = BY_OPERATION if any(r in PER_OPERATION for r in routes) else need.value
+        openapi_extra = {**(openapi_extra or {}), OPENAPI_KEY: documented}
+        super().add_api_operation(path, methods, view_func, auth=auth, openapi_extra=openapi_extra, **kwargs)
+
+
+def check(routers: Iterable[ScopedRouter]) -> None:
+    """Raise ``ImproperlyConfigured`` when a row of ``ROUTES`` names no route of ``routers``."""
+    seen: set[str] = set().union(*(router.routes for router in routers))
     stale = set(ROUTES) - seen
     if stale:
         raise ImproperlyConfigured(f"scopes for routes that do not exist: {', '.join(sorted(stale))}")

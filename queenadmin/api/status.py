@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
 
 from queenadmin.api.http import json_response
 from queenadmin.api.schemas.common import EngineBadRequestOut
@@ -25,12 +24,13 @@ from queenadmin.api.schemas.status import (
     SystemMetricsOut,
     WorkerMetricsOut,
 )
+from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import status as wire
 from queenadmin.domain import clock, queues
 from queenadmin.domain.queues import history, status
 from queenadmin.errors import QueueNotFound
 
-router = Router(tags=["status"])
+router = ScopedRouter(tags=["status"])
 
 _BAD = {400: EngineBadRequestOut}
 

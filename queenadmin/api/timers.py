@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
 
 from queenadmin.api import ratelimit
 from queenadmin.api.http import json_response, operations_of, read_json
@@ -24,11 +23,12 @@ from queenadmin.api.schemas.timers import (
     TimersHorizonOut,
     TimersTooLargeOut,
 )
+from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import timers as wire
 from queenadmin.domain import timers
 from queenadmin.errors import TimersBadRequest
 
-router = Router(tags=["timers"])
+router = ScopedRouter(tags=["timers"])
 
 _WRITE_ERRORS: dict[int | str, Any] = {
     400: TimersBadRequestOut,

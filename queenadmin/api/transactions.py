@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
 
 from queenadmin.api import ratelimit
 from queenadmin.api.http import json_response, read_json
@@ -15,11 +14,12 @@ from queenadmin.api.schemas.kv import KVBadRequestOut, KVTooLargeOut
 from queenadmin.api.schemas.queues import QueueBusyOut
 from queenadmin.api.schemas.timers import TimersBadRequestOut, TimersHorizonOut, TimersTooLargeOut
 from queenadmin.api.schemas.transactions import TxnCommitOut, TxnIn, TxnPreconditionOut, TxnRollbackOut
+from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
 from queenadmin.errors import InvalidArgument
 
-router = Router(tags=["transactions"])
+router = ScopedRouter(tags=["transactions"])
 
 _ERRORS: dict[int | str, Any] = {
     400: EngineBadRequestOut | KVBadRequestOut | TimersBadRequestOut,

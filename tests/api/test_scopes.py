@@ -16,9 +16,8 @@ import httpx
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, override_settings
-from ninja import NinjaAPI, Router
 
-from queenadmin.api import AsyncBearerToken, BearerToken, scopes
+from queenadmin.api import scopes
 
 pytestmark = pytest.mark.live
 
@@ -217,17 +216,24 @@ def test_open_mode_serves_every_scope_without_a_token():
 
 
 def test_a_route_without_a_scope_row_is_refused_at_start():
-    """A new route cannot go out with the API's default: ``apply`` names it."""
-    api = NinjaAPI(urls_namespace="scopes-test")
-    router = Router()
+    """A new route cannot go out with the API's default: declaring it names it."""
+    router = scopes.ScopedRouter()
+    with pytest.raises(ImproperlyConfigured, match=r"GET /nowhere has no scope"):
 
-    @router.get("/nowhere")
-    def nowhere(request):
+        @router.get("/nowhere")
+        def nowhere(request):
+            return {}
+
+
+def test_a_scope_row_without_a_route_is_refused_at_start():
+    router = scopes.ScopedRouter()
+
+    @router.get("/status")
+    def status(request):
         return {}
 
-    api.add_router("/", router)
-    with pytest.raises(ImproperlyConfigured, match=r"GET /nowhere has no scope"):
-        scopes.apply(api, BearerToken, AsyncBearerToken)
+    with pytest.raises(ImproperlyConfigured, match=r"scopes for routes that do not exist: DELETE /consumer-groups"):
+        scopes.check([router])
 
 
 def test_the_openapi_document_names_each_operations_scope_and_its_403():
