@@ -22,7 +22,8 @@ from queenadmin.domain import queues
 from queenadmin.domain.db import json_text
 from queenadmin.domain.queues.push import queue_dead_letter_in_txn
 from queenadmin.domain.queues.store import Append, PostgresStore, SqliteStore, Store, store
-from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue
+from queenadmin.domain.queues.traces import trace_record
+from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue, Trace, TraceName
 
 pytestmark = pytest.mark.django_db
 
@@ -127,6 +128,29 @@ def test_lock_partitions_reads_next_offsets(clock_at):
     p1, p2 = partition_of("a", "p1").id, partition_of("a", "p2").id
     with transaction.atomic():
         assert store().lock_partitions(sorted([p1, p2])) == {p1: 3, p2: 6}
+
+
+def test_deleting_a_queues_messages_and_traces_leaves_other_queues_alone(clock_at):
+    """A queue's messages, trace events and trace names go; another queue's stay."""
+    for name in ("a", "b"):
+        push(name, n=2)
+        trace_record(
+            partition_id=partition_of(name).id,
+            transaction_id="m-0",
+            group=queues.QUEUE_MODE,
+            event_type="info",
+            data_json="{}",
+            names=["order-1"],
+        )
+    a = Queue.objects.get(name="a").id
+    with transaction.atomic():
+        store().delete_queue_traces(a)
+        assert store().delete_queue_messages(a) == 2
+    assert list(Message.objects.values_list("partition__queue__name", flat=True).distinct()) == ["b"]
+    assert list(Trace.objects.values_list("partition__queue__name", flat=True)) == ["b"]
+    assert list(TraceName.objects.values_list("trace__partition__queue__name", flat=True)) == ["b"]
+    with transaction.atomic():
+        assert store().delete_queue_messages(a) == 0
 
 
 # -- messages ----------------------------------------------------------------------

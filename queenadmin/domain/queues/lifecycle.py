@@ -17,9 +17,10 @@ from queenadmin.domain import clock, events
 from queenadmin.domain.audit import audit_in_txn
 from queenadmin.domain.queues.options import QueueOptions, merge_options
 from queenadmin.domain.queues.refs import lock_queue_rows
+from queenadmin.domain.queues.store import store
 from queenadmin.domain.queues.traces import traces_delete_for_queue_in_txn
 from queenadmin.errors import QueueNotFound
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Partition, Queue
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def queue_delete_in_txn(*, name: str) -> bool:
     ConsumerCursor.objects.filter(partition__queue_id=queue_id).delete()
     ConsumerGroup.objects.filter(queue_id=queue_id).delete()
     traces_delete_for_queue_in_txn(queue_id=queue_id)
-    Message.objects.filter(partition__queue_id=queue_id)._raw_delete(Message.objects.db)
+    store().delete_queue_messages(queue_id)
     Partition.objects.filter(queue_id=queue_id).delete()
     Queue.objects.filter(pk=queue_id).delete()
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "deleted": [name]})

@@ -20,6 +20,7 @@ from django.db.models.functions import Cast, Concat, Greatest
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues.ids import uuid7
 from queenadmin.domain.queues.refs import lock_queue_rows
+from queenadmin.domain.queues.store import store
 from queenadmin.errors import MessageNotFound
 from queenadmin.models.queues import Message, Partition, Trace, TraceName, TraceNameSummary
 
@@ -163,8 +164,7 @@ def traces_delete_for_queue_in_txn(*, queue_id: int) -> None:
         r["name"]: (r["traces"], r["messages"])
         for r in mine.values("name").annotate(traces=Count("id"), messages=Count(message_key, distinct=True))
     }
-    mine._raw_delete(TraceName.objects.db)
-    Trace.objects.filter(partition__queue_id=queue_id)._raw_delete(Trace.objects.db)
+    store().delete_queue_traces(queue_id)
     if not counts:
         return
     names = sorted(counts)

@@ -133,6 +133,34 @@ class Store:
         """
         raise NotImplementedError
 
+    def delete_queue_messages(self, queue_id: int) -> int:
+        """Delete every message of the queue's partitions in one statement; the count.
+
+        Neither loads the rows nor cascades (the ORM's delete would load
+        every message); the caller deletes what points at them first.
+        """
+        with connection.cursor() as cur:
+            cur.execute(
+                "DELETE FROM queenadmin_message WHERE partition_id IN"
+                " (SELECT id FROM queenadmin_partition WHERE queue_id = %s)",
+                [queue_id],
+            )
+            return int(cur.rowcount)
+
+    def delete_queue_traces(self, queue_id: int) -> None:
+        """Delete the trace events of the queue's partitions and their names, in two statements."""
+        with connection.cursor() as cur:
+            cur.execute(
+                "DELETE FROM queenadmin_tracename WHERE trace_id IN (SELECT t.id FROM queenadmin_trace t"
+                " JOIN queenadmin_partition p ON p.id = t.partition_id WHERE p.queue_id = %s)",
+                [queue_id],
+            )
+            cur.execute(
+                "DELETE FROM queenadmin_trace WHERE partition_id IN"
+                " (SELECT id FROM queenadmin_partition WHERE queue_id = %s)",
+                [queue_id],
+            )
+
     # ------------------------------------------------------------------
     # Messages (push)
 
