@@ -1,5 +1,6 @@
-"""What every admin page shares: capped counts, the reason page, batches,
-and how a domain write in a change or delete view is told.
+"""What every admin page shares (``DomainAdmin``): capped counts, an
+action's confirmation page and its rows in batches, and how a domain write
+in a change or delete view is told.
 
 The admin reads models freely and writes only through ``domain/``: a save,
 a delete or an action calls a domain function that bumps versions, tells
@@ -8,8 +9,11 @@ and the reason the operator typed on the form or the action's page.
 
 Django's own change and delete views hold a transaction around a POST, so
 ``save_model`` and ``delete_model`` call the domain's ``*_in_txn`` forms
-through ``DomainAdmin.in_view``; an action runs outside any transaction and calls the
-public (durable) functions, one transaction per row or batch.
+through ``DomainAdmin.in_view`` (a savepoint); what the domain answered is
+kept for the response in a ``ViewWrite`` beside the request. An action
+(``DomainAdmin.confirmed``, ``each_confirmed``) runs outside any
+transaction and calls the public (durable) functions, one transaction per
+row or batch.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -62,6 +66,15 @@ class ViewWrite:
 _view_writes: WeakKeyDictionary[HttpRequest, ViewWrite] = WeakKeyDictionary()
 
 
+@dataclass(frozen=True)
+class Confirmed:
+    """An action the operator confirmed: why, who, and the form's fields."""
+
+    reason: str
+    actor: str
+    data: dict[str, Any]
+
+
 class CappedPaginator(Paginator):  # type: ignore[type-arg]
     """Counts at most ``COUNT_CAP + 1`` rows: ``SELECT COUNT(*)`` over a
     ``LIMIT``, so a list of a million messages costs a bounded index walk,
@@ -85,11 +98,24 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
 
 
 class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """A model admin whose lists never count everything."""
+    """A model admin whose lists never count everything and whose writes
+    go through the domain."""
 
     paginator = CappedPaginator
     show_full_result_count = False
     list_per_page = 50
+    #: Asks why, and aims at the version (or timer) the page showed.
+    delete_confirmation_template = "admin/queenadmin/delete_confirmation.html"
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        # Django's bulk delete removes rows behind the domain's back; bulk
+        # deletes are each admin's own actions.
+        found = super().get_actions(request)
+        found.pop("delete_selected", None)
+        return found
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        raise NotImplementedError("bulk deletes go through the admin's own actions")
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         # Django answers an action the user may not run with "no action
@@ -136,6 +162,71 @@ class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def actor(self, request: HttpRequest) -> str:
         return str(request.user.get_username())
 
+    def confirmed(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Any],
+        *,
+        perm: str,
+        title: str,
+        warning: str = "",
+        form_class: type[ReasonForm] | None = None,
+        form_kwargs: dict[str, Any] | None = None,
+    ) -> Confirmed | TemplateResponse:
+        """An action's confirmation: 403 without ``queenadmin.<perm>``, then
+        its page (``form_class``, a ``ReasonForm``, asks why and for its own
+        fields) until it comes back confirmed and valid.
+
+        The page posts back to the changelist with the action and the
+        selection (``select_across`` included), as Django's own delete
+        confirmation does; ``queryset`` gives the rows it previews.
+        """
+        require(request, perm)
+        form_class = form_class or ReasonForm
+        form: ReasonForm
+        if request.POST.get("confirmed"):
+            form = form_class(request.POST, **(form_kwargs or {}))
+            if form.is_valid():
+                return Confirmed(form.cleaned_data["reason"], self.actor(request), form.cleaned_data)
+        else:
+            form = form_class(**(form_kwargs or {}))
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "warning": warning,
+            "opts": self.model._meta,
+            "form": form,
+            "action": request.POST.get("action", ""),
+            "selected": selected,
+            "select_across": request.POST.get("select_across", "0"),
+            "count": "every matching" if request.POST.get("select_across") == "1" else len(selected),
+            "preview": list(queryset[:20]),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/queenadmin/action_confirm.html", context)
+
+    def each_confirmed(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[M],
+        act: Callable[[M, Confirmed], str | None],
+        *,
+        done: str,
+        perm: str,
+        title: str,
+        warning: str = "",
+        form_class: type[ReasonForm] | None = None,
+    ) -> TemplateResponse | None:
+        """An action on every selected row once ``confirmed``: ``act`` returns
+        None when it changed the row, else why not; the page then tells how
+        many rows were ``done`` ("Deleted 3 rows.") and why the others not."""
+        page = self.confirmed(request, queryset, perm=perm, title=title, warning=warning, form_class=form_class)
+        if isinstance(page, TemplateResponse):
+            return page
+        each(queryset, lambda row: act(row, page)).report(self, request, done)
+        return None
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -176,44 +267,19 @@ def require(request: HttpRequest, perm: str) -> None:
         raise PermissionDenied
 
 
-def confirm_page(
-    model_admin: DomainAdmin,
-    request: HttpRequest,
-    queryset: QuerySet[Any],
-    *,
-    form_class: type[ReasonForm],
-    title: str,
-    warning: str = "",
-    form_kwargs: dict[str, Any] | None = None,
-) -> ReasonForm | TemplateResponse:
-    """The action's form once it is confirmed and valid, else its page.
-
-    The page posts back to the changelist with the action and the selection
-    (``select_across`` included), as Django's own delete confirmation does.
-    """
-    form: ReasonForm
-    if request.POST.get("confirmed"):
-        form = form_class(request.POST, **(form_kwargs or {}))
-        if form.is_valid():
-            return form
-    else:
-        form = form_class(**(form_kwargs or {}))
-    opts = model_admin.model._meta
-    selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
-    context = {
-        **model_admin.admin_site.each_context(request),
-        "title": title,
-        "warning": warning,
-        "opts": opts,
-        "form": form,
-        "action": request.POST.get("action", ""),
-        "selected": selected,
-        "select_across": request.POST.get("select_across", "0"),
-        "count": "every matching" if request.POST.get("select_across") == "1" else len(selected),
-        "preview": list(queryset[:20]),
-        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-    }
-    return TemplateResponse(request, "admin/queenadmin/action_confirm.html", context)
+def prefix_search(
+    queryset: QuerySet[M], term: str, *, leading: str, key: str, values: list[str]
+) -> tuple[QuerySet[M], bool]:
+    """``get_search_results`` for keys by prefix: one range scan of the
+    (``leading``, ``key``) index per value of ``leading`` in ``values``, never
+    a scan of every key for a substring."""
+    term = term.strip()
+    if not term:
+        return queryset, False
+    match = Q(pk__in=[])
+    for value in values:
+        match |= Q(**{leading: value, f"{key}__startswith": term})
+    return queryset.filter(match), False
 
 
 def batches(queryset: QuerySet[M], *, size: int = BATCH) -> Iterator[list[M]]:

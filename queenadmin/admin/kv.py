@@ -12,11 +12,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import VIA, DomainAdmin, ReasonForm, confirm_page, each, reason_field, require
+from queenadmin.admin.common import VIA, Confirmed, DomainAdmin, each, prefix_search, reason_field, require
 from queenadmin.domain import db, kv, locks
 from queenadmin.domain.clock import now as clock_now
 from queenadmin.domain.kv import operator as kv_operator
@@ -146,10 +146,6 @@ class KVEditForm(forms.ModelForm):  # type: ignore[type-arg]
         return data
 
 
-class ReleaseForm(ReasonForm):
-    pass
-
-
 @admin.register(KVEntry)
 class KVEntryAdmin(DomainAdmin):
     form = KVEditForm
@@ -172,21 +168,12 @@ class KVEntryAdmin(DomainAdmin):
         "reason",
     )
     actions = ("delete_selected_keys", "force_release")
-    delete_confirmation_template = "admin/queenadmin/delete_confirmation.html"
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[KVEntry], search_term: str
     ) -> tuple[QuerySet[KVEntry], bool]:
-        # A key prefix per namespace: index range scans on (namespace, key),
-        # never a scan of every key for a substring.
-        term = search_term.strip()
-        if not term:
-            return queryset, False
         names = db.distinct_leading(KVEntry, "namespace", limit=NAMESPACES_LISTED)
-        match = Q(pk__in=[])
-        for name in names:
-            match |= Q(namespace=name, key__startswith=term)
-        return queryset.filter(match), False
+        return prefix_search(queryset, search_term, leading="namespace", key="key", values=names)
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # An expiry filter reads the expires_at index in its own order.
@@ -224,11 +211,6 @@ class KVEntryAdmin(DomainAdmin):
         if obj is None or not self.has_change_permission(request, obj):
             return ("namespace", "key", "shown_version", "shown_value", "expires_at", "created_at", "updated_at")
         return self.fields
-
-    def get_actions(self, request: HttpRequest) -> Any:
-        found = super().get_actions(request)
-        found.pop("delete_selected", None)
-        return found
 
     # -- Writes, through domain/kv/operator.py ----------------------------
 
@@ -276,50 +258,34 @@ class KVEntryAdmin(DomainAdmin):
         if result is not None and not result.applied:
             self.view_write(request).refused = "Not deleted: the key moved since you opened it."
 
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> None:
-        raise NotImplementedError("bulk deletes go through delete_selected_keys")
-
     @admin.action(description="Delete the selected keys (compare-and-set)", permissions=["delete"])
     def delete_selected_keys(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> TemplateResponse | None:
-        require(request, "delete_kventry")
-        page = confirm_page(
-            self,
-            request,
-            queryset,
-            form_class=ReasonForm,
-            title="Delete keys",
-            warning="Each key is deleted only at the version listed now; lock permits are left alone.",
-        )
-        if isinstance(page, TemplateResponse):
-            return page
-        reason, actor = page.cleaned_data["reason"], self.actor(request)
-
-        def delete(entry: KVEntry) -> str | None:
+        def delete(entry: KVEntry, page: Confirmed) -> str | None:
             if entry.namespace == LOCKS:
                 return "lock permits (force release them)"
+            key, expect = entry.key, entry.version
             result = kv_operator.kv_operator_delete(
-                namespace=entry.namespace, key=entry.key, expect=entry.version, actor=actor, reason=reason, via=VIA
+                namespace=entry.namespace, key=key, expect=expect, actor=page.actor, reason=page.reason, via=VIA
             )
             return None if result.applied else "moved since"
 
-        each(queryset, delete).report(self, request, "Deleted")
-        return None
+        return self.each_confirmed(
+            request,
+            queryset,
+            delete,
+            done="Deleted",
+            perm="delete_kventry",
+            title="Delete keys",
+            warning="Each key is deleted only at the version listed now; lock permits are left alone.",
+        )
 
     @admin.action(description="Force release the selected lock permits", permissions=["change"])
     def force_release(self, request: HttpRequest, queryset: QuerySet[KVEntry]) -> TemplateResponse | None:
-        require(request, "change_kventry")
         permits = queryset.filter(namespace=LOCKS)
-        page = confirm_page(
-            self,
-            request,
-            permits,
-            form_class=ReleaseForm,
-            title="Force release",
-            warning="The holders' tokens die: their next renew answers lost.",
-        )
+        warning = "The holders' tokens die: their next renew answers lost."
+        page = self.confirmed(request, permits, perm="change_kventry", title="Force release", warning=warning)
         if isinstance(page, TemplateResponse):
             return page
-        reason, actor = page.cleaned_data["reason"], self.actor(request)
 
         def release(entry: KVEntry) -> str | None:
             name, sep, tail = entry.key.rpartition("#")
@@ -328,7 +294,7 @@ class KVEntryAdmin(DomainAdmin):
             row = _row(entry)
             mark = lock_operator.lease_mark(owner=locks._owner_of(row.value), since=locks._since_of(row))
             result = lock_operator.lock_force_release(
-                name=name, slot=int(tail), lease=mark, actor=actor, reason=reason, via=VIA
+                name=name, slot=int(tail), lease=mark, actor=page.actor, reason=page.reason, via=VIA
             )
             return None if result.released else str(result.reason)
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django import forms
 from django.contrib import admin, messages
@@ -24,12 +25,11 @@ from django.utils.timesince import timesince
 from queenadmin.admin.common import (
     BATCH,
     VIA,
+    Confirmed,
     DomainAdmin,
     ReadOnlyAdmin,
     ReasonForm,
-    confirm_page,
     reason_field,
-    require,
 )
 from queenadmin.domain import clock
 from queenadmin.domain.queues import QueueOptions, dlq
@@ -88,6 +88,23 @@ class BoardChangeList(ChangeList):
         found = boards.queue_boards_named(names=names, with_groups=self.model is ConsumerGroup)
         for row in rows:
             row._board = found.get(admin_.queue_name_of(row))
+
+
+P = TypeVar("P")
+
+
+def board_column(
+    description: str, find: Callable[[Any, Any], P | None], show: Callable[[P], int | str]
+) -> Callable[[Any, Any], int | str]:
+    """A list column read from the part of a row's queue board that ``find``
+    (the admin's method) picks; blank when there is none."""
+
+    @admin.display(description=description)
+    def column(model_admin: Any, row: Any) -> int | str:
+        found = find(model_admin, row)
+        return "" if found is None else show(found)
+
+    return column
 
 
 class BoardAdmin(ReadOnlyAdmin):
@@ -195,32 +212,11 @@ class QueueAdmin(BoardAdmin):
             return (*self.readonly_fields, "options")
         return self.fields
 
-    @admin.display(description="pending")
-    def depth(self, row: Queue) -> int | str:
-        found = self.board(row)
-        return "" if found is None else found.claimable + found.parked + found.in_flight
-
-    @admin.display(description="claimable")
-    def claimable(self, row: Queue) -> int | str:
-        found = self.board(row)
-        return "" if found is None else found.claimable
-
-    @admin.display(description="in flight")
-    def in_flight(self, row: Queue) -> int | str:
-        found = self.board(row)
-        return "" if found is None else found.in_flight
-
-    @admin.display(description="oldest claimable")
-    def oldest_claimable(self, row: Queue) -> str:
-        found = self.board(row)
-        return "" if found is None else _age(found.oldest_claimable_at)
-
-    @admin.display(description="DLQ")
-    def dead_letters(self, row: Queue) -> str:
-        found = self.board(row)
-        if found is None:
-            return ""
-        return f"{found.dlq:,}+" if found.dlq_capped else f"{found.dlq:,}"
+    depth = board_column("pending", BoardAdmin.board, lambda b: b.claimable + b.parked + b.in_flight)
+    claimable = board_column("claimable", BoardAdmin.board, lambda b: b.claimable)
+    in_flight = board_column("in flight", BoardAdmin.board, lambda b: b.in_flight)
+    oldest_claimable = board_column("oldest claimable", BoardAdmin.board, lambda b: _age(b.oldest_claimable_at))
+    dead_letters = board_column("DLQ", BoardAdmin.board, lambda b: f"{b.dlq:,}+" if b.dlq_capped else f"{b.dlq:,}")
 
     def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
         data = form.cleaned_data
@@ -233,20 +229,19 @@ class QueueAdmin(BoardAdmin):
 
     @admin.action(description="Purge the DLQ of the selected queue", permissions=["purge"])
     def purge_dlq(self, request: HttpRequest, queryset: QuerySet[Queue]) -> TemplateResponse | None:
-        require(request, "delete_deadletter")
         names = list(queryset.values_list("name", flat=True)[:2])
         if len(names) != 1:
             self.message_user(request, "Select exactly one queue to purge its DLQ.", messages.ERROR)
             return None
         (name,) = names
         upto = DeadLetter.objects.filter(queue__name=name).order_by("-id").values_list("id", flat=True).first()
-        page = confirm_page(
-            self,
+        page = self.confirmed(
             request,
             queryset,
-            form_class=PurgeForm,
+            perm="delete_deadletter",
             title="Purge the DLQ",
             warning=f"Every dead letter of {name} now in its DLQ is deleted for good.",
+            form_class=PurgeForm,
             form_kwargs={"expected": name},
         )
         if isinstance(page, TemplateResponse):
@@ -254,7 +249,7 @@ class QueueAdmin(BoardAdmin):
         if upto is None:
             self.message_user(request, f"The DLQ of {name} is empty.", messages.WARNING)
             return None
-        done = purge_all(queue=name, actor=self.actor(request), reason=page.cleaned_data["reason"], upto=upto)
+        done = purge_all(queue=name, actor=page.actor, reason=page.reason, upto=upto)
         self.message_user(request, f"Purged {done} dead letters of {name}.", messages.SUCCESS)
         return None
 
@@ -266,16 +261,21 @@ class QueueAdmin(BoardAdmin):
 # Partitions, consumer groups, messages
 
 
-@admin.register(Partition)
-class PartitionAdmin(BoardAdmin):
-    list_display = ("queue", "name", "last_offset", "pending", "oldest_claimable", "dead_letters", "last_push_at")
+class InQueueAdmin(BoardAdmin):
+    """Rows named within their queue (partitions, consumer groups)."""
+
     list_filter = (QueueFilter,)
     search_fields = ("=name",)
     ordering = ("queue__name", "name")
     list_select_related = ("queue",)
 
-    def queue_name_of(self, row: Partition) -> str:
+    def queue_name_of(self, row: Partition | ConsumerGroup) -> str:
         return row.queue.name
+
+
+@admin.register(Partition)
+class PartitionAdmin(InQueueAdmin):
+    list_display = ("queue", "name", "last_offset", "pending", "oldest_claimable", "dead_letters", "last_push_at")
 
     def _part(self, row: Partition) -> boards.PartitionBoard | None:
         found = self.board(row)
@@ -285,32 +285,14 @@ class PartitionAdmin(BoardAdmin):
     def last_offset(self, row: Partition) -> int:
         return row.next_offset - 1
 
-    @admin.display(description="pending")
-    def pending(self, row: Partition) -> int | str:
-        part = self._part(row)
-        return "" if part is None else part.pending
-
-    @admin.display(description="oldest claimable")
-    def oldest_claimable(self, row: Partition) -> str:
-        part = self._part(row)
-        return "" if part is None else _age(part.oldest_claimable_at)
-
-    @admin.display(description="DLQ")
-    def dead_letters(self, row: Partition) -> int | str:
-        part = self._part(row)
-        return "" if part is None else part.dlq
+    pending = board_column("pending", _part, lambda p: p.pending)
+    oldest_claimable = board_column("oldest claimable", _part, lambda p: _age(p.oldest_claimable_at))
+    dead_letters = board_column("DLQ", _part, lambda p: p.dlq)
 
 
 @admin.register(ConsumerGroup)
-class ConsumerGroupAdmin(BoardAdmin):
+class ConsumerGroupAdmin(InQueueAdmin):
     list_display = ("queue", "name", "subscription_mode", "lag", "in_flight", "oldest_pending", "last_claim")
-    list_filter = (QueueFilter,)
-    search_fields = ("=name",)
-    ordering = ("queue__name", "name")
-    list_select_related = ("queue",)
-
-    def queue_name_of(self, row: ConsumerGroup) -> str:
-        return row.queue.name
 
     def _group(self, row: ConsumerGroup) -> boards.GroupLag | None:
         found = self.board(row)
@@ -318,25 +300,10 @@ class ConsumerGroupAdmin(BoardAdmin):
             found = boards.queue_board(name=row.queue.name)
         return None if found is None else next((g for g in found.groups if g.name == row.name), None)
 
-    @admin.display(description="lag")
-    def lag(self, row: ConsumerGroup) -> int | str:
-        group = self._group(row)
-        return "" if group is None else group.lag
-
-    @admin.display(description="in flight")
-    def in_flight(self, row: ConsumerGroup) -> int | str:
-        group = self._group(row)
-        return "" if group is None else group.in_flight
-
-    @admin.display(description="oldest pending")
-    def oldest_pending(self, row: ConsumerGroup) -> str:
-        group = self._group(row)
-        return "" if group is None else _age(group.oldest_pending_at)
-
-    @admin.display(description="last claim")
-    def last_claim(self, row: ConsumerGroup) -> str:
-        group = self._group(row)
-        return "" if group is None else _age(group.last_claim_at)
+    lag = board_column("lag", _group, lambda g: g.lag)
+    in_flight = board_column("in flight", _group, lambda g: g.in_flight)
+    oldest_pending = board_column("oldest pending", _group, lambda g: _age(g.oldest_pending_at))
+    last_claim = board_column("last claim", _group, lambda g: _age(g.last_claim_at))
 
 
 def _exact_ids(queryset: QuerySet[Any], term: str, fields: tuple[str, ...]) -> QuerySet[Any]:
@@ -355,20 +322,14 @@ def _preview(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
 
 
-@admin.register(Message)
-class MessageAdmin(ReadOnlyAdmin):
-    """A million rows: exact-match search on indexed ids only, a capped
-    count, the payload cut in the database."""
+class LogRowsAdmin(ReadOnlyAdmin):
+    """A million rows (messages, dead letters): exact-match search on
+    indexed ids only, a capped count, the payload cut in the database."""
 
-    list_display = ("message_id", "queue_name", "partition_name", "offset", "transaction_id", "preview", "created_at")
-    list_filter = (MessageQueueFilter,)
-    search_fields = ("message_id",)
-    search_help_text = "A message id, exactly."
-    ordering = ("-id",)
-    list_select_related = ("partition__queue",)
-    readonly_fields = ("partition", "offset", "message_id", "transaction_id", "trace_id", "payload", "created_at")
+    #: The id fields a search term must equal.
+    exact_fields: tuple[str, ...] = ("message_id",)
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         rows = super().get_queryset(request)
         if (
             request.resolver_match
@@ -379,9 +340,24 @@ class MessageAdmin(ReadOnlyAdmin):
         return rows
 
     def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
-    ) -> tuple[QuerySet[Message], bool]:
-        return _exact_ids(queryset, search_term, ("message_id",)), False
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        return _exact_ids(queryset, search_term, self.exact_fields), False
+
+    @admin.display(description="payload")
+    def preview(self, row: Message | DeadLetter) -> str:
+        return _preview(getattr(row, "cut_payload", None) or row.payload)
+
+
+@admin.register(Message)
+class MessageAdmin(LogRowsAdmin):
+    list_display = ("message_id", "queue_name", "partition_name", "offset", "transaction_id", "preview", "created_at")
+    list_filter = (MessageQueueFilter,)
+    search_fields = ("message_id",)
+    search_help_text = "A message id, exactly."
+    ordering = ("-id",)
+    list_select_related = ("partition__queue",)
+    readonly_fields = ("partition", "offset", "message_id", "transaction_id", "trace_id", "payload", "created_at")
 
     @admin.display(description="queue")
     def queue_name(self, row: Message) -> str:
@@ -390,10 +366,6 @@ class MessageAdmin(ReadOnlyAdmin):
     @admin.display(description="partition")
     def partition_name(self, row: Message) -> str:
         return row.partition.name
-
-    @admin.display(description="payload")
-    def preview(self, row: Message) -> str:
-        return _preview(getattr(row, "cut_payload", None) or row.payload)
 
 
 # --------------------------------------------------------------------------
@@ -405,7 +377,7 @@ class DeadLetterPurgeForm(PurgeForm):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(ReadOnlyAdmin):
+class DeadLetterAdmin(LogRowsAdmin):
     list_display = ("id", "queue", "partition_name", "group", "offset", "message_id", "preview", "error", "failed_at")
     list_filter = (QueueFilter, "group")
     search_fields = ("message_id", "transaction_id")
@@ -425,17 +397,8 @@ class DeadLetterAdmin(ReadOnlyAdmin):
         "created_at",
         "failed_at",
     )
+    exact_fields = ("message_id", "transaction_id")
     actions = ("replay", "purge")
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[DeadLetter]:
-        rows = super().get_queryset(request)
-        if (
-            request.resolver_match
-            and request.resolver_match.url_name
-            and "changelist" in request.resolver_match.url_name
-        ):
-            rows = rows.defer("payload").annotate(cut_payload=Substr("payload", 1, PREVIEW_CHARS + 1))
-        return rows
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("queenadmin.change_deadletter"))
@@ -443,18 +406,9 @@ class DeadLetterAdmin(ReadOnlyAdmin):
     def has_purge_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("queenadmin.delete_deadletter"))
 
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[DeadLetter], search_term: str
-    ) -> tuple[QuerySet[DeadLetter], bool]:
-        return _exact_ids(queryset, search_term, ("message_id", "transaction_id")), False
-
     @admin.display(description="partition")
     def partition_name(self, row: DeadLetter) -> str:
         return row.partition.name
-
-    @admin.display(description="payload")
-    def preview(self, row: DeadLetter) -> str:
-        return _preview(getattr(row, "cut_payload", None) or row.payload)
 
     def _by_queue(self, queryset: QuerySet[DeadLetter]) -> dict[str, list[int]]:
         found: dict[str, list[int]] = defaultdict(list)
@@ -462,55 +416,54 @@ class DeadLetterAdmin(ReadOnlyAdmin):
             found[name].append(pk)
         return found
 
+    def _in_batches(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[DeadLetter],
+        page: Confirmed,
+        act: Callable[..., dlq.DLQAction],
+        verb: str,
+    ) -> None:
+        """``act`` (replay or purge) on the selected ids, queue by queue,
+        ``BATCH`` ids to a transaction."""
+        done = 0
+        for name, ids in self._by_queue(queryset).items():
+            for start in range(0, len(ids), BATCH):
+                chunk = tuple(ids[start : start + BATCH])
+                selection = boards.DeadLetterFilter(queue=name)
+                done += act(selection=selection, actor=page.actor, reason=page.reason, ids=chunk, via=VIA).done
+        self.message_user(request, f"{verb} {done} dead letters.", messages.SUCCESS)
+
     @admin.action(description="Replay the selected dead letters", permissions=["replay"])
     def replay(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> TemplateResponse | None:
-        require(request, "change_deadletter")
-        page = confirm_page(
-            self,
+        page = self.confirmed(
             request,
             queryset,
-            form_class=ReasonForm,
+            perm="change_deadletter",
             title="Replay dead letters",
             warning="Each is appended to its partition as a new message; every consumer group sees it.",
         )
         if isinstance(page, TemplateResponse):
             return page
-        reason, actor, done = page.cleaned_data["reason"], self.actor(request), 0
-        for name, ids in self._by_queue(queryset).items():
-            for start in range(0, len(ids), BATCH):
-                chunk = tuple(ids[start : start + BATCH])
-                result = dlq.queue_dlq_replay(
-                    selection=boards.DeadLetterFilter(queue=name), actor=actor, reason=reason, ids=chunk, via=VIA
-                )
-                done += result.done
-        self.message_user(request, f"Replayed {done} dead letters.", messages.SUCCESS)
+        self._in_batches(request, queryset, page, dlq.queue_dlq_replay, "Replayed")
         return None
 
     @admin.action(description="Purge the selected dead letters", permissions=["purge"])
     def purge(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> TemplateResponse | None:
-        require(request, "delete_deadletter")
         names = list(queryset.order_by().values_list("queue__name", flat=True).distinct()[:2])
         if len(names) != 1:
             self.message_user(request, "Select dead letters of one queue (filter by queue) to purge.", messages.ERROR)
             return None
-        page = confirm_page(
-            self,
+        page = self.confirmed(
             request,
             queryset,
-            form_class=DeadLetterPurgeForm,
+            perm="delete_deadletter",
             title="Purge dead letters",
             warning="The selected dead letters are deleted for good.",
+            form_class=DeadLetterPurgeForm,
             form_kwargs={"expected": names[0]},
         )
         if isinstance(page, TemplateResponse):
             return page
-        reason, actor, done = page.cleaned_data["reason"], self.actor(request), 0
-        for name, ids in self._by_queue(queryset).items():
-            for start in range(0, len(ids), BATCH):
-                chunk = tuple(ids[start : start + BATCH])
-                result = dlq.queue_dlq_purge(
-                    selection=boards.DeadLetterFilter(queue=name), actor=actor, reason=reason, ids=chunk, via=VIA
-                )
-                done += result.done
-        self.message_user(request, f"Purged {done} dead letters.", messages.SUCCESS)
+        self._in_batches(request, queryset, page, dlq.queue_dlq_purge, "Purged")
         return None

@@ -13,11 +13,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import VIA, DomainAdmin, ReasonForm, confirm_page, each, reason_field, require
+from queenadmin.admin.common import VIA, Confirmed, DomainAdmin, ReasonForm, prefix_search, reason_field, require
 from queenadmin.domain import db
 from queenadmin.domain.timers import operator
 from queenadmin.errors import QueenError
@@ -117,19 +117,12 @@ class TimerAdmin(DomainAdmin):
         "reason",
     )
     actions = ("cancel_timers", "fire_now", "move_by")
-    delete_confirmation_template = "admin/queenadmin/delete_confirmation.html"
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Timer], search_term: str
     ) -> tuple[QuerySet[Timer], bool]:
-        # A key prefix per queue: range scans on the (queue, timer_key) index.
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        match = Q(pk__in=[])
-        for name in db.distinct_leading(Timer, "queue", limit=QUEUES_SEARCHED):
-            match |= Q(queue=name, timer_key__startswith=term)
-        return queryset.filter(match), False
+        names = db.distinct_leading(Timer, "queue", limit=QUEUES_SEARCHED)
+        return prefix_search(queryset, search_term, leading="queue", key="timer_key", values=names)
 
     @admin.display(description="payload")
     def preview(self, timer: Timer) -> str:
@@ -146,11 +139,6 @@ class TimerAdmin(DomainAdmin):
         if obj is None or not self.has_change_permission(request, obj):
             return (*self.readonly_fields, "preview")
         return self.fields
-
-    def get_actions(self, request: HttpRequest) -> Any:
-        found = super().get_actions(request)
-        found.pop("delete_selected", None)
-        return found
 
     # -- Writes, through domain/timers/operator.py ------------------------
 
@@ -183,22 +171,18 @@ class TimerAdmin(DomainAdmin):
     def _bulk(
         self, request: HttpRequest, queryset: QuerySet[Timer], verb: operator.Verb, title: str, done: str
     ) -> TemplateResponse | None:
-        require(request, "change_timer")
-        form_class = MoveForm if verb == "move" else ReasonForm
-        page = confirm_page(self, request, queryset, form_class=form_class, title=title)
-        if isinstance(page, TemplateResponse):
-            return page
-        reason, actor = page.cleaned_data["reason"], self.actor(request)
-        by = timedelta(seconds=page.cleaned_data["seconds"]) if verb == "move" else None
-
-        def act(timer: Timer) -> str | None:
+        def act(timer: Timer, page: Confirmed) -> str | None:
+            by = timedelta(seconds=page.data["seconds"]) if verb == "move" else None
             try:
-                return self._act(timer, verb, actor, reason, by=by)
+                return self._act(timer, verb, page.actor, page.reason, by=by)
             except QueenError as exc:
                 return exc.detail
 
-        each(queryset.defer("payload"), act).report(self, request, done)
-        return None
+        form_class = MoveForm if verb == "move" else ReasonForm
+        rows = queryset.defer("payload")
+        return self.each_confirmed(
+            request, rows, act, done=done, perm="change_timer", title=title, form_class=form_class
+        )
 
     @admin.action(description="Cancel the selected timers", permissions=["change"])
     def cancel_timers(self, request: HttpRequest, queryset: QuerySet[Timer]) -> TemplateResponse | None:
@@ -251,6 +235,3 @@ class TimerAdmin(DomainAdmin):
         )
         if why is not None:
             self.view_write(request).refused = f"Not cancelled: the timer {why}."
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Timer]) -> None:
-        raise NotImplementedError("bulk cancels go through cancel_timers")

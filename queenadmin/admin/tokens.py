@@ -12,13 +12,10 @@ from django.template.response import TemplateResponse
 
 from queenadmin.admin.common import (
     VIA,
+    Confirmed,
     DomainAdmin,
     ReadOnlyAdmin,
-    ReasonForm,
-    confirm_page,
-    each,
     reason_field,
-    require,
 )
 from queenadmin.domain import tokens
 from queenadmin.errors import QueenError
@@ -125,30 +122,24 @@ class ApiTokenAdmin(DomainAdmin):
 
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> TemplateResponse | None:
-        require(request, "change_apitoken")
-        page = confirm_page(
-            self,
-            request,
-            queryset,
-            form_class=ReasonForm,
-            title="Revoke tokens",
-            warning="Clients using these tokens are refused from now on.",
-        )
-        if isinstance(page, TemplateResponse):
-            return page
-        reason, actor = page.cleaned_data["reason"], self.actor(request)
-
-        def revoke(token: ApiToken) -> str | None:
+        def revoke(token: ApiToken, page: Confirmed) -> str | None:
             if token.revoked_at is not None:
                 return "revoked already"
             try:
-                tokens.token_revoke(name=token.name, actor=actor, reason=reason, via=VIA)
+                tokens.token_revoke(name=token.name, actor=page.actor, reason=page.reason, via=VIA)
             except QueenError:
                 return "revoked already"
             return None
 
-        each(queryset, revoke).report(self, request, "Revoked")
-        return None
+        return self.each_confirmed(
+            request,
+            queryset,
+            revoke,
+            done="Revoked",
+            perm="change_apitoken",
+            title="Revoke tokens",
+            warning="Clients using these tokens are refused from now on.",
+        )
 
 
 @admin.register(AuditEntry)

@@ -9,6 +9,7 @@ import json
 import pytest
 from django.contrib import admin
 from django.contrib.admin import ModelAdmin
+from django.contrib.auth.models import User
 
 from queenadmin.admin.common import DomainAdmin
 from queenadmin.domain import kv
@@ -60,3 +61,13 @@ def test_a_refusal_after_the_domain_wrote_undoes_the_write(operator, monkeypatch
     assert not AuditEntry.objects.exists()
     # The outcome is kept beside the request, never as an attribute on it.
     assert not [name for name in vars(response.wsgi_request) if name.startswith("_admin")]
+
+
+def test_djangos_bulk_delete_is_never_offered(operator, rf):
+    """Rows are deleted only through the domain: Django's bulk delete
+    (which would remove them behind its back) is in no admin's actions."""
+    request = rf.get("/admin/")
+    request.user = User.objects.get(username="otto")
+    for model_admin in admin.site._registry.values():
+        if isinstance(model_admin, DomainAdmin):
+            assert "delete_selected" not in model_admin.get_actions(request), type(model_admin)
