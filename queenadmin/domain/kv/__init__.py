@@ -31,6 +31,7 @@ from queenadmin.domain.kv.inprocess import (
 )
 from queenadmin.domain.kv.ops import (
     DEFAULT_PAGE_LIMIT,
+    INCR_DIGITS,
     LOCKS_NAMESPACE,
     MAX_PAGE_LIMIT,
     MAX_TTL,
@@ -66,6 +67,7 @@ from queenadmin.domain.kv.store.base import prefix_upper_bound
 
 __all__ = [
     "DEFAULT_PAGE_LIMIT",
+    "INCR_DIGITS",
     "LOCKS_NAMESPACE",
     "MAX_PAGE_LIMIT",
     "MAX_TTL",

@@ -31,7 +31,7 @@ from queenadmin.domain.kv.ops import (
     PageResult,
     WriteResult,
 )
-from queenadmin.domain.kv.store import PostgresStore, Store, store
+from queenadmin.domain.kv.store import Store, store
 from queenadmin.errors import PreconditionFailed
 
 
@@ -41,9 +41,10 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResul
     Returns one result per command, in request order. Ordinary outcomes
     (``applied=False`` with its reason) are results; a ``required`` command
     that does not apply raises ``PreconditionFailed`` and nothing is
-    written. A read-only call takes no write lock. On PostgreSQL a lone
-    write that ``planner.fast_path_of`` names, or a call of unconditional
-    puts only, is one autocommit statement.
+    written. A read-only call takes no write lock. Where the store has
+    ``one_statement_writes`` (PostgreSQL), a lone write that
+    ``planner.fast_path_of`` names, or a call of unconditional puts only,
+    is one autocommit statement.
     """
     now = now or clock.now()
     the_store = store()
@@ -52,7 +53,7 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResul
         _single_reads(the_store, ops, now, out)
         _multi_reads(the_store, ops, now, out)
         return [out[i] for i in range(len(ops))]
-    if isinstance(the_store, PostgresStore) and not connection.in_atomic_block:
+    if the_store.one_statement_writes and not connection.in_atomic_block:
         if len(ops) == 1:
             fast = _fast(the_store, ops[0], now)
             if fast is not None:
@@ -115,7 +116,7 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
     return [out[i] for i in range(len(ops))]
 
 
-def _fast(the_store: PostgresStore, op: KVOp, now: datetime) -> WriteResult | None:
+def _fast(the_store: Store, op: KVOp, now: datetime) -> WriteResult | None:
     """The one-statement answer of a lone write, or None to plan it."""
     kind = planner.fast_path_of(op)
     if kind == "put":
@@ -141,7 +142,7 @@ def _fast(the_store: PostgresStore, op: KVOp, now: datetime) -> WriteResult | No
     return WriteResult(op.name, True, op.key, json.loads(op.value_json), version)
 
 
-def _put_many_fast(the_store: PostgresStore, ops: Sequence[KVPut], now: datetime) -> list[KVResult]:
+def _put_many_fast(the_store: Store, ops: Sequence[KVPut], now: datetime) -> list[KVResult]:
     versions = the_store.put_many_fast(ops, now)
     _changed(sorted({op.namespace for op in ops}))
     return [

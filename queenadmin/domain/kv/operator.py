@@ -30,6 +30,7 @@ from queenadmin.domain.kv.ops import (
     KVDelete,
     KVGet,
     KVPut,
+    KVResult,
     KVRow,
     WriteResult,
     check_key,
@@ -110,6 +111,47 @@ def _put_in_txn(
     return row, result, None if ttl is None else now + ttl
 
 
+@dataclass(frozen=True, slots=True)
+class _Who:
+    """Who wrote, why, through what, and when: what the audit records."""
+
+    actor: str
+    reason: str
+    via: str
+    now: datetime
+
+
+def _audited(
+    result: KVResult,
+    who: _Who,
+    action: str,
+    namespace: str,
+    key: str,
+    before: KVRow | None,
+    *,
+    deleted: bool = False,
+    expires_at: datetime | None = None,
+) -> OperatorWrite:
+    """The answer to an operator's compare-and-set write: ``moved`` when it
+    did not apply, else the write, audited in its transaction."""
+    assert isinstance(result, WriteResult)
+    if not result.applied:
+        return _moved(namespace, key, who.now)
+    written = None if deleted else result
+    audit_in_txn(
+        actor=who.actor,
+        action=action,
+        kind="kv",
+        target=f"{namespace}/{key}",
+        now=who.now,
+        before=_snapshot(before),
+        after=_snapshot(written, expires_at),
+        reason=who.reason,
+        via=who.via,
+    )
+    return OperatorWrite(namespace, key, True, 0 if written is None else written.version)
+
+
 def kv_operator_edit_in_txn(
     *,
     namespace: str,
@@ -137,20 +179,8 @@ def kv_operator_edit_in_txn(
     before, result, expires_at = _put_in_txn(
         namespace=namespace, key=key, value_json=value_json, expect=expect, expiry=expiry, now=now
     )
-    if not result.applied:
-        return _moved(namespace, key, now)
-    audit_in_txn(
-        actor=actor,
-        action="kv.edit",
-        kind="kv",
-        target=f"{namespace}/{key}",
-        now=now,
-        before=_snapshot(before),
-        after=_snapshot(result, expires_at),
-        reason=reason,
-        via=via,
-    )
-    return OperatorWrite(namespace, key, True, result.version)
+    who = _Who(actor, reason, via, now)
+    return _audited(result, who, "kv.edit", namespace, key, before, expires_at=expires_at)
 
 
 #: ``kv_operator_edit_in_txn`` as its own transaction: must be the outermost call.
@@ -175,21 +205,7 @@ def kv_operator_delete_in_txn(
     _refuse_locks(namespace)
     before = _read(namespace, key, now)
     (result,) = kv_call_in_txn([KVDelete(namespace, key, expect=expect)], now=now)
-    assert isinstance(result, WriteResult)
-    if not result.applied:
-        return _moved(namespace, key, now)
-    audit_in_txn(
-        actor=actor,
-        action="kv.delete",
-        kind="kv",
-        target=f"{namespace}/{key}",
-        now=now,
-        before=_snapshot(before),
-        after=_snapshot(None),
-        reason=reason,
-        via=via,
-    )
-    return OperatorWrite(namespace, key, True, 0)
+    return _audited(result, _Who(actor, reason, via, now), "kv.delete", namespace, key, before, deleted=True)
 
 
 #: ``kv_operator_delete_in_txn`` as its own transaction: must be the outermost call.
@@ -254,18 +270,6 @@ def kv_operator_revert(
         expires_at = None if ttl is None else now + ttl
         put = KVPut(namespace, key, check_value_json(db.json_text(plan.value)), ttl, expect=plan.expect)
         (result,) = kv_call_in_txn([put], now=now)
-    assert isinstance(result, WriteResult)
-    if not result.applied:
-        return _moved(namespace, key, now)
-    audit_in_txn(
-        actor=actor,
-        action="kv.revert",
-        kind="kv",
-        target=f"{namespace}/{key}",
-        now=now,
-        before=_snapshot(before),
-        after=_snapshot(None if plan.value_version == 0 else result, expires_at),
-        reason=reason or f"revert of audit entry {entry_id}",
-        via=via,
-    )
-    return OperatorWrite(namespace, key, True, 0 if plan.value_version == 0 else result.version)
+    who = _Who(actor, reason or f"revert of audit entry {entry_id}", via, now)
+    deleted = plan.value_version == 0
+    return _audited(result, who, "kv.revert", namespace, key, before, deleted=deleted, expires_at=expires_at)

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import connection
 
 from queenadmin.domain import db
-from queenadmin.domain.kv.ops import PAGE_READ_BUDGET, KVRow
+from queenadmin.domain.kv.ops import PAGE_READ_BUDGET, KVDelete, KVPut, KVRow
 from queenadmin.domain.kv.planner import Stored, Upsert
 
 TABLE = "queenadmin_kventry"
@@ -64,6 +64,12 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 class Store:
     """What the KV domain needs of a database. Subclasses fill in the rest."""
+
+    #: Whether this store has the one-statement forms below (``put_fast``,
+    #: ``create_fast``, ``delete_fast``, ``put_many_fast``): a lone write
+    #: that ``planner.fast_path_of`` names, or a call of unconditional puts
+    #: only, as one autocommit statement instead of a transaction.
+    one_statement_writes = False
 
     def lock_keys(self, idents: Iterable[Ident]) -> None:
         """Hold every key until the transaction ends (one fixed order)."""
@@ -148,6 +154,35 @@ class Store:
             rows.append(row_of(record))
         next_after = rows[-1].key if truncated and rows else None
         return tuple(rows), truncated, next_after
+
+    # ----------------------------------------------------------------------
+    # One-statement forms, where ``one_statement_writes``; each runs in
+    # autocommit
+
+    def put_fast(self, op: KVPut, now: datetime) -> int:
+        """An unconditional put; its new version."""
+        raise NotImplementedError
+
+    def create_fast(self, op: KVPut, now: datetime) -> int | None:
+        """A put that must not exist, when no row exists at all; its version.
+
+        None when any row exists (live or expired): nothing is written.
+        """
+        raise NotImplementedError
+
+    def delete_fast(self, op: KVDelete, now: datetime) -> tuple[int, str] | None:
+        """Delete of a live key (at ``expect`` when given); (version, value_json).
+
+        None when nothing was deleted.
+        """
+        raise NotImplementedError
+
+    def put_many_fast(self, ops: Sequence[KVPut], now: datetime) -> dict[Ident, int]:
+        """A call of unconditional puts only, as one statement; the versions."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------
+    # Reads for the console
 
     def namespaces(self) -> list[tuple[str, int]]:
         with connection.cursor() as cursor:

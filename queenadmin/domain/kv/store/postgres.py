@@ -58,6 +58,8 @@ def _locked_insert_params(op: KVPut, now: datetime) -> list[Any]:
 
 
 class PostgresStore(Store):
+    one_statement_writes = True
+
     def lock_keys(self, idents: Iterable[Ident]) -> None:
         names = sorted({_lock_name(ns, key) for ns, key in idents})
         if not names:
