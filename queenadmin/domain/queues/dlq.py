@@ -42,19 +42,55 @@ class DLQAction:
     message_ids: tuple[str, ...] = ()
 
 
-def _take(selection: DeadLetterFilter, batch: int) -> list[DeadLetter]:
-    """Lock and read the next ``batch`` dead letters (plus one, to see more)."""
+@dataclass(frozen=True)
+class _Audit:
+    """The audit entry of one call: what it did, by whom, why, from where."""
+
+    action: str
+    after: str
+    actor: str
+    reason: str
+    via: str
+    now: datetime
+
+
+def _select(selection: DeadLetterFilter, ids: tuple[int, ...] | None, batch: int) -> tuple[list[DeadLetter], bool]:
+    """Lock and read the dead letters to act on, and whether more match.
+
+    ``ids``: those of them that match; otherwise the next ``batch``
+    (oldest id first). Raises ``QueueNotFound`` for an unknown queue.
+    """
+    if not Queue.objects.filter(name=selection.queue).exists():
+        raise QueueNotFound(f"no queue {selection.queue}")
     rows = dead_letters_matching(selection).select_related("partition").order_by("id")
-    if connection.features.has_select_for_update_skip_locked:
-        # Two operators replaying the same filter split it instead of both
-        # appending copies; SQLite has one writer, which does the same.
-        rows = rows.select_for_update(skip_locked=True, of=("self",))
-    return list(rows[: batch + 1])
+    if ids is not None:
+        rows = rows.filter(pk__in=list(ids))
+    # Two operators replaying the same filter split it instead of both
+    # appending copies. SQLite ignores FOR UPDATE: it has one writer, which
+    # does the same.
+    rows = rows.select_for_update(skip_locked=True, of=("self",))
+    if ids is not None:
+        return list(rows), False
+    taken = list(rows[: batch + 1])
+    return taken[:batch], len(taken) > batch
 
 
-def _check_queue(name: str) -> None:
-    if not Queue.objects.filter(name=name).exists():
-        raise QueueNotFound(f"no queue {name}")
+def _remove(rows: list[DeadLetter], selection: DeadLetterFilter, ids: tuple[int, ...] | None, audit: _Audit) -> None:
+    """Delete ``rows``, write the audit entry, and tell the dashboards on commit."""
+    DeadLetter.objects.filter(pk__in=[row.pk for row in rows]).delete()
+    what = "ids " + ", ".join(str(i) for i in ids[:20]) if ids is not None else selection.describe()
+    audit_in_txn(
+        actor=audit.actor,
+        action=audit.action,
+        kind="dlq",
+        target=selection.queue,
+        now=audit.now,
+        before=f"{len(rows)} dead letters ({what}): " + ", ".join(row.message_id for row in rows[:20]),
+        after=audit.after,
+        reason=audit.reason,
+        via=audit.via,
+    )
+    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
 
 
 @transaction.atomic(durable=True)
@@ -90,46 +126,14 @@ def queue_dlq_replay_in_txn(
 ) -> DLQAction:
     """``queue_dlq_replay`` inside the caller's transaction, at time ``now``."""
     assert connection.in_atomic_block
-    _check_queue(selection.queue)
-    if ids is not None:
-        rows = _take_ids(selection, ids)
-        more = False
-    else:
-        rows = _take(selection, batch)
-        more = len(rows) > batch
-        rows = rows[:batch]
+    rows, more = _select(selection, ids, batch)
     if not rows:
         return DLQAction(0, False)
     items = [PushItem(queue=selection.queue, partition=row.partition.name, payload_json=row.payload) for row in rows]
     pushed = queue_push_in_txn(items=items, now=now)
-    DeadLetter.objects.filter(pk__in=[row.pk for row in rows]).delete()
-    what = _what(selection, ids)
-    audit_in_txn(
-        actor=actor,
-        action="dlq.replay",
-        kind="dlq",
-        target=selection.queue,
-        now=now,
-        before=f"{len(rows)} dead letters ({what}): " + ", ".join(row.message_id for row in rows[:20]),
-        after="appended as new messages: " + ", ".join(p.message_id for p in pushed[:20]),
-        reason=reason,
-        via=via,
-    )
-    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
+    after = "appended as new messages: " + ", ".join(p.message_id for p in pushed[:20])
+    _remove(rows, selection, ids, _Audit("dlq.replay", after, actor, reason, via, now))
     return DLQAction(len(rows), more, tuple(p.message_id for p in pushed))
-
-
-def _take_ids(selection: DeadLetterFilter, ids: tuple[int, ...]) -> list[DeadLetter]:
-    rows = dead_letters_matching(selection).filter(pk__in=list(ids)).select_related("partition").order_by("id")
-    if connection.features.has_select_for_update_skip_locked:
-        rows = rows.select_for_update(skip_locked=True, of=("self",))
-    return list(rows)
-
-
-def _what(selection: DeadLetterFilter, ids: tuple[int, ...] | None) -> str:
-    if ids is not None:
-        return "ids " + ", ".join(str(i) for i in ids[:20])
-    return selection.describe()
 
 
 @transaction.atomic(durable=True)
@@ -165,27 +169,8 @@ def queue_dlq_purge_in_txn(
 ) -> DLQAction:
     """``queue_dlq_purge`` inside the caller's transaction, at time ``now``."""
     assert connection.in_atomic_block
-    _check_queue(selection.queue)
-    if ids is not None:
-        rows = _take_ids(selection, ids)
-        more = False
-    else:
-        rows = _take(selection, batch)
-        more = len(rows) > batch
-        rows = rows[:batch]
+    rows, more = _select(selection, ids, batch)
     if not rows:
         return DLQAction(0, False)
-    DeadLetter.objects.filter(pk__in=[row.pk for row in rows]).delete()
-    audit_in_txn(
-        actor=actor,
-        action="dlq.purge",
-        kind="dlq",
-        target=selection.queue,
-        now=now,
-        before=f"{len(rows)} dead letters ({_what(selection, ids)}): " + ", ".join(row.message_id for row in rows[:20]),
-        after="deleted",
-        reason=reason,
-        via=via,
-    )
-    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
+    _remove(rows, selection, ids, _Audit("dlq.purge", "deleted", actor, reason, via, now))
     return DLQAction(len(rows), more)
