@@ -18,6 +18,7 @@ row or batch.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -258,6 +259,32 @@ def reason_field() -> forms.CharField:
         max_length=2000,
         help_text="Why: kept in the audit entry with your name.",
     )
+
+
+class DomainForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A change form whose values the domain writes (the form saves none of
+    the model's fields), with the reason the audit entry keeps."""
+
+    reason = reason_field()
+
+    class Meta:
+        fields: list[str] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.show(self.instance)
+
+    def show(self, row: Any) -> None:
+        """Set the fields' initial values from the row the page shows."""
+
+
+def parse_json(text: str) -> Any:
+    """``text`` as JSON, or the form error that says why not."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise forms.ValidationError(f"not JSON: {exc}") from exc
 
 
 def require(request: HttpRequest, perm: str) -> None:

@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import VIA, Confirmed, DomainAdmin, each, prefix_search, reason_field, require
+from queenadmin.admin.common import VIA, Confirmed, DomainAdmin, DomainForm, each, parse_json, prefix_search, require
 from queenadmin.domain import db, kv, locks
 from queenadmin.domain.clock import now as clock_now
 from queenadmin.domain.kv import operator as kv_operator
@@ -115,29 +115,22 @@ class ExpiryFilter(admin.SimpleListFilter):
 EXPIRY_CHOICES = [("keep", "keep the current expiry"), ("forever", "never expire"), ("ttl", "expire in (seconds)")]
 
 
-class KVEditForm(forms.ModelForm):  # type: ignore[type-arg]
+class KVEditForm(DomainForm):
     value = forms.CharField(widget=forms.Textarea(attrs={"rows": 6, "cols": 80}), help_text="JSON")
     expiry = forms.ChoiceField(choices=EXPIRY_CHOICES, initial="keep")
     ttl_seconds = forms.IntegerField(required=False, min_value=1, label="TTL (seconds)")
     #: The version the operator saw: the edit is a compare-and-set on it.
     seen_version = forms.IntegerField(widget=forms.HiddenInput)
-    reason = reason_field()
 
-    class Meta:
+    class Meta(DomainForm.Meta):
         model = KVEntry
-        fields: list[str] = []
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.instance.pk:
-            self.fields["value"].initial = json.dumps(json.loads(self.instance.value_json), indent=2)
-            self.fields["seen_version"].initial = self.instance.version
+    def show(self, row: KVEntry) -> None:
+        self.fields["value"].initial = json.dumps(json.loads(row.value_json), indent=2)
+        self.fields["seen_version"].initial = row.version
 
     def clean_value(self) -> Any:
-        try:
-            return json.loads(self.cleaned_data["value"])
-        except ValueError as exc:
-            raise forms.ValidationError(f"not JSON: {exc}") from exc
+        return parse_json(self.cleaned_data["value"])
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -27,9 +27,10 @@ from queenadmin.admin.common import (
     VIA,
     Confirmed,
     DomainAdmin,
+    DomainForm,
     ReadOnlyAdmin,
     ReasonForm,
-    reason_field,
+    parse_json,
 )
 from queenadmin.domain import clock
 from queenadmin.domain.queues import QueueOptions, dlq
@@ -126,28 +127,21 @@ class BoardAdmin(ReadOnlyAdmin):
 # Queues
 
 
-class ConfigureForm(forms.ModelForm):  # type: ignore[type-arg]
+class ConfigureForm(DomainForm):
     options_text = forms.CharField(
         label="Options",
         widget=forms.Textarea(attrs={"rows": 14, "cols": 60}),
         help_text="JSON: the options to change (others keep their values; null restores a default).",
     )
-    reason = reason_field()
 
-    class Meta:
+    class Meta(DomainForm.Meta):
         model = Queue
-        fields: list[str] = []
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.instance.pk:
-            self.fields["options_text"].initial = json.dumps(self.instance.options, indent=2, sort_keys=True)
+    def show(self, row: Queue) -> None:
+        self.fields["options_text"].initial = json.dumps(row.options, indent=2, sort_keys=True)
 
     def clean_options_text(self) -> QueueOptions:
-        try:
-            wanted = json.loads(self.cleaned_data["options_text"])
-        except ValueError as exc:
-            raise forms.ValidationError(f"not JSON: {exc}") from exc
+        wanted = parse_json(self.cleaned_data["options_text"])
         if not isinstance(wanted, dict):
             raise forms.ValidationError("a JSON object of option names and values")
         current = self.instance.options or {}

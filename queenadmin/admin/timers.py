@@ -7,7 +7,6 @@ alone and the page says so.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +16,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import VIA, Confirmed, DomainAdmin, ReasonForm, prefix_search, reason_field, require
+from queenadmin.admin.common import (
+    VIA,
+    Confirmed,
+    DomainAdmin,
+    DomainForm,
+    ReasonForm,
+    parse_json,
+    prefix_search,
+    require,
+)
 from queenadmin.domain import db
 from queenadmin.domain.timers import operator
 from queenadmin.errors import QueenError
@@ -50,7 +58,7 @@ class MoveForm(ReasonForm):
     )
 
 
-class TimerEditForm(forms.ModelForm):  # type: ignore[type-arg]
+class TimerEditForm(DomainForm):
     due = forms.DateTimeField(label="Due at (UTC)", help_text="YYYY-MM-DD HH:MM:SS")
     payload_text = forms.CharField(
         label="Payload",
@@ -58,31 +66,23 @@ class TimerEditForm(forms.ModelForm):  # type: ignore[type-arg]
         help_text="JSON; left as it is, the payload is kept.",
     )
     seen_message_id = forms.CharField(widget=forms.HiddenInput)
-    reason = reason_field()
 
-    class Meta:
+    class Meta(DomainForm.Meta):
         model = Timer
-        fields: list[str] = []
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        timer = self.instance
-        if timer.pk:
-            self.fields["due"].initial = timer.deliver_at
-            self.fields["payload_text"].initial = timer.payload_json
-            self.fields["seen_message_id"].initial = timer.message_id
-            if timer.encrypted:
-                self.fields["payload_text"].disabled = True
-                self.fields["payload_text"].help_text = "Encrypted: the payload cannot be edited."
+    def show(self, row: Timer) -> None:
+        self.fields["due"].initial = row.deliver_at
+        self.fields["payload_text"].initial = row.payload_json
+        self.fields["seen_message_id"].initial = row.message_id
+        if row.encrypted:
+            self.fields["payload_text"].disabled = True
+            self.fields["payload_text"].help_text = "Encrypted: the payload cannot be edited."
 
     def clean_payload_text(self) -> bytes | None:
         text = self.cleaned_data["payload_text"]
         if self.instance.encrypted or text == self.instance.payload_json:
             return None
-        try:
-            json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"not JSON: {exc}") from exc
+        parse_json(text)
         return str(text).encode()
 
 
