@@ -32,8 +32,9 @@ from django.db.models import Q
 from django.db.models.functions import Substr
 
 from queenadmin.domain import clock
+from queenadmin.domain.queues.stats import dead_letters_where
 from queenadmin.domain.queues.store import store
-from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, Message, Partition, Queue
 
 #: Dead letters counted per queue at most in a list of queues, and on one
 #: queue's page; past it the page says "1,000+" (the DLQ list is paged and
@@ -446,11 +447,7 @@ class DeadLetterItem:
 
 def dead_letters_matching(selection: DeadLetterFilter) -> Any:
     """The queryset of dead letters ``selection`` names (for reads and writes)."""
-    rows = DeadLetter.objects.filter(queue__name=selection.queue)
-    if selection.group is not None:
-        rows = rows.filter(group=selection.group)
-    if selection.partition is not None:
-        rows = rows.filter(partition__name=selection.partition)
+    rows = dead_letters_where(queue=selection.queue, group=selection.group, partition=selection.partition)
     if selection.upto is not None:
         rows = rows.filter(id__lte=selection.upto)
     return rows

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from django.db.models import Model, QuerySet
 
 from queenadmin.domain import clock
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
@@ -328,34 +330,47 @@ class DeadLetterRow:
     failed_at: datetime
 
 
-@dataclass(frozen=True)
-class DeadLetterQuery:
-    """Which dead letters to list: filters (None: any) and one page."""
+@dataclass(frozen=True, kw_only=True)
+class PageQuery:
+    """What a paged list shares: where (None: any), a time window, one page."""
 
     queue: str | None = None
-    group: str | None = None
     partition: str | None = None
-    #: Failed at or after.
+    #: At or after (None: from the start).
     since: datetime | None = None
-    #: Failed at or before.
+    #: At or before (None: up to now).
     until: datetime | None = None
     limit: int = 100
     offset: int = 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class DeadLetterQuery(PageQuery):
+    """Which dead letters to list: filters (None: any) and one page.
+
+    ``since`` and ``until`` bound the time each failed.
+    """
+
+    group: str | None = None
+
+
+_M = TypeVar("_M", bound=Model)
+
+
+def where_given(rows: QuerySet[_M], **lookups: object) -> QuerySet[_M]:
+    """``rows`` filtered by each of ``lookups`` that is not None (None: any)."""
+    return rows.filter(**{lookup: value for lookup, value in lookups.items() if value is not None})
+
+
+def dead_letters_where(*, queue: str | None, group: str | None, partition: str | None) -> QuerySet[DeadLetter]:
+    """The dead letters of ``queue``, ``group`` and ``partition`` (None: any)."""
+    return where_given(DeadLetter.objects.all(), queue__name=queue, group=group, partition__name=partition)
+
+
 def dlq_list(*, query: DeadLetterQuery) -> tuple[list[DeadLetterRow], int]:
     """A page of dead letters (newest first) and the total that match."""
-    rows = DeadLetter.objects.all()
-    if query.queue is not None:
-        rows = rows.filter(queue__name=query.queue)
-    if query.group is not None:
-        rows = rows.filter(group=query.group)
-    if query.partition is not None:
-        rows = rows.filter(partition__name=query.partition)
-    if query.since is not None:
-        rows = rows.filter(failed_at__gte=query.since)
-    if query.until is not None:
-        rows = rows.filter(failed_at__lte=query.until)
+    rows = dead_letters_where(queue=query.queue, group=query.group, partition=query.partition)
+    rows = where_given(rows, failed_at__gte=query.since, failed_at__lte=query.until)
     total = rows.count()
     page = rows.order_by("-failed_at", "-id").values_list(
         "id",

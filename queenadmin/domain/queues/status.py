@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Max, Sum
 
 from queenadmin.domain.queues.history import SamplePoint, _align, queue_series
+from queenadmin.domain.queues.stats import where_given
 from queenadmin.models.queues import ConsumerCursor, DeadLetter, Queue
 
 
@@ -31,13 +32,7 @@ class QueueRow:
 
 def queues_matching(*, queue: str | None, namespace: str | None, task: str | None) -> list[QueueRow]:
     """The queues a status filter names (every queue without one), newest first."""
-    rows = Queue.objects.all()
-    if queue is not None:
-        rows = rows.filter(name=queue)
-    if namespace is not None:
-        rows = rows.filter(namespace=namespace)
-    if task is not None:
-        rows = rows.filter(task=task)
+    rows = where_given(Queue.objects.all(), name=queue, namespace=namespace, task=task)
     return [
         QueueRow(*r)
         for r in rows.order_by("-created_at", "-id").values_list("id", "name", "namespace", "task", "created_at")
