@@ -83,7 +83,8 @@ class BoardChangeList(ChangeList):
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
-        admin_: BoardAdmin = self.model_admin  # type: ignore[assignment]
+        admin_ = self.model_admin
+        assert isinstance(admin_, BoardAdmin)
         rows = list(self.result_list)  # fills the page's result cache
         names = {admin_.queue_name_of(row) for row in rows}
         found = boards.queue_boards_named(names=names, with_groups=self.model is ConsumerGroup)
@@ -116,11 +117,13 @@ class BoardAdmin(ReadOnlyAdmin):
         raise NotImplementedError
 
     def board(self, row: Any) -> boards.QueueBoard | None:
+        found: boards.QueueBoard | None
         if hasattr(row, "_board"):
-            return row._board  # type: ignore[no-any-return]
-        # One object's page: read its queue's board (with the groups' lag).
-        row._board = boards.queue_board(name=self.queue_name_of(row))
-        return row._board  # type: ignore[no-any-return]
+            found = row._board
+        else:
+            # One object's page: read its queue's board (with the groups' lag).
+            found = row._board = boards.queue_board(name=self.queue_name_of(row))
+        return found
 
 
 # --------------------------------------------------------------------------
