@@ -32,11 +32,12 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from queenadmin.domain import clock, db, kv
+from queenadmin.domain.kv.store import store as kv_store
 from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld, LocksBadRequest
 
 __all__ = [
@@ -91,6 +92,14 @@ ACQUIRE_ATTEMPTS = 4
 RENEW_ATTEMPTS = 2
 #: Seconds between tries of a waiting in-process acquire.
 RETRY_INTERVAL = 0.05
+#: A grant or renew whose call took longer than this share of its lease
+#: (it waited for the permit's key while another transaction, a holder's
+#: guarded step, kept it) is renewed once more at once, so that the lease
+#: runs its whole lifetime from the answer, not from when the call began.
+LATE_SHARE = 0.1
+#: How many times an acquire takes a permit again when its late grant had
+#: already run out (someone else may take it meanwhile).
+LATE_ATTEMPTS = 3
 
 Verb = Literal["acquire", "renew", "release", "get"]
 
@@ -165,6 +174,9 @@ class Acquire:
     already: bool = False
     reason: Literal["held", "contended"] | None = None
     holders: tuple[Holder, ...] = ()
+    #: Granted: when the lease ends, on the clock of ``domain/clock.py``
+    #: (None when the grant cannot tell; not on the wire).
+    expires_at: datetime | None = None
 
     @property
     def guard(self) -> kv.KVCheck | None:
@@ -187,6 +199,8 @@ class Renewal:
     token: int | None = None
     reason: Literal["lost"] | None = None
     holders: tuple[Holder, ...] = ()
+    #: Renewed: when the new lease ends (not on the wire).
+    expires_at: datetime | None = None
 
     @property
     def guard(self) -> kv.KVCheck | None:
@@ -349,10 +363,12 @@ def _get(key: str, now: datetime | None) -> kv.KVRow | None:
     return result.row
 
 
-def _get_many(keys: tuple[str, ...], now: datetime | None) -> tuple[kv.KVRow, ...]:
-    result = kv.kv_call([kv.KVGetMany(NAMESPACE, keys)], now=now)[0]
-    assert isinstance(result, kv.GetManyResult)
-    return result.rows
+def _get_many(keys: tuple[str, ...], now: datetime) -> tuple[tuple[kv.KVRow, ...], frozenset[str]]:
+    """The live rows of ``keys``, and the keys whose row is stored but expired."""
+    stored = kv_store().read_keys(((NAMESPACE, key) for key in keys), now)
+    live = tuple(sorted((s.row for s in stored.values() if s.live), key=lambda r: r.key.encode()))
+    lapsed = frozenset(key for (_, key), s in stored.items() if not s.live)
+    return live, lapsed
 
 
 def _holder_of(slot: int, result: kv.WriteResult) -> tuple[Holder, ...]:
@@ -360,11 +376,39 @@ def _holder_of(slot: int, result: kv.WriteResult) -> tuple[Holder, ...]:
     return () if result.version == 0 else (Holder(slot, _owner_of(result.value)),)
 
 
+def _late(op: LockOp, at: datetime, now: datetime | None) -> bool:
+    """Whether a lease written at ``at`` came back late (see ``LATE_SHARE``).
+
+    Only a call on real time can be late: a caller's fixed ``now`` is the
+    time it asked for."""
+    return now is None and clock.now() - at > op.ttl * LATE_SHARE
+
+
 def _acquire(op: LockOp, now: datetime | None) -> Acquire:
+    """``_acquire_at``; a late grant is renewed so its lease runs whole."""
+    result = Acquire(op.name, False, reason="held")
+    for _attempt in range(LATE_ATTEMPTS):
+        at = now or clock.now()
+        result = _acquire_at(op, at)
+        if not result.acquired or not _late(op, at, now):
+            return result
+        assert result.slot is not None
+        assert result.token is not None
+        renewal = _renew(replace(op, op="renew", token=result.token, slot=result.slot), None)
+        if renewal.renewed:
+            return replace(result, token=renewal.token, expires_at=renewal.expires_at)
+        # The permit ran out while the call waited: take one again.
+        result = Acquire(op.name, False, reason="held" if op.limit == 1 else "contended", holders=renewal.holders)
+    return result
+
+
+def _acquire_at(op: LockOp, now: datetime) -> Acquire:
     value = {"owner": op.owner}
 
-    def granted(slot: int, token: int, *, already: bool = False) -> Acquire:
-        return Acquire(op.name, True, slot, token, op.owner, already)
+    def granted(slot: int, token: int, *, already: bool = False, expires_at: datetime | None = None) -> Acquire:
+        if expires_at is None and not already:
+            expires_at = now + op.ttl
+        return Acquire(op.name, True, slot, token, op.owner, already, expires_at=expires_at)
 
     def mine(result_value: Any) -> bool:
         return op.owner is not None and _owner_of(result_value) == op.owner
@@ -382,7 +426,7 @@ def _acquire(op: LockOp, now: datetime | None) -> Acquire:
     keys = tuple(_key(op.name, s) for s in range(op.limit))
     holders: tuple[Holder, ...] = ()
     for _attempt in range(ACQUIRE_ATTEMPTS):
-        rows = _get_many(keys, now)
+        rows, lapsed = _get_many(keys, now)
         taken: dict[int, kv.KVRow] = {}
         for row in rows:
             slot = _slot_of(op.name, row.key)
@@ -390,12 +434,16 @@ def _acquire(op: LockOp, now: datetime | None) -> Acquire:
                 taken[slot] = row
         for slot, row in sorted(taken.items()):
             if mine(row.value):
-                return granted(slot, row.version, already=True)
+                return granted(slot, row.version, already=True, expires_at=row.expires_at)
         holders = tuple(Holder(slot, _owner_of(row.value)) for slot, row in sorted(taken.items()))
         free = [s for s in range(op.limit) if s not in taken]
         if not free:
             return Acquire(op.name, False, reason="held", holders=holders)
-        slot = random.choice(free)
+        # A permit whose row is gone (never taken, or released) first: an
+        # expired one's holder may still be in a guarded step that keeps
+        # its key, and a put on that key waits for the step to end.
+        unused = [s for s in free if _key(op.name, s) not in lapsed]
+        slot = random.choice(unused or free)
         result = _put(_key(op.name, slot), value, op.ttl, expect=0, op="putIfAbsent", now=now)
         if result.applied:
             return granted(slot, result.version)
@@ -406,6 +454,16 @@ def _acquire(op: LockOp, now: datetime | None) -> Acquire:
 
 
 def _renew(op: LockOp, now: datetime | None) -> Renewal:
+    """``_renew_at``; a late renew is renewed once more so its lease runs whole."""
+    at = now or clock.now()
+    result = _renew_at(op, at)
+    if result.renewed and _late(op, at, now):
+        assert result.token is not None
+        return _renew_at(replace(op, token=result.token), clock.now())
+    return result
+
+
+def _renew_at(op: LockOp, now: datetime) -> Renewal:
     key = _key(op.name, op.slot)
 
     def lost(holders: tuple[Holder, ...]) -> Renewal:
@@ -425,7 +483,7 @@ def _renew(op: LockOp, now: datetime | None) -> Renewal:
         value.setdefault("since", clock.iso_jsonb(row.updated_at))
         result = _put(key, value, op.ttl, expect=row.version, now=now)
         if result.applied:
-            return Renewal(op.name, True, op.slot, token=result.version)
+            return Renewal(op.name, True, op.slot, token=result.version, expires_at=now + op.ttl)
         holders = _holder_of(op.slot, result)
     return lost(holders)
 

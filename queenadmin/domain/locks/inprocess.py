@@ -25,7 +25,7 @@ from channels.db import database_sync_to_async
 from django.db import connection
 
 from queenadmin.conf import settings
-from queenadmin.domain import kv
+from queenadmin.domain import clock, kv
 from queenadmin.domain.locks import (
     RETRY_INTERVAL,
     check_limit,
@@ -130,6 +130,20 @@ class _Lease:
     valid_until: float
 
 
+def _valid_until(sent: float, ttl: float, expires_at: datetime | None) -> float:
+    """When a lease granted by a call sent at ``sent`` must be assumed gone.
+
+    From ``sent`` (before the server could write it), unless the answer says
+    when the lease ends: a late grant renewed on the way, or a permit this
+    owner already held. That end is read against the wall clock, and never
+    taken as more than a whole lease from now.
+    """
+    if expires_at is None:
+        return sent + ttl
+    left = (expires_at - clock.now()).total_seconds()
+    return time.monotonic() + min(left, ttl)
+
+
 class Lock:
     """One holder's hold on a lock (or one permit of a semaphore).
 
@@ -173,6 +187,12 @@ class Lock:
             return self._lease is not None and time.monotonic() < self._lease.valid_until
 
     @property
+    def valid_until(self) -> float | None:
+        """``time.monotonic()`` past which the lease must be assumed gone; None when not held."""
+        with self._mutex:
+            return self._lease.valid_until if self._lease is not None else None
+
+    @property
     def token(self) -> int | None:
         """The fencing token of the current lease; None when not held."""
         with self._mutex:
@@ -209,7 +229,9 @@ class Lock:
         assert result.token is not None
         assert result.slot is not None
         with self._mutex:
-            self._lease = _Lease(result.token, result.slot, sent + self.ttl.total_seconds())
+            self._lease = _Lease(
+                result.token, result.slot, _valid_until(sent, self.ttl.total_seconds(), result.expires_at)
+            )
         self.lost.clear()
         return True
 
@@ -245,7 +267,9 @@ class Lock:
                 # Released (or lost) while the renew was in flight.
                 return False
             if result.renewed and result.token is not None:
-                self._lease = _Lease(result.token, lease.slot, sent + ttl_td.total_seconds())
+                self._lease = _Lease(
+                    result.token, lease.slot, _valid_until(sent, ttl_td.total_seconds(), result.expires_at)
+                )
                 return True
             self._lease = None
         self.lost.set()

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from django.db.models import Q
 
 from queenadmin.domain import clock
-from queenadmin.domain.queues.stats import partition_depths, queue_list
+from queenadmin.domain.queues.stats import PageQuery, partition_depths, queue_list
 from queenadmin.domain.queues.store import store
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
 
@@ -294,17 +294,17 @@ def group_lagging(*, min_lag_seconds: int) -> list[LaggingPartition]:
 # Messages
 
 
-@dataclass(frozen=True)
-class MessageQuery:
-    queue: str | None = None
-    partition: str | None = None
+@dataclass(frozen=True, kw_only=True)
+class MessageQuery(PageQuery):
+    """Which messages to list: filters (None: any) and one page.
+
+    ``since`` and ``until`` bound the push time.
+    """
+
     namespace: str | None = None
     task: str | None = None
     status: MessageStatus | None = None
-    since: datetime | None = None
-    until: datetime | None = None
     limit: int = 200
-    offset: int = 0
 
 
 @dataclass(frozen=True)

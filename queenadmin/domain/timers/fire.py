@@ -227,8 +227,10 @@ class TimerLoop:
 
     def _hold(self) -> bool:
         """Hold a permit, renewing it every third of its lifetime."""
-        # The lease is counted from before the call that grants it, so the
-        # deadline of a step never runs past the lease the server gave.
+        # The handle counts the lease from before the call that grants it
+        # (or from the end the server wrote, for a grant that came back
+        # late), so a step's deadline, the handle's ``valid_until``, never
+        # runs past the lease the server gave.
         sent = time.monotonic()
         if not self.lock.held:
             if not self.lock.try_acquire():
@@ -298,8 +300,8 @@ class TimerLoop:
         """One step: hold the permit, fire what is due. None without a permit."""
         if not self._hold():
             return None
-        assert self.lock.token is not None
-        deadline = self._renewed_at + self.lease_seconds
+        deadline = self.lock.valid_until
+        assert deadline is not None
         try:
             result = timers_fire_due(now=clock.now(), guard=self.lock.guard(), deadline=deadline)
         except (PreconditionFailed, LeaseExpired):
