@@ -37,6 +37,7 @@ from django.db import connection
 
 from queenadmin.domain import clock, locks, timers
 from queenadmin.domain import queues as log_domain
+from queenadmin.domain.kv.store.postgres import ADVISORY_CLASS
 from queenadmin.models import Message, Timer
 from tests.conftest import ROOT, one_writer_at_a_time
 from tests.scale import scaled, sized
@@ -233,6 +234,21 @@ def _holders() -> list[str | None]:
     return [h.owner for h in locks.lock_holders(name=timers.LOOP_LOCK).holders]
 
 
+def _waiting_for_permit(slot: int) -> int:
+    """Backends waiting for the advisory lock of the loops' permit ``slot``:
+    the KV key lock of ``queen-locks/<LOOP_LOCK>#<slot>``, the two-int form
+    (``ADVISORY_CLASS``, ``hashtext(name)``) of ``kv/store/postgres.py``."""
+    name = f"{locks.NAMESPACE}/{timers.LOOP_LOCK}#{slot}"
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2"
+            " AND classid::bigint = %s AND objid::bigint = (hashtext(%s)::bigint & 4294967295)",
+            [ADVISORY_CLASS, name],
+        )
+        (count,) = cur.fetchone()
+    return int(count)
+
+
 def _loop_logs(*loops: LoopProcess) -> str:
     """What each loop printed, for an assertion's message."""
     return "\n".join(f"--- loop {n}:\n{loop.output()}{loop.errors()}" for n, loop in enumerate(loops))
@@ -274,6 +290,7 @@ def test_a_loop_frozen_mid_step_past_its_lease_commits_nothing(start_loops):
 
     (frozen,) = start_loops(1, frozen_settings)
     wait_until(lambda: len(_holders()) == 1, 30, "the first loop to take a permit")
+    (frozen_slot,) = [h.slot for h in locks.lock_holders(name=timers.LOOP_LOCK).holders]
     settings_dict = connection.settings_dict
     blocker = psycopg.connect(
         dbname=settings_dict["NAME"],
@@ -304,8 +321,11 @@ def test_a_loop_frozen_mid_step_past_its_lease_commits_nothing(start_loops):
     # clock every process of the machine shares.
     wait_until(lambda: time.monotonic() > frozen_at + lease + 0.5, 30, "the frozen loop's lease to run out")
     # A loop taking over the frozen one's permit waits for its step to end
-    # (the step holds the permit's KV key for its guard).
-    wait_until(lambda: _lock_waiters(advisory=True) == 1, 30, "another loop to take over the permit")
+    # (the step holds the permit's KV key for its guard). Its key precisely:
+    # a wait for the other permit's key (held by its holder's step) is
+    # brief, and the frozen loop may take its own permit back if nobody
+    # waits for it when it resumes.
+    wait_until(lambda: _waiting_for_permit(frozen_slot) == 1, 30, "another loop to take over the permit")
     # Its claim still holds the rows: nobody else fired them.
     assert pending(fence) == 50
     assert sorted(m[0] for m in delivered(fence)) == ["seed0", "seed1"]
