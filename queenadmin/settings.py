@@ -124,10 +124,12 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         raise ValueError("QUEENADMIN_SQLITE_SYNCHRONOUS must be FULL, NORMAL or EXTRA")
     # Writers queue at BEGIN instead of failing halfway with "database is
     # locked"; WAL lets readers run beside the one writer.
+    from queenadmin.domain.db import sqlite_init_command
+
     _db["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
-        "init_command": f"PRAGMA journal_mode=WAL; PRAGMA synchronous={_synchronous};",
+        "init_command": sqlite_init_command(_synchronous),
     }
     _db["CONN_MAX_AGE"] = 0 if os.environ.get("QUEENADMIN_SQLITE_NO_PERSIST") else 600
 elif _db["ENGINE"].startswith("django.db.backends.postgresql"):

@@ -1,16 +1,21 @@
-"""The database seam shared by every domain module.
+"""The database seam shared by every domain module, and by the rest.
 
 One place for what differs between PostgreSQL and SQLite in raw SQL: the
 vendor test, the time adapters, the JSON text we store, and running a hot
 PostgreSQL statement prepared and bound on the server on Django's own
-connection (so inside its transaction, with its error wrapping).
+connection (so inside its transaction, with its error wrapping). The few
+things outside the domain that differ by database ask here too: ``serve``
+(the database's label, migrations one replica at a time, the pool),
+``settings`` (SQLite's connection pragmas) and ``models.fields`` (the byte
+order collation).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +34,61 @@ def is_postgres() -> bool:
     # A process serves one database (the backend's vendor is a class
     # attribute): asked once, not through the connection proxy per call.
     return connection.vendor == "postgresql"
+
+
+def database_label() -> str:
+    """The database in use as a URL without its password."""
+    db = connection.settings_dict
+    if not is_postgres():
+        return f"sqlite:///{db['NAME']}"
+    user = f"{db['USER']}@" if db.get("USER") else ""
+    host = db.get("HOST") or "localhost"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgresql://{user}{host}{port}/{db['NAME']}"
+
+
+#: Session advisory lock that serialises ``migrate`` among replicas starting
+#: together on one PostgreSQL database (an arbitrary constant of ours).
+MIGRATE_LOCK = 0x51AD_0001
+
+
+@contextlib.contextmanager
+def migrations_serialised() -> Iterator[None]:
+    """Hold the migration lock while the block runs (PostgreSQL).
+
+    On SQLite one process serves the file, so there is nothing to wait for.
+    """
+    if not is_postgres():
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [MIGRATE_LOCK])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [MIGRATE_LOCK])
+
+
+def close_pool() -> None:
+    """Close this process's connection pool, if the database has one."""
+    if is_postgres():
+        connection.close_pool()  # type: ignore[attr-defined]
+
+
+def sqlite_init_command(synchronous: str) -> str:
+    """SQLite's pragmas for every new connection (``settings.py``).
+
+    WAL lets readers run beside the one writer; ``synchronous`` is FULL,
+    NORMAL or EXTRA.
+    """
+    return f"PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous};"
+
+
+def byte_order_collation(conn: Any) -> str | None:
+    """The collation that compares text as its UTF-8 bytes on ``conn``;
+    None where the default already does (SQLite's BINARY)."""
+    return "C" if conn.vendor == "postgresql" else None
 
 
 def json_text(value: Any) -> str:

@@ -4,6 +4,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
+from queenadmin.domain import db
+
 if TYPE_CHECKING:
     _TextField = models.TextField[str, str]
 else:
@@ -22,6 +24,7 @@ class ByteOrderTextField(_TextField):
 
     def db_parameters(self, connection: Any) -> dict[str, Any]:
         params = super().db_parameters(connection)
-        if connection.vendor == "postgresql":
-            params["collation"] = "C"
+        collation = db.byte_order_collation(connection)
+        if collation is not None:
+            params["collation"] = collation
         return params

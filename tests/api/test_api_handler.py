@@ -1,6 +1,6 @@
 """The API's own handler: MIDDLEWARE without the browser-only entries.
 
-``asgi.application`` sends ``/api/...``, ``/health`` and ``/metrics`` to
+``server.app.application`` sends ``/api/...``, ``/health`` and ``/metrics`` to
 ``ApiWSGIHandler``; its answers and headers are the full chain's, and a
 session cookie or a CSRF token has no effect on an API call.
 """

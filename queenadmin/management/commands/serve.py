@@ -29,7 +29,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
 
 from queenadmin.conf import settings as app_settings
-from queenadmin.domain import tokens
+from queenadmin.domain import db, tokens
 from queenadmin.models import TokenScope
 from queenadmin.server import logs
 from queenadmin.server.files import create_private_file, private_data_dir
@@ -38,9 +38,9 @@ from queenadmin.server.wsgi_bridge import http_threads
 log = logging.getLogger("queenadmin.serve")
 
 #: Seconds uvicorn waits for requests in flight after a stop signal before
-#: it cancels them. Waiting pops are answered at once (``loops`` closes the
-#: pop hub on the signal), so this only bounds slow ordinary requests and
-#: keeps a stop within 5 s.
+#: it cancels them. Waiting pops are answered at once (``server.loops``
+#: closes the pop hub on the signal), so this only bounds slow ordinary
+#: requests and keeps a stop within 5 s.
 GRACEFUL_SHUTDOWN_SECONDS = 3
 
 
@@ -49,17 +49,6 @@ def version() -> str:
         return importlib.metadata.version("queenadmin")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-def database_label() -> str:
-    """The database in use as a URL without its password."""
-    db = settings.DATABASES["default"]
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    user = f"{db['USER']}@" if db.get("USER") else ""
-    host = db.get("HOST") or "localhost"
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgresql://{user}{host}{port}/{db['NAME']}"
 
 
 def redis_label(url: str) -> str:
@@ -87,7 +76,7 @@ def _check_database() -> None:
     try:
         connection.ensure_connection()
     except DatabaseError as exc:
-        _fail("cannot reach the database %s: %s", database_label(), _first_line(exc))
+        _fail("cannot reach the database %s: %s", db.database_label(), _first_line(exc))
 
 
 def _check_redis(url: str) -> None:
@@ -173,27 +162,14 @@ def _metrics_dir() -> Path | None:
     return path
 
 
-#: Session advisory lock that serialises ``migrate`` among replicas starting
-#: together on one PostgreSQL database (an arbitrary constant of ours).
-MIGRATE_LOCK = 0x51AD_0001
-
-
 def _migrate() -> None:
-    """Apply migrations; on PostgreSQL one replica at a time.
+    """Apply migrations, one replica at a time.
 
     Without the lock, replicas starting together race to create the same
     tables and all but one fail. The others wait, then find nothing to do.
     """
-    if connection.vendor != "postgresql":
+    with db.migrations_serialised():
         call_command("migrate", interactive=False, verbosity=0)
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(%s)", [MIGRATE_LOCK])
-    try:
-        call_command("migrate", interactive=False, verbosity=0)
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [MIGRATE_LOCK])
 
 
 class Command(BaseCommand):
@@ -222,13 +198,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         host, port, workers = options["host"], options["port"], options["workers"]
-        if connection.vendor == "sqlite" and workers > 1:
+        if not db.is_postgres() and workers > 1:
             log.warning("SQLite is served by one process; ignoring --workers %d.", workers)
             workers = 1
         redis_url = os.environ.get("REDIS_URL", "")
         layer = f"redis, {redis_label(redis_url)}" if redis_url else "in-memory (this process only)"
         log.info("queenadmin %s", version())
-        log.info("  database:      %s", database_label())
+        log.info("  database:      %s", db.database_label())
         log.info("  channel layer: %s", layer)
         log.info("  workers:       %d, %d HTTP threads each", workers, http_threads())
         _check_database()
@@ -240,7 +216,7 @@ class Command(BaseCommand):
         if workers == 1:
             port = sock.getsockname()[1]
             sock.close()
-        if connection.vendor == "postgresql" and settings.SECRET_KEY_GENERATED:
+        if db.is_postgres() and settings.SECRET_KEY_GENERATED:
             # Each replica would invent a key of its own: sessions and signed
             # values made by one would be refused by the others.
             _fail("DJANGO_SECRET_KEY must be set on PostgreSQL (the same on every replica).")
@@ -261,10 +237,9 @@ class Command(BaseCommand):
     def _serve(self, host: str, port: int, sock: socket.socket, workers: int, access_log: bool) -> None:
         import uvicorn
 
-        if connection.vendor == "postgresql":
-            # The pool of this process: a supervisor of several workers
-            # would keep its connections open for good.
-            connection.close_pool()  # type: ignore[attr-defined]
+        # The pool of this process: a supervisor of several workers would
+        # keep its connections open for good.
+        db.close_pool()
 
         # uvicorn re-raises the stop signal once it has shut down, to the
         # handler found before it ran: make that one quiet, so a stop ends
