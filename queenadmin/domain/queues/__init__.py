@@ -20,9 +20,9 @@ cursors and dead letters. Callers import this package
 - ``refs``, ``ids``: a queue as the writers read it; UUIDv7 ids;
 - ``wakeups``: how a push wakes long-poll pops, here and on other replicas;
 - ``store``: every SQL statement of the above, one class per database
-  (``store/base.py`` the interface and the shared statements,
-  ``postgres.py`` and ``sqlite.py`` the rest); the modules above call its
-  typed methods and hold no SQL and no test of the database vendor.
+  (``store/base.py`` the interface and the shared statements, one module
+  per database the rest); the modules above call its typed methods and
+  hold no SQL and never ask which database they run on.
 
 Every function takes typed commands (``PushItem``, ``PopRequest``,
 ``AckItem``, ``ConfigureRequest``...) built by the caller; the protocol's
