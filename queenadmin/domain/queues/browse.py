@@ -4,7 +4,9 @@ consumer groups, and messages one by one.
 Counts are arithmetic on offsets and cursors (see ``stats.py``); a
 message's status is its offset against its partition's cursors. Lists are
 paged: a page of messages reads the page through an index plus the
-cursors of the partitions on it, never a count over messages.
+cursors of the partitions on it, never a count over messages. The one
+raw statement, the newest keys of many partitions at once, is the queue
+store's (``store.partition_heads``); the rest is the ORM.
 """
 
 from __future__ import annotations

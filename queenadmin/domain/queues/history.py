@@ -11,8 +11,9 @@ section 2), never by counting messages:
 - ``depth``: per partition ``last - max(committed_offset, log_start - 1)`` of the
   slowest group (queue mode when the queue has no named groups), summed;
 - ``oldest_claimable_age``: the push time of each partition's next
-  claimable message, one lookup of the (partition, offset) index for all
-  partitions in one statement.
+  claimable message, one lookup of the (partition, offset) index per
+  partition, a few hundred to a statement (the queue store's
+  ``push_times``).
 
 Rows are kept at the sampler's interval (``SAMPLER_INTERVAL_SECONDS``) for
 ``SAMPLES_FINE_RETENTION_SECONDS`` and rolled up into rows of

@@ -1,6 +1,8 @@
 """A queue's life: create or configure it, and delete it with its contents.
 
 (A push also creates the queues it names, with ``AUTO_CREATE_OPTIONS``.)
+A delete removes the messages with one statement of the queue store
+(``store.delete_queue_messages``), not row by row.
 """
 
 from __future__ import annotations

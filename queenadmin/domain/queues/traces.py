@@ -2,7 +2,8 @@
 
 ``trace_record`` is the one writer of ``Trace`` and ``TraceName``; the
 reads page through indexes: a message's traces by (partition,
-transactionId), a name's by (name, time).
+transactionId), a name's by (name, time). A queue delete removes its
+traces with the queue store's statements (``store.delete_queue_traces``).
 """
 
 from __future__ import annotations
