@@ -10,9 +10,12 @@ second delivery impossible; the row lock (PostgreSQL) or the single writer
 is changed before it fires, or the answer is ``absent`` and it fired once.
 
 - ``ops``: commands, results and the rules on names and sizes;
-- ``store``: the SQL of the ``Timer`` table for both databases;
+- ``store``: the only SQL of the ``Timer`` table, one class per database
+  (``base``, ``postgres``, ``sqlite``), and the loops' wake channel;
 - ``calls``: schedule, cancel, move, fire now, and the reads;
-- ``fire``: one firing step, and the loop that runs it under a lease.
+- ``fire``: one firing step, and the loop that runs it under a lease;
+- ``wake``: waking the firing loops when a timer comes due soon;
+- ``operator``: cancel, move, fire and reschedule on a person's word, audited.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from django.db.models import Count, Min, Q
 
 from queenadmin.domain import clock, db, events
 from queenadmin.domain.queues import uuid7
-from queenadmin.domain.timers import store, wake
+from queenadmin.domain.timers import wake
 from queenadmin.domain.timers.ops import (
     DEFAULT_PAGE_LIMIT,
     DEFAULT_PARTITION,
@@ -39,6 +39,7 @@ from queenadmin.domain.timers.ops import (
     check_unique_keys,
     payload_json_of,
 )
+from queenadmin.domain.timers.store import Held, NewRow, store
 from queenadmin.errors import TimersBadRequest
 from queenadmin.models import Timer
 
@@ -57,11 +58,12 @@ def timers_call_in_txn(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOu
     schedules = [op for op in ops if isinstance(op, TimerSchedule)]
     for op in schedules:
         check_schedule(op)
+    the_store = store()
     cancels = [(op.queue, op.timer_key) for op in ops if isinstance(op, TimerCancel)]
-    removed = store.delete_keys(cancels) if cancels else {}
+    removed = the_store.delete_keys(cancels) if cancels else {}
     minted = {(op.queue, op.timer_key): uuid7() for op in schedules}
     rows = [
-        store.NewRow(
+        NewRow(
             queue=op.queue,
             timer_key=op.timer_key,
             partition=op.partition,
@@ -75,7 +77,7 @@ def timers_call_in_txn(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOu
         )
         for op in schedules
     ]
-    existed = store.upsert(rows, now)
+    existed = the_store.upsert(rows, now)
     out: list[TimerOutcome] = []
     for command in ops:
         ident = (command.queue, command.timer_key)
@@ -134,11 +136,17 @@ def timer_cancel(*, queue: str, timer_key: str, txn: str | None = None, now: dat
     return timers_call([TimerCancel(check_name(queue, "queue"), check_key(timer_key), txn)], now=now)[0]
 
 
-def _locked(queue: str, timer_key: str) -> Timer | None:
-    rows = Timer.objects.filter(queue=queue, timer_key=timer_key)
-    if connection.features.has_select_for_update:
-        rows = rows.select_for_update()
-    return rows.first()
+def timer_hold_in_txn(*, queue: str, timer_key: str) -> Held | None:
+    """The pending timer ``(queue, timer_key)``, read whole, its row held
+    until the caller's transaction ends; None when none is pending.
+
+    It waits for a fire step that holds the row, then finds the timer gone.
+    For callers that look at a timer before they change it: hand the answer
+    to ``timer_move_held_in_txn`` or ``timer_fire_held_in_txn``, which do
+    not read the row again.
+    """
+    assert connection.in_atomic_block, "timer_hold_in_txn needs the caller's transaction"
+    return store().claim_key(queue, timer_key)
 
 
 @transaction.atomic(durable=True)
@@ -176,23 +184,37 @@ def timer_move_in_txn(
     under the same key) is left alone: the answer is ``absent``.
     """
     assert connection.in_atomic_block, "timer_move_in_txn needs the caller's transaction"
+    _check_to_or_by(to, by)
+    held = store().claim_key(queue, timer_key)
+    if held is None or (expect_message_id is not None and held.message_id != expect_message_id):
+        return TimerOutcome("absent", queue, timer_key, None)
+    return timer_move_held_in_txn(held=held, now=now, to=to, by=by)
+
+
+def timer_move_held_in_txn(
+    *, held: Held, now: datetime, to: datetime | None = None, by: timedelta | None = None
+) -> TimerOutcome:
+    """``timer_move_in_txn`` of the timer ``timer_hold_in_txn`` gave the caller.
+
+    Answers ``moved``, or ``absent`` when the row is no longer the one held
+    (only possible without row locks and SQLite's one writer). Raises
+    ``TimersBadRequest`` unless exactly one of ``to`` and ``by`` is given,
+    and ``TimerHorizonExceeded`` past the horizon.
+    """
+    assert connection.in_atomic_block, "timer_move_held_in_txn needs the caller's transaction"
+    _check_to_or_by(to, by)
+    deliver_at = to if to is not None else held.deliver_at + by  # type: ignore[operator]
+    check_delay(deliver_at - now)
+    if not store().move(held, deliver_at=deliver_at, now=now):
+        return TimerOutcome("absent", held.queue, held.timer_key, None)
+    _changed([held.queue])
+    wake.on_commit(deliver_at, now)
+    return TimerOutcome("moved", held.queue, held.timer_key, held.txn, held.message_id, deliver_at)
+
+
+def _check_to_or_by(to: datetime | None, by: timedelta | None) -> None:
     if (to is None) == (by is None):
         raise TimersBadRequest("give exactly one of to or by")
-    row = _locked(queue, timer_key)
-    if row is None or (expect_message_id is not None and row.message_id != expect_message_id):
-        return TimerOutcome("absent", queue, timer_key, None)
-    deliver_at = to if to is not None else row.deliver_at + by  # type: ignore[operator]
-    check_delay(deliver_at - now)
-    # Compare-and-set on the row read: with the row lock (or SQLite's one
-    # writer) it always applies; without them a fire in between answers absent.
-    moved = Timer.objects.filter(pk=row.pk, txn=row.txn, message_id=row.message_id).update(
-        deliver_at=deliver_at, fire_at=deliver_at, updated_at=now
-    )
-    if not moved:
-        return TimerOutcome("absent", queue, timer_key, None)
-    _changed([queue])
-    wake.on_commit(deliver_at, now)
-    return TimerOutcome("moved", queue, timer_key, row.txn, row.message_id, deliver_at)
 
 
 # --------------------------------------------------------------------------

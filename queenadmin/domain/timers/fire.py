@@ -1,10 +1,11 @@
 """Firing due timers: one step, and the loop that runs steps under a lease.
 
 A step fires up to ``TIMER_FIRE_BATCH`` due timers in ONE transaction: it
-claims them (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so several loops
-split the work), appends each message through the log's push path with
-``transactionId = txn`` and the promised message id, and deletes the rows.
-The log's dedup window makes a second delivery of a txn impossible.
+claims them (the store skips rows another step holds on PostgreSQL, so
+several loops split the work), appends each message through the log's push
+path with ``transactionId = txn`` and the promised message id, and deletes
+the rows. The log's dedup window makes a second delivery of a txn
+impossible.
 
 The loop holds a permit of the lock ``queenadmin.timers`` (a semaphore of
 ``TIMER_LOOPS`` permits) and every step carries the permit's guard, so a
@@ -30,10 +31,11 @@ from typing import Any
 from django.db import close_old_connections, connection, transaction
 
 from queenadmin.conf import settings
-from queenadmin.domain import clock, db, events, kv
+from queenadmin.domain import clock, events, kv
 from queenadmin.domain import queues as log_domain
-from queenadmin.domain.timers import store, wake
+from queenadmin.domain.timers import wake
 from queenadmin.domain.timers.ops import DLQ_GROUP, LOOP_LOCK, MAX_ATTEMPTS, TimerOutcome
+from queenadmin.domain.timers.store import Due, Held, WakeListener, store
 from queenadmin.errors import LeaseExpired, PreconditionFailed, QueenError
 
 logger = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ FIRE_MAX_BYTES = 4 * 1024 * 1024
 #: schedule that wakes the loop cuts the wait short. bench/README.md: at
 #: 200 timers/s it took 22% (PostgreSQL) to 50% (SQLite) off the server's CPU.
 MIN_STEP_GAP_SECONDS = 0.01
-#: How soon a loop sleeping on its LISTEN connection notices a stop.
+#: How soon a loop sleeping on its wake listener notices a stop.
 STOP_SEEN_WITHIN_SECONDS = 0.1
 
 
@@ -70,7 +72,7 @@ def _backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(1.0 * 2**attempts, 60.0))
 
 
-def _fire(due: Sequence[store.Due], now: datetime) -> FireStep:
+def _fire(due: Sequence[Due], now: datetime) -> FireStep:
     """Push ``due`` and delete the fired rows; inside the caller's transaction."""
     items = [
         log_domain.PushItem(
@@ -89,12 +91,12 @@ def _fire(due: Sequence[store.Due], now: datetime) -> FireStep:
         # One timer's push refused the batch: fire them one by one, so only
         # the bad ones back off.
         return _fire_one_by_one(due, now)
-    store.delete_ids([d.id for d in due])
+    store().delete_ids([d.id for d in due])
     duplicates = sum(1 for r in results if r.status == "duplicate")
     return FireStep(fired=len(due) - duplicates, duplicates=duplicates)
 
 
-def _fire_one_by_one(due: Sequence[store.Due], now: datetime) -> FireStep:
+def _fire_one_by_one(due: Sequence[Due], now: datetime) -> FireStep:
     fired = duplicates = backed_off = dead = 0
     done: list[int] = []
     for d in due:
@@ -126,7 +128,7 @@ def _fire_one_by_one(due: Sequence[store.Due], now: datetime) -> FireStep:
                 done.append(d.id)
                 dead += 1
             else:
-                store.back_off(d.id, attempts=attempts, error=error, fire_at=now + _backoff(d.attempts), now=now)
+                store().back_off(d.id, attempts=attempts, error=error, fire_at=now + _backoff(d.attempts), now=now)
                 backed_off += 1
             continue
         done.append(d.id)
@@ -134,7 +136,7 @@ def _fire_one_by_one(due: Sequence[store.Due], now: datetime) -> FireStep:
             duplicates += 1
         else:
             fired += 1
-    store.delete_ids(done)
+    store().delete_ids(done)
     return FireStep(fired=fired, duplicates=duplicates, backed_off=backed_off, dead_lettered=dead)
 
 
@@ -158,7 +160,7 @@ def timers_fire_due(
     with transaction.atomic(durable=True):
         if guard is not None:
             kv.kv_call_in_txn([guard], now=now)
-        due = store.claim_due(now, limit, FIRE_MAX_BYTES)
+        due = store().claim_due(now, limit, FIRE_MAX_BYTES)
         if not due:
             return FireStep()
         step = _fire(due, now)
@@ -189,12 +191,19 @@ def timer_fire_now_in_txn(
     under the same key) is not fired: the answer is ``absent``.
     """
     assert connection.in_atomic_block, "timer_fire_now_in_txn needs the caller's transaction"
-    due = store.claim_key(queue, timer_key)
-    if due is None or (expect_message_id is not None and due.message_id != expect_message_id):
+    held = store().claim_key(queue, timer_key)
+    if held is None or (expect_message_id is not None and held.message_id != expect_message_id):
         return TimerOutcome("absent", queue, timer_key, None)
-    _fire([due], now)
-    events.broadcast_on_commit(events.TIMERS_GROUP, {"type": "timers.changed", "queues": [queue]})
-    return TimerOutcome("fired", queue, timer_key, due.txn, due.message_id, now)
+    return timer_fire_held_in_txn(held=held, now=now)
+
+
+def timer_fire_held_in_txn(*, held: Held, now: datetime) -> TimerOutcome:
+    """``timer_fire_now_in_txn`` of the timer ``timer_hold_in_txn`` gave the
+    caller (its row is not read again); answers ``fired``."""
+    assert connection.in_atomic_block, "timer_fire_held_in_txn needs the caller's transaction"
+    _fire([held], now)
+    events.broadcast_on_commit(events.TIMERS_GROUP, {"type": "timers.changed", "queues": [held.queue]})
+    return TimerOutcome("fired", held.queue, held.timer_key, held.txn, held.message_id, now)
 
 
 # --------------------------------------------------------------------------
@@ -221,7 +230,7 @@ class TimerLoop:
         self.on_step = on_step
         self.fired = 0
         self._renewed_at = 0.0
-        self._listen: Any = None
+        self._listen: WakeListener | None = None
 
     # -- the lease ---------------------------------------------------------
 
@@ -246,22 +255,17 @@ class TimerLoop:
     # -- waiting ---------------------------------------------------------
 
     def _open_listen(self) -> None:
-        if connection.vendor != "postgresql" or self._listen is not None:
+        if self._listen is not None:
             return
-        import psycopg
-
         try:
-            conn = psycopg.connect(**db.connect_params(), autocommit=True)
-            conn.execute(f"LISTEN {wake.CHANNEL}")
+            # None where the database has no channel to listen on (SQLite).
+            self._listen = store().listen_wake()
         except Exception:
             logger.warning(
-                "LISTEN %s failed; timers of other replicas wake this loop within %s s",
-                wake.CHANNEL,
+                "listening for timer wakes failed; timers of other replicas wake this loop within %s s",
                 settings.TIMER_IDLE_SECONDS,
                 exc_info=True,
             )
-            return
-        self._listen = conn
 
     def _sleep(self, seen: int, seconds: float, stop: threading.Event) -> None:
         if seconds <= 0 or stop.is_set():
@@ -269,8 +273,8 @@ class TimerLoop:
         if self._listen is None:
             wake.wait_local(seen, seconds)
             return
-        # Local wakes also come back as NOTIFY (the writer sends one), so the
-        # LISTEN connection alone covers both. A stop only sets ``stop``: the
+        # Local wakes also come back through the listener (the writer sends
+        # one), so the listener alone covers both. A stop only sets ``stop``: the
         # wait is cut in slices so that a stopping server is not held up for
         # the rest of the sleep (up to TIMER_IDLE_SECONDS).
         deadline = time.monotonic() + seconds
@@ -279,17 +283,17 @@ class TimerLoop:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
-                for _note in self._listen.notifies(timeout=min(left, STOP_SEEN_WITHIN_SECONDS), stop_after=1):
+                if self._listen.wait(min(left, STOP_SEEN_WITHIN_SECONDS)):
                     return
         except Exception:
-            logger.warning("LISTEN connection lost; reconnecting", exc_info=True)
+            logger.warning("the wake listener's connection was lost; reconnecting", exc_info=True)
             with contextlib.suppress(Exception):
                 self._listen.close()
             self._listen = None
 
     def _next_sleep(self, now: datetime) -> float:
         idle = settings.TIMER_IDLE_SECONDS
-        upcoming = store.next_fire_at()
+        upcoming = store().next_fire_at()
         until_due = idle if upcoming is None else (upcoming - now).total_seconds()
         until_renew = self._renewed_at + self.lease_seconds / 3 - time.monotonic()
         return max(0.0, min(idle, until_due, until_renew))

@@ -17,9 +17,10 @@ from django.db import connection, transaction
 
 from queenadmin.domain import clock
 from queenadmin.domain.audit import audit_in_txn
-from queenadmin.domain.timers.calls import _locked, timer_move_in_txn, timers_call_in_txn
-from queenadmin.domain.timers.fire import timer_fire_now_in_txn
+from queenadmin.domain.timers.calls import timer_hold_in_txn, timer_move_held_in_txn, timers_call_in_txn
+from queenadmin.domain.timers.fire import timer_fire_held_in_txn
 from queenadmin.domain.timers.ops import TimerCancel, TimerSchedule, check_key, check_name, payload_json_of
+from queenadmin.domain.timers.store import Held
 from queenadmin.errors import TimersBadRequest
 from queenadmin.models import Message, Timer
 
@@ -61,25 +62,55 @@ def fired_at(*, queue: str, partition: str, txn: str) -> datetime | None:
     return found
 
 
-def _lost(verb: Verb, queue: str, timer_key: str, seen: Timer | None, expect_message_id: str) -> OperatorOutcome:
-    """Why an action found no timer to act on (reads inside the transaction)."""
-    current = Timer.objects.filter(queue=queue, timer_key=timer_key).only("message_id", "deliver_at").first()
-    if current is not None and current.message_id != expect_message_id:
-        return OperatorOutcome(verb, queue, timer_key, False, "rescheduled", deliver_at=current.deliver_at)
-    if seen is not None:
-        at = fired_at(queue=queue, partition=seen.partition, txn=seen.txn)
+@dataclass(frozen=True)
+class _Seen:
+    """The timer the operator saw, and what they meant to do with it."""
+
+    verb: Verb
+    queue: str
+    timer_key: str
+    message_id: str
+    txn: str
+    partition: str
+
+    def hold(self) -> Held | None:
+        """The timer's row, held until the transaction ends, while it is still
+        the one seen (read once: the action works on this answer)."""
+        held = timer_hold_in_txn(queue=self.queue, timer_key=self.timer_key)
+        return held if held is not None and held.message_id == self.message_id else None
+
+    def lost(self) -> OperatorOutcome:
+        """Why the action found no timer to act on (reads inside the transaction)."""
+        verb, queue, timer_key = self.verb, self.queue, self.timer_key
+        current = Timer.objects.filter(queue=queue, timer_key=timer_key).only("message_id", "deliver_at").first()
+        if current is not None and current.message_id != self.message_id:
+            return OperatorOutcome(verb, queue, timer_key, False, "rescheduled", deliver_at=current.deliver_at)
+        # The row may be gone: the log has the shown timer's txn if it fired.
+        at = fired_at(queue=queue, partition=self.partition, txn=self.txn)
         if at is not None:
             return OperatorOutcome(verb, queue, timer_key, False, "fired", fired_at=at)
-    return OperatorOutcome(verb, queue, timer_key, False, "gone")
+        return OperatorOutcome(verb, queue, timer_key, False, "gone")
+
+    def audit(self, *, action: str, actor: str, now: datetime, before: str, after: str, reason: str, via: str) -> None:
+        audit_in_txn(
+            actor=actor,
+            action=action,
+            kind="timer",
+            target=f"{self.queue}/{self.timer_key}",
+            now=now,
+            before=before,
+            after=after,
+            reason=reason,
+            via=via,
+        )
 
 
-def _describe(timer: Timer) -> str:
+def _seen(verb: Verb, queue: str, timer_key: str, expect_message_id: str, txn: str, partition: str) -> _Seen:
+    return _Seen(verb, check_name(queue, "queue"), check_key(timer_key), expect_message_id, txn, partition)
+
+
+def _describe(timer: Held) -> str:
     return f"due {clock.iso_micros_z(timer.deliver_at)}, message {timer.message_id}, partition {timer.partition}"
-
-
-def _seen(queue: str, timer_key: str, txn: str, partition: str) -> Timer:
-    # What the operator saw, for the fired-at lookup when the row is gone.
-    return Timer(queue=queue, timer_key=timer_key, txn=txn, partition=partition)
 
 
 def timer_operator_action_in_txn(
@@ -100,51 +131,40 @@ def timer_operator_action_in_txn(
     """Cancel, move (``to`` or ``by``) or fire now the timer the operator saw.
 
     ``expect_message_id``, ``txn`` and ``partition`` are the shown timer's;
-    a timer rescheduled under the same key since is left alone. Writes the
-    audit entry in the same transaction when the action happens. Raises
-    ``TimersBadRequest`` for a bad name or key and ``TimerHorizonExceeded``
-    for a move past the horizon. Runs inside the caller's transaction.
+    a timer rescheduled under the same key since is left alone. The timer's
+    row is locked and read once. Writes the audit entry in the same
+    transaction when the action happens. Raises ``TimersBadRequest`` for a
+    bad name or key and ``TimerHorizonExceeded`` for a move past the
+    horizon. Runs inside the caller's transaction.
     """
-    assert connection.in_atomic_block
+    assert connection.in_atomic_block, "timer_operator_action_in_txn needs the caller's transaction"
     now = now or clock.now()
-    queue, timer_key = check_name(queue, "queue"), check_key(timer_key)
-    seen = _seen(queue, timer_key, txn, partition)
-    row = _locked(queue, timer_key)
-    if row is None or row.message_id != expect_message_id:
-        return _lost(verb, queue, timer_key, seen, expect_message_id)
-    before = _describe(row)
+    seen = _seen(verb, queue, timer_key, expect_message_id, txn, partition)
+    held = seen.hold()
+    if held is None:
+        return seen.lost()
     if verb == "cancel":
-        (outcome,) = timers_call_in_txn([TimerCancel(queue, timer_key)], now=now)
+        (outcome,) = timers_call_in_txn([TimerCancel(seen.queue, seen.timer_key)], now=now)
         after = "cancelled"
     elif verb == "move":
-        outcome = timer_move_in_txn(
-            queue=queue, timer_key=timer_key, to=to, by=by, now=now, expect_message_id=expect_message_id
-        )
+        outcome = timer_move_held_in_txn(held=held, to=to, by=by, now=now)
         after = f"due {clock.iso_micros_z(outcome.deliver_at)}"
     else:
-        outcome = timer_fire_now_in_txn(queue=queue, timer_key=timer_key, now=now, expect_message_id=expect_message_id)
+        outcome = timer_fire_held_in_txn(held=held, now=now)
         after = f"fired at {clock.iso_micros_z(now)}"
     if not outcome.ok:
-        return _lost(verb, queue, timer_key, seen, expect_message_id)
-    audit_in_txn(
-        actor=actor,
-        action=f"timer.{verb}",
-        kind="timer",
-        target=f"{queue}/{timer_key}",
-        now=now,
-        before=before,
-        after=after,
-        reason=reason,
-        via=via,
+        return seen.lost()
+    seen.audit(
+        action=f"timer.{verb}", actor=actor, now=now, before=_describe(held), after=after, reason=reason, via=via
     )
     return OperatorOutcome(
         verb,
-        queue,
-        timer_key,
+        seen.queue,
+        seen.timer_key,
         True,
         deliver_at=outcome.deliver_at,
         fired_at=now if verb == "fire" else None,
-        previous_due=row.deliver_at,
+        previous_due=held.deliver_at,
     )
 
 
@@ -177,42 +197,40 @@ def timer_operator_reschedule_in_txn(
     horizon). Writes the audit entry in the same transaction. Runs inside
     the caller's transaction.
     """
-    assert connection.in_atomic_block
+    assert connection.in_atomic_block, "timer_operator_reschedule_in_txn needs the caller's transaction"
     now = now or clock.now()
-    queue, timer_key = check_name(queue, "queue"), check_key(timer_key)
-    seen = _seen(queue, timer_key, txn, partition)
-    row = _locked(queue, timer_key)
-    if row is None or row.message_id != expect_message_id:
-        return _lost("move", queue, timer_key, seen, expect_message_id)
-    if payload is not None and row.encrypted:
+    seen = _seen("move", queue, timer_key, expect_message_id, txn, partition)
+    held = seen.hold()
+    if held is None:
+        return seen.lost()
+    if payload is not None and held.encrypted:
         raise TimersBadRequest("an encrypted timer's payload cannot be edited")
-    before = _describe(row)
-    body = bytes(row.payload) if payload is None else payload
+    body = held.payload if payload is None else payload
     op = TimerSchedule(
-        queue,
-        timer_key,
+        seen.queue,
+        seen.timer_key,
         body,
         to - now,
-        row.txn,
-        row.partition,
-        encrypted=row.encrypted,
-        producer_sub=row.producer_sub,
+        held.txn,
+        held.partition,
+        encrypted=held.encrypted,
+        producer_sub=held.producer_sub,
     )
     (outcome,) = timers_call_in_txn([op], now=now)
-    changed = "payload and due time" if payload is not None and body != bytes(row.payload) else "due time"
-    audit_in_txn(
-        actor=actor,
+    changed = "payload and due time" if payload is not None and body != held.payload else "due time"
+    seen.audit(
         action="timer.reschedule",
-        kind="timer",
-        target=f"{queue}/{timer_key}",
+        actor=actor,
         now=now,
-        before=before + (f", payload {row.payload_json[:500]}" if payload is not None else ""),
+        before=_describe(held) + (f", payload {held.payload_json[:500]}" if payload is not None else ""),
         after=f"{changed}: due {clock.iso_micros_z(outcome.deliver_at)}, message {outcome.message_id}"
         + (f", payload {payload_json_of(body)[:500]}" if payload is not None else ""),
         reason=reason,
         via=via,
     )
-    return OperatorOutcome("move", queue, timer_key, True, deliver_at=outcome.deliver_at, previous_due=row.deliver_at)
+    return OperatorOutcome(
+        "move", seen.queue, seen.timer_key, True, deliver_at=outcome.deliver_at, previous_due=held.deliver_at
+    )
 
 
 #: ``timer_operator_reschedule_in_txn`` as its own transaction: must be the outermost call.

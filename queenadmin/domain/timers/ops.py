@@ -135,13 +135,8 @@ def check_name(value: str, what: str) -> str:
 
 
 def check_key(value: str) -> str:
-    if not value:
-        raise _bad("timerKey is required")
-    if "\x00" in value:
-        raise _bad("timerKey must not contain NUL")
-    if len(value.encode()) > MAX_NAME_BYTES:
-        raise NameTooLong(f"timerKey is over {MAX_NAME_BYTES} bytes")
-    return value
+    """A timer key: the same rules as a name."""
+    return check_name(value, "timerKey")
 
 
 def check_txn(value: str) -> str:

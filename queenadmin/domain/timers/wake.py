@@ -4,9 +4,10 @@ A loop sleeps until its next due timer (at most ``TIMER_IDLE_SECONDS``). A
 write that makes a timer due before that calls ``on_commit``; after commit:
 
 - loops of this process wake at once (a condition variable);
-- on PostgreSQL every loop of every replica wakes through
-  ``NOTIFY queenadmin_timers`` sent in the writing transaction (delivered at
-  commit, dropped on rollback). Each loop LISTENs on a connection of its own.
+- where the database has a notification channel (PostgreSQL), every loop
+  of every replica wakes through the store's ``notify_wake``, sent in the
+  writing transaction (delivered at commit, dropped on rollback). Each loop
+  listens on a connection of its own (``listen_wake``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 
 from queenadmin.conf import settings
-
-CHANNEL = "queenadmin_timers"
+from queenadmin.domain.timers.store import store
 
 _cond = threading.Condition()
 _generation = 0
@@ -50,7 +50,5 @@ def on_commit(due: datetime, now: datetime) -> None:
     assert connection.in_atomic_block
     if due - now > timedelta(seconds=settings.TIMER_IDLE_SECONDS):
         return
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cur:
-            cur.execute(f"NOTIFY {CHANNEL}")
+    store().notify_wake()
     transaction.on_commit(wake_local)

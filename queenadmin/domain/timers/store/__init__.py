@@ -1,0 +1,34 @@
+"""Where timer rows live: one small interface, one class per database.
+
+``store()`` answers the implementation for the default connection. Every
+method runs inside whatever transaction the caller holds (the writes and
+claims assert one), and none decides anything: the rules are in ``calls``,
+``fire`` and ``operator``.
+"""
+
+from __future__ import annotations
+
+from queenadmin.domain import db
+from queenadmin.domain.timers.store.base import TABLE, Due, Held, Key, NewRow, Store, WakeListener
+from queenadmin.domain.timers.store.postgres import PostgresStore
+from queenadmin.domain.timers.store.sqlite import SqliteStore
+
+__all__ = [
+    "TABLE",
+    "Due",
+    "Held",
+    "Key",
+    "NewRow",
+    "PostgresStore",
+    "SqliteStore",
+    "Store",
+    "WakeListener",
+    "store",
+]
+
+_POSTGRES = PostgresStore()
+_SQLITE = SqliteStore()
+
+
+def store() -> Store:
+    return _POSTGRES if db.is_postgres() else _SQLITE

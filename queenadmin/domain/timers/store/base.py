@@ -1,0 +1,226 @@
+"""The timer store interface, its rows, and the SQL both databases share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from queenadmin.domain import db
+from queenadmin.models import Timer
+
+TABLE = "queenadmin_timer"
+#: The PostgreSQL channel a timer write notifies and the firing loops
+#: listen on.
+WAKE_CHANNEL = "queenadmin_timers"
+#: SQLite's host parameter limit is 32766; stay far below it.
+CHUNK = 200
+
+Key = tuple[str, str]
+
+#: The columns of a ``Due``, in its field order.
+DUE_COLUMNS = "id, queue, timer_key, partition, txn, message_id, payload_json, attempts"
+#: The columns of a ``Held``, in its field order.
+HELD_COLUMNS = DUE_COLUMNS + ", deliver_at, payload, encrypted, producer_sub"
+
+
+@dataclass(frozen=True, slots=True)
+class NewRow:
+    """A timer to schedule (or to replace the pending one of its key)."""
+
+    queue: str
+    timer_key: str
+    partition: str
+    deliver_at: datetime
+    txn: str
+    message_id: str
+    payload: bytes
+    payload_json: str
+    encrypted: bool
+    producer_sub: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """What firing a timer needs of its row."""
+
+    id: int
+    queue: str
+    timer_key: str
+    partition: str
+    txn: str
+    message_id: str
+    payload_json: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Held(Due):
+    """A pending timer whose row the caller's transaction holds, read whole."""
+
+    deliver_at: datetime
+    payload: bytes
+    encrypted: bool
+    producer_sub: str | None
+
+
+class WakeListener:
+    """A connection of its own that hears timer writes of every process."""
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True when a wake came."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def where_keys(count: int) -> str:
+    return " OR ".join(["(queue = %s AND timer_key = %s)"] * count)
+
+
+def held_of(record: Sequence[Any]) -> Held:
+    """A ``Held`` from a row of ``HELD_COLUMNS``."""
+    return Held(
+        id=int(record[0]),
+        queue=record[1],
+        timer_key=record[2],
+        partition=record[3],
+        txn=record[4],
+        message_id=record[5],
+        payload_json=record[6],
+        attempts=int(record[7]),
+        deliver_at=db.from_db_time(record[8]),
+        payload=bytes(record[9]),
+        encrypted=bool(record[10]),
+        producer_sub=record[11],
+    )
+
+
+class Store:
+    """What the timers domain needs of a database. Subclasses fill in the rest.
+
+    Every write runs inside the caller's transaction (it asserts one).
+    """
+
+    #: Appended to the due-timers claim: how it locks the rows it reads.
+    claim_due_lock = ""
+    #: Appended to the one-key claim.
+    claim_key_lock = ""
+
+    def upsert(self, rows: Sequence[NewRow], now: datetime) -> set[Key]:
+        """Write ``rows`` (new timers, or replacing pending ones); the keys that existed.
+
+        A replaced timer keeps ``created_at``; attempts and the last error
+        start again (a reschedule is a new timer under an old name).
+        """
+        raise NotImplementedError
+
+    def delete_keys(self, keys: Sequence[Key]) -> dict[Key, str]:
+        """Delete the timers of ``keys``; the txn of each one that was there."""
+        assert connection.in_atomic_block
+        removed: dict[Key, str] = {}
+        with connection.cursor() as cur:
+            for start in range(0, len(keys), CHUNK):
+                chunk = keys[start : start + CHUNK]
+                cur.execute(
+                    f"DELETE FROM {TABLE} WHERE {where_keys(len(chunk))} RETURNING queue, timer_key, txn",
+                    [v for key in chunk for v in key],
+                )
+                removed.update({(q, k): t for q, k, t in cur.fetchall()})
+        return removed
+
+    def claim_due(self, now: datetime, limit: int, max_bytes: int) -> list[Due]:
+        """The timers due at ``now``, earliest first, locked for this transaction.
+
+        On PostgreSQL rows another loop holds are skipped (SKIP LOCKED), so
+        loops split the work; a cancel or move waiting on a row this step
+        holds runs after the fire commits, and finds the timer gone. At most
+        ``limit`` timers; the batch stops at ``max_bytes`` of payload (at
+        least one timer always goes).
+        """
+        assert connection.in_atomic_block
+        with connection.cursor() as cur:
+            cur.execute(
+                f"SELECT {DUE_COLUMNS} FROM {TABLE} WHERE fire_at <= %s ORDER BY fire_at, id LIMIT %s"
+                + self.claim_due_lock,
+                [db.to_db_time(now), limit],
+            )
+            records = cur.fetchall()
+        due: list[Due] = []
+        size = 0
+        for record in records:
+            size += len(record[6])
+            if due and size > max_bytes:
+                break
+            due.append(Due(*record))
+        return due
+
+    def claim_key(self, queue: str, timer_key: str) -> Held | None:
+        """One pending timer, its row locked for this transaction; None if none.
+
+        On PostgreSQL it waits for a step that holds the row, then finds it
+        gone; on SQLite the writer is alone from BEGIN.
+        """
+        assert connection.in_atomic_block
+        with connection.cursor() as cur:
+            cur.execute(
+                f"SELECT {HELD_COLUMNS} FROM {TABLE} WHERE queue = %s AND timer_key = %s" + self.claim_key_lock,
+                [queue, timer_key],
+            )
+            record = cur.fetchone()
+        return None if record is None else held_of(record)
+
+    def delete_ids(self, ids: Sequence[int]) -> None:
+        assert connection.in_atomic_block
+        with connection.cursor() as cur:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                cur.execute(f"DELETE FROM {TABLE} WHERE id IN ({', '.join(['%s'] * len(chunk))})", list(chunk))
+
+    def next_fire_at(self) -> datetime | None:
+        """When the earliest pending timer is due to fire; None when none is."""
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT fire_at FROM {TABLE} ORDER BY fire_at, id LIMIT 1")
+            record = cur.fetchone()
+        return None if record is None else db.from_db_time(record[0])
+
+    def move(self, timer: Held, *, deliver_at: datetime, now: datetime) -> bool:
+        """Give ``timer`` a new due time if its row is still the one read.
+
+        A compare-and-set on id, txn and message id: with the row lock (or
+        SQLite's one writer) it always applies; without them a fire in
+        between makes it a no-op. True when it applied.
+        """
+        assert connection.in_atomic_block
+        moved = Timer.objects.filter(pk=timer.id, txn=timer.txn, message_id=timer.message_id).update(
+            deliver_at=deliver_at, fire_at=deliver_at, updated_at=now
+        )
+        return moved > 0
+
+    def back_off(self, timer_id: int, *, attempts: int, error: str, fire_at: datetime, now: datetime) -> None:
+        """Record a failed fire: try again at ``fire_at`` (the row stays cancellable)."""
+        assert connection.in_atomic_block
+        with connection.cursor() as cur:
+            cur.execute(
+                f"UPDATE {TABLE} SET attempts = %s, last_error = %s, fire_at = %s, updated_at = %s WHERE id = %s",
+                [attempts, error[:2000], db.to_db_time(fire_at), db.to_db_time(now), timer_id],
+            )
+
+    def notify_wake(self) -> None:
+        """Wake the firing loops of other processes when this transaction commits.
+
+        Only a database with a notification channel can; the others do
+        nothing (their loops look again within ``TIMER_IDLE_SECONDS``).
+        """
+        assert connection.in_atomic_block
+
+    def listen_wake(self) -> WakeListener | None:
+        """A listener for ``notify_wake``, or None when this database has none.
+
+        Raises what the connection raises when it cannot be opened.
+        """
+        return None

@@ -1,0 +1,86 @@
+"""Timer rows on PostgreSQL: row locks, a set-based upsert, LISTEN/NOTIFY.
+
+Claims lock the rows they read (``FOR UPDATE``; a fire step skips rows
+another step holds), so a cancel or move waiting on a row a step holds
+runs after the fire commits and finds the timer gone. A write that makes a
+timer due soon sends ``NOTIFY`` in its transaction (delivered at commit,
+dropped on rollback); each firing loop listens on a connection of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from django.db import connection
+
+from queenadmin.domain import db
+from queenadmin.domain.timers.store.base import TABLE, WAKE_CHANNEL, Key, NewRow, Store, WakeListener
+
+
+class PostgresWakeListener(WakeListener):
+    def __init__(self) -> None:
+        self._conn = psycopg.connect(**db.connect_params(), autocommit=True)
+        try:
+            self._conn.execute(f"LISTEN {WAKE_CHANNEL}")
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def wait(self, seconds: float) -> bool:
+        return any(True for _note in self._conn.notifies(timeout=seconds, stop_after=1))
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PostgresStore(Store):
+    claim_due_lock = " FOR UPDATE SKIP LOCKED"
+    claim_key_lock = " FOR UPDATE"
+
+    def upsert(self, rows: Sequence[NewRow], now: datetime) -> set[Key]:
+        """One statement with server-bound arrays, whatever the row count."""
+        assert connection.in_atomic_block
+        if not rows:
+            return set()
+        cols: list[list[Any]] = [
+            [r.queue for r in rows],
+            [r.timer_key for r in rows],
+            [r.partition for r in rows],
+            [r.deliver_at for r in rows],
+            [r.txn for r in rows],
+            [r.message_id for r in rows],
+            [r.payload for r in rows],
+            [r.payload_json for r in rows],
+            [r.encrypted for r in rows],
+            [r.producer_sub for r in rows],
+        ]
+        with db.server_cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {TABLE} (queue, timer_key, partition, deliver_at, fire_at, txn, message_id,"
+                " payload, payload_json, encrypted, producer_sub, attempts, last_error, created_at, updated_at)"
+                " SELECT u.q, u.k, u.p, u.d, u.d, u.t, u.m, u.b, u.j, u.e, u.s, 0, NULL, %s, %s"
+                " FROM unnest(%s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::text[], %s::text[],"
+                " %s::bytea[], %s::text[], %s::bool[], %s::text[]) AS u(q, k, p, d, t, m, b, j, e, s)"
+                " ON CONFLICT (queue, timer_key) DO UPDATE SET partition = excluded.partition,"
+                " deliver_at = excluded.deliver_at, fire_at = excluded.fire_at, txn = excluded.txn,"
+                " message_id = excluded.message_id, payload = excluded.payload,"
+                " payload_json = excluded.payload_json, encrypted = excluded.encrypted,"
+                " producer_sub = excluded.producer_sub, attempts = 0, last_error = NULL,"
+                " updated_at = excluded.updated_at"
+                # xmax is 0 on a row this statement inserted (the documented
+                # way to tell an upsert's insert from its update).
+                " RETURNING queue, timer_key, NOT (xmax = 0)",
+                [now, now, *cols],
+            )
+            return {(q, k) for q, k, existed in cur.fetchall() if existed}
+
+    def notify_wake(self) -> None:
+        assert connection.in_atomic_block
+        with connection.cursor() as cur:
+            cur.execute(f"NOTIFY {WAKE_CHANNEL}")
+
+    def listen_wake(self) -> WakeListener:
+        return PostgresWakeListener()
