@@ -334,6 +334,34 @@ def _renew_every(lock: Lock) -> float:
     return lock.ttl.total_seconds() / 3
 
 
+def _retry_pause(lock: Lock, pause: float) -> float | None:
+    """After a renew that could not ask: how long until the next try, or
+    None when the lifetime ran out on this clock (the lease is lost).
+
+    Not being able to ask is not a loss yet: come back sooner, until then.
+    """
+    log.warning("renewing lock %r failed", lock.name, exc_info=True)
+    if lock._expire_if_overdue():
+        return None
+    return max(min(pause / 2, _renew_every(lock)), RETRY_INTERVAL)
+
+
+def _release_after_block(lock: Lock, exc_type: type[BaseException] | None, was_lost: bool) -> None:
+    """Release at the end of a scoped hold; raise ``LockLost`` when the block
+    ended normally but the lease was lost meanwhile (or the release found it
+    gone): the work may have run unprotected."""
+    try:
+        released = lock.release()
+    except Exception:
+        if exc_type is not None:
+            # Never mask the block's own error; the permit expires anyway.
+            log.warning("releasing lock %r failed", lock.name, exc_info=True)
+            return
+        raise
+    if exc_type is None and (was_lost or not released):
+        raise LockLost(f"lock {lock.name!r} was lost while the block ran")
+
+
 @dataclass
 class _Hold:
     """``with hold(...)``: acquire, renew in a thread, release, report loss."""
@@ -359,12 +387,10 @@ class _Hold:
                         return
                     pause = _renew_every(self.lock)
                 except Exception:
-                    # Could not ask: not lost yet. Come back sooner, until the
-                    # lifetime runs out on this clock.
-                    log.warning("renewing lock %r failed", self.lock.name, exc_info=True)
-                    if self.lock._expire_if_overdue():
+                    retry = _retry_pause(self.lock, pause)
+                    if retry is None:
                         return
-                    pause = max(min(pause / 2, _renew_every(self.lock)), RETRY_INTERVAL)
+                    pause = retry
         finally:
             # This thread's own database connection.
             connection.close()
@@ -375,17 +401,7 @@ class _Hold:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        was_lost = self.lock.lost.is_set()
-        try:
-            released = self.lock.release()
-        except Exception:
-            if exc_type is not None:
-                # Never mask the block's own error; the permit expires anyway.
-                log.warning("releasing lock %r failed", self.lock.name, exc_info=True)
-                return
-            raise
-        if exc_type is None and (was_lost or not released):
-            raise LockLost(f"lock {self.lock.name!r} was lost while the block ran")
+        _release_after_block(self.lock, exc_type, self.lock.lost.is_set())
 
 
 def hold(
@@ -437,10 +453,10 @@ class _AsyncHold:
                     return
                 pause = _renew_every(self.lock)
             except Exception:
-                log.warning("renewing lock %r failed", self.lock.name, exc_info=True)
-                if self.lock._expire_if_overdue():
+                retry = _retry_pause(self.lock, pause)
+                if retry is None:
                     return
-                pause = max(min(pause / 2, _renew_every(self.lock)), RETRY_INTERVAL)
+                pause = retry
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -450,16 +466,7 @@ class _AsyncHold:
         self._stop.set()
         if self._task is not None:
             await self._task
-        was_lost = self.lock.lost.is_set()
-        try:
-            released = await self.lock.arelease()
-        except Exception:
-            if exc_type is not None:
-                log.warning("releasing lock %r failed", self.lock.name, exc_info=True)
-                return
-            raise
-        if exc_type is None and (was_lost or not released):
-            raise LockLost(f"lock {self.lock.name!r} was lost while the block ran")
+        await database_sync_to_async(_release_after_block)(self.lock, exc_type, self.lock.lost.is_set())
 
 
 def ahold(
