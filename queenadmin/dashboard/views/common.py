@@ -12,6 +12,8 @@
   confirmation (the same permission applies), so every action asks first,
   with or without JavaScript.
 - ``reason_of(request)``: the optional reason an operator typed.
+- ``paging(params, next_after)``: a keyset page's links to the next and
+  the first page, keeping the page's filters.
 - ``can(user)``: which actions a user may do, for templates (a viewer sees
   no buttons; the server refuses anyway).
 
