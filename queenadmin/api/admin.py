@@ -9,7 +9,7 @@ renders the result with the same wire module.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from django.http import HttpRequest, HttpResponse
 
@@ -125,8 +125,14 @@ def get_group(request: HttpRequest, group: str) -> HttpResponse:
     summary="Delete a consumer group on every queue (deleteMetadata=false rewinds it)",
 )
 def delete_group(request: HttpRequest, group: str) -> HttpResponse:
+    return _group_deleted(request, group)
+
+
+def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -> HttpResponse:
     result = groups.queue_group_delete(
-        group=wire.parse_group(group), delete_metadata=wire.parse_delete_metadata(request.GET)
+        group=wire.parse_group(group),
+        queue=None if queue is None else wire.parse_queue(queue),
+        delete_metadata=wire.parse_delete_metadata(request.GET),
     )
     return json_response(wire.render_group_deleted(result))
 
@@ -150,12 +156,7 @@ def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
     summary="Delete a consumer group on one queue",
 )
 def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpResponse:
-    result = groups.queue_group_delete(
-        group=wire.parse_group(group),
-        queue=wire.parse_queue(queue),
-        delete_metadata=wire.parse_delete_metadata(request.GET),
-    )
-    return json_response(wire.render_group_deleted(result))
+    return _group_deleted(request, group, queue)
 
 
 @router.post(
@@ -254,14 +255,23 @@ def list_messages(request: HttpRequest) -> HttpResponse:
     return json_response(wire.render_messages(browse.message_list(query=query), query))
 
 
+class _MessageRef(TypedDict):
+    partition_id: int
+    transaction_id: str
+
+
+def _message(partition_id: str, transaction_id: str) -> _MessageRef:
+    """The domain's keywords for the message a path names (404 unless a partition id)."""
+    return {"partition_id": wire.partition_id(partition_id), "transaction_id": transaction_id}
+
+
 @router.get(
     "/messages/{partition_id}/{transaction_id}",
     response={200: MessageDetailOut, 404: MessageNotFoundOut},
     summary="One message with its status per consumer group",
 )
 def get_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
-    row = browse.message_get(partition_id=wire.partition_id(partition_id), transaction_id=transaction_id)
-    return json_response(wire.render_message(row))
+    return json_response(wire.render_message(browse.message_get(**_message(partition_id, transaction_id))))
 
 
 @router.delete(
@@ -282,8 +292,9 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
     summary="Push a dead-lettered message again and drop its dead letters",
 )
 def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
-    result = messages.queue_message_retry(partition_id=wire.partition_id(partition_id), transaction_id=transaction_id)
-    return json_response(wire.render_message_retried(result))
+    return json_response(
+        wire.render_message_retried(messages.queue_message_retry(**_message(partition_id, transaction_id)))
+    )
 
 
 @router.post(
@@ -294,7 +305,5 @@ def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) 
 )
 def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     group, error = wire.parse_move_to_dlq(_body(request, optional=True))
-    result = messages.queue_message_dead_letter(
-        partition_id=wire.partition_id(partition_id), transaction_id=transaction_id, group=group, error=error
-    )
+    result = messages.queue_message_dead_letter(**_message(partition_id, transaction_id), group=group, error=error)
     return json_response(wire.render_dead_lettered(result))

@@ -204,14 +204,10 @@ class StatusPartitionOut(WireOut):
     newestMessage: MillisZTime | None
 
 
-class StatusTotalsOut(WireOut):
+class StatusTotalsOut(StatusCountsOut):
+    """The counts, and the same again under ``messages``."""
+
     messages: StatusCountsOut
-    total: int
-    pending: int
-    processing: int
-    completed: int
-    failed: int
-    deadLetter: int
 
 
 class StatusQueueDetailOut(WireOut):

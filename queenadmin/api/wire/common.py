@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TypeGuard
+
+from queenadmin.errors import QueenError
 
 #: Body fields that would name a tenant; the tenant is never an input.
 TENANT_FIELDS = ("tenant", "tenantId", "_tenant")
@@ -29,3 +32,21 @@ def to_decimal(value: Any) -> Decimal:
 
 def names_tenant(body: dict[str, Any]) -> bool:
     return any(name in body for name in TENANT_FIELDS)
+
+
+def batch_op(
+    index: int, raw: Any, names: frozenset[str], bad: Callable[[str, str], QueenError], family: str, expected: str
+) -> tuple[dict[str, Any], str]:
+    """The object and ``op`` of one operation of a KV or locks call.
+
+    Refuse, with ``family``'s reasons, what is not an object, one naming a
+    tenant, and an ``op`` outside ``names`` (``expected`` lists them).
+    """
+    if not isinstance(raw, dict):
+        raise bad(f"{family}_bad_request", f"operation {index} is not an object")
+    if names_tenant(raw):
+        raise bad(f"{family}_tenant_not_an_input", "the tenant is never a body field")
+    op = raw.get("op")
+    if not isinstance(op, str) or op not in names:
+        raise bad(f"{family}_unknown_op", f"op must be one of {expected}")
+    return raw, op

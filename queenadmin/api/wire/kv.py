@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from queenadmin.api.wire.common import is_json_int, is_json_number, names_tenant, to_decimal
+from queenadmin.api.wire.common import batch_op, is_json_int, is_json_number, to_decimal
 from queenadmin.conf import settings
 from queenadmin.domain import clock, db, kv
 from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
@@ -141,13 +141,7 @@ def _incr(raw: dict[str, Any], ns: str, key: str, required: bool) -> kv.KVIncr:
 def parse_op(index: int, raw: Any, *, in_transaction: bool = False, limits: kv.Limits | None = None) -> kv.KVOp:
     """One wire operation as a command; raise ``KVBadRequest`` with its reason."""
     limits = limits or kv.Limits.current()
-    if not isinstance(raw, dict):
-        raise _bad("kv_bad_request", f"operation {index} is not an object")
-    if names_tenant(raw):
-        raise _bad("kv_tenant_not_an_input", "the tenant is never a body field")
-    op = raw.get("op")
-    if not isinstance(op, str) or op not in OP_NAMES:
-        raise _bad("kv_unknown_op", f"op must be one of {', '.join(sorted(OP_NAMES))}")
+    raw, op = batch_op(index, raw, OP_NAMES, _bad, "kv", ", ".join(sorted(OP_NAMES)))
     ns = namespace_of(raw.get("ns"))
     if op == "getPrefix":
         return _get_prefix(raw, ns, in_transaction=in_transaction)

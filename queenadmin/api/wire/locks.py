@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from queenadmin.api.wire.common import is_json_int, names_tenant
+from queenadmin.api.wire.common import batch_op, is_json_int
 from queenadmin.domain import clock, kv, locks
 from queenadmin.errors import LocksBadRequest
 
@@ -79,13 +79,7 @@ def _owner(raw: dict[str, Any]) -> str | None:
 
 def parse_lock_op(index: int, raw: Any) -> locks.LockOp:
     """One wire operation as a ``LockOp``; raise ``LocksBadRequest`` with its reason."""
-    if not isinstance(raw, dict):
-        raise _bad("locks_bad_request", f"operation {index} is not an object")
-    if names_tenant(raw):
-        raise _bad("locks_tenant_not_an_input", "the tenant is never a body field")
-    op = raw.get("op")
-    if not isinstance(op, str) or op not in VERBS:
-        raise _bad("locks_unknown_op", "op must be one of acquire, renew, release, get")
+    raw, op = batch_op(index, raw, VERBS, _bad, "locks", "acquire, renew, release, get")
     name = _name(raw)
     if op == "get":
         return locks.LockOp(op="get", name=name)

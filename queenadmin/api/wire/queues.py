@@ -111,7 +111,8 @@ def _number(params: Params, name: str) -> int | None:
         raise InvalidArgument(f"{name} must be an integer") from None
 
 
-def _iso_time(raw: str, name: str, expected: str) -> datetime:
+def iso_time(raw: str, name: str, expected: str) -> datetime:
+    """An ISO time with its zone, within the range the databases hold; else ``InvalidArgument``."""
     try:
         moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
@@ -337,7 +338,7 @@ def _pop_call(
         mode = "new" if raw_mode.strip().lower() in ("new", "new-only") else "all"
     since: datetime | str | None = params.get("subscriptionFrom") or None
     if isinstance(since, str) and since != "now":
-        since = _iso_time(since, "subscriptionFrom", "an ISO time or now")
+        since = iso_time(since, "subscriptionFrom", "an ISO time or now")
     # commitOnDelivery is read only when autoAck does not already say so.
     auto_ack = _flag(params, "autoAck") or _flag(params, "commitOnDelivery")
     request = queues.PopRequest(
@@ -675,8 +676,8 @@ def parse_dlq(params: Params) -> queues.DeadLetterQuery:
         queue=check_text(params.get("queue") or None, "queue"),
         group=check_text(params.get("consumerGroup") or None, "consumerGroup"),
         partition=check_text(params.get("partition") or None, "partition"),
-        since=_iso_time(since, "from", "an ISO time") if since else None,
-        until=_iso_time(until, "to", "an ISO time") if until else None,
+        since=iso_time(since, "from", "an ISO time") if since else None,
+        until=iso_time(until, "to", "an ISO time") if until else None,
         limit=min(limit or DEFAULT_DLQ_LIMIT, MAX_DLQ_LIMIT),
         offset=offset or 0,
     )

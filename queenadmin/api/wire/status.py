@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from django.db import connection
 
+from queenadmin.api.wire.queues import iso_time
 from queenadmin.domain import queues
 from queenadmin.domain.queues import history, status
 from queenadmin.errors import InvalidArgument
@@ -45,15 +46,7 @@ def millis_z(moment: datetime) -> str:
 
 def _time(params: Params, name: str) -> datetime | None:
     raw = params.get(name)
-    if not raw:
-        return None
-    try:
-        moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidArgument(f"{name} must be an ISO time") from None
-    if moment.tzinfo is None:
-        raise InvalidArgument(f"{name} must carry a time zone")
-    return moment.astimezone(UTC)
+    return iso_time(raw, name, "an ISO time").astimezone(UTC) if raw else None
 
 
 def parse_text(params: Params, name: str) -> str | None:
