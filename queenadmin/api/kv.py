@@ -8,13 +8,14 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
-from queenadmin.api.openapi import body_of, etag_header
-from queenadmin.api.schemas.common import RateLimitedOut
+from queenadmin.api.openapi import body_of, etag_header, parameters
+from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
 from queenadmin.api.schemas.kv import (
     KVBadRequestOut,
     KVCallIn,
     KVCallOut,
     KVGetOut,
+    KVKey,
     KVListIn,
     KVListOut,
     KVNamespacesOut,
@@ -23,6 +24,7 @@ from queenadmin.api.schemas.kv import (
     KVPreconditionOut,
     KVTooLargeOut,
     KVWriteOut,
+    Namespace,
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import kv as wire
@@ -50,6 +52,10 @@ def kv_batch(request: HttpRequest) -> HttpResponse:
     return json_response(wire.results_out(kv.kv_call(ops)))
 
 
+#: ``ns`` and ``key`` of the path routes (``key`` may hold slashes).
+_KEY_PATH = parameters(path={"ns": json_schema_of(Namespace), "key": json_schema_of(KVKey, pattern=PATH_TEXT)})
+
+
 def _no_query(request: HttpRequest) -> None:
     if request.META.get("QUERY_STRING"):
         raise KVBadRequest("the KV path routes take no query string", reason="kv_no_query_string")
@@ -64,7 +70,7 @@ def _single(request: HttpRequest, raw: dict[str, Any]) -> dict[str, Any]:
 @router.get(
     "/kv/{ns}/{path:key}",
     response={200: KVGetOut, **_ERRORS},
-    openapi_extra=etag_header(),
+    openapi_extra={**etag_header(), **_KEY_PATH},
     summary="Read one key",
 )
 def get_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
@@ -80,7 +86,7 @@ _PATH_FIELDS = ("value", "ttlSeconds", "forever", "expect", "required")
 @router.put(
     "/kv/{ns}/{path:key}",
     response={200: KVWriteOut | KVPreconditionOut, **_ERRORS},
-    openapi_extra=body_of(KVPathPutIn),
+    openapi_extra={**body_of(KVPathPutIn), **_KEY_PATH},
     summary="Write one key",
 )
 def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
@@ -93,7 +99,7 @@ def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 @router.delete(
     "/kv/{ns}/{path:key}",
     response={200: KVWriteOut | KVPreconditionOut, **_ERRORS},
-    openapi_extra=body_of(KVPathDeleteIn, required=False),
+    openapi_extra={**body_of(KVPathDeleteIn, required=False), **_KEY_PATH},
     summary="Delete one key",
 )
 def delete_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
@@ -127,10 +133,12 @@ def list_keys(request: HttpRequest) -> HttpResponse:
         raise KVBadRequest("the body must be a JSON object", reason="kv_bad_body")
     namespace = wire.namespace_of(body.get("namespace"))
     ratelimit.admit(request, "read")
-    prefix = body.get("prefix") or ""
-    after = body.get("after") or ""
-    if not isinstance(prefix, str) or not isinstance(after, str):
+    prefix = body.get("prefix")
+    after = body.get("after")
+    # Checked before the defaults: false or {} is not a missing prefix.
+    if not isinstance(prefix, str | None) or not isinstance(after, str | None):
         raise KVBadRequest("prefix and after must be strings", reason="kv_bad_request")
+    prefix, after = prefix or "", after or ""
     if "\x00" in prefix or "\x00" in after:
         # Keys never hold NUL (and PostgreSQL cannot compare with one).
         raise KVBadRequest("prefix and after must not contain NUL", reason="kv_bad_key")

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from queenadmin.api.schemas.common import AuthErrorOut, ForbiddenOut, UnavailableOut
+from queenadmin.api.schemas.common import AuthErrorOut, ForbiddenOut, NoRouteOut, UnavailableOut
 
 #: Component schemas collected from ``body_of``; merged into /api/openapi.json.
 SCHEMAS: dict[str, Any] = {}
@@ -29,12 +29,49 @@ def component(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def body_of(model: type[BaseModel], *, array_too: bool = False, required: bool = True) -> dict[str, Any]:
-    """``openapi_extra`` naming ``model`` as the JSON request body."""
+    """``openapi_extra`` naming ``model`` as the JSON request body.
+
+    ``array_too``: the body may also be the bare ``operations`` array.
+    ``required=False``: no body is the same as ``{}`` (so is ``null``: the
+    model says so, ``schemas.common.nullable``).
+    """
     ref = component(model)
     if array_too:
-        item_ref = SCHEMAS[model.__name__]["properties"]["operations"]["items"]
-        ref = {"oneOf": [ref, {"type": "array", "items": item_ref}]}
+        operations = SCHEMAS[model.__name__]["properties"]["operations"]
+        ref = {"oneOf": [ref, {k: v for k, v in operations.items() if k != "description"}]}
     return {"requestBody": {"required": required, "content": {"application/json": {"schema": ref}}}}
+
+
+#: ``openapi_extra`` key of ``parameters``; ``complete`` merges it into the
+#: parameters ninja lists (it knows a path parameter's name, not its rules).
+PARAMETERS_KEY = "x-queenadmin-parameters"
+
+
+def parameters(*, path: dict[str, Any] | None = None, query: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``openapi_extra`` with the schemas of path parameters and the query parameters a route reads.
+
+    ``query`` maps a name to its schema; ``"required": True`` in it makes the
+    parameter required.
+    """
+    listed = [{"name": name, "in": "path", "required": True, "schema": schema} for name, schema in (path or {}).items()]
+    for name, schema in (query or {}).items():
+        schema = dict(schema)
+        required = schema.pop("required", False)
+        listed.append({"name": name, "in": "query", "required": required, "schema": schema})
+    return {PARAMETERS_KEY: listed}
+
+
+def _merge_parameters(operation: dict[str, Any]) -> None:
+    given = operation.pop(PARAMETERS_KEY, None)
+    if not given:
+        return
+    listed = operation.setdefault("parameters", [])
+    for parameter in given:
+        same = next((p for p in listed if (p["name"], p["in"]) == (parameter["name"], parameter["in"])), None)
+        if same is None:
+            listed.append(parameter)
+        else:
+            same["schema"] = {**same.get("schema", {}), **parameter["schema"]}
 
 
 def etag_header() -> dict[str, Any]:
@@ -49,15 +86,15 @@ _WWW_AUTHENTICATE = {"description": "Bearer", "schema": {"type": "string"}}
 _TOO_LARGE_TEXT = {"text/plain": {"schema": {"type": "string", "description": "the body is over 64 MiB"}}}
 
 
-def _add_forbidden(responses: dict[Any, Any], ref: dict[str, Any], scope: str) -> None:
-    why = f"the token's scope is below what the call needs ({scope})"
-    declared = responses.get(403)
+def _add_alternative(responses: dict[Any, Any], status: int, ref: dict[str, Any], why: str) -> None:
+    """Document ``ref`` as an answer of ``status``, beside one the operation declares."""
+    declared = responses.get(status)
     if declared is None:
-        responses[403] = {"description": f"Forbidden: {why}", "content": {"application/json": {"schema": ref}}}
+        responses[status] = {"description": why, "content": {"application/json": {"schema": ref}}}
         return
     schema = declared["content"]["application/json"]["schema"]
     declared["content"]["application/json"]["schema"] = {"anyOf": [schema, ref]}
-    declared["description"] = f"{declared.get('description') or 'Forbidden'}, or {why}"
+    declared["description"] = f"{declared.get('description') or why.partition(':')[0]}, or {why.partition(': ')[2]}"
 
 
 def complete(schema: dict[str, Any]) -> dict[str, Any]:
@@ -67,16 +104,22 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     - 403 from the scope check on every operation a ``read`` token cannot
       always call (``x-token-scope``, set by ``scopes.ScopedRouter``); merged with
       a 403 the operation declares itself (the timer horizon);
+    - 404 ``no_such_route`` on every operation with a path parameter: a
+      value the route's pattern cannot match (a newline) reaches no route;
     - 413 in plain text from the body limit on every operation with a body;
     - ``Retry-After`` on every 429;
     - 503 with ``Retry-After`` on every operation: the database connection
-      was lost or refused (``ApiErrorMiddleware.process_exception``).
+      was lost or refused (``ApiErrorMiddleware.process_exception``);
+
+    and the parameter rules given with ``parameters``.
     """
     auth_ref = component(AuthErrorOut)
     forbidden_ref = component(ForbiddenOut)
     unavailable_ref = component(UnavailableOut)
+    no_route_ref = component(NoRouteOut)
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():
+            _merge_parameters(operation)
             responses = operation.setdefault("responses", {})
             if operation.get("security"):
                 responses.setdefault(
@@ -88,7 +131,10 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
                     },
                 )
             if operation.get("x-token-scope", "read") != "read":
-                _add_forbidden(responses, forbidden_ref, operation["x-token-scope"])
+                why = f"Forbidden: the token's scope is below what the call needs ({operation['x-token-scope']})"
+                _add_alternative(responses, 403, forbidden_ref, why)
+            if any(p["in"] == "path" for p in operation.get("parameters", ())):
+                _add_alternative(responses, 404, no_route_ref, "Not Found: the path matches no route")
             if "requestBody" in operation:
                 too_large = responses.setdefault(413, {"description": "Payload Too Large"})
                 too_large.setdefault("content", {}).update(_TOO_LARGE_TEXT)

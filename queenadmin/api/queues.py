@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import dbthreads
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import body_of
-from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
+from queenadmin.api.schemas.common import SOME_TEXT, EngineBadRequestOut, NameTooLongOut
 from queenadmin.api.schemas.queues import (
     AckBatchIn,
     AckIn,
@@ -166,9 +166,34 @@ async def pop_partition(request: HttpRequest, queue: str, partition: str) -> Htt
     return await _pop(request, wire.parse_pop_queue(request.GET, queue, partition))
 
 
+#: ``GET /pop``'s selection: a namespace, a task or both. One query
+#: parameter of type object (form, exploded: ``?namespace=&task=``) is how
+#: OpenAPI says "at least one of".
+_DISCOVERY = {
+    "parameters": [
+        {
+            "name": "selection",
+            "in": "query",
+            "required": True,
+            "style": "form",
+            "explode": True,
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "namespace": {"type": "string", "pattern": SOME_TEXT},
+                    "task": {"type": "string", "pattern": SOME_TEXT},
+                },
+                "anyOf": [{"required": ["namespace"]}, {"required": ["task"]}],
+            },
+        }
+    ]
+}
+
+
 @router.get(
     "/pop",
     response=_POP_RESPONSES,
+    openapi_extra=_DISCOVERY,
     summary="Lease messages from the queues of a namespace and/or task (204 when none)",
 )
 async def pop_discovery(request: HttpRequest) -> HttpResponse:
@@ -186,8 +211,7 @@ async def pop_discovery(request: HttpRequest) -> HttpResponse:
     summary="Acknowledge one message (answers an array)",
 )
 def ack_message(request: HttpRequest) -> HttpResponse:
-    items = wire.parse_ack(_body(request))
-    return json_response(wire.render_acks(queues.queue_ack(items=items)))
+    return _acked(wire.parse_ack(_body(request)))
 
 
 @router.post(
@@ -197,7 +221,10 @@ def ack_message(request: HttpRequest) -> HttpResponse:
     summary="Acknowledge several messages",
 )
 def ack_batch(request: HttpRequest) -> HttpResponse:
-    items = wire.parse_ack_batch(_body(request))
+    return _acked(wire.parse_ack_batch(_body(request)))
+
+
+def _acked(items: list[queues.AckItem]) -> HttpResponse:
     return json_response(wire.render_acks(queues.queue_ack(items=items) if items else []))
 
 

@@ -17,12 +17,13 @@ def iso_jsonb(moment: datetime | None) -> str | None:
     """Render like PostgreSQL's ``to_jsonb(timestamptz)``: KV answers use it.
 
     ``2026-10-08T10:00:00.123+00:00``: the fraction loses trailing zeros and
-    disappears when it is zero.
+    disappears when it is zero; the year has four digits (``0197``), as
+    PostgreSQL writes it.
     """
     if moment is None:
         return None
     moment = moment.astimezone(UTC)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    text = f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S")
     if moment.microsecond:
         text += ("." + f"{moment.microsecond:06d}").rstrip("0")
     return text + "+00:00"
@@ -32,4 +33,6 @@ def iso_micros_z(moment: datetime | None) -> str | None:
     """Render as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (console lists, timers)."""
     if moment is None:
         return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    moment = moment.astimezone(UTC)
+    # Four digits before year 1000 too: glibc's %Y writes 197, not 0197.
+    return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.%fZ")

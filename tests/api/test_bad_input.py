@@ -228,6 +228,31 @@ CASES: list[tuple[str, str, str | None, int, Any]] = [
         400,
         kv_error("kv_bad_request", "delta is beyond what incr computes exactly (magnitude below 1e100, at most 100 decimal places)"),
     ),
+    # Schemathesis --checks all: a field of the wrong type that is falsy (false,
+    # {}, 0) was read as missing.
+    (
+        "POST",
+        "/api/v1/resources/kv/list",
+        json.dumps({"namespace": "hard", "after": {}}),
+        400,
+        kv_error("kv_bad_request", "prefix and after must be strings"),
+    ),
+    (
+        "POST",
+        "/api/v1/resources/kv/list",
+        json.dumps({"namespace": "hard", "prefix": False}),
+        400,
+        kv_error("kv_bad_request", "prefix and after must be strings"),
+    ),
+    # A "to" before year 1 in UTC was a 500 (only "from" was caught).
+    ("GET", "/api/v1/status?to=0001-01-01T00:00%2B14:00", None, 400, engine("to is out of range")),
+    (
+        "POST",
+        "/api/v1/traces",
+        json.dumps({"transactionId": "t", "partitionId": "1", "data": {}, "eventType": False}),
+        400,
+        engine("eventType must be a string"),
+    ),
 ]  # fmt: skip
 
 

@@ -3,53 +3,90 @@ the operator reads (``api/admin.py``). Answers are closed (``WireOut``)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from queenadmin.api.schemas.common import JSONValue, MicrosZTime, WireOut
+from queenadmin.api.schemas.common import (
+    NAME_BYTES,
+    NO_NUL,
+    EngineName,
+    GroupName,
+    JSONValue,
+    MicrosZTime,
+    WireOut,
+    nullable,
+)
+from queenadmin.api.wire.admin import MAX_CHANGED_PAGE, MAX_FETCH_BYTES, MAX_FETCH_ENTRIES
 
 # -- requests -----------------------------------------------------------------
 
 
+#: A time ``datetime.fromisoformat`` reads; one without an offset is UTC.
+IsoTime = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+
+
 class FetchEntryIn(BaseModel):
-    queue: str
-    partition: str
+    queue: EngineName
+    partition: EngineName
     offset: int = Field(0, ge=0, description="next offset to read; 0 = the log start")
-    maxBytes: int | None = Field(None, ge=1, description="payload bytes this entry may read")
+    maxBytes: int = Field(
+        MAX_FETCH_BYTES, ge=1, description=f"payload bytes this entry may read (at most {MAX_FETCH_BYTES})"
+    )
 
 
 class FetchIn(BaseModel):
-    entries: list[FetchEntryIn] = Field(max_length=1024)
-    maxBytes: int | None = Field(None, ge=1, description="payload bytes the call may read (8 MiB at most)")
+    entries: list[FetchEntryIn] = Field(min_length=1, max_length=MAX_FETCH_ENTRIES)
+    maxBytes: int = Field(
+        MAX_FETCH_BYTES, ge=1, description=f"payload bytes the call may read (at most {MAX_FETCH_BYTES})"
+    )
 
 
 class ChangedEntryIn(BaseModel):
-    queue: str
-    since: str | None = Field(None, description="ISO-8601; none lists every partition")
-    after: str | None = Field(None, description="the page cursor a previous answer gave as next")
-    limit: int | None = Field(None, ge=1, le=1000)
+    queue: EngineName
+    since: IsoTime | None = Field(None, description="ISO-8601; none lists every partition")
+    after: str | None = Field(
+        None, pattern=r"^[0-9]{1,18}$", description="the page cursor a previous answer gave as next"
+    )
+    limit: int = Field(MAX_CHANGED_PAGE, ge=1, description=f"clamped to {MAX_CHANGED_PAGE}")
 
 
 class ChangedIn(BaseModel):
-    entries: list[ChangedEntryIn]
+    entries: list[ChangedEntryIn] = Field(min_length=1, max_length=MAX_FETCH_ENTRIES)
 
 
 class SubscriptionIn(BaseModel):
-    subscriptionTimestamp: str
+    subscriptionTimestamp: IsoTime
+
+
+def _seek_target(schema: dict[str, Any]) -> None:
+    """Either ``toEnd: true`` or a ``timestamp``."""
+    schema["anyOf"] = [
+        {"required": ["toEnd"], "properties": {"toEnd": {"const": True}}},
+        {
+            "required": ["timestamp"],
+            "properties": {"toEnd": {"const": False}, "timestamp": {"type": "string", "format": "date-time"}},
+        },
+    ]
 
 
 class SeekIn(BaseModel):
-    toEnd: bool | None = None
-    timestamp: str | None = None
+    model_config = ConfigDict(json_schema_extra=_seek_target)
+
+    toEnd: bool = False
+    timestamp: Any = Field(None, description="ISO-8601: where to move the group's cursors; ignored with toEnd")
 
 
 class TraceIn(BaseModel):
-    transactionId: str
-    partitionId: str
-    consumerGroup: str | None = None
-    traceNames: list[str] | str | None = None
-    eventType: str | None = "info"
+    transactionId: str = Field(min_length=1)
+    partitionId: str = Field(min_length=1, description="a partition id; one that names none answers 404")
+    consumerGroup: GroupName | None = None
+    traceNames: (
+        list[Annotated[str, Field(max_length=NAME_BYTES, pattern=NO_NUL)]]
+        | Annotated[str, Field(max_length=NAME_BYTES, pattern=NO_NUL)]
+        | None
+    ) = Field(None, description="names to find the trace by; empty ones are skipped")
+    eventType: str | None = Field(None, description='default "info"')
     data: JSONValue
 
 
@@ -293,7 +330,9 @@ class BusStatusOut(WireOut):
     totalGroups: int
 
 
-class MessageListItemOut(WireOut):
+class _MessageOut(WireOut):
+    """What a message's list row and its detail both show."""
+
     id: str
     transactionId: str
     partitionId: str
@@ -304,13 +343,16 @@ class MessageListItemOut(WireOut):
     namespace: str | None
     task: str | None
     status: Status
-    queueStatus: Status
-    busStatus: BusStatusOut
     traceId: str | None
     producerSub: None
-    queuePriority: int
     createdAt: MicrosZTime
     leaseExpiresAt: MicrosZTime | None
+
+
+class MessageListItemOut(_MessageOut):
+    queueStatus: Status
+    busStatus: BusStatusOut
+    queuePriority: int
 
 
 class ListModeOut(WireOut):
@@ -346,21 +388,7 @@ class MessageGroupOut(WireOut):
     leaseExpiresAt: MicrosZTime | None
 
 
-class MessageDetailOut(WireOut):
-    id: str
-    transactionId: str
-    partitionId: str
-    offset: int
-    queuePath: str
-    queue: str
-    partition: str
-    namespace: str | None
-    task: str | None
-    status: Status
-    traceId: str | None
-    producerSub: None
-    createdAt: MicrosZTime
-    leaseExpiresAt: MicrosZTime | None
+class MessageDetailOut(_MessageOut):
     payload: JSONValue
     isEncrypted: Literal[False]
     errorMessage: str | None
@@ -403,7 +431,11 @@ class NotDeadLetteredOut(WireOut):
 
 
 class MoveToDlqIn(BaseModel):
-    consumerGroup: str | None = Field(None, description="null = queue mode")
+    """Optional: no body or ``null`` is queue mode and no error text."""
+
+    model_config = ConfigDict(json_schema_extra=nullable)
+
+    consumerGroup: GroupName | None = None
     error: str | None = None
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
+
+from queenadmin.api.wire.common import TENANT_FIELDS
 
 #: A key the answer leaves out rather than sending ``null``:
 #: ``already: Literal[True] | Omit = None`` is ``{"const": true}``, not required.
@@ -57,6 +59,62 @@ JSONNumber = Annotated[
 #: Any JSON value, ``null`` included (a KV value, a message payload).
 JSONValue = Annotated[Any, Field(description="any JSON value, null included")]
 
+# -- requests -----------------------------------------------------------------
+# The routers parse bodies by hand; the ``In`` models say what those parsers
+# accept, constraint for constraint, so that a client generated from the
+# OpenAPI document is not refused (schemathesis ``--checks all`` holds the
+# two to each other: tests/api/test_schemathesis.py).
+
+#: Text without NUL: PostgreSQL can neither store nor compare one, so every
+#: parser refuses it, on SQLite too.
+NO_NUL = r"^[^\x00]*$"
+#: Non-empty text without NUL.
+SOME_TEXT = r"^[^\x00]+$"
+
+
+def json_schema_of(annotation: Any, **override: Any) -> dict[str, Any]:
+    """The JSON Schema of ``annotation`` (a parameter's), with ``override`` on top."""
+    return {**TypeAdapter(annotation).json_schema(), **override}
+
+
+def nullable(schema: dict[str, Any]) -> None:
+    """``json_schema_extra`` of an optional body: JSON ``null`` reads as ``{}``."""
+    schema["type"] = ["object", "null"]
+
+
+def no_tenant(schema: dict[str, Any]) -> None:
+    """``json_schema_extra``: the tenant is never a body field (refused by name)."""
+    schema["not"] = {"anyOf": [{"required": [name]} for name in TENANT_FIELDS]}
+
+
+#: The engine's key budget for a queue, partition or group name (protocol 12).
+NAME_BYTES = 511
+
+#: A queue, partition or consumer group name. JSON Schema counts
+#: characters, not bytes: ``maxLength`` is the byte budget, exact for ASCII.
+EngineName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=NAME_BYTES,
+        pattern=SOME_TEXT,
+        description=f"no NUL, at most {NAME_BYTES} bytes of UTF-8 (413 name_too_long above)",
+    ),
+]
+#: A consumer group: ``null`` or ``""`` is queue mode.
+GroupName = Annotated[
+    str,
+    Field(
+        max_length=NAME_BYTES,
+        pattern=NO_NUL,
+        description=f'"" or null: queue mode; at most {NAME_BYTES} bytes of UTF-8 (413 above)',
+    ),
+]
+#: A path parameter read by Django's ``path`` converter (``.+``): no newline either.
+PATH_TEXT = r"^[^\x00\n]+$"
+#: A text field stored as given: no NUL.
+Text = Annotated[str, Field(pattern=NO_NUL)]
+
 
 class AuthErrorOut(WireOut):
     """401: the bearer token is missing, unknown or revoked."""
@@ -87,6 +145,15 @@ class RateLimitedOut(WireOut):
     error: Literal["rate_limited"]
     reason: Literal["rate_limited"]
     detail: str
+
+
+class NoRouteOut(WireOut):
+    """404 from outside the API's routes: the path matches none (a path
+    parameter that holds a newline, say, or a slash where none may be)."""
+
+    code: Literal["no_such_route"]
+    error: Literal["not found"]
+    path: str
 
 
 class EngineBadRequestOut(WireOut):

@@ -7,19 +7,34 @@ are the exact answers, checked by ``tests/api/test_contract.py``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from queenadmin.api.schemas.common import JSONNumber, JSONValue, MicrosZTime, Omit, WireOut
+from queenadmin.api.schemas.common import (
+    SOME_TEXT,
+    EngineName,
+    GroupName,
+    JSONNumber,
+    JSONValue,
+    MicrosZTime,
+    Omit,
+    Text,
+    WireOut,
+    nullable,
+)
+from queenadmin.api.wire.queues import MAX_LEASE_SECONDS, MAX_TXN_BYTES
+from queenadmin.domain.queues.options import BOOL_OPTIONS, CLAMPS, INT_OPTIONS, MAX_INT_OPTION, UNSUPPORTED
 
 
 class PushItemIn(BaseModel):
-    queue: str
-    partition: str | None = Field(None, description='default "Default"')
+    queue: EngineName
+    partition: EngineName | None = Field(None, description='default "Default"')
     payload: JSONValue
-    transactionId: str | None = Field(None, description="dedup key, at most 65535 bytes")
-    traceId: str | None = Field(None, description="a UUID; anything else is ignored")
+    transactionId: str | None = Field(
+        None, min_length=1, max_length=MAX_TXN_BYTES, pattern=SOME_TEXT, description="dedup key, at most 65535 bytes"
+    )
+    traceId: Any = Field(None, description="a UUID; anything else is ignored")
 
 
 class PushIn(BaseModel):
@@ -27,55 +42,71 @@ class PushIn(BaseModel):
 
 
 class AckIn(BaseModel):
-    transactionId: str
-    partitionId: str
-    status: Literal["completed", "failed", "retry", "dlq"] | None = "completed"
-    leaseId: str | None = None
-    error: str | None = None
-    consumerGroup: str | None = Field(None, description="null = queue mode")
+    transactionId: str = Field(min_length=1, pattern=SOME_TEXT)
+    partitionId: Annotated[str, Field(min_length=1, pattern=SOME_TEXT)] | int = Field(
+        description="the decimal partition id the pop returned (a JSON integer is read as its digits)"
+    )
+    status: str | None = Field(
+        "completed", description="completed, failed, retry or dlq; any other string is completed"
+    )
+    leaseId: Text | None = None
+    error: Any = Field(None, description="a string; any other JSON is stored as its JSON text")
+    consumerGroup: GroupName | None = None
+
+
+def _batch_group(schema: dict[str, Any]) -> None:
+    """The batch's group is read only for an acknowledgment without its own."""
+    group = schema["properties"].pop("consumerGroup")
+    schema["properties"]["consumerGroup"] = {"description": group["description"]}
+    schema["if"] = {
+        "properties": {"acknowledgments": {"contains": {"type": "object", "not": {"required": ["consumerGroup"]}}}}
+    }
+    schema["then"] = {"properties": {"consumerGroup": {k: v for k, v in group.items() if k != "description"}}}
 
 
 class AckBatchIn(BaseModel):
-    acknowledgments: list[AckIn]
-    consumerGroup: str | None = None
+    model_config = ConfigDict(json_schema_extra=_batch_group)
+
+    acknowledgments: list[AckIn] = Field(description="each may name its own consumerGroup")
+    consumerGroup: GroupName | None = Field(None, description="for the acknowledgments that name none")
 
 
 class LeaseExtendIn(BaseModel):
-    seconds: int | None = Field(None, ge=1, description="default 60")
+    """Optional: no body or ``null`` extends by the default."""
+
+    model_config = ConfigDict(json_schema_extra=nullable)
+
+    seconds: int | None = Field(None, ge=1, le=MAX_LEASE_SECONDS, description="default 60")
 
 
-class QueueOptionsIn(BaseModel):
-    """Every option is optional; ``null`` restores its default."""
-
-    leaseTime: int | None = None
-    retryLimit: int | None = None
-    retryDelay: int | None = None
-    priority: int | None = Field(None, description="only 0: any other value is refused (unsupported)")
-    maxSize: int | None = Field(None, description="most unconsumed messages; 0 = no cap; a push past it answers failed")
-    ttl: int | None = None
-    delayedProcessing: int | None = None
-    windowBuffer: int | None = Field(None, description="seconds a partition must go without a push before it delivers")
-    retentionSeconds: int | None = Field(None, description="with retentionEnabled: delete messages this old")
-    completedRetentionSeconds: int | None = Field(
-        None, description="with retentionEnabled: delete messages this old that every consumer is past"
-    )
-    maxWaitTimeSeconds: int | None = Field(None, description="delete messages this old, retentionEnabled or not")
-    minPopWaitTime: int | None = None
-    dedupWindowSeconds: int | None = None
-    retentionSinkHoldMaxSeconds: int | None = None
-    maxQueueSize: int | None = None
-    deadLetterQueue: bool | None = None
-    dlqAfterMaxRetries: bool | None = None
-    retentionEnabled: bool | None = None
-    encryptionEnabled: bool | None = None
-    retentionSinkHold: bool | None = None
+def _option_field(name: str) -> Any:
+    """An option's field, from the domain's table (``queues/options.py``)."""
+    if name in BOOL_OPTIONS:
+        return (bool | None, Field(None, description=f"default {str(BOOL_OPTIONS[name]).lower()}"))
+    default = INT_OPTIONS[name]
+    if name in UNSUPPORTED:
+        return (Literal[default] | None, Field(None, description=f"only {default}: {UNSUPPORTED[name]}"))
+    if name in CLAMPS:
+        low, high = CLAMPS[name]
+        return (int | None, Field(None, description=f"default {default}; clamped to {low}..{high}"))
+    return (int | None, Field(None, ge=0, le=MAX_INT_OPTION, description=f"default {default}"))
 
 
-class ConfigureIn(BaseModel):
-    queue: str
-    namespace: str | None = None
-    task: str | None = None
-    options: QueueOptionsIn | None = Field(None, description="options may also be sent flat at the top level")
+#: Every option is optional; ``null`` restores its default.
+QueueOptionsIn = create_model(
+    "QueueOptionsIn",
+    __doc__="Every option is optional; ``null`` restores its default; unknown names are dropped.",
+    **{name: _option_field(name) for name in (*INT_OPTIONS, *BOOL_OPTIONS)},
+)
+
+
+class ConfigureIn(QueueOptionsIn):
+    """The queue and its options; options may also be sent flat, beside ``options``."""
+
+    queue: EngineName
+    namespace: Text | None = None
+    task: Text | None = None
+    options: QueueOptionsIn | None = Field(None, description="wins over a flat option of the same name")
     mode: Literal["merge", "replace"] | None = "merge"
 
 

@@ -7,29 +7,84 @@ exact answers, checked by ``tests/api/test_contract.py``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from queenadmin.api.schemas.common import MicrosZTime, WireOut
+from queenadmin.api.schemas.common import NO_NUL, SOME_TEXT, MicrosZTime, WireOut
+from queenadmin.api.wire.timers import SERVER_OWNED
+from queenadmin.conf import settings
+from queenadmin.domain.timers import ops as timers
+
+#: Standard base64 with its padding (``b64decode(validate=True)``).
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+TimerName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=timers.MAX_NAME_BYTES,
+        pattern=SOME_TEXT,
+        description=f"no NUL, at most {timers.MAX_NAME_BYTES} bytes of UTF-8 (413 above)",
+    ),
+]
 
 
-class TimerOpIn(BaseModel):
-    op: Literal["schedule", "reschedule", "cancel"]
-    queue: str = Field(min_length=1)
-    timerKey: str = Field(min_length=1)
-    delayMs: int | float | None = Field(
-        None, description="schedule: relative milliseconds; a past (negative) delay fires at once; at most 90 days"
+def _no_server_fields(schema: dict[str, Any]) -> None:
+    """Fields only the server sets, and any starting with ``_``, are refused by name."""
+    schema["propertyNames"] = {"not": {"anyOf": [{"enum": sorted(SERVER_OWNED)}, {"pattern": "^_"}]}}
+
+
+class TimerScheduleIn(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_no_server_fields)
+
+    queue: TimerName
+    timerKey: TimerName
+
+    op: Literal["schedule", "reschedule"]
+    delayMs: int | float = Field(
+        le=type(settings).TIMERS_HORIZON_SECONDS * 1000,
+        description="relative milliseconds; a past (negative) delay fires at once; 403 past the horizon (90 days)",
     )
-    txn: str | None = Field(None, description="schedule: required, the fired message's transactionId; cancel: echoed")
-    payload: str | None = Field(None, description="schedule: base64 of the message body (JSON text), at most 1 MiB")
-    partition: str | None = Field(None, description="default Default")
-    payloadZstd: bool | None = Field(None, description="the payload is zstd-compressed; stored decompressed")
+    txn: str = Field(
+        min_length=1,
+        max_length=timers.MAX_TXN_BYTES,
+        pattern=SOME_TEXT,
+        description="the fired message's transactionId",
+    )
+    payload: str = Field(
+        pattern=BASE64, description="base64 of the message body (JSON text), at most 1 MiB; zstd with payloadZstd"
+    )
+    partition: TimerName = Field("Default", description="not null when present")
+    payloadZstd: Literal[False] | None = Field(
+        None,
+        description=(
+            "true: the payload is a zstd frame, stored decompressed (400 timers_payload_not_zstd"
+            " otherwise); JSON Schema cannot describe a zstd frame, so only the plain form is shown"
+        ),
+    )
     encrypted: bool | None = None
 
 
+class TimerCancelIn(BaseModel):
+    """A cancel looks its timer up: a name over the budget is simply absent."""
+
+    model_config = ConfigDict(json_schema_extra=_no_server_fields)
+
+    queue: str = Field(min_length=1, pattern=SOME_TEXT)
+    timerKey: str = Field(min_length=1, pattern=SOME_TEXT)
+    op: Literal["cancel"]
+    partition: str = Field("Default", min_length=1, pattern=SOME_TEXT, description="not null when present; unused")
+    txn: str | None = Field(None, pattern=NO_NUL, description="echoed in the answer")
+
+
+class TimerOpIn(RootModel[Annotated[TimerScheduleIn | TimerCancelIn, Field(discriminator="op")]]):
+    """One operation; ``op`` says which fields it takes."""
+
+
 class TimersCallIn(BaseModel):
-    operations: list[TimerOpIn]
+    operations: list[TimerOpIn] = Field(
+        max_length=type(settings).TIMERS_MAX_OPS_PER_CALL, description="no (queue, timerKey) twice"
+    )
 
 
 class ScheduledOut(WireOut):

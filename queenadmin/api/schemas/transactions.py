@@ -7,41 +7,52 @@ parsers and their reasons), so ``TxnIn`` documents the request; the
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, RootModel
 
-from queenadmin.api.schemas.common import JSONValue, Omit, WireOut
+from queenadmin.api.schemas.common import SOME_TEXT, EngineName, JSONValue, Omit, Text, WireOut
 from queenadmin.api.schemas.kv import (
     KVCheckHeldOut,
     KVGetFoundOut,
     KVGetManyOut,
     KVGetMissOut,
-    KVOpIn,
+    KVTxnOpIn,
     KVWriteAppliedOut,
     KVWriteRefusedOut,
     Reason,
 )
+from queenadmin.api.schemas.queues import AckIn, PushItemIn
 from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut, TimerOpIn
+from queenadmin.api.wire.queues import MAX_TXN_BYTES
+from queenadmin.api.wire.transactions import MAX_POSITIONS
+from queenadmin.domain import kv
 
 
-class TxnPushItemIn(BaseModel):
-    queue: str
-    partition: str | None = Field(None, description="default Default")
-    payload: JSONValue
-    transactionId: str | None = Field(None, description="the dedup key; a repeat already in the log rolls back")
-    traceId: str | None = None
+class TxnPushOpIn(BaseModel):
+    """A push: ``items``, or one item inline on the op (without ``queue`` and
+    ``payload`` it rolls back, 200 ``bad_request``)."""
+
+    type: Literal["push"]
+    items: list[PushItemIn] | None = Field(None, description="when absent, the op itself is the one item")
+    queue: EngineName = Field(None, description="inline item")  # type: ignore[assignment]
+    partition: EngineName | None = Field(None, description="inline item")
+    payload: JSONValue = Field(None, description="inline item")
+    transactionId: str | None = Field(
+        None, min_length=1, max_length=MAX_TXN_BYTES, pattern=SOME_TEXT, description="inline item"
+    )
+    traceId: Any = Field(None, description="inline item")
 
 
-class TxnOperationIn(BaseModel):
-    type: Literal["push", "ack"]
-    items: list[TxnPushItemIn] | None = Field(None, description="push (or one item inline on the op)")
-    transactionId: str | None = Field(None, description="ack")
-    partitionId: str | None = Field(None, description="ack: the decimal partition id the pop returned")
-    consumerGroup: str | None = Field(None, description="ack: default queue mode")
-    leaseId: str | None = Field(None, description="ack: fences it; else the one lease of requiredLeases")
-    status: str | None = Field(None, description="ack: completed, failed, retry or dlq; anything else is completed")
-    error: str | None = None
+class TxnAckOpIn(AckIn):
+    """An ack; a ``partitionId`` that is not digits rolls back (200 ``bad_request``)."""
+
+    type: Literal["ack"]
+    leaseId: Text | None = Field(None, description="fences it; else the one lease of requiredLeases")
+
+
+class TxnOperationIn(RootModel[Annotated[TxnPushOpIn | TxnAckOpIn, Field(discriminator="type")]]):
+    """A push or an ack (KV and timer ops go in ``kv`` and ``timers``)."""
 
 
 class TxnPositionIn(BaseModel):
@@ -53,11 +64,21 @@ class TxnPositionIn(BaseModel):
 
 
 class TxnIn(BaseModel):
+    """At least one of ``operations``, ``kv``, ``timers``, ``positions`` non-empty, else a 200 rollback."""
+
     operations: list[TxnOperationIn] | None = None
-    requiredLeases: list[str] | None = None
-    kv: list[KVOpIn] | None = Field(None, description="every KV op but getPrefix; at most 64")
+    requiredLeases: list[Any] | None = Field(
+        None, description="lease ids (strings); an ack fenced by none of them rolls back"
+    )
+    kv: list[KVTxnOpIn] | None = Field(None, max_length=kv.TXN_MAX_OPS, description="every KV op but getPrefix")
     timers: list[TimerOpIn] | None = None
-    positions: list[TxnPositionIn] | None = None
+    positions: list[TxnPositionIn | JSONValue] | None = Field(
+        None,
+        description=(
+            f"TxnPositionIn each, at most {MAX_POSITIONS}; any other item, or more,"
+            " rolls back (200 bad_request, protocol 5.4)"
+        ),
+    )
 
 
 # -- answers ------------------------------------------------------------------

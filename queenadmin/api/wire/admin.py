@@ -88,13 +88,19 @@ def partition_id(raw: str) -> int:
 # Offset reads
 
 
-def parse_fetch(body: Any) -> tuple[list[reads.FetchEntry], int]:
-    body = json_object(body)
+def _entries(body: dict[str, Any]) -> list[Any]:
+    """The ``entries`` of an offset read: 1 to ``MAX_FETCH_ENTRIES``."""
     entries = body.get("entries")
     if not isinstance(entries, list) or not entries:
         raise InvalidArgument("entries must be a non-empty array")
     if len(entries) > MAX_FETCH_ENTRIES:
         raise InvalidArgument(f"at most {MAX_FETCH_ENTRIES} entries per call")
+    return entries
+
+
+def parse_fetch(body: Any) -> tuple[list[reads.FetchEntry], int]:
+    body = json_object(body)
+    entries = _entries(body)
     call_bytes = body.get("maxBytes", MAX_FETCH_BYTES)
     call_bytes = min(_count(call_bytes, "maxBytes", minimum=1), MAX_FETCH_BYTES)
     parsed = []
@@ -139,12 +145,7 @@ def render_fetch(results: Sequence[reads.FetchedEntry]) -> dict[str, Any]:
 
 
 def parse_changed(body: Any) -> list[reads.ChangedQuery]:
-    body = json_object(body)
-    entries = body.get("entries")
-    if not isinstance(entries, list) or not entries:
-        raise InvalidArgument("entries must be a non-empty array")
-    if len(entries) > MAX_FETCH_ENTRIES:
-        raise InvalidArgument(f"at most {MAX_FETCH_ENTRIES} entries per call")
+    entries = _entries(json_object(body))
     parsed = []
     for i, raw in enumerate(entries):
         if not isinstance(raw, dict):
@@ -342,9 +343,11 @@ def parse_trace(body: Any) -> dict[str, Any]:
         raise InvalidArgument("traceNames must be a string or an array of strings")
     for n in names:
         check_name(n, "traceNames[]")
-    event_type = body.get("eventType") or "info"
-    if not isinstance(event_type, str):
+    event_type = body.get("eventType")
+    if event_type is not None and not isinstance(event_type, str):
+        # Checked before the default: false or {} is not a missing type.
         raise InvalidArgument("eventType must be a string")
+    event_type = event_type or "info"
     return {
         "partition_id": partition_id(pid),
         "transaction_id": txn,

@@ -1,0 +1,126 @@
+"""Schemathesis hooks for tests/api/test_schemathesis.py (``SCHEMATHESIS_HOOKS``).
+
+Two rules of the wire that no JSON Schema keyword can carry, so the
+generated requests are made to keep them; each is in the document's
+descriptions and has its own API tests.
+
+1. JSON Schema's ``integer`` admits ``2.0`` (2020-12, which OpenAPI 3.1 uses),
+and schemathesis sends whole floats for integer fields on purpose. Queen's
+protocol does not: an integer field must be spelled as a JSON integer, and
+``1.0`` answers 400 (protocol 3.4 and 10; tests/api/test_locks_api.py holds
+``token: 1.0`` and ``limit: 2.0`` refused). No schema keyword can say how a
+number is spelled, so the generated bodies spell whole floats as integers,
+which is what the document means.
+
+2. Rules across the items of one call (protocol 2.12, 3.4, 4.2): a budget
+of keys (KV ``getMany`` counts its keys, ``getPrefix`` its limit; a locks
+``get`` 1000, an ``acquire`` its limit) and no key written, lock named or
+timer given twice. A request that breaks one is a valid document but a
+refused call; positive cases that do are not sent.
+
+3. One refusal depends on the stored value, not on the request: an ``incr``
+whose exact result a JSON reader could not hold (over 1e100, or a fraction
+of more than 17 significant digits: ``1e20 + 0.5``) answers 400 with a
+detail starting "the result" (``kv.incr_sum``). The request is valid; what
+the key holds by then decides. That failure alone is dropped, and counted
+in the run's summary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import schemathesis
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    return value
+
+
+@schemathesis.hook
+def map_case(context: Any, case: Any) -> Any:
+    if case.body is not None and not isinstance(case.body, str | bytes):
+        case.body = _integral(case.body)
+    return case
+
+
+#: queenadmin.conf KV_MAX_KEYS_PER_CALL, domain.kv.TXN_MAX_KEYS, domain.locks.MAX_KEYS and GET_KEYS.
+KV_KEYS, TXN_KV_KEYS, LOCK_KEYS, LOCK_GET_KEYS = 1024, 256, 4096, 1000
+KV_WRITES = ("put", "putIfAbsent", "delete", "incr", "check")
+
+
+def _ops(body: Any) -> list[Any]:
+    ops = body.get("operations") if isinstance(body, dict) else body
+    return [op for op in ops if isinstance(op, dict)] if isinstance(ops, list) else []
+
+
+def _unique(keys: list[Any]) -> bool:
+    return len(keys) == len(set(keys))
+
+
+def _kv_keeps_rules(ops: list[Any], budget: int) -> bool:
+    def keys(op: dict[str, Any]) -> int:
+        if op.get("op") == "getMany":
+            return len(op.get("keys") or ())
+        if op.get("op") == "getPrefix":
+            limit = op.get("limit")
+            return 100 if limit is None else max(1, min(1000, int(limit)))
+        return 1
+
+    written = [(op.get("ns"), op.get("key")) for op in ops if op.get("op") in KV_WRITES]
+    return sum(keys(op) for op in ops) <= budget and _unique(written)
+
+
+def _locks_keep_rules(ops: list[Any]) -> bool:
+    def keys(op: dict[str, Any]) -> int:
+        if op.get("op") == "get":
+            return LOCK_GET_KEYS
+        return (op.get("limit") or 1) if op.get("op") == "acquire" else 1
+
+    return sum(keys(op) for op in ops) <= LOCK_KEYS and _unique([op.get("name") for op in ops])
+
+
+def _timers_keep_rules(ops: list[Any]) -> bool:
+    return _unique([(op.get("queue"), op.get("timerKey")) for op in ops])
+
+
+def keeps_call_rules(path: str, body: Any) -> bool:
+    """Whether ``body`` keeps the rules across a call's items (always, for other routes)."""
+    if path.endswith("/kv"):
+        return _kv_keeps_rules(_ops(body), KV_KEYS)
+    if path.endswith("/locks"):
+        return _locks_keep_rules(_ops(body))
+    if path.endswith("/timers"):
+        return _timers_keep_rules(_ops(body))
+    if path.endswith("/transaction") and isinstance(body, dict):
+        kv, timers = body.get("kv"), body.get("timers")
+        return _kv_keeps_rules(_ops(kv), TXN_KV_KEYS) and _timers_keep_rules(_ops(timers))
+    return True
+
+
+@schemathesis.hook
+def filter_case(context: Any, case: Any) -> bool:
+    if case.meta is None or not case.meta.generation.mode.is_positive:
+        return True
+    return keeps_call_rules(case.operation.path, case.body)
+
+
+#: The start of ``kv.incr_sum``'s and ``check_incr_number``'s detail for the result.
+STATE_REFUSAL = "the result "
+
+
+@schemathesis.hook
+def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool:
+    if response.status_code != 400 or not case.operation.path.endswith(("/kv", "/transaction")):
+        return True
+    try:
+        detail = response.json().get("detail") or ""
+    except ValueError:
+        return True
+    return not detail.startswith(STATE_REFUSAL)
