@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from django.db import connection
-
 from queenadmin.api.wire.queues import iso_time
-from queenadmin.domain import queues
+from queenadmin.domain import db, queues
 from queenadmin.domain.queues import history, status
 from queenadmin.errors import InvalidArgument
 
@@ -125,7 +123,7 @@ def _ms(seconds: float) -> int:
 
 
 def _engine() -> str:
-    return "postgresql" if connection.vendor == "postgresql" else "sqlite"
+    return "postgresql" if db.is_postgres() else "sqlite"
 
 
 # --------------------------------------------------------------------------
