@@ -85,7 +85,8 @@ GUARD_SELECT_SQL = (
     f"SELECT version FROM {TABLE} WHERE namespace = %s AND key = %s AND version = %s "
     "AND (expires_at IS NULL OR expires_at > %s)"
 )
-# The push (domain/queues/push.py: _lock_partitions, _write).
+# The push (domain/queues/store/postgres.py: PostgresStore.lock_partitions,
+# write_messages).
 PUSH_LOCK_SQL = "SELECT next_offset FROM queenadmin_partition WHERE id = %s FOR NO KEY UPDATE"
 PUSH_INSERT_SQL = (
     "INSERT INTO queenadmin_message"

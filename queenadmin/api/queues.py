@@ -3,9 +3,9 @@
 Each route parses with ``api/wire/queues.py``, calls the domain
 (``domain/queues``) with the typed command, and renders its result with the
 same wire module; nothing else happens here. Pops are ``async def``
-(``asgi.ASYNC_PREFIXES`` sends ``/api/v1/pop`` to ``asgi.PopHandler``): a
-long-poll waits on ``wakeups.hub`` without a thread, and its database work
-runs on ``dbthreads``.
+(``server.handlers.ASYNC_PREFIXES`` sends ``/api/v1/pop`` to
+``server.handlers.PopHandler``): a long-poll waits on ``wakeups.hub``
+without a thread, and its database work runs on ``dbthreads``.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def push_messages(request: HttpRequest) -> HttpResponse:
 
 async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
     loop = asyncio.get_running_loop()
-    # The timeout runs from the pop's arrival (asgi.PopHandler notes it).
+    # The timeout runs from the pop's arrival (``server.ARRIVED_KEY``).
     started = getattr(request, "scope", {}).get(ARRIVED_KEY) or loop.time()
     deadline = started + call.timeout_seconds
     key = call.request.queue if call.request.queue is not None else wakeups.ANY

@@ -1,10 +1,10 @@
 """Websocket routes of the dashboard: ``/ws/<page>/`` for every live page.
 
 Only the live pages (``dashboard/pages.py``) have a route: any other path
-is refused at the handshake with one log line (``asgi``), like every
-unknown websocket path.
+is refused at the handshake with one log line (``server/app.py``), like
+every unknown websocket path.
 
-``asgi.py`` wraps these in ``AllowedHostsOriginValidator(AuthMiddlewareStack(...))``.
+``server/app.py`` wraps these in ``AllowedHostsOriginValidator(AuthMiddlewareStack(...))``.
 """
 
 from __future__ import annotations
