@@ -106,15 +106,7 @@ def queue_group_delete_in_txn(*, group: str, queue: str | None, delete_metadata:
         ConsumerGroup.objects.filter(queue_id__in=ids, name=group).delete()
     else:
         for cid, start in cursors.values_list("id", "start_offset"):
-            ConsumerCursor.objects.filter(id=cid).update(
-                committed_offset=start,
-                batch_last=start,
-                lease_id=None,
-                leased_until=None,
-                delivery_runs=[],
-                retry_count=0,
-                dead_lettered=0,
-            )
+            _place(cid, start, forget_dead_letters=True)
     _release(cursor_ids, list(queues.values()))
     return GroupDeleted(group, queue, len(cursor_ids), delete_metadata)
 
@@ -130,7 +122,11 @@ def _last_before(pid: int, moment: datetime) -> int:
     return last or 0
 
 
-def _place(cursor_id: int, committed: int) -> None:
+def _place(cursor_id: int, committed: int, *, forget_dead_letters: bool = False) -> None:
+    """Put the cursor at ``committed`` with no lease and nothing to retry;
+    ``forget_dead_letters`` also zeroes its dead-letter count (a rewind to
+    its start offset: nothing after it has been dead-lettered yet)."""
+    forgotten = {"dead_lettered": 0} if forget_dead_letters else {}
     ConsumerCursor.objects.filter(id=cursor_id).update(
         committed_offset=committed,
         batch_last=committed,
@@ -138,6 +134,7 @@ def _place(cursor_id: int, committed: int) -> None:
         leased_until=None,
         delivery_runs=[],
         retry_count=0,
+        **forgotten,
     )
 
 
