@@ -52,6 +52,7 @@ __all__ = [
     "LockOp",
     "LockResult",
     "LockState",
+    "LoopLease",
     "Release",
     "Renewal",
     "ahold",
@@ -605,12 +606,13 @@ def lock_holders(*, name: str, now: datetime | None = None) -> LockState:
     return _holders(LockOp(op="get", name=check_name(name)), now)
 
 
-# The in-process API (hold, ahold, Lock, info, reap_expired) lives in
+# The in-process API (hold, ahold, Lock, LoopLease, info, reap_expired) lives in
 # ``inprocess``; re-exported here so callers write ``locks.hold(...)``.
 from queenadmin.domain.locks.inprocess import (  # noqa: E402
     HolderInfo,
     Lock,
     LockInfo,
+    LoopLease,
     ahold,
     hold,
     info,

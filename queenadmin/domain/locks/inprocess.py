@@ -11,6 +11,7 @@ are the same KV row.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -20,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
+from typing import Literal
 
 from channels.db import database_sync_to_async
 from django.db import connection
@@ -344,6 +346,52 @@ def _retry_pause(lock: Lock, pause: float) -> float | None:
     if lock._expire_if_overdue():
         return None
     return max(min(pause / 2, _renew_every(lock)), RETRY_INTERVAL)
+
+
+class LoopLease:
+    """The permit a polling loop holds across its steps.
+
+    ``hold()`` before each step takes the permit when it is not held and
+    renews it once a third of its lifetime has passed since the last grant;
+    the step fences its writes with ``lock.guard()``. Unlike ``hold()``,
+    nothing runs in the background: a loop that stops stepping lets its
+    lease run out.
+    """
+
+    def __init__(self, lock: Lock) -> None:
+        self.lock = lock
+        self._renewed_at = 0.0
+
+    def hold(self) -> Literal["granted", "held"] | None:
+        """Take or renew the permit as due: ``granted`` when this call took
+        it, ``held`` when it was held already (and renewed if due), None
+        when it is not held (not free, or the renew found it lost)."""
+        # The handle counts the lease from before the call that grants it
+        # (or from the end the server wrote, for a grant that came back
+        # late), so a step's deadline, the handle's ``valid_until``, never
+        # runs past the lease the server gave.
+        sent = time.monotonic()
+        if not self.lock.held:
+            if not self.lock.try_acquire():
+                return None
+            self._renewed_at = sent
+            return "granted"
+        if sent - self._renewed_at >= _renew_every(self.lock):
+            if not self.lock.extend():
+                return None
+            self._renewed_at = sent
+        return "held"
+
+    def renew_due_in(self) -> float:
+        """Seconds until ``hold()`` renews (0 or less: at the next call)."""
+        return self._renewed_at + _renew_every(self.lock) - time.monotonic()
+
+    def give_up(self) -> None:
+        """After a step refused for a lost lease: mark the lease lost and
+        release what may be left of it (the permit expires anyway)."""
+        self.lock.lost.set()
+        with contextlib.suppress(Exception):
+            self.lock.release()
 
 
 def _release_after_block(lock: Lock, exc_type: type[BaseException] | None, was_lost: bool) -> None:

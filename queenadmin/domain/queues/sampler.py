@@ -15,7 +15,6 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -51,24 +50,16 @@ class SamplerLoop:
 
         self.lease_seconds = float(settings.SAMPLER_LEASE_SECONDS)
         self.lock = locks.Lock(SAMPLER_LOCK, ttl=self.lease_seconds, limit=1, owner=owner or _owner())
+        self._lease = locks.LoopLease(self.lock)
         self.on_step = on_step
         self.last_tick: datetime | None = None
-        self._renewed_at = 0.0
 
     def _hold(self) -> bool:
-        sent = time.monotonic()
-        if not self.lock.held:
-            if not self.lock.try_acquire():
-                return False
-            self._renewed_at = sent
+        held = self._lease.hold()
+        if held == "granted":
             # A former sampler may have sampled this tick already.
             self.last_tick = latest_sample_at()
-            return True
-        if sent - self._renewed_at >= self.lease_seconds / 3:
-            if not self.lock.extend():
-                return False
-            self._renewed_at = sent
-        return True
+        return held is not None
 
     def step(self) -> SampleStep | None:
         """Sample the current tick if this loop is the sampler and has not yet.
@@ -86,9 +77,7 @@ class SamplerLoop:
             result = stats_step(now=now, guard=self.lock.guard())
         except PreconditionFailed:
             logger.warning("sampler lost its lease; it wrote nothing and will try again")
-            self.lock.lost.set()
-            with contextlib.suppress(Exception):
-                self.lock.release()
+            self._lease.give_up()
             return None
         self.last_tick = tick
         if self.on_step is not None:
@@ -101,8 +90,7 @@ class SamplerLoop:
         until_tick = (_align(now, interval) - now).total_seconds() + interval
         if not self.lock.held:
             return min(until_tick, self.lease_seconds / 3)
-        until_renew = self._renewed_at + self.lease_seconds / 3 - time.monotonic()
-        return max(0.05, min(until_tick, until_renew))
+        return max(0.05, min(until_tick, self._lease.renew_due_in()))
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():

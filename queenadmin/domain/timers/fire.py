@@ -228,29 +228,9 @@ class TimerLoop:
         self.lease_seconds = settings.TIMER_LEASE_SECONDS
         self.lock = locks.Lock(LOOP_LOCK, ttl=self.lease_seconds, limit=settings.TIMER_LOOPS, owner=_owner())
         self.on_step = on_step
+        self._lease = locks.LoopLease(self.lock)
         self.fired = 0
-        self._renewed_at = 0.0
         self._listen: WakeListener | None = None
-
-    # -- the lease ---------------------------------------------------------
-
-    def _hold(self) -> bool:
-        """Hold a permit, renewing it every third of its lifetime."""
-        # The handle counts the lease from before the call that grants it
-        # (or from the end the server wrote, for a grant that came back
-        # late), so a step's deadline, the handle's ``valid_until``, never
-        # runs past the lease the server gave.
-        sent = time.monotonic()
-        if not self.lock.held:
-            if not self.lock.try_acquire():
-                return False
-            self._renewed_at = sent
-            return True
-        if sent - self._renewed_at >= self.lease_seconds / 3:
-            if not self.lock.extend():
-                return False
-            self._renewed_at = sent
-        return True
 
     # -- waiting ---------------------------------------------------------
 
@@ -295,14 +275,13 @@ class TimerLoop:
         idle = settings.TIMER_IDLE_SECONDS
         upcoming = store().next_fire_at()
         until_due = idle if upcoming is None else (upcoming - now).total_seconds()
-        until_renew = self._renewed_at + self.lease_seconds / 3 - time.monotonic()
-        return max(0.0, min(idle, until_due, until_renew))
+        return max(0.0, min(idle, until_due, self._lease.renew_due_in()))
 
     # -- running ---------------------------------------------------------
 
     def step(self) -> FireStep | None:
         """One step: hold the permit, fire what is due. None without a permit."""
-        if not self._hold():
+        if self._lease.hold() is None:
             return None
         deadline = self.lock.valid_until
         assert deadline is not None
@@ -310,9 +289,7 @@ class TimerLoop:
             result = timers_fire_due(now=clock.now(), guard=self.lock.guard(), deadline=deadline)
         except (PreconditionFailed, LeaseExpired):
             logger.warning("timer loop lost its lease; it fired nothing and will try again")
-            self.lock.lost.set()
-            with contextlib.suppress(Exception):
-                self.lock.release()
+            self._lease.give_up()
             return None
         self.fired += result.fired
         if self.on_step is not None:
