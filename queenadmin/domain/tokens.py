@@ -14,7 +14,7 @@ from django.db import IntegrityError, connection, transaction
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock
-from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.audit import Who
 from queenadmin.errors import InvalidArgument, NotFound
 from queenadmin.models import ApiToken, TokenScope
 
@@ -96,15 +96,11 @@ def token_create_in_txn(
     except IntegrityError as exc:
         raise TokenExists(f"a token named {name!r} exists already") from exc
     if actor is not None:
-        audit_in_txn(
-            actor=actor,
+        Who(actor, reason, via, now).record_in_txn(
             action="token.create",
             kind="token",
             target=name,
-            now=now,
             after=f"active, scope {granted.value}, prefix {token[:10]}",
-            reason=reason,
-            via=via,
         )
     return token
 
@@ -125,16 +121,8 @@ def token_revoke(*, name: str, actor: str | None = None, reason: str = "", via: 
     if not updated:
         raise NotFound(f"no active token named {name!r}")
     if actor is not None:
-        audit_in_txn(
-            actor=actor,
-            action="token.revoke",
-            kind="token",
-            target=name,
-            now=now,
-            before="active",
-            after="revoked",
-            reason=reason,
-            via=via,
+        Who(actor, reason, via, now).record_in_txn(
+            action="token.revoke", kind="token", target=name, before="active", after="revoked"
         )
     with _cache_lock:
         _cache.clear()

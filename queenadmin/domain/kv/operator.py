@@ -22,7 +22,7 @@ from typing import Any, Literal
 from django.db import connection, transaction
 
 from queenadmin.domain import clock, db
-from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.audit import Who, audit_in_txn
 from queenadmin.domain.kv.calls import kv_call_in_txn
 from queenadmin.domain.kv.ops import (
     LOCKS_NAMESPACE,
@@ -111,19 +111,9 @@ def _put_in_txn(
     return row, result, None if ttl is None else now + ttl
 
 
-@dataclass(frozen=True, slots=True)
-class _Who:
-    """Who wrote, why, through what, and when: what the audit records."""
-
-    actor: str
-    reason: str
-    via: str
-    now: datetime
-
-
 def _audited(
     result: KVResult,
-    who: _Who,
+    who: Who,
     action: str,
     namespace: str,
     key: str,
@@ -179,7 +169,7 @@ def kv_operator_edit_in_txn(
     before, result, expires_at = _put_in_txn(
         namespace=namespace, key=key, value_json=value_json, expect=expect, expiry=expiry, now=now
     )
-    who = _Who(actor, reason, via, now)
+    who = Who(actor, reason, via, now)
     return _audited(result, who, "kv.edit", namespace, key, before, expires_at=expires_at)
 
 
@@ -205,7 +195,7 @@ def kv_operator_delete_in_txn(
     _refuse_locks(namespace)
     before = _read(namespace, key, now)
     (result,) = kv_call_in_txn([KVDelete(namespace, key, expect=expect)], now=now)
-    return _audited(result, _Who(actor, reason, via, now), "kv.delete", namespace, key, before, deleted=True)
+    return _audited(result, Who(actor, reason, via, now), "kv.delete", namespace, key, before, deleted=True)
 
 
 #: ``kv_operator_delete_in_txn`` as its own transaction: must be the outermost call.
@@ -270,6 +260,6 @@ def kv_operator_revert(
         expires_at = None if ttl is None else now + ttl
         put = KVPut(namespace, key, check_value_json(db.json_text(plan.value)), ttl, expect=plan.expect)
         (result,) = kv_call_in_txn([put], now=now)
-    who = _Who(actor, reason or f"revert of audit entry {entry_id}", via, now)
+    who = Who(actor, reason or f"revert of audit entry {entry_id}", via, now)
     deleted = plan.value_version == 0
     return _audited(result, who, "kv.revert", namespace, key, before, deleted=deleted, expires_at=expires_at)

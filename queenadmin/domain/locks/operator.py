@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 
 from queenadmin.domain import clock, kv
-from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.audit import Who
 from queenadmin.domain.locks import NAMESPACE, _owner_of, _since_of, _slot_of, check_name, check_slot
 from queenadmin.domain.masking import mask_token
 from queenadmin.models import KVEntry
@@ -168,15 +168,11 @@ def lock_force_release(
     if not deleted.applied:
         return ForceRelease(name, slot, False, "changed")
     expires = clock.iso_micros_z(row.expires_at) or "never"
-    audit_in_txn(
-        actor=actor,
+    Who(actor, reason, via, now).record_in_txn(
         action="lock.release",
         kind="lock",
         target=key,
-        now=now,
         before=f"held by owner {mask_token(owner) or '(none)'}, token {mask_token(row.version)}, expiring {expires}",
         after="released; the token is dead",
-        reason=reason,
-        via=via,
     )
     return ForceRelease(name, slot, True, token=row.version, owner=owner)

@@ -22,7 +22,7 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from queenadmin.domain import clock, events
-from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.audit import Who
 from queenadmin.domain.queues.board import DeadLetterFilter, dead_letters_matching
 from queenadmin.domain.queues.push import PushItem, queue_push_in_txn
 from queenadmin.errors import QueueNotFound
@@ -40,18 +40,6 @@ class DLQAction:
     more: bool
     #: Message ids of the copies a replay appended, in dead-letter id order.
     message_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Audit:
-    """The audit entry of one call: what it did, by whom, why, from where."""
-
-    action: str
-    after: str
-    actor: str
-    reason: str
-    via: str
-    now: datetime
 
 
 def _select(selection: DeadLetterFilter, ids: tuple[int, ...] | None, batch: int) -> tuple[list[DeadLetter], bool]:
@@ -75,20 +63,18 @@ def _select(selection: DeadLetterFilter, ids: tuple[int, ...] | None, batch: int
     return taken[:batch], len(taken) > batch
 
 
-def _remove(rows: list[DeadLetter], selection: DeadLetterFilter, ids: tuple[int, ...] | None, audit: _Audit) -> None:
+def _remove(
+    rows: list[DeadLetter], selection: DeadLetterFilter, ids: tuple[int, ...] | None, action: str, after: str, who: Who
+) -> None:
     """Delete ``rows``, write the audit entry, and tell the dashboards on commit."""
     DeadLetter.objects.filter(pk__in=[row.pk for row in rows]).delete()
     what = "ids " + ", ".join(str(i) for i in ids[:20]) if ids is not None else selection.describe()
-    audit_in_txn(
-        actor=audit.actor,
-        action=audit.action,
+    who.record_in_txn(
+        action=action,
         kind="dlq",
         target=selection.queue,
-        now=audit.now,
         before=f"{len(rows)} dead letters ({what}): " + ", ".join(row.message_id for row in rows[:20]),
-        after=audit.after,
-        reason=audit.reason,
-        via=audit.via,
+        after=after,
     )
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
 
@@ -132,7 +118,7 @@ def queue_dlq_replay_in_txn(
     items = [PushItem(queue=selection.queue, partition=row.partition.name, payload_json=row.payload) for row in rows]
     pushed = queue_push_in_txn(items=items, now=now)
     after = "appended as new messages: " + ", ".join(p.message_id for p in pushed[:20])
-    _remove(rows, selection, ids, _Audit("dlq.replay", after, actor, reason, via, now))
+    _remove(rows, selection, ids, "dlq.replay", after, Who(actor, reason, via, now))
     return DLQAction(len(rows), more, tuple(p.message_id for p in pushed))
 
 
@@ -172,5 +158,5 @@ def queue_dlq_purge_in_txn(
     rows, more = _select(selection, ids, batch)
     if not rows:
         return DLQAction(0, False)
-    _remove(rows, selection, ids, _Audit("dlq.purge", "deleted", actor, reason, via, now))
+    _remove(rows, selection, ids, "dlq.purge", "deleted", Who(actor, reason, via, now))
     return DLQAction(len(rows), more)

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from queenadmin.domain import clock, events
-from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.audit import Who
 from queenadmin.domain.queues.options import QueueOptions, merge_options
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.domain.queues.store import store
@@ -155,16 +155,12 @@ def queue_operator_configure_in_txn(
     if before is None:
         raise QueueNotFound(f"no queue {name}")
     config = queue_configure_in_txn(request=ConfigureRequest(name=name, options=options), now=now)
-    audit_in_txn(
-        actor=actor,
+    Who(actor, reason, via, now).record_in_txn(
         action="queue.configure",
         kind="queue",
         target=name,
-        now=now,
         before=json.dumps(before, sort_keys=True),
         after=json.dumps(dict(config.options), sort_keys=True),
-        reason=reason,
-        via=via,
     )
     return config
 

@@ -16,7 +16,7 @@ from typing import Literal
 from django.db import connection, transaction
 
 from queenadmin.domain import clock
-from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.audit import Who
 from queenadmin.domain.timers.calls import timer_hold_in_txn, timer_move_held_in_txn, timers_call_in_txn
 from queenadmin.domain.timers.fire import timer_fire_held_in_txn
 from queenadmin.domain.timers.ops import TimerCancel, TimerSchedule, check_key, check_name, payload_json_of
@@ -91,17 +91,9 @@ class _Seen:
             return OperatorOutcome(verb, queue, timer_key, False, "fired", fired_at=at)
         return OperatorOutcome(verb, queue, timer_key, False, "gone")
 
-    def audit(self, *, action: str, actor: str, now: datetime, before: str, after: str, reason: str, via: str) -> None:
-        audit_in_txn(
-            actor=actor,
-            action=action,
-            kind="timer",
-            target=f"{self.queue}/{self.timer_key}",
-            now=now,
-            before=before,
-            after=after,
-            reason=reason,
-            via=via,
+    def audit(self, who: Who, *, action: str, before: str, after: str) -> None:
+        who.record_in_txn(
+            action=action, kind="timer", target=f"{self.queue}/{self.timer_key}", before=before, after=after
         )
 
 
@@ -154,9 +146,7 @@ def timer_operator_action_in_txn(
         after = f"fired at {clock.iso_micros_z(now)}"
     if not outcome.ok:
         return seen.lost()
-    seen.audit(
-        action=f"timer.{verb}", actor=actor, now=now, before=_describe(held), after=after, reason=reason, via=via
-    )
+    seen.audit(Who(actor, reason, via, now), action=f"timer.{verb}", before=_describe(held), after=after)
     return OperatorOutcome(
         verb,
         seen.queue,
@@ -219,14 +209,11 @@ def timer_operator_reschedule_in_txn(
     (outcome,) = timers_call_in_txn([op], now=now)
     changed = "payload and due time" if payload is not None and body != held.payload else "due time"
     seen.audit(
+        Who(actor, reason, via, now),
         action="timer.reschedule",
-        actor=actor,
-        now=now,
         before=_describe(held) + (f", payload {held.payload_json[:500]}" if payload is not None else ""),
         after=f"{changed}: due {clock.iso_micros_z(outcome.deliver_at)}, message {outcome.message_id}"
         + (f", payload {payload_json_of(body)[:500]}" if payload is not None else ""),
-        reason=reason,
-        via=via,
     )
     return OperatorOutcome(
         "move", seen.queue, seen.timer_key, True, deliver_at=outcome.deliver_at, previous_due=held.deliver_at
