@@ -19,6 +19,7 @@ import time_machine
 from django.db import connections, transaction
 
 from queenadmin.domain import clock, kv, locks
+from tests.conftest import one_writer_at_a_time
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,3 +126,63 @@ def test_a_semaphore_acquire_takes_an_unused_permit_before_an_expired_one():
             traveller.shift(TTL)
             third = locks.lock_acquire(name=name, ttl=TTL, owner="w-3", limit=2)
             assert third.acquired
+
+
+def _key_waiters(name: str) -> int:
+    """Backends waiting for the advisory lock of ``name``'s permit 0."""
+    from django.db import connection
+
+    from queenadmin.domain.kv.store.postgres import ADVISORY_CLASS
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2"
+            " AND classid::bigint = %s AND objid::bigint = (hashtext(%s)::bigint & 4294967295)",
+            [ADVISORY_CLASS, f"{locks.NAMESPACE}/{name}#0"],
+        )
+        (count,) = cur.fetchone()
+    return int(count)
+
+
+def test_the_first_acquire_queued_on_an_expired_permit_takes_it():
+    """The holder's guarded step keeps the key of its expired permit; w-2's
+    acquire queues for the key, then w-1's (the old holder, back for it
+    after its step). When the step ends the key goes to w-2 first, and its
+    grant is decided in that one statement: it is not sent to the back of
+    the queue to take the expired row over in a second transaction, where
+    w-1 could take it first (the timer loops' frozen-step test saw that:
+    the loop that waited lost the permit to the loop it waited for).
+    PostgreSQL only: there the key is an advisory lock, granted in queue
+    order; SQLite's one write lock is taken by whoever polls first."""
+    if one_writer_at_a_time():
+        pytest.skip("on SQLite writers are not queued in order: the first to poll takes the write lock")
+    with time_machine.travel(T0, tick=False) as traveller:
+        # Three rounds: without the one-statement grant each is a fair coin.
+        for n in range(3):
+            name = f"queued{n}"
+            first = locks.lock_acquire(name=name, ttl=TTL, owner="w-1")
+            entered, leave = threading.Event(), threading.Event()
+            holder = threading.Thread(target=_hold_the_key, args=(name, first.token, entered, leave))
+            holder.start()
+            assert entered.wait(10)
+            traveller.shift(TTL)
+            waiter, got = _in_thread(lambda name=name: locks.lock_acquire(name=name, ttl=TTL, owner="w-2"))
+            _wait_for(lambda name=name: _key_waiters(name) == 1)
+            back, got_back = _in_thread(lambda name=name: locks.lock_acquire(name=name, ttl=TTL, owner="w-1"))
+            _wait_for(lambda name=name: _key_waiters(name) == 2)
+            leave.set()
+            for thread in (holder, waiter, back):
+                thread.join(10)
+            ((granted,), (refused,)) = got, got_back
+            assert granted.acquired, granted
+            assert (refused.acquired, refused.reason) == (False, "held")
+            assert [h.owner for h in locks.lock_holders(name=name).holders] == ["w-2"]
+
+
+def _wait_for(condition, seconds: float = 10) -> None:
+    # Counted in sleeps: the clocks are the time machine's here.
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out")

@@ -164,9 +164,10 @@ class Store:
         raise NotImplementedError
 
     def create_fast(self, op: KVPut, now: datetime) -> int | None:
-        """A put that must not exist, when no row exists at all; its version.
+        """A put that must not exist, when no live row exists; its version.
 
-        None when any row exists (live or expired): nothing is written.
+        A row expired at ``now`` is taken over (the key created anew). None
+        when a live row exists: nothing is written.
         """
         raise NotImplementedError
 

@@ -204,15 +204,25 @@ class PostgresStore(Store):
         return int(row[0][0])
 
     def create_fast(self, op: KVPut, now: datetime) -> int | None:
-        """A put that must not exist, when no row exists at all; its version.
+        """A put that must not exist, when no live row exists; its version.
 
-        Same lock-then-draw order as ``put_fast``. When any row exists (live
-        or expired) nothing is written and None is returned: the planner
-        then answers ``exists`` or takes over the expired row.
+        Same lock-then-draw order as ``put_fast``. A row expired at ``now``
+        is taken over in the same statement (the key created anew), so a
+        caller that waited for the key's lock (a lease's holder in a guarded
+        step) answers as soon as it is granted, before anyone who asked
+        later: were the take-over a second transaction, it would queue for
+        the key again, behind them. ``ON CONFLICT ... WHERE`` reads the
+        newest row, not the statement's snapshot. When a live row exists
+        nothing is written and None is returned: the planner answers
+        ``exists``.
         """
-        rows = pg_run(
-            _LOCKED_INSERT + "ON CONFLICT (namespace, key) DO NOTHING RETURNING version", _locked_insert_params(op, now)
+        sql = (
+            _LOCKED_INSERT + "ON CONFLICT (namespace, key) DO UPDATE SET "
+            "value_json = excluded.value_json, version = excluded.version, expires_at = excluded.expires_at, "
+            "created_at = excluded.created_at, updated_at = excluded.updated_at "
+            f"WHERE {TABLE}.expires_at IS NOT NULL AND {TABLE}.expires_at <= %s RETURNING version"
         )
+        rows = pg_run(sql, [*_locked_insert_params(op, now), now])
         return int(rows[0][0]) if rows else None
 
     def delete_fast(self, op: KVDelete, now: datetime) -> tuple[int, str] | None:
