@@ -21,7 +21,7 @@ from typing import Any, Literal
 from django.db.models import Q
 
 from queenadmin.domain import clock
-from queenadmin.domain.queues.stats import PageQuery, partition_depths, queue_list
+from queenadmin.domain.queues.stats import PageQuery, PartitionDepth, partition_depths, queue_list
 from queenadmin.domain.queues.store import store
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
 
@@ -68,20 +68,13 @@ def queue_groupings(*, by: Literal["namespace", "task"]) -> list[Grouping]:
 # Partitions
 
 
-@dataclass(frozen=True)
-class PartitionRow:
-    id: int
-    name: str
+@dataclass(frozen=True, kw_only=True)
+class PartitionRow(PartitionDepth):
+    """A partition's depth for the slowest group, with its queue's names."""
+
     queue: str
     namespace: str | None
     task: str | None
-    created_at: datetime
-    last_push_at: datetime | None
-    total: int
-    pending: int
-    processing: int
-    completed: int
-    dead_letter: int
 
 
 def partition_list(*, queue: str | None, limit: int, offset: int) -> list[PartitionRow]:
@@ -105,22 +98,7 @@ def partition_list(*, queue: str | None, limit: int, offset: int) -> list[Partit
     for pid, _, qname, namespace, task in page:
         d = depths.get(pid)
         if d is not None:
-            result.append(
-                PartitionRow(
-                    pid,
-                    d.name,
-                    qname,
-                    namespace,
-                    task,
-                    d.created_at,
-                    d.last_push_at,
-                    d.total,
-                    d.pending,
-                    d.processing,
-                    d.completed,
-                    d.dead_letter,
-                )
-            )
+            result.append(PartitionRow(**vars(d), queue=qname, namespace=namespace, task=task))
     return result
 
 
