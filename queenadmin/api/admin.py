@@ -9,11 +9,11 @@ renders the result with the same wire module.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from django.http import HttpRequest, HttpResponse
 
-from queenadmin.api.http import json_response, read_json
+from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.admin import (
     ChangedIn,
@@ -47,20 +47,12 @@ from queenadmin.api.schemas.admin import (
     TraceRecordedOut,
     TracesByNameOut,
 )
-from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
+from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import admin as wire
 from queenadmin.domain.queues import browse, groups, messages, reads, traces
-from queenadmin.errors import InvalidArgument
 
 router = ScopedRouter(tags=["client routes"])
-
-_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
-
-
-def _body(request: HttpRequest, *, optional: bool = False) -> Any:
-    return read_json(request, InvalidArgument, "bad_request", empty=None if optional else ...)
-
 
 # --------------------------------------------------------------------------
 # Offset reads
@@ -68,23 +60,23 @@ def _body(request: HttpRequest, *, optional: bool = False) -> Any:
 
 @router.post(
     "/fetch",
-    response={200: FetchOut, **_ERRORS},
+    response={200: FetchOut, **ENGINE_ERRORS},
     openapi_extra=body_of(FetchIn),
     summary="Read partitions by offset (no lease, no cursor)",
 )
 def fetch_records(request: HttpRequest) -> HttpResponse:
-    entries, max_bytes = wire.parse_fetch(_body(request))
+    entries, max_bytes = wire.parse_fetch(read_engine_json(request))
     return json_response(wire.render_fetch(reads.queue_fetch(entries=entries, max_bytes=max_bytes)))
 
 
 @router.post(
     "/partitions/changed",
-    response={200: ChangedOut, **_ERRORS},
+    response={200: ChangedOut, **ENGINE_ERRORS},
     openapi_extra=body_of(ChangedIn),
     summary="Partitions written since a time, in creation order, paged",
 )
 def partitions_changed(request: HttpRequest) -> HttpResponse:
-    queries = wire.parse_changed(_body(request))
+    queries = wire.parse_changed(read_engine_json(request))
     # Read the safe time before the partitions, so it never runs ahead of them.
     safe = reads.safe_time()
     pages = [reads.partitions_changed(query=q) for q in queries]
@@ -112,7 +104,7 @@ def lagging_groups(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/consumer-groups/{group}",
-    response={200: GroupDetailOut, **_ERRORS},
+    response={200: GroupDetailOut, **ENGINE_ERRORS},
     summary="A consumer group's partitions per queue",
 )
 def get_group(request: HttpRequest, group: str) -> HttpResponse:
@@ -121,7 +113,7 @@ def get_group(request: HttpRequest, group: str) -> HttpResponse:
 
 @router.delete(
     "/consumer-groups/{group}",
-    response={200: GroupDeletedOut, **_ERRORS},
+    response={200: GroupDeletedOut, **ENGINE_ERRORS},
     summary="Delete a consumer group on every queue (deleteMetadata=false rewinds it)",
 )
 def delete_group(request: HttpRequest, group: str) -> HttpResponse:
@@ -139,12 +131,12 @@ def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -
 
 @router.post(
     "/consumer-groups/{group}/subscription",
-    response={200: SubscriptionOut, **_ERRORS},
+    response={200: SubscriptionOut, **ENGINE_ERRORS},
     openapi_extra=body_of(SubscriptionIn),
     summary="Start a group at a time where it has not read yet",
 )
 def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
-    body = _body(request)
+    body = read_engine_json(request)
     timestamp = wire.parse_subscription(body)
     result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp)
     return json_response(wire.render_resubscribed(result, body["subscriptionTimestamp"]))
@@ -152,7 +144,7 @@ def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
 
 @router.delete(
     "/consumer-groups/{group}/queues/{queue}",
-    response={200: GroupQueueDeletedOut, **_ERRORS},
+    response={200: GroupQueueDeletedOut, **ENGINE_ERRORS},
     summary="Delete a consumer group on one queue",
 )
 def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpResponse:
@@ -161,12 +153,12 @@ def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpR
 
 @router.post(
     "/consumer-groups/{group}/queues/{queue}/seek",
-    response={200: SeekOut, **_ERRORS},
+    response={200: SeekOut, **ENGINE_ERRORS},
     openapi_extra=body_of(SeekIn),
     summary="Move a group's cursors on a queue to the end or to a time",
 )
 def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
-    to_end, timestamp = wire.parse_seek(_body(request, optional=True))
+    to_end, timestamp = wire.parse_seek(read_engine_json(request, optional=True))
     result = groups.queue_group_seek(
         group=wire.parse_group(group), queue=wire.parse_queue(queue), to_end=to_end, timestamp=timestamp
     )
@@ -179,12 +171,12 @@ def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
 
 @router.post(
     "/traces",
-    response={201: TraceRecordedOut, 404: MessageNotFoundOut, **_ERRORS},
+    response={201: TraceRecordedOut, 404: MessageNotFoundOut, **ENGINE_ERRORS},
     openapi_extra=body_of(TraceIn),
     summary="Record a trace event on a message",
 )
 def record_trace(request: HttpRequest) -> HttpResponse:
-    trace_id = traces.trace_record(**wire.parse_trace(_body(request)))
+    trace_id = traces.trace_record(**wire.parse_trace(read_engine_json(request)))
     return json_response({"success": True, "traceId": trace_id}, 201)
 
 
@@ -299,11 +291,11 @@ def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) 
 
 @router.post(
     "/messages/{partition_id}/{transaction_id}/dlq",
-    response={200: MessageDeadLetteredOut, 404: MessageNotFoundOut, 409: MessageNotNextOut, **_ERRORS},
+    response={200: MessageDeadLetteredOut, 404: MessageNotFoundOut, 409: MessageNotNextOut, **ENGINE_ERRORS},
     openapi_extra=body_of(MoveToDlqIn, required=False),
     summary="Move a group's next message to its dead-letter queue",
 )
 def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
-    group, error = wire.parse_move_to_dlq(_body(request, optional=True))
+    group, error = wire.parse_move_to_dlq(read_engine_json(request, optional=True))
     result = messages.queue_message_dead_letter(**_message(partition_id, transaction_id), group=group, error=error)
     return json_response(wire.render_dead_lettered(result))

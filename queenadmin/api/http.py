@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api.envelope import BodyTooLarge
 from queenadmin.conf import settings
-from queenadmin.errors import QueenError
+from queenadmin.errors import InvalidArgument, QueenError
 
 #: Deepest JSON nesting a request body may have. Answers embed a stored
 #: value a few levels down, and json, pydantic and the database drivers
@@ -134,6 +134,15 @@ def read_json(request: HttpRequest, error: type[QueenError], reason: str, *, emp
     if _SURROGATE_ESCAPE.search(body) and not _is_text(parsed):
         raise error("the request body has a lone UTF-16 surrogate, which is not text", reason=reason)
     return parsed
+
+
+def read_engine_json(request: HttpRequest, *, optional: bool = False) -> Any:
+    """Parse a message-log route's body with ``read_json``.
+
+    Refusals are the engine's 400 (``InvalidArgument``, ``bad_request``). An
+    empty body is None when ``optional``, else refused too.
+    """
+    return read_json(request, InvalidArgument, "bad_request", empty=None if optional else ...)
 
 
 #: ``_fast_loads``' answer when the body needs ``json`` (see there).

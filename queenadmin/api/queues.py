@@ -16,9 +16,9 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads
-from queenadmin.api.http import json_response, read_json
+from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import body_of
-from queenadmin.api.schemas.common import SOME_TEXT, EngineBadRequestOut, NameTooLongOut
+from queenadmin.api.schemas.common import ENGINE_ERRORS, SOME_TEXT, EngineBadRequestOut
 from queenadmin.api.schemas.queues import (
     AckBatchIn,
     AckIn,
@@ -47,18 +47,10 @@ from queenadmin.api.wire import queues as wire
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import wakeups
-from queenadmin.errors import InvalidArgument, QueueNotFound
+from queenadmin.errors import QueueNotFound
 from queenadmin.server import ARRIVED_KEY
 
 router = ScopedRouter(tags=["queues"])
-
-_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
-
-
-def _body(request: HttpRequest, *, optional: bool = False) -> Any:
-    """The body's JSON; None when ``optional`` and there is none."""
-    return read_json(request, InvalidArgument, "bad_request", empty=None if optional else ...)
-
 
 # --------------------------------------------------------------------------
 # Configure
@@ -66,12 +58,12 @@ def _body(request: HttpRequest, *, optional: bool = False) -> Any:
 
 @router.post(
     "/configure",
-    response={200: ConfigureOut, **_ERRORS},
+    response={200: ConfigureOut, **ENGINE_ERRORS},
     openapi_extra=body_of(ConfigureIn),
     summary="Create a queue or change its options",
 )
 def configure_queue(request: HttpRequest) -> HttpResponse:
-    config = queues.queue_configure(request=wire.parse_configure(_body(request)))
+    config = queues.queue_configure(request=wire.parse_configure(read_engine_json(request)))
     return json_response(wire.render_configure(config))
 
 
@@ -81,12 +73,12 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
 
 @router.post(
     "/push",
-    response={201: list[PushItemOut | PushItemFailedOut], 409: QueueBusyOut, **_ERRORS},
+    response={201: list[PushItemOut | PushItemFailedOut], 409: QueueBusyOut, **ENGINE_ERRORS},
     openapi_extra=body_of(PushIn),
     summary="Append messages (201, one result per item)",
 )
 def push_messages(request: HttpRequest) -> HttpResponse:
-    items = wire.parse_push(_body(request))
+    items = wire.parse_push(read_engine_json(request))
     results = queues.queue_push(items=items) if items else []
     return json_response(wire.render_push(results), 201)
 
@@ -145,7 +137,7 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
             return HttpResponse(status=204)
 
 
-_POP_RESPONSES: dict[int | str, Any] = {200: PopOut, 204: None, **_ERRORS}
+_POP_RESPONSES: dict[int | str, Any] = {200: PopOut, 204: None, **ENGINE_ERRORS}
 
 
 @router.get(
@@ -206,22 +198,22 @@ async def pop_discovery(request: HttpRequest) -> HttpResponse:
 
 @router.post(
     "/ack",
-    response={200: list[AckOut], **_ERRORS},
+    response={200: list[AckOut], **ENGINE_ERRORS},
     openapi_extra=body_of(AckIn),
     summary="Acknowledge one message (answers an array)",
 )
 def ack_message(request: HttpRequest) -> HttpResponse:
-    return _acked(wire.parse_ack(_body(request)))
+    return _acked(wire.parse_ack(read_engine_json(request)))
 
 
 @router.post(
     "/ack/batch",
-    response={200: list[AckOut], **_ERRORS},
+    response={200: list[AckOut], **ENGINE_ERRORS},
     openapi_extra=body_of(AckBatchIn),
     summary="Acknowledge several messages",
 )
 def ack_batch(request: HttpRequest) -> HttpResponse:
-    return _acked(wire.parse_ack_batch(_body(request)))
+    return _acked(wire.parse_ack_batch(read_engine_json(request)))
 
 
 def _acked(items: list[queues.AckItem]) -> HttpResponse:
@@ -236,7 +228,7 @@ def _acked(items: list[queues.AckItem]) -> HttpResponse:
 )
 def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
     wire.check_text(lease_id, "leaseId")
-    seconds = wire.parse_lease_extend(_body(request, optional=True))
+    seconds = wire.parse_lease_extend(read_engine_json(request, optional=True))
     extension = queues.queue_lease_extend(lease_id=lease_id, seconds=seconds)
     return json_response(wire.render_lease_extension(extension))
 
@@ -279,7 +271,7 @@ def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
 
 @router.get(
     "/resources/queues/{queue}/depth",
-    response={200: QueueDepthOut, 404: QueueNotFoundOut, **_ERRORS},
+    response={200: QueueDepthOut, 404: QueueNotFoundOut, **ENGINE_ERRORS},
     summary="Pending, in flight and ready, per partition (arithmetic on cursors)",
 )
 def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:

@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import ratelimit
-from queenadmin.api.http import json_response, read_json
+from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
 from queenadmin.api.schemas.kv import KVBadRequestOut, KVTooLargeOut
@@ -17,7 +17,6 @@ from queenadmin.api.schemas.transactions import TxnCommitOut, TxnIn, TxnPrecondi
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
-from queenadmin.errors import InvalidArgument
 
 router = ScopedRouter(tags=["transactions"])
 
@@ -41,7 +40,7 @@ _ERRORS: dict[int | str, Any] = {
     ),
 )
 def commit_transaction(request: HttpRequest) -> HttpResponse:
-    bundle = wire.parse_transaction(read_json(request, InvalidArgument, "bad_request"))
+    bundle = wire.parse_transaction(read_engine_json(request))
     if bundle.kv or bundle.timers:
         # KV ops and schedules spend the KV write rate, as on their own routes.
         ratelimit.admit(request, "write")

@@ -168,3 +168,8 @@ class NameTooLongOut(WireOut):
 
     error: str
     code: Literal["name_too_long"]
+
+
+#: The refusals every message-log route may answer (``api/queues.py``,
+#: ``api/admin.py``): the engine's 400 and a name over the key budget.
+ENGINE_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
