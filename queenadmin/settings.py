@@ -9,6 +9,16 @@ The environment is read once, here:
   ``DJANGO_CSRF_TRUSTED_ORIGINS`` (comma-separated).
 - ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens (local
   development only; ``make run`` sets it and says so).
+- ``QUEENADMIN_DB_POOLER``: ``transaction`` when ``DATABASE_URL`` reaches
+  PostgreSQL through a pooler in transaction pooling (PgBouncer's
+  ``pool_mode = transaction``): nothing then relies on a server session
+  outliving a transaction. ``QUEENADMIN_DB_POOLER_PREPARED=1`` says the
+  pooler tracks protocol-level prepared statements (PgBouncer 1.21 and
+  later with ``max_prepared_statements``), so the hot ones stay prepared.
+- ``DATABASE_LISTEN_URL``: a direct PostgreSQL connection (not through the
+  pooler) used only to ``LISTEN`` for wake-ups. Without it in transaction
+  pooling, wake-ups of other replicas come by a poll every
+  ``QUEENADMIN_DB_POOLER_POLL_SECONDS`` (default 0.5).
 """
 
 from __future__ import annotations
@@ -106,6 +116,26 @@ TEMPLATES = [
 ]
 
 _database_url = os.environ.get("DATABASE_URL", "")
+#: "transaction": PostgreSQL is reached through a transaction pooler (see the
+#: module's docstring); "" (or "session", where nothing differs): directly.
+QUEENADMIN_DB_POOLER = os.environ.get("QUEENADMIN_DB_POOLER", "").strip().lower()
+if QUEENADMIN_DB_POOLER in ("none", "session"):
+    QUEENADMIN_DB_POOLER = ""
+if QUEENADMIN_DB_POOLER not in ("", "transaction"):
+    raise ValueError("QUEENADMIN_DB_POOLER must be transaction, session or none")
+#: The pooler keeps prepared statements per client (PgBouncer >= 1.21 with
+#: max_prepared_statements > 0): the hot statements may stay prepared.
+QUEENADMIN_DB_POOLER_PREPARED = os.environ.get("QUEENADMIN_DB_POOLER_PREPARED", "").strip().lower() in (
+    "1",
+    "true",
+    "yes",
+    "on",
+)
+#: A direct connection's URL, only for LISTEN (domain/db.listen_params).
+QUEENADMIN_DB_LISTEN_URL = os.environ.get("DATABASE_LISTEN_URL", "").strip()
+#: Transaction pooling without DATABASE_LISTEN_URL: waiting pops and the
+#: timer loops look for other replicas' writes this often, in seconds.
+QUEENADMIN_DB_POOLER_POLL_SECONDS = float(os.environ.get("QUEENADMIN_DB_POOLER_POLL_SECONDS", "0.5"))
 if _database_url:
     _db = dj_database_url.parse(_database_url)
 else:
@@ -158,10 +188,22 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
         # never CONN_MAX_AGE=0 unpooled).
         _db["CONN_MAX_AGE"] = int(os.environ.get("QUEENADMIN_CONN_MAX_AGE", "60"))
         _db["CONN_HEALTH_CHECKS"] = True
-    # Django passes None (no automatic preparing), which makes psycopg ignore
-    # an explicit prepare=True too. A threshold nothing reaches keeps the
-    # automatic kind off and lets domain/db.pg_run prepare its hot statements.
-    _db["OPTIONS"].setdefault("prepare_threshold", 2**62)
+    if QUEENADMIN_DB_POOLER == "transaction":
+        # A transaction pooler hands each transaction whichever server
+        # session is free: a statement prepared on one is missing on the
+        # next ("prepared statement _pg3_0 does not exist"). None turns off
+        # psycopg's automatic preparing and its explicit prepare=True alike,
+        # unless the pooler tracks them per client.
+        _db["OPTIONS"].setdefault("prepare_threshold", 2**62 if QUEENADMIN_DB_POOLER_PREPARED else None)
+        # Django's .iterator() outside a transaction declares a WITH HOLD
+        # cursor, which lives in the server session.
+        _db["DISABLE_SERVER_SIDE_CURSORS"] = True
+    else:
+        # Django passes None (no automatic preparing), which makes psycopg
+        # ignore an explicit prepare=True too. A threshold nothing reaches
+        # keeps the automatic kind off and lets domain/db.pg_run prepare its
+        # hot statements.
+        _db["OPTIONS"].setdefault("prepare_threshold", 2**62)
 if _db["ENGINE"] == "queenadmin.pgbackend" and os.environ.get("QUEENADMIN_TEST_DB_NAME"):
     # Lets several test runs share one PostgreSQL server without sharing a
     # test database.

@@ -9,6 +9,12 @@
   that several processes can share it.
 - ``spawn``: run a function in several real processes against the test
   database, on either database.
+- Through a pooler (issue 25): ``DATABASE_URL`` points at the pooler and
+  ``QUEENADMIN_TEST_DIRECT_URL`` at PostgreSQL itself; databases are then
+  created, copied and dropped over the direct URL (a pooler keeps server
+  connections to a database open, which ``CREATE DATABASE ... TEMPLATE`` and
+  ``DROP DATABASE`` refuse), and everything else goes through the pooler.
+  Unset, nothing changes.
 """
 
 from __future__ import annotations
@@ -48,10 +54,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: PostgreSQL itself when ``DATABASE_URL`` is a pooler (see the docstring).
+DIRECT_URL = os.environ.get("QUEENADMIN_TEST_DIRECT_URL", "")
+
+
 def _admin_psql(sql: str) -> None:
     import psycopg
 
-    base = os.environ["DATABASE_URL"]
+    base = DIRECT_URL or os.environ["DATABASE_URL"]
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(sql)
 
@@ -143,7 +153,12 @@ def _live_template() -> _Template:
     if IS_POSTGRES:
         database = f"qa_tpl_{os.getpid()}_{secrets.token_hex(3)}"
         _admin_psql(f"CREATE DATABASE {database}")
-        env["DATABASE_URL"] = f"{os.environ['DATABASE_URL'].rsplit('/', 1)[0]}/{database}"
+        # Over the direct URL when there is one: a pooler would keep server
+        # connections to the template, and CREATE DATABASE ... TEMPLATE
+        # refuses a template anyone is connected to.
+        env["DATABASE_URL"] = f"{(DIRECT_URL or os.environ['DATABASE_URL']).rsplit('/', 1)[0]}/{database}"
+        if DIRECT_URL:
+            env.pop("QUEENADMIN_DB_POOLER", None)
     _manage(env, "migrate", "--verbosity", "0")
     token = _admin_token(env, "live-tests")
     sqlite_file = None
@@ -379,6 +394,10 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     from django.conf import settings
 
     db = settings.DATABASES["default"]
+    if DIRECT_URL and db["ENGINE"] != "django.db.backends.sqlite3":
+        with _test_databases_dropped_directly():
+            yield
+        return
     if db["ENGINE"] != "django.db.backends.sqlite3":
         yield
         return
@@ -389,6 +408,34 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     finally:
         # Django removes the database file; WAL leaves -wal and -shm beside it.
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _test_databases_dropped_directly() -> Iterator[None]:
+    """Django drops its test database over the direct URL, ending the
+    pooler's server connections to it (``WITH (FORCE)``)."""
+    creation = connection.creation
+
+    def destroy(test_database_name: str, verbosity: int) -> None:
+        _admin_psql(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(test_database_name)} WITH (FORCE)")
+
+    creation._destroy_test_db = destroy  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del creation._destroy_test_db
+
+
+@pytest.fixture(scope="session", autouse=bool(DIRECT_URL))
+def _listen_directly(django_db_setup: None) -> None:
+    """Through a pooler, in-process LISTENs go to the test database directly,
+    as ``DATABASE_LISTEN_URL`` sends them in production (live servers run
+    without one: their wake-ups poll)."""
+    from django.conf import settings
+
+    if not os.environ.get("DATABASE_LISTEN_URL"):
+        name = settings.DATABASES["default"]["NAME"]
+        settings.QUEENADMIN_DB_LISTEN_URL = f"{DIRECT_URL.rsplit('/', 1)[0]}/{name}"
 
 
 #: In a ``spawn`` child: the barrier that all children of the call meet at.

@@ -14,6 +14,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
+from queenadmin.domain import db
 from queenadmin.server.middleware import DualModeMiddleware, payload_too_large
 
 
@@ -81,13 +82,30 @@ class ApiErrorMiddleware(DualModeMiddleware):
         request did nothing (its transaction rolled back), and the next one
         gets a new connection. Other errors stay 500s.
 
+        A prepared statement missing from (or already in) the server session
+        is a transaction pooler this process was not told about: 503 as
+        well, with one log line naming ``QUEENADMIN_DB_POOLER``
+        (``db.pooler_session_error``) instead of a traceback per call.
+
         A body whose parse would take too much memory (``BodyTooLarge``) is
         answered as the body limit answers, 413 in plain text.
         """
         if isinstance(exception, BodyTooLarge):
             return payload_too_large()
-        if request.path.startswith("/api/") and isinstance(exception, OperationalError | InterfaceError):
-            answer = _json_error("the database is unavailable; retry", "unavailable", 503)
-            answer["Retry-After"] = "1"
+        if not request.path.startswith("/api/"):
+            return None
+        if isinstance(exception, OperationalError | InterfaceError):
+            return _unavailable()
+        if db.pooler_session_error(exception):
+            answer = _unavailable()
+            # The log line above says it all: not one "Service Unavailable"
+            # line per call from django.request as well.
+            answer._has_been_logged = True  # type: ignore[attr-defined]
             return answer
         return None
+
+
+def _unavailable() -> HttpResponse:
+    answer = _json_error("the database is unavailable; retry", "unavailable", 503)
+    answer["Retry-After"] = "1"
+    return answer

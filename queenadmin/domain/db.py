@@ -8,6 +8,13 @@ things outside the domain that differ by database ask here too: ``serve``
 (the database's label, migrations one replica at a time, the pool),
 ``settings`` (SQLite's connection pragmas) and ``models.fields`` (the byte
 order collation).
+
+Behind a transaction pooler (``QUEENADMIN_DB_POOLER=transaction``, issue
+25) each transaction may run on another server session, so nothing here
+keeps state in a session past its transaction: no prepared statement
+(unless the pooler tracks them), the migration lock held by a transaction
+of its own, and ``LISTEN`` only on the direct ``DATABASE_LISTEN_URL``
+(``listen_params``) or not at all (``wake_poll_seconds``).
 """
 
 from __future__ import annotations
@@ -15,13 +22,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
+import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+from django.conf import settings as django_settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg import Cursor as PgCursor
+
+log = logging.getLogger(__name__)
 
 _TIMESTAMPTZ_LOADER: Any = psycopg.adapters.get_loader(
     psycopg.adapters.types["timestamptz"].oid,
@@ -47,7 +59,21 @@ def database_label() -> str:
     return f"postgresql://{user}{host}{port}/{db['NAME']}"
 
 
-#: Session advisory lock that serialises ``migrate`` among replicas starting
+def pooler() -> str:
+    """``"transaction"`` behind a transaction pooler, else ``""`` (settings.py)."""
+    return str(getattr(django_settings, "QUEENADMIN_DB_POOLER", ""))
+
+
+def may_prepare() -> bool:
+    """Whether a statement may stay prepared on the server session.
+
+    Not behind a transaction pooler, unless it tracks prepared statements
+    per client (``QUEENADMIN_DB_POOLER_PREPARED``).
+    """
+    return pooler() != "transaction" or bool(getattr(django_settings, "QUEENADMIN_DB_POOLER_PREPARED", False))
+
+
+#: Advisory lock that serialises ``migrate`` among replicas starting
 #: together on one PostgreSQL database (an arbitrary constant of ours).
 MIGRATE_LOCK = 0x51AD_0001
 
@@ -56,10 +82,27 @@ MIGRATE_LOCK = 0x51AD_0001
 def migrations_serialised() -> Iterator[None]:
     """Hold the migration lock while the block runs (PostgreSQL).
 
+    Directly on PostgreSQL, a session lock on Django's connection. Behind a
+    transaction pooler a session lock would stay with whichever server
+    session took it (and a later unlock may run on another): there the
+    lock is a transaction lock, held by a transaction left open on a
+    connection of its own until the block ends. That transaction keeps one
+    server connection of the pool for as long as migrate runs, and
+    PostgreSQL frees the lock if the process dies. Migrations themselves
+    run through the pooler like any statement: each is one transaction.
+
     On SQLite one process serves the file, so there is nothing to wait for.
     """
     if not is_postgres():
         yield
+        return
+    if pooler() == "transaction":
+        with psycopg.connect(**connect_params(), prepare_threshold=None) as holder:
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATE_LOCK])
+            try:
+                yield
+            finally:
+                holder.rollback()
         return
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_lock(%s)", [MIGRATE_LOCK])
@@ -135,6 +178,79 @@ def connect_params() -> dict[str, Any]:
     return {k: v for k, v in params.items() if v}
 
 
+def _listen_url() -> str:
+    return str(getattr(django_settings, "QUEENADMIN_DB_LISTEN_URL", ""))
+
+
+def listen_params() -> dict[str, Any] | None:
+    """psycopg ``connect()`` arguments for a ``LISTEN`` connection; None when
+    there is nothing to listen on.
+
+    ``DATABASE_LISTEN_URL`` when set (a direct connection past the pooler).
+    Else the default database, unless it is reached through a transaction
+    pooler: a ``LISTEN`` there would be heard by whichever server session
+    ran it, and wake-ups fall back to a poll (``wake_poll_seconds``).
+    """
+    url = _listen_url()
+    if url:
+        return {"conninfo": url}
+    if pooler() == "transaction":
+        return None
+    return connect_params()
+
+
+def wake_poll_seconds() -> float | None:
+    """How often waiters look for other replicas' writes without a ``LISTEN``
+    connection (transaction pooling without ``DATABASE_LISTEN_URL``); None
+    where notifications come (or, on SQLite, where one process serves)."""
+    if not is_postgres() or pooler() != "transaction" or _listen_url():
+        return None
+    return float(getattr(django_settings, "QUEENADMIN_DB_POOLER_POLL_SECONDS", 0.5))
+
+
+#: SQLSTATEs of a prepared statement missing from the server session, or
+#: already there: a statement prepared on one session of a transaction
+#: pooler and used on another.
+_PREPARED_STATEMENT_ERRORS = frozenset({"26000", "42P05"})
+
+#: ``time.monotonic()`` of the last line ``pooler_session_error`` logged.
+_pooler_logged_at = float("-inf")
+
+#: The shortest gap between two such lines: one per minute, not one per call.
+POOLER_LOG_GAP_SECONDS = 60.0
+
+
+def pooler_session_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a prepared statement the server session lacks (or
+    already has): a pooler in transaction mode that this process was not
+    told about (``QUEENADMIN_DB_POOLER``), or one that does not track
+    prepared statements although ``QUEENADMIN_DB_POOLER_PREPARED`` says so.
+
+    Logs one line naming the setting, at most once a minute, and closes
+    this thread's connection (its prepared statements are out of step with
+    the server session). Call it only outside any transaction.
+    """
+    global _pooler_logged_at
+    seen: BaseException | None = exc
+    while seen is not None and not (isinstance(seen, psycopg.Error) and seen.sqlstate in _PREPARED_STATEMENT_ERRORS):
+        seen = seen.__cause__ or seen.__context__
+    if seen is None:
+        return False
+    now = time.monotonic()
+    if now - _pooler_logged_at >= POOLER_LOG_GAP_SECONDS:
+        _pooler_logged_at = now
+        log.error(
+            "a prepared statement went missing between transactions (%s): PostgreSQL is reached"
+            " through a pooler in transaction mode; set QUEENADMIN_DB_POOLER=transaction"
+            " (and QUEENADMIN_DB_POOLER_PREPARED=1 only if the pooler tracks prepared statements)",
+            str(seen).strip().splitlines()[0] if str(seen).strip() else type(seen).__name__,
+        )
+    with contextlib.suppress(Exception):
+        if not connection.in_atomic_block:
+            connection.close()
+    return True
+
+
 def server_cursor() -> PgCursor[Any]:
     """A psycopg cursor that binds on the server, on Django's connection.
 
@@ -155,7 +271,8 @@ def pg_run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tup
     ``prepare=True`` keeps it as a prepared statement on the connection:
     Django never prepares, so PostgreSQL parses and plans every statement
     again (the single-put upsert measured 167 us of PostgreSQL CPU
-    unprepared against 90 us prepared, bench/README.md). This needs the
+    unprepared against 90 us prepared, bench/README.md). Behind a
+    transaction pooler nothing is prepared (``may_prepare``). This needs the
     connection's ``prepare_threshold`` to be a number (settings.py sets one
     that automatic preparing never reaches; Django's default, None, makes
     psycopg ignore ``prepare=True``).
@@ -171,7 +288,7 @@ def pg_run(sql: str, params: Sequence[Any], *, prepare: bool = True) -> list[tup
         # tenth of the cost; a 100-row read parses 200 of them). Results are
         # in the session time zone; from_db_time() makes them UTC.
         cursor.adapters.register_loader("timestamptz", _TIMESTAMPTZ_LOADER)
-        cursor.execute(sql, params, prepare=prepare)
+        cursor.execute(sql, params, prepare=prepare and may_prepare())
         # rownumber, not description: that builds a Column per field.
         return cursor.fetchall() if cursor.rownumber is not None else []
 

@@ -22,6 +22,7 @@ from django.db import close_old_connections, connection
 
 from queenadmin import metrics
 from queenadmin.conf import settings
+from queenadmin.domain import db
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,12 @@ def _loop(name: str, interval: Callable[[], float], step: Callable[[], Any]) -> 
             metrics.loop_step(name, ok=True, at=time.time())
             # Pooled: give the connection back while the loop sleeps.
             close_old_connections()
-        except Exception:
-            log.exception("%s loop step failed", name)
+        except Exception as exc:
+            # A pooler this process was not told about fails every step:
+            # db logs one line a minute naming the setting, not a traceback
+            # per step.
+            if not db.pooler_session_error(exc):
+                log.exception("%s loop step failed", name)
             metrics.loop_step(name, ok=False, at=time.time())
             connection.close()
         _stop.wait(interval())

@@ -16,7 +16,10 @@ queues re-tries its claim (see ``Hub`` for the chain that follows):
 
 A lost notification costs at most the re-check interval: each queue with
 waiters is re-checked every ``POP_RECHECK_SECONDS`` and when a lease a
-waiter saw expires.
+waiter saw expires. Behind a transaction pooler without
+``DATABASE_LISTEN_URL`` nothing listens: the re-check is then the only way
+another replica's push reaches a waiter, and it runs every
+``db.wake_poll_seconds()`` when that is shorter.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from queenadmin.conf import settings
+from queenadmin.domain import db
 from queenadmin.domain.queues.store import CHANNEL, store
 
 log = logging.getLogger(__name__)
@@ -208,7 +212,11 @@ class Hub:
 
     def _plan_recheck(self, key: str, at: float | None) -> None:
         loop = self.loop or asyncio.get_running_loop()
-        when = loop.time() + settings.POP_RECHECK_SECONDS
+        every = settings.POP_RECHECK_SECONDS
+        poll = db.wake_poll_seconds()
+        if poll is not None:
+            every = min(every, poll)
+        when = loop.time() + every
         if at is not None:
             when = min(when, at)
         planned = self.rechecks.get(key)

@@ -7,7 +7,10 @@ write that makes a timer due before that calls ``on_commit``; after commit:
 - where the database has a notification channel (PostgreSQL), every loop
   of every replica wakes through the store's ``notify_wake``, sent in the
   writing transaction (delivered at commit, dropped on rollback). Each loop
-  listens on a connection of its own (``listen_wake``).
+  listens on a connection of its own (``listen_wake``). Behind a
+  transaction pooler without ``DATABASE_LISTEN_URL`` there is no such
+  connection: a loop then sleeps at most ``db.wake_poll_seconds()`` before it
+  looks again.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 
 from queenadmin.conf import settings
+from queenadmin.domain import db
 from queenadmin.domain.timers.store import store
 
 _cond = threading.Condition()
@@ -36,7 +40,14 @@ def wake_local() -> None:
 
 
 def wait_local(seen: int, timeout: float) -> None:
-    """Sleep up to ``timeout`` seconds unless woken after ``seen`` was read."""
+    """Sleep up to ``timeout`` seconds unless woken after ``seen`` was read.
+
+    Behind a transaction pooler with nothing to listen on, at most the poll
+    interval: the caller then looks at the database again.
+    """
+    poll = db.wake_poll_seconds()
+    if poll is not None:
+        timeout = min(timeout, poll)
     with _cond:
         if _generation == seen:
             _cond.wait(max(0.0, timeout))

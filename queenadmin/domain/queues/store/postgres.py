@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from django.db import connection
 
-from queenadmin.domain.db import connect_params, from_db_time, pg_run, server_cursor
+from queenadmin.domain.db import from_db_time, listen_params, pg_run, server_cursor
 from queenadmin.domain.queues.store.base import (
     CHANNEL,
     Append,
@@ -192,7 +192,9 @@ class PostgresStore(Store):
             cur.execute(f"SELECT pg_notify('{CHANNEL}', q) FROM unnest(%s::text[]) AS q", [list(names)])
 
     def listen_params(self) -> dict[str, Any] | None:
-        return connect_params()
+        # None behind a transaction pooler without DATABASE_LISTEN_URL: the
+        # waiters' re-check then polls (wakeups.Hub).
+        return listen_params()
 
     async def listen(self, params: dict[str, Any], *, ready: Callable[[], None], woken: Callable[[str], None]) -> None:
         import psycopg

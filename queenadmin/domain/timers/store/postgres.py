@@ -21,8 +21,8 @@ from queenadmin.domain.timers.store.base import TABLE, WAKE_CHANNEL, Key, NewRow
 
 
 class PostgresWakeListener(WakeListener):
-    def __init__(self) -> None:
-        self._conn = psycopg.connect(**db.connect_params(), autocommit=True)
+    def __init__(self, params: dict[str, Any]) -> None:
+        self._conn = psycopg.connect(**params, autocommit=True)
         try:
             self._conn.execute(f"LISTEN {WAKE_CHANNEL}")
         except BaseException:
@@ -82,5 +82,8 @@ class PostgresStore(Store):
         with connection.cursor() as cur:
             cur.execute(f"NOTIFY {WAKE_CHANNEL}")
 
-    def listen_wake(self) -> WakeListener:
-        return PostgresWakeListener()
+    def listen_wake(self) -> WakeListener | None:
+        # None behind a transaction pooler without DATABASE_LISTEN_URL: the
+        # loop's sleep is then cut to the poll interval (wake.wait_local).
+        params = db.listen_params()
+        return None if params is None else PostgresWakeListener(params)
