@@ -347,3 +347,28 @@ def test_a_server_not_told_about_the_pooler_answers_503_and_says_so_once():
         log = server.log()
     assert len([line for line in log.splitlines() if "QUEENADMIN_DB_POOLER" in line]) == 1, log
     assert "Traceback" not in log
+
+
+def _migrate_lock_taken_elsewhere() -> bool:
+    """Whether another session holds the migration lock: a try from a
+    connection of its own (in a transaction, so that through a pooler it
+    neither keeps nor leaks the lock)."""
+    with psycopg.connect(**db.connect_params(), prepare_threshold=None) as other:
+        (got,) = other.execute("SELECT pg_try_advisory_xact_lock(%s)", [db.MIGRATE_LOCK]).fetchone() or (None,)
+        other.rollback()
+    return not got
+
+
+@requires_postgres
+@pytest.mark.django_db(transaction=True)
+def test_behind_a_transaction_pooler_the_migration_lock_lives_in_a_transaction(settings):
+    """In pooler mode the migration lock is held by a transaction of its own
+    for the whole block (another replica's try fails) and is gone after it."""
+    settings.QUEENADMIN_DB_POOLER = "transaction"
+    assert not _migrate_lock_taken_elsewhere()
+    with db.migrations_serialised():
+        assert _migrate_lock_taken_elsewhere()
+        # Django's own connection goes on working meanwhile (migrate runs on it).
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    assert not _migrate_lock_taken_elsewhere()
