@@ -193,7 +193,8 @@ def listen_params() -> dict[str, Any] | None:
     """
     url = _listen_url()
     if url:
-        return {"conninfo": url}
+        # As separate arguments (dbname, host...), like connect_params().
+        return dict(psycopg.conninfo.conninfo_to_dict(url))
     if pooler() == "transaction":
         return None
     return connect_params()
