@@ -19,12 +19,6 @@ from queenadmin.models import KVEntry, Message
 
 pytestmark = pytest.mark.django_db
 
-#: The namespace check is ``domain/kv/ops.py``'s ``NAMESPACE_RE.match``; it
-#: takes a trailing newline until that is a ``fullmatch``.
-NAMESPACE_CHECK_TAKES_NEWLINE = pytest.mark.xfail(
-    strict=True, reason="domain/kv/ops.py check_namespace: NAMESPACE_RE.match accepts a trailing newline"
-)
-
 BAD_NAMESPACE = {
     "error": "kv_bad_request",
     "reason": "kv_bad_namespace",
@@ -46,7 +40,6 @@ def user_rows() -> int:
     return KVEntry.objects.exclude(namespace=kv.LOCKS_NAMESPACE).count()
 
 
-@NAMESPACE_CHECK_TAKES_NEWLINE
 @pytest.mark.parametrize(
     "op",
     [
@@ -62,7 +55,6 @@ def test_kv_call_with_a_namespace_ending_in_newline_is_refused(client, op):
     assert user_rows() == 0
 
 
-@NAMESPACE_CHECK_TAKES_NEWLINE
 @pytest.mark.parametrize("method", ["get", "put", "delete"])
 def test_kv_path_route_with_a_namespace_ending_in_newline_is_refused(client, method):
     """``/kv/{ns}/{key}`` with ``ns`` = ``app%0A`` answers 400 ``kv_bad_namespace``."""
@@ -72,7 +64,6 @@ def test_kv_path_route_with_a_namespace_ending_in_newline_is_refused(client, met
     assert user_rows() == 0
 
 
-@NAMESPACE_CHECK_TAKES_NEWLINE
 def test_kv_list_with_a_namespace_ending_in_newline_is_refused(client):
     """``/resources/kv/list`` answers 400 ``kv_bad_namespace``, not an empty page."""
     response = post(client, "/api/v1/resources/kv/list", {"namespace": "app\n"})
@@ -106,9 +97,6 @@ def test_lock_name_ending_in_newline_is_refused(client, op):
     assert not KVEntry.objects.filter(namespace=kv.LOCKS_NAMESPACE).exists()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="domain/queues/ids.py is_uuid: _UUID_RE.match accepts a trailing newline (500 on PostgreSQL)"
-)
 def test_push_with_a_trace_id_ending_in_newline_is_stored_without_a_trace(client):
     """A traceId that is not UUID text is dropped, as any other non-UUID traceId."""
     trace = "0190b6a2-3c4d-7e8f-9a0b-1c2d3e4f5a6b\n"

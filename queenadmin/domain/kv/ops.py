@@ -257,7 +257,7 @@ class Limits:
 
 def check_namespace(namespace: str) -> str:
     """Return ``namespace`` if it is one, else raise ``kv_bad_namespace``."""
-    if not NAMESPACE_RE.match(namespace):
+    if not NAMESPACE_RE.fullmatch(namespace):
         raise _bad("kv_bad_namespace", "ns must match ^[a-z0-9][a-z0-9._-]{0,63}$")
     return namespace
 

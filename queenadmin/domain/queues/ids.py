@@ -31,4 +31,4 @@ def uuid7s(count: int) -> list[str]:
 
 def is_uuid(value: Any) -> bool:
     """Whether ``value`` is UUID text (any version, dashes optional)."""
-    return isinstance(value, str) and bool(_UUID_RE.match(value))
+    return isinstance(value, str) and bool(_UUID_RE.fullmatch(value))
