@@ -121,6 +121,45 @@ def test_a_prepared_statement_error_answers_503_in_the_envelope_and_one_line(rf,
     assert not any(r.exc_info for r in caplog.records)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_timer_loop_failing_on_an_undeclared_pooler_logs_one_line_not_a_traceback_a_step(caplog, monkeypatch):
+    """Every step of a loop behind a pooler nobody declared fails the same
+    way: the loop logs the one line naming the setting (at most once a
+    minute), not "timer loop step failed" with a traceback each time, and
+    keeps running; another error still gets its traceback."""
+    import threading
+
+    from queenadmin.domain import timers
+
+    monkeypatch.setattr(db, "_pooler_logged_at", float("-inf"))
+    stop = threading.Event()
+    causes = [
+        psycopg.errors.InvalidSqlStatementName('prepared statement "_pg3_0" does not exist'),
+        psycopg.errors.DuplicatePreparedStatement('prepared statement "_pg3_1" already exists'),
+        RuntimeError("something else"),
+    ]
+
+    def failing_step(self):
+        cause = causes.pop(0)
+        if not causes:
+            stop.set()
+        if isinstance(cause, psycopg.Error):
+            raise ProgrammingError(str(cause)) from cause
+        raise cause
+
+    monkeypatch.setattr(timers.TimerLoop, "step", failing_step)
+    with caplog.at_level(logging.INFO, logger="queenadmin"):
+        timers.TimerLoop().run(stop)
+    assert causes == []
+    named = [r for r in caplog.records if "QUEENADMIN_DB_POOLER" in r.getMessage()]
+    assert len(named) == 1
+    assert not named[0].exc_info
+    failed = [r for r in caplog.records if r.getMessage() == "timer loop step failed"]
+    assert len(failed) == 1
+    assert failed[0].exc_info is not None
+    assert failed[0].exc_info[0] is RuntimeError
+
+
 def _prepared_on_this_session() -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT name FROM pg_prepared_statements")

@@ -31,7 +31,7 @@ from typing import Any
 from django.db import close_old_connections, connection, transaction
 
 from queenadmin.conf import settings
-from queenadmin.domain import clock, events, kv
+from queenadmin.domain import clock, db, events, kv
 from queenadmin.domain import queues as log_domain
 from queenadmin.domain.timers import wake
 from queenadmin.domain.timers.ops import DLQ_GROUP, LOOP_LOCK, MAX_ATTEMPTS, TimerOutcome
@@ -317,8 +317,12 @@ class TimerLoop:
                         # cancel or move in flight): look again a tick later,
                         # not in a tight loop.
                         wait = tick
-            except Exception:
-                logger.exception("timer loop step failed")
+            except Exception as exc:
+                # A pooler this process was not told about fails every step:
+                # db logs one line a minute naming the setting, not a
+                # traceback per step.
+                if not db.pooler_session_error(exc):
+                    logger.exception("timer loop step failed")
                 connection.close()
                 wait = 1.0
             # Pooled: give the connection back while the loop sleeps.
