@@ -523,3 +523,21 @@ def one_writer_at_a_time() -> bool:
     for the same lock.
     """
     return not connection.features.has_select_for_update
+
+
+def permit_key_waiters(lock_name: str, slot: int) -> int:
+    """Backends waiting for the key lock of permit ``slot`` of ``lock_name``
+    (PostgreSQL): the advisory lock of KV key ``queen-locks/<name>#<slot>``,
+    in the two-int form (``ADVISORY_CLASS``, ``hashtext(name)``) of
+    ``domain/kv/store/postgres.py``."""
+    from queenadmin.domain import locks
+    from queenadmin.domain.kv.store.postgres import ADVISORY_CLASS
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2"
+            " AND classid::bigint = %s AND objid::bigint = (hashtext(%s)::bigint & 4294967295)",
+            [ADVISORY_CLASS, f"{locks.NAMESPACE}/{lock_name}#{slot}"],
+        )
+        (count,) = cur.fetchone()
+    return int(count)

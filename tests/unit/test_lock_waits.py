@@ -19,7 +19,7 @@ import time_machine
 from django.db import connections, transaction
 
 from queenadmin.domain import clock, kv, locks
-from tests.conftest import one_writer_at_a_time
+from tests.conftest import one_writer_at_a_time, permit_key_waiters
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -128,22 +128,6 @@ def test_a_semaphore_acquire_takes_an_unused_permit_before_an_expired_one():
             assert third.acquired
 
 
-def _key_waiters(name: str) -> int:
-    """Backends waiting for the advisory lock of ``name``'s permit 0."""
-    from django.db import connection
-
-    from queenadmin.domain.kv.store.postgres import ADVISORY_CLASS
-
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2"
-            " AND classid::bigint = %s AND objid::bigint = (hashtext(%s)::bigint & 4294967295)",
-            [ADVISORY_CLASS, f"{locks.NAMESPACE}/{name}#0"],
-        )
-        (count,) = cur.fetchone()
-    return int(count)
-
-
 def test_the_first_acquire_queued_on_an_expired_permit_takes_it():
     """The holder's guarded step keeps the key of its expired permit; w-2's
     acquire queues for the key, then w-1's (the old holder, back for it
@@ -167,9 +151,9 @@ def test_the_first_acquire_queued_on_an_expired_permit_takes_it():
             assert entered.wait(10)
             traveller.shift(TTL)
             waiter, got = _in_thread(lambda name=name: locks.lock_acquire(name=name, ttl=TTL, owner="w-2"))
-            _wait_for(lambda name=name: _key_waiters(name) == 1)
+            _wait_for(lambda name=name: permit_key_waiters(name, 0) == 1)
             back, got_back = _in_thread(lambda name=name: locks.lock_acquire(name=name, ttl=TTL, owner="w-1"))
-            _wait_for(lambda name=name: _key_waiters(name) == 2)
+            _wait_for(lambda name=name: permit_key_waiters(name, 0) == 2)
             leave.set()
             for thread in (holder, waiter, back):
                 thread.join(10)

@@ -37,9 +37,8 @@ from django.db import connection
 
 from queenadmin.domain import clock, locks, timers
 from queenadmin.domain import queues as log_domain
-from queenadmin.domain.kv.store.postgres import ADVISORY_CLASS
 from queenadmin.models import Message, Timer
-from tests.conftest import ROOT, one_writer_at_a_time
+from tests.conftest import ROOT, one_writer_at_a_time, permit_key_waiters
 from tests.scale import scaled, sized
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -234,21 +233,6 @@ def _holders() -> list[str | None]:
     return [h.owner for h in locks.lock_holders(name=timers.LOOP_LOCK).holders]
 
 
-def _waiting_for_permit(slot: int) -> int:
-    """Backends waiting for the advisory lock of the loops' permit ``slot``:
-    the KV key lock of ``queen-locks/<LOOP_LOCK>#<slot>``, the two-int form
-    (``ADVISORY_CLASS``, ``hashtext(name)``) of ``kv/store/postgres.py``."""
-    name = f"{locks.NAMESPACE}/{timers.LOOP_LOCK}#{slot}"
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2"
-            " AND classid::bigint = %s AND objid::bigint = (hashtext(%s)::bigint & 4294967295)",
-            [ADVISORY_CLASS, name],
-        )
-        (count,) = cur.fetchone()
-    return int(count)
-
-
 def _loop_logs(*loops: LoopProcess) -> str:
     """What each loop printed, for an assertion's message."""
     return "\n".join(f"--- loop {n}:\n{loop.output()}{loop.errors()}" for n, loop in enumerate(loops))
@@ -325,7 +309,9 @@ def test_a_loop_frozen_mid_step_past_its_lease_commits_nothing(start_loops):
     # a wait for the other permit's key (held by its holder's step) is
     # brief, and the frozen loop may take its own permit back if nobody
     # waits for it when it resumes.
-    wait_until(lambda: _waiting_for_permit(frozen_slot) == 1, 30, "another loop to take over the permit")
+    wait_until(
+        lambda: permit_key_waiters(timers.LOOP_LOCK, frozen_slot) == 1, 30, "another loop to take over the permit"
+    )
     # Its claim still holds the rows: nobody else fired them.
     assert pending(fence) == 50
     assert sorted(m[0] for m in delivered(fence)) == ["seed0", "seed1"]
