@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.db.models.signals import pre_migrate
 
 
 class QueenAdminConfig(AppConfig):
@@ -12,3 +13,6 @@ class QueenAdminConfig(AppConfig):
     def ready(self) -> None:
         # A logout closes the dashboard's sockets of that login.
         from queenadmin.dashboard import sessions  # noqa: F401
+        from queenadmin.upgrade import refuse_partly_migrated
+
+        pre_migrate.connect(refuse_partly_migrated, sender=self, dispatch_uid="queenadmin.upgrade")

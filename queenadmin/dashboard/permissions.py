@@ -1,7 +1,7 @@
 """Who may see and do what on the dashboard (and its websockets).
 
 Staff only; viewing a page needs its view permission, each action its
-change permission. The two groups of migration 0006 hold these.
+change permission. The two groups the migrations make hold these.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class ApiToken(models.Model):
     token_hash = models.CharField(max_length=64, unique=True)
     #: The first characters of the token, enough to recognise it in a list.
     prefix = models.CharField(max_length=12)
-    #: Tokens made before scopes existed became ``admin`` (migration 0013),
+    #: Tokens made before scopes existed became ``admin`` when scopes came (migration 0013),
     #: so nothing they did is refused; new ones default to ``write``.
     scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.WRITE)
     created_at = models.DateTimeField()

@@ -14,7 +14,7 @@ from queenadmin.dashboard.permissions import CHANGE, OPERATORS_GROUP, VIEW, VIEW
 
 
 def _group(name: str) -> Group:
-    """The group migration 0006 made; re-made with the dashboard's permissions
+    """The group the migrations made; re-made with the dashboard's permissions
     after a transactional test's flush removed it (flush keeps no data)."""
     group, created = Group.objects.get_or_create(name=name)
     if created:

@@ -131,7 +131,7 @@ class PostgresStore(Store):
     def lock_and_read(self, idents: Sequence[Ident], now: datetime) -> dict[Ident, Stored]:
         """The keys' advisory locks and their rows in one call.
 
-        ``queenadmin_kv_lock_and_read`` (migration 0014) takes the locks in
+        ``queenadmin_kv_lock_and_read`` (made by the migrations) takes the locks in
         the order every writer follows, then reads the rows in a statement
         whose snapshot follows the locks: a row a writer made, changed or
         deleted while we waited is read as it committed. The rows are read
