@@ -36,6 +36,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.functional import cached_property
 
+from queenadmin.domain.audit import Who
 from queenadmin.errors import QueenError
 
 #: Where audit entries say an admin action came from.
@@ -69,10 +70,9 @@ _view_writes: WeakKeyDictionary[HttpRequest, ViewWrite] = WeakKeyDictionary()
 
 @dataclass(frozen=True)
 class Confirmed:
-    """An action the operator confirmed: why, who, and the form's fields."""
+    """An action the operator confirmed: who and why, and the form's fields."""
 
-    reason: str
-    actor: str
+    who: Who
     data: dict[str, Any]
 
 
@@ -160,8 +160,9 @@ class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return HttpResponseRedirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"))
         return super().response_delete(request, obj_display, obj_id)
 
-    def actor(self, request: HttpRequest) -> str:
-        return str(request.user.get_username())
+    def who(self, request: HttpRequest, reason: str) -> Who:
+        """The user acting through the admin, for ``reason``."""
+        return Who(str(request.user.get_username()), reason, VIA)
 
     def confirmed(
         self,
@@ -188,7 +189,7 @@ class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if request.POST.get("confirmed"):
             form = form_class(request.POST, **(form_kwargs or {}))
             if form.is_valid():
-                return Confirmed(form.cleaned_data["reason"], self.actor(request), form.cleaned_data)
+                return Confirmed(self.who(request, form.cleaned_data["reason"]), form.cleaned_data)
         else:
             form = form_class(**(form_kwargs or {}))
         selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)

@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import VIA, Confirmed, DomainAdmin, DomainForm, each, parse_json, prefix_search, require
+from queenadmin.admin.common import Confirmed, DomainAdmin, DomainForm, each, parse_json, prefix_search, require
 from queenadmin.domain import db, kv, locks
 from queenadmin.domain.clock import now as clock_now
 from queenadmin.domain.kv import operator as kv_operator
@@ -222,9 +222,7 @@ class KVEntryAdmin(DomainAdmin):
                 value=data["value"],
                 expect=data["seen_version"],
                 expiry=expiry,
-                actor=self.actor(request),
-                reason=data["reason"],
-                via=VIA,
+                who=self.who(request, data["reason"]),
             ),
         )
         if result is not None and not result.applied:
@@ -243,9 +241,7 @@ class KVEntryAdmin(DomainAdmin):
                 namespace=obj.namespace,
                 key=obj.key,
                 expect=_seen_version(request, obj),
-                actor=self.actor(request),
-                reason=request.POST.get("reason", ""),
-                via=VIA,
+                who=self.who(request, request.POST.get("reason", "")),
             ),
         )
         if result is not None and not result.applied:
@@ -257,9 +253,7 @@ class KVEntryAdmin(DomainAdmin):
             if entry.namespace == LOCKS:
                 return "lock permits (force release them)"
             key, expect = entry.key, entry.version
-            result = kv_operator.kv_operator_delete(
-                namespace=entry.namespace, key=key, expect=expect, actor=page.actor, reason=page.reason, via=VIA
-            )
+            result = kv_operator.kv_operator_delete(namespace=entry.namespace, key=key, expect=expect, who=page.who)
             return None if result.applied else "moved since"
 
         return self.each_confirmed(
@@ -286,9 +280,7 @@ class KVEntryAdmin(DomainAdmin):
                 return "not a permit"
             row = _row(entry)
             mark = lock_operator.lease_mark(owner=locks._owner_of(row.value), since=locks._since_of(row))
-            result = lock_operator.lock_force_release(
-                name=name, slot=int(tail), lease=mark, actor=page.actor, reason=page.reason, via=VIA
-            )
+            result = lock_operator.lock_force_release(name=name, slot=int(tail), lease=mark, who=page.who)
             return None if result.released else str(result.reason)
 
         tally = each(permits, release)

@@ -24,7 +24,6 @@ from django.utils.timesince import timesince
 
 from queenadmin.admin.common import (
     BATCH,
-    VIA,
     Confirmed,
     DomainAdmin,
     DomainForm,
@@ -33,6 +32,7 @@ from queenadmin.admin.common import (
     parse_json,
 )
 from queenadmin.domain import clock
+from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import QueueOptions, dlq
 from queenadmin.domain.queues import board as boards
 from queenadmin.domain.queues.lifecycle import queue_operator_configure_in_txn
@@ -177,12 +177,12 @@ class PurgeForm(ReasonForm):
         return typed
 
 
-def purge_all(*, queue: str, actor: str, reason: str, upto: int | None) -> int:
+def purge_all(*, queue: str, who: Who, upto: int | None) -> int:
     """Purge a queue's DLQ up to id ``upto``, one bounded transaction at a time."""
     total = 0
     selection = boards.DeadLetterFilter(queue=queue, upto=upto)
     while True:
-        result = dlq.queue_dlq_purge(selection=selection, actor=actor, reason=reason, batch=BATCH, via=VIA)
+        result = dlq.queue_dlq_purge(selection=selection, who=who, batch=BATCH)
         total += result.done
         if not result.more:
             return total
@@ -220,7 +220,7 @@ class QueueAdmin(BoardAdmin):
         self.in_view(
             request,
             lambda: queue_operator_configure_in_txn(
-                name=obj.name, options=data["options_text"], actor=self.actor(request), reason=data["reason"], via=VIA
+                name=obj.name, options=data["options_text"], who=self.who(request, data["reason"])
             ),
         )
 
@@ -246,7 +246,7 @@ class QueueAdmin(BoardAdmin):
         if upto is None:
             self.message_user(request, f"The DLQ of {name} is empty.", messages.WARNING)
             return None
-        done = purge_all(queue=name, actor=page.actor, reason=page.reason, upto=upto)
+        done = purge_all(queue=name, who=page.who, upto=upto)
         self.message_user(request, f"Purged {done} dead letters of {name}.", messages.SUCCESS)
         return None
 
@@ -428,7 +428,7 @@ class DeadLetterAdmin(LogRowsAdmin):
             for start in range(0, len(ids), BATCH):
                 chunk = tuple(ids[start : start + BATCH])
                 selection = boards.DeadLetterFilter(queue=name)
-                done += act(selection=selection, actor=page.actor, reason=page.reason, ids=chunk, via=VIA).done
+                done += act(selection=selection, who=page.who, ids=chunk).done
         self.message_user(request, f"{verb} {done} dead letters.", messages.SUCCESS)
 
     @admin.action(description="Replay the selected dead letters", permissions=["replay"])

@@ -17,7 +17,6 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from queenadmin.admin.common import (
-    VIA,
     Confirmed,
     DomainAdmin,
     DomainForm,
@@ -27,6 +26,7 @@ from queenadmin.admin.common import (
     require,
 )
 from queenadmin.domain import db
+from queenadmin.domain.audit import Who
 from queenadmin.domain.timers import operator
 from queenadmin.errors import QueenError
 from queenadmin.models import Queue, Timer
@@ -146,8 +146,7 @@ class TimerAdmin(DomainAdmin):
         self,
         timer: Timer,
         verb: operator.Verb,
-        actor: str,
-        reason: str,
+        who: Who,
         *,
         by: timedelta | None = None,
         in_txn: bool = False,
@@ -161,9 +160,7 @@ class TimerAdmin(DomainAdmin):
             expect_message_id=timer.message_id,
             txn=timer.txn,
             partition=timer.partition,
-            actor=actor,
-            reason=reason,
-            via=VIA,
+            who=who,
             by=by,
         )
         return None if outcome.done else _explain(outcome)
@@ -174,7 +171,7 @@ class TimerAdmin(DomainAdmin):
         def act(timer: Timer, page: Confirmed) -> str | None:
             by = timedelta(seconds=page.data["seconds"]) if verb == "move" else None
             try:
-                return self._act(timer, verb, page.actor, page.reason, by=by)
+                return self._act(timer, verb, page.who, by=by)
             except QueenError as exc:
                 return exc.detail
 
@@ -206,11 +203,9 @@ class TimerAdmin(DomainAdmin):
                 expect_message_id=data["seen_message_id"],
                 txn=obj.txn,
                 partition=obj.partition,
-                actor=self.actor(request),
+                who=self.who(request, data["reason"]),
                 to=data["due"],
                 payload=data["payload_text"],
-                reason=data["reason"],
-                via=VIA,
             ),
         )
         if outcome is not None and not outcome.done:
@@ -231,7 +226,7 @@ class TimerAdmin(DomainAdmin):
         # Aim at the timer the page showed, not at whatever holds the key now.
         obj.message_id = request.POST.get("seen_message_id") or obj.message_id
         why = self.in_view(
-            request, lambda: self._act(obj, "cancel", self.actor(request), request.POST.get("reason", ""), in_txn=True)
+            request, lambda: self._act(obj, "cancel", self.who(request, request.POST.get("reason", "")), in_txn=True)
         )
         if why is not None:
             self.view_write(request).refused = f"Not cancelled: the timer {why}."

@@ -11,7 +11,6 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from queenadmin.admin.common import (
-    VIA,
     Confirmed,
     DomainAdmin,
     ReadOnlyAdmin,
@@ -84,9 +83,7 @@ class ApiTokenAdmin(DomainAdmin):
             lambda: tokens.token_create_in_txn(
                 name=data["name"],
                 scope=data["scope"] or TokenScope.WRITE,
-                actor=self.actor(request),
-                reason=data["reason"],
-                via=VIA,
+                who=self.who(request, data["reason"]),
             ),
         )
         if secret is None:
@@ -126,7 +123,7 @@ class ApiTokenAdmin(DomainAdmin):
             if token.revoked_at is not None:
                 return "revoked already"
             try:
-                tokens.token_revoke(name=token.name, actor=page.actor, reason=page.reason, via=VIA)
+                tokens.token_revoke(name=token.name, who=page.who)
             except QueenError:
                 return "revoked already"
             return None

@@ -65,21 +65,14 @@ _cache: dict[str, tuple[float, TokenAuth]] = {}
 _cache_lock = threading.Lock()
 
 
-def token_create_in_txn(
-    *,
-    name: str,
-    scope: str = TokenScope.WRITE,
-    actor: str | None = None,
-    reason: str = "",
-    via: str = "admin",
-) -> str:
+def token_create_in_txn(*, name: str, scope: str = TokenScope.WRITE, who: Who | None = None) -> str:
     """Create a token named ``name`` and return it; it is never shown again.
 
     ``scope`` is ``read``, ``write`` (the default) or ``admin``; anything
-    else raises ``InvalidArgument``. With an ``actor`` (an operator's action), the audit entry is written in
-    the same transaction (the token's prefix only, never the token).
-    Raises ``TokenExists`` when the name is taken (revoked tokens included).
-    Runs inside the caller's transaction.
+    else raises ``InvalidArgument``. With ``who`` (an operator's action),
+    the audit entry is written in the same transaction (the token's prefix
+    only, never the token). Raises ``TokenExists`` when the name is taken
+    (revoked tokens included). Runs inside the caller's transaction.
     """
     assert connection.in_atomic_block
     name = name.strip()
@@ -95,10 +88,10 @@ def token_create_in_txn(
             )
     except IntegrityError as exc:
         raise TokenExists(f"a token named {name!r} exists already") from exc
-    if actor is not None:
-        Who(actor, reason, via, now).record_in_txn(
+    if who is not None:
+        who.record_in_txn(
+            now=now,
             action="token.create",
-            kind="token",
             target=name,
             after=f"active, scope {granted.value}, prefix {token[:10]}",
         )
@@ -110,20 +103,18 @@ token_create = transaction.atomic(durable=True)(token_create_in_txn)
 
 
 @transaction.atomic(durable=True)
-def token_revoke(*, name: str, actor: str | None = None, reason: str = "", via: str = "admin") -> None:
+def token_revoke(*, name: str, who: Who | None = None) -> None:
     """Revoke the token named ``name``; raise ``NotFound`` if there is none.
 
-    With an ``actor``, the audit entry is written in the same transaction.
+    With ``who``, the audit entry is written in the same transaction.
     Must be the outermost call.
     """
     now = clock.now()
     updated = ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(revoked_at=now)
     if not updated:
         raise NotFound(f"no active token named {name!r}")
-    if actor is not None:
-        Who(actor, reason, via, now).record_in_txn(
-            action="token.revoke", kind="token", target=name, before="active", after="revoked"
-        )
+    if who is not None:
+        who.record_in_txn(now=now, action="token.revoke", target=name, before="active", after="revoked")
     with _cache_lock:
         _cache.clear()
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from queenadmin.domain import clock, tokens
+from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import QueueOptions, queue_operator_configure
 from queenadmin.domain.timers import operator as timer_operator
 from queenadmin.domain.timers.calls import timers_call
@@ -24,8 +25,8 @@ def test_tokens_audit_only_an_operators_action():
     tokens.token_create(name="quiet")
     tokens.token_revoke(name="quiet")
     assert not AuditEntry.objects.exists()
-    secret = tokens.token_create(name="svc", actor="otto", reason="new", via="admin")
-    tokens.token_revoke(name="svc", actor="otto", reason="old", via="admin")
+    secret = tokens.token_create(name="svc", who=Who("otto", "new", "admin"))
+    tokens.token_revoke(name="svc", who=Who("otto", "old", "admin"))
     entries = list(AuditEntry.objects.order_by("id").values_list("action", "kind", "target", "reason", "after"))
     assert [e[:4] for e in entries] == [
         ("token.create", "token", "svc", "new"),
@@ -36,7 +37,7 @@ def test_tokens_audit_only_an_operators_action():
 
 def test_configure_by_an_operator_needs_an_existing_queue():
     with pytest.raises(QueueNotFound):
-        queue_operator_configure(name="nope", options=QueueOptions((("leaseTime", 5),)), actor="otto")
+        queue_operator_configure(name="nope", options=QueueOptions((("leaseTime", 5),)), who=Who("otto", via="admin"))
     assert not Queue.objects.exists()
     assert not AuditEntry.objects.exists()
 
@@ -51,7 +52,7 @@ def test_an_encrypted_timers_payload_is_not_edited_but_its_time_is():
         "expect_message_id": row.message_id,
         "txn": row.txn,
         "partition": row.partition,
-        "actor": "otto",
+        "who": Who("otto", via="admin"),
     }
     later = clock.now() + timedelta(hours=1)
     with pytest.raises(TimersBadRequest):

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from queenadmin.domain import tokens
-from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.audit import Who
 from queenadmin.domain.clock import now
 from queenadmin.models import ApiToken, AuditEntry, TokenScope
 from tests.admin.conftest import action, groups_of
@@ -129,8 +129,8 @@ def entries() -> None:
     from django.db import transaction
 
     with transaction.atomic():
-        audit_in_txn(actor="otto", action="kv.edit", kind="kv", target="a/b", now=now(), reason="r1", via="admin")
-        audit_in_txn(actor="vera", action="timer.cancel", kind="timer", target="q/t", now=now(), reason="r2")
+        Who("otto", "r1", "admin").record_in_txn(now=now(), action="kv.edit", target="a/b")
+        Who("vera", "r2").record_in_txn(now=now(), action="timer.cancel", target="q/t")
 
 
 def test_audit_is_read_only_and_filterable(operator, entries):

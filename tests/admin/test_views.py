@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 
 from queenadmin.admin.common import DomainAdmin
 from queenadmin.domain import kv
-from queenadmin.domain.kv import operator as kv_operator
+from queenadmin.domain.audit import Who
 from queenadmin.errors import InvalidArgument
 from queenadmin.models import AuditEntry, KVEntry
 
@@ -41,10 +41,10 @@ def test_a_refusal_after_the_domain_wrote_undoes_the_write(operator, monkeypatch
     kv.kv_put(namespace="config", key="flag", value=1, ttl=None)
     entry = KVEntry.objects.get(namespace="config", key="flag")
 
-    def refuse(**kwargs):
+    def refuse(who, **kwargs):
         raise InvalidArgument("the audit refused")
 
-    monkeypatch.setattr(kv_operator, "audit_in_txn", refuse)
+    monkeypatch.setattr(Who, "record_in_txn", refuse)
     form = {
         "value": json.dumps(2),
         "expiry": "keep",

@@ -48,9 +48,10 @@ def targets(operator):
     locks.lock_acquire(name="jobs.sync", ttl=60, owner="w")
     timers.timer_schedule(queue="mail", timer_key="t1", payload={"a": 1}, delay=timedelta(minutes=10))
     put = kv.kv_put(namespace="config", key="flag", value=1, ttl=None)
+    from queenadmin.domain.audit import Who
     from queenadmin.domain.kv.operator import kv_operator_edit
 
-    kv_operator_edit(namespace="config", key="flag", value=2, expect=put.version, actor="otto")
+    kv_operator_edit(namespace="config", key="flag", value=2, expect=put.version, who=Who("otto"))
     entry = AuditEntry.objects.get(action="kv.edit")
     return {
         "lock": _release_query("jobs.sync"),
@@ -312,14 +313,14 @@ def test_a_delete_is_a_compare_and_set(client_for, operator):
 
 def test_an_edit_and_its_audit_entry_commit_together(client_for, operator, monkeypatch):
     """If the audit entry cannot be written, the edit does not happen."""
-    from queenadmin.domain.kv import operator as kv_operator
+    from queenadmin.domain.audit import Who
 
     put = kv.kv_put(namespace="config", key="atomic", value=1, ttl=None)
 
-    def broken_audit(**kwargs):
+    def broken_audit(who, **kwargs):
         raise RuntimeError("the audit table is unwritable")
 
-    monkeypatch.setattr(kv_operator, "audit_in_txn", broken_audit)
+    monkeypatch.setattr(Who, "record_in_txn", broken_audit)
     with pytest.raises(RuntimeError):
         client_for(operator).post("/kv/config/edit/", {"key": "atomic", "expect": put.version, "value": "2"})
     assert kv.kv_get(namespace="config", key="atomic").value == 1

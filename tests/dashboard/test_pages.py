@@ -185,14 +185,14 @@ def test_lock_rows_in_the_kv_pages_link_to_locks_and_hide_credentials(client_for
 def test_audit_page_filters_and_pages_newest_first(client_for, operator, settings):
     from django.db import transaction
 
-    from queenadmin.domain.audit import audit_in_txn
+    from queenadmin.domain.audit import Who
     from queenadmin.domain.clock import now
 
     settings.QUEENADMIN_DASHBOARD_PAGE_SIZE = 2
     with transaction.atomic():
         for i in range(3):
-            audit_in_txn(actor="ann", action="timer.cancel", kind="timer", target=f"q/k{i}", now=now(), reason=f"r{i}")
-        audit_in_txn(actor="bob", action="lock.release", kind="lock", target="l#0", now=now())
+            Who("ann", f"r{i}").record_in_txn(now=now(), action="timer.cancel", target=f"q/k{i}")
+        Who("bob").record_in_txn(now=now(), action="lock.release", target="l#0")
     client = client_for(operator)
     first = client.get("/audit/?actor=ann").content.decode()
     assert "q/k2" in first

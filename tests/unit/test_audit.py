@@ -5,7 +5,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from queenadmin.dashboard.permissions import CHANGE, OPERATORS_GROUP, VIEW, VIEWERS_GROUP
-from queenadmin.domain.audit import audit_in_txn
+from queenadmin.domain.audit import Who
 from queenadmin.domain.clock import now
 from queenadmin.models import AuditEntry
 
@@ -30,20 +30,20 @@ def test_operators_may_see_every_page_and_do_every_action() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_an_audit_entry_needs_the_actions_transaction() -> None:
     with pytest.raises(AssertionError):
-        audit_in_txn(actor="ann", action="timer.cancel", kind="timer", target="q/k", now=now())
+        Who("ann").record_in_txn(now=now(), action="timer.cancel", target="q/k")
 
 
 @pytest.mark.django_db(transaction=True)
 def test_an_audit_entry_rolls_back_with_its_action() -> None:
     def failing_action() -> None:
         with transaction.atomic():
-            audit_in_txn(actor="ann", action="timer.cancel", kind="timer", target="q/k", now=now(), reason=" r ")
+            Who("ann", " r ").record_in_txn(now=now(), action="timer.cancel", target="q/k")
             raise RuntimeError("the action failed")
 
     with pytest.raises(RuntimeError):
         failing_action()
     assert not AuditEntry.objects.exists()
     with transaction.atomic():
-        audit_in_txn(actor="ann", action="timer.cancel", kind="timer", target="q/k", now=now(), reason=" r ")
+        Who("ann", " r ").record_in_txn(now=now(), action="timer.cancel", target="q/k")
     entry = AuditEntry.objects.get()
     assert (entry.actor, entry.kind, entry.reason, entry.via) == ("ann", "timer", "r", "dashboard")

@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from queenadmin.domain import timers
+from queenadmin.domain.audit import Who
 from queenadmin.domain.timers.operator import timer_operator_action
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +41,7 @@ def test_a_move_selects_the_timer_row_once_and_updates_it_once():
     that row: it does not read it again."""
     seen = _schedule()
     with CaptureQueriesContext(connection) as captured:
-        outcome = timer_operator_action(verb="move", actor="ann", by=timedelta(minutes=1), **seen)
+        outcome = timer_operator_action(verb="move", who=Who("ann"), by=timedelta(minutes=1), **seen)
     assert outcome.done
     assert len(_statements(captured, TIMER_READ)) == 1, _statements(captured, TIMER_READ)
     assert len(_statements(captured, TIMER_UPDATE)) == 1, _statements(captured, TIMER_UPDATE)
@@ -52,7 +53,7 @@ def test_a_cancel_or_fire_selects_the_timer_row_once(verb):
     """Cancel and fire now read the row once as well."""
     seen = _schedule()
     with CaptureQueriesContext(connection) as captured:
-        outcome = timer_operator_action(verb=verb, actor="ann", **seen)
+        outcome = timer_operator_action(verb=verb, who=Who("ann"), **seen)
     assert outcome.done
     assert len(_statements(captured, TIMER_READ)) == 1, _statements(captured, TIMER_READ)
     assert timers.timer_peek(queue="q", timer_key="k") is None

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, actor_of, page_view, paging, reason_of, staff_action
+from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, staff_action, who_of
 from queenadmin.domain import events
 from queenadmin.domain.audit import KINDS
 from queenadmin.domain.kv.operator import kv_operator_revert, kv_revertible
@@ -108,7 +108,7 @@ def revert(request: HtmxHttpRequest, entry_id: int) -> HttpResponse:
         status = 200 if plan is not None else 404
         return render(request, template + ("#confirm-form" if htmx else ""), ctx, status=status)
     try:
-        result = kv_operator_revert(entry_id=entry_id, actor=actor_of(request), reason=reason_of(request))
+        result = kv_operator_revert(entry_id=entry_id, who=who_of(request))
     except (NotFound, KVBadRequest) as exc:
         ctx["error"] = str(exc)
         return render(request, template + ("#confirm-form" if htmx else ""), ctx, status=422)

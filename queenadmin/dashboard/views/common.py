@@ -11,7 +11,9 @@
   action is never a redirect to the login page. Its GET shows the
   confirmation (the same permission applies), so every action asks first,
   with or without JavaScript.
-- ``reason_of(request)``: the optional reason an operator typed.
+- ``reason_of(request)``: the optional reason an operator typed;
+  ``who_of(request)``: the operator and that reason, as the domain's
+  operator functions take them (``audit.Who``).
 - ``paging(params, next_after)``: a keyset page's links to the next and
   the first page, keeping the page's filters.
 - ``can(user)``: which actions a user may do, for templates (a viewer sees
@@ -40,6 +42,7 @@ from django_htmx.middleware import HtmxDetails
 
 from queenadmin.dashboard.live import LivePage, render_page
 from queenadmin.dashboard.permissions import CHANGE, VIEW, User, can, may_do, may_view
+from queenadmin.domain.audit import Who
 
 __all__ = [
     "HtmxHttpRequest",
@@ -54,9 +57,10 @@ __all__ = [
     "reason_of",
     "staff_action",
     "staff_page",
+    "who_of",
 ]
 
-#: Longest reason kept (``audit_in_txn`` keeps 2,000 characters too).
+#: Longest reason kept (``Who.record_in_txn`` keeps 2,000 characters too).
 MAX_REASON = 2000
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
@@ -123,6 +127,11 @@ def reason_of(request: HttpRequest) -> str:
 def actor_of(request: HttpRequest) -> str:
     """Who acts, as the audit trail names them."""
     return request.user.get_username()
+
+
+def who_of(request: HttpRequest) -> Who:
+    """Who acts through the dashboard, and the reason they typed."""
+    return Who(actor_of(request), reason_of(request))
 
 
 def query(params: dict[str, Any] | Any, **changes: Any) -> str:

@@ -16,13 +16,12 @@ from queenadmin.dashboard import live
 from queenadmin.dashboard.views.common import (
     HtmxHttpRequest,
     User,
-    actor_of,
     page_view,
     paging,
     query,
-    reason_of,
     staff_action,
     staff_page,
+    who_of,
 )
 from queenadmin.domain import events, kv
 from queenadmin.domain.kv.operator import Expiry, OperatorWrite, kv_operator_delete, kv_operator_edit
@@ -256,8 +255,7 @@ def edit(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
             value=value,
             expect=ctx["expect"],
             expiry=expiry,
-            actor=actor_of(request),
-            reason=reason_of(request),
+            who=who_of(request),
         )
     except (KVBadRequest, KVPayloadTooLarge) as exc:
         return refuse(str(exc))
@@ -277,9 +275,7 @@ def delete(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
         ctx["error"] = "Name the key and the version you delete."
         return render(request, form, ctx, status=422)
     try:
-        result = kv_operator_delete(
-            namespace=namespace, key=key, expect=ctx["expect"], actor=actor_of(request), reason=reason_of(request)
-        )
+        result = kv_operator_delete(namespace=namespace, key=key, expect=ctx["expect"], who=who_of(request))
     except KVBadRequest as exc:
         ctx["error"] = str(exc)
         return render(request, form, ctx, status=422)

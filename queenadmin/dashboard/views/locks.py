@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, actor_of, page_view, paging, reason_of, staff_action
+from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, staff_action, who_of
 from queenadmin.domain import events
 from queenadmin.domain.locks.operator import Permit, lease_mark, lock_force_release, locks_page
 from queenadmin.domain.masking import mask_token
@@ -82,9 +82,7 @@ def lock_release(request: HtmxHttpRequest) -> HttpResponse:
             template += "#confirm-form"
         return render(request, template, ctx, status=status)
     try:
-        outcome = lock_force_release(
-            name=name, slot=slot, lease=lease, actor=actor_of(request), reason=reason_of(request)
-        )
+        outcome = lock_force_release(name=name, slot=slot, lease=lease, who=who_of(request))
     except LocksBadRequest as exc:
         ctx["error"] = str(exc)
         template = "queenadmin/locks_release.html" + ("#confirm-form" if request.htmx else "")

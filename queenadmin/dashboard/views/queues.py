@@ -36,6 +36,7 @@ from queenadmin.dashboard.views.common import (
 )
 from queenadmin.dashboard.views.ops_common import age_seconds, int_param, short_duration
 from queenadmin.domain import clock, events
+from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import board, dlq
 from queenadmin.domain.queues.history import SamplePoint, queue_series
 from queenadmin.errors import QueenError, QueueNotFound
@@ -272,7 +273,7 @@ def _run(request: HtmxHttpRequest, name: str, action: Any, verb: str, past: str)
     more = False
     try:
         for _ in range(MAX_BATCHES_PER_REQUEST):
-            result = action(selection=selection, actor=actor_of(request), reason=reason, ids=ids)
+            result = action(selection=selection, who=Who(actor_of(request), reason), ids=ids)
             done += result.done
             more = result.more
             if not more:

@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, actor_of, page_view, paging, reason_of, staff_action
+from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, staff_action, who_of
 from queenadmin.domain import clock, events, timers
 from queenadmin.domain.timers.operator import OperatorOutcome, Verb, timer_operator_action
 from queenadmin.errors import TimerHorizonExceeded, TimersBadRequest
@@ -107,8 +107,7 @@ def _timer_action(request: HtmxHttpRequest, verb: Verb) -> HttpResponse:
             expect_message_id=ident["message_id"],
             txn=ident["txn"],
             partition=ident["partition"] or timers.DEFAULT_PARTITION,
-            actor=actor_of(request),
-            reason=reason_of(request),
+            who=who_of(request),
             to=to,
             by=by,
         )

@@ -15,14 +15,14 @@ hold credentials and change through the locks' own operations.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.db import connection, transaction
 
 from queenadmin.domain import clock, db
-from queenadmin.domain.audit import Who, audit_in_txn
+from queenadmin.domain.audit import Who
 from queenadmin.domain.kv.calls import kv_call_in_txn
 from queenadmin.domain.kv.ops import (
     LOCKS_NAMESPACE,
@@ -114,6 +114,7 @@ def _put_in_txn(
 def _audited(
     result: KVResult,
     who: Who,
+    now: datetime,
     action: str,
     namespace: str,
     key: str,
@@ -126,18 +127,14 @@ def _audited(
     did not apply, else the write, audited in its transaction."""
     assert isinstance(result, WriteResult)
     if not result.applied:
-        return _moved(namespace, key, who.now)
+        return _moved(namespace, key, now)
     written = None if deleted else result
-    audit_in_txn(
-        actor=who.actor,
+    who.record_in_txn(
+        now=now,
         action=action,
-        kind="kv",
         target=f"{namespace}/{key}",
-        now=who.now,
         before=_snapshot(before),
         after=_snapshot(written, expires_at),
-        reason=who.reason,
-        via=who.via,
     )
     return OperatorWrite(namespace, key, True, 0 if written is None else written.version)
 
@@ -149,17 +146,15 @@ def kv_operator_edit_in_txn(
     value: Any,
     expect: int,
     expiry: Expiry = "keep",
-    actor: str,
-    reason: str = "",
-    via: str = "dashboard",
+    who: Who,
     now: datetime | None = None,
 ) -> OperatorWrite:
     """Put ``value`` at ``key`` only while it is at version ``expect``.
 
-    ``expiry``: ``keep`` the key's expiry, ``forever``, or a new TTL.
-    Raises ``KVBadRequest`` for a bad namespace or key, the locks'
-    namespace, or a bad TTL; ``KVPayloadTooLarge`` for a big value. Runs
-    inside the caller's transaction.
+    ``expiry``: ``keep`` the key's expiry, ``forever``, or a new TTL;
+    ``who`` is audited. Raises ``KVBadRequest`` for a bad namespace or
+    key, the locks' namespace, or a bad TTL; ``KVPayloadTooLarge`` for a
+    big value. Runs inside the caller's transaction.
     """
     assert connection.in_atomic_block
     now = now or clock.now()
@@ -169,8 +164,7 @@ def kv_operator_edit_in_txn(
     before, result, expires_at = _put_in_txn(
         namespace=namespace, key=key, value_json=value_json, expect=expect, expiry=expiry, now=now
     )
-    who = Who(actor, reason, via, now)
-    return _audited(result, who, "kv.edit", namespace, key, before, expires_at=expires_at)
+    return _audited(result, who, now, "kv.edit", namespace, key, before, expires_at=expires_at)
 
 
 #: ``kv_operator_edit_in_txn`` as its own transaction: must be the outermost call.
@@ -178,24 +172,17 @@ kv_operator_edit = transaction.atomic(durable=True)(kv_operator_edit_in_txn)
 
 
 def kv_operator_delete_in_txn(
-    *,
-    namespace: str,
-    key: str,
-    expect: int,
-    actor: str,
-    reason: str = "",
-    via: str = "dashboard",
-    now: datetime | None = None,
+    *, namespace: str, key: str, expect: int, who: Who, now: datetime | None = None
 ) -> OperatorWrite:
     """Delete ``key`` only while it is at version ``expect``, inside the
-    caller's transaction."""
+    caller's transaction; ``who`` is audited."""
     assert connection.in_atomic_block
     now = now or clock.now()
     namespace, key = check_namespace(namespace), check_key(key)
     _refuse_locks(namespace)
     before = _read(namespace, key, now)
     (result,) = kv_call_in_txn([KVDelete(namespace, key, expect=expect)], now=now)
-    return _audited(result, Who(actor, reason, via, now), "kv.delete", namespace, key, before, deleted=True)
+    return _audited(result, who, now, "kv.delete", namespace, key, before, deleted=True)
 
 
 #: ``kv_operator_delete_in_txn`` as its own transaction: must be the outermost call.
@@ -231,16 +218,15 @@ def kv_revertible(entry: AuditEntry) -> Revertible | None:
 
 
 @transaction.atomic(durable=True)
-def kv_operator_revert(
-    *, entry_id: int, actor: str, reason: str = "", via: str = "dashboard", now: datetime | None = None
-) -> OperatorWrite:
+def kv_operator_revert(*, entry_id: int, who: Who, now: datetime | None = None) -> OperatorWrite:
     """Undo the KV edit or delete of audit entry ``entry_id``, as a CAS.
 
     The key gets its value from before the entry back (or is deleted, if it
     did not exist then) only while it is still at the version the entry
     wrote; otherwise the answer is ``moved`` with the current value. The
     old expiry comes back if it is still ahead, else the value is kept for
-    good. Raises ``NotFound`` for an unknown entry. Outermost call.
+    good. ``who`` is audited (with a reason naming the entry if it gives
+    none). Raises ``NotFound`` for an unknown entry. Outermost call.
     """
     now = now or clock.now()
     entry = AuditEntry.objects.filter(pk=entry_id).first()
@@ -260,6 +246,7 @@ def kv_operator_revert(
         expires_at = None if ttl is None else now + ttl
         put = KVPut(namespace, key, check_value_json(db.json_text(plan.value)), ttl, expect=plan.expect)
         (result,) = kv_call_in_txn([put], now=now)
-    who = Who(actor, reason or f"revert of audit entry {entry_id}", via, now)
+    if not who.reason:
+        who = replace(who, reason=f"revert of audit entry {entry_id}")
     deleted = plan.value_version == 0
-    return _audited(result, who, "kv.revert", namespace, key, before, deleted=deleted, expires_at=expires_at)
+    return _audited(result, who, now, "kv.revert", namespace, key, before, deleted=deleted, expires_at=expires_at)

@@ -132,24 +132,15 @@ class ForceRelease:
 
 
 @transaction.atomic(durable=True)
-def lock_force_release(
-    *,
-    name: str,
-    slot: int,
-    lease: str,
-    actor: str,
-    reason: str = "",
-    via: str = "dashboard",
-    now: datetime | None = None,
-) -> ForceRelease:
+def lock_force_release(*, name: str, slot: int, lease: str, who: Who, now: datetime | None = None) -> ForceRelease:
     """Delete the permit ``name#slot`` if it is still the lease ``lease``.
 
     ``lease`` is ``lease_mark`` of the permit the operator saw. The delete
     is a compare-and-set on the permit's current version, so a renew racing
     it wins and the answer is ``changed``. Released: the holder's token is
     dead, its next renew answers lost and every write it guards with the
-    token fails. Writes an audit entry (owner and token masked) in the same
-    transaction when it releases. Must be the outermost call.
+    token fails. Writes ``who``'s audit entry (owner and token masked) in
+    the same transaction when it releases. Must be the outermost call.
     """
     now = now or clock.now()
     name, slot = check_name(name), check_slot(slot)
@@ -168,9 +159,9 @@ def lock_force_release(
     if not deleted.applied:
         return ForceRelease(name, slot, False, "changed")
     expires = clock.iso_micros_z(row.expires_at) or "never"
-    Who(actor, reason, via, now).record_in_txn(
+    who.record_in_txn(
+        now=now,
         action="lock.release",
-        kind="lock",
         target=key,
         before=f"held by owner {mask_token(owner) or '(none)'}, token {mask_token(row.version)}, expiring {expires}",
         after="released; the token is dead",

@@ -64,14 +64,20 @@ def _select(selection: DeadLetterFilter, ids: tuple[int, ...] | None, batch: int
 
 
 def _remove(
-    rows: list[DeadLetter], selection: DeadLetterFilter, ids: tuple[int, ...] | None, action: str, after: str, who: Who
+    rows: list[DeadLetter],
+    selection: DeadLetterFilter,
+    ids: tuple[int, ...] | None,
+    action: str,
+    after: str,
+    who: Who,
+    now: datetime,
 ) -> None:
     """Delete ``rows``, write the audit entry, and tell the dashboards on commit."""
     DeadLetter.objects.filter(pk__in=[row.pk for row in rows]).delete()
     what = "ids " + ", ".join(str(i) for i in ids[:20]) if ids is not None else selection.describe()
     who.record_in_txn(
+        now=now,
         action=action,
-        kind="dlq",
         target=selection.queue,
         before=f"{len(rows)} dead letters ({what}): " + ", ".join(row.message_id for row in rows[:20]),
         after=after,
@@ -83,11 +89,9 @@ def _remove(
 def queue_dlq_replay(
     *,
     selection: DeadLetterFilter,
-    actor: str,
-    reason: str = "",
+    who: Who,
     ids: tuple[int, ...] | None = None,
     batch: int = DLQ_BATCH,
-    via: str = "dashboard",
 ) -> DLQAction:
     """Replay up to ``batch`` dead letters ``selection`` names (``ids``: only those).
 
@@ -95,20 +99,16 @@ def queue_dlq_replay(
     ``QueueNotFound`` when the queue does not exist. Must be the outermost
     transaction (``queue_dlq_replay_in_txn`` runs inside one).
     """
-    return queue_dlq_replay_in_txn(
-        selection=selection, actor=actor, reason=reason, ids=ids, batch=batch, now=clock.now(), via=via
-    )
+    return queue_dlq_replay_in_txn(selection=selection, who=who, ids=ids, batch=batch, now=clock.now())
 
 
 def queue_dlq_replay_in_txn(
     *,
     selection: DeadLetterFilter,
-    actor: str,
+    who: Who,
     now: datetime,
-    reason: str = "",
     ids: tuple[int, ...] | None = None,
     batch: int = DLQ_BATCH,
-    via: str = "dashboard",
 ) -> DLQAction:
     """``queue_dlq_replay`` inside the caller's transaction, at time ``now``."""
     assert connection.in_atomic_block
@@ -118,7 +118,7 @@ def queue_dlq_replay_in_txn(
     items = [PushItem(queue=selection.queue, partition=row.partition.name, payload_json=row.payload) for row in rows]
     pushed = queue_push_in_txn(items=items, now=now)
     after = "appended as new messages: " + ", ".join(p.message_id for p in pushed[:20])
-    _remove(rows, selection, ids, "dlq.replay", after, Who(actor, reason, via, now))
+    _remove(rows, selection, ids, "dlq.replay", after, who, now)
     return DLQAction(len(rows), more, tuple(p.message_id for p in pushed))
 
 
@@ -126,11 +126,9 @@ def queue_dlq_replay_in_txn(
 def queue_dlq_purge(
     *,
     selection: DeadLetterFilter,
-    actor: str,
-    reason: str = "",
+    who: Who,
     ids: tuple[int, ...] | None = None,
     batch: int = DLQ_BATCH,
-    via: str = "dashboard",
 ) -> DLQAction:
     """Delete up to ``batch`` dead letters ``selection`` names (``ids``: only those).
 
@@ -138,25 +136,21 @@ def queue_dlq_purge(
     ``QueueNotFound`` when the queue does not exist. Must be the outermost
     transaction (``queue_dlq_purge_in_txn`` runs inside one).
     """
-    return queue_dlq_purge_in_txn(
-        selection=selection, actor=actor, reason=reason, ids=ids, batch=batch, now=clock.now(), via=via
-    )
+    return queue_dlq_purge_in_txn(selection=selection, who=who, ids=ids, batch=batch, now=clock.now())
 
 
 def queue_dlq_purge_in_txn(
     *,
     selection: DeadLetterFilter,
-    actor: str,
+    who: Who,
     now: datetime,
-    reason: str = "",
     ids: tuple[int, ...] | None = None,
     batch: int = DLQ_BATCH,
-    via: str = "dashboard",
 ) -> DLQAction:
     """``queue_dlq_purge`` inside the caller's transaction, at time ``now``."""
     assert connection.in_atomic_block
     rows, more = _select(selection, ids, batch)
     if not rows:
         return DLQAction(0, False)
-    _remove(rows, selection, ids, "dlq.purge", "deleted", Who(actor, reason, via, now))
+    _remove(rows, selection, ids, "dlq.purge", "deleted", who, now)
     return DLQAction(len(rows), more)

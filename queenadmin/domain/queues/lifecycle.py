@@ -133,18 +133,12 @@ def queue_delete_in_txn(*, name: str) -> bool:
 
 
 def queue_operator_configure_in_txn(
-    *,
-    name: str,
-    options: QueueOptions,
-    actor: str,
-    reason: str = "",
-    via: str = "admin",
-    now: datetime | None = None,
+    *, name: str, options: QueueOptions, who: Who, now: datetime | None = None
 ) -> QueueConfig:
     """Change the options of the existing queue ``name`` on an operator's word.
 
-    The same change as a ``configure`` (merged, not replaced), with the
-    audit entry (options before and after, as JSON) in the same
+    The same change as a ``configure`` (merged, not replaced), with
+    ``who``'s audit entry (options before and after, as JSON) in the same
     transaction. Raises ``QueueNotFound`` when there is no such queue (an
     operator changes queues; creating one is the clients' business). Runs inside
     the caller's transaction.
@@ -155,9 +149,9 @@ def queue_operator_configure_in_txn(
     if before is None:
         raise QueueNotFound(f"no queue {name}")
     config = queue_configure_in_txn(request=ConfigureRequest(name=name, options=options), now=now)
-    Who(actor, reason, via, now).record_in_txn(
+    who.record_in_txn(
+        now=now,
         action="queue.configure",
-        kind="queue",
         target=name,
         before=json.dumps(before, sort_keys=True),
         after=json.dumps(dict(config.options), sort_keys=True),

@@ -91,10 +91,8 @@ class _Seen:
             return OperatorOutcome(verb, queue, timer_key, False, "fired", fired_at=at)
         return OperatorOutcome(verb, queue, timer_key, False, "gone")
 
-    def audit(self, who: Who, *, action: str, before: str, after: str) -> None:
-        who.record_in_txn(
-            action=action, kind="timer", target=f"{self.queue}/{self.timer_key}", before=before, after=after
-        )
+    def audit(self, who: Who, now: datetime, *, action: str, before: str, after: str) -> None:
+        who.record_in_txn(now=now, action=action, target=f"{self.queue}/{self.timer_key}", before=before, after=after)
 
 
 def _seen(verb: Verb, queue: str, timer_key: str, expect_message_id: str, txn: str, partition: str) -> _Seen:
@@ -113,18 +111,16 @@ def timer_operator_action_in_txn(
     expect_message_id: str,
     txn: str,
     partition: str,
-    actor: str,
-    reason: str = "",
+    who: Who,
     to: datetime | None = None,
     by: timedelta | None = None,
-    via: str = "dashboard",
     now: datetime | None = None,
 ) -> OperatorOutcome:
     """Cancel, move (``to`` or ``by``) or fire now the timer the operator saw.
 
     ``expect_message_id``, ``txn`` and ``partition`` are the shown timer's;
     a timer rescheduled under the same key since is left alone. The timer's
-    row is locked and read once. Writes the audit entry in the same
+    row is locked and read once. Writes ``who``'s audit entry in the same
     transaction when the action happens. Raises ``TimersBadRequest`` for a
     bad name or key and ``TimerHorizonExceeded`` for a move past the
     horizon. Runs inside the caller's transaction.
@@ -146,7 +142,7 @@ def timer_operator_action_in_txn(
         after = f"fired at {clock.iso_micros_z(now)}"
     if not outcome.ok:
         return seen.lost()
-    seen.audit(Who(actor, reason, via, now), action=f"timer.{verb}", before=_describe(held), after=after)
+    seen.audit(who, now, action=f"timer.{verb}", before=_describe(held), after=after)
     return OperatorOutcome(
         verb,
         seen.queue,
@@ -169,11 +165,9 @@ def timer_operator_reschedule_in_txn(
     expect_message_id: str,
     txn: str,
     partition: str,
-    actor: str,
+    who: Who,
     to: datetime,
     payload: bytes | None = None,
-    reason: str = "",
-    via: str = "admin",
     now: datetime | None = None,
 ) -> OperatorOutcome:
     """Replace the timer the operator saw with a new due time ``to`` and payload.
@@ -184,7 +178,7 @@ def timer_operator_reschedule_in_txn(
     Lost races answer as ``timer_operator_action`` does. Raises
     ``TimersBadRequest`` for an encrypted timer's new payload (its bytes are
     sealed for the consumer) and the schedule's refusals (payload size,
-    horizon). Writes the audit entry in the same transaction. Runs inside
+    horizon). Writes ``who``'s audit entry in the same transaction. Runs inside
     the caller's transaction.
     """
     assert connection.in_atomic_block, "timer_operator_reschedule_in_txn needs the caller's transaction"
@@ -209,7 +203,8 @@ def timer_operator_reschedule_in_txn(
     (outcome,) = timers_call_in_txn([op], now=now)
     changed = "payload and due time" if payload is not None and body != held.payload else "due time"
     seen.audit(
-        Who(actor, reason, via, now),
+        who,
+        now,
         action="timer.reschedule",
         before=_describe(held) + (f", payload {held.payload_json[:500]}" if payload is not None else ""),
         after=f"{changed}: due {clock.iso_micros_z(outcome.deliver_at)}, message {outcome.message_id}"
