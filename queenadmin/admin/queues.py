@@ -182,7 +182,7 @@ def purge_all(*, queue: str, who: Who, upto: int | None) -> int:
     total = 0
     selection = boards.DeadLetterFilter(queue=queue, upto=upto)
     while True:
-        result = dlq.queue_dlq_purge(selection=selection, who=who, batch=BATCH)
+        result = dlq.queue_dlq_action(verb="purge", selection=selection, who=who, batch=BATCH)
         total += result.done
         if not result.more:
             return total
@@ -418,18 +418,18 @@ class DeadLetterAdmin(LogRowsAdmin):
         request: HttpRequest,
         queryset: QuerySet[DeadLetter],
         page: Confirmed,
-        act: Callable[..., dlq.DLQAction],
-        verb: str,
+        verb: dlq.DLQVerb,
+        past: str,
     ) -> None:
-        """``act`` (replay or purge) on the selected ids, queue by queue,
+        """Replay or purge (``verb``) the selected ids, queue by queue,
         ``BATCH`` ids to a transaction."""
         done = 0
         for name, ids in self._by_queue(queryset).items():
             for start in range(0, len(ids), BATCH):
                 chunk = tuple(ids[start : start + BATCH])
                 selection = boards.DeadLetterFilter(queue=name)
-                done += act(selection=selection, who=page.who, ids=chunk).done
-        self.message_user(request, f"{verb} {done} dead letters.", messages.SUCCESS)
+                done += dlq.queue_dlq_action(verb=verb, selection=selection, who=page.who, ids=chunk).done
+        self.message_user(request, f"{past} {done} dead letters.", messages.SUCCESS)
 
     @admin.action(description="Replay the selected dead letters", permissions=["replay"])
     def replay(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> TemplateResponse | None:
@@ -442,7 +442,7 @@ class DeadLetterAdmin(LogRowsAdmin):
         )
         if isinstance(page, TemplateResponse):
             return page
-        self._in_batches(request, queryset, page, dlq.queue_dlq_replay, "Replayed")
+        self._in_batches(request, queryset, page, "replay", "Replayed")
         return None
 
     @admin.action(description="Purge the selected dead letters", permissions=["purge"])
@@ -462,5 +462,5 @@ class DeadLetterAdmin(LogRowsAdmin):
         )
         if isinstance(page, TemplateResponse):
             return page
-        self._in_batches(request, queryset, page, dlq.queue_dlq_purge, "Purged")
+        self._in_batches(request, queryset, page, "purge", "Purged")
         return None

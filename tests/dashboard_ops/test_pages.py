@@ -182,8 +182,8 @@ def test_replay_all_matching_crosses_batches(operator, data, monkeypatch):
     from queenadmin.domain.queues import dlq
 
     monkeypatch.setattr(dlq, "DLQ_BATCH", 2)
-    defaults = {"reason": "", "ids": None, "batch": 2, "via": "dashboard"}
-    monkeypatch.setattr(dlq.queue_dlq_replay.__wrapped__, "__kwdefaults__", defaults)  # type: ignore[attr-defined]
+    defaults = {"ids": None, "batch": 2, "now": None}
+    monkeypatch.setattr(dlq.queue_dlq_action.__wrapped__, "__kwdefaults__", defaults)  # type: ignore[attr-defined]
     upto = DeadLetter.objects.order_by("-id").values_list("id", flat=True)[0]
     response = operator.post("/queues/q/dlq/replay/", {"all": "1", "upto": str(upto)})
     assert response.status_code == 303

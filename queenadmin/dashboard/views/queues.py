@@ -262,7 +262,7 @@ def _finish(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return HttpResponseRedirect(_back(name, request.POST), status=303)
 
 
-def _run(request: HtmxHttpRequest, name: str, action: Any, verb: str, past: str) -> HttpResponse:
+def _run(request: HtmxHttpRequest, name: str, verb: dlq.DLQVerb, past: str) -> HttpResponse:
     selection = _selection(name, request.POST)
     ids = _ids(request.POST)
     if ids is None and request.POST.get("all") != "1":
@@ -273,7 +273,7 @@ def _run(request: HtmxHttpRequest, name: str, action: Any, verb: str, past: str)
     more = False
     try:
         for _ in range(MAX_BATCHES_PER_REQUEST):
-            result = action(selection=selection, who=Who(actor_of(request), reason), ids=ids)
+            result = dlq.queue_dlq_action(verb=verb, selection=selection, who=Who(actor_of(request), reason), ids=ids)
             done += result.done
             more = result.more
             if not more:
@@ -303,7 +303,7 @@ def _confirm_on_the_page(request: HtmxHttpRequest, name: str) -> HttpResponse:
 def dlq_replay(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if request.method == "GET":
         return _confirm_on_the_page(request, name)
-    return _run(request, name, dlq.queue_dlq_replay, "replay", "Replayed")
+    return _run(request, name, "replay", "Replayed")
 
 
 @staff_action("dlq.purge")
@@ -313,4 +313,4 @@ def dlq_purge(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if request.POST.get("confirm", "") != name:
         messages.error(request, f"Not purged: type the queue name ({name}) to confirm.")
         return _finish(request, name)
-    return _run(request, name, dlq.queue_dlq_purge, "purge", "Purged")
+    return _run(request, name, "purge", "Purged")

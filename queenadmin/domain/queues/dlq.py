@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from django.db import connection, transaction
 
@@ -30,6 +31,8 @@ from queenadmin.models.queues import DeadLetter, Queue
 
 #: Dead letters per transaction.
 DLQ_BATCH = 500
+
+DLQVerb = Literal["replay", "purge"]
 
 
 @dataclass(frozen=True)
@@ -63,94 +66,50 @@ def _select(selection: DeadLetterFilter, ids: tuple[int, ...] | None, batch: int
     return taken[:batch], len(taken) > batch
 
 
-def _remove(
-    rows: list[DeadLetter],
+def queue_dlq_action_in_txn(
+    *,
+    verb: DLQVerb,
     selection: DeadLetterFilter,
-    ids: tuple[int, ...] | None,
-    action: str,
-    after: str,
     who: Who,
-    now: datetime,
-) -> None:
-    """Delete ``rows``, write the audit entry, and tell the dashboards on commit."""
+    ids: tuple[int, ...] | None = None,
+    batch: int = DLQ_BATCH,
+    now: datetime | None = None,
+) -> DLQAction:
+    """Replay or purge up to ``batch`` dead letters ``selection`` names
+    (``ids``: only those).
+
+    ``replay`` appends a copy of each to its partition, then removes it;
+    ``purge`` deletes it. Returns how many were acted on and whether more
+    match; writes ``who``'s audit entry when there were any. Raises
+    ``QueueNotFound`` when the queue does not exist, and a replay the
+    push's refusals (``maxSize``: nothing is written). Runs inside the
+    caller's transaction.
+    """
+    assert connection.in_atomic_block
+    now = now or clock.now()
+    rows, more = _select(selection, ids, batch)
+    if not rows:
+        return DLQAction(0, False)
+    copies: tuple[str, ...] = ()
+    after = "deleted"
+    if verb == "replay":
+        items = [
+            PushItem(queue=selection.queue, partition=row.partition.name, payload_json=row.payload) for row in rows
+        ]
+        copies = tuple(p.message_id for p in queue_push_in_txn(items=items, now=now))
+        after = "appended as new messages: " + ", ".join(copies[:20])
     DeadLetter.objects.filter(pk__in=[row.pk for row in rows]).delete()
     what = "ids " + ", ".join(str(i) for i in ids[:20]) if ids is not None else selection.describe()
     who.record_in_txn(
         now=now,
-        action=action,
+        action=f"dlq.{verb}",
         target=selection.queue,
         before=f"{len(rows)} dead letters ({what}): " + ", ".join(row.message_id for row in rows[:20]),
         after=after,
     )
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
+    return DLQAction(len(rows), more, copies)
 
 
-@transaction.atomic(durable=True)
-def queue_dlq_replay(
-    *,
-    selection: DeadLetterFilter,
-    who: Who,
-    ids: tuple[int, ...] | None = None,
-    batch: int = DLQ_BATCH,
-) -> DLQAction:
-    """Replay up to ``batch`` dead letters ``selection`` names (``ids``: only those).
-
-    Returns how many were replayed and whether more match. Raises
-    ``QueueNotFound`` when the queue does not exist. Must be the outermost
-    transaction (``queue_dlq_replay_in_txn`` runs inside one).
-    """
-    return queue_dlq_replay_in_txn(selection=selection, who=who, ids=ids, batch=batch, now=clock.now())
-
-
-def queue_dlq_replay_in_txn(
-    *,
-    selection: DeadLetterFilter,
-    who: Who,
-    now: datetime,
-    ids: tuple[int, ...] | None = None,
-    batch: int = DLQ_BATCH,
-) -> DLQAction:
-    """``queue_dlq_replay`` inside the caller's transaction, at time ``now``."""
-    assert connection.in_atomic_block
-    rows, more = _select(selection, ids, batch)
-    if not rows:
-        return DLQAction(0, False)
-    items = [PushItem(queue=selection.queue, partition=row.partition.name, payload_json=row.payload) for row in rows]
-    pushed = queue_push_in_txn(items=items, now=now)
-    after = "appended as new messages: " + ", ".join(p.message_id for p in pushed[:20])
-    _remove(rows, selection, ids, "dlq.replay", after, who, now)
-    return DLQAction(len(rows), more, tuple(p.message_id for p in pushed))
-
-
-@transaction.atomic(durable=True)
-def queue_dlq_purge(
-    *,
-    selection: DeadLetterFilter,
-    who: Who,
-    ids: tuple[int, ...] | None = None,
-    batch: int = DLQ_BATCH,
-) -> DLQAction:
-    """Delete up to ``batch`` dead letters ``selection`` names (``ids``: only those).
-
-    Returns how many were deleted and whether more match. Raises
-    ``QueueNotFound`` when the queue does not exist. Must be the outermost
-    transaction (``queue_dlq_purge_in_txn`` runs inside one).
-    """
-    return queue_dlq_purge_in_txn(selection=selection, who=who, ids=ids, batch=batch, now=clock.now())
-
-
-def queue_dlq_purge_in_txn(
-    *,
-    selection: DeadLetterFilter,
-    who: Who,
-    now: datetime,
-    ids: tuple[int, ...] | None = None,
-    batch: int = DLQ_BATCH,
-) -> DLQAction:
-    """``queue_dlq_purge`` inside the caller's transaction, at time ``now``."""
-    assert connection.in_atomic_block
-    rows, more = _select(selection, ids, batch)
-    if not rows:
-        return DLQAction(0, False)
-    _remove(rows, selection, ids, "dlq.purge", "deleted", who, now)
-    return DLQAction(len(rows), more)
+#: ``queue_dlq_action_in_txn`` as its own transaction: must be the outermost call.
+queue_dlq_action = transaction.atomic(durable=True)(queue_dlq_action_in_txn)
