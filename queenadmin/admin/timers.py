@@ -86,6 +86,11 @@ class TimerEditForm(DomainForm):
         return str(text).encode()
 
 
+def _seen(timer: Timer, message_id: str) -> operator.SeenTimer:
+    """``timer`` as the page showed it: firing as ``message_id``."""
+    return operator.SeenTimer(timer.queue, timer.timer_key, message_id, timer.txn, timer.partition)
+
+
 def _explain(outcome: operator.OperatorOutcome) -> str:
     if outcome.why == "fired":
         return "fired already"
@@ -153,16 +158,7 @@ class TimerAdmin(DomainAdmin):
     ) -> str | None:
         # An action's row is its own transaction; the delete view's is Django's.
         act = operator.timer_operator_action_in_txn if in_txn else operator.timer_operator_action
-        outcome = act(
-            verb=verb,
-            queue=timer.queue,
-            timer_key=timer.timer_key,
-            expect_message_id=timer.message_id,
-            txn=timer.txn,
-            partition=timer.partition,
-            who=who,
-            by=by,
-        )
+        outcome = act(verb=verb, seen=_seen(timer, timer.message_id), who=who, by=by)
         return None if outcome.done else _explain(outcome)
 
     def _bulk(
@@ -198,11 +194,7 @@ class TimerAdmin(DomainAdmin):
         outcome = self.in_view(
             request,
             lambda: operator.timer_operator_reschedule_in_txn(
-                queue=obj.queue,
-                timer_key=obj.timer_key,
-                expect_message_id=data["seen_message_id"],
-                txn=obj.txn,
-                partition=obj.partition,
+                seen=_seen(obj, data["seen_message_id"]),
                 who=self.who(request, data["reason"]),
                 to=data["due"],
                 payload=data["payload_text"],

@@ -46,19 +46,13 @@ def test_an_encrypted_timers_payload_is_not_edited_but_its_time_is():
     op = TimerSchedule("q", "sealed", b"opaque-bytes", timedelta(minutes=5), "tx-1", encrypted=True)
     timers_call([op])
     row = Timer.objects.get(timer_key="sealed")
-    seen = {
-        "queue": "q",
-        "timer_key": "sealed",
-        "expect_message_id": row.message_id,
-        "txn": row.txn,
-        "partition": row.partition,
-        "who": Who("otto", via="admin"),
-    }
+    seen = timer_operator.SeenTimer("q", "sealed", row.message_id, row.txn, row.partition)
+    who = Who("otto", via="admin")
     later = clock.now() + timedelta(hours=1)
     with pytest.raises(TimersBadRequest):
-        timer_operator.timer_operator_reschedule(**seen, to=later, payload=b'{"x":1}')
+        timer_operator.timer_operator_reschedule(seen=seen, who=who, to=later, payload=b'{"x":1}')
     assert not AuditEntry.objects.exists()
-    done = timer_operator.timer_operator_reschedule(**seen, to=later)
+    done = timer_operator.timer_operator_reschedule(seen=seen, who=who, to=later)
     assert done.done
     moved = Timer.objects.get(timer_key="sealed")
     assert bytes(moved.payload) == b"opaque-bytes"

@@ -12,7 +12,7 @@ from queenadmin.domain import clock, kv, locks, timers
 from queenadmin.domain.audit import Who
 from queenadmin.domain.kv.operator import kv_operator_delete, kv_operator_edit, kv_operator_revert
 from queenadmin.domain.locks.operator import lease_mark, lock_force_release, locks_page
-from queenadmin.domain.timers.operator import timer_operator_action
+from queenadmin.domain.timers.operator import SeenTimer, timer_operator_action
 from queenadmin.errors import KVBadRequest, TimerHorizonExceeded
 from queenadmin.models import AuditEntry
 
@@ -47,16 +47,10 @@ def test_force_release_audits_only_when_it_releases():
     assert AuditEntry.objects.count() == 1
 
 
-def _seen(queue: str, key: str) -> dict:
+def _seen(queue: str, key: str) -> SeenTimer:
     row = timers.timer_peek(queue=queue, timer_key=key)
     assert row is not None
-    return {
-        "queue": queue,
-        "timer_key": key,
-        "expect_message_id": row.message_id,
-        "txn": row.txn,
-        "partition": row.partition,
-    }
+    return SeenTimer(queue, key, row.message_id, row.txn, row.partition)
 
 
 def test_a_timer_action_on_a_fired_timer_says_when_it_fired():
@@ -64,7 +58,7 @@ def test_a_timer_action_on_a_fired_timer_says_when_it_fired():
     seen = _seen("q", "k")
     fired = timers.timer_fire_now(queue="q", timer_key="k")
     for verb in ("cancel", "move", "fire"):
-        outcome = timer_operator_action(verb=verb, who=Who("ann"), by=timedelta(minutes=1), **seen)
+        outcome = timer_operator_action(verb=verb, who=Who("ann"), by=timedelta(minutes=1), seen=seen)
         assert (outcome.done, outcome.why, outcome.fired_at) == (False, "fired", fired.deliver_at)
     assert not AuditEntry.objects.exists()
 
@@ -73,7 +67,7 @@ def test_a_move_past_the_horizon_is_refused_and_writes_nothing():
     timers.timer_schedule(queue="q", timer_key="k", payload=1, delay=timedelta(minutes=5))
     seen = _seen("q", "k")
     with pytest.raises(TimerHorizonExceeded):
-        timer_operator_action(verb="move", who=Who("ann"), by=timedelta(days=400), **seen)
+        timer_operator_action(verb="move", who=Who("ann"), by=timedelta(days=400), seen=seen)
     assert timers.timer_peek(queue="q", timer_key="k").deliver_at < clock.now() + timedelta(minutes=6)
     assert not AuditEntry.objects.exists()
 

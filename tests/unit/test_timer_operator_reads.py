@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from queenadmin.domain import timers
 from queenadmin.domain.audit import Who
-from queenadmin.domain.timers.operator import timer_operator_action
+from queenadmin.domain.timers.operator import SeenTimer, timer_operator_action
 
 pytestmark = pytest.mark.django_db
 
@@ -20,16 +20,10 @@ TIMER_READ = re.compile(r'^\s*SELECT\b.*\bFROM\s+"?queenadmin_timer"?(\s|$)', re
 TIMER_UPDATE = re.compile(r'^\s*UPDATE\s+"?queenadmin_timer"?\s', re.IGNORECASE)
 
 
-def _schedule() -> dict:
+def _schedule() -> SeenTimer:
     """A pending timer, as an operator sees it on the page."""
     shown = timers.timer_schedule(queue="q", timer_key="k", payload={"n": 1}, delay=timedelta(minutes=5))
-    return {
-        "queue": "q",
-        "timer_key": "k",
-        "expect_message_id": shown.message_id,
-        "txn": shown.txn,
-        "partition": timers.DEFAULT_PARTITION,
-    }
+    return SeenTimer("q", "k", shown.message_id, shown.txn, timers.DEFAULT_PARTITION)
 
 
 def _statements(captured: CaptureQueriesContext, pattern: re.Pattern[str]) -> list[str]:
@@ -41,7 +35,7 @@ def test_a_move_selects_the_timer_row_once_and_updates_it_once():
     that row: it does not read it again."""
     seen = _schedule()
     with CaptureQueriesContext(connection) as captured:
-        outcome = timer_operator_action(verb="move", who=Who("ann"), by=timedelta(minutes=1), **seen)
+        outcome = timer_operator_action(verb="move", who=Who("ann"), by=timedelta(minutes=1), seen=seen)
     assert outcome.done
     assert len(_statements(captured, TIMER_READ)) == 1, _statements(captured, TIMER_READ)
     assert len(_statements(captured, TIMER_UPDATE)) == 1, _statements(captured, TIMER_UPDATE)
@@ -53,7 +47,7 @@ def test_a_cancel_or_fire_selects_the_timer_row_once(verb):
     """Cancel and fire now read the row once as well."""
     seen = _schedule()
     with CaptureQueriesContext(connection) as captured:
-        outcome = timer_operator_action(verb=verb, who=Who("ann"), **seen)
+        outcome = timer_operator_action(verb=verb, who=Who("ann"), seen=seen)
     assert outcome.done
     assert len(_statements(captured, TIMER_READ)) == 1, _statements(captured, TIMER_READ)
     assert timers.timer_peek(queue="q", timer_key="k") is None

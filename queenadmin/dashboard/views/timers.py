@@ -15,7 +15,7 @@ from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
 from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, staff_action, who_of
 from queenadmin.domain import clock, events, timers
-from queenadmin.domain.timers.operator import OperatorOutcome, Verb, timer_operator_action
+from queenadmin.domain.timers.operator import OperatorOutcome, SeenTimer, Verb, timer_operator_action
 from queenadmin.errors import TimerHorizonExceeded, TimersBadRequest
 
 
@@ -102,11 +102,13 @@ def _timer_action(request: HtmxHttpRequest, verb: Verb) -> HttpResponse:
     try:
         outcome = timer_operator_action(
             verb=verb,
-            queue=ident["queue"],
-            timer_key=ident["key"],
-            expect_message_id=ident["message_id"],
-            txn=ident["txn"],
-            partition=ident["partition"] or timers.DEFAULT_PARTITION,
+            seen=SeenTimer(
+                ident["queue"],
+                ident["key"],
+                ident["message_id"],
+                ident["txn"],
+                ident["partition"] or timers.DEFAULT_PARTITION,
+            ),
             who=who_of(request),
             to=to,
             by=by,

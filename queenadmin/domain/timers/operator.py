@@ -9,7 +9,7 @@ was rescheduled under the same key, or is gone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -63,40 +63,40 @@ def fired_at(*, queue: str, partition: str, txn: str) -> datetime | None:
 
 
 @dataclass(frozen=True)
-class _Seen:
-    """The timer the operator saw, and what they meant to do with it."""
+class SeenTimer:
+    """The timer an operator saw: its queue and key, the message id it will
+    fire as (a reschedule under the key gives it a new one), and its txn and
+    partition (where the log has it once it fired)."""
 
-    verb: Verb
     queue: str
     timer_key: str
     message_id: str
     txn: str
     partition: str
 
-    def hold(self) -> Held | None:
-        """The timer's row, held until the transaction ends, while it is still
-        the one seen (read once: the action works on this answer)."""
-        held = timer_hold_in_txn(queue=self.queue, timer_key=self.timer_key)
-        return held if held is not None and held.message_id == self.message_id else None
 
-    def lost(self) -> OperatorOutcome:
-        """Why the action found no timer to act on (reads inside the transaction)."""
-        verb, queue, timer_key = self.verb, self.queue, self.timer_key
-        current = Timer.objects.filter(queue=queue, timer_key=timer_key).only("message_id", "deliver_at").first()
-        if current is not None and current.message_id != self.message_id:
-            return OperatorOutcome(verb, queue, timer_key, False, "rescheduled", deliver_at=current.deliver_at)
-        # The row may be gone: the log has the shown timer's txn if it fired.
-        at = fired_at(queue=queue, partition=self.partition, txn=self.txn)
-        if at is not None:
-            return OperatorOutcome(verb, queue, timer_key, False, "fired", fired_at=at)
-        return OperatorOutcome(verb, queue, timer_key, False, "gone")
-
-    def audit(self, who: Who, now: datetime, *, action: str, before: str, after: str) -> None:
-        who.record_in_txn(now=now, action=action, target=f"{self.queue}/{self.timer_key}", before=before, after=after)
+def _checked(seen: SeenTimer) -> SeenTimer:
+    return replace(seen, queue=check_name(seen.queue, "queue"), timer_key=check_key(seen.timer_key))
 
 
-def _seen(verb: Verb, queue: str, timer_key: str, expect_message_id: str, txn: str, partition: str) -> _Seen:
-    return _Seen(verb, check_name(queue, "queue"), check_key(timer_key), expect_message_id, txn, partition)
+def _hold(seen: SeenTimer) -> Held | None:
+    """The timer's row, held until the transaction ends, while it is still
+    the one seen (read once: the action works on this answer)."""
+    held = timer_hold_in_txn(queue=seen.queue, timer_key=seen.timer_key)
+    return held if held is not None and held.message_id == seen.message_id else None
+
+
+def _lost(verb: Verb, seen: SeenTimer) -> OperatorOutcome:
+    """Why the action found no timer to act on (reads inside the transaction)."""
+    queue, timer_key = seen.queue, seen.timer_key
+    current = Timer.objects.filter(queue=queue, timer_key=timer_key).only("message_id", "deliver_at").first()
+    if current is not None and current.message_id != seen.message_id:
+        return OperatorOutcome(verb, queue, timer_key, False, "rescheduled", deliver_at=current.deliver_at)
+    # The row may be gone: the log has the shown timer's txn if it fired.
+    at = fired_at(queue=queue, partition=seen.partition, txn=seen.txn)
+    if at is not None:
+        return OperatorOutcome(verb, queue, timer_key, False, "fired", fired_at=at)
+    return OperatorOutcome(verb, queue, timer_key, False, "gone")
 
 
 def _describe(timer: Held) -> str:
@@ -106,11 +106,7 @@ def _describe(timer: Held) -> str:
 def timer_operator_action_in_txn(
     *,
     verb: Verb,
-    queue: str,
-    timer_key: str,
-    expect_message_id: str,
-    txn: str,
-    partition: str,
+    seen: SeenTimer,
     who: Who,
     to: datetime | None = None,
     by: timedelta | None = None,
@@ -118,19 +114,18 @@ def timer_operator_action_in_txn(
 ) -> OperatorOutcome:
     """Cancel, move (``to`` or ``by``) or fire now the timer the operator saw.
 
-    ``expect_message_id``, ``txn`` and ``partition`` are the shown timer's;
-    a timer rescheduled under the same key since is left alone. The timer's
-    row is locked and read once. Writes ``who``'s audit entry in the same
-    transaction when the action happens. Raises ``TimersBadRequest`` for a
-    bad name or key and ``TimerHorizonExceeded`` for a move past the
-    horizon. Runs inside the caller's transaction.
+    A timer rescheduled under ``seen``'s key since is left alone. The
+    timer's row is locked and read once. Writes ``who``'s audit entry in
+    the same transaction when the action happens. Raises
+    ``TimersBadRequest`` for a bad name or key and ``TimerHorizonExceeded``
+    for a move past the horizon. Runs inside the caller's transaction.
     """
     assert connection.in_atomic_block, "timer_operator_action_in_txn needs the caller's transaction"
     now = now or clock.now()
-    seen = _seen(verb, queue, timer_key, expect_message_id, txn, partition)
-    held = seen.hold()
+    seen = _checked(seen)
+    held = _hold(seen)
     if held is None:
-        return seen.lost()
+        return _lost(verb, seen)
     if verb == "cancel":
         (outcome,) = timers_call_in_txn([TimerCancel(seen.queue, seen.timer_key)], now=now)
         after = "cancelled"
@@ -141,8 +136,9 @@ def timer_operator_action_in_txn(
         outcome = timer_fire_held_in_txn(held=held, now=now)
         after = f"fired at {clock.iso_micros_z(now)}"
     if not outcome.ok:
-        return seen.lost()
-    seen.audit(who, now, action=f"timer.{verb}", before=_describe(held), after=after)
+        return _lost(verb, seen)
+    target = f"{seen.queue}/{seen.timer_key}"
+    who.record_in_txn(now=now, action=f"timer.{verb}", target=target, before=_describe(held), after=after)
     return OperatorOutcome(
         verb,
         seen.queue,
@@ -159,16 +155,7 @@ timer_operator_action = transaction.atomic(durable=True)(timer_operator_action_i
 
 
 def timer_operator_reschedule_in_txn(
-    *,
-    queue: str,
-    timer_key: str,
-    expect_message_id: str,
-    txn: str,
-    partition: str,
-    who: Who,
-    to: datetime,
-    payload: bytes | None = None,
-    now: datetime | None = None,
+    *, seen: SeenTimer, who: Who, to: datetime, payload: bytes | None = None, now: datetime | None = None
 ) -> OperatorOutcome:
     """Replace the timer the operator saw with a new due time ``to`` and payload.
 
@@ -178,15 +165,15 @@ def timer_operator_reschedule_in_txn(
     Lost races answer as ``timer_operator_action`` does. Raises
     ``TimersBadRequest`` for an encrypted timer's new payload (its bytes are
     sealed for the consumer) and the schedule's refusals (payload size,
-    horizon). Writes ``who``'s audit entry in the same transaction. Runs inside
-    the caller's transaction.
+    horizon). Writes ``who``'s audit entry in the same transaction. Runs
+    inside the caller's transaction.
     """
     assert connection.in_atomic_block, "timer_operator_reschedule_in_txn needs the caller's transaction"
     now = now or clock.now()
-    seen = _seen("move", queue, timer_key, expect_message_id, txn, partition)
-    held = seen.hold()
+    seen = _checked(seen)
+    held = _hold(seen)
     if held is None:
-        return seen.lost()
+        return _lost("move", seen)
     if payload is not None and held.encrypted:
         raise TimersBadRequest("an encrypted timer's payload cannot be edited")
     body = held.payload if payload is None else payload
@@ -202,10 +189,10 @@ def timer_operator_reschedule_in_txn(
     )
     (outcome,) = timers_call_in_txn([op], now=now)
     changed = "payload and due time" if payload is not None and body != held.payload else "due time"
-    seen.audit(
-        who,
-        now,
+    who.record_in_txn(
+        now=now,
         action="timer.reschedule",
+        target=f"{seen.queue}/{seen.timer_key}",
         before=_describe(held) + (f", payload {held.payload_json[:500]}" if payload is not None else ""),
         after=f"{changed}: due {clock.iso_micros_z(outcome.deliver_at)}, message {outcome.message_id}"
         + (f", payload {payload_json_of(body)[:500]}" if payload is not None else ""),
