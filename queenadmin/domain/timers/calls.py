@@ -149,13 +149,13 @@ def timer_hold_in_txn(*, queue: str, timer_key: str) -> Held | None:
     return store().claim_key(queue, timer_key)
 
 
-@transaction.atomic(durable=True)
-def timer_move(
+def timer_move_in_txn(
     *,
     queue: str,
     timer_key: str,
     to: datetime | None = None,
     by: timedelta | None = None,
+    expect_message_id: str | None = None,
     now: datetime | None = None,
 ) -> TimerOutcome:
     """Move a pending timer to ``to``, or by ``by`` from its due time; payload kept.
@@ -163,32 +163,23 @@ def timer_move(
     A time in the past fires it on the next step. Returns ``moved`` with
     the new due time, or ``absent`` when it was not pending (it fired or
     was cancelled: the fire and the move are serialised on the row, so it
-    never fires at the old time after a ``moved``). Raises
-    ``TimerHorizonExceeded`` past the horizon. Must be the outermost call.
-    """
-    return timer_move_in_txn(queue=queue, timer_key=timer_key, to=to, by=by, now=now or clock.now())
-
-
-def timer_move_in_txn(
-    *,
-    queue: str,
-    timer_key: str,
-    now: datetime,
-    to: datetime | None = None,
-    by: timedelta | None = None,
-    expect_message_id: str | None = None,
-) -> TimerOutcome:
-    """``timer_move`` inside the caller's transaction.
-
-    With ``expect_message_id``, a timer rescheduled since (a new message id
-    under the same key) is left alone: the answer is ``absent``.
+    never fires at the old time after a ``moved``). With
+    ``expect_message_id``, a timer rescheduled since (a new message id
+    under the same key) is left alone: the answer is ``absent``. Raises
+    ``TimerHorizonExceeded`` past the horizon. Runs inside the caller's
+    transaction.
     """
     assert connection.in_atomic_block, "timer_move_in_txn needs the caller's transaction"
+    now = now or clock.now()
     _check_to_or_by(to, by)
     held = store().claim_key(queue, timer_key)
     if held is None or (expect_message_id is not None and held.message_id != expect_message_id):
         return TimerOutcome("absent", queue, timer_key, None)
     return timer_move_held_in_txn(held=held, now=now, to=to, by=by)
+
+
+#: ``timer_move_in_txn`` as its own transaction: must be the outermost call.
+timer_move = transaction.atomic(durable=True)(timer_move_in_txn)
 
 
 def timer_move_held_in_txn(
