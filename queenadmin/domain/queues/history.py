@@ -47,14 +47,9 @@ _LOOKUP_CHUNK = 400
 
 
 @dataclass(frozen=True)
-class SamplePoint:
-    """One interval of a queue's history (or of all queues summed).
-
-    ``at`` is the start of the interval. The counters say what happened
-    during it; ``depth`` and ``oldest_claimable_age`` (seconds, 0 when
-    nothing is claimable) are read at its end. Summed over queues, the age
-    is the largest.
-    """
+class Interval:
+    """What the counters (``_COUNTERS``) of a queue, or of all queues
+    summed, counted in an interval that starts at ``at``."""
 
     at: datetime
     pushed: int
@@ -62,6 +57,17 @@ class SamplePoint:
     acked: int
     failed: int
     dlq: int
+
+
+@dataclass(frozen=True)
+class SamplePoint(Interval):
+    """One interval of a queue's history (or of all queues summed).
+
+    The counters say what happened during it; ``depth`` and
+    ``oldest_claimable_age`` (seconds, 0 when nothing is claimable) are
+    read at its end. Summed over queues, the age is the largest.
+    """
+
     depth: int
     oldest_claimable_age: float
     #: The interval's length: the sampler's, or the roll-up's for history

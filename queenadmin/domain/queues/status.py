@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Max, Sum
 
-from queenadmin.domain.queues.history import SamplePoint, _align, queue_series
+from queenadmin.domain.queues.history import Interval, SamplePoint, _align, queue_series
 from queenadmin.domain.queues.stats import where_given
 from queenadmin.models.queues import ConsumerCursor, DeadLetter, Queue
 
@@ -49,19 +49,13 @@ def bucket_minutes(span: timedelta) -> int:
 
 
 @dataclass(frozen=True)
-class Bucket:
+class Bucket(Interval):
     """Sampled intervals that start in ``[at, at + size)``, summed.
 
     Ages are the oldest claimable message's, in seconds: the mean and the
     largest over the samples.
     """
 
-    at: datetime
-    pushed: int
-    popped: int
-    acked: int
-    failed: int
-    dlq: int
     samples: int
     avg_age: float
     max_age: float
