@@ -142,6 +142,13 @@ class _Settings:
     #: the shared files (a scrape sees other workers' counts as of then).
     METRICS_FLUSH_SECONDS: float = 1.0
 
+    #: Logins (dashboard and admin, README "Security"): this many failed
+    #: logins within ``LOGIN_LOCKOUT_MINUTES`` lock the account and, apart
+    #: from it, the client address, for ``LOGIN_LOCKOUT_MINUTES`` after the
+    #: last one.
+    LOGIN_FAILURE_LIMIT: int = 5
+    LOGIN_LOCKOUT_MINUTES: float = 15.0
+
     def __getattribute__(self, name: str) -> Any:
         try:
             return _values[name]

@@ -61,6 +61,7 @@ ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1
 #: proxy that rewrites Host or the port.
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -74,6 +75,8 @@ INSTALLED_APPS = [
     "ninja",
     "django_htmx",
     "template_partials",
+    # Failed-login counting and lockout (queenadmin/dashboard/lockout.py).
+    "axes",
     "queenadmin.apps.QueenAdminConfig",
 ]
 
@@ -91,6 +94,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as axes asks: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 if os.environ.get("QUEENADMIN_RECORD_ANSWERS"):  # a test hook: see queenadmin/api/recording.py
     MIDDLEWARE.append("queenadmin.api.recording.RecordAnswersMiddleware")
@@ -232,6 +237,33 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
+
+# Axes refuses a locked-out login before any password is checked; then
+# Django's own.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (queenadmin/dashboard/lockout.py has the callables; the
+# numbers are QUEENADMIN_LOGIN_FAILURE_LIMIT and _LOCKOUT_MINUTES).
+#: Failures are counted per account and, apart, per client address.
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = "queenadmin.dashboard.lockout.failure_limit"
+AXES_COOLOFF_TIME = "queenadmin.dashboard.lockout.cool_off"
+AXES_LOCKOUT_CALLABLE = "queenadmin.dashboard.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "queenadmin.dashboard.lockout.client_address"
+#: A login that succeeds forgets the failures of its account and address.
+AXES_RESET_ON_SUCCESS = True
+#: Attempts refused during a lockout are not counted: it ends when the page
+#: said it would, however often someone tries meanwhile.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+#: queenadmin/admin/logins.py registers the attempts, with an unlock action.
+AXES_ENABLE_ADMIN = False
+#: Masked in the POST data axes keeps with an attempt (password always is).
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "code", "csrfmiddlewaretoken"]
+#: No "AXES: BEGIN" line at every start; failures and lockouts are still
+#: logged (WARNING, logger ``axes``).
+AXES_VERBOSE = False
 
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"

@@ -5,6 +5,6 @@ One module per concept; importing them registers their model admins.
 
 from __future__ import annotations
 
-from queenadmin.admin import kv, queues, timers, tokens
+from queenadmin.admin import kv, logins, queues, timers, tokens
 
-__all__ = ["kv", "queues", "timers", "tokens"]
+__all__ = ["kv", "logins", "queues", "timers", "tokens"]

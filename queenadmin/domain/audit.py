@@ -17,7 +17,7 @@ from django.db import connection
 from queenadmin.domain.events import AUDIT_GROUP, broadcast_on_commit
 from queenadmin.models import AuditEntry
 
-KINDS = frozenset({"lock", "timer", "kv", "queue", "dlq", "token"})
+KINDS = frozenset({"lock", "timer", "kv", "queue", "dlq", "token", "login"})
 
 
 @dataclass(frozen=True, slots=True)

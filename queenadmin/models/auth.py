@@ -57,9 +57,10 @@ class AuditEntry(models.Model):
     after = models.TextField(blank=True, default="")
     #: Why the operator did it, as they typed it (may be empty).
     reason = models.TextField(blank=True, default="")
-    #: What kind of object ``target`` names: ``lock``, ``timer``, ``kv``, ``queue``, ``dlq``, ``token``.
+    #: What kind of object ``target`` names: ``lock``, ``timer``, ``kv``, ``queue``, ``dlq``, ``token``,
+    #: ``login`` (an account or a client address: lockouts, unlocks, second factors).
     kind = models.CharField(max_length=16, blank=True, default="")
-    #: Where the action came from: ``dashboard`` or ``admin``.
+    #: Where the action came from: ``dashboard``, ``admin`` or ``command``.
     via = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:

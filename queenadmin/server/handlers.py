@@ -92,6 +92,8 @@ BROWSER_ONLY_MIDDLEWARE = frozenset(
         "django.contrib.auth.middleware.AuthenticationMiddleware",
         "django.contrib.messages.middleware.MessageMiddleware",
         "django_htmx.middleware.HtmxMiddleware",
+        # Login lockouts (the API has no logins).
+        "axes.middleware.AxesMiddleware",
     }
 )
 
