@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.contrib.admin.apps import AdminConfig
 from django.db.models.signals import pre_migrate
 
 
@@ -17,3 +18,10 @@ class QueenAdminConfig(AppConfig):
         from queenadmin.upgrade import refuse_partly_migrated
 
         pre_migrate.connect(refuse_partly_migrated, sender=self, dispatch_uid="queenadmin.upgrade")
+
+
+class AdminSiteConfig(AdminConfig):
+    """django.contrib.admin whose ``admin.site`` asks staff who need one for
+    their second factor at login (``queenadmin/admin_site.py``)."""
+
+    default_site = "queenadmin.admin_site.QueenAdminSite"

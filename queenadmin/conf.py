@@ -145,9 +145,13 @@ class _Settings:
     #: Logins (dashboard and admin, README "Security"): this many failed
     #: logins within ``LOGIN_LOCKOUT_MINUTES`` lock the account and, apart
     #: from it, the client address, for ``LOGIN_LOCKOUT_MINUTES`` after the
-    #: last one.
+    #: last one. A wrong second-factor code counts as a failed login.
     LOGIN_FAILURE_LIMIT: int = 5
     LOGIN_LOCKOUT_MINUTES: float = 15.0
+    #: Superusers and members of the operators group must log in with a
+    #: second factor (TOTP or a recovery code); a member without one sets it
+    #: up on the dashboard at the next login. Others may opt in.
+    REQUIRE_2FA: bool = False
 
     def __getattribute__(self, name: str) -> Any:
         try:

@@ -63,7 +63,8 @@ CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_O
 
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin with queenadmin's site (second factor at login).
+    "queenadmin.apps.AdminSiteConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -77,6 +78,10 @@ INSTALLED_APPS = [
     "template_partials",
     # Failed-login counting and lockout (queenadmin/dashboard/lockout.py).
     "axes",
+    # Second factors: TOTP devices and recovery codes (domain/twofactor.py).
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "queenadmin.apps.QueenAdminConfig",
 ]
 
@@ -91,6 +96,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",
+    "queenadmin.dashboard.twofactor.SecondFactorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -264,6 +271,11 @@ AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "code", "csrfmiddlewareto
 #: No "AXES: BEGIN" line at every start; failures and lockouts are still
 #: logged (WARNING, logger ``axes``).
 AXES_VERBOSE = False
+# Second factors: the name authenticator apps show, and no throttling of
+# their own (a wrong code counts as a failed login for axes instead).
+OTP_TOTP_ISSUER = "queenadmin"
+OTP_TOTP_THROTTLE_FACTOR = 0
+OTP_STATIC_THROTTLE_FACTOR = 0
 
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"

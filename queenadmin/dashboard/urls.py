@@ -3,13 +3,15 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from queenadmin.dashboard.views import audit, kv, locks, overview, queues, search, timers
+from queenadmin.dashboard.views import audit, kv, locks, login, overview, queues, search, timers
 
 app_name = "dashboard"
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
-    path("login/", auth_views.LoginView.as_view(template_name="queenadmin/login.html"), name="login"),
+    path("login/", login.LoginView.as_view(), name="login"),
+    path("login/code/", login.login_code, name="login_code"),
+    path("account/two-factor/", login.two_factor, name="two_factor"),
     path("locks/", locks.locks, name="locks"),
     path("locks/release/", locks.lock_release, name="lock_release"),
     path("timers/", timers.timers_page, name="timers"),

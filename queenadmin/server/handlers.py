@@ -92,7 +92,9 @@ BROWSER_ONLY_MIDDLEWARE = frozenset(
         "django.contrib.auth.middleware.AuthenticationMiddleware",
         "django.contrib.messages.middleware.MessageMiddleware",
         "django_htmx.middleware.HtmxMiddleware",
-        # Login lockouts (the API has no logins).
+        # Logins: second factors and lockouts (the API has none).
+        "django_otp.middleware.OTPMiddleware",
+        "queenadmin.dashboard.twofactor.SecondFactorMiddleware",
         "axes.middleware.AxesMiddleware",
     }
 )
