@@ -19,6 +19,18 @@ The environment is read once, here:
   pooler) used only to ``LISTEN`` for wake-ups. Without it in transaction
   pooling, wake-ups of other replicas come by a poll every
   ``QUEENADMIN_DB_POOLER_POLL_SECONDS`` (default 0.5).
+- ``QUEENADMIN_HTTPS``: ``1`` when browsers reach this server over HTTPS
+  only (a TLS-terminating proxy): the session and CSRF cookies are
+  ``Secure`` on every answer and HSTS is on (one year unless
+  ``DJANGO_SECURE_HSTS_SECONDS`` says otherwise). Without it, an answer to a
+  request that arrived over HTTPS still marks its cookies ``Secure``
+  (``server.secure_cookies``).
+- ``DJANGO_SECURE_HSTS_SECONDS`` (default 0: no HSTS, or one year with
+  ``QUEENADMIN_HTTPS=1``), ``DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS`` and
+  ``DJANGO_SECURE_HSTS_PRELOAD`` (``1``): Django's HSTS settings, sent on
+  answers to HTTPS requests only. A request is HTTPS when it came over TLS
+  or through a proxy in uvicorn's ``FORWARDED_ALLOW_IPS`` that said so in
+  ``X-Forwarded-Proto``; a header from anyone else is ignored.
 """
 
 from __future__ import annotations
@@ -62,6 +74,20 @@ ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+#: Browsers reach this server over HTTPS only (see the module's docstring).
+QUEENADMIN_HTTPS = _env_flag("QUEENADMIN_HTTPS")
+# No SECURE_PROXY_SSL_HEADER: uvicorn already turned a trusted proxy's
+# X-Forwarded-Proto into the request's scheme, and the setting would trust
+# the header from any client.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = QUEENADMIN_HTTPS
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "") or (31536000 if QUEENADMIN_HTTPS else 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = _env_flag("DJANGO_SECURE_HSTS_PRELOAD")
+
 INSTALLED_APPS = [
     # django.contrib.admin with queenadmin's site (second factor at login).
     "queenadmin.apps.AdminSiteConfig",
@@ -92,6 +118,8 @@ MIDDLEWARE = [
     "queenadmin.server.middleware.BodyLimitMiddleware",
     "queenadmin.api.envelope.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Outside the entries that set cookies: it marks them Secure on the way out.
+    "queenadmin.server.secure_cookies.SecureCookiesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

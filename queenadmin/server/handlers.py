@@ -92,7 +92,8 @@ BROWSER_ONLY_MIDDLEWARE = frozenset(
         "django.contrib.auth.middleware.AuthenticationMiddleware",
         "django.contrib.messages.middleware.MessageMiddleware",
         "django_htmx.middleware.HtmxMiddleware",
-        # Logins: second factors and lockouts (the API has none).
+        # Logins: cookies, second factors and lockouts (the API has none).
+        "queenadmin.server.secure_cookies.SecureCookiesMiddleware",
         "django_otp.middleware.OTPMiddleware",
         "queenadmin.dashboard.twofactor.SecondFactorMiddleware",
         "axes.middleware.AxesMiddleware",

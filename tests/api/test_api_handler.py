@@ -32,6 +32,7 @@ FULL_CHAIN_ONLY = {
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "queenadmin.server.secure_cookies.SecureCookiesMiddleware",
     "django_otp.middleware.OTPMiddleware",
     "queenadmin.dashboard.twofactor.SecondFactorMiddleware",
     "axes.middleware.AxesMiddleware",
