@@ -314,3 +314,13 @@ def api_token(db):
     from queenadmin.domain import tokens
 
     return tokens.token_create(name="svc")
+
+
+def test_the_audit_page_lists_lockouts(client, alice, frozen):
+    fail(client, 5)
+    admin = _admin_client(superuser=True)
+    page = admin.get("/audit/?kind=login")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "login.lockout" in html
+    assert '<option value="login" selected>' in html
