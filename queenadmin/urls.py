@@ -28,3 +28,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("queenadmin.dashboard.urls")),
 ]
+
+handler403 = "queenadmin.dashboard.views.errors.forbidden"
+handler404 = "queenadmin.dashboard.views.errors.not_found"
+handler500 = "queenadmin.dashboard.views.errors.server_error"

@@ -7,6 +7,8 @@
  * - #live-badge follows the htmx ws extension: connecting / live /
  *   reconnecting / stale since HH:MM:SS (after STALE_AFTER_MS down) / refused.
  * - Confirmations load into <dialog id="dialog"> (hx-target="#dialog-body").
+ * - A .scroll-x box (a table wider than the screen) is focusable while it
+ *   scrolls, so the keyboard can scroll it too.
  */
 (function () {
   "use strict";
@@ -48,8 +50,17 @@
     return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
   }
 
+  function markScrollers() {
+    document.querySelectorAll(".scroll-x").forEach(function (box) {
+      var scrolls = box.scrollWidth > box.clientWidth + 1;
+      if (scrolls && !box.hasAttribute("tabindex")) box.setAttribute("tabindex", "0");
+      else if (!scrolls && box.getAttribute("tabindex") === "0") box.removeAttribute("tabindex");
+    });
+  }
+
   function tick() {
     var t = now();
+    markScrollers();
     var clock = document.getElementById("server-clock");
     if (clock) clock.textContent = hhmmss(new Date(t));
     document.querySelectorAll("time[data-rel]").forEach(function (el) {
@@ -208,6 +219,7 @@
     if (!isNaN(at)) serverOffset = at - Date.now();
     tick();
     setInterval(tick, 1000);
+    window.addEventListener("resize", markScrollers);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
