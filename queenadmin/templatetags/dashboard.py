@@ -9,12 +9,13 @@ and browser-local time on hover. Without JavaScript the UTC text stays.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import template
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from queenadmin.domain.masking import mask_token
 
@@ -172,3 +173,28 @@ def exact(moment: datetime | None, empty: str = "—") -> SafeString:
         utc(moment),
         iso(moment),
     )
+
+
+#: An ISO 8601 instant with its offset, as the audit trail writes them
+#: (``clock.iso_micros_z``, ``clock.iso_jsonb``).
+_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})")
+
+
+@register.filter
+def with_times(text: object) -> SafeString:
+    """``text`` escaped, each ISO instant in it shown as ``2026-11-30 19:04:42
+    UTC`` in a ``<time>`` (the browser's local time on hover)."""
+    raw = "" if text is None else str(text)
+    parts: list[str] = []
+    last = 0
+    for found in _INSTANT.finditer(raw):
+        try:
+            moment = datetime.fromisoformat(found.group().replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        parts.append(conditional_escape(raw[last : found.start()]))
+        parts.append(format_html('<time datetime="{}">{}</time>', iso(moment), utc(moment)))
+        last = found.end()
+    parts.append(conditional_escape(raw[last:]))
+    # Every part is escaped above.
+    return mark_safe("".join(parts))

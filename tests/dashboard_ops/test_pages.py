@@ -241,8 +241,8 @@ def test_htmx_action_answers_the_dlq_partial(operator, data):
     [
         ("q", 'href="/queues/q/"'),
         ("nightly", 'href="/locks/?prefix=nightly-report"'),
-        ("feature", 'href="/kv/app/?prefix=feature-x"'),
-        ("app/feature-x", 'href="/kv/app/?prefix=feature-x"'),
+        ("feature", 'href="/kv/app/key/feature-x"'),
+        ("app/feature-x", 'href="/kv/app/key/feature-x"'),
         ("remind", 'href="/timers/?queue=q&amp;prefix=reminder-1"'),
     ],
 )

@@ -18,12 +18,16 @@ from queenadmin.domain.masking import mask_token
 from queenadmin.errors import LocksBadRequest
 
 
-def _shown(permit: Permit) -> dict[str, Any]:
+def _shown(permit: Permit, limit_at_least: int = 1) -> dict[str, Any]:
     """A permit as templates may see it: owner and token as fingerprints only."""
     return {
         "name": permit.name,
         "slot": permit.slot,
         "held": permit.held,
+        #: A semaphore's limit is named by each acquire and stored nowhere;
+        #: what the permits show is a floor: as many as are held, and one
+        #: above the highest slot taken.
+        "limit_at_least": limit_at_least,
         "owner_fp": mask_token(permit.owner) if permit.owner is not None else None,
         "token_fp": mask_token(permit.token),
         "since": permit.since,
@@ -46,12 +50,15 @@ def locks_context(user: User, params: QueryDict) -> dict[str, Any]:
         page, error = None, str(exc)
     permits = [] if page is None else [p for p in page.permits if not name or p.name == name]
     next_after = None if page is None else page.next_after
+    floor: dict[str, int] = {}
+    for p in permits:
+        floor[p.name] = max(floor.get(p.name, 1), p.held, p.slot + 1)
     return {
         "name": name,
         "prefix": params.get("prefix", ""),
         "after": after,
         "error": error,
-        "permits": [_shown(p) for p in permits],
+        "permits": [_shown(p, floor[p.name]) for p in permits],
         "stale_at": min((p.expires_at for p in permits if p.expires_at is not None), default=None),
         **paging(params, next_after),
     }
