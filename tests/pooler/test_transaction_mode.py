@@ -121,6 +121,28 @@ def test_a_prepared_statement_error_answers_503_in_the_envelope_and_one_line(rf,
     assert not any(r.exc_info for r in caplog.records)
 
 
+def test_a_command_answered_twice_through_pgbouncer_answers_503(rf):
+    """psycopg's InternalError without an SQLSTATE ("received 2 results from
+    command 'BEGIN'": PgBouncer turning a client away while PostgreSQL
+    restarts) answers 503 in the envelope; PostgreSQL's own internal error
+    (SQLSTATE XX000) is left to the 500 handler."""
+    from django.db import InternalError
+
+    middleware = ApiErrorMiddleware(lambda request: None)  # type: ignore[arg-type,return-value]
+
+    def answer_to(cause: Exception):
+        try:
+            raise InternalError(str(cause)) from cause
+        except InternalError as wrapped:
+            return middleware.process_exception(rf.post("/api/v1/push"), wrapped)
+
+    lost = answer_to(psycopg.InternalError("received 2 results from command 'BEGIN'"))
+    assert lost is not None
+    assert (lost.status_code, lost["Retry-After"]) == (503, "1")
+    assert json.loads(lost.content) == {"error": "the database is unavailable; retry", "code": "unavailable"}
+    assert answer_to(psycopg.errors.InternalError_("could not read block 7")) is None
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_timer_loop_failing_on_an_undeclared_pooler_logs_one_line_not_a_traceback_a_step(caplog, monkeypatch):
     """Every step of a loop behind a pooler nobody declared fails the same
