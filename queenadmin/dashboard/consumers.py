@@ -15,7 +15,9 @@ permission only; a logout closes the login's sockets at once (code 4401,
 (an expired or deleted session closes it too). A refused socket is accepted and
 closed at once with its code (4401 signed out, 4403 no permission, 4404 no
 such page), since the htmx ws extension retries a refused handshake (1006)
-forever but stops on these; the badge then says why.
+forever but stops on these; the badge then says why. A channel layer that
+cannot be reached (Redis down) refuses the handshake itself: the browser
+retries until it is back.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.sessions.backends.base import SessionBase
 from django.http import QueryDict
+from redis.exceptions import RedisError
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live, pages
@@ -76,14 +79,26 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             )
             return
         self.params = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
-        await self.accept()
         session = self.scope.get("session")
+        groups = sorted(page.groups)
         if session is not None and session.session_key:
-            await self.channel_layer.group_add(session_group(session.session_key), self.channel_name)
-            self.joined.append(session_group(session.session_key))
-        for group in sorted(page.groups):
-            await self.channel_layer.group_add(group, self.channel_name)
-            self.joined.append(group)
+            groups.insert(0, session_group(session.session_key))
+        # Join before accepting: with the channel layer (Redis) unreachable
+        # the handshake then fails and the browser keeps retrying with its
+        # backoff, its badge going "stale" after a while. Accepted first,
+        # every retry opened and closed at once, and the badge flickered
+        # "live" for as long as Redis was down (tests/pooler/test_faults.py).
+        try:
+            for group in groups:
+                await self.channel_layer.group_add(group, self.channel_name)
+                self.joined.append(group)
+        except (OSError, RedisError) as exc:
+            log.warning("dashboard socket refused: the channel layer is unreachable (%s)", exc)
+            # Memberships already made expire with the layer's group expiry.
+            self.joined = []
+            await self.close()
+            return
+        await self.accept()
         self.dirty = {region.name for region in page.regions}
         await self._render()
 
