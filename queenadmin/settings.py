@@ -268,6 +268,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
+# Times in the admin say their zone ("8:14 a.m. UTC"): queenadmin/formats.
+FORMAT_MODULE_PATH = ["queenadmin.formats"]
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -20,6 +20,11 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Substr
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 from queenadmin.admin.common import (
@@ -33,12 +38,13 @@ from queenadmin.admin.common import (
 )
 from queenadmin.domain import clock
 from queenadmin.domain.audit import Who
+from queenadmin.domain.masking import mask_token
 from queenadmin.domain.queues import QueueOptions, dlq
 from queenadmin.domain.queues import board as boards
 from queenadmin.domain.queues.lifecycle import queue_operator_configure_in_txn
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 from queenadmin.errors import QueenError
-from queenadmin.models import ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
 PREVIEW_CHARS = boards.PREVIEW_CHARS
 
@@ -287,9 +293,34 @@ class PartitionAdmin(InQueueAdmin):
     dead_letters = board_column("DLQ", _part, lambda p: p.dlq)
 
 
+def _stamp(at: datetime | None) -> str:
+    """``2026-12-03 08:44:10 UTC``: short enough for a table cell."""
+    return "" if at is None else date_format(timezone.localtime(at), "Y-m-d H:i:s T")
+
+
+#: Partitions listed on a consumer group's page (one row each).
+GROUP_PARTITIONS_SHOWN = 200
+
+
 @admin.register(ConsumerGroup)
 class ConsumerGroupAdmin(InQueueAdmin):
     list_display = ("queue", "name", "subscription_mode", "lag", "in_flight", "oldest_pending", "last_claim")
+    fields = (
+        "queue",
+        "name",
+        "subscription_mode",
+        "created_at",
+        "lag",
+        "in_flight",
+        "oldest_pending",
+        "last_claim",
+        "partitions",
+        "on_the_dashboard",
+    )
+    readonly_fields = fields
+
+    class Media:
+        css = {"all": ("queenadmin/admin.css",)}
 
     def _group(self, row: ConsumerGroup) -> boards.GroupLag | None:
         found = self.board(row)
@@ -301,6 +332,62 @@ class ConsumerGroupAdmin(InQueueAdmin):
     in_flight = board_column("in flight", _group, lambda g: g.in_flight)
     oldest_pending = board_column("oldest pending", _group, lambda g: _age(g.oldest_pending_at))
     last_claim = board_column("last claim", _group, lambda g: _age(g.last_claim_at))
+
+    @admin.display(description="where it stands, per partition")
+    def partitions(self, row: ConsumerGroup) -> SafeString:
+        """The group's cursor on each partition: done up to, pending, the
+        leased batch (its lease id masked, like a lock's owner), retries."""
+        cursors = list(
+            ConsumerCursor.objects.filter(partition__queue_id=row.queue_id, group=row.name)
+            .select_related("partition")
+            .order_by("partition__name")[: GROUP_PARTITIONS_SHOWN + 1]
+        )
+        if not cursors:
+            return format_html("<p>{}</p>", "No partition claimed by this group yet.")
+        now = clock.now()
+        head = ("partition", "done up to", "last offset", "pending", "leased", "lease", "leased until",
+                "retries", "dead-lettered", "delivered / acked / failed", "last claim")  # fmt: skip
+
+        def cells(c: ConsumerCursor) -> tuple[Any, ...]:
+            last = c.partition.next_offset - 1
+            leased = c.lease_id is not None and c.leased_until is not None and c.leased_until > now
+            return (
+                c.partition.name,
+                c.committed_offset,
+                last,
+                max(last - c.committed_offset, 0),
+                c.batch_last - c.committed_offset if leased else 0,
+                mask_token(c.lease_id) if leased else "-",
+                _stamp(c.leased_until) if leased else "-",
+                c.retry_count,
+                c.dead_lettered,
+                f"{c.delivered} / {c.acked} / {c.failed}",
+                _stamp(c.last_claim_at) or "never",
+            )
+
+        more = ""
+        if len(cursors) > GROUP_PARTITIONS_SHOWN:
+            more = f"The first {GROUP_PARTITIONS_SHOWN} partitions by name are shown."
+        return format_html(
+            "<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>{}",
+            format_html_join("", '<th scope="col">{}</th>', ((h,) for h in head)),
+            format_html_join(
+                "",
+                "<tr>{}</tr>",
+                (
+                    (format_html_join("", "<td>{}</td>", ((v,) for v in cells(c))),)
+                    for c in cursors[:GROUP_PARTITIONS_SHOWN]
+                ),
+            ),
+            format_html("<p>{}</p>", more) if more else "",
+        )
+
+    @admin.display(description="dashboard")
+    def on_the_dashboard(self, row: ConsumerGroup) -> SafeString:
+        url = reverse("dashboard:queue", args=[row.queue.name])
+        return format_html(
+            '<a href="{}">The queue {} on the dashboard</a> (depth, lag, messages, dead letters)', url, row.queue.name
+        )
 
 
 def _exact_ids(queryset: QuerySet[Any], term: str, fields: tuple[str, ...]) -> QuerySet[Any]:

@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.safestring import SafeString
 
 from queenadmin.admin.common import (
     Confirmed,
@@ -19,6 +20,7 @@ from queenadmin.admin.common import (
 from queenadmin.domain import tokens
 from queenadmin.errors import QueenError
 from queenadmin.models import ApiToken, AuditEntry, TokenScope
+from queenadmin.templatetags.dashboard import with_times
 
 
 class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -144,8 +146,19 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     list_display = ("at", "actor", "via", "action", "target", "reason")
     list_filter = ("kind", "via", "action")
     search_fields = ("actor", "target", "reason")
-    readonly_fields = ("at", "actor", "via", "action", "kind", "target", "before", "after", "reason")
+    fields = ("at", "actor", "via", "action", "kind", "target", "before_shown", "after_shown", "reason")
+    readonly_fields = fields
     ordering = ("-at", "-id")
+
+    # The times inside before and after (a key's expiry, a timer's due
+    # time) as times with their zone, not raw ISO strings.
+    @admin.display(description="before")
+    def before_shown(self, entry: AuditEntry) -> SafeString:
+        return with_times(entry.before)
+
+    @admin.display(description="after")
+    def after_shown(self, entry: AuditEntry) -> SafeString:
+        return with_times(entry.after)
 
     def get_actions(self, request: HttpRequest) -> Any:
         return {}
