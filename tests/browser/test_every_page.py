@@ -44,7 +44,8 @@ User.objects.create_user("nico", password="pw", is_staff=False)
 """
 
 # Operator actions through the domain, so the audit trail has entries whose
-# before and after hold times (a key's expiry, a timer's due time).
+# before and after hold times (a key's expiry, a timer's due time), and one
+# made in the admin (its row says "via admin" beside the actor's link).
 AUDIT = f"""
 from datetime import timedelta
 from queenadmin.domain import kv, timers
@@ -54,6 +55,9 @@ from queenadmin.domain.timers.operator import SeenTimer, timer_operator_action
 row = kv.kv_get(namespace="pages-config", key="feature.flag-1")
 kv_operator_edit(namespace="pages-config", key="feature.flag-1", value={{"on": False}}, expect=row.version,
                  expiry=timedelta(hours=6), who=Who("otto", "roll back the flag"))
+row = kv.kv_get(namespace="pages-config", key="feature.flag-2")
+kv_operator_edit(namespace="pages-config", key="feature.flag-2", value={{"on": True}}, expect=row.version,
+                 who=Who("otto", "as asked in the admin", via="admin"))
 (t,) = timers.timers_pending(queue="{Q}", key_prefix="pages-reminder-0").rows
 seen = SeenTimer(queue=t.queue, timer_key=t.timer_key, message_id=t.message_id, txn=t.txn, partition=t.partition)
 timer_operator_action(verb="move", seen=seen, who=Who("otto", "after the release"), by=timedelta(minutes=15))
