@@ -112,7 +112,9 @@ async def test_replicas_through_one_pgbouncer_keep_every_promise_under_mixed_loa
 
     # PostgreSQL: the pooler's server connections plus the direct LISTENs
     # (the pops' and the timer loop's, per worker), not a connection per
-    # worker thread; the sampler's own is one more.
+    # worker thread (up to 16 a worker without the pooler); the sampler's
+    # own is one more, and 2 more for backends still listed a moment after
+    # their client left (measured at full size: 45 = 20 + 24 + 1).
     listens = 2 * REPLICAS * WORKERS
     assert sampler.samples > 0
-    assert sampler.peak_clients <= POOL_SIZE + listens + 1, summary
+    assert sampler.peak_clients <= POOL_SIZE + listens + 1 + 2, summary
