@@ -40,6 +40,9 @@ class _Publisher:
         self.listeners: list[Any] = []
         #: True while a batch is being sent (``drain`` waits for it).
         self._sending = False
+        #: True from a failed send to the next one that goes out: the outage
+        #: is logged once, not at every flush of every group.
+        self._failing = False
 
     def mark(self, group: str, message: dict[str, Any]) -> None:
         for listener in list(self.listeners):
@@ -79,12 +82,31 @@ class _Publisher:
                 for group, message in batch.items():
                     try:
                         loop.run_until_complete(layer.group_send(group, message))
-                    except Exception:
-                        log.exception("could not publish to group %s", group)
+                    except Exception as exc:
+                        self._failed(group, exc)
+                    else:
+                        self._sent()
             with self._cond:
                 self._sending = False
                 self._cond.notify_all()
             threading.Event().wait(FLUSH_INTERVAL)
+
+    def _failed(self, group: str, exc: Exception) -> None:
+        if self._failing:
+            return
+        self._failing = True
+        log.warning(
+            "could not publish to group %s (%s: %s); dashboards miss changes until the channel layer answers",
+            group,
+            type(exc).__name__,
+            exc,
+            exc_info=log.isEnabledFor(logging.DEBUG),
+        )
+
+    def _sent(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.warning("publishing to dashboards again")
 
     def drain(self, timeout_seconds: float) -> None:
         """Wait until every marked event went out, at most ``timeout_seconds``.

@@ -57,3 +57,34 @@ def test_every_flush_goes_out_on_one_loop(settings):
     finally:
         loop.run_until_complete(listener.flush())
         loop.close()
+
+
+class FlakyLayer:
+    """A channel layer down for its first ``down`` sends."""
+
+    def __init__(self, down: int) -> None:
+        self.down = down
+        self.sent: list[str] = []
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        if self.down:
+            self.down -= 1
+            raise ConnectionError("Connection refused")
+        self.sent.append(group)
+
+
+def test_an_outage_of_the_channel_layer_is_logged_once_and_its_end_once(monkeypatch, caplog):
+    """Redis down: one line when sends start failing, one when they go out again, not one per flush."""
+    layer = FlakyLayer(down=6)
+    monkeypatch.setattr("channels.layers.get_channel_layer", lambda: layer)
+    publisher = events._Publisher()
+    caplog.set_level("INFO", logger=events.log.name)
+    for n in range(7):
+        publisher.mark(f"group-{n % 2}", {"type": "kv.changed", "namespaces": [f"ns{n}"]})
+        publisher.drain(5)
+        time.sleep(events.FLUSH_INTERVAL + 0.05)
+    lines = [r.getMessage() for r in caplog.records if r.name == events.log.name]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("could not publish to group group-0 (ConnectionError: Connection refused)")
+    assert lines[1] == "publishing to dashboards again"
+    assert layer.sent == ["group-0"]
