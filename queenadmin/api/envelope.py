@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 
-import psycopg
 from django.core.exceptions import TooManyFieldsSent
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
@@ -84,7 +83,7 @@ class ApiErrorMiddleware(DualModeMiddleware):
         gets a new connection. Other errors stay 500s.
 
         psycopg's "received 2 results from command 'BEGIN'" (or 'COMMIT')
-        is the same loss through PgBouncer (``_answered_twice``): 503 too.
+        is the same loss through PgBouncer (``db.lost_mid_command``): 503 too.
 
         A prepared statement missing from (or already in) the server session
         is a transaction pooler this process was not told about: 503 as
@@ -100,9 +99,7 @@ class ApiErrorMiddleware(DualModeMiddleware):
             return None
         if isinstance(exception, OperationalError | InterfaceError):
             return _unavailable()
-        if _answered_twice(exception):
-            # PgBouncer closed it: the next call opens a new one.
-            connection.close()
+        if db.lost_mid_command(exception):
             return _unavailable()
         if db.pooler_session_error(exception):
             answer = _unavailable()
@@ -111,23 +108,6 @@ class ApiErrorMiddleware(DualModeMiddleware):
             answer._has_been_logged = True  # type: ignore[attr-defined]
             return answer
         return None
-
-
-def _answered_twice(exception: Exception) -> bool:
-    """Whether psycopg got two answers to one of its own commands.
-
-    While PostgreSQL restarts, PgBouncer turns a client away in the middle
-    of a command ("server login has been failing, try again later"): it
-    sends its error and closes the connection, and psycopg can take that as
-    two results of its own ``BEGIN`` or ``COMMIT`` and raise
-    ``InternalError`` without an SQLSTATE (2 of about 3,000 calls in one
-    restart under load, tests/pooler/test_faults.py). The connection is
-    lost under the call, which may or may not have applied, as a 503 says.
-    An ``InternalError`` from PostgreSQL itself (SQLSTATE class XX) stays a
-    500.
-    """
-    cause = exception.__cause__
-    return isinstance(exception, DatabaseError) and isinstance(cause, psycopg.InternalError) and cause.sqlstate is None
 
 
 def _unavailable() -> HttpResponse:
