@@ -289,9 +289,10 @@ def parse_json(text: str) -> Any:
 
 
 def require(request: HttpRequest, perm: str) -> None:
-    """Refuse (403) a user without ``queenadmin.<perm>``: actions check
+    """Refuse (403) a user without ``queenadmin.<perm>`` (or ``perm`` itself
+    when it names its app, ``axes.delete_accessattempt``): actions check
     again, since a POST can name an action the page did not offer."""
-    if not request.user.has_perm(f"queenadmin.{perm}"):
+    if not request.user.has_perm(perm if "." in perm else f"queenadmin.{perm}"):
         raise PermissionDenied
 
 

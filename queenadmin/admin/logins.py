@@ -13,13 +13,11 @@ from typing import Any
 
 from axes.models import AccessAttempt
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
-from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import ReadOnlyAdmin, ReasonForm
+from queenadmin.admin.common import ReadOnlyAdmin
 from queenadmin.domain import clock, logins
 
 UNLOCK_PERM = "axes.delete_accessattempt"
@@ -47,26 +45,16 @@ class AccessAttemptAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Unlock the accounts and addresses of the selected attempts")
     def unlock(self, request: HttpRequest, queryset: QuerySet[AccessAttempt]) -> TemplateResponse | None:
-        if not request.user.has_perm(UNLOCK_PERM):
-            raise PermissionDenied
-        form = ReasonForm(request.POST if request.POST.get("confirmed") else None)
-        if not form.is_valid():
-            selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
-            context = {
-                **self.admin_site.each_context(request),
-                "title": "Unlock logins",
-                "warning": "Their failed logins are forgotten: each may try again at once.",
-                "opts": self.model._meta,
-                "form": form,
-                "action": request.POST.get("action", ""),
-                "selected": selected,
-                "select_across": request.POST.get("select_across", "0"),
-                "count": "every matching" if request.POST.get("select_across") == "1" else len(selected),
-                "preview": list(queryset[:20]),
-                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            }
-            return TemplateResponse(request, "admin/queenadmin/action_confirm.html", context)
-        who = self.who(request, form.cleaned_data["reason"])
+        confirmed = self.confirmed(
+            request,
+            queryset,
+            perm=UNLOCK_PERM,
+            title="Unlock logins",
+            warning="Their failed logins are forgotten: each may try again at once.",
+        )
+        if isinstance(confirmed, TemplateResponse):
+            return confirmed
+        who = confirmed.who
         pairs = sorted({(row.username or "", row.ip_address or "") for row in queryset})
         forgotten = 0
         for username, address in pairs:
