@@ -287,3 +287,12 @@ def test_the_admin_login_sends_an_operator_without_a_second_factor_to_the_dashbo
 
 def test_the_admin_login_takes_the_password_alone_with_the_setting_off(client, otto):
     assert admin_login(client, "otto")["Location"] == "/admin/"
+
+
+def test_every_page_links_to_the_second_factors_setup(client, vera):
+    """The status bar beside Log out leads to /account/two-factor/, where a user opts in."""
+    password(client, "vera", "/")
+    page = client.get("/locks/").content.decode()
+    assert 'href="/account/two-factor/"' in page
+    setup = client.get("/account/two-factor/")
+    assert setup.status_code == 200
