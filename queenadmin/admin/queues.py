@@ -215,7 +215,7 @@ class QueueAdmin(BoardAdmin):
             return (*self.readonly_fields, "options")
         return self.fields
 
-    depth = board_column("pending", BoardAdmin.board, lambda b: b.claimable + b.parked + b.in_flight)
+    depth = board_column("pending", BoardAdmin.board, lambda b: b.pending)
     claimable = board_column("claimable", BoardAdmin.board, lambda b: b.claimable)
     in_flight = board_column("in flight", BoardAdmin.board, lambda b: b.in_flight)
     oldest_claimable = board_column("oldest claimable", BoardAdmin.board, lambda b: _age(b.oldest_claimable_at))

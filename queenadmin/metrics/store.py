@@ -35,6 +35,7 @@ from django.db.models import Count, Min, Q
 from queenadmin.conf import settings
 from queenadmin.domain import clock
 from queenadmin.domain.kv import LOCKS_NAMESPACE
+from queenadmin.domain.queues.board import queue_in_flight
 from queenadmin.domain.queues.stats import QueueStats, queue_list
 from queenadmin.models.kv import KVEntry
 from queenadmin.models.queues import DeadLetter, Message
@@ -86,13 +87,14 @@ def read_store() -> StoreFigures:
         DeadLetter.objects.values("queue__name").annotate(n=Count("id")).values_list("queue__name", "n").order_by()
     )
     listed = queue_list()
+    leased = queue_in_flight()
     oldest = _oldest_ready(listed)
     queues: dict[str, QueueFigures] = {}
     for queue in listed:
         created = oldest.get(queue.name)
         queues[queue.name] = QueueFigures(
             depth=queue.totals.pending,
-            in_flight=queue.totals.processing,
+            in_flight=leased.get(queue.name, 0),
             dead_letters=dead.get(queue.name, 0),
             oldest_ready_age=0.0 if created is None else max(0.0, (now - created).total_seconds()),
         )
@@ -141,7 +143,11 @@ class StoreCollector:
             "Messages not yet completed, behind the slowest consumer group.",
             lambda q: q.depth,
         )
-        yield per_queue("queenadmin_queue_in_flight", "Messages leased and not yet acked.", lambda q: q.in_flight)
+        yield per_queue(
+            "queenadmin_queue_in_flight",
+            "Messages leased and not yet acked, by any consumer group.",
+            lambda q: q.in_flight,
+        )
         yield per_queue("queenadmin_queue_dead_letters", "Messages in the dead-letter queue.", lambda q: q.dead_letters)
         yield per_queue(
             "queenadmin_queue_oldest_ready_age_seconds",

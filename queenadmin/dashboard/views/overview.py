@@ -86,7 +86,7 @@ def queue_activity_charts(boards: list[QueueBoard], now: datetime) -> tuple[Safe
             since=since,
             until=now,
         )
-    deepest = sorted(boards, key=lambda b: (-(b.claimable + b.parked + b.in_flight), b.name))[:BUSIEST]
+    deepest = sorted(boards, key=lambda b: (-b.pending, b.name))[:BUSIEST]
     series = queues_series(queues=[b.name for b in deepest], since=since, until=now)
     depth = []
     for b in deepest:

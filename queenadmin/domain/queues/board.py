@@ -9,15 +9,18 @@ whole lists of queues and partitions at once. Nothing here writes or locks.
 
 The states of a message a consumer group has not finished:
 
-- *in flight*: leased to a consumer whose lease is live;
+- *in flight*: leased to a consumer whose lease is live. Every group
+  leases its own copy, so a partition's and a queue's in flight is the sum
+  over all its groups' live leases, not the slowest group's;
 - *parked*: not leased, but pushed less than ``delayedProcessing`` seconds
   ago, so no pop may take it yet (the claim reads only the prefix of a
   partition that is old enough, ``consume._claim_queue``);
 - *claimable*: the rest; a pop would take it now.
 
-A partition's numbers describe its slowest consumer group (the one with
-the most pending), as ``stats.queue_stats`` does; the groups table gives
-each group's own lag. The raw statements (push times, the parked search,
+A partition's claimable and parked describe its slowest consumer group
+(the one with the most pending), as ``stats.queue_stats`` does; in flight
+counts every group's leases; the groups table gives each group's own lag
+and leases. The raw statements (push times, the parked search,
 the bounded dead-letter counts) are the queue store's (``store/``).
 """
 
@@ -50,7 +53,7 @@ QUEUE_PAGE = 200
 
 @dataclass(frozen=True)
 class PartitionBoard:
-    """One partition as the dashboard shows it (slowest group's view)."""
+    """One partition as the dashboard shows it (slowest group's depth)."""
 
     id: int
     name: str
@@ -58,16 +61,21 @@ class PartitionBoard:
     last_offset: int
     claimable: int
     parked: int
+    #: Messages leased by any group (each group's live lease counted).
     in_flight: int
     #: Dead letters of this partition (capped, see ``QueueBoard.dlq_capped``).
     dlq: int
     #: Push time of the oldest claimable message.
     oldest_claimable_at: datetime | None
     last_push_at: datetime | None
+    #: Messages the slowest group has leased: the part of its depth that is
+    #: neither claimable nor parked.
+    slowest_leased: int = 0
 
     @property
     def pending(self) -> int:
-        return self.claimable + self.parked + self.in_flight
+        """The slowest group's depth (what the queue still owes it)."""
+        return self.claimable + self.parked + self.slowest_leased
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,10 @@ class QueueBoard:
         return sum(p.in_flight for p in self.partitions)
 
     @property
+    def pending(self) -> int:
+        return sum(p.pending for p in self.partitions)
+
+    @property
     def total(self) -> int:
         return sum(p.last_offset for p in self.partitions)
 
@@ -137,6 +149,9 @@ class _Cursor:
     live_lease: bool
     batch_last: int
     last_claim_at: datetime | None
+
+    def leased(self, last: int) -> int:
+        return max(0, min(self.batch_last, last) - self.committed) if self.live_lease else 0
 
 
 def queue_boards(*, after: str = "", limit: int = QUEUE_PAGE) -> list[QueueBoard]:
@@ -165,6 +180,22 @@ def queue_boards_named(*, names: Iterable[str], with_groups: bool = False) -> di
     """
     rows = list(Queue.objects.filter(name__in=list(names)).values_list("id", "name", "namespace", "task", "options"))
     return {board.name: board for board in _boards(rows, with_groups=with_groups)}
+
+
+def queue_in_flight() -> dict[str, int]:
+    """Messages leased by any consumer group, by queue name (the metric's).
+
+    One statement over the cursors holding a live lease, so its cost is the
+    number of leases held, not of messages; a queue with none is left out.
+    """
+    now = clock.now()
+    counts: dict[str, int] = {}
+    for name, committed, batch_last, next_offset in ConsumerCursor.objects.filter(
+        lease_id__isnull=False, leased_until__gt=now
+    ).values_list("partition__queue__name", "committed_offset", "batch_last", "partition__next_offset"):
+        leased = _Cursor("", committed, True, batch_last, None).leased(next_offset - 1)
+        counts[name] = counts.get(name, 0) + leased
+    return counts
 
 
 def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBoard]:
@@ -203,17 +234,19 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
 
     # The push times wanted: each partition's claimable head and, for the
     # groups table, each group's first unfinished offset.
-    heads: dict[int, tuple[int, int, int, int]] = {}
+    heads: dict[int, tuple[int, int, int, int, int]] = {}
     wanted: set[tuple[int, int]] = set()
     for pid, _, _, next_offset, _ in parts:
         last = next_offset - 1
         worst = max(considered[pid], key=lambda c: last - c.committed)
-        in_flight = max(0, min(worst.batch_last, last) - worst.committed) if worst.live_lease else 0
+        slowest_leased = worst.leased(last)
+        # Every cursor row holds its group's lease, named or queue mode.
+        in_flight = sum(c.leased(last) for c in cursors.get(pid, {}).values())
         head = (worst.batch_last if worst.live_lease else worst.committed) + 1
         young = max(head, parked_from.get(pid, last + 1))
         parked = max(0, last - young + 1)
-        claimable = max(0, last - worst.committed - in_flight - parked)
-        heads[pid] = (claimable, parked, in_flight, head)
+        claimable = max(0, last - worst.committed - slowest_leased - parked)
+        heads[pid] = (claimable, parked, in_flight, slowest_leased, head)
         if claimable:
             wanted.add((pid, head))
         if with_groups:
@@ -226,7 +259,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
         count, capped = dlq.get(qid, ({}, False))
         partitions = []
         for pid, _, pname, next_offset, last_push in mine:
-            claimable, parked, in_flight, head = heads[pid]
+            claimable, parked, in_flight, slowest_leased, head = heads[pid]
             partitions.append(
                 PartitionBoard(
                     pid,
@@ -238,6 +271,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
                     count.get(pid, 0),
                     times.get((pid, head)) if claimable else None,
                     last_push,
+                    slowest_leased,
                 )
             )
         groups: tuple[GroupLag, ...] = ()
@@ -278,7 +312,7 @@ def _group_lags(
             GroupLag(
                 group,
                 sum(max(0, last - c.committed) for _, last, c in rows),
-                sum(max(0, min(c.batch_last, last) - c.committed) for _, last, c in rows if c.live_lease),
+                sum(c.leased(last) for _, last, c in rows),
                 min(oldest) if oldest else None,
                 max(claims) if claims else None,
             )
