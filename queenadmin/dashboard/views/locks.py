@@ -13,7 +13,7 @@ from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
 from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, staff_action, who_of
 from queenadmin.domain import events
-from queenadmin.domain.locks.operator import Permit, lease_mark, lock_force_release, locks_page
+from queenadmin.domain.locks.operator import Permit, lease_mark, lock_force_release, locks_page, server_lock
 from queenadmin.domain.masking import mask_token
 from queenadmin.errors import LocksBadRequest
 
@@ -36,6 +36,8 @@ def _shown(permit: Permit, limit_at_least: int = 1) -> dict[str, Any]:
         "granted_at": permit.renewed_at,
         "expires_at": permit.expires_at,
         "lease": lease_mark(owner=permit.owner, since=permit.since),
+        #: The server's own loops hold it (``SERVER_LOCKS``), or None.
+        "server": server_lock(permit.name),
     }
 
 
@@ -80,7 +82,7 @@ def lock_release(request: HtmxHttpRequest) -> HttpResponse:
     """GET: the confirmation (what force release means). POST: do it."""
     source = request.POST if request.method == "POST" else request.GET
     name, slot, lease = source.get("name", ""), _slot(source.get("slot", "")), source.get("lease", "")
-    ctx: dict[str, Any] = {"name": name, "slot": slot, "lease": lease, "page": "locks"}
+    ctx: dict[str, Any] = {"name": name, "slot": slot, "lease": lease, "page": "locks", "server": server_lock(name)}
     if request.method == "GET" or not name or slot < 0:
         ctx["error"] = "" if request.method == "GET" else "Name a lock and a slot."
         status = 200 if request.method == "GET" else 422

@@ -14,6 +14,7 @@ from queenadmin.dashboard.views.common import User, page_view
 from queenadmin.dashboard.views.ops_common import age_seconds, short_duration
 from queenadmin.dashboard.views.queues import CHART_WINDOW, series_points
 from queenadmin.domain import clock, events
+from queenadmin.domain.locks.operator import server_permits_held
 from queenadmin.domain.overview import Bounded, TimersDue, kv_namespace_counts, locks_held, timers_due
 from queenadmin.domain.queues.board import QueueBoard, queue_boards
 from queenadmin.domain.queues.history import queue_series, queues_series
@@ -33,6 +34,14 @@ def _state(board: QueueBoard, now: datetime) -> str:
     if age is None:
         return "idle" if not board.in_flight else "busy"
     return "stalled" if age >= 60 else "ready"
+
+
+def _locks_held(now: datetime) -> dict[str, Any]:
+    """The tile's permit count: applications' permits, the server's apart."""
+    held = locks_held(now=now)
+    server = server_permits_held(now=now)
+    users = Bounded(max(0, held.value - server), held.capped, held.estimate)
+    return {"locks_held": count_text(users), "server_permits": server}
 
 
 def count_text(count: Bounded) -> str:
@@ -113,7 +122,7 @@ def overview_context(user: User, params: QueryDict) -> dict[str, Any]:
             "dlq": sum(b.dlq for b in boards),
             "dlq_capped": any(b.dlq_capped for b in boards),
         },
-        "locks_held": count_text(locks_held(now=now)),
+        **_locks_held(now),
         "namespaces": [(n.namespace, count_text(n.keys)) for n in kv_namespace_counts(now=now)],
         "timers_pending": count_text(due.pending),
         "timers_overdue": count_text(due.overdue) if due.overdue.value else "",

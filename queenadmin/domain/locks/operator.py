@@ -58,6 +58,54 @@ class PermitPage:
     next_after: str | None
 
 
+@dataclass(frozen=True)
+class ServerLock:
+    """A lock the server's own loops hold (dogfooded: ordinary permits)."""
+
+    name: str
+    #: What holds its permits.
+    holder: str
+    #: What a force release of one of its permits does, for the warning.
+    release_effect: str
+
+
+#: The locks of the server's loops, by name (``timers.ops.LOOP_LOCK`` and
+#: ``queues.sampler.SAMPLER_LOCK``; a test keeps them equal, and importing
+#: the loops here would import the log into the locks).
+SERVER_LOCKS: dict[str, ServerLock] = {
+    lock.name: lock
+    for lock in (
+        ServerLock(
+            "queenadmin.timers",
+            "the timer loops (one permit per firing loop)",
+            "The loop holding this permit stops firing timers: the step in flight commits nothing "
+            "(its guard fails) and its timers stay due. Another loop, on this or another replica, "
+            "takes the free permit at its next poll and fires them: timers are late by up to a poll, "
+            "never lost, and the log's dedup keeps a timer from firing twice.",
+        ),
+        ServerLock(
+            "queenadmin.sampler",
+            "the statistics sampler (one per deployment)",
+            "The sampler holding this permit stops sampling: the sample in flight commits nothing "
+            "(its guard fails). Another replica's sampler (or this one's, at its next tick) takes "
+            "the permit and resumes on the same grid of ticks, so the charts may miss a sample or two.",
+        ),
+    )
+}
+
+
+def server_lock(name: str) -> ServerLock | None:
+    """The server's own lock ``name``, or None for a user's lock."""
+    return SERVER_LOCKS.get(name)
+
+
+def server_permits_held(*, now: datetime | None = None) -> int:
+    """Live permits of the server's own locks (a handful: one statement)."""
+    now = now or clock.now()
+    ranges = [Q(key__gte=f"{name}#", key__lt=f"{name}$") for name in SERVER_LOCKS]
+    return KVEntry.objects.live(now).filter(reduce(or_, ranges), namespace=NAMESPACE).count()
+
+
 def _split(key: str) -> tuple[str, int] | None:
     name, sep, _tail = key.rpartition("#")
     if not sep:
