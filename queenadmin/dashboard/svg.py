@@ -17,9 +17,11 @@ from django.utils.safestring import SafeString, mark_safe
 #: Drawing size in SVG units; the element scales to its container's width.
 WIDTH = 480
 HEIGHT = 120
-_PAD_LEFT = 40
-_PAD_BOTTOM = 18
-_PAD_TOP = 8
+#: Room for the tick labels, drawn at 12 units (``queues.css``): about
+#: 13 px at the chart's 8rem height, the size of the page's small text.
+_PAD_LEFT = 44
+_PAD_BOTTOM = 20
+_PAD_TOP = 10
 
 
 def _nice_max(value: float) -> float:
@@ -47,7 +49,7 @@ def _frame(title: str, top: float, body: str, left_label: str, right_label: str)
     plot_h = HEIGHT - _PAD_BOTTOM - _PAD_TOP
     axis = (
         f'<line class="axis" x1="{_PAD_LEFT}" y1="{_PAD_TOP + plot_h}" x2="{WIDTH}" y2="{_PAD_TOP + plot_h}"/>'
-        f'<text class="tick" x="{_PAD_LEFT - 4}" y="{_PAD_TOP + 8}" text-anchor="end">{escape(_label(top))}</text>'
+        f'<text class="tick" x="{_PAD_LEFT - 4}" y="{_PAD_TOP + 9}" text-anchor="end">{escape(_label(top))}</text>'
         f'<text class="tick" x="{_PAD_LEFT - 4}" y="{_PAD_TOP + plot_h}" text-anchor="end">0</text>'
         f'<text class="tick" x="{_PAD_LEFT}" y="{HEIGHT - 4}">{escape(left_label)}</text>'
         f'<text class="tick" x="{WIDTH}" y="{HEIGHT - 4}" text-anchor="end">{escape(right_label)}</text>'
@@ -115,7 +117,7 @@ def line_chart(
             x, y = coords.split(",")
             body.append(f'<circle class="line line-{n}" cx="{x}" cy="{y}" r="2"/>')
         body.append(
-            f'<text class="legend line-{n}" x="{_PAD_LEFT + 6 + 110 * n}" y="{_PAD_TOP + 10}">{escape(name)}</text>'
+            f'<text class="legend line-{n}" x="{_PAD_LEFT + 6 + 130 * n}" y="{_PAD_TOP + 12}">{escape(name)}</text>'
         )
     return _frame(title, top, "".join(body), f"{since:%H:%M}", f"{until:%H:%M} UTC")
 

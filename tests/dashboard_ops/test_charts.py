@@ -49,20 +49,21 @@ def sampled(db: None):
 
 def test_queue_page_charts_are_the_sampled_rates_and_depth(viewer, sampled):
     page = viewer.get("/queues/a/").content.decode()
-    assert "Pushed and acked per minute, last hour" in page
+    assert "Pushed and acked per 10 s interval (as sampled), last hour" in page
     drawn = series(page)
-    # 10 pushed in a 10 s tick is 60 a minute; 2 is 12; 4 acked is 24.
-    assert drawn["pushed / min"] == [[0, 60, 12]]
-    assert drawn["acked / min"] == [[0, 0, 24]]
+    # Each point is the count of its 10 s tick, as sampled.
+    assert drawn["pushed / 10 s"] == [[0, 10, 2]]
+    assert drawn["acked / 10 s"] == [[0, 0, 4]]
     assert drawn["depth"] == [[0, 10, 8]]
 
 
 def test_overview_charts_all_queues_rates_and_the_deepest_queues_depth(viewer, sampled):
     page = viewer.get("/").content.decode()
     drawn = series(page)
-    # All queues summed: a's pushes plus b's 3 (18 a minute) in the third tick.
-    assert drawn["pushed / min"] == [[0, 60, 30]]
-    assert drawn["acked / min"] == [[0, 0, 24]]
+    # All queues summed: a's pushes plus b's 3 in the third tick.
+    assert drawn["pushed / 10 s"] == [[0, 10, 5]]
+    assert drawn["acked / 10 s"] == [[0, 0, 4]]
+    assert "Messages per 10 s interval, last hour" in page
     # One depth chart per queue, deepest first: a (8 left), then b (3).
     assert drawn["depth"] == [[0, 10, 8], [0, 0, 3]]
     assert page.index('aria-label="Depth, a"') < page.index('aria-label="Depth, b"')
@@ -81,3 +82,41 @@ def test_no_samples_no_charts(viewer, db):
     page = viewer.get("/queues/quiet/").content.decode()
     assert "<polyline" not in page
     assert "Pushed and acked per minute" not in page
+
+
+def test_a_burst_draws_as_its_size_not_six_times_it(viewer, db):
+    """3,200 messages pushed within one 10 s interval draw as 3,200, on both pages."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        configure("burst")
+        history.stats_refresh()
+        traveller.shift(10)
+        push("burst", 3_200)
+        history.stats_refresh()
+        traveller.shift(5)
+        for url in ("/queues/burst/", "/"):
+            drawn = series(viewer.get(url).content.decode())
+            assert max(drawn["pushed / 10 s"][0]) == 3_200, url
+            assert re.search(r'<text class="tick"[^>]*>5k</text>', viewer.get(url).content.decode()), url
+
+
+def test_a_roll_up_draws_its_count_spread_over_sampler_intervals():
+    """A 60 s roll-up of 120 pushes draws 20 per 10 s interval."""
+    from queenadmin.dashboard.views.queues import series_points
+
+    point = history.SamplePoint(T0, 120, 0, 60, 0, 0, 5, 0.0, seconds=60)
+    pushed, acked, depth = series_points([point])
+    assert (pushed, acked, depth) == ([(T0, 20.0)], [(T0, 10.0)], [(T0, 5.0)])
+
+
+def test_axis_labels_are_readable():
+    """Tick and legend text draws at 12 px or more at the chart's height."""
+    from pathlib import Path
+
+    from django.conf import settings
+
+    from queenadmin.dashboard import svg
+
+    css = (Path(settings.BASE_DIR) / "static/queenadmin/queues.css").read_text()
+    size = float(re.search(r"svg\.chart \.tick, svg\.chart \.legend \{ font-size: ([\d.]+)px", css).group(1))
+    chart_px = 8 * 16  # svg.chart { height: 8rem }
+    assert size * chart_px / svg.HEIGHT >= 12

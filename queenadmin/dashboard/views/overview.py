@@ -12,7 +12,7 @@ from django.utils.safestring import SafeString
 from queenadmin.dashboard import live, svg
 from queenadmin.dashboard.views.common import User, page_view
 from queenadmin.dashboard.views.ops_common import age_seconds, short_duration
-from queenadmin.dashboard.views.queues import CHART_WINDOW, series_points
+from queenadmin.dashboard.views.queues import CHART_WINDOW, rate_unit, series_points
 from queenadmin.domain import clock, events
 from queenadmin.domain.locks.operator import server_permits_held
 from queenadmin.domain.overview import Bounded, TimersDue, kv_namespace_counts, locks_held, timers_due
@@ -78,7 +78,7 @@ class QueueDepthChart:
 
 
 def queue_activity_charts(boards: list[QueueBoard], now: datetime) -> tuple[SafeString | None, list[QueueDepthChart]]:
-    """All queues' pushed and acked per minute, and the busiest queues' depth, over the last hour.
+    """All queues' pushed and acked per sampler interval, and the busiest queues' depth, over the last hour.
 
     The busiest are the deepest now (claimable + parked + in flight), their
     series read in one statement: the cost does not grow with the number
@@ -90,8 +90,8 @@ def queue_activity_charts(boards: list[QueueBoard], now: datetime) -> tuple[Safe
     if points:
         pushed, acked, _ = series_points(points)
         rates = svg.line_chart(
-            [("pushed / min", pushed), ("acked / min", acked)],
-            title="Messages pushed and acked per minute, all queues",
+            [(f"pushed / {rate_unit()}", pushed), (f"acked / {rate_unit()}", acked)],
+            title=f"Messages pushed and acked per {rate_unit()}, all queues",
             since=since,
             until=now,
         )
@@ -131,6 +131,7 @@ def overview_context(user: User, params: QueryDict) -> dict[str, Any]:
         "timers_chart": timers_chart(due),
         "timers_capped_at": None if due.capped_from is None else due.start + due.bucket * due.capped_from,
         "rates_chart": rates_chart,
+        "rate_unit": rate_unit(),
         "depth_charts": depth_charts,
     }
 

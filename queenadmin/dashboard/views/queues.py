@@ -24,6 +24,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
+from queenadmin.conf import settings
 from queenadmin.dashboard import live, svg
 from queenadmin.dashboard.views.common import (
     HtmxHttpRequest,
@@ -56,28 +57,39 @@ Points = list[tuple[datetime, float]]
 class QueueCharts:
     """The two charts of a queue page."""
 
+    #: What one point of ``rates`` counts over ("10 s").
+    unit: str
     rates: SafeString
     depth: SafeString
 
 
+def rate_unit() -> str:
+    """The interval the rate charts count per: the sampler's ("10 s")."""
+    return f"{settings.SAMPLER_INTERVAL_SECONDS} s"
+
+
 def series_points(samples: Sequence[SamplePoint]) -> tuple[Points, Points, Points]:
-    """Pushed and acked per minute and depth, each at its interval's start.
+    """Pushed and acked per sampler interval and depth, each at its interval's start.
 
     The sampler's counters are what happened during an interval of
-    ``seconds`` (``SamplePoint``), so a rate is ``count * 60 / seconds``.
-    A point is drawn at ``at``: the current interval's end is still ahead.
+    ``seconds`` (``SamplePoint``): a point is that count, as measured, not
+    scaled up to a minute (a burst in one 10 s interval would draw six
+    times its size). A roll-up, longer than the sampler's interval, draws
+    its count spread evenly: ``count * interval / seconds``. A point is
+    drawn at ``at``: the current interval's end is still ahead.
     """
+    interval = settings.SAMPLER_INTERVAL_SECONDS
     pushed, acked, depth = [], [], []
     for s in samples:
-        minutes = max(1, s.seconds) / 60
-        pushed.append((s.at, s.pushed / minutes))
-        acked.append((s.at, s.acked / minutes))
+        share = interval / max(interval, s.seconds)
+        pushed.append((s.at, s.pushed * share))
+        acked.append((s.at, s.acked * share))
         depth.append((s.at, float(s.depth)))
     return pushed, acked, depth
 
 
 def queue_chart_points(*, queue: str, since: datetime, until: datetime) -> tuple[Points, Points, Points] | None:
-    """Pushed and acked per minute and depth of ``queue`` over a window.
+    """Pushed and acked per sampler interval and depth of ``queue`` over a window.
 
     From the statistics sampler (``queue_series``); None when it has no
     sample in the window yet (the page leaves the charts out rather than
@@ -94,12 +106,14 @@ def queue_charts(*, queue: str, now: datetime) -> QueueCharts | None:
         return None
     pushed, acked, depth = points
     rates = svg.line_chart(
-        [("pushed / min", pushed), ("acked / min", acked)],
-        title=f"Messages pushed and acked per minute, {queue}",
+        [(f"pushed / {rate_unit()}", pushed), (f"acked / {rate_unit()}", acked)],
+        title=f"Messages pushed and acked per {rate_unit()}, {queue}",
         since=since,
         until=now,
     )
-    return QueueCharts(rates, svg.line_chart([("depth", depth)], title=f"Depth, {queue}", since=since, until=now))
+    return QueueCharts(
+        rate_unit(), rates, svg.line_chart([("depth", depth)], title=f"Depth, {queue}", since=since, until=now)
+    )
 
 
 @dataclass(frozen=True)
