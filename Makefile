@@ -28,9 +28,11 @@ token: setup
 	@$(BIN)/python manage.py apitoken create "$(NAME)" --scope "$(or $(SCOPE),write)"
 
 ## The whole suite, on SQLite unless DATABASE_URL points at PostgreSQL; race,
-## scale and soak tests at their CI size (QA_SCALE=ci, tests/scale.py)
+## scale and soak tests at their CI size (QA_SCALE=ci, tests/scale.py).
+## PYTEST_ARGS picks a part of it or adds options, as CI's legs do:
+## make test PYTEST_ARGS="--durations=30 tests/unit"
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ## The race, scale and soak tests at full size, on PostgreSQL (on demand):
 ## DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres make soak
