@@ -73,6 +73,10 @@ class Message(models.Model):
     #: The payload as compact JSON text, returned verbatim.
     payload = models.TextField()
     trace_id = models.CharField(max_length=36, null=True, blank=True)  # noqa: DJ001
+    #: The one consumer group a DLQ replay meant the message for
+    #: (``dlq.queue_dlq_action_in_txn``): a claim of any other group passes
+    #: over it as over a deleted offset. Null: every group (every push).
+    for_group = models.TextField(null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField()
 
     class Meta:

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, get_args
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest, Least
 
 from queenadmin.conf import settings
@@ -301,20 +301,20 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
         if take <= 0:
             continue
         first, last = head + 1, head + take
-        rows = _read_range(pid, first, last)
+        rows = _read_range(pid, first, last, request.group)
         if not rows:
             # Every message of the range was deleted: by an operator
             # (``queue_message_delete``: the group is done with them), or by
-            # retention since the log start was read. Go on from the next
-            # stored message.
-            skipped = _skip_deleted(cid, pid, committed, head, last, next_offset, stored_runs, now)
+            # retention since the log start was read, or is a DLQ replay
+            # meant for another group. Go on from the next stored message.
+            skipped = _skip_deleted(cid, pid, committed, head, last, next_offset, stored_runs, now, request.group)
             if skipped is None:
                 continue
             committed, stored_runs = skipped
             head = committed
             take = min(budget, next_offset - 1 - head)
             first, last = head + 1, head + take
-            rows = _read_range(pid, first, last)
+            rows = _read_range(pid, first, last, request.group)
             if not rows:
                 continue  # Deleted meanwhile too: the next claim goes on.
         if queue.delay_seconds:
@@ -371,17 +371,31 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
     return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at)
 
 
-def _read_range(pid: int, first: int, last: int) -> list[tuple[int, str, str, str, str | None, datetime]]:
-    """The stored messages of ``pid`` from ``first`` to ``last`` (gaps: deleted ones)."""
+def _for(group: str) -> Q:
+    """The messages ``group`` is handed: all but DLQ replays meant for another group."""
+    return Q(for_group__isnull=True) | Q(for_group=group)
+
+
+def _read_range(pid: int, first: int, last: int, group: str) -> list[tuple[int, str, str, str, str | None, datetime]]:
+    """The stored messages of ``pid`` from ``first`` to ``last`` that ``group``
+    is handed (gaps: deleted ones, and replays meant for another group)."""
     return list(
-        Message.objects.filter(partition_id=pid, offset__gte=first, offset__lte=last)
+        Message.objects.filter(_for(group), partition_id=pid, offset__gte=first, offset__lte=last)
         .order_by("offset")
         .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
     )
 
 
 def _skip_deleted(
-    cid: int, pid: int, committed: int, head: int, last: int, next_offset: int, stored_runs: Any, now: datetime
+    cid: int,
+    pid: int,
+    committed: int,
+    head: int,
+    last: int,
+    next_offset: int,
+    stored_runs: Any,
+    now: datetime,
+    group: str,
 ) -> tuple[int, Runs] | None:
     """Move a cursor past deleted offsets to just before the next stored message.
 
@@ -391,7 +405,7 @@ def _skip_deleted(
     the cursor moved meanwhile or nothing is stored past ``last``.
     """
     following = (
-        Message.objects.filter(partition_id=pid, offset__gt=last, offset__lt=next_offset)
+        Message.objects.filter(_for(group), partition_id=pid, offset__gt=last, offset__lt=next_offset)
         .order_by("offset")
         .values_list("offset", flat=True)
         .first()
