@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from queenadmin.dashboard.views import audit, kv, locks, login, overview, queues, search, timers
+from queenadmin.dashboard.views import audit, kv, locks, login, messages, overview, queues, search, timers
 
 app_name = "dashboard"
 
@@ -29,6 +29,8 @@ urlpatterns = [
     path("queues/", queues.queue_list, name="queues"),
     path("queues/<path:name>/dlq/replay/", queues.dlq_replay, name="dlq_replay"),
     path("queues/<path:name>/dlq/purge/", queues.dlq_purge, name="dlq_purge"),
+    path("queues/<path:name>/leases/", messages.queue_leases, name="queue_leases"),
+    path("queues/<path:name>/messages/<str:message_id>/", messages.queue_message, name="queue_message"),
     path("queues/<path:name>/", queues.queue_detail, name="queue"),
     path("search/", search.search_page, name="search"),
 ]

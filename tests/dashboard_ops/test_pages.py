@@ -255,7 +255,7 @@ def test_search_finds_a_message_by_id_and_transaction_id(viewer, data):
     pushed = push("q", 1, "p9")[0]
     for text in (pushed.message_id, pushed.transaction_id):
         page = viewer.get("/search/", {"q": text}).content.decode()
-        assert f"/queues/q/?find={text}#queue-messages" in page
+        assert f'href="/queues/q/messages/{pushed.message_id}/"' in page
 
 
 def test_search_leaves_out_what_the_user_may_not_see(make_client, data):

@@ -45,7 +45,7 @@ def url_of(hit: Hit) -> str:
     if hit.kind == "queue":
         return reverse("dashboard:queue", args=[hit.ref[0]])
     if hit.kind == "message":
-        return reverse("dashboard:queue", args=[hit.ref[0]]) + "?" + urlencode({"find": hit.ref[1]}) + "#queue-messages"
+        return reverse("dashboard:queue_message", args=[hit.ref[0], hit.ref[1]])
     if hit.kind == "lock":
         return "/locks/?" + urlencode({"prefix": hit.ref[0]})
     if hit.kind == "kv":
