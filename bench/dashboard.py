@@ -73,6 +73,8 @@ PAGES = [
     "/queues/{q0}/?find={mid}",
     "/queues/{q0}/?dlq_group=__QUEUE_MODE__&dlq_before=999999999",
     "/queues/{qd}/",
+    "/queues/{q0}/leases/",
+    "/queues/{q0}/messages/{mid}/",
     "/search/?q=lock-4242",
     "/search/?q={mid}",
     "/search/?q={txn}",

@@ -151,6 +151,9 @@ def test_search_and_the_queue_page_link_to_the_message(client_for, viewer, order
     html = client.get("/queues/orders/").content.decode()
     assert detail in html
     assert 'href="/queues/orders/leases/"' in html
+    # A group holding leases links to them; one holding none does not.
+    assert 'href="/queues/orders/leases/?group=fulfillment"' in html
+    assert "leases/?group=billing" not in html
 
 
 def _queries(client, path: str) -> int:

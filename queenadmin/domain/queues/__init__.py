@@ -13,6 +13,8 @@ cursors and dead letters. Callers import this package
 - ``browse``: the operator's reads: namespaces, tasks, partitions,
   consumer groups, messages one by one;
 - ``groups``: consumer-group delete, seek and re-subscribe;
+- ``leases``: the operator's reads of message leases (holders masked) and
+  of one message's delivery state per consumer group;
 - ``messages``: an operator's message delete, retry and move to the DLQ;
 - ``traces``: message trace events (the one writer of ``Trace``);
 - ``options``: option defaults, the rules on values, merging;
