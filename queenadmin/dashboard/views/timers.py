@@ -1,52 +1,198 @@
-"""``/timers/``: pending timers by due time; cancel, move and fire now."""
+"""``/timers/``: pending timers by due time, filtered, counted and charted;
+cancel, move and fire now one timer, or cancel and move all a filter selects."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib import messages
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.utils.safestring import SafeString
 
 from queenadmin.conf import settings as app_settings
-from queenadmin.dashboard import live
+from queenadmin.dashboard import live, svg
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, staff_action, who_of
+from queenadmin.dashboard.views.common import HtmxHttpRequest, query, staff_action, staff_page, who_of
 from queenadmin.domain import clock, events, timers
+from queenadmin.domain.timers.bulk import (
+    BULK_BATCH,
+    BulkOutcome,
+    BulkVerb,
+    TimerSummary,
+    shift_text,
+    timers_bulk_cancel,
+    timers_bulk_move,
+    timers_summary,
+)
 from queenadmin.domain.timers.operator import OperatorOutcome, SeenTimer, Verb, timer_operator_action
-from queenadmin.errors import TimerHorizonExceeded, TimersBadRequest
-
-
-def timers_context(user: User, params: QueryDict) -> dict[str, Any]:
-    queue, prefix, after = params.get("queue", ""), params.get("prefix", ""), params.get("after", "")
-    error = ""
-    try:
-        page = timers.timers_pending(
-            queue=queue, key_prefix=prefix, after=after, limit=app_settings.DASHBOARD_PAGE_SIZE
-        )
-    except TimersBadRequest as exc:
-        page, error = timers.TimerPage((), False, None), str(exc)
-    return {
-        "queue": queue,
-        "prefix": prefix,
-        "after": after,
-        "error": error,
-        "rows": page.rows,
-        # "pending" turns "due" at the first due time on the page.
-        "stale_at": min((t.deliver_at for t in page.rows if t.deliver_at > clock.now()), default=None),
-        **paging(params, page.next_after),
-    }
-
-
-TIMERS = live.one_region_page("timers", "queenadmin/timers.html", timers_context, "timers-pending", events.TIMERS_GROUP)
-timers_page = page_view(TIMERS)
-
+from queenadmin.domain.timers.ops import TimerFilter, check_filter
+from queenadmin.errors import InvalidArgument, NameTooLong, TimerHorizonExceeded, TimersBadRequest
 
 _DELTA = re.compile(r"^([+-])\s*((?:\d+\s*[dhms]\s*)+)$")
 _PART = re.compile(r"(\d+)\s*([dhms])")
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+#: The query parameters that make a filter (bookmarkable; ``jump`` and
+#: ``after`` only move the page).
+FILTER_PARAMS = ("queue", "prefix", "due_from", "due_to")
+
+
+def parse_when(text: str, *, now: datetime) -> datetime:
+    """A moment a person typed: ``2026-12-01 08:00`` or ``2026-12-01``
+    (UTC without a zone), ``now``, or a shift from now (``+1d``, ``-30m``).
+
+    Raises ``ValueError`` with a message for people.
+    """
+    text = text.strip()
+    if text.lower() == "now":
+        return now
+    delta = _DELTA.match(text)
+    if delta:
+        seconds = sum(int(n) * _UNIT[u] for n, u in _PART.findall(delta.group(2)))
+        try:
+            return now + timedelta(seconds=-seconds if delta.group(1) == "-" else seconds)
+        except OverflowError:
+            raise ValueError(f"{text!r} is too far away.") from None
+    try:
+        moment = datetime.fromisoformat(text.replace(" UTC", "").replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a time such as 2026-12-01 08:00 (UTC), +1d or now.") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def parse_shift(text: str) -> timedelta:
+    """``+15m``, ``-1h``, ``+1d2h``: a shift for a bulk move (not zero).
+
+    Raises ``ValueError`` with a message for people.
+    """
+    delta = _DELTA.match(text.strip())
+    if not delta:
+        raise ValueError(f"{text.strip()!r} is not a shift such as +15m, -1h or +1d2h.")
+    seconds = sum(int(n) * _UNIT[u] for n, u in _PART.findall(delta.group(2)))
+    if not seconds:
+        raise ValueError("A shift of zero moves nothing.")
+    try:
+        return timedelta(seconds=-seconds if delta.group(1) == "-" else seconds)
+    except OverflowError:
+        raise ValueError(f"{text.strip()!r} is too far.") from None
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """A page's filter as parsed from its query string, or why it is not one."""
+
+    selection: TimerFilter
+    jump: datetime | None
+    #: Per field, what is wrong with it.
+    errors: dict[str, str]
+
+
+def parse_filter(params: QueryDict, *, now: datetime) -> Filtered:
+    """The ``TimerFilter`` and jump the query string names (``FILTER_PARAMS``, ``jump``)."""
+    errors: dict[str, str] = {}
+    moments: dict[str, datetime | None] = {}
+    for name in ("due_from", "due_to", "jump"):
+        text = params.get(name, "").strip()
+        moments[name] = None
+        if text:
+            try:
+                moments[name] = parse_when(text, now=now)
+            except ValueError as exc:
+                errors[name] = str(exc)
+    selection = TimerFilter(
+        queue=params.get("queue", "").strip(),
+        key_prefix=params.get("prefix", ""),
+        due_from=moments["due_from"],
+        due_to=moments["due_to"],
+    )
+    if not errors:
+        try:
+            check_filter(selection)
+        except InvalidArgument as exc:
+            errors["filter"] = exc.detail
+    return Filtered(selection, moments["jump"], errors)
+
+
+def filter_query(params: QueryDict) -> str:
+    """``?queue=…&due_from=…``: the filter alone (for the bulk actions' links)."""
+    return query({k: params.get(k, "") for k in FILTER_PARAMS})
+
+
+def due_chart(summary: TimerSummary) -> SafeString | None:
+    chart = summary.chart
+    if chart is None:
+        return None
+    unit = shift_text(chart.bucket).lstrip("+")
+    titles = [
+        f"{chart.start + chart.bucket * i:%Y-%m-%d %H:%M:%S} UTC, {unit}: {n:,} due" for i, n in enumerate(chart.counts)
+    ]
+    day = chart.bucket >= timedelta(days=1) or chart.end - chart.start > timedelta(days=1)
+    shape = "%Y-%m-%d %H:%M" if day else "%H:%M:%S"
+    return svg.bar_chart(
+        chart.counts,
+        title=f"Timers due per {unit}, {chart.start:{shape}} to {chart.end:{shape}} UTC",
+        left_label=f"{chart.start:{shape}}",
+        right_label=f"{chart.end:{shape}} UTC",
+        bar_titles=titles,
+    )
+
+
+def timers_context(user: User, params: QueryDict) -> dict[str, Any]:
+    now = clock.now()
+    filtered = parse_filter(params, now=now)
+    after = params.get("after", "")
+    error = " ".join(filtered.errors.values())
+    page, summary = timers.TimerPage((), False, None), None
+    if not error:
+        try:
+            page = timers.timers_pending(
+                selection=filtered.selection, after=after, start=filtered.jump, limit=app_settings.DASHBOARD_PAGE_SIZE
+            )
+            cursor = timers.timers_cursor(after)
+            if cursor is None and filtered.jump is not None:
+                # Everything due before the jump sorts before the page.
+                cursor = (filtered.jump, 0)
+            summary = timers_summary(selection=filtered.selection, cursor=cursor)
+        except (TimersBadRequest, NameTooLong) as exc:
+            page, error = timers.TimerPage((), False, None), str(exc)
+    moved = bool(after or filtered.jump)
+    return {
+        "queue": params.get("queue", ""),
+        "prefix": params.get("prefix", ""),
+        "due_from": params.get("due_from", ""),
+        "due_to": params.get("due_to", ""),
+        "jump": params.get("jump", ""),
+        "selection": filtered.selection,
+        "filtered": any(params.get(k) for k in FILTER_PARAMS),
+        "after": after,
+        "error": error,
+        "rows": page.rows,
+        "summary": summary,
+        "total_text": f"{summary.total:,}" if summary is not None else "",
+        "first_row_text": f"{summary.before + 1:,}" if summary is not None else "",
+        "last_row_text": f"{summary.before + len(page.rows):,}" if summary is not None else "",
+        "chart": None if summary is None else due_chart(summary),
+        "bulk_query": filter_query(params),
+        # "pending" turns "due" at the first due time on the page.
+        "stale_at": min((t.deliver_at for t in page.rows if t.deliver_at > now), default=None),
+        "next_query": query(params, after=page.next_after) if page.next_after else "",
+        "first_query": query(params, jump="") if moved else "",
+    }
+
+
+TIMERS = live.one_region_page("timers", "queenadmin/timers.html", timers_context, "timers-pending", events.TIMERS_GROUP)
+
+
+@staff_page("timers")
+def timers_page(request: HtmxHttpRequest) -> HttpResponse:
+    # A filter that cannot be read answers 400 with the page and its error.
+    bad = parse_filter(request.GET, now=clock.now()).errors
+    return live.render_page(request, TIMERS, status=400 if bad else 200)
 
 
 def parse_move(text: str) -> tuple[datetime | None, timedelta | None]:
@@ -153,3 +299,96 @@ def timer_move(request: HtmxHttpRequest) -> HttpResponse:
 @staff_action("timer.fire")
 def timer_fire(request: HtmxHttpRequest) -> HttpResponse:
     return _timer_action(request, "fire")
+
+
+def bulk_summary(outcome: BulkOutcome) -> str:
+    """One plain sentence for a bulk action's flash message."""
+    if outcome.verb == "cancel":
+        text = f"Cancelled {outcome.done:,} timer{'s' if outcome.done != 1 else ''}"
+    else:
+        text = (
+            f"Moved {outcome.done:,} timer{'s' if outcome.done != 1 else ''} by {shift_text(outcome.by or timedelta())}"
+        )
+    text += f" ({outcome.selection.describe()})."
+    if outcome.missing:
+        text += (
+            f" {outcome.missing:,} of the {outcome.expected:,} you confirmed were no longer pending as filtered"
+            " when reached: they fired, or were cancelled, moved or rescheduled meanwhile."
+        )
+    if outcome.past_horizon:
+        text += f" {outcome.past_horizon:,} were left alone: the move would take them past the scheduling horizon."
+    return text
+
+
+def _int_field(source: QueryDict, name: str) -> int | None:
+    text = source.get(name, "")
+    return int(text) if text.isdigit() and len(text) < 19 else None
+
+
+def _bulk_action(request: HtmxHttpRequest, verb: BulkVerb) -> HttpResponse:
+    source = request.POST if request.method == "POST" else request.GET
+    filtered = parse_filter(source, now=clock.now())
+    ctx: dict[str, Any] = {
+        "verb": verb,
+        "page": "timers",
+        "params": {k: source.get(k, "") for k in FILTER_PARAMS},
+        "back_query": filter_query(source),
+        "selection": filtered.selection,
+        "shift": source.get("shift", ""),
+        "reason": source.get("reason", ""),
+        "error": " ".join(filtered.errors.values()),
+        "summary": None,
+        "batch": BULK_BATCH,
+    }
+    template = "queenadmin/timers_bulk.html"
+
+    def counted(summary: TimerSummary) -> None:
+        ctx["summary"], ctx["total_text"] = summary, f"{summary.total:,}"
+
+    def refuse(message: str) -> HttpResponse:
+        ctx["error"] = message
+        if not filtered.errors:
+            counted(timers_summary(selection=filtered.selection))
+        return render(request, template, ctx, status=422 if request.method == "POST" else 400)
+
+    if ctx["error"]:
+        return refuse(ctx["error"])
+    if request.method == "GET":
+        counted(timers_summary(selection=filtered.selection))
+        return render(request, template, ctx)
+    expected, upto_id = _int_field(source, "expected"), _int_field(source, "upto")
+    if expected is None or upto_id is None:
+        return refuse("Confirm from the confirmation page: it names how many timers you act on.")
+    try:
+        if verb == "cancel":
+            outcome = timers_bulk_cancel(
+                selection=filtered.selection, who=who_of(request), expected=expected, upto_id=upto_id
+            )
+        else:
+            try:
+                by = parse_shift(ctx["shift"])
+            except ValueError as exc:
+                return refuse(str(exc))
+            outcome = timers_bulk_move(
+                selection=filtered.selection, by=by, who=who_of(request), expected=expected, upto_id=upto_id
+            )
+    except TimerHorizonExceeded:
+        return refuse(
+            f"That takes the latest timer past the scheduling horizon ({app_settings.TIMERS_HORIZON_SECONDS // 86400}"
+            " days); nothing was moved."
+        )
+    except InvalidArgument as exc:
+        return refuse(exc.detail)
+    level = messages.SUCCESS if outcome.done and not outcome.missing else messages.WARNING
+    messages.add_message(request, level, bulk_summary(outcome))
+    return redirect(f"/timers/{ctx['back_query']}", permanent=False)
+
+
+@staff_action("timer.cancel")
+def timers_bulk_cancel_view(request: HtmxHttpRequest) -> HttpResponse:
+    return _bulk_action(request, "cancel")
+
+
+@staff_action("timer.move")
+def timers_bulk_move_view(request: HtmxHttpRequest) -> HttpResponse:
+    return _bulk_action(request, "move")

@@ -15,7 +15,9 @@ is changed before it fires, or the answer is ``absent`` and it fired once.
 - ``calls``: schedule, cancel, move, fire now, and the reads;
 - ``fire``: one firing step, and the loop that runs it under a lease;
 - ``wake``: waking the firing loops when a timer comes due soon;
-- ``operator``: cancel, move, fire and reschedule on a person's word, audited.
+- ``operator``: cancel, move, fire and reschedule on a person's word, audited;
+- ``bulk``: what a filter selects, counted and charted, and cancelled or
+  moved in batches on a person's word, audited once.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from queenadmin.domain.timers.calls import (
     timers_call,
     timers_call_in_txn,
     timers_count,
+    timers_cursor,
     timers_due_histogram,
     timers_list,
     timers_pending,
@@ -41,6 +44,7 @@ from queenadmin.domain.timers.ops import (
     LOOP_LOCK,
     MAX_PAGE_LIMIT,
     TimerCancel,
+    TimerFilter,
     TimerOp,
     TimerOutcome,
     TimerPage,
@@ -59,6 +63,7 @@ __all__ = [
     "DueHistogram",
     "FireStep",
     "TimerCancel",
+    "TimerFilter",
     "TimerLoop",
     "TimerOp",
     "TimerOutcome",
@@ -75,6 +80,7 @@ __all__ = [
     "timers_call",
     "timers_call_in_txn",
     "timers_count",
+    "timers_cursor",
     "timers_due_histogram",
     "timers_fire_due",
     "timers_list",

@@ -27,19 +27,21 @@ from queenadmin.domain.timers.ops import (
     MAX_PAGE_LIMIT,
     Status,
     TimerCancel,
+    TimerFilter,
     TimerOp,
     TimerOutcome,
     TimerPage,
     TimerRow,
     TimerSchedule,
     check_delay,
+    check_filter,
     check_key,
     check_name,
     check_schedule,
     check_unique_keys,
     payload_json_of,
 )
-from queenadmin.domain.timers.store import Held, NewRow, store
+from queenadmin.domain.timers.store import Held, NewRow, selected, store
 from queenadmin.errors import TimersBadRequest
 from queenadmin.models import Timer
 
@@ -278,32 +280,50 @@ def _cursor(after: str) -> tuple[datetime, int] | None:
         return None
     stamp, _, ident = after.rpartition("|")
     try:
-        return datetime.fromisoformat(stamp), int(ident)
+        moment, number = datetime.fromisoformat(stamp), int(ident)
     except ValueError:
         raise TimersBadRequest("after is not a cursor this list gave out") from None
+    if moment.tzinfo is None or not 0 <= number < 2**63:
+        raise TimersBadRequest("after is not a cursor this list gave out")
+    return moment, number
 
 
 def timers_pending(
-    *, queue: str = "", key_prefix: str = "", after: str = "", limit: int = DEFAULT_PAGE_LIMIT
+    *,
+    queue: str = "",
+    key_prefix: str = "",
+    after: str = "",
+    limit: int = DEFAULT_PAGE_LIMIT,
+    selection: TimerFilter | None = None,
+    start: datetime | None = None,
 ) -> TimerPage:
     """Pending timers of every queue (or one) by due time, keyset paged.
 
-    ``after`` is the ``next_after`` of the previous page. For dashboards.
+    ``selection`` filters (else ``queue`` and ``key_prefix``; a prefix is a
+    byte-order range of the key). ``after`` is the ``next_after`` of the
+    previous page; without it, ``start`` begins the page at that due time
+    (a jump). For dashboards. Raises ``TimersBadRequest`` for a cursor this
+    list did not give out and a filter that makes no sense.
     """
     limit = max(1, min(MAX_PAGE_LIMIT, limit))
-    rows = Timer.objects.only(*_LIST_FIELDS).order_by("deliver_at", "id")
-    if queue:
-        rows = rows.filter(queue=queue)
-    if key_prefix:
-        rows = rows.filter(timer_key__startswith=key_prefix)
+    selection = check_filter(selection or TimerFilter(queue=queue, key_prefix=key_prefix))
+    rows = selected(selection).only(*_LIST_FIELDS).order_by("deliver_at", "id")
     cursor = _cursor(after)
     if cursor is not None:
         rows = rows.filter(Q(deliver_at__gt=cursor[0]) | Q(deliver_at=cursor[0], id__gt=cursor[1]))
+    elif start is not None:
+        rows = rows.filter(deliver_at__gte=start)
     found = list(rows[: limit + 1])
     page = tuple(_row(t, with_payload=False) for t in found[:limit])
     truncated = len(found) > limit
     last = page[-1] if truncated else None
     return TimerPage(page, truncated, None if last is None else f"{last.deliver_at.isoformat()}|{last.id}")
+
+
+def timers_cursor(after: str) -> tuple[datetime, int] | None:
+    """The ``(deliver_at, id)`` a ``timers_pending`` cursor names, or None
+    for none. Raises ``TimersBadRequest`` for one it did not give out."""
+    return _cursor(after)
 
 
 @dataclass(frozen=True, slots=True)

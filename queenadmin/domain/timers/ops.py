@@ -119,6 +119,33 @@ class TimerPage:
     next_after: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class TimerFilter:
+    """Which pending timers a dashboard list, count, chart or bulk action means.
+
+    Every part is optional: ``queue`` exact, ``key_prefix`` a byte-order
+    prefix of the key, and the due time in ``[due_from, due_to)``.
+    """
+
+    queue: str = ""
+    key_prefix: str = ""
+    due_from: datetime | None = None
+    due_to: datetime | None = None
+
+    def describe(self) -> str:
+        """The filter in words, for the audit trail and confirmations."""
+        parts = []
+        if self.queue:
+            parts.append(f"queue {self.queue}")
+        if self.key_prefix:
+            parts.append(f"key starts with {self.key_prefix!r}")
+        if self.due_from is not None:
+            parts.append(f"due from {self.due_from.isoformat()}")
+        if self.due_to is not None:
+            parts.append(f"due before {self.due_to.isoformat()}")
+        return ", ".join(parts) if parts else "every pending timer"
+
+
 # --------------------------------------------------------------------------
 # Rules
 
@@ -137,6 +164,17 @@ def check_name(value: str, what: str) -> str:
 def check_key(value: str) -> str:
     """A timer key: the same rules as a name."""
     return check_name(value, "timerKey")
+
+
+def check_filter(selection: TimerFilter) -> TimerFilter:
+    """``selection`` if its parts make sense, else ``TimersBadRequest``."""
+    if "\x00" in selection.queue or "\x00" in selection.key_prefix:
+        raise _bad("a filter must not contain NUL")
+    if len(selection.queue.encode()) > MAX_NAME_BYTES or len(selection.key_prefix.encode()) > MAX_NAME_BYTES:
+        raise NameTooLong(f"a filter's queue and key prefix are at most {MAX_NAME_BYTES} bytes")
+    if selection.due_from is not None and selection.due_to is not None and selection.due_from >= selection.due_to:
+        raise _bad("the due range is empty: from must be before to")
+    return selection
 
 
 def check_txn(value: str) -> str:

@@ -9,7 +9,18 @@ claims assert one), and none decides anything: the rules are in ``calls``,
 from __future__ import annotations
 
 from queenadmin.domain import db
-from queenadmin.domain.timers.store.base import TABLE, Due, Held, Key, NewRow, Store, WakeListener
+from queenadmin.domain.timers.store.base import (
+    TABLE,
+    Due,
+    Held,
+    Key,
+    NewRow,
+    Picked,
+    Store,
+    Summary,
+    WakeListener,
+    selected,
+)
 from queenadmin.domain.timers.store.postgres import PostgresStore
 from queenadmin.domain.timers.store.sqlite import SqliteStore
 
@@ -19,10 +30,13 @@ __all__ = [
     "Held",
     "Key",
     "NewRow",
+    "Picked",
     "PostgresStore",
     "SqliteStore",
     "Store",
+    "Summary",
     "WakeListener",
+    "selected",
     "store",
 ]
 

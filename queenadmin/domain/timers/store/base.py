@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
+from django.db.models import Count, F, Max, Min, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from queenadmin.domain import db
+from queenadmin.domain.kv.store.base import prefix_upper_bound
+from queenadmin.domain.timers.ops import TimerFilter
 from queenadmin.models import Timer
 
 TABLE = "queenadmin_timer"
@@ -78,6 +82,49 @@ class WakeListener:
         raise NotImplementedError
 
 
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What one statement tells of the timers a filter selects."""
+
+    total: int
+    first_due: datetime | None
+    last_due: datetime | None
+    #: The highest id among them (a bulk action stops there).
+    last_id: int
+    #: How many sort before the cursor (``(deliver_at, id)``, inclusive).
+    before: int
+
+
+@dataclass(frozen=True, slots=True)
+class Picked:
+    """A timer a bulk action holds: what it needs to act and to report."""
+
+    id: int
+    queue: str
+    deliver_at: datetime
+
+
+def selected(selection: TimerFilter) -> QuerySet[Timer]:
+    """The pending timers ``selection`` names, as a queryset (no order).
+
+    The key prefix is a byte-order range, so with a queue it reads the
+    ``(queue, timer_key)`` index; the due range reads ``deliver_at``'s.
+    """
+    rows = Timer.objects.all()
+    if selection.queue:
+        rows = rows.filter(queue=selection.queue)
+    if selection.key_prefix:
+        rows = rows.filter(timer_key__gte=selection.key_prefix)
+        upper = prefix_upper_bound(selection.key_prefix)
+        if upper is not None:
+            rows = rows.filter(timer_key__lt=upper)
+    if selection.due_from is not None:
+        rows = rows.filter(deliver_at__gte=selection.due_from)
+    if selection.due_to is not None:
+        rows = rows.filter(deliver_at__lt=selection.due_to)
+    return rows
+
+
 def where_keys(count: int) -> str:
     return " OR ".join(["(queue = %s AND timer_key = %s)"] * count)
 
@@ -110,6 +157,79 @@ class Store:
     claim_due_lock = ""
     #: Appended to the one-key claim.
     claim_key_lock = ""
+    #: The 0-based bucket of ``deliver_at`` from the first parameter (a
+    #: whole second), in buckets of the second parameter's whole seconds.
+    bucket_sql = ""
+
+    def summary(self, selection: TimerFilter, cursor: tuple[datetime, int] | None = None) -> Summary:
+        """How many timers ``selection`` names, their first and last due
+        time, highest id, and how many sort at or before ``cursor``.
+
+        One statement (an aggregate over the filter's index range).
+        """
+        before = Q(pk__lt=0)
+        if cursor is not None:
+            before = Q(deliver_at__lt=cursor[0]) | Q(deliver_at=cursor[0], id__lte=cursor[1])
+        found = selected(selection).aggregate(
+            n=Count("id"),
+            first=Min("deliver_at"),
+            last=Max("deliver_at"),
+            last_id=Max("id"),
+            before=Count("id", filter=before),
+        )
+        return Summary(
+            int(found["n"]), found["first"], found["last"], int(found["last_id"] or 0), int(found["before"] or 0)
+        )
+
+    def due_buckets(
+        self, selection: TimerFilter, *, start: datetime, end: datetime, bucket_seconds: int
+    ) -> list[tuple[int, int]]:
+        """(bucket from ``start``, timers) of ``selection`` due in ``[start, end)``.
+
+        ``start`` is a whole second. One statement, grouped in the database.
+        """
+        rows = (
+            selected(selection)
+            .filter(deliver_at__gte=start, deliver_at__lt=end)
+            .annotate(b=RawSQL(self.bucket_sql, [db.to_db_time(start), bucket_seconds]))
+            .values("b")
+            .annotate(n=Count("id"))
+            .order_by("b")
+        )
+        return [(int(r["b"]), int(r["n"])) for r in rows]
+
+    def pick(self, selection: TimerFilter, *, after_id: int, upto_id: int, limit: int) -> list[Picked]:
+        """Up to ``limit`` timers of ``selection`` with ids in ``(after_id, upto_id]``,
+        by id, locked for this transaction (by id: one order for every bulk
+        action, so two never deadlock).
+
+        On PostgreSQL a row a fire step holds is waited for, and left out
+        once it fired; on SQLite the writer is alone from BEGIN.
+        """
+        assert connection.in_atomic_block
+        rows = (
+            selected(selection)
+            .filter(id__gt=after_id, id__lte=upto_id)
+            .order_by("id")
+            .select_for_update()
+            .values_list("id", "queue", "deliver_at")[:limit]
+        )
+        return [Picked(int(i), q, d) for i, q, d in rows]
+
+    def delete_picked(self, ids: Sequence[int]) -> int:
+        """Delete the timers of ``ids`` (held by this transaction); how many went."""
+        assert connection.in_atomic_block
+        deleted, _ = Timer.objects.filter(pk__in=list(ids)).delete()
+        return deleted
+
+    def shift_picked(self, ids: Sequence[int], *, by: timedelta, latest: datetime, now: datetime) -> int:
+        """Move the timers of ``ids`` by ``by`` (their fire time with them,
+        so a back-off ends), unless that takes one past ``latest``; how
+        many moved."""
+        assert connection.in_atomic_block
+        return Timer.objects.filter(pk__in=list(ids), deliver_at__lte=latest - by).update(
+            deliver_at=F("deliver_at") + by, fire_at=F("deliver_at") + by, updated_at=now
+        )
 
     def upsert(self, rows: Sequence[NewRow], now: datetime) -> set[Key]:
         """Write ``rows`` (new timers, or replacing pending ones); the keys that existed.
