@@ -31,6 +31,9 @@ The environment is read once, here:
   answers to HTTPS requests only. A request is HTTPS when it came over TLS
   or through a proxy in uvicorn's ``FORWARDED_ALLOW_IPS`` that said so in
   ``X-Forwarded-Proto``; a header from anyone else is ignored.
+- ``QUEENADMIN_CSP_REPORT_ONLY``: ``1`` sends the browser pages'
+  Content-Security-Policy as ``Content-Security-Policy-Report-Only``
+  (reported, not enforced); see ``server/csp.py``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Any
 
 import dj_database_url
 
+from queenadmin.server.csp import csp_settings
 from queenadmin.server.files import create_private_file, private_data_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -87,6 +91,10 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = QUEENADMIN_HTTPS
 SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "") or (31536000 if QUEENADMIN_HTTPS else 0))
 SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS")
 SECURE_HSTS_PRELOAD = _env_flag("DJANGO_SECURE_HSTS_PRELOAD")
+#: The browser pages' Content-Security-Policy is only reported, not enforced.
+QUEENADMIN_CSP_REPORT_ONLY = _env_flag("QUEENADMIN_CSP_REPORT_ONLY")
+# CONTENT_SECURITY_POLICY and its _REPORT_ONLY twin (server/csp.py).
+globals().update(csp_settings(report_only=QUEENADMIN_CSP_REPORT_ONLY))
 
 INSTALLED_APPS = [
     # django.contrib.admin with queenadmin's site (second factor at login).
@@ -120,6 +128,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Outside the entries that set cookies: it marks them Secure on the way out.
     "queenadmin.server.secure_cookies.SecureCookiesMiddleware",
+    # Outside every entry that answers a page (login, 2FA, lockout, errors):
+    # all of them get the policy. The API's chain leaves it out.
+    "queenadmin.server.csp.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

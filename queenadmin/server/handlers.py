@@ -97,6 +97,8 @@ BROWSER_ONLY_MIDDLEWARE = frozenset(
         "django_otp.middleware.OTPMiddleware",
         "queenadmin.dashboard.twofactor.SecondFactorMiddleware",
         "axes.middleware.AxesMiddleware",
+        # JSON and text answers need no Content-Security-Policy (server/csp.py).
+        "queenadmin.server.csp.CSPMiddleware",
     }
 )
 

@@ -36,6 +36,7 @@ FULL_CHAIN_ONLY = {
     "django_otp.middleware.OTPMiddleware",
     "queenadmin.dashboard.twofactor.SecondFactorMiddleware",
     "axes.middleware.AxesMiddleware",
+    "queenadmin.server.csp.CSPMiddleware",
 }
 
 

@@ -80,8 +80,43 @@ def dash() -> Iterator[LiveServer]:
         yield server
 
 
+#: In every page, before its own scripts: each Content-Security-Policy
+#: violation goes to the console, where ``CspWatch`` collects it (chromium's
+#: own "Refused to ..." lines are collected too).
+CSP_LISTENER = """
+document.addEventListener("securitypolicyviolation", (e) => {
+  console.error(`CSP violation: ${e.disposition} ${e.effectiveDirective} refused ${e.blockedURI || "(inline)"}`
+    + ` in ${e.documentURI} at ${e.sourceFile}:${e.lineNumber} ${JSON.stringify(e.sample)}`);
+});
+"""
+
+
+class CspWatch:
+    """The folder's chromium, whose every context reports CSP violations to
+    ``violations`` (a test fails if any is left at its end: ``_no_csp_violations``)."""
+
+    def __init__(self, chromium: Any) -> None:
+        self.chromium = chromium
+        self.violations: list[str] = []
+
+    def new_context(self, **kwargs: Any) -> Any:
+        context = self.chromium.new_context(**kwargs)
+        context.add_init_script(script=CSP_LISTENER)
+
+        def on_console(message: Any) -> None:
+            text = message.text
+            if text.startswith("CSP violation:") or "Content Security Policy" in text:
+                self.violations.append(f"{message.page.url if message.page else '?'}: {text}")
+
+        context.on("console", on_console)
+        return context
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.chromium, name)
+
+
 @pytest.fixture(scope="package")
-def browser() -> Iterator[Any]:
+def browser() -> Iterator[CspWatch]:
     """One chromium for this folder's tests, stopped when they end: Playwright's
     sync API keeps an event loop running in the main thread while it is up,
     which the asyncio tests and Django's async-safety check after this folder
@@ -90,8 +125,19 @@ def browser() -> Iterator[Any]:
 
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
+        yield CspWatch(chromium)
         chromium.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_csp_violations(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No page a test shows breaks the Content-Security-Policy (server/csp.py)."""
+    yield
+    if "browser" not in request.fixturenames:
+        return
+    watch: CspWatch = request.getfixturevalue("browser")
+    found, watch.violations[:] = list(watch.violations), []
+    assert not found, "Content-Security-Policy violations:\n" + "\n".join(found)
 
 
 class Seen:
