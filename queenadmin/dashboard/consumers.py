@@ -12,7 +12,11 @@ Auth: ``server/app.py`` wraps the router in ``AllowedHostsOriginValidator``
 and ``AuthMiddlewareStack``; ``connect`` accepts staff with the page's view
 permission only; a logout closes the login's sockets at once (code 4401,
 ``sessions.py``), and every render checks the session is still alive
-(an expired or deleted session closes it too). A refused socket is accepted and
+(an expired or deleted session closes it too). With ``QUEENADMIN_REQUIRE_2FA``
+on, a session that owes its second factor is refused as signed out (4401),
+at connect and at every render: the pages log such a session out
+(``twofactor.SecondFactorMiddleware``), and the badge's "signed out: reload"
+then leads to the login and its code. A refused socket is accepted and
 closed at once with its code (4401 signed out, 4403 no permission, 4404 no
 such page), since the htmx ws extension retries a refused handshake (1006)
 forever but stops on these; the badge then says why. A channel layer that
@@ -38,6 +42,7 @@ from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live, pages
 from queenadmin.dashboard.permissions import may_view
 from queenadmin.dashboard.sessions import session_group
+from queenadmin.dashboard.twofactor import socket_unverified
 from queenadmin.domain import clock
 
 log = logging.getLogger(__name__)
@@ -77,6 +82,9 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             await self._refuse(
                 CLOSE_SIGNED_OUT if not getattr(self.user, "is_authenticated", False) else CLOSE_FORBIDDEN
             )
+            return
+        if await database_sync_to_async(socket_unverified)(self.user, self.scope.get("session")):
+            await self._refuse(CLOSE_SIGNED_OUT)
             return
         self.params = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
         session = self.scope.get("session")
@@ -167,7 +175,10 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         self._refresh_at(stale_at)
 
     def _render_sync(self, names: set[str]) -> tuple[str, datetime | None] | None:
-        if not _session_alive(self.scope.get("session")) or not may_view(self.user, self.page.permission):
+        session = self.scope.get("session")
+        if not _session_alive(session) or not may_view(self.user, self.page.permission):
+            return None
+        if socket_unverified(self.user, session):
             return None
         return live.render_regions(self.page, self.user, self.params, names)
 

@@ -11,7 +11,8 @@
   So no session is ever logged in on the password alone.
 - ``SecondFactorMiddleware``: a session logged in without the second factor
   it now needs (logged in before the setting was turned on) is logged out
-  at its next page, dashboard or admin.
+  at its next page, dashboard or admin; ``socket_unverified`` finds the same
+  sessions for the dashboard's websocket, which refuses them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model, logout
 from django.contrib.auth.views import redirect_to_login
+from django.contrib.sessions.backends.base import SessionBase
 from django.http import HttpRequest, HttpResponse
+from django_otp import DEVICE_ID_SESSION_KEY
+from django_otp.models import Device
 
 from queenadmin.conf import settings
 from queenadmin.dashboard.permissions import OPERATORS_GROUP, User
@@ -83,6 +87,17 @@ def unverified(request: HttpRequest) -> bool:
         return False
     user = request.user
     return bool(required(user) and not user.is_verified())  # type: ignore[union-attr]
+
+
+def socket_unverified(user: User, session: SessionBase | None) -> bool:
+    """``unverified`` for a websocket's session, which no ``OTPMiddleware``
+    reads: verified means the session names a confirmed device of ``user``
+    (the rule of django-otp's middleware)."""
+    if not settings.REQUIRE_2FA or not required(user):
+        return False
+    device_id = session.get(DEVICE_ID_SESSION_KEY) if session is not None else None
+    device = Device.from_persistent_id(device_id) if isinstance(device_id, str) else None
+    return device is None or device.user_id != user.pk or not device.confirmed
 
 
 class SecondFactorMiddleware:
