@@ -126,6 +126,9 @@ def test_an_htmx_request_for_the_region_gets_the_partial(client_for, viewer, ord
         "/queues/orders/messages/0190c3a4-0000-7000-8000-000000000000/",
         "/queues/orders/messages/not-a-uuid%20at%20all/",
         "/queues/orders/messages/" + "x" * 300 + "/",
+        "/queues/orders/messages/0190c3a4%00/",
+        "/queues/ord%00ers/leases/",
+        "/queues/ord%00ers/messages/0190c3a4-0000-7000-8000-000000000000/",
         "/queues/orders/leases/?after=abc&group=%00",
     ],
 )

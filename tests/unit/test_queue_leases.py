@@ -10,10 +10,11 @@ import pytest
 import time_machine
 
 from queenadmin.domain import queues
+from queenadmin.domain.audit import Who
 from queenadmin.domain.db import json_text
 from queenadmin.domain.masking import mask_token
-from queenadmin.domain.queues import leases, traces
-from queenadmin.models import Message
+from queenadmin.domain.queues import board, dlq, leases, traces
+from queenadmin.models import DeadLetter, Message
 
 pytestmark = pytest.mark.django_db
 
@@ -215,7 +216,7 @@ def test_traces_of_the_message_are_listed_oldest_first():
     assert not found.traces_cut
 
 
-@pytest.mark.parametrize("message_id", ["nosuch", "", "x" * 500])
+@pytest.mark.parametrize("message_id", ["nosuch", "", "x" * 500, "0190\x00"])
 def test_an_unknown_or_malformed_message_id_is_none(message_id):
     push("orders", 1)
     assert leases.message_delivery(queue="orders", message_id=message_id) is None
@@ -225,3 +226,36 @@ def test_a_message_of_another_queue_is_not_found_under_this_one():
     (pushed,) = push("orders", 1)
     push("mail", 1)
     assert leases.message_delivery(queue="mail", message_id=pushed.message_id) is None
+
+
+def test_a_replay_for_the_failed_group_is_skipped_by_the_others():
+    """A DLQ replay's copy names the dead letter it came from; groups it was
+    not meant for pass over it."""
+    configure("orders", retryLimit=0)
+    push("orders", 1)
+    ack(claim("orders", "billing", 1))
+    ack(claim("orders", "analytics", 1), "failed")
+    (dead_id,) = DeadLetter.objects.values_list("id", flat=True)
+    result = dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="orders"), who=Who("ann"))
+    (copy_id,) = result.message_ids
+    found = leases.message_delivery(queue="orders", message_id=copy_id)
+    assert found is not None
+    assert (found.replay_of, found.for_group) == (dead_id, "analytics")
+    states = {g.group: g.state for g in found.groups}
+    assert states == {"analytics": "pending", "billing": "skipped"}
+    # The original keeps no dead letter once replayed; its groups are done with it.
+    original = Message.objects.order_by("offset").values_list("message_id", flat=True).first()
+    before = leases.message_delivery(queue="orders", message_id=original)
+    assert before is not None
+    assert before.replay_of is None
+    assert {g.group: g.state for g in before.groups} == {"analytics": "consumed", "billing": "consumed"}
+
+
+def test_a_nul_in_a_queue_or_group_name_matches_nothing():
+    """No stored name holds a NUL (PostgreSQL refuses one), so it finds nothing instead of failing."""
+    push("orders", 1)
+    claim("orders", "billing", 1)
+    assert leases.lease_page(queue="ord\x00ers") is None
+    page = leases.lease_page(queue="orders", group="bill\x00ing")
+    assert page is not None
+    assert page.leases == ()

@@ -27,6 +27,7 @@ from django.db.models.functions import Length, Substr
 
 from queenadmin.domain import clock
 from queenadmin.domain.masking import mask_token
+from queenadmin.domain.queues.dlq import REPLAY_PREFIX
 from queenadmin.domain.queues.traces import TraceRow, traces_for_message
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Queue
 
@@ -40,7 +41,10 @@ TRACE_CAP = 100
 #: Longest text taken for a message id (a UUID is 36 characters).
 MAX_MESSAGE_ID = 64
 
-DeliveryState = Literal["consumed", "leased", "pending", "parked", "dead_letter"]
+#: No name or id we store holds it; PostgreSQL refuses it in a text value.
+_NUL = "\x00"
+
+DeliveryState = Literal["consumed", "leased", "pending", "parked", "dead_letter", "skipped"]
 
 
 def _attempts(runs: object, first: int, last: int) -> tuple[int, int]:
@@ -122,12 +126,15 @@ def lease_page(
     of it. Returns None when the queue does not exist.
     """
     now = clock.now()
+    if _NUL in queue:
+        return None
     queue_id = Queue.objects.filter(name=queue).values_list("id", flat=True).first()
     if queue_id is None:
         return None
     rows = ConsumerCursor.objects.filter(partition__queue_id=queue_id, lease_id__isnull=False, leased_until__gt=now)
     if group is not None:
-        rows = rows.filter(group=group)
+        # No stored name holds a NUL, and PostgreSQL refuses one in a query.
+        rows = rows.filter(group=group) if _NUL not in group else rows.none()
     if after is not None:
         rows = rows.filter(id__gt=after)
     page = list(
@@ -221,6 +228,15 @@ class MessageDelivery:
     traces_cut: bool
     namespace: str | None = None
     task: str | None = None
+    #: The one group a DLQ replay meant the message for (None: every group);
+    #: the others' claims pass over it (their state is ``skipped``).
+    for_group: str | None = None
+
+    @property
+    def replay_of(self) -> int | None:
+        """The id of the dead letter this message is a replay of, if it is one."""
+        rest = self.transaction_id.removeprefix(REPLAY_PREFIX)
+        return int(rest) if rest != self.transaction_id and rest.isdigit() and len(rest) < 19 else None
 
 
 def _pretty(text: str) -> str:
@@ -238,10 +254,11 @@ def message_delivery(*, queue: str, message_id: str) -> MessageDelivery | None:
     registered, and any group with a cursor on the partition) is
     ``dead_letter`` if it gave up on the message, else ``consumed`` at or
     below its committed offset, ``leased`` inside a live lease's batch,
-    ``parked`` while a delayed queue holds it back, else ``pending``. The
+    ``parked`` while a delayed queue holds it back, else ``pending``; a
+    group a DLQ replay did not mean the message for is ``skipped``. The
     payload is read up to ``PAYLOAD_CAP`` characters.
     """
-    if not message_id or len(message_id) > MAX_MESSAGE_ID:
+    if not message_id or len(message_id) > MAX_MESSAGE_ID or _NUL in message_id or _NUL in queue:
         return None
     now = clock.now()
     row = (
@@ -257,6 +274,7 @@ def message_delivery(*, queue: str, message_id: str) -> MessageDelivery | None:
             "offset",
             "transaction_id",
             "trace_id",
+            "for_group",
             "created_at",
             "head",
             "chars",
@@ -266,7 +284,7 @@ def message_delivery(*, queue: str, message_id: str) -> MessageDelivery | None:
     )
     if row is None:
         return None
-    qid, namespace, task, options, pname, pid, offset, txn, trace_id, created, head, chars = row
+    qid, namespace, task, options, pname, pid, offset, txn, trace_id, for_group, created, head, chars = row
     cut = chars > PAYLOAD_CAP
     payload = head[:PAYLOAD_CAP] if cut else _pretty(head)
 
@@ -284,13 +302,16 @@ def message_delivery(*, queue: str, message_id: str) -> MessageDelivery | None:
         )
     }  # fmt: skip
     registered = set(ConsumerGroup.objects.filter(queue_id=qid).values_list("name", flat=True))
-    names = sorted((registered or {QUEUE_MODE}) | set(cursors) | dead_groups)
+    names = sorted((registered or {QUEUE_MODE}) | set(cursors) | dead_groups | ({for_group} if for_group else set()))
     delay = int((options or {}).get("delayedProcessing") or 0)
     parked_until = created + timedelta(seconds=delay) if delay else None
 
     groups = []
     for g in names:
         cursor = cursors.get(g)
+        if for_group is not None and g != for_group and g not in dead_groups:
+            groups.append(GroupDelivery(g, "skipped", None))
+            continue
         if cursor is None:
             state: DeliveryState = "dead_letter" if g in dead_groups else "pending"
             if state == "pending" and parked_until is not None and parked_until > now:
@@ -334,4 +355,5 @@ def message_delivery(*, queue: str, message_id: str) -> MessageDelivery | None:
         traces_cut=len(traces) > TRACE_CAP,
         namespace=namespace,
         task=task,
+        for_group=for_group,
     )
