@@ -93,6 +93,15 @@ def test_the_admins_scripted_pages_work_under_the_policy(dash, browser):
         page.fill("#id_permissions_input", "lock")
         page.goto(f"{dash.url}/admin/auth/user/1/change/")
         expect(page.locator("#id_groups_from")).to_be_attached()
+        # The "+" beside a relation opens the add form in a popup, whose
+        # answer (popup_response.html) hands the new row back to this page.
+        with page.expect_popup() as opened:
+            page.locator("#add_id_groups").click()
+        popup = opened.value
+        popup.fill("input[name=name]", "csp-popup-group")
+        with popup.expect_event("close"):
+            popup.locator("input[name=_save]").click()
+        expect(page.locator("#id_groups_to option", has_text="csp-popup-group")).to_be_attached()
         shot(page, "csp-admin-user")
     finally:
         context.close()
