@@ -93,7 +93,8 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAIN
 SECURE_HSTS_PRELOAD = _env_flag("DJANGO_SECURE_HSTS_PRELOAD")
 #: The browser pages' Content-Security-Policy is only reported, not enforced.
 QUEENADMIN_CSP_REPORT_ONLY = _env_flag("QUEENADMIN_CSP_REPORT_ONLY")
-# CONTENT_SECURITY_POLICY and its _REPORT_ONLY twin (server/csp.py).
+# CONTENT_SECURITY_POLICY and its _REPORT_ONLY twin (server/csp.py). Read
+# here, not through conf.py: django-csp reads these two settings itself.
 globals().update(csp_settings(report_only=QUEENADMIN_CSP_REPORT_ONLY))
 
 INSTALLED_APPS = [
