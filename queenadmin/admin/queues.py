@@ -39,11 +39,11 @@ from queenadmin.admin.common import (
 from queenadmin.domain import clock
 from queenadmin.domain.audit import Who
 from queenadmin.domain.masking import mask_token
-from queenadmin.domain.queues import QueueOptions, dlq
+from queenadmin.domain.queues import QueueOptions, dlq, recovery
 from queenadmin.domain.queues import board as boards
 from queenadmin.domain.queues.lifecycle import queue_operator_configure_in_txn
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
-from queenadmin.errors import QueenError
+from queenadmin.errors import NotFound, QueenError, QueueNotFound
 from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
 PREVIEW_CHARS = boards.PREVIEW_CHARS
@@ -183,6 +183,34 @@ class PurgeForm(ReasonForm):
         return typed
 
 
+class DeleteGroupForm(PurgeForm):
+    confirm_name = forms.CharField(label="Type the group's name to confirm")
+
+
+class SeekTimeForm(ReasonForm):
+    at = forms.DateTimeField(label="Seek to (UTC)", help_text="e.g. 2026-12-03 09:00:00")
+
+
+class ReplayForm(ReasonForm):
+    target = forms.ChoiceField(
+        label="Who gets each copy",
+        choices=[
+            ("group", "The group that failed it, only (other groups pass over the copy)"),
+            ("all", "Every consumer group of the queue"),
+        ],
+        initial="group",
+        required=False,
+        widget=forms.RadioSelect,
+    )
+
+    def clean_target(self) -> str:
+        return str(self.cleaned_data.get("target") or "group")
+
+
+#: What every group action does to the group's leases.
+LEASES_END = "Its leases end now: a consumer holding a batch gets 'invalid or expired lease' on its ack."
+
+
 def purge_all(*, queue: str, who: Who, upto: int | None) -> int:
     """Purge a queue's DLQ up to id ``upto``, one bounded transaction at a time."""
     total = 0
@@ -202,7 +230,7 @@ class QueueAdmin(BoardAdmin):
     ordering = ("name",)
     readonly_fields = ("name", "namespace", "task", "created_at", "depth", "oldest_claimable", "dead_letters")
     fields = (*readonly_fields, "options_text", "reason")
-    actions = ("purge_dlq",)
+    actions = ("purge_dlq", "purge_queue")
 
     def queue_name_of(self, row: Queue) -> str:
         return row.name
@@ -258,6 +286,43 @@ class QueueAdmin(BoardAdmin):
 
     def has_purge_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("queenadmin.delete_deadletter"))
+
+    def has_recover_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("queenadmin.change_queue"))
+
+    @admin.action(description="Purge the messages of the selected queue", permissions=["recover"])
+    def purge_queue(self, request: HttpRequest, queryset: QuerySet[Queue]) -> TemplateResponse | None:
+        names = list(queryset.values_list("name", flat=True)[:2])
+        if len(names) != 1:
+            self.message_user(request, "Select exactly one queue to purge its messages.", messages.ERROR)
+            return None
+        (name,) = names
+        page = self.confirmed(
+            request,
+            queryset,
+            perm="change_queue",
+            title="Purge the queue's messages",
+            warning=(
+                f"Every message stored in {name} is deleted for good: claimable, parked, in flight and done. "
+                "The queue, its options, its consumer groups and its dead letters stay; each group reads on "
+                "from what is pushed next, and leases on purged messages end."
+            ),
+            form_class=PurgeForm,
+            form_kwargs={"expected": name},
+        )
+        if isinstance(page, TemplateResponse):
+            return page
+        deleted = 0
+        step = None
+        try:
+            while step is None or step.more:
+                step = recovery.queue_purge(queue=name, who=page.who, resume_at=step.resume_at if step else None)
+                deleted += step.deleted
+        except QueueNotFound:
+            self.message_user(request, f"The queue {name} is gone.", messages.ERROR)
+            return None
+        self.message_user(request, f"Purged {deleted} messages of {name}.", messages.SUCCESS)
+        return None
 
 
 # --------------------------------------------------------------------------
@@ -318,9 +383,130 @@ class ConsumerGroupAdmin(InQueueAdmin):
         "on_the_dashboard",
     )
     readonly_fields = fields
+    actions = ("seek_start", "seek_end", "seek_time", "reset_groups", "delete_group")
 
     class Media:
         css = {"all": ("queenadmin/admin.css",)}
+
+    def has_recover_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("queenadmin.change_queue"))
+
+    def _recover(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[ConsumerGroup],
+        *,
+        action: recovery.GroupAction,
+        to: recovery.SeekTo = "start",
+        title: str,
+        warning: str,
+        done: str,
+        form_class: type[ReasonForm] | None = None,
+    ) -> TemplateResponse | None:
+        """``action`` on each selected group through the domain (one
+        transaction and one audit entry each)."""
+
+        def act(row: ConsumerGroup, page: Confirmed) -> str | None:
+            try:
+                recovery.queue_group_operator(
+                    queue=row.queue.name,
+                    group=row.name,
+                    action=action,
+                    to=to,
+                    at=page.data.get("at"),
+                    who=page.who,
+                )
+            except NotFound:
+                return "no longer there"
+            return None
+
+        return self.each_confirmed(
+            request,
+            queryset.select_related("queue"),
+            act,
+            done=done,
+            perm="change_queue",
+            title=title,
+            warning=warning + " " + LEASES_END,
+            form_class=form_class,
+        )
+
+    @admin.action(description="Seek the selected groups to the start", permissions=["recover"])
+    def seek_start(self, request: HttpRequest, queryset: QuerySet[ConsumerGroup]) -> TemplateResponse | None:
+        return self._recover(
+            request,
+            queryset,
+            action="seek",
+            to="start",
+            title="Seek to the start",
+            warning="Each group reads every message still stored again, on every partition of its queue.",
+            done="Moved to the start",
+        )
+
+    @admin.action(description="Seek the selected groups to the end", permissions=["recover"])
+    def seek_end(self, request: HttpRequest, queryset: QuerySet[ConsumerGroup]) -> TemplateResponse | None:
+        return self._recover(
+            request,
+            queryset,
+            action="seek",
+            to="end",
+            title="Seek to the end",
+            warning="Each group skips every message pushed so far (not dead-lettered: nothing records them).",
+            done="Moved to the end",
+        )
+
+    @admin.action(description="Seek the selected groups to a time", permissions=["recover"])
+    def seek_time(self, request: HttpRequest, queryset: QuerySet[ConsumerGroup]) -> TemplateResponse | None:
+        return self._recover(
+            request,
+            queryset,
+            action="seek",
+            to="time",
+            title="Seek to a time",
+            warning="Each group reads on from the first message pushed after the time; earlier ones count as done.",
+            done="Moved to the time",
+            form_class=SeekTimeForm,
+        )
+
+    @admin.action(description="Reset the selected groups to their subscription start", permissions=["recover"])
+    def reset_groups(self, request: HttpRequest, queryset: QuerySet[ConsumerGroup]) -> TemplateResponse | None:
+        return self._recover(
+            request,
+            queryset,
+            action="reset",
+            title="Reset consumer groups",
+            warning="Each cursor goes back where the group started (its subscription start); the group stays.",
+            done="Reset",
+        )
+
+    @admin.action(description="Delete the selected group", permissions=["recover"])
+    def delete_group(self, request: HttpRequest, queryset: QuerySet[ConsumerGroup]) -> TemplateResponse | None:
+        rows = list(queryset.select_related("queue")[:2])
+        if len(rows) != 1:
+            self.message_user(request, "Select exactly one consumer group to delete.", messages.ERROR)
+            return None
+        (row,) = rows
+        page = self.confirmed(
+            request,
+            queryset,
+            perm="change_queue",
+            title="Delete a consumer group",
+            warning=(
+                f"The group {row.name} is forgotten on {row.queue.name}: its positions and its registration. "
+                "Its next pop registers it anew, placed by its subscription mode. " + LEASES_END
+            ),
+            form_class=DeleteGroupForm,
+            form_kwargs={"expected": row.name},
+        )
+        if isinstance(page, TemplateResponse):
+            return page
+        try:
+            recovery.queue_group_operator(queue=row.queue.name, group=row.name, action="delete", who=page.who)
+        except NotFound:
+            self.message_user(request, f"The group {row.name} is no longer on {row.queue.name}.", messages.WARNING)
+            return None
+        self.message_user(request, f"Deleted the group {row.name} on {row.queue.name}.", messages.SUCCESS)
+        return None
 
     def _group(self, row: ConsumerGroup) -> boards.GroupLag | None:
         found = self.board(row)
@@ -510,13 +696,25 @@ class DeadLetterAdmin(LogRowsAdmin):
     ) -> None:
         """Replay or purge (``verb``) the selected ids, queue by queue,
         ``BATCH`` ids to a transaction."""
-        done = 0
+        done = to_every_group = 0
+        target: dlq.ReplayTarget = "all" if page.data.get("target") == "all" else "group"
         for name, ids in self._by_queue(queryset).items():
             for start in range(0, len(ids), BATCH):
                 chunk = tuple(ids[start : start + BATCH])
                 selection = boards.DeadLetterFilter(queue=name)
-                done += dlq.queue_dlq_action(verb=verb, selection=selection, who=page.who, ids=chunk).done
-        self.message_user(request, f"{past} {done} dead letters.", messages.SUCCESS)
+                result = dlq.queue_dlq_action(verb=verb, selection=selection, who=page.who, ids=chunk, target=target)
+                done += result.done
+                to_every_group += result.to_every_group
+        note = ""
+        if verb == "replay":
+            note = (
+                ", for every consumer group"
+                if target == "all"
+                else ", for the group that failed each only"
+                + (f" ({to_every_group} for every group: their group no longer consumes)" if to_every_group else "")
+            )
+            note += " (transactionId dlq:<id>)"
+        self.message_user(request, f"{past} {done} dead letters{note}.", messages.SUCCESS)
 
     @admin.action(description="Replay the selected dead letters", permissions=["replay"])
     def replay(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> TemplateResponse | None:
@@ -525,7 +723,12 @@ class DeadLetterAdmin(LogRowsAdmin):
             queryset,
             perm="change_deadletter",
             title="Replay dead letters",
-            warning="Each is appended to its partition as a new message; every consumer group sees it.",
+            warning=(
+                "Each is appended to its partition as a new message with transactionId dlq:<dead letter id> "
+                "(a repeated replay is a duplicate, not a second delivery) and leaves the DLQ. By default only "
+                "the group that failed it gets the copy; choose every group below to hand it to all."
+            ),
+            form_class=ReplayForm,
         )
         if isinstance(page, TemplateResponse):
             return page

@@ -8,7 +8,7 @@ here. How to write a live page: ``dashboard/live.py``.
 from __future__ import annotations
 
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views import audit, kv, locks, messages, overview, queues, timers
+from queenadmin.dashboard.views import audit, deadletters, kv, locks, messages, overview, queues, timers
 
 #: Every live page by name (its ``/ws/<name>/`` path).
 PAGES: dict[str, live.LivePage] = live.registry(
@@ -16,6 +16,7 @@ PAGES: dict[str, live.LivePage] = live.registry(
         overview.OVERVIEW,
         queues.QUEUES,
         queues.QUEUE,
+        deadletters.DLQ,
         messages.QUEUE_LEASES,
         messages.QUEUE_MESSAGE,
         locks.LOCKS,

@@ -32,6 +32,8 @@ CHANGE: Final = {
     "timer.fire": "queenadmin.change_timer",
     "dlq.replay": "queenadmin.change_deadletter",
     "dlq.purge": "queenadmin.delete_deadletter",
+    "queue.group": "queenadmin.change_queue",
+    "queue.purge": "queenadmin.change_queue",
 }
 
 VIEWERS_GROUP: Final = "queenadmin viewers"

@@ -3,7 +3,19 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from queenadmin.dashboard.views import audit, kv, locks, login, messages, overview, queues, search, timers
+from queenadmin.dashboard.views import (
+    audit,
+    deadletters,
+    kv,
+    locks,
+    login,
+    messages,
+    overview,
+    queues,
+    recovery,
+    search,
+    timers,
+)
 
 app_name = "dashboard"
 
@@ -33,6 +45,11 @@ urlpatterns = [
     path("queues/<path:name>/dlq/purge/", queues.dlq_purge, name="dlq_purge"),
     path("queues/<path:name>/leases/", messages.queue_leases, name="queue_leases"),
     path("queues/<path:name>/messages/<str:message_id>/", messages.queue_message, name="queue_message"),
+    path("queues/<path:name>/groups/recover/", recovery.group_recover, name="queue_group_recover"),
+    path("queues/<path:name>/purge/", recovery.queue_purge, name="queue_purge"),
     path("queues/<path:name>/", queues.queue_detail, name="queue"),
+    path("dlq/", deadletters.dlq_page, name="dlq"),
+    path("dlq/replay/", deadletters.dlq_replay_any, name="dlq_replay_any"),
+    path("dlq/purge/", deadletters.dlq_purge_any, name="dlq_purge_any"),
     path("search/", search.search_page, name="search"),
 ]

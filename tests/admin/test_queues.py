@@ -78,7 +78,8 @@ def test_replay_dead_letters(operator, log, published, committing):
     before = Message.objects.filter(partition__queue__name="orders").count()
     with committing():
         done = operator.post(f"{ADMIN}deadletter/", action("replay", ids, reason="bug fixed"), follow=True)
-    assert "Replayed 2 dead letters." in done.content.decode()
+    note = "Replayed 2 dead letters, for the group that failed each only (transactionId dlq:&lt;id&gt;)."
+    assert note in done.content.decode()
     assert Message.objects.filter(partition__queue__name="orders").count() == before + 2
     assert DeadLetter.objects.filter(queue__name="orders").count() == 1
     entry = AuditEntry.objects.get(action="dlq.replay")

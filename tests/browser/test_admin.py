@@ -81,7 +81,9 @@ def test_replay_a_dead_letter_from_the_admin(server, browser):
     page = _admin_login(browser, server, "otto")
     page.goto(f"{server.url}/admin/queenadmin/deadletter/?queue={queue}")
     _act(page, "boom", "replay", "the bug is fixed")
-    expect(page.locator("ul.messagelist")).to_contain_text("Replayed 1 dead letters.")
+    expect(page.locator("ul.messagelist")).to_contain_text(
+        "Replayed 1 dead letters, for the group that failed each only (transactionId dlq:<id>)."
+    )
     with api(server) as client:
         assert client.get("/api/v1/dlq", params={"queue": queue}).json()["total"] == 0
         again = client.get(f"/api/v1/pop/queue/{queue}", params={"wait": "false"}).json()

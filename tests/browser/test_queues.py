@@ -75,7 +75,9 @@ def test_replay_one_dead_letter_from_the_ui(dash, login):
     page.locator("#queue-dlq").get_by_text("Replay selected…").click()
     page.locator("#queue-dlq input[name=reason]").first.fill("fixed the bug")
     page.locator("#queue-dlq").get_by_role("button", name="Replay selected").click()
-    expect(page.locator("#dlq-outcome")).to_contain_text("Replayed 1 dead letter of replay-q.")
+    expect(page.locator("#dlq-outcome")).to_contain_text(
+        "Replayed 1 dead letter of replay-q, for the group that failed each only (transactionId dlq:<id>)."
+    )
     expect(rows).to_have_count(2)
     expect(page.locator("#queue-summary .qa-tile-value.tone-dlq")).to_have_text("2")
     after = _dlq(dash, "replay-q")

@@ -195,6 +195,8 @@ def queue_context(user: User, params: QueryDict) -> dict[str, Any]:
         "dlq_upto": dead[0].id if dead and dlq_before is None else selection.upto,
         "can_replay": may_do(user, "dlq.replay"),
         "can_purge": may_do(user, "dlq.purge"),
+        "can_group": may_do(user, "queue.group"),
+        "can_purge_queue": may_do(user, "queue.purge"),
         "charts": queue_charts(queue=name, now=now),
     }
 
@@ -283,13 +285,21 @@ def _run(request: HtmxHttpRequest, name: str, verb: dlq.DLQVerb, past: str) -> H
         messages.error(request, f"Nothing to {verb}: pick dead letters, or choose all that match.")
         return _finish(request, name)
     reason = request.POST.get("reason", "")
+    target = replay_target(request.POST) if verb == "replay" else "group"
+    if target is None:
+        messages.error(request, "Not replayed: choose who gets the copies (the failed group, or every group).")
+        return _finish(request, name)
     done = 0
     more = False
+    to_every_group = 0
     try:
         for _ in range(MAX_BATCHES_PER_REQUEST):
-            result = dlq.queue_dlq_action(verb=verb, selection=selection, who=Who(actor_of(request), reason), ids=ids)
+            result = dlq.queue_dlq_action(
+                verb=verb, selection=selection, who=Who(actor_of(request), reason), ids=ids, target=target
+            )
             done += result.done
             more = result.more
+            to_every_group += result.to_every_group
             if not more:
                 break
     except QueueNotFound as exc:
@@ -299,13 +309,32 @@ def _run(request: HtmxHttpRequest, name: str, verb: dlq.DLQVerb, past: str) -> H
         note = f"Stopped after {done:,} dead letter{'s' if done != 1 else ''}: {exc.detail}"
         messages.error(request, note)
         return _finish(request, name)
-    note = f"{past} {done:,} dead letter{'s' if done != 1 else ''} of {name}."
+    note = f"{past} {done:,} dead letter{'s' if done != 1 else ''} of {name}"
+    note += replayed_to(verb, target, to_every_group) + "."
     if ids is not None and done < len(ids):
         note += f" {len(ids) - done} were already gone (replayed or purged meanwhile)."
     if more:
         note += " More match: send the same action again to go on."
     messages.success(request, note)
     return _finish(request, name)
+
+
+def replay_target(data: Any) -> dlq.ReplayTarget | None:
+    """Who a replay's copies are for, as the form says (the failed group by default)."""
+    value = data.get("target", "group") or "group"
+    return "group" if value == "group" else "all" if value == "all" else None
+
+
+def replayed_to(verb: str, target: dlq.ReplayTarget | None, to_every_group: int) -> str:
+    """What a replay's outcome says of who gets the copies (nothing for a purge)."""
+    if verb != "replay":
+        return ""
+    if target == "all":
+        return ", for every consumer group (transactionId dlq:<id>)"
+    note = ", for the group that failed each only (transactionId dlq:<id>)"
+    if to_every_group:
+        note += f"; {to_every_group:,} for every group, as their group no longer consumes the queue"
+    return note
 
 
 def _confirm_on_the_page(request: HtmxHttpRequest, name: str) -> HttpResponse:

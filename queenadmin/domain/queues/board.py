@@ -37,7 +37,7 @@ from django.db.models.functions import Substr
 from queenadmin.domain import clock
 from queenadmin.domain.queues.stats import dead_letters_where
 from queenadmin.domain.queues.store import store
-from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, Message, Partition, Queue
+from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
 
 #: Dead letters counted per queue at most in a list of queues, and on one
 #: queue's page; past it the page says "1,000+" (the DLQ list is paged and
@@ -514,3 +514,52 @@ def dead_letter_page(
         DeadLetterItem(i, p, g, o, mid, txn, pre[:PREVIEW_CHARS], len(pre) > PREVIEW_CHARS, err, rc, failed)
         for i, p, g, o, mid, txn, pre, err, rc, failed in page
     ]
+
+
+@dataclass(frozen=True)
+class DeadLetterAnywhere:
+    """A dead letter of any queue, as the DLQ page across queues lists it."""
+
+    queue: str
+    item: DeadLetterItem
+
+
+def dead_letters_across(
+    *, queue: str | None = None, group: str | None = None, before: int | None = None, limit: int = 50
+) -> list[DeadLetterAnywhere]:
+    """Dead letters of every queue (or ``queue``), of ``group`` (None: any),
+    newest first, ids below ``before``: one indexed statement a page."""
+    rows = dead_letters_where(queue=queue, group=group, partition=None)
+    if before is not None:
+        rows = rows.filter(id__lt=before)
+    page = (
+        rows.annotate(preview=Substr("payload", 1, PREVIEW_CHARS + 1))
+        .order_by("-id")
+        .values_list(
+            "queue__name",
+            "id",
+            "partition__name",
+            "group",
+            "offset",
+            "message_id",
+            "transaction_id",
+            "preview",
+            "error",
+            "retry_count",
+            "failed_at",
+        )[:limit]
+    )
+    return [
+        DeadLetterAnywhere(
+            q, DeadLetterItem(i, p, g, o, mid, txn, pre[:PREVIEW_CHARS], len(pre) > PREVIEW_CHARS, err, rc, failed)
+        )
+        for q, i, p, g, o, mid, txn, pre, err, rc, failed in page
+    ]
+
+
+def dead_letter_queues(*, ids: Iterable[int]) -> dict[str, tuple[int, ...]]:
+    """The dead letters ``ids`` that exist, by queue name (ids ascending)."""
+    found: dict[str, list[int]] = {}
+    for name, pk in DeadLetter.objects.filter(pk__in=list(ids)).order_by("id").values_list("queue__name", "id"):
+        found.setdefault(name, []).append(pk)
+    return {name: tuple(pks) for name, pks in found.items()}
