@@ -8,7 +8,10 @@ Run on demand (not part of CI)::
 
 Each checkout gets a scratch PostgreSQL database and its own ``manage.py
 serve --workers 1``; a checkout may carry server environment after ``@``
-(``.@QUEENADMIN_METRICS_REQUESTS=0+QUEENADMIN_GC_FREEZE=0``). Then, for
+(``.@QUEENADMIN_METRICS_REQUESTS=0+QUEENADMIN_GC_FREEZE=0``), and
+``BENCH_GRANTS=g1,g2`` there makes its token limited by those grants
+(``.@BENCH_GRANTS=kv:orders=write,*:bench*=write``: a grant check per
+operation against a token without grants). Then, for
 ``--rounds`` rounds, each server in turn (the order alternating per round)
 takes ``--calls`` calls from ``--concurrency`` Python client threads after a
 short warm-up, and the CPU its process tree used is read from ``/proc``.
@@ -67,6 +70,8 @@ class Server:
         self.admin_url = database_url
         env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEENADMIN_RECORD", "PYTEST"))}
         env.update(dict(pair.split("=", 1) for pair in extra.split("+") if pair))
+        # Not the server's: the bench token's grants, comma-separated.
+        grants = [g for g in env.pop("BENCH_GRANTS", "").split(",") if g]
         env.update(
             DATABASE_URL=f"{base}/{self.db}",
             DJANGO_SECRET_KEY="cpu-compare",
@@ -76,7 +81,14 @@ class Server:
         python = str(self.tree / ".venv/bin/python")
         subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=self.tree, env=env, check=True)
         created = subprocess.run(
-            [python, "manage.py", "apitoken", "create", f"bench-{secrets.token_hex(3)}"],
+            [
+                python,
+                "manage.py",
+                "apitoken",
+                "create",
+                f"bench-{secrets.token_hex(3)}",
+                *(arg for grant in grants for arg in ("--grant", grant)),
+            ],
             cwd=self.tree,
             env=env,
             capture_output=True,

@@ -1,4 +1,4 @@
-"""API tokens in the admin: create (shown once), list, revoke; audit entries."""
+"""API tokens in the admin: create (shown once), list, revoke, edit grants; audit entries."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from django.utils.safestring import SafeString
 from queenadmin.admin.common import (
     Confirmed,
     DomainAdmin,
+    DomainForm,
     ReadOnlyAdmin,
     reason_field,
 )
@@ -22,13 +23,36 @@ from queenadmin.errors import QueenError
 from queenadmin.models import ApiToken, AuditEntry, TokenScope
 from queenadmin.templatetags.dashboard import with_times
 
+GRANTS_HELP = (
+    "One grant a line, KIND:PATTERN=SCOPE: KIND is kv, queue, lock, timer or * (all four); "
+    "PATTERN an exact name or a prefix ending in * (orders.* covers orders.eu; * covers every name); "
+    "SCOPE read, write or admin, at most the token's scope. *=read is short for *:*=read. "
+    "The highest covering grant counts; a resource no grant covers is refused (403). "
+    "Empty: the whole store."
+)
+
+
+def grants_field() -> forms.CharField:
+    return forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 60}), required=False, help_text=GRANTS_HELP)
+
+
+def _grant_lines(text: str, scope: str) -> list[str]:
+    """The form's grants, one a line, or the ``ValidationError`` the domain's parser gives."""
+    lines = text.splitlines()
+    try:
+        tokens.grants_parse(lines, ceiling=tokens.scope_of(scope))
+    except QueenError as exc:
+        raise forms.ValidationError(exc.detail) from None
+    return lines
+
 
 class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
+    grants = grants_field()
     reason = reason_field()
 
     class Meta:
         model = ApiToken
-        fields = ["name", "scope"]
+        fields = ["name", "scope", "grants"]
         help_texts = {
             "scope": "read: GETs and reads. write: also writes, pops and acks. "
             "admin: also deletes queues, consumer groups and messages."
@@ -43,10 +67,28 @@ class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
         # The domain answers a taken name (revoked tokens included).
         return None
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if "grants" in data:
+            data["grants"] = _grant_lines(data["grants"], data.get("scope") or TokenScope.WRITE)
+        return data
+
+
+class TokenGrantsForm(DomainForm):
+    """An active token's grants; the domain writes them (``token_grants_set_in_txn``)."""
+
+    grants = grants_field()
+
+    def show(self, row: Any) -> None:
+        self.fields["grants"].initial = row.grants
+
+    def clean_grants(self) -> list[str]:
+        return _grant_lines(self.cleaned_data["grants"], self.instance.scope)
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(DomainAdmin):
-    list_display = ("name", "prefix", "scope", "created_at", "revoked_at", "state")
+    list_display = ("name", "prefix", "scope", "grants_shown", "created_at", "revoked_at", "state")
     list_filter = (("revoked_at", admin.EmptyFieldListFilter), "scope")
     search_fields = ("name", "=prefix")
     ordering = ("name",)
@@ -57,34 +99,53 @@ class ApiTokenAdmin(DomainAdmin):
     def state(self, token: ApiToken) -> str:
         return "revoked" if token.revoked_at else "active"
 
+    @admin.display(description="grants")
+    def grants_shown(self, token: ApiToken) -> str:
+        return ", ".join(token.grants.splitlines()) or "whole store"
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("queenadmin.add_apitoken"))
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Changing a token means revoking it (the action); the form is a view.
-        return obj is None and super().has_change_permission(request, obj)
+        # Revoking is the list's action; an active token's page edits its
+        # grants, and a revoked one's is a view.
+        return (obj is None or obj.revoked_at is None) and super().has_change_permission(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
-        if obj is None:
-            kwargs["form"] = TokenCreateForm
+        kwargs["form"] = TokenCreateForm if obj is None else TokenGrantsForm
         return super().get_form(request, obj, change, **kwargs)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ("name", "scope", "reason") if obj is None else self.readonly_fields
+        if obj is None:
+            return ("name", "scope", "grants", "reason")
+        if obj.revoked_at is None:
+            return (*self.readonly_fields, "grants", "reason")
+        return (*self.readonly_fields, "grants_shown")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return () if obj is None else self.readonly_fields
+        if obj is None:
+            return ()
+        return self.readonly_fields if obj.revoked_at is None else (*self.readonly_fields, "grants_shown")
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         data = form.cleaned_data
+        if change:
+            self.in_view(
+                request,
+                lambda: tokens.token_grants_set_in_txn(
+                    name=obj.name, grants=data["grants"], who=self.who(request, data["reason"])
+                ),
+            )
+            return
         secret = self.in_view(
             request,
             lambda: tokens.token_create_in_txn(
                 name=data["name"],
                 scope=data["scope"] or TokenScope.WRITE,
+                grants=data["grants"],
                 who=self.who(request, data["reason"]),
             ),
         )
@@ -92,7 +153,7 @@ class ApiTokenAdmin(DomainAdmin):
             return
         created = ApiToken.objects.get(name=data["name"].strip())
         obj.pk, obj.name, obj.prefix, obj.scope = created.pk, created.name, created.prefix, created.scope
-        obj.created_at = created.created_at
+        obj.created_at, obj.grants = created.created_at, created.grants
         self.view_write(request).secret = secret
 
     def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:

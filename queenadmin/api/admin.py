@@ -13,6 +13,7 @@ from typing import TypedDict
 
 from django.http import HttpRequest, HttpResponse
 
+from queenadmin.api import grants
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.admin import (
@@ -66,6 +67,7 @@ router = ScopedRouter(tags=["client routes"])
 )
 def fetch_records(request: HttpRequest) -> HttpResponse:
     entries, max_bytes = wire.parse_fetch(read_engine_json(request))
+    grants.require_queues(grants.limits(request), {e.queue for e in entries}, grants.READ)
     return json_response(wire.render_fetch(reads.queue_fetch(entries=entries, max_bytes=max_bytes)))
 
 
@@ -77,6 +79,7 @@ def fetch_records(request: HttpRequest) -> HttpResponse:
 )
 def partitions_changed(request: HttpRequest) -> HttpResponse:
     queries = wire.parse_changed(read_engine_json(request))
+    grants.require_queues(grants.limits(request), {q.queue for q in queries}, grants.READ)
     # Read the safe time before the partitions, so it never runs ahead of them.
     safe = reads.safe_time()
     pages = [reads.partitions_changed(query=q) for q in queries]
@@ -89,7 +92,9 @@ def partitions_changed(request: HttpRequest) -> HttpResponse:
 
 @router.get("/consumer-groups", response=list[GroupSummaryOut], summary="Every consumer group per queue")
 def list_groups(request: HttpRequest) -> HttpResponse:
-    return json_response(wire.render_group_list(browse.group_list()))
+    return json_response(
+        wire.render_group_list(grants.readable(request, "queue", browse.group_list(), lambda g: g.queue))
+    )
 
 
 @router.get(
@@ -99,7 +104,8 @@ def list_groups(request: HttpRequest) -> HttpResponse:
 )
 def lagging_groups(request: HttpRequest) -> HttpResponse:
     seconds = wire.param_int(request.GET, "minLagSeconds", 3600, minimum=0)
-    return json_response(wire.render_lagging(browse.group_lagging(min_lag_seconds=seconds)))
+    rows = browse.group_lagging(min_lag_seconds=seconds)
+    return json_response(wire.render_lagging(grants.readable(request, "queue", rows, lambda x: x.row.queue)))
 
 
 @router.get(
@@ -108,7 +114,11 @@ def lagging_groups(request: HttpRequest) -> HttpResponse:
     summary="A consumer group's partitions per queue",
 )
 def get_group(request: HttpRequest, group: str) -> HttpResponse:
-    return json_response(wire.render_group_detail(browse.group_detail(group=wire.parse_group(group))))
+    detail = browse.group_detail(group=wire.parse_group(group))
+    if grants.limits(request) is not None:
+        shown = set(grants.readable(request, "queue", list(detail), lambda queue: queue))
+        detail = {queue: rows for queue, rows in detail.items() if queue in shown}
+    return json_response(wire.render_group_detail(detail))
 
 
 @router.delete(
@@ -117,6 +127,8 @@ def get_group(request: HttpRequest, group: str) -> HttpResponse:
     summary="Delete a consumer group on every queue (deleteMetadata=false rewinds it)",
 )
 def delete_group(request: HttpRequest, group: str) -> HttpResponse:
+    # On every queue, those the group joins later too.
+    grants.require_every(request, "queue", grants.ADMIN)
     return _group_deleted(request, group)
 
 
@@ -138,6 +150,7 @@ def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -
 def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
     body = read_engine_json(request)
     timestamp = wire.parse_subscription(body)
+    grants.require_every(request, "queue", grants.WRITE)
     result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp)
     return json_response(wire.render_resubscribed(result, body["subscriptionTimestamp"]))
 
@@ -148,6 +161,7 @@ def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
     summary="Delete a consumer group on one queue",
 )
 def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    grants.require(request, "queue", queue, grants.ADMIN)
     return _group_deleted(request, group, queue)
 
 
@@ -159,6 +173,7 @@ def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpR
 )
 def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
     to_end, timestamp = wire.parse_seek(read_engine_json(request, optional=True))
+    grants.require(request, "queue", queue, grants.WRITE)
     result = groups.queue_group_seek(
         group=wire.parse_group(group), queue=wire.parse_queue(queue), to_end=to_end, timestamp=timestamp
     )
@@ -176,7 +191,9 @@ def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
     summary="Record a trace event on a message",
 )
 def record_trace(request: HttpRequest) -> HttpResponse:
-    trace_id = traces.trace_record(**wire.parse_trace(read_engine_json(request)))
+    trace = wire.parse_trace(read_engine_json(request))
+    grants.require_partition(request, trace["partition_id"], grants.WRITE)
+    trace_id = traces.trace_record(**trace)
     return json_response({"success": True, "traceId": trace_id}, 201)
 
 
@@ -187,6 +204,7 @@ def record_trace(request: HttpRequest) -> HttpResponse:
 )
 def list_trace_names(request: HttpRequest) -> HttpResponse:
     limit, offset = wire.page_params(request.GET, 50)
+    grants.require_every(request, "queue", grants.READ)
     return json_response(wire.render_trace_names(traces.trace_names(limit=limit, offset=offset), limit, offset))
 
 
@@ -198,6 +216,7 @@ def list_trace_names(request: HttpRequest) -> HttpResponse:
 def traces_by_name(request: HttpRequest, name: str) -> HttpResponse:
     limit, offset = wire.page_params(request.GET, 100)
     rows, more = traces.traces_by_name(name=name, limit=limit, offset=offset)
+    rows = list(grants.readable(request, "queue", rows, lambda r: r.queue))
     return json_response(wire.render_traces_by_name(rows, more, limit, offset))
 
 
@@ -207,6 +226,7 @@ def traces_by_name(request: HttpRequest, name: str) -> HttpResponse:
     summary="A message's trace events, oldest first",
 )
 def message_traces(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    grants.require_partition(request, partition_id, grants.READ)
     rows = traces.traces_for_message(partition_id=wire.partition_id(partition_id), transaction_id=transaction_id)
     return json_response(wire.render_message_traces(rows))
 
@@ -217,11 +237,13 @@ def message_traces(request: HttpRequest, partition_id: str, transaction_id: str)
 
 @router.get("/resources/namespaces", response=NamespacesOut, summary="Namespaces with their queues and counts")
 def list_namespaces(request: HttpRequest) -> HttpResponse:
+    grants.require_every(request, "queue", grants.READ)
     return json_response(wire.render_groupings(browse.queue_groupings(by="namespace"), "namespace"))
 
 
 @router.get("/resources/tasks", response=TasksOut, summary="Tasks with their queues and counts")
 def list_tasks(request: HttpRequest) -> HttpResponse:
+    grants.require_every(request, "queue", grants.READ)
     return json_response(wire.render_groupings(browse.queue_groupings(by="task"), "task"))
 
 
@@ -233,7 +255,9 @@ def list_tasks(request: HttpRequest) -> HttpResponse:
 def list_partitions(request: HttpRequest) -> HttpResponse:
     limit, offset = wire.page_params(request.GET, 100)
     queue = request.GET.get("queue") or None
-    rows = browse.partition_list(queue=queue, limit=limit, offset=offset)
+    rows = grants.readable(
+        request, "queue", browse.partition_list(queue=queue, limit=limit, offset=offset), lambda r: r.queue
+    )
     return json_response(wire.render_partitions(rows, limit, offset))
 
 
@@ -244,7 +268,8 @@ def list_partitions(request: HttpRequest) -> HttpResponse:
 )
 def list_messages(request: HttpRequest) -> HttpResponse:
     query = wire.parse_messages(request.GET)
-    return json_response(wire.render_messages(browse.message_list(query=query), query))
+    rows = grants.readable(request, "queue", browse.message_list(query=query), lambda r: r.queue)
+    return json_response(wire.render_messages(rows, query))
 
 
 class _MessageRef(TypedDict):
@@ -263,6 +288,7 @@ def _message(partition_id: str, transaction_id: str) -> _MessageRef:
     summary="One message with its status per consumer group",
 )
 def get_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    grants.require_partition(request, partition_id, grants.READ)
     return json_response(wire.render_message(browse.message_get(**_message(partition_id, transaction_id))))
 
 
@@ -272,6 +298,7 @@ def get_message(request: HttpRequest, partition_id: str, transaction_id: str) ->
     summary="Delete a message (consumers skip it)",
 )
 def delete_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    grants.require_partition(request, partition_id, grants.ADMIN)
     result = None
     if partition_id.isascii() and partition_id.isdigit() and len(partition_id) <= 18:
         result = messages.queue_message_delete(partition_id=int(partition_id), transaction_id=transaction_id)
@@ -284,6 +311,7 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
     summary="Push a dead-lettered message again and drop its dead letters",
 )
 def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
+    grants.require_partition(request, partition_id, grants.WRITE)
     return json_response(
         wire.render_message_retried(messages.queue_message_retry(**_message(partition_id, transaction_id)))
     )
@@ -297,5 +325,6 @@ def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) 
 )
 def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     group, error = wire.parse_move_to_dlq(read_engine_json(request, optional=True))
+    grants.require_partition(request, partition_id, grants.WRITE)
     result = messages.queue_message_dead_letter(**_message(partition_id, transaction_id), group=group, error=error)
     return json_response(wire.render_dead_lettered(result))

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from queenadmin.api import ratelimit, scopes
+from queenadmin.api import grants, ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import body_of, etag_header, parameters
 from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
@@ -28,7 +28,7 @@ from queenadmin.api.schemas.kv import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import kv as wire
-from queenadmin.domain import clock, db, kv
+from queenadmin.domain import clock, db, kv, tokens
 from queenadmin.errors import KVBadRequest
 
 router = ScopedRouter(tags=["kv"])
@@ -46,6 +46,7 @@ def kv_batch(request: HttpRequest) -> HttpResponse:
     raw = operations_of(read_json(request, KVBadRequest, "kv_bad_body"), KVBadRequest, "kv_bad_body")
     ops = wire.parse_ops(raw)
     scopes.require(request, scopes.kv_call_needs(ops))
+    grants.require_kv_ops(request, ops)
     ratelimit.admit(request, "write" if any(isinstance(op, kv.WRITES) for op in ops) else "read")
     if not ops:
         return json_response({"results": []})
@@ -63,6 +64,7 @@ def _no_query(request: HttpRequest) -> None:
 
 def _single(request: HttpRequest, raw: dict[str, Any]) -> dict[str, Any]:
     op = wire.parse_op(0, raw)
+    grants.require_kv_ops(request, [op])
     ratelimit.admit(request, "write" if isinstance(op, kv.WRITES) else "read")
     return wire.result_out(0, kv.kv_call([op])[0])
 
@@ -117,7 +119,7 @@ def delete_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 )
 def list_namespaces(request: HttpRequest) -> HttpResponse:
     ratelimit.admit(request, "read")
-    rows = kv.kv_namespaces()
+    rows = grants.readable(request, "kv", kv.kv_namespaces(), lambda row: row[0])
     return json_response({"namespaces": [{"namespace": ns, "keys": n} for ns, n in rows]})
 
 
@@ -132,6 +134,8 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     if not isinstance(body, dict):
         raise KVBadRequest("the body must be a JSON object", reason="kv_bad_body")
     namespace = wire.namespace_of(body.get("namespace"))
+    if namespace != tokens.LOCKS_NAMESPACE:
+        grants.require(request, "kv", namespace, scopes.READ)
     ratelimit.admit(request, "read")
     prefix = body.get("prefix")
     after = body.get("after")
@@ -158,7 +162,9 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     )
     rows = []
     size = 0
-    for row in page.rows:
+    # The permits' namespace lists the locks the token may read.
+    listed = grants.readable(request, "lock", page.rows, lambda row: tokens.kv_resource(namespace, row.key)[1])
+    for row in listed:
         item: dict[str, Any] = {"key": row.key}
         if not keys_only:
             item["value"] = row.value

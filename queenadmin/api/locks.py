@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from queenadmin.api import ratelimit, scopes
+from queenadmin.api import grants, ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import RateLimitedOut
@@ -31,6 +31,7 @@ def locks_batch(request: HttpRequest) -> HttpResponse:
     body = read_json(request, LocksBadRequest, "locks_bad_body")
     ops = wire.parse_lock_ops(operations_of(body, LocksBadRequest, "locks_bad_body"))
     scopes.require(request, scopes.locks_call_needs(ops))
+    grants.require_lock_ops(request, ops)
     # Locks are KV calls underneath, so they spend the same KV rate.
     ratelimit.admit(request, "read" if all(op.op == "get" for op in ops) else "write")
     if not ops:

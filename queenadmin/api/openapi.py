@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from queenadmin.api import grants
 from queenadmin.api.schemas.common import AuthErrorOut, ForbiddenOut, NoRouteOut, UnavailableOut
 
 #: Component schemas collected from ``body_of``; merged into /api/openapi.json.
@@ -102,8 +103,10 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
 
     - 401 from the bearer check on every operation behind it;
     - 403 from the scope check on every operation a ``read`` token cannot
-      always call (``x-token-scope``, set by ``scopes.ScopedRouter``); merged with
-      a 403 the operation declares itself (the timer horizon);
+      always call (``x-token-scope``, set by ``scopes.ScopedRouter``), and from
+      a token's grants on every operation whose rule can refuse
+      (``x-token-grants``, ``grants.ROUTES``); merged with a 403 the
+      operation declares itself (the timer horizon);
     - 404 ``no_such_route`` on every operation with a path parameter: a
       value the route's pattern cannot match (a newline) reaches no route;
     - 413 in plain text from the body limit on every operation with a body;
@@ -130,9 +133,15 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
                         "content": {"application/json": {"schema": auth_ref}},
                     },
                 )
+            refusals = []
             if operation.get("x-token-scope", "read") != "read":
-                why = f"Forbidden: the token's scope is below what the call needs ({operation['x-token-scope']})"
-                _add_alternative(responses, 403, forbidden_ref, why)
+                refusals.append(f"the token's scope is below what the call needs ({operation['x-token-scope']})")
+            if operation.get(grants.OPENAPI_KEY) == grants.NAMED:
+                refusals.append("no grant of the token covers a resource the call names")
+            elif operation.get(grants.OPENAPI_KEY) == grants.EVERY:
+                refusals.append("the call reaches every queue and the token's grants do not cover queue:*")
+            if refusals:
+                _add_alternative(responses, 403, forbidden_ref, "Forbidden: " + "; or ".join(refusals))
             if any(p["in"] == "path" for p in operation.get("parameters", ())):
                 _add_alternative(responses, 404, no_route_ref, "Not Found: the path matches no route")
             if "requestBody" in operation:

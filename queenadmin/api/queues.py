@@ -15,7 +15,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from queenadmin.api import dbthreads
+from queenadmin.api import dbthreads, grants
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import ENGINE_ERRORS, SOME_TEXT, EngineBadRequestOut
@@ -63,7 +63,9 @@ router = ScopedRouter(tags=["queues"])
     summary="Create a queue or change its options",
 )
 def configure_queue(request: HttpRequest) -> HttpResponse:
-    config = queues.queue_configure(request=wire.parse_configure(read_engine_json(request)))
+    command = wire.parse_configure(read_engine_json(request))
+    grants.require(request, "queue", command.name, grants.WRITE)
+    config = queues.queue_configure(request=command)
     return json_response(wire.render_configure(config))
 
 
@@ -79,6 +81,9 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
 )
 def push_messages(request: HttpRequest) -> HttpResponse:
     items = wire.parse_push(read_engine_json(request))
+    limits = grants.limits(request)
+    if limits is not None:
+        grants.require_queues(limits, {item.queue for item in items}, grants.WRITE)
     results = queues.queue_push(items=items) if items else []
     return json_response(wire.render_push(results), 201)
 
@@ -146,7 +151,9 @@ _POP_RESPONSES: dict[int | str, Any] = {200: PopOut, 204: None, **ENGINE_ERRORS}
     summary="Lease messages from any partition of a queue (204 when none)",
 )
 async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
-    return await _pop(request, wire.parse_pop_queue(request.GET, queue))
+    call = wire.parse_pop_queue(request.GET, queue)
+    grants.require(request, "queue", call.request.queue or queue, grants.WRITE)
+    return await _pop(request, call)
 
 
 @router.get(
@@ -155,7 +162,9 @@ async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
     summary="Lease messages from one partition (204 when none)",
 )
 async def pop_partition(request: HttpRequest, queue: str, partition: str) -> HttpResponse:
-    return await _pop(request, wire.parse_pop_queue(request.GET, queue, partition))
+    call = wire.parse_pop_queue(request.GET, queue, partition)
+    grants.require(request, "queue", call.request.queue or queue, grants.WRITE)
+    return await _pop(request, call)
 
 
 #: ``GET /pop``'s selection: a namespace, a task or both. One query
@@ -189,7 +198,10 @@ _DISCOVERY = {
     summary="Lease messages from the queues of a namespace and/or task (204 when none)",
 )
 async def pop_discovery(request: HttpRequest) -> HttpResponse:
-    return await _pop(request, wire.parse_pop_discovery(request.GET))
+    call = wire.parse_pop_discovery(request.GET)
+    # Any queue of the namespace or task may answer, those made later too.
+    grants.require_every(request, "queue", grants.WRITE)
+    return await _pop(request, call)
 
 
 # --------------------------------------------------------------------------
@@ -203,7 +215,7 @@ async def pop_discovery(request: HttpRequest) -> HttpResponse:
     summary="Acknowledge one message (answers an array)",
 )
 def ack_message(request: HttpRequest) -> HttpResponse:
-    return _acked(wire.parse_ack(read_engine_json(request)))
+    return _acked(request, wire.parse_ack(read_engine_json(request)))
 
 
 @router.post(
@@ -213,10 +225,11 @@ def ack_message(request: HttpRequest) -> HttpResponse:
     summary="Acknowledge several messages",
 )
 def ack_batch(request: HttpRequest) -> HttpResponse:
-    return _acked(wire.parse_ack_batch(read_engine_json(request)))
+    return _acked(request, wire.parse_ack_batch(read_engine_json(request)))
 
 
-def _acked(items: list[queues.AckItem]) -> HttpResponse:
+def _acked(request: HttpRequest, items: list[queues.AckItem]) -> HttpResponse:
+    grants.require_partitions(grants.limits(request), [item.partition_id for item in items], grants.WRITE)
     return json_response(wire.render_acks(queues.queue_ack(items=items) if items else []))
 
 
@@ -229,6 +242,7 @@ def _acked(items: list[queues.AckItem]) -> HttpResponse:
 def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
     wire.check_text(lease_id, "leaseId")
     seconds = wire.parse_lease_extend(read_engine_json(request, optional=True))
+    grants.require_lease(request, lease_id, grants.WRITE)
     extension = queues.queue_lease_extend(lease_id=lease_id, seconds=seconds)
     return json_response(wire.render_lease_extension(extension))
 
@@ -243,10 +257,11 @@ def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
     summary="Every queue with its depth, newest first",
 )
 def list_queues(request: HttpRequest) -> HttpResponse:
-    stats = queues.queue_list()
+    stats = grants.readable(request, "queue", queues.queue_list(), lambda q: q.name)
     if wire.wants_lanes(request.GET):
         return json_response(wire.render_lanes(stats))
-    kv_rows, kv_bytes = kv.kv_totals()
+    # Store-wide KV totals only for a token that may read every namespace.
+    kv_rows, kv_bytes = kv.kv_totals() if grants.may_read_every(request, "kv") else (0, 0)
     return json_response(wire.render_queue_list(stats, kv_rows=kv_rows, kv_bytes=kv_bytes))
 
 
@@ -266,6 +281,7 @@ def _stats_or_404(
     summary="One queue with its partitions",
 )
 def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
+    grants.require(request, "queue", queue, grants.READ)
     return json_response(wire.render_queue(_stats_or_404(queue, with_messages=True)))
 
 
@@ -276,6 +292,7 @@ def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
 )
 def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
     group = wire.parse_depth_group(request.GET)
+    grants.require(request, "queue", queue, grants.READ)
     return json_response(wire.render_depth(_stats_or_404(queue, group, with_age=True)))
 
 
@@ -286,15 +303,23 @@ def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
 )
 def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
     wire.check_text(queue, "queue")
+    grants.require(request, "queue", queue, grants.ADMIN)
     return json_response(wire.render_delete(queue, existed=queues.queue_delete(name=queue)))
 
 
 @router.get("/resources/overview", response=OverviewOut, summary="Counts across every queue")
 def overview(request: HttpRequest) -> HttpResponse:
+    grants.require_every(request, "queue", grants.READ)
     return json_response(wire.render_overview(queues.queue_overview()))
 
 
 @router.get("/dlq", response={200: DeadLettersOut, 400: EngineBadRequestOut}, summary="Dead letters, newest first")
 def list_dlq(request: HttpRequest) -> HttpResponse:
-    rows, total = queues.dlq_list(query=wire.parse_dlq(request.GET))
+    query = wire.parse_dlq(request.GET)
+    # The total counts every queue's dead letters unless one queue is named.
+    if query.queue is None:
+        grants.require_every(request, "queue", grants.READ)
+    else:
+        grants.require(request, "queue", query.queue, grants.READ)
+    rows, total = queues.dlq_list(query=query)
     return json_response(wire.render_dlq(rows, total))

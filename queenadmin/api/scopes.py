@@ -33,6 +33,7 @@ from django.http import HttpRequest
 from ninja import Router
 from ninja.constants import NOT_SET
 
+from queenadmin.api import grants
 from queenadmin.api.bearer import check_for, refusal
 from queenadmin.domain import kv
 from queenadmin.models import TokenScope
@@ -136,6 +137,9 @@ def require(request: HttpRequest, need: TokenScope) -> None:
 class ScopedRouter(Router):
     """A router whose every route gets the bearer check its row in ``ROUTES`` names.
 
+    Each route also needs a row in ``grants.ROUTES`` (how it meets a
+    token's grants), which the OpenAPI document names (``x-token-grants``).
+
     Through ninja's public ``auth=``: the check of the row's scope, async
     for an async view (the token cache on the loop). A route declared with
     an ``auth=`` of its own keeps it. Raise ``ImproperlyConfigured`` for a
@@ -165,11 +169,15 @@ class ScopedRouter(Router):
         if len(needs) > 1:
             raise ImproperlyConfigured(f"one view serves {routes} with different scopes")
         need = needs.pop()
+        try:
+            rule = grants.rule_of(routes)
+        except LookupError as exc:
+            raise ImproperlyConfigured(str(exc)) from None
         self.routes.update(routes)
         if auth is NOT_SET:
             auth = check_for(need, is_async=inspect.iscoroutinefunction(view_func))
         documented = BY_OPERATION if any(r in PER_OPERATION for r in routes) else need.value
-        openapi_extra = {**(openapi_extra or {}), OPENAPI_KEY: documented}
+        openapi_extra = {**(openapi_extra or {}), OPENAPI_KEY: documented, grants.OPENAPI_KEY: rule}
         super().add_api_operation(path, methods, view_func, auth=auth, openapi_extra=openapi_extra, **kwargs)
 
 
@@ -179,3 +187,7 @@ def check(routers: Iterable[ScopedRouter]) -> None:
     stale = set(ROUTES) - seen
     if stale:
         raise ImproperlyConfigured(f"scopes for routes that do not exist: {', '.join(sorted(stale))}")
+    try:
+        grants.check(seen)
+    except LookupError as exc:
+        raise ImproperlyConfigured(str(exc)) from None

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from django.http import HttpRequest, HttpResponse
 
+from queenadmin.api import grants
 from queenadmin.api.http import json_response
 from queenadmin.api.schemas.common import EngineBadRequestOut
 from queenadmin.api.schemas.queues import QueueNotFoundOut
@@ -40,12 +41,21 @@ def get_status(request: HttpRequest) -> HttpResponse:
     now = clock.now()
     query = wire.parse_status(request.GET, now=now, default_span=timedelta(hours=1))
     minutes = status.bucket_minutes(query.until - query.since)
+    # A token with grants sees the queues it may read, as if it had named them.
     filtered = query.queue is not None or query.namespace is not None or query.task is not None
-    matched = status.queues_matching(queue=query.queue, namespace=query.namespace, task=query.task)
+    filtered = filtered or grants.limits(request) is not None
+    matched = grants.readable(
+        request,
+        "queue",
+        status.queues_matching(queue=query.queue, namespace=query.namespace, task=query.task),
+        lambda q: q.name,
+    )
     names = [q.name for q in matched] if filtered else None
     ids = [q.id for q in matched] if filtered else None
     buckets = status.status_buckets(since=query.since, until=query.until, size=timedelta(minutes=minutes), queues=names)
-    counters = {c.queue: c for c in queues.queue_counters(now=now)}
+    counters = {
+        c.queue: c for c in grants.readable(request, "queue", queues.queue_counters(now=now), lambda c: c.queue)
+    }
     body = wire.render_status(
         query,
         minutes=minutes,
@@ -68,7 +78,7 @@ def get_status_queues(request: HttpRequest) -> HttpResponse:
     listed = sorted(
         (
             c
-            for c in queues.queue_counters(with_age=False)
+            for c in grants.readable(request, "queue", queues.queue_counters(with_age=False), lambda c: c.queue)
             if (namespace is None or c.namespace == namespace) and (task is None or c.task == task)
         ),
         key=lambda c: (c.created_at, c.queue_id),
@@ -83,6 +93,7 @@ def get_status_queues(request: HttpRequest) -> HttpResponse:
     summary="One queue with its partitions and consumer activity",
 )
 def get_status_queue(request: HttpRequest, name: str) -> HttpResponse:
+    grants.require(request, "queue", name, grants.READ)
     # No queue name holds NUL, and PostgreSQL refuses it in a query.
     stats = None if "\x00" in name else queues.queue_stats(name=name, with_messages=True)
     if stats is None:
@@ -97,8 +108,17 @@ def get_analytics(request: HttpRequest) -> HttpResponse:
     interval = wire.parse_interval(request.GET)
     starts = wire.analytics_buckets(query.since, query.until, interval)
     filtered = query.queue is not None or query.namespace is not None or query.task is not None
+    filtered = filtered or grants.limits(request) is not None
     names = (
-        [q.name for q in status.queues_matching(queue=query.queue, namespace=query.namespace, task=query.task)]
+        [
+            q.name
+            for q in grants.readable(
+                request,
+                "queue",
+                status.queues_matching(queue=query.queue, namespace=query.namespace, task=query.task),
+                lambda q: q.name,
+            )
+        ]
         if filtered
         else None
     )
@@ -111,6 +131,7 @@ def get_analytics(request: HttpRequest) -> HttpResponse:
 
 @router.post("/stats/refresh", response=StatsRefreshOut, summary="Sample every queue's counters now")
 def refresh_stats(request: HttpRequest) -> HttpResponse:
+    grants.require_every(request, "queue", grants.WRITE)
     return json_response(wire.render_refresh(history.stats_refresh()))
 
 
@@ -130,6 +151,7 @@ def get_system_metrics(request: HttpRequest) -> HttpResponse:
     summary="Message counts over time, the deployment as one worker",
 )
 def get_worker_metrics(request: HttpRequest) -> HttpResponse:
+    grants.require_every(request, "queue", grants.READ)
     now = clock.now()
     since, until = wire.parse_range(request.GET, now=now, default_span=timedelta(hours=1))
     minutes = status.bucket_minutes(until - since)

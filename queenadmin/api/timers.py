@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from queenadmin.api import ratelimit
+from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import NameTooLongOut, RateLimitedOut
@@ -48,6 +48,7 @@ _READ_ERRORS: dict[int | str, Any] = {400: TimersBadRequestOut, 429: RateLimited
 def timers_batch(request: HttpRequest) -> HttpResponse:
     body = read_json(request, TimersBadRequest, "timers_bad_body")
     ops = wire.parse_timer_ops(operations_of(body, TimersBadRequest, "timers_bad_body"))
+    grants.require_timer_ops(grants.limits(request), ops)
     # A schedule spends the KV write rate (protocol 4.6).
     ratelimit.admit(request, "write")
     if not ops:
@@ -63,6 +64,7 @@ def timers_batch(request: HttpRequest) -> HttpResponse:
 def cancel_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:
     txn = request.GET.get("txn") or None
     (op,) = wire.parse_timer_ops([{"op": "cancel", "queue": queue, "timerKey": timer_key, "txn": txn}])
+    grants.require_timer_ops(grants.limits(request), [op])
     (outcome,) = timers.timers_call([op])
     return json_response(wire.outcome_out(outcome))
 
@@ -73,6 +75,7 @@ def cancel_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpRespon
     summary="Peek one timer, with its payload",
 )
 def peek_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:
+    grants.require(request, "timer", queue, grants.READ)
     ratelimit.admit(request, "read")
     return json_response(wire.peek_out(queue, timer_key, timers.timer_peek(queue=queue, timer_key=timer_key)))
 
@@ -83,6 +86,7 @@ def peek_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse
     summary="A keyset page of a queue's pending timers (?after=&limit=), or their count (?mode=count&prefix=)",
 )
 def list_timers(request: HttpRequest, queue: str) -> HttpResponse:
+    grants.require(request, "timer", queue, grants.READ)
     ratelimit.admit(request, "read")
     params = request.GET
     mode = params.get("mode")

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from queenadmin.api import ratelimit
+from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
@@ -41,6 +41,14 @@ _ERRORS: dict[int | str, Any] = {
 )
 def commit_transaction(request: HttpRequest) -> HttpResponse:
     bundle = wire.parse_transaction(read_engine_json(request))
+    limits = grants.limits(request)
+    if limits is not None:
+        # Every operation before anything is written: one foreign one refuses the bundle.
+        grants.require_queues(limits, [p.item.queue for p in bundle.pushes], grants.WRITE)
+        grants.require_queues(limits, [p.queue for p in bundle.positions], grants.WRITE)
+        grants.require_partitions(limits, [a.partition_id for a in bundle.acks], grants.WRITE)
+        grants.require_kv(limits, bundle.kv)
+        grants.require_timer_ops(limits, bundle.timers)
     if bundle.kv or bundle.timers:
         # KV ops and schedules spend the KV write rate, as on their own routes.
         ratelimit.admit(request, "write")

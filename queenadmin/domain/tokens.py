@@ -1,4 +1,22 @@
-"""API tokens: created once, stored hashed, compared in constant time."""
+"""API tokens: created once, stored hashed, compared in constant time.
+
+A token may carry **grants** that limit it to some resources. A grant is
+``KIND:PATTERN=SCOPE``:
+
+- ``KIND`` is ``kv`` (KV namespaces), ``queue``, ``lock`` (lock names) or
+  ``timer`` (timer queues), or ``*`` for all four;
+- ``PATTERN`` is an exact name (``orders``) or a prefix ending in ``*``
+  (``orders.*`` covers every name that starts with ``orders.``; ``*``
+  covers every name);
+- ``SCOPE`` is ``read``, ``write`` or ``admin``, and may not be above the
+  token's own scope.
+
+``*=read`` is short for ``*:*=read``. Grants only add: a resource's scope is
+the highest of the grants that cover it, and a resource no grant covers is
+out of reach (403). A token without grants reaches the whole store, as
+tokens did before grants. The KV rows of locks (namespace ``queen-locks``,
+key ``<name>#<slot>``) count as the lock ``<name>``.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +25,26 @@ import hmac
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal, get_args
 
 from django.db import IntegrityError, connection, transaction
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock
 from queenadmin.domain.audit import Who
-from queenadmin.errors import InvalidArgument, NotFound
+from queenadmin.errors import Forbidden, InvalidArgument, NotFound
 from queenadmin.models import ApiToken, TokenScope
 
 TOKEN_PREFIX = "qa_"
+
+#: What a grant names: KV namespaces, queues, lock names, timer queues.
+Kind = Literal["kv", "queue", "lock", "timer"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
+#: The KV namespace that holds the locks' permits (``kv.LOCKS_NAMESPACE``).
+LOCKS_NAMESPACE = "queen-locks"
 
 
 class TokenExists(InvalidArgument):
@@ -34,6 +60,148 @@ class TokenInfo:
     scope: TokenScope
     created_at: datetime
     revoked_at: datetime | None
+    #: The grants, one a line; empty for a token that reaches the whole store.
+    grants: str = ""
+
+
+class NotGranted(Forbidden):
+    """No grant of the bearer token covers a resource the call names."""
+
+    code = "forbidden"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One grant: ``scope`` on the names of ``kind`` that ``pattern`` covers."""
+
+    kind: Kind | Literal["*"]
+    #: An exact name, or a prefix followed by ``*``.
+    pattern: str
+    scope: TokenScope
+
+    def __str__(self) -> str:
+        if self.kind == "*" and self.pattern == "*":
+            return f"*={self.scope.value}"
+        return f"{self.kind}:{self.pattern}={self.scope.value}"
+
+    @property
+    def prefix(self) -> str | None:
+        """The prefix a pattern ending in ``*`` covers; None for an exact name."""
+        return self.pattern[:-1] if self.pattern.endswith("*") else None
+
+
+_KIND_NAMES = ", ".join(KINDS)
+
+
+def grant_parse(text: str) -> Grant:
+    """Parse one grant, ``KIND:PATTERN=SCOPE`` or ``*=SCOPE``.
+
+    Raise ``InvalidArgument`` saying what is wrong with it.
+    """
+    text = text.strip()
+    left, eq, scope_text = text.rpartition("=")
+    if not eq or not left:
+        raise InvalidArgument(f"grant {text!r}: write KIND:PATTERN=SCOPE, such as queue:orders.*=write")
+    scope = scope_of(scope_text.strip())
+    kind_text, colon, pattern = left.partition(":")
+    if not colon:
+        if left.strip() != "*":
+            raise InvalidArgument(f"grant {text!r}: name the kind, such as queue:{left}={scope.value}")
+        kind_text, pattern = "*", "*"
+    kind_text, pattern = kind_text.strip(), pattern.strip()
+    if kind_text != "*" and kind_text not in KINDS:
+        raise InvalidArgument(f"grant {text!r}: the kind is one of {_KIND_NAMES} or *")
+    if not pattern or "*" in pattern[:-1] or any(c.isspace() for c in pattern):
+        raise InvalidArgument(
+            f"grant {text!r}: the pattern is a name, or a prefix ending in * (orders.*); no spaces, one * at the end"
+        )
+    return Grant(kind=kind_text, pattern=pattern, scope=scope)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Grants:
+    """A token's grants, indexed for the check each operation makes."""
+
+    grants: tuple[Grant, ...]
+    #: kind -> exact name -> the highest scope's rank granted on it.
+    _exact: dict[str, dict[str, int]] = field(default_factory=dict, repr=False, compare=False)
+    #: kind -> (prefix, rank) of each prefix grant.
+    _prefixes: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for kind in KINDS:
+            exact: dict[str, int] = {}
+            prefixes: list[tuple[str, int]] = []
+            for grant in self.grants:
+                if grant.kind not in (kind, "*"):
+                    continue
+                rank = _RANKS[grant.scope]
+                prefix = grant.prefix
+                if prefix is None:
+                    exact[grant.pattern] = max(rank, exact.get(grant.pattern, -1))
+                else:
+                    prefixes.append((prefix, rank))
+            self._exact[kind] = exact
+            self._prefixes[kind] = tuple(prefixes)
+
+    def rank(self, kind: Kind, name: str) -> int:
+        """The rank of the highest scope granted on ``name`` (-1: none)."""
+        best = self._exact[kind].get(name, -1)
+        for prefix, rank in self._prefixes[kind]:
+            if rank > best and name.startswith(prefix):
+                best = rank
+        return best
+
+    def allows(self, kind: Kind, name: str, need: TokenScope) -> bool:
+        """Whether a grant gives ``need`` (or more) on ``name``."""
+        return self.rank(kind, name) >= _RANKS[need]
+
+    def allows_every(self, kind: Kind, need: TokenScope) -> bool:
+        """Whether a grant gives ``need`` on every name of ``kind`` (a ``*`` pattern)."""
+        return any(p == "" and rank >= _RANKS[need] for p, rank in self._prefixes[kind])
+
+    def require(self, kind: Kind, name: str, need: TokenScope) -> None:
+        """Raise ``NotGranted`` unless a grant gives ``need`` on ``name``."""
+        if self.rank(kind, name) < _RANKS[need]:
+            raise NotGranted(f"no grant of this token gives {need.value} on {kind} {name!r}")
+
+    def require_every(self, kind: Kind, need: TokenScope) -> None:
+        """Raise ``NotGranted`` unless a grant gives ``need`` on every name of ``kind``."""
+        if not self.allows_every(kind, need):
+            raise NotGranted(
+                f"the call reaches every {kind}: it needs a grant of {need.value} on {kind}:* for this token"
+            )
+
+    def __str__(self) -> str:
+        return "\n".join(str(g) for g in self.grants)
+
+
+_RANKS = {scope: rank for rank, scope in enumerate(TokenScope)}
+
+
+def kv_resource(namespace: str, key: str | None = None) -> tuple[Kind, str]:
+    """What a KV operation on ``namespace`` reaches: a namespace, or a lock for its permit rows."""
+    if namespace == LOCKS_NAMESPACE and key is not None:
+        return "lock", key.rpartition("#")[0] or key
+    return "kv", namespace
+
+
+def grants_parse(lines: Iterable[str], *, ceiling: TokenScope | None = None) -> Grants | None:
+    """Parse grants, one a line (blank lines skipped); None when there are none.
+
+    With ``ceiling`` (the token's scope), a grant above it raises
+    ``InvalidArgument``, as does any grant ``grant_parse`` refuses.
+    """
+    parsed: list[Grant] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        grant = grant_parse(line)
+        if ceiling is not None and not ceiling.covers(grant.scope):
+            raise InvalidArgument(f"grant {str(grant)!r} gives more than the token's scope, {ceiling.value}")
+        if grant not in parsed:
+            parsed.append(grant)
+    return Grants(tuple(parsed)) if parsed else None
 
 
 @dataclass(frozen=True)
@@ -42,6 +210,8 @@ class TokenAuth:
 
     name: str
     scope: TokenScope
+    #: None: the whole store (a token without grants).
+    grants: Grants | None = None
 
 
 #: ``request.auth`` when ``QUEENADMIN_OPEN_API`` serves the API without tokens.
@@ -65,11 +235,16 @@ _cache: dict[str, tuple[float, TokenAuth]] = {}
 _cache_lock = threading.Lock()
 
 
-def token_create_in_txn(*, name: str, scope: str = TokenScope.WRITE, who: Who | None = None) -> str:
+def token_create_in_txn(
+    *, name: str, scope: str = TokenScope.WRITE, grants: Sequence[str] = (), who: Who | None = None
+) -> str:
     """Create a token named ``name`` and return it; it is never shown again.
 
     ``scope`` is ``read``, ``write`` (the default) or ``admin``; anything
-    else raises ``InvalidArgument``. With ``who`` (an operator's action),
+    else raises ``InvalidArgument``. ``grants`` limit the token to some
+    resources (the module's docstring has the syntax); none means the whole
+    store. A grant that does not parse, or gives more than ``scope``, raises
+    ``InvalidArgument``. With ``who`` (an operator's action),
     the audit entry is written in the same transaction (the token's prefix
     only, never the token). Raises ``TokenExists`` when the name is taken
     (revoked tokens included). Runs inside the caller's transaction.
@@ -79,12 +254,18 @@ def token_create_in_txn(*, name: str, scope: str = TokenScope.WRITE, who: Who | 
     if not name or len(name) > 100:
         raise InvalidArgument("a token name is 1 to 100 characters")
     granted = scope_of(scope)
+    limits = grants_parse(grants, ceiling=granted)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     now = clock.now()
     try:
         with transaction.atomic():
             ApiToken.objects.create(
-                name=name, token_hash=_hash(token), prefix=token[:10], scope=granted, created_at=now
+                name=name,
+                token_hash=_hash(token),
+                prefix=token[:10],
+                scope=granted,
+                created_at=now,
+                grants="" if limits is None else str(limits),
             )
     except IntegrityError as exc:
         raise TokenExists(f"a token named {name!r} exists already") from exc
@@ -93,9 +274,13 @@ def token_create_in_txn(*, name: str, scope: str = TokenScope.WRITE, who: Who | 
             now=now,
             action="token.create",
             target=name,
-            after=f"active, scope {granted.value}, prefix {token[:10]}",
+            after=f"active, scope {granted.value}, prefix {token[:10]}, {_grants_text(limits)}",
         )
     return token
+
+
+def _grants_text(grants: Grants | None) -> str:
+    return "no grants (the whole store)" if grants is None else "grants " + ", ".join(map(str, grants.grants))
 
 
 #: ``token_create_in_txn`` as its own transaction: must be the outermost call.
@@ -119,9 +304,46 @@ def token_revoke(*, name: str, who: Who | None = None) -> None:
         _cache.clear()
 
 
+def token_grants_set_in_txn(*, name: str, grants: Sequence[str], who: Who | None = None) -> Grants | None:
+    """Replace the grants of the active token ``name``; return them (None: none, the whole store).
+
+    Raise ``NotFound`` when there is no such active token, ``InvalidArgument``
+    for a grant that does not parse or gives more than the token's scope.
+    With ``who``, the audit entry is written in the same transaction. Takes
+    effect in this process at once, in others within
+    ``QUEENADMIN_TOKEN_CACHE_SECONDS``. Runs inside the caller's transaction.
+    """
+    assert connection.in_atomic_block
+    row = ApiToken.objects.filter(name=name, revoked_at__isnull=True).values_list("scope", "grants").first()
+    if row is None:
+        raise NotFound(f"no active token named {name!r}")
+    limits = grants_parse(grants, ceiling=TokenScope(row[0]))
+    text = "" if limits is None else str(limits)
+    ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(grants=text)
+    if who is not None and text != row[1]:
+        before = grants_parse(row[1].splitlines())
+        who.record_in_txn(
+            now=clock.now(), action="token.grants", target=name, before=_grants_text(before), after=_grants_text(limits)
+        )
+    # Now for this transaction's own reads, and after the commit again: a
+    # request in between may have cached the grants from before.
+    _forget_cached()
+    transaction.on_commit(_forget_cached)
+    return limits
+
+
+#: ``token_grants_set_in_txn`` as its own transaction: must be the outermost call.
+token_grants_set = transaction.atomic(durable=True)(token_grants_set_in_txn)
+
+
+def _forget_cached() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
 def token_list() -> list[TokenInfo]:
     return [
-        TokenInfo(t.name, t.prefix, TokenScope(t.scope), t.created_at, t.revoked_at)
+        TokenInfo(t.name, t.prefix, TokenScope(t.scope), t.created_at, t.revoked_at, t.grants)
         for t in ApiToken.objects.order_by("name")
     ]
 
@@ -142,7 +364,7 @@ def token_check_cached(token: str) -> TokenAuth | None:
 
 
 def token_check(token: str) -> TokenAuth | None:
-    """Return the name and scope of the active token ``token``, or None.
+    """Return the name, scope and grants of the active token ``token``, or None.
 
     The lookup is by SHA-256, and the stored hash is compared again with
     ``hmac.compare_digest``. A positive answer is cached for
@@ -159,12 +381,12 @@ def token_check(token: str) -> TokenAuth | None:
         return cached
     row = (
         ApiToken.objects.filter(token_hash=digest, revoked_at__isnull=True)
-        .values_list("token_hash", "name", "scope")
+        .values_list("token_hash", "name", "scope", "grants")
         .first()
     )
     if row is None or not hmac.compare_digest(row[0], digest):
         return None
-    auth = TokenAuth(name=row[1], scope=TokenScope(row[2]))
+    auth = TokenAuth(name=row[1], scope=TokenScope(row[2]), grants=grants_parse(row[3].splitlines()))
     if ttl > 0:
         with _cache_lock:
             if len(_cache) > 10_000:

@@ -37,6 +37,9 @@ class ApiToken(models.Model):
     scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.WRITE)
     created_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
+    #: The resources the token may reach, one grant a line (``queue:orders.*=write``;
+    #: the syntax is ``domain/tokens.py``'s). Empty: the whole store, as before grants.
+    grants = models.TextField(blank=True, default="")
 
     class Meta:
         verbose_name = "API token"

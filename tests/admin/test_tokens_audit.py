@@ -146,3 +146,55 @@ def test_audit_is_read_only_and_filterable(operator, entries):
     deleting = operator.post(AUDIT, {"action": "delete_selected", "_selected_action": [entry.pk], "post": "yes"})
     assert deleting.status_code in (200, 302)
     assert AuditEntry.objects.count() == 2
+
+
+def test_create_with_grants_and_see_them_listed(operator, committing):
+    """The add form takes grants (one a line); the created page and the list show them."""
+    with committing():
+        response = operator.post(
+            f"{TOKENS}add/",
+            {
+                "name": "orders",
+                "scope": "write",
+                "grants": "queue:orders.*=write\r\n*=read",
+                "reason": "r",
+                "_save": "Save",
+            },
+        )
+    body = response.content.decode()
+    assert "queue:orders.*=write<br>*=read" in body
+    secret = re.search(r'<code id="new-token">([^<]+)</code>', body).group(1)
+    auth = tokens.token_check(secret)
+    assert [str(g) for g in auth.grants.grants] == ["queue:orders.*=write", "*=read"]
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {secret}").delete("/api/v1/resources/queues/orders.eu").status_code == 403
+    tokens.token_create(name="all")
+    listing = operator.get(TOKENS).content.decode()
+    assert '<td class="field-grants_shown">queue:orders.*=write, *=read</td>' in listing
+    assert '<td class="field-grants_shown">whole store</td>' in listing
+    refused = operator.post(
+        f"{TOKENS}add/", {"name": "x", "scope": "read", "grants": "queue:x=write", "reason": "r", "_save": "Save"}
+    )
+    assert "gives more than the token&#x27;s scope, read" in refused.content.decode()
+    assert not ApiToken.objects.filter(name="x").exists()
+
+
+def test_an_active_tokens_page_edits_its_grants_with_an_audit_entry(operator, committing):
+    tokens.token_create(name="svc")
+    row = ApiToken.objects.get(name="svc")
+    page = f"{TOKENS}{row.pk}/change/"
+    assert 'name="grants"' in operator.get(page).content.decode()
+    bad = operator.post(page, {"grants": "queue:a*b=read", "reason": "r", "_save": "Save"})
+    assert "one * at the end" in bad.content.decode()
+    assert ApiToken.objects.get(name="svc").grants == ""
+    with committing():
+        done = operator.post(page, {"grants": "kv:orders=write", "reason": "least privilege", "_save": "Save"})
+    assert done.status_code == 302
+    assert ApiToken.objects.get(name="svc").grants == "kv:orders=write"
+    entry = AuditEntry.objects.get(action="token.grants")
+    assert (entry.via, entry.reason, entry.target) == ("admin", "least privilege", "svc")
+    assert (entry.before, entry.after) == ("no grants (the whole store)", "grants kv:orders=write")
+    # A revoked token's page is a view.
+    tokens.token_revoke(name="svc")
+    revoked = operator.get(page).content.decode()
+    assert 'name="grants"' not in revoked
+    assert "kv:orders=write" in revoked

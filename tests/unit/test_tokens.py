@@ -110,3 +110,121 @@ def test_apitoken_create_refuses_a_bad_scope_clearly():
     with pytest.raises(CommandError, match="unknown scope 'everything': a token's scope is one of read, write, admin"):
         call_command("apitoken", "create", "svc", "--scope", "everything")
     assert not ApiToken.objects.exists()
+
+
+# -- grants (issue 28) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("queue:orders.*=write", "queue:orders.*=write"),
+        (" kv : orders = read ", "kv:orders=read"),
+        ("*=read", "*=read"),
+        ("*:*=admin", "*=admin"),
+        ("lock:jobs*=write", "lock:jobs*=write"),
+        ("timer:billing=read", "timer:billing=read"),
+        ("*:orders.*=read", "*:orders.*=read"),
+    ],
+)
+def test_a_grant_parses_to_its_canonical_text(text, shown):
+    assert str(tokens.grant_parse(text)) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("orders", "write KIND:PATTERN=SCOPE"),
+        ("queue:orders", "write KIND:PATTERN=SCOPE"),
+        ("queue:orders=root", "unknown scope 'root'"),
+        ("stream:orders=read", "the kind is one of kv, queue, lock, timer or \\*"),
+        ("orders=read", "name the kind"),
+        ("queue:=read", "the pattern is a name"),
+        ("queue:or*ders=read", "one \\* at the end"),
+        ("queue:a b=read", "no spaces"),
+    ],
+)
+def test_a_bad_grant_is_refused_saying_why(text, error):
+    with pytest.raises(InvalidArgument, match=error):
+        tokens.grant_parse(text)
+
+
+def test_grants_add_up_and_a_name_no_grant_covers_is_out_of_reach():
+    """The highest covering grant wins; exact names and prefixes; nothing beyond."""
+    grants = tokens.grants_parse(["queue:orders.*=write", "kv:orders=write", "*=read"])
+    assert grants is not None
+    assert grants.allows("queue", "orders.eu", TokenScope.WRITE)
+    assert not grants.allows("queue", "orders.eu", TokenScope.ADMIN)
+    assert not grants.allows("queue", "orders", TokenScope.WRITE)  # "orders.*" needs the dot
+    assert grants.allows("queue", "billing", TokenScope.READ)
+    assert not grants.allows("queue", "billing", TokenScope.WRITE)
+    assert grants.allows("kv", "orders", TokenScope.WRITE)
+    assert not grants.allows("kv", "orders2", TokenScope.WRITE)
+    assert grants.allows_every("lock", TokenScope.READ)
+    assert not grants.allows_every("queue", TokenScope.WRITE)
+    only = tokens.grants_parse(["queue:orders.*=write"])
+    assert only is not None
+    assert not only.allows("queue", "billing", TokenScope.READ)
+    assert not only.allows("kv", "orders.x", TokenScope.READ)
+    with pytest.raises(tokens.NotGranted, match="no grant of this token gives read on queue 'billing'"):
+        only.require("queue", "billing", TokenScope.READ)
+    with pytest.raises(tokens.NotGranted, match="queue:\\*"):
+        only.require_every("queue", TokenScope.READ)
+    assert tokens.grants_parse(["", "  "]) is None
+
+
+def test_a_locks_permit_row_counts_as_the_lock():
+    assert tokens.kv_resource("queen-locks", "orders.job#3") == ("lock", "orders.job")
+    assert tokens.kv_resource("queen-locks", "a#b#0") == ("lock", "a#b")
+    assert tokens.kv_resource("orders", "k#0") == ("kv", "orders")
+
+
+def test_a_token_carries_its_grants_and_a_token_without_any_reaches_everything():
+    limited = tokens.token_create(name="svc", scope="write", grants=["queue:orders.*=write", "*=read"])
+    unlimited = tokens.token_create(name="all")
+    auth = tokens.token_check(limited)
+    assert auth is not None
+    assert auth.grants is not None
+    assert [str(g) for g in auth.grants.grants] == ["queue:orders.*=write", "*=read"]
+    assert tokens.token_check(unlimited) == tokens.TokenAuth("all", TokenScope.WRITE, None)
+    assert ApiToken.objects.get(name="svc").grants == "queue:orders.*=write\n*=read"
+
+
+def test_a_grant_above_the_tokens_scope_or_a_bad_one_creates_nothing():
+    with pytest.raises(InvalidArgument, match="gives more than the token's scope, read"):
+        tokens.token_create(name="svc", scope="read", grants=["queue:orders=write"])
+    with pytest.raises(InvalidArgument, match="the kind is one of"):
+        tokens.token_create(name="svc", grants=["topic:orders=write"])
+    assert not ApiToken.objects.exists()
+
+
+def test_grants_are_replaced_audited_and_take_effect_at_once():
+    token = tokens.token_create(name="svc")
+    assert tokens.token_check(token).grants is None  # cached now
+    tokens.token_grants_set(name="svc", grants=["kv:orders=write"])
+    auth = tokens.token_check(token)
+    assert auth is not None
+    assert auth.grants is not None
+    assert not auth.grants.allows("kv", "billing", TokenScope.READ)
+    tokens.token_grants_set(name="svc", grants=[])
+    assert tokens.token_check(token).grants is None
+    with pytest.raises(NotFound):
+        tokens.token_grants_set(name="nobody", grants=[])
+
+
+def test_apitoken_create_and_grants_take_grants_and_list_shows_them(capsys):
+    call_command("apitoken", "create", "svc", "--grant", "queue:orders.*=write", "--grant", "*=read")
+    secret = capsys.readouterr().out.strip().splitlines()[-1]
+    auth = tokens.token_check(secret)
+    assert auth is not None
+    assert auth.grants is not None
+    call_command("apitoken", "create", "all")
+    capsys.readouterr()
+    call_command("apitoken", "list")
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[-1] for line in lines] == ["whole store", "queue:orders.*=write, *=read"]
+    call_command("apitoken", "grants", "all", "--grant", "kv:x=read")
+    assert capsys.readouterr().out.strip() == "Grants of 'all': kv:x=read."
+    with pytest.raises(CommandError, match="the pattern is a name"):
+        call_command("apitoken", "grants", "all", "--grant", "kv:a*b=read")
+    assert ApiToken.objects.get(name="all").grants == "kv:x=read"

@@ -1,7 +1,8 @@
-"""``python manage.py apitoken create|list|revoke``."""
+"""``python manage.py apitoken create|grants|list|revoke``."""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -10,13 +11,43 @@ from queenadmin.domain import clock, tokens
 from queenadmin.errors import QueenError
 from queenadmin.models import TokenScope
 
+GRANTS_HELP = """\
+grants: limit a token to some resources with --grant KIND:PATTERN=SCOPE, once per grant:
+  KIND     kv (KV namespaces), queue, lock (lock names), timer (timer queues), or * for all four
+  PATTERN  an exact name (orders), or a prefix ending in * (orders.* = every name starting
+           with "orders."; * = every name)
+  SCOPE    read, write or admin, at most the token's --scope
+  *=SCOPE  is short for *:*=SCOPE
+A resource's scope is the highest of the grants that cover it; one no grant covers is out of
+reach (403). A token without grants reaches the whole store. Calls over every queue (GET /pop
+by namespace or task, /resources/overview, /resources/namespaces, /resources/tasks, /traces/names,
+/analytics/worker-metrics, /stats/refresh, GET /dlq without ?queue=, a consumer group's delete or
+resubscribe on every queue) need queue:* at their scope; lists (queues, status, consumer groups,
+messages, partitions, KV namespaces) show what the token may read. The KV rows of locks
+(namespace queen-locks, key NAME#SLOT) count as the lock NAME.
+
+example: apitoken create orders-svc --scope write \\
+           --grant 'queue:orders.*=write' --grant 'kv:orders=write' --grant '*=read'
+"""
+
 
 class Command(BaseCommand):
-    help = "Create, list and revoke API bearer tokens."
+    help = "Create, list and revoke API bearer tokens, and set their grants."
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.epilog = GRANTS_HELP
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
-        create = sub.add_parser("create", help="Create a token; it is printed once, on the last line.")
+        create = sub.add_parser(
+            "create",
+            help="Create a token; it is printed once, on the last line.",
+            epilog=GRANTS_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         create.add_argument("name")
         create.add_argument(
             "--scope",
@@ -24,27 +55,49 @@ class Command(BaseCommand):
             help="read (GETs and reads), write (also writes, pops, acks; the default) "
             "or admin (also deletes queues, consumer groups and messages).",
         )
-        sub.add_parser("list", help="List tokens (never the secrets).")
+        create.add_argument(
+            "--grant",
+            action="append",
+            default=[],
+            metavar="KIND:PATTERN=SCOPE",
+            help="Limit the token to these resources (repeat for each grant; see below). None: the whole store.",
+        )
+        grants = sub.add_parser(
+            "grants",
+            help="Replace an active token's grants (none: the whole store again).",
+            epilog=GRANTS_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        grants.add_argument("name")
+        grants.add_argument("--grant", action="append", default=[], metavar="KIND:PATTERN=SCOPE")
+        sub.add_parser("list", help="List tokens (never the secrets) with their grants.")
         revoke = sub.add_parser("revoke", help="Revoke the token with that name.")
         revoke.add_argument("name")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             if options["action"] == "create":
-                token = tokens.token_create(name=options["name"], scope=options["scope"])
+                token = tokens.token_create(name=options["name"], scope=options["scope"], grants=options["grant"])
+                reach = f"grants {', '.join(options['grant'])}" if options["grant"] else "no grants (the whole store)"
                 self.stderr.write(
-                    f"Created token {options['name']!r} with scope {options['scope']}. It is shown once; keep it now."
+                    f"Created token {options['name']!r} with scope {options['scope']} and {reach}."
+                    " It is shown once; keep it now."
                 )
                 self.stdout.write(token)
+            elif options["action"] == "grants":
+                limits = tokens.token_grants_set(name=options["name"], grants=options["grant"])
+                shown = "none (the whole store)" if limits is None else ", ".join(map(str, limits.grants))
+                self.stdout.write(f"Grants of {options['name']!r}: {shown}.")
             elif options["action"] == "revoke":
                 tokens.token_revoke(name=options["name"])
                 self.stdout.write(f"Revoked {options['name']!r}.")
             else:
                 for info in tokens.token_list():
                     state = f"revoked {clock.iso_micros_z(info.revoked_at)}" if info.revoked_at else "active"
+                    grants = ", ".join(info.grants.splitlines()) or "whole store"
                     self.stdout.write(
                         f"{info.name}\t{info.prefix}…\t{info.scope.value}\t{state}"
-                        f"\tcreated {clock.iso_micros_z(info.created_at)}"
+                        f"\tcreated {clock.iso_micros_z(info.created_at)}\t{grants}"
                     )
         except QueenError as exc:
             raise CommandError(exc.detail) from exc

@@ -1,0 +1,225 @@
+"""How each /api/v1 route meets a token's grants: the one table, and the checks.
+
+A token without grants (``request.auth.grants is None``) reaches the whole
+store and every check here returns at once: one attribute read and a
+comparison per operation. A token with grants (``domain/tokens.py``) meets
+one of four rules per route:
+
+- ``named``: the call names its resources (a KV namespace, a lock, a timer
+  queue, a queue, or a partition, lease or message, whose queue is looked
+  up); every one is checked before anything is written, and one that no
+  grant covers refuses the whole call, 403, in the auth envelope
+  (``{"error": "forbidden", "code": "forbidden", "detail"}``);
+- ``filtered``: the call lists across resources and answers only the rows
+  the grants let it read (never a 403 for what it leaves out);
+- ``store-wide``: the call reaches every queue at once (a count over all of
+  them, a discovery pop, a group on every queue); it needs a grant on
+  ``queue:*`` at the scope, else 403;
+- ``none``: the call reads no resource.
+
+``scopes.ScopedRouter`` refuses a route without a row here, and puts the
+rule in the OpenAPI document (``x-token-grants``); ``openapi.complete``
+documents the 403 of every rule that can refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal, TypeVar
+
+from django.http import HttpRequest
+
+from queenadmin.domain import kv, locks, timers, tokens
+from queenadmin.domain.queues import owners
+from queenadmin.domain.tokens import Grants, Kind
+from queenadmin.models import TokenScope
+
+READ, WRITE, ADMIN = TokenScope.READ, TokenScope.WRITE, TokenScope.ADMIN
+
+Rule = Literal["named", "filtered", "store-wide", "none"]
+NAMED: Rule = "named"
+FILTERED: Rule = "filtered"
+EVERY: Rule = "store-wide"
+NONE: Rule = "none"
+#: Rules that can answer 403 (``openapi.complete`` documents it).
+REFUSING: frozenset[str] = frozenset({NAMED, EVERY})
+OPENAPI_KEY = "x-token-grants"
+
+#: "METHOD /path" -> how the route meets a token's grants (see the docstring).
+ROUTES: dict[str, Rule] = {
+    "POST /kv": NAMED,
+    "GET /kv/{ns}/{path:key}": NAMED,
+    "PUT /kv/{ns}/{path:key}": NAMED,
+    "DELETE /kv/{ns}/{path:key}": NAMED,
+    "GET /resources/kv/namespaces": FILTERED,
+    "POST /resources/kv/list": NAMED,
+    "POST /locks": NAMED,
+    "POST /timers": NAMED,
+    "DELETE /timers/{queue}/{path:timer_key}": NAMED,
+    "GET /timers/{queue}/{path:timer_key}": NAMED,
+    "GET /timers/{queue}": NAMED,
+    "POST /transaction": NAMED,
+    "POST /configure": NAMED,
+    "POST /push": NAMED,
+    "GET /pop/queue/{queue}": NAMED,
+    "GET /pop/queue/{queue}/partition/{partition}": NAMED,
+    "GET /pop": EVERY,
+    "POST /ack": NAMED,
+    "POST /ack/batch": NAMED,
+    "POST /lease/{lease_id}/extend": NAMED,
+    "GET /resources/queues": FILTERED,
+    "GET /resources/queues/{queue}": NAMED,
+    "GET /resources/queues/{queue}/depth": NAMED,
+    "DELETE /resources/queues/{queue}": NAMED,
+    "GET /resources/overview": EVERY,
+    # Named with ?queue=; without it, a total over every queue.
+    "GET /dlq": NAMED,
+    "GET /status": FILTERED,
+    "GET /status/queues": FILTERED,
+    "GET /status/queues/{name}": NAMED,
+    "GET /status/analytics": FILTERED,
+    "POST /stats/refresh": EVERY,
+    "GET /analytics/system-metrics": NONE,
+    "GET /analytics/worker-metrics": EVERY,
+    "POST /fetch": NAMED,
+    "POST /partitions/changed": NAMED,
+    "GET /consumer-groups": FILTERED,
+    "GET /consumer-groups/lagging": FILTERED,
+    "GET /consumer-groups/{group}": FILTERED,
+    "DELETE /consumer-groups/{group}": EVERY,
+    "POST /consumer-groups/{group}/subscription": EVERY,
+    "DELETE /consumer-groups/{group}/queues/{queue}": NAMED,
+    "POST /consumer-groups/{group}/queues/{queue}/seek": NAMED,
+    "POST /traces": NAMED,
+    "GET /traces/names": EVERY,
+    "GET /traces/by-name/{name}": FILTERED,
+    "GET /traces/{partition_id}/{transaction_id}": NAMED,
+    "GET /resources/namespaces": EVERY,
+    "GET /resources/tasks": EVERY,
+    "GET /resources/partitions": FILTERED,
+    "GET /messages": FILTERED,
+    "GET /messages/{partition_id}/{transaction_id}": NAMED,
+    "DELETE /messages/{partition_id}/{transaction_id}": NAMED,
+    "POST /messages/{partition_id}/{transaction_id}/retry": NAMED,
+    "POST /messages/{partition_id}/{transaction_id}/dlq": NAMED,
+}
+
+T = TypeVar("T")
+
+
+def limits(request: HttpRequest) -> Grants | None:
+    """The caller's grants; None for a token that reaches the whole store."""
+    grants: Grants | None = request.auth.grants  # type: ignore[attr-defined]
+    return grants
+
+
+def require(request: HttpRequest, kind: Kind, name: str, need: TokenScope) -> None:
+    """Raise ``NotGranted`` unless the caller may ``need`` the ``kind`` ``name``."""
+    grants = limits(request)
+    if grants is not None:
+        grants.require(kind, name, need)
+
+
+def require_every(request: HttpRequest, kind: Kind, need: TokenScope) -> None:
+    """A store-wide call: raise ``NotGranted`` unless the caller may ``need`` every ``kind``."""
+    grants = limits(request)
+    if grants is not None:
+        grants.require_every(kind, need)
+
+
+def readable(request: HttpRequest, kind: Kind, rows: Sequence[T], name: Callable[[T], str | None]) -> Sequence[T]:
+    """The rows whose ``kind`` named ``name(row)`` the caller may read (all of them without grants)."""
+    grants = limits(request)
+    if grants is None:
+        return rows
+    return [row for row in rows if (n := name(row)) is not None and grants.allows(kind, n, READ)]
+
+
+def may_read_every(request: HttpRequest, kind: Kind) -> bool:
+    grants = limits(request)
+    return grants is None or grants.allows_every(kind, READ)
+
+
+# -- the operations of a batch or a transaction ---------------------------------------
+
+#: KV commands that change a key (``check`` only reads).
+_KV_CHANGES = (kv.KVPut, kv.KVDelete, kv.KVIncr)
+
+
+def require_kv(grants: Grants, ops: Iterable[kv.KVOp]) -> None:
+    for op in ops:
+        need = WRITE if isinstance(op, _KV_CHANGES) else READ
+        keys: Sequence[str | None]
+        if isinstance(op, kv.KVGetMany):
+            keys = op.keys
+        elif isinstance(op, kv.KVGetPrefix):
+            keys = [None]
+        else:
+            keys = [op.key]
+        for key in keys:
+            kind, name = tokens.kv_resource(op.namespace, key)
+            grants.require(kind, name, need)
+
+
+def require_kv_ops(request: HttpRequest, ops: Iterable[kv.KVOp]) -> None:
+    """Every KV operation: its namespace (a lock for a permit row), read or write."""
+    grants = limits(request)
+    if grants is not None:
+        require_kv(grants, ops)
+
+
+def require_lock_ops(request: HttpRequest, ops: Iterable[locks.LockOp]) -> None:
+    """Every lock operation: ``get`` reads its lock, the others write it."""
+    grants = limits(request)
+    if grants is not None:
+        for op in ops:
+            grants.require("lock", op.name, READ if op.op == "get" else WRITE)
+
+
+def require_timer_ops(grants: Grants | None, ops: Iterable[timers.TimerOp]) -> None:
+    """Every schedule or cancel writes its timer queue."""
+    if grants is not None:
+        for op in ops:
+            grants.require("timer", op.queue, WRITE)
+
+
+def require_queues(grants: Grants | None, names: Iterable[str], need: TokenScope) -> None:
+    if grants is not None:
+        for name in names:
+            grants.require("queue", name, need)
+
+
+def require_partitions(grants: Grants | None, texts: Iterable[str | int], need: TokenScope) -> None:
+    """The queues of the partitions named (ids, or their text); ids that name none are left to the route."""
+    if grants is None:
+        return
+    ids = {n for t in texts if (n := t if isinstance(t, int) else owners.partition_number(t)) is not None}
+    require_queues(grants, owners.queue_names_of_partitions(ids).values(), need)
+
+
+def require_partition(request: HttpRequest, text: str | int, need: TokenScope) -> None:
+    require_partitions(limits(request), [text], need)
+
+
+def require_lease(request: HttpRequest, lease_id: str, need: TokenScope) -> None:
+    """The queues whose partitions the lease holds (an unknown lease reaches none)."""
+    grants = limits(request)
+    if grants is not None:
+        require_queues(grants, owners.queue_names_of_lease(lease_id), need)
+
+
+def check(routes: Iterable[str]) -> None:
+    """Raise ``LookupError`` naming a route of ``routes`` without a row, or a row without a route."""
+    seen = set(routes)
+    missing = seen - set(ROUTES)
+    stale = set(ROUTES) - seen
+    if missing or stale:
+        raise LookupError(f"grant rules missing for {sorted(missing)}, stale for {sorted(stale)}")
+
+
+def rule_of(routes: Sequence[str]) -> Rule:
+    """The one rule of a view's routes; raise ``LookupError`` when one has none."""
+    found = {ROUTES[r] for r in routes if r in ROUTES}
+    if len(found) != 1 or any(r not in ROUTES for r in routes):
+        raise LookupError(f"{list(routes)} need one rule in queenadmin/api/grants.py")
+    return found.pop()
