@@ -42,7 +42,7 @@ def test_summary_counts_what_the_filter_selects(at_t0):
     spread(30)
     spread(10, queue="sms")
     spread(5, key="other-")
-    whole = timers_summary(selection=TimerFilter())
+    whole = timers_summary(selection=TimerFilter(), with_last_id=True)
     assert (whole.total, whole.first_due, whole.last_due) == (45, T0 + MIN, T0 + 30 * MIN)
     assert whole.last_id == Timer.objects.order_by("-id").values_list("id", flat=True).first()
     assert timers_summary(selection=TimerFilter(queue="sms")).total == 10
@@ -110,7 +110,7 @@ def test_bulk_cancel_in_batches_writes_one_audit_entry(at_t0):
     spread(1234)
     spread(50, queue="sms")
     selection = TimerFilter(queue="mail", due_from=T0 + 100 * MIN)
-    seen = timers_summary(selection=selection)
+    seen = timers_summary(selection=selection, with_last_id=True)
     assert seen.total == 1135
     outcome = timers_bulk_cancel(selection=selection, who=OTTO, expected=seen.total, upto_id=seen.last_id, batch=100)
     assert (outcome.done, outcome.missing, outcome.batches) == (1135, 0, 12)
@@ -166,7 +166,7 @@ def test_bulk_move_past_the_horizon_is_refused_whole(at_t0, settings):
 
 def test_a_timer_that_fired_after_confirmation_is_reported_missing_not_an_error(at_t0):
     spread(20, first=-MIN / 2)  # the first one is already due
-    seen = timers_summary(selection=TimerFilter(queue="mail"))
+    seen = timers_summary(selection=TimerFilter(queue="mail"), with_last_id=True)
     step = timers.timers_fire_due()
     assert step.fired == 1
     outcome = timers_bulk_cancel(
@@ -179,7 +179,7 @@ def test_a_timer_that_fired_after_confirmation_is_reported_missing_not_an_error(
 
 def test_timers_scheduled_after_confirmation_are_left_alone(at_t0):
     spread(10)
-    seen = timers_summary(selection=TimerFilter(queue="mail"))
+    seen = timers_summary(selection=TimerFilter(queue="mail"), with_last_id=True)
     spread(5, key="late-")
     outcome = timers_bulk_cancel(
         selection=TimerFilter(queue="mail"), who=OTTO, expected=seen.total, upto_id=seen.last_id
@@ -217,7 +217,7 @@ def test_a_bulk_cancel_racing_the_firing_loop_delivers_or_cancels_each_timer_onc
         timers.TimerSchedule("race", f"r{i:04d}", b"{}", -timedelta(seconds=1), f"txn-race-{i}") for i in range(count)
     ]
     timers.timers_call(ops)
-    seen = timers_summary(selection=TimerFilter(queue="race"))
+    seen = timers_summary(selection=TimerFilter(queue="race"), with_last_id=True)
     stop = threading.Event()
     fired: list[int] = []
 

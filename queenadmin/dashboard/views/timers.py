@@ -348,13 +348,13 @@ def _bulk_action(request: HtmxHttpRequest, verb: BulkVerb) -> HttpResponse:
     def refuse(message: str) -> HttpResponse:
         ctx["error"] = message
         if not filtered.errors:
-            counted(timers_summary(selection=filtered.selection))
+            counted(timers_summary(selection=filtered.selection, with_last_id=True))
         return render(request, template, ctx, status=422 if request.method == "POST" else 400)
 
     if ctx["error"]:
         return refuse(ctx["error"])
     if request.method == "GET":
-        counted(timers_summary(selection=filtered.selection))
+        counted(timers_summary(selection=filtered.selection, with_last_id=True))
         return render(request, template, ctx)
     expected, upto_id = _int_field(source, "expected"), _int_field(source, "upto")
     if expected is None or upto_id is None:

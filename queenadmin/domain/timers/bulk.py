@@ -116,33 +116,37 @@ def buckets_for(low: datetime, high: datetime, *, max_buckets: int = MAX_BUCKETS
 
 
 def timers_summary(
-    *, selection: TimerFilter, cursor: tuple[datetime, int] | None = None, max_buckets: int = MAX_BUCKETS
+    *,
+    selection: TimerFilter,
+    cursor: tuple[datetime, int] | None = None,
+    with_last_id: bool = False,
+    max_buckets: int = MAX_BUCKETS,
 ) -> TimerSummary:
     """Count what ``selection`` selects and chart when it falls due.
 
     The chart spans the filter's due range, or where one side is open the
     first or last due time selected, in at most ``max_buckets`` buckets of
-    a size that suits the span (a second to days). ``cursor`` (a list
+    a size that suits the span (a second to days); the total is the sum of
+    its bars (exact: every timer selected is in one). ``cursor`` (a list
     position, ``(deliver_at, id)``) gets ``before``: how many sort at or
-    before it. Two statements (the chart's is left out when nothing is
-    selected). Takes no lock. Raises ``TimersBadRequest`` for a filter
-    that makes no sense (``check_filter``).
+    before it; ``with_last_id`` the highest id selected (for a bulk
+    action's confirmation). Two statements, the second one only when
+    something is selected; each reads index ranges, no sort. Takes no
+    lock. Raises ``TimersBadRequest`` for a filter that makes no sense
+    (``check_filter``).
     """
     check_filter(selection)
     the_store = store()
-    found = the_store.summary(selection, cursor)
-    chart = None
-    if found.total and found.first_due is not None and found.last_due is not None:
-        low = selection.due_from or found.first_due
-        high = selection.due_to or (found.last_due + timedelta(microseconds=1))
-        start, bucket, count = buckets_for(low, high, max_buckets=max_buckets)
-        counts = [0] * count
-        end = start + bucket * count
-        rows = the_store.due_buckets(selection, start=start, end=end, bucket_seconds=int(bucket.total_seconds()))
-        for index, n in rows:
-            counts[min(max(index, 0), count - 1)] += n
-        chart = DueChart(start, bucket, tuple(counts))
-    return TimerSummary(selection, found.total, found.first_due, found.last_due, found.last_id, found.before, chart)
+    ends = the_store.endpoints(selection, with_last_id=with_last_id)
+    if ends.first_due is None or ends.last_due is None:
+        return TimerSummary(selection, 0, None, None, ends.last_id, 0, None)
+    low = selection.due_from or ends.first_due
+    high = selection.due_to or (ends.last_due + timedelta(microseconds=1))
+    start, bucket, count = buckets_for(low, high, max_buckets=max_buckets)
+    bounds = [start + bucket * i for i in range(count + 1)]
+    counts, before = the_store.range_counts(selection, bounds, cursor)
+    chart = DueChart(start, bucket, tuple(counts))
+    return TimerSummary(selection, sum(counts), ends.first_due, ends.last_due, ends.last_id, before, chart)
 
 
 # --------------------------------------------------------------------------
@@ -277,12 +281,14 @@ def _bulk(
     # Each batch is durable: called inside a transaction, the first one raises.
     check_filter(selection)
     now = now or clock.now()
-    if expected is None or upto_id is None or by is not None:
-        found = store().summary(selection)
+    if expected is None or upto_id is None:
+        found = timers_summary(selection=selection, with_last_id=True)
         expected = found.total if expected is None else expected
         upto_id = found.last_id if upto_id is None else upto_id
+    if by is not None:
+        last = store().endpoints(selection).last_due
         horizon = timedelta(seconds=settings.TIMERS_HORIZON_SECONDS)
-        if by is not None and found.last_due is not None and found.last_due + by - now > horizon:
+        if last is not None and last + by - now > horizon:
             raise TimerHorizonExceeded(f"the move takes timers past the {int(horizon.total_seconds())} s horizon")
     run = _Run(verb, selection, who, expected, by)
     while _batch(run, upto_id=upto_id, batch=max(1, batch), now=now):

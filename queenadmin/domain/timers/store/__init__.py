@@ -12,12 +12,12 @@ from queenadmin.domain import db
 from queenadmin.domain.timers.store.base import (
     TABLE,
     Due,
+    Endpoints,
     Held,
     Key,
     NewRow,
     Picked,
     Store,
-    Summary,
     WakeListener,
     selected,
 )
@@ -27,6 +27,7 @@ from queenadmin.domain.timers.store.sqlite import SqliteStore
 __all__ = [
     "TABLE",
     "Due",
+    "Endpoints",
     "Held",
     "Key",
     "NewRow",
@@ -34,7 +35,6 @@ __all__ = [
     "PostgresStore",
     "SqliteStore",
     "Store",
-    "Summary",
     "WakeListener",
     "selected",
     "store",

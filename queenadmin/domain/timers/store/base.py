@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, F, Max, Min, Q, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import F, QuerySet
 
 from queenadmin.domain import db
 from queenadmin.domain.kv.store.base import prefix_upper_bound
@@ -83,16 +83,13 @@ class WakeListener:
 
 
 @dataclass(frozen=True, slots=True)
-class Summary:
-    """What one statement tells of the timers a filter selects."""
+class Endpoints:
+    """The ends of what a filter selects."""
 
-    total: int
     first_due: datetime | None
     last_due: datetime | None
-    #: The highest id among them (a bulk action stops there).
+    #: The highest id among them (a bulk action stops there); 0 unless asked.
     last_id: int
-    #: How many sort before the cursor (``(deliver_at, id)``, inclusive).
-    before: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +120,28 @@ def selected(selection: TimerFilter) -> QuerySet[Timer]:
     if selection.due_to is not None:
         rows = rows.filter(deliver_at__lt=selection.due_to)
     return rows
+
+
+def where_sql(selection: TimerFilter) -> tuple[str, list[Any]]:
+    """``selected(selection)`` as a WHERE clause and its parameters."""
+    clauses, params = ["1 = 1"], []
+    if selection.queue:
+        clauses.append("queue = %s")
+        params.append(selection.queue)
+    if selection.key_prefix:
+        clauses.append("timer_key >= %s")
+        params.append(selection.key_prefix)
+        upper = prefix_upper_bound(selection.key_prefix)
+        if upper is not None:
+            clauses.append("timer_key < %s")
+            params.append(upper)
+    if selection.due_from is not None:
+        clauses.append("deliver_at >= %s")
+        params.append(db.to_db_time(selection.due_from))
+    if selection.due_to is not None:
+        clauses.append("deliver_at < %s")
+        params.append(db.to_db_time(selection.due_to))
+    return " AND ".join(clauses), params
 
 
 def where_keys(count: int) -> str:
@@ -157,46 +176,53 @@ class Store:
     claim_due_lock = ""
     #: Appended to the one-key claim.
     claim_key_lock = ""
-    #: The 0-based bucket of ``deliver_at`` from the first parameter (a
-    #: whole second), in buckets of the second parameter's whole seconds.
-    bucket_sql = ""
 
-    def summary(self, selection: TimerFilter, cursor: tuple[datetime, int] | None = None) -> Summary:
-        """How many timers ``selection`` names, their first and last due
-        time, highest id, and how many sort at or before ``cursor``.
+    def endpoints(self, selection: TimerFilter, *, with_last_id: bool = False) -> Endpoints:
+        """The first and last due time ``selection`` selects (None when it
+        selects nothing) and, asked for, its highest id (else 0).
 
-        One statement (an aggregate over the filter's index range).
+        One statement: each figure is one end of an index.
         """
-        before = Q(pk__lt=0)
+        where, params = where_sql(selection)
+        last_id = f"(SELECT MAX(id) FROM {TABLE} WHERE {where})" if with_last_id else "0"
+        sql = (
+            f"SELECT (SELECT deliver_at FROM {TABLE} WHERE {where} ORDER BY deliver_at LIMIT 1),"
+            f" (SELECT deliver_at FROM {TABLE} WHERE {where} ORDER BY deliver_at DESC LIMIT 1), {last_id}"
+        )
+        with connection.cursor() as cur:
+            cur.execute(sql, params * (3 if with_last_id else 2))
+            first, last, top = cur.fetchone()
+        return Endpoints(db.from_db_time(first), db.from_db_time(last), int(top or 0))
+
+    def range_counts(
+        self, selection: TimerFilter, bounds: Sequence[datetime], cursor: tuple[datetime, int] | None = None
+    ) -> tuple[list[int], int]:
+        """How many timers of ``selection`` fall due in each ``[bounds[i],
+        bounds[i + 1])``, and how many sort at or before ``cursor``
+        (``(deliver_at, id)``; 0 without one).
+
+        One statement of range counts, each an index range: no sort and no
+        expression per row, so 100,000 timers count in a few milliseconds.
+        """
+        where, params = where_sql(selection)
+        parts: list[str] = []
+        args: list[Any] = []
+        for low, high in itertools.pairwise(bounds):
+            parts.append(f"(SELECT COUNT(*) FROM {TABLE} WHERE {where} AND deliver_at >= %s AND deliver_at < %s)")
+            args += [*params, db.to_db_time(low), db.to_db_time(high)]
         if cursor is not None:
-            before = Q(deliver_at__lt=cursor[0]) | Q(deliver_at=cursor[0], id__lte=cursor[1])
-        found = selected(selection).aggregate(
-            n=Count("id"),
-            first=Min("deliver_at"),
-            last=Max("deliver_at"),
-            last_id=Max("id"),
-            before=Count("id", filter=before),
-        )
-        return Summary(
-            int(found["n"]), found["first"], found["last"], int(found["last_id"] or 0), int(found["before"] or 0)
-        )
-
-    def due_buckets(
-        self, selection: TimerFilter, *, start: datetime, end: datetime, bucket_seconds: int
-    ) -> list[tuple[int, int]]:
-        """(bucket from ``start``, timers) of ``selection`` due in ``[start, end)``.
-
-        ``start`` is a whole second. One statement, grouped in the database.
-        """
-        rows = (
-            selected(selection)
-            .filter(deliver_at__gte=start, deliver_at__lt=end)
-            .annotate(b=RawSQL(self.bucket_sql, [db.to_db_time(start), bucket_seconds]))
-            .values("b")
-            .annotate(n=Count("id"))
-            .order_by("b")
-        )
-        return [(int(r["b"]), int(r["n"])) for r in rows]
+            parts.append(
+                f"(SELECT COUNT(*) FROM {TABLE} WHERE {where} AND deliver_at <= %s"
+                " AND NOT (deliver_at = %s AND id > %s))"
+            )
+            stamp = db.to_db_time(cursor[0])
+            args += [*params, stamp, stamp, cursor[1]]
+        with connection.cursor() as cur:
+            cur.execute("SELECT " + ", ".join(parts), args)
+            found = [int(n) for n in cur.fetchone()]
+        if cursor is None:
+            return found, 0
+        return found[:-1], found[-1]
 
     def pick(self, selection: TimerFilter, *, after_id: int, upto_id: int, limit: int) -> list[Picked]:
         """Up to ``limit`` timers of ``selection`` with ids in ``(after_id, upto_id]``,
