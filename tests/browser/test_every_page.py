@@ -173,7 +173,12 @@ def confirmations(pages: dict[str, Any], seeded: Any) -> dict[str, str]:
         "timers-move": _href(page, f"{base}/timers/?queue={Q}", "td.actions a:has-text('Move')"),
         "kv-edit": _href(page, f"{base}/kv/pages-config/", "td.actions a:has-text('Edit')"),
         "audit-revert": _href(page, f"{base}/audit/?action=kv.edit", "td.actions a:has-text('Revert')"),
-        "queue-message": _href(page, f"{base}/queues/{Q}/", "#queue-messages td.qa-id a"),
+        # A message a group holds: its batch, from the leases page, newest first.
+        "queue-message": _href(
+            page,
+            base + _href(page, f"{base}/queues/{Q}/leases/", 'tr[data-lease^="fulfillment/"] a'),
+            "#queue-messages td.qa-id a",
+        ),
     }
 
 
@@ -184,7 +189,7 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "queue": ("otto", f"/queues/{Q}/", "#queue-messages tbody tr"),
     "queue-dlq": ("otto", f"/queues/{DEAD_Q}/#queue-dlq", "#queue-dlq tbody tr input[type=checkbox]"),
     "queue-leases": ("otto", f"/queues/{Q}/leases/", 'tr[data-lease^="fulfillment/"]'),
-    "queue-message": ("otto", "@queue-message", 'tr[data-group="fulfillment"]'),
+    "queue-message": ("otto", "@queue-message", 'tr[data-group="fulfillment"][data-state="leased"] time'),
     "locks": ("otto", "/locks/", 'tr[data-lock^="pages.render#"]'),
     "locks-by-name": ("otto", "/locks/?name=pages.render", 'tr[data-lock^="pages.render#"]'),
     "locks-release": ("otto", "@locks-release", "form.confirm"),
