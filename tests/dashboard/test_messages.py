@@ -80,6 +80,7 @@ def test_the_leases_page_lists_each_groups_batch(client_for, viewer, orders):
     assert row == "fulfillment/p"
     assert "2 · offsets 1\u20132" in html
     assert "data-countdown" in html
+    assert f'href="/queues/orders/messages/{orders["mid"]}/"' in html  # the batch's first message
     # The batch links to its messages in the queue's browser.
     assert 'href="/queues/orders/?partition=p&amp;before=3#queue-messages"' in html
 

@@ -53,7 +53,7 @@ def configure(name: str, **options: Any) -> None:
 def test_a_lease_shows_its_group_partition_masked_holder_batch_and_time_left():
     """Each live lease is a row: the holder is the lease id's fingerprint, never the id."""
     with time_machine.travel(T0, tick=False):
-        push("orders", 5)
+        pushed = push("orders", 5)
         c = claim("orders", "fulfillment", 3, lease_seconds=120)
         page = leases.lease_page(queue="orders")
     assert page is not None
@@ -66,6 +66,7 @@ def test_a_lease_shows_its_group_partition_masked_holder_batch_and_time_left():
         3,
     )
     assert lease.holder_fp == mask_token(c.lease_id)
+    assert lease.first_message_id == pushed[0].message_id
     assert c.lease_id not in repr(page)
     assert lease.leased_until == T0 + timedelta(seconds=120)
     assert lease.claimed_at == T0
