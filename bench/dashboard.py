@@ -82,6 +82,12 @@ PAGES = [
     "/search/?q=timer-12345",
     "/locks/",
     "/timers/",
+    # Issue 26 item 4: a queue, a due range with a jump into it, a key
+    # prefix, and the bulk cancel's confirmation (it counts the filter).
+    "/timers/?queue={q0}",
+    "/timers/?due_from=now&due_to=%2B6h&jump=%2B3h",
+    "/timers/?queue={q0}&prefix=timer-1&due_from=now&due_to=%2B1d",
+    "/timers/bulk/cancel/?queue={q0}&due_to=%2B12h",
     "/kv/",
     "/kv/ns-3/",
     "/audit/",

@@ -171,6 +171,7 @@ def confirmations(pages: dict[str, Any], seeded: Any) -> dict[str, str]:
     return {
         "locks-release": _href(page, f"{base}/locks/?name=pages.rebalance", "td.actions a:has-text('Force release')"),
         "timers-move": _href(page, f"{base}/timers/?queue={Q}", "td.actions a:has-text('Move')"),
+        "timers-bulk-move": _href(page, f"{base}/timers/?queue={Q}", "#timers-pending a:has-text('Move all')"),
         "kv-edit": _href(page, f"{base}/kv/pages-config/", "td.actions a:has-text('Edit')"),
         "audit-revert": _href(page, f"{base}/audit/?action=kv.edit", "td.actions a:has-text('Revert')"),
         # A message a group holds: its batch, from the leases page, newest first.
@@ -195,6 +196,8 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "locks-release": ("otto", "@locks-release", "form.confirm"),
     "timers": ("otto", "/timers/", 'tr[data-timer^="pages-orders/"]'),
     "timers-move": ("otto", "@timers-move", "form.confirm"),
+    "timers-filtered": ("otto", f"/timers/?queue={Q}&due_from=-1d&jump=%2B1m", "#timers-pending svg.chart"),
+    "timers-bulk-move": ("otto", "@timers-bulk-move", "form.confirm input[name=shift]"),
     "kv": ("otto", "/kv/", "#kv-namespaces tbody tr"),
     "kv-namespace": ("otto", "/kv/pages-config/", 'tr[data-key="feature.flag-3"]'),
     "kv-key": ("otto", "/kv/pages-config/key/feature.flag-1", "pre.value"),

@@ -177,6 +177,7 @@ def timers_context(user: User, params: QueryDict) -> dict[str, Any]:
         "first_row_text": f"{summary.before + 1:,}" if summary is not None else "",
         "last_row_text": f"{summary.before + len(page.rows):,}" if summary is not None else "",
         "chart": None if summary is None else due_chart(summary),
+        "chart_unit": "" if summary is None or summary.chart is None else shift_text(summary.chart.bucket).lstrip("+"),
         "bulk_query": filter_query(params),
         # "pending" turns "due" at the first due time on the page.
         "stale_at": min((t.deliver_at for t in page.rows if t.deliver_at > now), default=None),
