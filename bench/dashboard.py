@@ -75,6 +75,14 @@ PAGES = [
     "/queues/{qd}/",
     "/queues/{q0}/leases/",
     "/queues/{q0}/messages/{mid}/",
+    # Issue 26 items 5 and 6: a consumer group's recovery and the queue
+    # purge's confirmations, and the DLQ page across queues (the first
+    # page, one queue, one group on an older page).
+    "/queues/{q0}/groups/recover/?group=__QUEUE_MODE__",
+    "/queues/{q0}/purge/",
+    "/dlq/",
+    "/dlq/?queue={q0}",
+    "/dlq/?group=__QUEUE_MODE__&before=5000",
     "/search/?q=lock-4242",
     "/search/?q={mid}",
     "/search/?q={txn}",

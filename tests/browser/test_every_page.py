@@ -180,6 +180,8 @@ def confirmations(pages: dict[str, Any], seeded: Any) -> dict[str, str]:
             base + _href(page, f"{base}/queues/{Q}/leases/", 'tr[data-lease^="fulfillment/"] a'),
             "#queue-messages td.qa-id a",
         ),
+        "queue-recover": _href(page, f"{base}/queues/{Q}/", "#queue-summary td.actions a:has-text('Seek, reset')"),
+        "queue-purge": _href(page, f"{base}/queues/{Q}/", "a:has-text('Purge the queue')"),
     }
 
 
@@ -191,6 +193,10 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "queue-dlq": ("otto", f"/queues/{DEAD_Q}/#queue-dlq", "#queue-dlq tbody tr input[type=checkbox]"),
     "queue-leases": ("otto", f"/queues/{Q}/leases/", 'tr[data-lease^="fulfillment/"]'),
     "queue-message": ("otto", "@queue-message", 'tr[data-group="fulfillment"][data-state="leased"] time'),
+    "queue-recover": ("otto", "@queue-recover", "form.confirm input[name=do]"),
+    "queue-purge": ("otto", "@queue-purge", "form.confirm input[name=confirm]"),
+    "dlq": ("otto", "/dlq/", "#dlq-table tbody tr input[type=checkbox]"),
+    "dlq-by-queue": ("otto", f"/dlq/?queue={DEAD_Q}", "#dlq-table tbody tr input[type=checkbox]"),
     "locks": ("otto", "/locks/", 'tr[data-lock^="pages.render#"]'),
     "locks-by-name": ("otto", "/locks/?name=pages.render", 'tr[data-lock^="pages.render#"]'),
     "locks-release": ("otto", "@locks-release", "form.confirm"),

@@ -202,6 +202,7 @@ def spread():
 
 def test_the_dlq_page_lists_every_queue_newest_first_and_filters(viewer, spread):
     page = viewer.get("/dlq/").content.decode()
+    assert '<a href="/dlq/" aria-current="page">DLQ</a>' in page
     assert page.index("/queues/q2/#queue-dlq") < page.index("/queues/q1/#queue-dlq")
     assert page.count("<tr>") == 1 + 5
     assert 'name="ids"' not in page
@@ -252,3 +253,20 @@ def test_replay_all_that_match_of_one_queue_and_group(operator, spread):
     assert Message.objects.filter(transaction_id__startswith="dlq:", for_group__isnull=True).count() == 2
     response = operator.post("/dlq/replay/", {"all": "1"}, follow=True)
     assert "Nothing to replay" in response.content.decode()
+
+
+def test_an_htmx_replay_on_the_dlq_page_answers_the_table_and_its_outcome(operator, spread):
+    ids = list(DeadLetter.objects.filter(queue__name="q2").values_list("id", flat=True))
+    response = operator.post(
+        "/dlq/replay/", {"ids": [str(i) for i in ids], "queue": "q2"}, headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert '<section id="dlq-table"' in body
+    assert "<html" not in body
+    assert "No dead letters match." in body
+    assert '<div id="dlq-outcome" hx-swap-oob="true">' in body
+    assert "Replayed 2 dead letters, for the group that failed each only" in body
+    refused = operator.post("/dlq/purge/", {"ids": [str(ids[0])]}, headers={"HX-Request": "true"})
+    assert refused.status_code == 200
+    assert "Not purged: filter by one queue" in refused.content.decode()

@@ -4,8 +4,8 @@ A live page with one region, ``dlq-table``: keyset-paged by id (``before``),
 filtered by queue and consumer group. The actions are the queue page's
 (``queues.dlq_replay`` and ``dlq_purge``) through the same domain call:
 replay the selected (of any queues) or, filtered by a queue, all that
-match; purge needs the queue filter and its name typed. They answer with a
-redirect back to the page and a notice.
+match; purge needs the queue filter and its name typed. They answer with
+the table and a notice (htmx), or a redirect back to the page.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import HttpResponse, HttpResponseRedirect, QueryDict
+from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.utils.http import urlencode
 
 from queenadmin.dashboard import live
@@ -53,14 +55,36 @@ def dlq_context(user: User, params: QueryDict) -> dict[str, Any]:
     }
 
 
-DLQ = live.one_region_page("dlq", "queenadmin/dlq.html", dlq_context, "dlq-table", events.QUEUES_GROUP, perm="queues")
+DLQ = live.LivePage(
+    name="dlq",
+    perm="queues",
+    nav="dlq",
+    template="queenadmin/dlq.html",
+    context=dlq_context,
+    regions=(live.Region("dlq-table", groups=(events.QUEUES_GROUP,)),),
+)
 dlq_page = page_view(DLQ)
 
 
-def _back(data: Any) -> HttpResponseRedirect:
+def _answer(request: HtmxHttpRequest, data: Any) -> HttpResponse:
+    """The page again, with the outcome among its notices.
+
+    For htmx: the table (the filters the action came with) and the outcome
+    out of band, outside the live region so the push that follows does not
+    wipe it; a refused action answers like a done one (htmx does not swap
+    4xx). Otherwise a redirect back to the page.
+    """
     queue, group = _filters(data)
     query = {k: v for k, v in (("queue", queue), ("group", group)) if v}
-    return HttpResponseRedirect("/dlq/" + ("?" + urlencode(query) if query else ""), status=303)
+    if not request.htmx:
+        return HttpResponseRedirect("/dlq/" + ("?" + urlencode(query) if query else ""), status=303)
+    params = QueryDict(mutable=True)
+    params.update(query)
+    ctx = live.page_context(DLQ, request.user, params)
+    table = render(request, "queenadmin/dlq.html#dlq-table", ctx)
+    ctx["oob"] = True
+    table.content += render_to_string("queenadmin/dlq.html#dlq-outcome", ctx, request=request).encode()
+    return table
 
 
 def _act(request: HtmxHttpRequest, verb: dlq.DLQVerb, past: str) -> HttpResponse:
@@ -71,7 +95,7 @@ def _act(request: HtmxHttpRequest, verb: dlq.DLQVerb, past: str) -> HttpResponse
     target = replay_target(request.POST) if verb == "replay" else "group"
     if target is None:
         messages.error(request, "Not replayed: choose who gets the copies (the failed group, or every group).")
-        return _back(request.POST)
+        return _answer(request, request.POST)
     plan: list[tuple[board.DeadLetterFilter, tuple[int, ...] | None]]
     if ids is not None:
         plan = [
@@ -86,12 +110,12 @@ def _act(request: HtmxHttpRequest, verb: dlq.DLQVerb, past: str) -> HttpResponse
         messages.error(
             request, f"Nothing to {verb}: pick dead letters, or filter by a queue and choose all that match."
         )
-        return _back(request.POST)
+        return _answer(request, request.POST)
     if verb == "purge":
         names = {selection.queue for selection, _ in plan}
         if queue is None or names - {queue} or request.POST.get("confirm", "").strip() != queue:
             messages.error(request, "Not purged: filter by one queue and type its name to confirm.")
-            return _back(request.POST)
+            return _answer(request, request.POST)
     who = who_of(request)
     done = more = to_every_group = 0
     try:
@@ -105,25 +129,25 @@ def _act(request: HtmxHttpRequest, verb: dlq.DLQVerb, past: str) -> HttpResponse
                     break
     except QueenError as exc:
         messages.error(request, f"Stopped after {done:,} dead letter{'s' if done != 1 else ''}: {exc.detail}")
-        return _back(request.POST)
+        return _answer(request, request.POST)
     note = f"{past} {done:,} dead letter{'s' if done != 1 else ''}" + replayed_to(verb, target, to_every_group) + "."
     if ids is not None and done < len(ids):
         note += f" {len(ids) - done} were already gone (replayed or purged meanwhile)."
     if more:
         note += " More match: send the same action again to go on."
     messages.success(request, note)
-    return _back(request.POST)
+    return _answer(request, request.POST)
 
 
 @staff_action("dlq.replay")
 def dlq_replay_any(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "GET":
-        return _back(request.GET)
+        return _answer(request, request.GET)
     return _act(request, "replay", "Replayed")
 
 
 @staff_action("dlq.purge")
 def dlq_purge_any(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "GET":
-        return _back(request.GET)
+        return _answer(request, request.GET)
     return _act(request, "purge", "Purged")
