@@ -91,6 +91,10 @@ def test_a_jump_starts_the_list_at_a_due_time_and_keeps_the_filter(client_for, o
         "after=not-a-cursor",
         "after=2026-10-08T10:00:00%2B00:00|99999999999999999999999",
         "queue=a%00b",
+        "due_from=0001-01-01",
+        "due_to=9999-12-31",
+        "jump=9999-12-31T23:59:59.999999",
+        "due_to=-99999d",
     ],
 )
 def test_a_filter_that_cannot_be_read_answers_400_with_the_error(client_for, operator, query):
@@ -99,6 +103,13 @@ def test_a_filter_that_cannot_be_read_answers_400_with_the_error(client_for, ope
     assert 'class="callout bad"' in response.content.decode()
     if "after=" not in query:
         assert response.status_code == 400
+
+
+def test_the_widest_range_draws_its_chart(client_for, operator, at_t0):
+    spread(3)
+    response = client_for(operator).get("/timers/?due_from=1970-01-01&due_to=8999-12-31T23:59")
+    assert response.status_code == 200
+    assert "<strong>3</strong> pending timers match this filter" in response.content.decode()
 
 
 def test_the_filtered_page_costs_the_same_queries_at_any_size(client_for, operator, at_t0, settings):

@@ -29,7 +29,7 @@ from queenadmin.domain.timers.bulk import (
     timers_summary,
 )
 from queenadmin.domain.timers.operator import OperatorOutcome, SeenTimer, Verb, timer_operator_action
-from queenadmin.domain.timers.ops import TimerFilter, check_filter
+from queenadmin.domain.timers.ops import EARLIEST_DUE, LATEST_DUE, TimerFilter, check_filter
 from queenadmin.errors import InvalidArgument, NameTooLong, TimerHorizonExceeded, TimersBadRequest
 
 _DELTA = re.compile(r"^([+-])\s*((?:\d+\s*[dhms]\s*)+)$")
@@ -55,14 +55,20 @@ def parse_when(text: str, *, now: datetime) -> datetime:
     if delta:
         seconds = sum(int(n) * _UNIT[u] for n, u in _PART.findall(delta.group(2)))
         try:
-            return now + timedelta(seconds=-seconds if delta.group(1) == "-" else seconds)
+            moment = now + timedelta(seconds=-seconds if delta.group(1) == "-" else seconds)
         except OverflowError:
             raise ValueError(f"{text!r} is too far away.") from None
+        if not EARLIEST_DUE <= moment <= LATEST_DUE:
+            raise ValueError(f"{text!r} is too far away.")
+        return moment
     try:
         moment = datetime.fromisoformat(text.replace(" UTC", "").replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"{text!r} is not a time such as 2026-12-01 08:00 (UTC), +1d or now.") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if not EARLIEST_DUE <= moment <= LATEST_DUE:
+        raise ValueError(f"{text!r} is outside {EARLIEST_DUE:%Y} to {LATEST_DUE:%Y}.")
+    return moment
 
 
 def parse_shift(text: str) -> timedelta:

@@ -6,7 +6,7 @@ import base64
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from queenadmin.conf import settings
@@ -25,6 +25,10 @@ MAX_TXN_BYTES = 65535
 #: A timer key for ``?mode=count&prefix=`` is at most this long.
 MAX_COUNT_PREFIX_BYTES = 128
 MAX_PAGE_LIMIT = 1000
+#: A filter's due times lie in these years (a chart's buckets then never
+#: leave the calendar).
+EARLIEST_DUE = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_DUE = datetime(9000, 1, 1, tzinfo=UTC)
 DEFAULT_PAGE_LIMIT = 100
 
 Status = Literal["scheduled", "rescheduled", "cancelled", "absent", "moved", "fired"]
@@ -172,6 +176,9 @@ def check_filter(selection: TimerFilter) -> TimerFilter:
         raise _bad("a filter must not contain NUL")
     if len(selection.queue.encode()) > MAX_NAME_BYTES or len(selection.key_prefix.encode()) > MAX_NAME_BYTES:
         raise NameTooLong(f"a filter's queue and key prefix are at most {MAX_NAME_BYTES} bytes")
+    for moment in (selection.due_from, selection.due_to):
+        if moment is not None and not EARLIEST_DUE <= moment <= LATEST_DUE:
+            raise _bad(f"a due time is between {EARLIEST_DUE:%Y} and {LATEST_DUE:%Y}")
     if selection.due_from is not None and selection.due_to is not None and selection.due_from >= selection.due_to:
         raise _bad("the due range is empty: from must be before to")
     return selection
