@@ -223,6 +223,12 @@ def test_a_bulk_move_past_the_horizon_is_refused_and_moves_nothing(client_for, o
     assert min(Timer.objects.values_list("deliver_at", flat=True)) == T0 + MIN
 
 
+def test_the_confirmation_sends_back_a_relative_range_as_resolved(client_for, operator, at_t0):
+    spread(5)
+    html = client_for(operator).get("/timers/bulk/move/", {"due_to": "+1h"}).content.decode()
+    assert 'name="due_to" value="2026-10-08T11:00:00+00:00"' in html
+
+
 def test_a_bulk_post_without_the_confirmed_count_is_refused(client_for, operator, at_t0):
     spread(5)
     response = client_for(operator).post("/timers/bulk/cancel/", {"queue": "mail"})

@@ -338,7 +338,14 @@ def _bulk_action(request: HtmxHttpRequest, verb: BulkVerb) -> HttpResponse:
     ctx: dict[str, Any] = {
         "verb": verb,
         "page": "timers",
-        "params": {k: source.get(k, "") for k in FILTER_PARAMS},
+        # The filter as resolved now: a relative time (+1d) is sent back as
+        # the moment the operator confirmed, not read again later.
+        "params": {
+            "queue": filtered.selection.queue,
+            "prefix": filtered.selection.key_prefix,
+            "due_from": "" if filtered.selection.due_from is None else filtered.selection.due_from.isoformat(),
+            "due_to": "" if filtered.selection.due_to is None else filtered.selection.due_to.isoformat(),
+        },
         "back_query": filter_query(source),
         "selection": filtered.selection,
         "shift": source.get("shift", ""),
