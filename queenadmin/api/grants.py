@@ -177,10 +177,13 @@ def require_lock_ops(request: HttpRequest, ops: Iterable[locks.LockOp]) -> None:
 
 
 def require_timer_ops(grants: Grants | None, ops: Iterable[timers.TimerOp]) -> None:
-    """Every schedule or cancel writes its timer queue."""
+    """Every schedule or cancel writes its timer queue; a schedule also the queue it fires into."""
     if grants is not None:
         for op in ops:
             grants.require("timer", op.queue, WRITE)
+            if isinstance(op, timers.TimerSchedule):
+                # The fire is a push onto the queue of the same name.
+                grants.require("queue", op.queue, WRITE)
 
 
 def require_queues(grants: Grants | None, names: Iterable[str], need: TokenScope) -> None:

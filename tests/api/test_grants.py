@@ -372,3 +372,18 @@ def test_the_openapi_document_names_each_routes_rule_and_documents_its_403():
     assert "no grant of the token covers a resource the call names" in get_key["description"]
     assert "403" not in ops["GET /resources/queues"]["responses"]
     assert "queue:*" in ops["GET /resources/overview"]["responses"]["403"]["description"]
+
+
+def test_a_timer_grant_alone_cannot_schedule_into_a_foreign_queue(live_server, world):
+    """A fire is a push onto the queue of the timer's name: scheduling needs that queue's write too."""
+    w, _, admin = world
+    out = live_server.manage("apitoken", "create", f"timers-{w.run}", "--grant", f"timer:{w.billing}=write")
+    headers = {"Authorization": f"Bearer {out.strip().splitlines()[-1]}"}
+    with httpx.Client(base_url=f"{live_server.url}/api/v1", headers=headers, timeout=30) as timers_only:
+        answer = timers_only.post("/timers", json=[_schedule(w.billing, "sneak")])
+        refused(answer)
+        assert f"write on queue '{w.billing}'" in answer.json()["detail"]
+        assert admin.get(f"/timers/{w.billing}/sneak").json()["found"] is False
+        # Cancelling fires nothing: the timer grant is enough.
+        cancel = timers_only.post("/timers", json=[{"op": "cancel", "queue": w.billing, "timerKey": "sneak"}])
+        assert cancel.status_code == 200, cancel.text
