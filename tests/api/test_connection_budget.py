@@ -27,7 +27,9 @@ import pytest
 from tests.conftest import requires_postgres, run_server
 from tests.scale import scaled, sized
 
-pytestmark = [pytest.mark.live, requires_postgres, scaled]
+# Counts PostgreSQL's connections per worker, which a pooler replaces with
+# its own.
+pytestmark = [pytest.mark.live, requires_postgres, scaled, pytest.mark.direct_only]
 
 REPLICAS = 3
 WORKERS = 2

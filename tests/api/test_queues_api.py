@@ -498,6 +498,9 @@ def test_dlq_parameters_are_checked(http):
     assert http.get("/dlq", params={"queue": "nothing-here"}).json() == {"messages": [], "total": 0}
 
 
+# LISTEN needs a session of its own; through a pooler the replicas poll
+# instead (tests/pooler/test_transaction_mode.py).
+@pytest.mark.direct_only
 @requires_postgres
 def test_a_push_on_another_replica_wakes_the_waiter(live_server, unique):
     """Two servers on one database: LISTEN/NOTIFY carries the wake-up."""
