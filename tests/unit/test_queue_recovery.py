@@ -219,3 +219,18 @@ def test_purge_deletes_every_stored_message_in_steps_and_keeps_groups_and_dlq():
 def test_purge_of_a_missing_queue_raises():
     with pytest.raises(QueueNotFound):
         recovery.queue_purge(queue="nope", who=Who("ann"))
+
+
+def test_the_board_counts_from_the_log_start_for_a_consumer_without_a_cursor():
+    """A purge makes no cursor for a consumer that has none; depth and lag
+    still count only what is stored (last - max(committed, log_start - 1))."""
+    push("b", 4)
+    recovery.queue_purge(queue="b", who=Who("ann"))
+    qb = board.queue_board(name="b")
+    assert qb is not None
+    assert (qb.claimable, [g.lag for g in qb.groups]) == (0, [0])
+    push("b", 2)
+    qb = board.queue_board(name="b")
+    assert qb is not None
+    assert (qb.claimable, [g.lag for g in qb.groups]) == (2, [2])
+    assert [m.offset for m in claim("b", batch=10).messages] == [5, 6]

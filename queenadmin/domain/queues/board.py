@@ -27,7 +27,7 @@ the bounded dead-letter counts) are the queue store's (``store/``).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -154,6 +154,13 @@ class _Cursor:
         return max(0, min(self.batch_last, last) - self.committed) if self.live_lease else 0
 
 
+def _above(cursor: _Cursor, floor: int) -> _Cursor:
+    """``cursor`` as if at least at ``floor`` (the partition's log start - 1)."""
+    if cursor.committed >= floor:
+        return cursor
+    return replace(cursor, committed=floor, batch_last=max(cursor.batch_last, floor))
+
+
 def queue_boards(*, after: str = "", limit: int = QUEUE_PAGE) -> list[QueueBoard]:
     """A page of queues with their depth by state, in a fixed number of queries.
 
@@ -204,11 +211,16 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
     now = clock.now()
     qids = [q[0] for q in queues]
     delays = {q[0]: int((q[4] or {}).get("delayedProcessing") or 0) for q in queues}
-    parts = list(
+    rows = list(
         Partition.objects.filter(queue_id__in=qids)
         .order_by("queue_id", "name")
-        .values_list("id", "queue_id", "name", "next_offset", "last_push_at")
+        .values_list("id", "queue_id", "name", "next_offset", "last_push_at", "log_start")
     )
+    parts = [row[:5] for row in rows]
+    # Below the log start nothing is stored (retention or a purge deleted
+    # it): a cursor there is pending from the log start on, as its next
+    # claim reads (protocol 11.3: last - max(committed, log_start - 1)).
+    floors = {row[0]: row[5] - 1 for row in rows if row[5] > 1}
     pids = [p[0] for p in parts]
     named: dict[int, set[str]] = {}
     for qid, group in ConsumerGroup.objects.filter(queue_id__in=qids).values_list("queue_id", "name"):
@@ -230,7 +242,9 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
     for pid, qid, _, _, _ in parts:
         have = cursors.get(pid, {})
         names = named.get(qid) or {QUEUE_MODE}
-        considered[pid] = [have.get(g) or _Cursor(g, 0, False, 0, None) for g in sorted(names)]
+        considered[pid] = [
+            _above(have.get(g) or _Cursor(g, 0, False, 0, None), floors.get(pid, 0)) for g in sorted(names)
+        ]
 
     # The push times wanted: each partition's claimable head and, for the
     # groups table, each group's first unfinished offset.

@@ -174,8 +174,12 @@ def queue_purge_in_txn(
     is cut up to its end as it stands in this transaction. Returns what was
     deleted and whether (and from which partition) to go on; writes
     ``who``'s audit entry (``queue.purge``) when something was deleted.
-    A partition a push or a retention sweep holds is waited for. Raises
-    ``QueueNotFound``. Runs inside the caller's transaction (asserted).
+    The step waits for its first partition (a push holds it briefly) and
+    never for another: a busy one ends the step there, so a purge holds
+    one partition while it waits and cannot close a cycle with a
+    transaction that acks and then pushes. Cursors are only moved, never
+    waited for. Raises ``QueueNotFound``. Runs inside the caller's
+    transaction (asserted).
     """
     assert connection.in_atomic_block
     now = now or clock.now()
@@ -183,15 +187,19 @@ def queue_purge_in_txn(
     the_store = store()
     parts = Partition.objects.filter(queue_id=qid).filter(Q(id__gte=resume_at or 0)).order_by("id")
     budget = max(1, batch)
-    consumers = list(ConsumerGroup.objects.filter(queue_id=qid).values_list("name", flat=True)) or [QUEUE_MODE]
     deleted = 0
     touched: list[str] = []
+    first = True
     for pid, name in parts.values_list("id", "name"):
         if budget <= 0:
             return _purged(queue, who, now, deleted, touched, pid)
-        row = Partition.objects.filter(pk=pid).select_for_update().values_list("log_start", "next_offset").first()
+        locked = Partition.objects.filter(pk=pid).select_for_update(skip_locked=not first)
+        row = locked.values_list("log_start", "next_offset").first()
         if row is None:
-            continue
+            if first:
+                continue  # Deleted meanwhile.
+            return _purged(queue, who, now, deleted, touched, pid)  # Busy: the next step waits for it.
+        first = False
         log_start, next_offset = row
         if log_start >= next_offset:
             continue
@@ -205,32 +213,36 @@ def queue_purge_in_txn(
         deleted += cut
         budget -= high + 1 - log_start
         touched.append(name)
-        # A leased batch that is gone would hold the partition until its
-        # lease ran out (its acks find nothing): hand it back.
-        ConsumerCursor.objects.filter(partition_id=pid, lease_id__isnull=False, batch_last__lte=high).update(
-            lease_id=None, leased_until=None
-        )
-        _pass_purged(pid, high, consumers, now)
+        _pass_purged(pid, high, now)
         if high < next_offset - 1:
             return _purged(queue, who, now, deleted, touched, pid)
     return _purged(queue, who, now, deleted, touched, None)
 
 
-def _pass_purged(pid: int, upto: int, consumers: list[str], now: datetime) -> None:
+def _pass_purged(pid: int, upto: int, now: datetime) -> None:
     """Move the partition's free cursors below ``upto`` (the last purged
     offset) to it, as their next claim would: skipped, not completed, so
-    the subscription start moves too. Done now, so depth and lag read
-    right at once (they are arithmetic on offsets). A consumer without a
-    cursor gets one there."""
-    ConsumerCursor.objects.bulk_create(
-        [
-            ConsumerCursor(partition_id=pid, group=g, committed_offset=upto, start_offset=upto, batch_last=upto)
-            for g in consumers
-        ],
-        ignore_conflicts=True,
+    the subscription start moves too, and a leased batch entirely purged is
+    handed back. Done now, so depth and lag read right at once (they are
+    arithmetic on offsets). A consumer without a cursor makes none here
+    (an insert could wait for a claim's): its next claim reads from the
+    log start, and the board counts from there."""
+    # Cursors a claim or an ack holds are skipped, never waited for (as
+    # retention does): a transaction that acks, then pushes to this
+    # partition, would wait for the partition row held here (a deadlock).
+    # A skipped one reads on from the log start at its next claim anyway.
+    free = list(
+        ConsumerCursor.objects.filter(partition_id=pid, committed_offset__lt=upto)
+        .select_for_update(skip_locked=True)
+        .values_list("id", flat=True)
+    )
+    # A leased batch that is gone would hold the partition until its lease
+    # ran out (its acks find nothing): hand it back.
+    ConsumerCursor.objects.filter(id__in=free, lease_id__isnull=False, batch_last__lte=upto).update(
+        lease_id=None, leased_until=None
     )
     behind = (
-        ConsumerCursor.objects.filter(partition_id=pid, committed_offset__lt=upto)
+        ConsumerCursor.objects.filter(id__in=free)
         .exclude(lease_id__isnull=False, leased_until__gt=now)
         .values_list("id", "committed_offset", "delivery_runs")
     )
