@@ -77,6 +77,13 @@ def test_filter_jump_then_bulk_cancel_and_move_what_the_filter_selects(dash, log
     expect(region).to_contain_text("Timers 16\u201320 of 20")
 
     page.goto(filtered_url)
+    buckets = region.locator("details.timers-buckets")
+    buckets.locator("summary").click()
+    buckets.get_by_role("link").nth(5).click()
+    expect(page.locator("tr[data-timer]").first).to_have_attribute("data-timer", f"{QUEUE}/b15")
+    expect(region).to_contain_text("Timers 6\u201320 of 20")
+
+    page.goto(filtered_url)
     region.get_by_role("link", name="Cancel all 20…").click()
     expect(page.locator("h1")).to_have_text("Cancel 20 timers?")
     page.get_by_label("Reason").fill("campaign withdrawn")

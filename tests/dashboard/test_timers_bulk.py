@@ -59,6 +59,18 @@ def test_the_page_counts_charts_and_ranges_what_the_filter_selects(client_for, o
     )
 
 
+def test_each_bar_of_the_chart_is_a_row_that_jumps_there(client_for, operator, at_t0, settings):
+    settings.QUEENADMIN_DASHBOARD_PAGE_SIZE = 25
+    spread(120)  # one a minute for two hours: 5-minute bars
+    client = client_for(operator)
+    html = client.get("/timers/?queue=mail").content.decode()
+    jump = re.search(r'<a href="(/timers/\?[^"]+)">2026-10-08 11:00:00</a></td><td class="num">5</td>', html)
+    assert jump is not None
+    assert "queue=mail" in jump.group(1)
+    there = client.get(jump.group(1).replace("&amp;", "&")).content.decode()
+    assert keys_of(there)[0] == "t00059"  # due 11:00
+
+
 def test_a_jump_starts_the_list_at_a_due_time_and_keeps_the_filter(client_for, operator, at_t0, settings):
     settings.QUEENADMIN_DASHBOARD_PAGE_SIZE = 25
     spread(2000)

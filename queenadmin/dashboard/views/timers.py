@@ -148,6 +148,20 @@ def due_chart(summary: TimerSummary) -> SafeString | None:
     )
 
 
+def bucket_rows(summary: TimerSummary, params: QueryDict) -> list[dict[str, Any]]:
+    """The chart's non-empty bars as rows: when, how many, and the page's
+    link that jumps there (keeping the filter)."""
+    chart = summary.chart
+    if chart is None:
+        return []
+    rows = []
+    for i, count in enumerate(chart.counts):
+        if count:
+            at = chart.start + chart.bucket * i
+            rows.append({"at": at, "count": f"{count:,}", "query": query(params, jump=at.isoformat())})
+    return rows
+
+
 def timers_context(user: User, params: QueryDict) -> dict[str, Any]:
     now = clock.now()
     filtered = parse_filter(params, now=now)
@@ -184,6 +198,7 @@ def timers_context(user: User, params: QueryDict) -> dict[str, Any]:
         "last_row_text": f"{summary.before + len(page.rows):,}" if summary is not None else "",
         "chart": None if summary is None else due_chart(summary),
         "chart_unit": "" if summary is None or summary.chart is None else shift_text(summary.chart.bucket).lstrip("+"),
+        "buckets": [] if summary is None else bucket_rows(summary, params),
         "bulk_query": filter_query(params),
         # "pending" turns "due" at the first due time on the page.
         "stale_at": min((t.deliver_at for t in page.rows if t.deliver_at > now), default=None),
