@@ -19,6 +19,12 @@ each concurrency) runs, interleaved and in the same session:
 Each cell runs ``--runs`` times after a warm-up; the table shows medians of
 ops/s and of p50/p99 call latency, the HTTP/raw ratio of ops/s, and the
 1-minute load average sampled before each run (the box is shared).
+
+``--pooler`` (issue 25) compares the server with itself instead: a second
+``serve`` on a database of its own through a PgBouncer in transaction
+pooling (bench/pooler.py), and every cell runs on both, interleaved:
+``http`` directly on PostgreSQL, ``pooled`` through PgBouncer, and their
+ratio (no raw side).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -123,13 +129,15 @@ class Run:
     #: else on the machine (other people's work: the noise) during the run.
     srv_us: float = 0.0
     pg_us: float = 0.0
+    #: PgBouncer's CPU per call (``--pooler``, the pooled side).
+    bouncer_us: float = 0.0
     gen_cores: float = 0.0
     foreign_cores: float = 0.0
 
 
 @dataclass
 class Cell:
-    side: str  # http | raw
+    side: str  # http | raw | pooled
     batch: int
     conc: int
     runs: list[Run] = field(default_factory=list)
@@ -200,6 +208,10 @@ class CpuMeter:
         return busy, server, pg, children.ru_utime + children.ru_stime
 
 
+def _cpu_of(pid: int) -> float:
+    return _proc_ticks(str(pid))[1]
+
+
 def _grown(before: dict[int, float], after: dict[int, float]) -> float:
     """CPU seconds gained by the processes alive at the end."""
     return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
@@ -229,7 +241,7 @@ class Server:
 def serve(base_url: str, workers: int | None, extra_env: dict[str, str]) -> Iterator[Server]:
     """The test suite's ``run_server`` on a scratch database of ``base_url``'s server.
 
-    ``workers=None`` keeps serve's own default (``QUEENADMIN_WORKERS`` or 1).
+    ``workers=None``: ``QUEENADMIN_WORKERS`` or 1 (not serve's own default).
     """
     from tests.conftest import run_server
 
@@ -244,6 +256,13 @@ def serve(base_url: str, workers: int | None, extra_env: dict[str, str]) -> Iter
     )
     with run_server(extra_env=extra_env, workers=count) as live:
         yield Server(live.url, live.token, live.env.get("DATABASE_URL", "sqlite:///"), live.process, live.log_path)
+
+
+def _drop_template() -> None:
+    """The migrated database the servers' databases were copied from
+    (pytest drops it at the end of a session; a benchmark has none)."""
+    if "tests.conftest" in sys.modules:
+        sys.modules["tests.conftest"].drop_live_template()
 
 
 def server_check(server: Server, body: str) -> None:
@@ -445,6 +464,27 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.2f}"
 
 
+def run_cells(
+    cells: list[Any],
+    one: Callable[[Any, float], Any],
+    warmup: float,
+    seconds: float,
+    runs: int,
+    line: Callable[[int, Any, Any], str],
+) -> None:
+    """A warm-up of every cell, then ``runs`` rounds of every cell in turn
+    (interleaved, so drift in the machine's load falls on each side alike),
+    each run appended to its cell and printed by ``line``."""
+    if warmup > 0:
+        for cell in cells:
+            one(cell, warmup)
+    for run_no in range(runs):
+        for cell in cells:
+            run = one(cell, seconds)
+            cell.runs.append(run)
+            print(line(run_no, cell, run), flush=True)
+
+
 def print_table(cells: list[Cell], generator: str) -> None:
     def find(side: str, batch: int, conc: int) -> Cell:
         return next(c for c in cells if (c.side, c.batch, c.conc) == (side, batch, conc))
@@ -467,6 +507,31 @@ def print_table(cells: list[Cell], generator: str) -> None:
             f"| {h.spread()} | {loads} | {sum(run.errors for run in h.runs)} |"
         )
     print(f"\nHTTP load generator: {generator}. Medians of each cell's runs; latency is per call.")
+
+
+def print_pooler_table(cells: list[Cell], generator: str) -> None:
+    def find(side: str, batch: int, conc: int) -> Cell:
+        return next(c for c in cells if (c.side, c.batch, c.conc) == (side, batch, conc))
+
+    head = (
+        "| work | conc | direct ops/s | through PgBouncer ops/s | PgBouncer / direct "
+        "| direct p50 / p99 ms | PgBouncer p50 / p99 ms | CPU us/call direct serve + PG "
+        "| CPU us/call PgBouncer serve + PG + bouncer | runs ops/s direct; PgBouncer | load avg | errors |"
+    )
+    print(head)
+    print("|---" * (head.count("|") - 1) + "|")
+    for batch, conc in sorted({(c.batch, c.conc) for c in cells}):
+        d, p = find("http", batch, conc), find("pooled", batch, conc)
+        work = "put x1" if batch == 1 else f"put x{batch} batch"
+        loads = "/".join(f"{run.load:.2f}" for run in d.runs + p.runs)
+        print(
+            f"| {work} | {conc} | {_fmt(d.ops_per_s)} | {_fmt(p.ops_per_s)} | {p.ops_per_s / d.ops_per_s:.1%} "
+            f"| {d.med('p50_ms'):.2f} / {d.med('p99_ms'):.2f} | {p.med('p50_ms'):.2f} / {p.med('p99_ms'):.2f} "
+            f"| {d.med('srv_us'):,.0f} + {d.med('pg_us'):,.0f} "
+            f"| {p.med('srv_us'):,.0f} + {p.med('pg_us'):,.0f} + {p.med('bouncer_us'):,.0f} "
+            f"| {d.spread()}; {p.spread()} | {loads} | {sum(run.errors for run in d.runs + p.runs)} |"
+        )
+    print(f"\nHTTP load generator: {generator}. Medians of each cell's runs, the two sides interleaved.")
 
 
 def _server_stack(env: dict[str, str]) -> str:
@@ -542,6 +607,11 @@ def main() -> int:
         help="GET /metrics this often while the cells run, as a Prometheus would (0: never)",
     )
     parser.add_argument(
+        "--pooler",
+        action="store_true",
+        help="run every cell on a second server through PgBouncer in transaction pooling too (no raw side)",
+    )
+    parser.add_argument(
         "--sqlite",
         action="store_true",
         help="serve on SQLite instead (with --only http), e.g. to compare QUEENADMIN_SQLITE_SYNCHRONOUS",
@@ -555,6 +625,13 @@ def main() -> int:
     if not args.sqlite and not base_url.startswith("postgres"):
         print("bench/kv.py needs PostgreSQL: DATABASE_URL=postgresql://... (or --sqlite --only http)", file=sys.stderr)
         return 2
+    if args.pooler and args.sqlite:
+        print("bench/kv.py --pooler runs on PostgreSQL", file=sys.stderr)
+        return 2
+    if args.pooler:
+        import pooler
+
+        pooler.prepare()
     generator = args.generator
     if generator == "auto":
         generator = "wrk" if shutil.which("wrk") else "python"
@@ -562,10 +639,12 @@ def main() -> int:
     concs = [int(c) for c in args.concurrency.split(",")]
     batches = [int(b) for b in args.batch.split(",")]
     sides = ["http", "raw"] if args.only == "both" else [args.only]
+    if args.pooler:
+        sides = ["http", "pooled"]
 
     tmp = Path(tempfile.mkdtemp(prefix="qa-bench-lua-"))
     workload: dict[int, list[list[tuple[str, dict[str, Any]]]]] = {}
-    scripts: dict[int, Path] = {}
+    scripts: dict[tuple[str, int], Path] = {}
     bodies: dict[int, list[str]] = {}
     for batch in batches:
         workload[batch] = make_calls(batch, 2000 if batch == 1 else 300, seed=batch)
@@ -573,26 +652,43 @@ def main() -> int:
 
     scraping = f"every {args.scrape_every:g} s" if args.scrape_every > 0 else "never"
     started = datetime.now(UTC)
-    with serve(base_url, args.workers, extra_env) as server:
+    with contextlib.ExitStack() as stack:
+        stack.callback(_drop_template)
+        server = stack.enter_context(serve(base_url, args.workers, extra_env))
+        servers = {"http": server, "raw": server}
+        bouncer = None
+        if args.pooler:
+            import pooler
+
+            bouncer = stack.enter_context(pooler.bouncer())
+            workers = args.workers if args.workers is not None else int(os.environ.get("QUEENADMIN_WORKERS", "1"))
+            live = stack.enter_context(pooler.pooled_server(bouncer, workers, extra_env))
+            servers["pooled"] = Server(live.url, live.token, live.env["DATABASE_URL"], live.process, live.log_path)
         for batch in batches:
             body_file = tmp / f"bodies-{batch}.jsonl"
             body_file.write_text("\n".join(bodies[batch]) + "\n")
-            scripts[batch] = tmp / f"kv-{batch}.lua"
-            scripts[batch].write_text(_LUA % {"bodies": body_file, "token": server.token})
-            server_check(server, bodies[batch][0])
-        cells = [Cell(side, b, c) for b in batches for c in concs for side in ("http", "raw")]
+            # A script per server: each database minted its own token.
+            for side in {"http", "pooled"} & set(sides):
+                scripts[side, batch] = tmp / f"kv-{side}-{batch}.lua"
+                scripts[side, batch].write_text(_LUA % {"bodies": body_file, "token": servers[side].token})
+                server_check(servers[side], bodies[batch][0])
+        cells = [Cell(side, b, c) for b in batches for c in concs for side in sides]
 
-        meter = CpuMeter(server.process.pid, server.db_url.rsplit("/", 1)[1])
+        meters = {
+            side: CpuMeter(s.process.pid, s.db_url.rsplit("/", 1)[1]) for side, s in servers.items() if side in sides
+        }
         scraper = Scraper(server, args.scrape_every) if args.scrape_every > 0 else None
 
         def one(cell: Cell, seconds: float) -> Run:
+            meter, target = meters[cell.side], servers[cell.side]
+            bouncer_cpu = _cpu_of(bouncer.pid) if bouncer is not None else 0.0
             before, started_at = meter.snapshot(), time.monotonic()
             if cell.side == "raw":
                 run = raw_run(server.db_url, workload[cell.batch], cell.conc, seconds)
             elif generator == "wrk":
-                run = wrk_run(server, scripts[cell.batch], cell.conc, seconds)
+                run = wrk_run(target, scripts[cell.side, cell.batch], cell.conc, seconds)
             else:
-                run = python_run(server, bodies[cell.batch], cell.conc, seconds)
+                run = python_run(target, bodies[cell.batch], cell.conc, seconds)
             after, wall = meter.snapshot(), time.monotonic() - started_at
             busy, gen = after[0] - before[0], after[3] - before[3]
             # Per process, so one that exits (a connection past CONN_MAX_AGE)
@@ -605,27 +701,26 @@ def main() -> int:
                 pg = run.pg_us * calls / 1e6  # reported by the clients
             else:
                 run.pg_us = pg / calls * 1e6
+            bounced = 0.0
+            if bouncer is not None:
+                bounced = _cpu_of(bouncer.pid) - bouncer_cpu
+                if cell.side == "pooled":
+                    run.bouncer_us = bounced / calls * 1e6
             run.gen_cores = gen / wall
-            run.foreign_cores = max(0.0, busy - srv - pg - gen) / wall
+            run.foreign_cores = max(0.0, busy - srv - pg - gen - bounced) / wall
             return run
 
-        for cell in cells:
-            if cell.side in sides and args.warmup > 0:
-                one(cell, args.warmup)
-        for run_no in range(args.runs):
-            for cell in cells:
-                if cell.side not in sides:
-                    continue
-                run = one(cell, args.seconds)
-                cell.runs.append(run)
-                print(
-                    f"run {run_no + 1} {cell.side:4} put x{cell.batch:<3} c{cell.conc:<2} "
-                    f"{run.calls_per_s * cell.batch:9,.0f} ops/s  p50 {run.p50_ms:6.2f} ms  "
-                    f"p99 {run.p99_ms:7.2f} ms  srv {run.srv_us:6.0f} us/call  pg {run.pg_us:6.0f} us/call  "
-                    f"gen {run.gen_cores:.2f}  foreign {run.foreign_cores:.2f} cores  "
-                    f"load {run.load:.2f}  errors {run.errors}",
-                    flush=True,
-                )
+        def line(run_no: int, cell: Cell, run: Run) -> str:
+            return (
+                f"run {run_no + 1} {cell.side:6} put x{cell.batch:<3} c{cell.conc:<2} "
+                f"{run.calls_per_s * cell.batch:9,.0f} ops/s  p50 {run.p50_ms:6.2f} ms  "
+                f"p99 {run.p99_ms:7.2f} ms  srv {run.srv_us:6.0f} us/call  pg {run.pg_us:6.0f} us/call  "
+                + (f"bouncer {run.bouncer_us:5.0f} us/call  " if cell.side == "pooled" else "")
+                + f"gen {run.gen_cores:.2f}  foreign {run.foreign_cores:.2f} cores  "
+                f"load {run.load:.2f}  errors {run.errors}"
+            )
+
+        run_cells([c for c in cells if c.side in sides], one, args.warmup, args.seconds, args.runs, line)
         if scraper is not None:
             scraper.stop()
             print(f"scraped /metrics {scraper.scrapes} times, {scraper.failures} failed", flush=True)
@@ -636,9 +731,17 @@ def main() -> int:
         f"{args.workers if args.workers is not None else 'default'}, env {extra_env or '{}'}, "
         f"{args.runs} x {args.seconds:g} s per cell, "
         f"/metrics scraped {scraping}, {KEYSPACE} keys, values ~40 bytes, forever; "
-        f"server stack {_server_stack(extra_env)}\n"
+        f"server stack {_server_stack(extra_env)}"
+        + (
+            ", pooled: PgBouncer 1.18 transaction pooling (.ci/pgbouncer), DATABASE_LISTEN_URL direct"
+            if args.pooler
+            else ""
+        )
+        + "\n"
     )
-    if args.only == "both":
+    if args.pooler:
+        print_pooler_table(cells, generator)
+    elif args.only == "both":
         print_table(cells, generator)
     return 0
 

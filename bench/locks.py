@@ -13,11 +13,18 @@ numbers as a ratio taken in one run, not as absolutes.
 
 Options (environment): BENCH_SECONDS (per cell, default 5),
 BENCH_CONCURRENCY (default "1,16"), BENCH_WORKERS (serve processes,
-default 2), REDIS_HOST/REDIS_PORT.
+default 2), BENCH_RUNS (rounds per cell, default 1; medians are shown),
+REDIS_HOST/REDIS_PORT.
+
+``--pooler`` (issue 25) compares the server with itself instead of with
+Redis: a second ``serve`` on a database of its own through a PgBouncer in
+transaction pooling (bench/pooler.py); each round runs a cell on both
+servers, the order alternating, and the table shows both and their ratio.
 """
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
 import multiprocessing
@@ -39,6 +46,7 @@ CONCURRENCY = [int(c) for c in os.environ.get("BENCH_CONCURRENCY", "1,16").split
 SERVER_WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
 REDIS_HOST = os.environ.get("REDIS_HOST", "127.0.0.1")
 REDIS_PORT = int(os.environ.get("REDIS_PORT", "6379"))
+RUNS = int(os.environ.get("BENCH_RUNS", "1"))
 #: Load-generator processes at most; the rest of the concurrency is threads.
 MAX_CLIENT_PROCS = 4
 
@@ -133,9 +141,73 @@ def measure(kind: str, concurrency: int, url: str = "", token: str = "") -> dict
     }
 
 
+def _median(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def main_pooler() -> None:
+    """Direct against through PgBouncer, ``RUNS`` rounds per concurrency."""
+    import contextlib
+
+    import pooler
+
+    pooler.prepare()
+    from tests.conftest import drop_live_template, run_server
+
+    rows = []
+    with contextlib.ExitStack() as stack:
+        stack.callback(drop_live_template)
+        servers = {"direct": stack.enter_context(run_server(workers=SERVER_WORKERS))}
+        bouncer = stack.enter_context(pooler.bouncer())
+        servers["pgbouncer"] = stack.enter_context(pooler.pooled_server(bouncer, SERVER_WORKERS))
+        for server in servers.values():
+            measure("http", 1, server.url, server.token)  # warm the server's connections
+        for concurrency in CONCURRENCY:
+            runs: dict[str, list[dict[str, float]]] = {"direct": [], "pgbouncer": []}
+            for round_no in range(RUNS):
+                order = ["direct", "pgbouncer"] if round_no % 2 == 0 else ["pgbouncer", "direct"]
+                for side in order:
+                    load = float(Path("/proc/loadavg").read_text().split()[0])
+                    got = measure("http", concurrency, servers[side].url, servers[side].token)
+                    runs[side].append({**got, "load": load})
+                    print(
+                        f"  c={concurrency} round {round_no + 1} {side}: {got['rate']:.0f}/s, load {load:.2f}",
+                        file=sys.stderr,
+                    )
+            rows.append((concurrency, _median(runs["direct"]), _median(runs["pgbouncer"]), runs))
+    print()
+    print(
+        f"acquire+release cycles/s, {SECONDS:g} s per cell, {RUNS} round(s), medians, serve --workers "
+        f"{SERVER_WORKERS}, PostgreSQL directly and through PgBouncer 1.18 (transaction pooling)"
+    )
+    print(
+        f"| {'clients':>7} | {'direct':>8} | {'p50 ms':>6} | {'p99 ms':>6} | {'PgBouncer':>9} | {'p50 ms':>6} "
+        f"| {'p99 ms':>6} | {'ratio':>6} | load |"
+    )
+    print(f"|{'-' * 9}|{'-' * 10}|{'-' * 8}|{'-' * 8}|{'-' * 11}|{'-' * 8}|{'-' * 8}|{'-' * 8}|---|")
+    for concurrency, direct, pooled, runs in rows:
+        loads = "/".join(f"{run['load']:.1f}" for side in runs.values() for run in side)
+        print(
+            f"| {concurrency:>7} | {direct['rate']:>8.0f} | {direct['p50_ms']:>6.2f} | {direct['p99_ms']:>6.2f} "
+            f"| {pooled['rate']:>9.0f} | {pooled['p50_ms']:>6.2f} | {pooled['p99_ms']:>6.2f} "
+            f"| {pooled['rate'] / direct['rate']:>6.1%} | {loads} |"
+        )
+    refused = sum(run["errors"] for _, _, _, runs in rows for side in runs.values() for run in side)
+    if refused:
+        print(f"({refused:.0f} refused acquires or lost releases; each client owns its lock, so expect 0)")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--pooler", action="store_true", help="compare with the same server through PgBouncer instead of with Redis"
+    )
+    args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("set DATABASE_URL=postgresql://... (the benchmark runs on PostgreSQL)")
+    if args.pooler:
+        main_pooler()
+        return
     import redis
 
     redis.Redis(host=REDIS_HOST, port=REDIS_PORT).ping()

@@ -33,6 +33,12 @@ included), makes an API token, and measures over HTTP:
 - ``push->pop``, the steady baseline: plain pushes at the same rate and the
   same consumers; latency = arrival - the moment the push call was sent.
 
+``--pooler`` (issue 25) runs PostgreSQL directly and, in the same run, two
+more rows through a PgBouncer in transaction pooling (bench/pooler.py):
+``pgbouncer`` with ``DATABASE_LISTEN_URL`` at the database directly (pops
+and the timer loop woken by NOTIFY), and ``pgbouncer-poll`` without it (they
+poll every ``QUEENADMIN_DB_POOLER_POLL_SECONDS``).
+
 It also reports the CPU used by the serve process tree and by the scratch
 database's PostgreSQL backends during the burst and the steady phase, and
 the 1-minute load average at the start of each phase (the box is shared).
@@ -551,11 +557,23 @@ class Result:
     steady_push: Steady | None
 
 
+#: ``--pooler``: the PgBouncer the ``pgbouncer`` rows run through.
+BOUNCER: Any = None
+POOLED = ("pgbouncer", "pgbouncer-poll")
+
+
 @contextlib.contextmanager
 def server_on(db: str, workers: int, extra_env: dict[str, str]) -> Iterator[Any]:
     from tests import conftest
 
     saved = os.environ.get("DATABASE_URL")
+    if db in POOLED:
+        import pooler
+
+        conftest.IS_POSTGRES = True
+        with pooler.pooled_server(BOUNCER, workers, extra_env, listen=db == "pgbouncer") as live:
+            yield live
+        return
     if db == "postgres":
         base = saved if saved and saved.startswith("postgres") else DEFAULT_URL
         os.environ["DATABASE_URL"] = base
@@ -601,7 +619,7 @@ def run_db(db: str, args: argparse.Namespace) -> Result:
     extra_env = dict(item.split("=", 1) for item in args.env)
     with server_on(db, args.workers, extra_env) as live:
         url, token = live.url, live.token
-        db_name = live.env["DATABASE_URL"].rsplit("/", 1)[1] if db == "postgres" else None
+        db_name = live.env["DATABASE_URL"].rsplit("/", 1)[1] if db != "sqlite" else None
         meter = CpuMeter(live.process.pid, db_name, db)
         # Warm both paths (and the pop path) before measuring anything.
         client = Client(url, token)
@@ -705,6 +723,8 @@ def report(results: list[Result], args: argparse.Namespace, started: datetime) -
     for line in errors:
         print(f"PROBLEM {line}")
     print("\nGoals (issue 8): >= 5,000 fires/s on PostgreSQL; timer lateness p99 <= 100 ms.")
+    if any(r.db in POOLED for r in results):
+        print("Goal (issue 25): timer lateness p99 <= 100 ms at 200/s through PgBouncer.")
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -725,6 +745,11 @@ def main() -> int:
     parser.add_argument("--lead", type=float, default=0.0, help="burst: seconds until the instant (0: measured)")
     parser.add_argument("--timeout", type=float, default=600.0, help="burst: give up firing after this many s")
     parser.add_argument(
+        "--pooler",
+        action="store_true",
+        help="PostgreSQL directly, then through PgBouncer with and without DATABASE_LISTEN_URL, in one run",
+    )
+    parser.add_argument(
         "--py-spy", type=Path, default=None, metavar="DIR", help="profile serve into DIR/<db>-<phase>.txt"
     )
     parser.add_argument(
@@ -737,9 +762,28 @@ def main() -> int:
         PROFILE_DIR = args.py_spy
     started = datetime.now(UTC)
     dbs = ["postgres", "sqlite"] if args.db == "both" else [args.db]
-    results = [run_db(db, args) for db in dbs]
+    with contextlib.ExitStack() as stack:
+        if args.pooler:
+            if args.db == "sqlite":
+                print("bench/timers.py --pooler runs on PostgreSQL", file=sys.stderr)
+                return 2
+            import pooler
+
+            pooler.prepare()
+            global BOUNCER
+            BOUNCER = stack.enter_context(pooler.bouncer())
+            dbs = [db for db in dbs if db != "sqlite"] + list(POOLED)
+        stack.callback(_drop_template)
+        results = [run_db(db, args) for db in dbs]
     report(results, args, started)
     return 0
+
+
+def _drop_template() -> None:
+    """The migrated database the servers' databases were copied from
+    (pytest drops it at the end of a session; a benchmark has none)."""
+    if "tests.conftest" in sys.modules:
+        sys.modules["tests.conftest"].drop_live_template()
 
 
 if __name__ == "__main__":

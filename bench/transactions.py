@@ -535,22 +535,15 @@ def main() -> int:
                 release_locks(server, names, tokens)
                 return run
 
-            for cell in cells:
-                if cell.side in sides and args.warmup > 0:
-                    one(cell, args.warmup)
-            for run_no in range(args.runs):
-                for cell in cells:
-                    if cell.side not in sides:
-                        continue
-                    run = one(cell, args.seconds)
-                    cell.runs.append(run)
-                    print(
-                        f"run {run_no + 1} {cell.side:4} c{cell.conc:<2} {run.calls_per_s:7,.0f} txn/s  "
-                        f"p50 {run.p50_ms:6.2f} ms  p99 {run.p99_ms:7.2f} ms  {'srv' if cell.side == 'http' else 'cli'} {run.srv_us:6.0f} us/txn  "
-                        f"pg {run.pg_us:5.0f} us/txn  gen {run.gen_cores:.2f}  foreign {run.foreign_cores:.2f} cores  "
-                        f"load {run.load:.2f}  errors {run.errors}",
-                        flush=True,
-                    )
+            def line(run_no: int, cell: Cell, run: Any) -> str:
+                return (
+                    f"run {run_no + 1} {cell.side:4} c{cell.conc:<2} {run.calls_per_s:7,.0f} txn/s  "
+                    f"p50 {run.p50_ms:6.2f} ms  p99 {run.p99_ms:7.2f} ms  {'srv' if cell.side == 'http' else 'cli'} {run.srv_us:6.0f} us/txn  "
+                    f"pg {run.pg_us:5.0f} us/txn  gen {run.gen_cores:.2f}  foreign {run.foreign_cores:.2f} cores  "
+                    f"load {run.load:.2f}  errors {run.errors}"
+                )
+
+            kvb.run_cells([c for c in cells if c.side in sides], one, args.warmup, args.seconds, args.runs, line)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
