@@ -44,6 +44,32 @@ log = logging.getLogger("queenadmin.serve")
 GRACEFUL_SHUTDOWN_SECONDS = 3
 
 
+#: ``serve``'s default workers directly on PostgreSQL, at the most: each
+#: costs up to 16 PostgreSQL connections (README, "Connections"), and three
+#: replicas of two fit PostgreSQL's default ``max_connections`` of 100.
+DIRECT_WORKERS_CAP = 2
+
+
+def default_workers() -> int:
+    """``serve --workers`` when not given: ``QUEENADMIN_WORKERS``; else on
+    PostgreSQL one per usable core, behind a transaction pooler without a
+    cap (a worker costs the pooler a client connection, not PostgreSQL a
+    server one) and directly up to ``DIRECT_WORKERS_CAP``; on SQLite one
+    (one process only).
+
+    A process keeps about one core busy (one GIL), so a worker per core
+    serves more: measured with bench/workers.py (see README, "How many
+    workers").
+    """
+    configured = os.environ.get("QUEENADMIN_WORKERS", "")
+    if configured:
+        return int(configured)
+    if not db.is_postgres():
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores if db.pooler() else min(cores, DIRECT_WORKERS_CAP)
+
+
 def version() -> str:
     try:
         return importlib.metadata.version("queenadmin")
@@ -181,8 +207,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--workers",
             type=int,
-            default=int(os.environ.get("QUEENADMIN_WORKERS", "1")),
-            help="Server processes (PostgreSQL; set REDIS_URL so dashboards see every worker's events).",
+            default=None,
+            help=(
+                "Server processes (PostgreSQL; default QUEENADMIN_WORKERS, else one per core, at most "
+                f"{DIRECT_WORKERS_CAP} without QUEENADMIN_DB_POOLER; "
+                "set REDIS_URL so dashboards see every worker's events)."
+            ),
         )
         parser.add_argument("--no-migrate", action="store_true", help="Skip applying migrations.")
         parser.add_argument(
@@ -198,6 +228,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         host, port, workers = options["host"], options["port"], options["workers"]
+        if workers is None:
+            workers = default_workers()
         if not db.is_postgres() and workers > 1:
             log.warning("SQLite is served by one process; ignoring --workers %d.", workers)
             workers = 1
