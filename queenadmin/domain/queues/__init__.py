@@ -13,6 +13,9 @@ cursors and dead letters. Callers import this package
 - ``browse``: the operator's reads: namespaces, tasks, partitions,
   consumer groups, messages one by one;
 - ``groups``: consumer-group delete, seek and re-subscribe;
+- ``recovery``: an operator's group seek, reset and delete and queue purge,
+  audited; ``dlq``: an operator's DLQ replay (``dlq:<id>``, to the failed
+  group or every group) and purge, audited;
 - ``leases``: the operator's reads of message leases (holders masked) and
   of one message's delivery state per consumer group;
 - ``messages``: an operator's message delete, retry and move to the DLQ;
