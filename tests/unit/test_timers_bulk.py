@@ -244,3 +244,28 @@ def test_a_bulk_cancel_racing_the_firing_loop_delivers_or_cancels_each_timer_onc
     assert outcome.missing == len(delivered)
     assert not Timer.objects.filter(queue="race").exists()
     print(f"fired {len(delivered)}, cancelled {outcome.done} in {outcome.batches} batches")
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [
+        TimerFilter(),
+        TimerFilter(queue="mail"),
+        TimerFilter(key_prefix="t001"),
+        TimerFilter(queue="mail", due_from=T0 + 7 * MIN, due_to=T0 + 95 * MIN),
+    ],
+)
+def test_range_counts_and_grouped_counts_agree(at_t0, selection):
+    """Both ways of drawing the chart count each timer in the same bucket,
+    boundaries included, and the same rows before a cursor."""
+    from queenadmin.domain.timers.store import store
+
+    spread(150)
+    spread(40, queue="sms", every=MIN / 2)
+    start, bucket, count = T0, 5 * MIN, 40
+    bounds = [start + bucket * i for i in range(count + 1)]
+    cursor = (T0 + 50 * MIN, 10**9)
+    ranged = store().range_counts(selection, bounds, cursor)
+    grouped = store().grouped_counts(selection, start=start, bucket=bucket, count=count, cursor=cursor)
+    assert ranged == grouped
+    assert sum(ranged[0]) == timers_summary(selection=selection).total

@@ -143,8 +143,14 @@ def timers_summary(
     low = selection.due_from or ends.first_due
     high = selection.due_to or (ends.last_due + timedelta(microseconds=1))
     start, bucket, count = buckets_for(low, high, max_buckets=max_buckets)
-    bounds = [start + bucket * i for i in range(count + 1)]
-    counts, before = the_store.range_counts(selection, bounds, cursor)
+    if selection.queue or selection.key_prefix:
+        # One grouped pass over what the queue's or the prefix's index
+        # selects: per-bucket range counts would read that index once per
+        # bucket (20,000 timers in 10 queues on SQLite: 71 ms for one queue).
+        counts, before = the_store.grouped_counts(selection, start=start, bucket=bucket, count=count, cursor=cursor)
+    else:
+        bounds = [start + bucket * i for i in range(count + 1)]
+        counts, before = the_store.range_counts(selection, bounds, cursor)
     chart = DueChart(start, bucket, tuple(counts))
     return TimerSummary(selection, sum(counts), ends.first_due, ends.last_due, ends.last_id, before, chart)
 

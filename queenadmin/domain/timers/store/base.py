@@ -176,6 +176,9 @@ class Store:
     claim_due_lock = ""
     #: Appended to the one-key claim.
     claim_key_lock = ""
+    #: The 0-based bucket of ``deliver_at`` from the first parameter (a
+    #: whole second), in buckets of the second parameter's whole seconds.
+    bucket_sql = ""
 
     def endpoints(self, selection: TimerFilter, *, with_last_id: bool = False) -> Endpoints:
         """The first and last due time ``selection`` selects (None when it
@@ -223,6 +226,44 @@ class Store:
         if cursor is None:
             return found, 0
         return found[:-1], found[-1]
+
+    def grouped_counts(
+        self,
+        selection: TimerFilter,
+        *,
+        start: datetime,
+        bucket: timedelta,
+        count: int,
+        cursor: tuple[datetime, int] | None = None,
+    ) -> tuple[list[int], int]:
+        """As ``range_counts`` for the ``count`` buckets of ``bucket`` from
+        ``start`` (a whole second), in one pass over the rows selected,
+        grouped in the database.
+
+        For a filter an index other than ``deliver_at``'s narrows (a queue,
+        a key prefix): range counts would read that index once per bucket.
+        """
+        where, params = where_sql(selection)
+        stamp = db.to_db_time(start)
+        before, before_params = "0", []
+        if cursor is not None:
+            before = "SUM(CASE WHEN deliver_at < %s OR (deliver_at = %s AND id <= %s) THEN 1 ELSE 0 END)"
+            at = db.to_db_time(cursor[0])
+            before_params = [at, at, cursor[1]]
+        sql = (
+            f"SELECT {self.bucket_sql} AS b, COUNT(*), {before} FROM {TABLE}"
+            f" WHERE {where} AND deliver_at >= %s AND deliver_at < %s GROUP BY 1"
+        )
+        seconds = int(bucket.total_seconds())
+        args = [stamp, seconds, *before_params, *params, stamp, db.to_db_time(start + bucket * count)]
+        counts = [0] * count
+        ahead = 0
+        with connection.cursor() as cur:
+            cur.execute(sql, args)
+            for index, n, m in cur.fetchall():
+                counts[min(max(int(index), 0), count - 1)] += int(n)
+                ahead += int(m or 0)
+        return counts, ahead
 
     def pick(self, selection: TimerFilter, *, after_id: int, upto_id: int, limit: int) -> list[Picked]:
         """Up to ``limit`` timers of ``selection`` with ids in ``(after_id, upto_id]``,

@@ -39,6 +39,7 @@ class PostgresWakeListener(WakeListener):
 class PostgresStore(Store):
     claim_due_lock = " FOR UPDATE SKIP LOCKED"
     claim_key_lock = " FOR UPDATE"
+    bucket_sql = "FLOOR(EXTRACT(EPOCH FROM (deliver_at - %s)) / %s)::bigint"
 
     def upsert(self, rows: Sequence[NewRow], now: datetime) -> set[Key]:
         """One statement with server-bound arrays, whatever the row count."""

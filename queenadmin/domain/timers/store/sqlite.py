@@ -18,6 +18,9 @@ from queenadmin.domain.timers.store.base import CHUNK, TABLE, Key, NewRow, Store
 
 
 class SqliteStore(Store):
+    # Whole seconds on both sides: exact, where julianday's days are floats.
+    bucket_sql = "(CAST(strftime('%%s', deliver_at) AS INTEGER) - CAST(strftime('%%s', %s) AS INTEGER)) / %s"
+
     def upsert(self, rows: Sequence[NewRow], now: datetime) -> set[Key]:
         assert connection.in_atomic_block
         if not rows:
