@@ -157,6 +157,10 @@ class Grants:
         """Whether a grant gives ``need`` (or more) on ``name``."""
         return self.rank(kind, name) >= _RANKS[need]
 
+    def allows_prefix(self, kind: Kind, prefix: str, need: TokenScope) -> bool:
+        """Whether a grant gives ``need`` on every name that starts with ``prefix``."""
+        return any(prefix.startswith(p) and rank >= _RANKS[need] for p, rank in self._prefixes[kind])
+
     def allows_every(self, kind: Kind, need: TokenScope) -> bool:
         """Whether a grant gives ``need`` on every name of ``kind`` (a ``*`` pattern)."""
         return any(p == "" and rank >= _RANKS[need] for p, rank in self._prefixes[kind])

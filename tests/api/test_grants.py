@@ -352,6 +352,11 @@ def test_the_limited_token_reaches_its_own_resources(world):
     assert q in limited.get("/status/queues").text
     assert q in limited.get("/resources/kv/namespaces").text
     assert q in limited.post("/resources/kv/list", json={"namespace": "queen-locks"}).text
+    # The permits under a prefix its lock grant covers, through the KV batch.
+    prefix = {"op": "getPrefix", "ns": "queen-locks", "prefix": f"{q}."}
+    rows = limited.post("/kv", json=[prefix]).json()["results"][0]
+    assert q in json.dumps(rows)
+    refused(limited.post("/kv", json=[{**prefix, "prefix": "orders"}]))
     assert q in limited.get("/messages", params={"queue": q}).text
     assert q in limited.get(f"/traces/by-name/tn{w.run}").text
     assert q in limited.get(f"/consumer-groups/{w.group}").text

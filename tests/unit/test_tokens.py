@@ -173,6 +173,15 @@ def test_grants_add_up_and_a_name_no_grant_covers_is_out_of_reach():
     assert tokens.grants_parse(["", "  "]) is None
 
 
+def test_a_prefix_is_covered_when_a_prefix_grant_covers_every_name_under_it():
+    grants = tokens.grants_parse(["lock:orders.*=write", "lock:billing=read"])
+    assert grants is not None
+    assert grants.allows_prefix("lock", "orders.eu", TokenScope.READ)
+    assert grants.allows_prefix("lock", "orders.", TokenScope.WRITE)
+    assert not grants.allows_prefix("lock", "orders", TokenScope.READ)
+    assert not grants.allows_prefix("lock", "billing", TokenScope.READ)  # an exact grant covers one name
+
+
 def test_a_locks_permit_row_counts_as_the_lock():
     assert tokens.kv_resource("queen-locks", "orders.job#3") == ("lock", "orders.job")
     assert tokens.kv_resource("queen-locks", "a#b#0") == ("lock", "a#b")
