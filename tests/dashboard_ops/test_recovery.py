@@ -91,6 +91,7 @@ def test_seek_to_the_start_moves_the_group_and_audits(operator, stalled):
         "re-read",
         "operator1",
     )
+    assert '<a href="/queues/q/">q/b</a>' in operator.get("/audit/").content.decode()
 
 
 def test_an_htmx_action_answers_its_outcome_and_fresh_regions(operator, stalled):
@@ -153,6 +154,9 @@ def test_purge_needs_the_name_typed_then_deletes_every_message(operator, stalled
     assert (lag("a"), lag("b")) == (0, 0)
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.target, entry.reason) == ("queue.purge", "q", "poison")
+    trail = operator.get("/audit/?kind=queue").content.decode()
+    assert "queue.purge" in trail
+    assert '<a href="/queues/q/">q</a>' in trail
 
 
 # -- DLQ replay from the queue page ----------------------------------------------
