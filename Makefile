@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup run token test soak lint bench
+.PHONY: setup test-deps run token test soak lint bench
 
 setup: $(STAMP)
 
@@ -17,6 +17,12 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
+
+## What the tests need beyond Python (.ci/install-system): Debian's chromium,
+## pgbouncer, node and npm (apt, only what is missing), and tests/browser's
+## axe-core (npm ci, again when its package-lock.json changes)
+test-deps:
+	@.ci/install-system
 
 ## Serve API + dashboard + background loops on SQLite at http://127.0.0.1:8000 (make run PORT=8080)
 run: setup
@@ -31,12 +37,12 @@ token: setup
 ## scale and soak tests at their CI size (QA_SCALE=ci, tests/scale.py).
 ## PYTEST_ARGS picks a part of it or adds options, as CI's legs do:
 ## make test PYTEST_ARGS="--durations=30 tests/unit"
-test: setup
+test: setup test-deps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ## The race, scale and soak tests at full size, on PostgreSQL (on demand):
 ## DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres make soak
-soak: setup
+soak: setup test-deps
 	@case "$(DATABASE_URL)" in postgres*) ;; *) echo "make soak runs on PostgreSQL: set DATABASE_URL, e.g. DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres make soak"; exit 2;; esac
 	QA_SCALE=full $(BIN)/python -m pytest -q -m scaled
 
