@@ -22,6 +22,7 @@ from django.db.models import F
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.delivery import runs_trim
+from queenadmin.domain.queues.dlq import replay_transaction_id
 from queenadmin.domain.queues.push import PushItem, PushResult, queue_push_in_txn
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.errors import MessageNotFound, MessageNotNext, NotDeadLettered
@@ -121,7 +122,7 @@ def queue_message_retry_in_txn(*, partition_id: int, transaction_id: str, now: d
     if not dead:
         raise NotDeadLettered()
     (pushed,) = queue_push_in_txn(
-        items=[PushItem(queue, partition, dead[0][1], transaction_id=f"dlq:{dead[0][0]}")], now=now
+        items=[PushItem(queue, partition, dead[0][1], transaction_id=replay_transaction_id(dead[0][0]))], now=now
     )
     DeadLetter.objects.filter(id__in=[d[0] for d in dead]).delete()
     wakeups.notify_on_commit([queue])
