@@ -19,6 +19,7 @@ VIEW: Final = {
     "kv": "queenadmin.view_kventry",
     "queues": "queenadmin.view_queue",
     "audit": "queenadmin.view_auditentry",
+    "tokens": "queenadmin.view_apitoken",
 }
 
 #: action -> permission needed to do it.

@@ -15,6 +15,7 @@ from queenadmin.dashboard.views import (
     recovery,
     search,
     timers,
+    tokens,
 )
 
 app_name = "dashboard"
@@ -52,4 +53,5 @@ urlpatterns = [
     path("dlq/replay/", deadletters.dlq_replay_any, name="dlq_replay_any"),
     path("dlq/purge/", deadletters.dlq_purge_any, name="dlq_purge_any"),
     path("search/", search.search_page, name="search"),
+    path("tokens/", tokens.tokens_page, name="tokens"),
 ]

@@ -212,6 +212,7 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "audit": ("otto", "/audit/", "tr[data-entry]"),
     "audit-revert": ("otto", "@audit-revert", "form.confirm"),
     "search": ("otto", "/search/?q=pages", "#search-results tbody tr"),
+    "tokens": ("otto", "/tokens/", "tr[data-token]"),
     "not-found": ("otto", "/queues/nosuchqueue/", ".problem"),
     "forbidden": ("nico", "/", ".problem"),
     "two-factor": ("otto", "/account/two-factor/", "main h1"),
