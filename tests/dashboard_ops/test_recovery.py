@@ -274,3 +274,28 @@ def test_an_htmx_replay_on_the_dlq_page_answers_the_table_and_its_outcome(operat
     refused = operator.post("/dlq/purge/", {"ids": [str(ids[0])]}, headers={"HX-Request": "true"})
     assert refused.status_code == 200
     assert "Not purged: filter by one queue" in refused.content.decode()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/queues/q%00/groups/recover/?group=a",
+        "/queues/q/groups/recover/?group=a%00",
+        "/queues/q%00/purge/",
+        "/dlq/?queue=q%00",
+        "/dlq/?group=a%00&before=99999999999999999999",
+    ],
+)
+def test_a_nul_or_an_overlong_number_finds_nothing_instead_of_failing(operator, stalled, url):
+    """PostgreSQL refuses a NUL in a query: no stored name holds one, so it finds nothing (a 4xx or an empty page)."""
+    assert operator.get(url).status_code in (200, 404)
+
+
+def test_posts_with_a_nul_are_refused_without_failing(operator, stalled):
+    assert operator.post(RECOVER, {"group": "a\x00", "do": "seek-end"}).status_code == 404
+    assert operator.post("/queues/q/purge/", {"confirm": "q\x00"}).status_code == 422
+    assert operator.post("/dlq/replay/", {"all": "1", "queue": "q\x00"}).status_code == 303
+    assert operator.post("/dlq/purge/", {"all": "1", "queue": "q\x00", "confirm": "q\x00"}).status_code == 303
+    assert operator.post("/queues/q/dlq/replay/", {"all": "1", "dlq_group": "a\x00"}).status_code == 303
+    assert DeadLetter.objects.count() == 1
+    assert Message.objects.count() == 4

@@ -234,3 +234,22 @@ def test_the_board_counts_from_the_log_start_for_a_consumer_without_a_cursor():
     assert qb is not None
     assert (qb.claimable, [g.lag for g in qb.groups]) == (2, [2])
     assert [m.offset for m in claim("b", batch=10).messages] == [5, 6]
+
+
+def test_a_nul_in_a_name_finds_nothing():
+    """No stored name holds a NUL and PostgreSQL refuses one in a query: the
+    reads answer nothing and the writes refuse, on both databases."""
+    push("n", 1)
+    ack(claim("n", group="g"))
+    assert board.queue_board(name="n\x00") is None
+    assert board.dead_letters_across(queue="n\x00") == []
+    assert board.dead_letter_page(selection=board.DeadLetterFilter(queue="n", group="g\x00")) == []
+    with pytest.raises(QueueNotFound):
+        recovery.queue_group_operator(queue="n\x00", group="g", action="reset", who=Who("ann"))
+    with pytest.raises(NotFound):
+        recovery.queue_group_operator(queue="n", group="g\x00", action="reset", who=Who("ann"))
+    with pytest.raises(QueueNotFound):
+        recovery.queue_purge(queue="n\x00", who=Who("ann"))
+    with pytest.raises(QueueNotFound):
+        dlq.queue_dlq_action(verb="purge", selection=board.DeadLetterFilter(queue="n\x00"), who=Who("ann"))
+    assert not AuditEntry.objects.exists()

@@ -154,6 +154,12 @@ class _Cursor:
         return max(0, min(self.batch_last, last) - self.committed) if self.live_lease else 0
 
 
+def has_nul(*texts: str | None) -> bool:
+    """Whether a name holds a NUL: no stored one does, and PostgreSQL
+    refuses one in a query (a caller answers "nothing" without asking)."""
+    return any(t is not None and "\x00" in t for t in texts)
+
+
 def _above(cursor: _Cursor, floor: int) -> _Cursor:
     """``cursor`` as if at least at ``floor`` (the partition's log start - 1)."""
     if cursor.committed >= floor:
@@ -174,6 +180,8 @@ def queue_boards(*, after: str = "", limit: int = QUEUE_PAGE) -> list[QueueBoard
 
 def queue_board(*, name: str) -> QueueBoard | None:
     """One queue with its depth by state and its consumer groups' lag."""
+    if has_nul(name):
+        return None
     rows = list(Queue.objects.filter(name=name).values_list("id", "name", "namespace", "task", "options"))
     boards = _boards(rows, with_groups=True)
     return boards[0] if boards else None
@@ -495,6 +503,8 @@ class DeadLetterItem:
 
 def dead_letters_matching(selection: DeadLetterFilter) -> Any:
     """The queryset of dead letters ``selection`` names (for reads and writes)."""
+    if has_nul(selection.queue, selection.group, selection.partition):
+        return DeadLetter.objects.none()
     rows = dead_letters_where(queue=selection.queue, group=selection.group, partition=selection.partition)
     if selection.upto is not None:
         rows = rows.filter(id__lte=selection.upto)
@@ -543,6 +553,8 @@ def dead_letters_across(
 ) -> list[DeadLetterAnywhere]:
     """Dead letters of every queue (or ``queue``), of ``group`` (None: any),
     newest first, ids below ``before``: one indexed statement a page."""
+    if has_nul(queue, group):
+        return []
     rows = dead_letters_where(queue=queue, group=group, partition=None)
     if before is not None:
         rows = rows.filter(id__lt=before)

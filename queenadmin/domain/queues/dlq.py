@@ -40,7 +40,7 @@ from django.db import connection, transaction
 
 from queenadmin.domain import clock, events
 from queenadmin.domain.audit import Who
-from queenadmin.domain.queues.board import DeadLetterFilter, dead_letters_matching
+from queenadmin.domain.queues.board import DeadLetterFilter, dead_letters_matching, has_nul
 from queenadmin.domain.queues.push import PushItem, queue_push_in_txn
 from queenadmin.errors import QueueNotFound
 from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Queue
@@ -80,7 +80,7 @@ def _select(selection: DeadLetterFilter, ids: tuple[int, ...] | None, batch: int
     ``ids``: those of them that match; otherwise the next ``batch``
     (oldest id first). Raises ``QueueNotFound`` for an unknown queue.
     """
-    if not Queue.objects.filter(name=selection.queue).exists():
+    if has_nul(selection.queue) or not Queue.objects.filter(name=selection.queue).exists():
         raise QueueNotFound(f"no queue {selection.queue}")
     rows = dead_letters_matching(selection).select_related("partition").order_by("id")
     if ids is not None:

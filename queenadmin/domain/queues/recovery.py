@@ -30,6 +30,7 @@ from django.db.models import F, Q
 from queenadmin.domain import clock, events
 from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import groups, wakeups
+from queenadmin.domain.queues.board import has_nul
 from queenadmin.domain.queues.delivery import runs_trim
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.domain.queues.store import store
@@ -74,15 +75,16 @@ class QueuePurge:
 
 def _queue_id(queue: str) -> int:
     """The queue's id, its row locked as every writer of its rows takes it."""
-    found = Queue.objects.filter(name=queue).values_list("id", flat=True).first()
+    found = None if has_nul(queue) else Queue.objects.filter(name=queue).values_list("id", flat=True).first()
     if found is None or not lock_queue_rows([found]):
         raise QueueNotFound(f"no queue {queue}")
     return found
 
 
 def _check_group(queue_id: int, queue: str, group: str) -> None:
-    known = ConsumerGroup.objects.filter(queue_id=queue_id, name=group).exists() or (
-        ConsumerCursor.objects.filter(partition__queue_id=queue_id, group=group).exists()
+    known = not has_nul(group) and (
+        ConsumerGroup.objects.filter(queue_id=queue_id, name=group).exists()
+        or ConsumerCursor.objects.filter(partition__queue_id=queue_id, group=group).exists()
     )
     if not known:
         raise NotFound(f"no consumer group {group} on queue {queue}")
