@@ -92,6 +92,12 @@ class _Settings:
     TIMERS_MAX_OPS_PER_CALL: int = 256
     TIMERS_MAX_PAYLOAD_BYTES: int = 1024 * 1024
     TIMERS_HORIZON_SECONDS: int = 90 * 86400
+    #: Streams (``/streams/v1``): the largest state key and state value
+    #: (compact JSON) a cycle may store; a bigger one fails the whole cycle
+    #: with a 413. PostgreSQL's btree entries top out near 2.7 kB, so keys
+    #: stay well below that.
+    STREAMS_MAX_STATE_KEY_BYTES: int = 1024
+    STREAMS_MAX_STATE_VALUE_BYTES: int = 1024 * 1024
     #: The timer loop: seconds between steps while timers keep coming due
     #: (the loop also wakes at once when a sooner timer is scheduled), the
     #: longest it sleeps when none is due, timers fired per transaction,

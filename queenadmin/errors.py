@@ -170,3 +170,15 @@ class LeaseExpired(QueenError):
     """The loop's lease ran out before the work could commit; nothing was written."""
 
     code = "lease_expired"
+
+
+class StreamStateTooLarge(InvalidArgument):
+    """A stream state key or value is over the size limit; nothing of the cycle was written."""
+
+    code = "payload_too_large"
+
+
+class StreamNotFound(NotFound):
+    """No such stream query or source partition."""
+
+    code = "not_found"

@@ -5,7 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from queenadmin.api import api
+from queenadmin.api import api, streams_api
 from queenadmin.api.http import json_response
 from queenadmin.metrics.views import metrics_view
 
@@ -25,6 +25,8 @@ urlpatterns = [
     path("api/v1/", api.urls),
     # [\s\S], not ".": a path with a newline is an unknown route too.
     re_path(r"^api(?:/[\s\S]*)?$", no_such_route, name="no_such_route"),
+    path("", streams_api.urls),
+    re_path(r"^streams(?:/[\s\S]*)?$", no_such_route, name="no_such_streams_route"),
     path("admin/", admin.site.urls),
     path("", include("queenadmin.dashboard.urls")),
 ]

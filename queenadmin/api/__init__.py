@@ -15,7 +15,7 @@ from queenadmin.api.bearer import AsyncBearerToken, BearerToken, bearer_token
 from queenadmin.api.http import json_response
 from queenadmin.errors import QueenError, Unauthorized
 
-__all__ = ["AsyncBearerToken", "BearerToken", "api", "bearer_token"]
+__all__ = ["AsyncBearerToken", "BearerToken", "api", "bearer_token", "streams_api"]
 
 
 class QueenNinjaAPI(NinjaAPI):
@@ -37,19 +37,35 @@ api = QueenNinjaAPI(
 )
 
 
+#: Queen serves its Streams SDK routes beside /api/v1, at /streams/v1: an
+#: API of its own, mounted at the root, whose routes spell their full paths.
+streams_api = QueenNinjaAPI(
+    title="queenadmin streams",
+    version="1",
+    description="Queen MQ's /streams/v1 routes: stream queries, their state, atomic cycles.",
+    auth=BearerToken(),
+    urls_namespace="streams",
+    docs_url="/streams/v1/docs",
+    openapi_url="/streams/v1/openapi.json",
+)
+
+
 @api.exception_handler(QueenError)
+@streams_api.exception_handler(QueenError)
 def on_queen_error(request: HttpRequest, exc: QueenError) -> HttpResponse:
     status, body = error_table.render(exc)
     return json_response(body, status, error_table.headers(exc))
 
 
 @api.exception_handler(AuthenticationError)
+@streams_api.exception_handler(AuthenticationError)
 def on_auth_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     status, body = error_table.render(Unauthorized())
     return json_response(body, status, {"WWW-Authenticate": "Bearer"})
 
 
 @api.exception_handler(NinjaValidationError)
+@streams_api.exception_handler(NinjaValidationError)
 def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
     first = exc.errors[0] if exc.errors else {}
     where = ".".join(str(p) for p in first.get("loc", ()))
@@ -59,12 +75,13 @@ def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> Http
 
 def _register() -> None:
     # One router per concept; each module exposes ``router``.
-    from queenadmin.api import admin, kv, locks, queues, status, timers, transactions
+    from queenadmin.api import admin, kv, locks, queues, status, streams, timers, transactions
 
     modules = (kv, locks, queues, status, timers, transactions, admin)
     for module in modules:
         api.add_router("/", module.router)
-    scopes.check(module.router for module in modules)
+    streams_api.add_router("/", streams.router)
+    scopes.check([*(module.router for module in modules), streams.router])
 
 
 _register()

@@ -39,6 +39,10 @@ def _json_error(detail: str, code: str, status: int) -> HttpResponse:
     return HttpResponse(body, status=status, content_type="application/json")
 
 
+#: The API's paths: /api/v1 and Queen's Streams SDK routes, /streams/v1.
+_PREFIXES = ("/api/", "/streams/")
+
+
 class ApiErrorMiddleware(DualModeMiddleware):
     """Every refusal on ``/api/`` in the protocol's JSON envelope.
 
@@ -49,7 +53,7 @@ class ApiErrorMiddleware(DualModeMiddleware):
     """
 
     def before(self, request: HttpRequest) -> HttpResponseBase | None:
-        if not request.path.startswith("/api/"):
+        if not request.path.startswith(_PREFIXES):
             return None
         try:
             request.GET  # noqa: B018 - parses the query string once, here
@@ -62,7 +66,7 @@ class ApiErrorMiddleware(DualModeMiddleware):
         if (
             status < 400
             or status == 413
-            or not request.path.startswith("/api/")
+            or not request.path.startswith(_PREFIXES)
             or response.get("Content-Type", "").startswith("application/json")
         ):
             return response
@@ -95,7 +99,7 @@ class ApiErrorMiddleware(DualModeMiddleware):
         """
         if isinstance(exception, BodyTooLarge):
             return payload_too_large()
-        if not request.path.startswith("/api/"):
+        if not request.path.startswith(_PREFIXES):
             return None
         if isinstance(exception, OperationalError | InterfaceError):
             return _unavailable()

@@ -102,6 +102,11 @@ ROUTES: dict[str, Rule] = {
     "DELETE /messages/{partition_id}/{transaction_id}": NAMED,
     "POST /messages/{partition_id}/{transaction_id}/retry": NAMED,
     "POST /messages/{partition_id}/{transaction_id}/dlq": NAMED,
+    # A stream's source and sink queues; state and cycles by the source
+    # partition (a query's state lives only on its source's partitions).
+    "POST /streams/v1/queries": NAMED,
+    "POST /streams/v1/state/get": NAMED,
+    "POST /streams/v1/cycle": NAMED,
 }
 
 T = TypeVar("T")

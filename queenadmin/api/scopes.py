@@ -109,6 +109,11 @@ ROUTES: dict[str, TokenScope] = {
     "DELETE /messages/{partition_id}/{transaction_id}": ADMIN,
     "POST /messages/{partition_id}/{transaction_id}/retry": WRITE,
     "POST /messages/{partition_id}/{transaction_id}/dlq": WRITE,
+    # Streams (api/streams.py, served beside /api/v1 with full paths): a
+    # worker registers, reads its state and commits cycles.
+    "POST /streams/v1/queries": WRITE,
+    "POST /streams/v1/state/get": READ,
+    "POST /streams/v1/cycle": WRITE,
 }
 
 

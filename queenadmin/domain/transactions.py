@@ -1,5 +1,9 @@
 """Transactions: acks, pushes, positions, KV writes and timers, all or nothing.
 
+A stream cycle (``domain/streams``) is a bundle too: its ``stream`` part
+(the state ops of one query and source partition) goes first, then its
+fenced ack and its sink pushes.
+
 One ``txn_commit`` applies a bundle in the protocol's order (acks, pushes,
 positions, KV, timers; protocol.md section 5.2) inside ONE database
 transaction, from the inner (``..._in_txn``) forms of each concept. The
@@ -21,10 +25,18 @@ from typing import Any, Literal
 from django.db import transaction
 
 from queenadmin.domain import clock, kv, queues, timers
-from queenadmin.errors import PreconditionFailed, QueueFull, QueueNotFound
+from queenadmin.domain.streams import state as stream_state
+from queenadmin.errors import PreconditionFailed, QueueFull, QueueNotFound, StreamNotFound
 
 RollbackReason = Literal[
-    "rejected_ack", "duplicate", "kv_precondition", "queue_not_found", "bad_request", "too_large", "queue_full"
+    "rejected_ack",
+    "duplicate",
+    "kv_precondition",
+    "queue_not_found",
+    "bad_request",
+    "too_large",
+    "queue_full",
+    "stream_not_found",
 ]
 #: Largest position metadata (protocol 5.1).
 MAX_POSITION_METADATA = 4096
@@ -62,6 +74,10 @@ class TxnBundle:
     positions: tuple[TxnPosition, ...] = ()
     kv: tuple[kv.KVOp, ...] = ()
     timers: tuple[timers.TimerOp, ...] = ()
+    #: A stream cycle's state ops; with it, an ack that would change
+    #: nothing (its messages were acked already, under a lease still held)
+    #: rolls the bundle back instead of applying the rest a second time.
+    stream: stream_state.StreamStateOps | None = None
     #: Why the bundle cannot apply although its shape was readable (an
     #: inline push without a queue, a partition id that is no number):
     #: the protocol answers those as a ``bad_request`` rollback, not a 400.
@@ -74,7 +90,7 @@ class TxnBundle:
 
     @property
     def empty(self) -> bool:
-        return not (self.acks or self.pushes or self.positions or self.kv or self.timers)
+        return not (self.acks or self.pushes or self.positions or self.kv or self.timers or self.stream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +98,7 @@ class AckDone:
     index: int
     transaction_id: str
     dlq: bool
+    lease_released: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +191,12 @@ def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now
     if bundle.empty and not guarded:
         raise _Rollback("bad_request", "QTXN a transaction needs at least one of operations, kv, timers or positions")
     out: list[TxnResult] = []
-    out += _acks(bundle.acks, now)
+    if bundle.stream is not None:
+        try:
+            stream_state.stream_state_apply_in_txn(ops=bundle.stream, now=now)
+        except StreamNotFound as exc:
+            raise _Rollback("stream_not_found", exc.detail) from exc
+    out += _acks(bundle.acks, now, advance=bundle.stream is not None)
     out += _pushes(bundle.pushes, now)
     out += _positions(bundle.positions, now)
     kv_base = bundle.operations
@@ -201,7 +223,7 @@ def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now
     return out
 
 
-def _acks(acks: tuple[queues.AckItem, ...], now: datetime) -> list[TxnResult]:
+def _acks(acks: tuple[queues.AckItem, ...], now: datetime, *, advance: bool = False) -> list[TxnResult]:
     if not acks:
         return []
     outcomes = queues.queue_ack_in_txn(items=acks, now=now, fence_done=True)
@@ -211,7 +233,12 @@ def _acks(acks: tuple[queues.AckItem, ...], now: datetime) -> list[TxnResult]:
                 "rejected_ack",
                 f"QTXN the ack of {outcome.transaction_id} was rejected ({outcome.error}); the transaction rolled back",
             )
-    return [AckDone(o.index, o.transaction_id, o.dlq) for o in outcomes]
+        if advance and outcome.noop:
+            raise _Rollback(
+                "rejected_ack",
+                f"QTXN {outcome.transaction_id} was acknowledged already; the transaction rolled back",
+            )
+    return [AckDone(o.index, o.transaction_id, o.dlq, o.lease_released) for o in outcomes]
 
 
 def _pushes(pushes: tuple[TxnPush, ...], now: datetime) -> list[TxnResult]:

@@ -14,6 +14,7 @@ from queenadmin.models.queues import (
     TraceName,
     TraceNameSummary,
 )
+from queenadmin.models.streams import StreamQuery, StreamState
 from queenadmin.models.timers import Timer
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "Partition",
     "Queue",
     "QueueSample",
+    "StreamQuery",
+    "StreamState",
     "Timer",
     "TokenScope",
     "Trace",

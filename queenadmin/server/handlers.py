@@ -76,12 +76,14 @@ def load_chain(handler: BaseHandler, entries: Iterable[tuple[str, Factory]], *, 
     compat.install_middleware(handler, chain, view=view, template_response=template_response, exception=exception)
 
 
-#: Paths served by ``ApiWSGIHandler``: these, and every path under ``/api/``.
-API_PATHS = frozenset({"/api", "/health", "/metrics"})
+#: Paths served by ``ApiWSGIHandler``: these, and every path under ``/api/``
+#: and ``/streams/`` (Queen's Streams SDK routes).
+API_PATHS = frozenset({"/api", "/streams", "/health", "/metrics"})
+API_PREFIXES = ("/api/", "/streams/")
 
 
 def is_api_path(path: str) -> bool:
-    return path.startswith("/api/") or path in API_PATHS
+    return path.startswith(API_PREFIXES) or path in API_PATHS
 
 
 #: MIDDLEWARE entries that only browser pages use.

@@ -85,7 +85,7 @@ def _declared_length(scope: dict[str, Any]) -> int | None:
 
 def body_limit(scope: dict[str, Any]) -> int:
     """The largest body a request may send: large only on API writes."""
-    if scope.get("method") in _WRITE_METHODS and scope["path"].startswith("/api/"):
+    if scope.get("method") in _WRITE_METHODS and scope["path"].startswith(("/api/", "/streams/")):
         return settings.MAX_BODY_BYTES
     return settings.SMALL_BODY_BYTES
 

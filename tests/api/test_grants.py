@@ -38,6 +38,8 @@ class World:
     orders_pid: str
     billing_lease: str
     group: str
+    #: The server's root URL: the streams routes live beside /api/v1.
+    root: str = ""
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +81,7 @@ def world(live_server) -> Iterator[tuple[World, httpx.Client, httpx.Client]]:
         timer = {**_schedule(q, "k"), "delayMs": 3_600_000}
         assert admin.post("/timers", json=[timer]).status_code == 200
     yield (
-        World(run, billing, orders, pids[billing], pids[orders], leases[billing], group),
+        World(run, billing, orders, pids[billing], pids[orders], leases[billing], group, live_server.url),
         limited,
         admin,
     )
@@ -114,7 +116,16 @@ def req(method: str, path: str, **kwargs: Any) -> Callable[[World], tuple[str, s
     """A request whose path and body name ``{b}`` (billing), ``{pid}``, ``{lease}``, ``{g}``."""
 
     def make(w: World) -> tuple[str, str, dict[str, Any]]:
-        fill = {"b": w.billing, "pid": w.billing_pid, "lease": w.billing_lease, "g": w.group, "run": w.run}
+        fill = {
+            "b": w.billing,
+            "o": w.orders,
+            "pid": w.billing_pid,
+            "opid": w.orders_pid,
+            "lease": w.billing_lease,
+            "g": w.group,
+            "run": w.run,
+            "root": w.root,
+        }
         text = json.dumps(kwargs)
         for k, v in fill.items():
             text = text.replace("{" + k + "}", v)
@@ -269,6 +280,41 @@ TABLE: dict[str, list[tuple[str, Callable[[World], tuple[str, str, dict[str, Any
     "POST /messages/{partition_id}/{transaction_id}/dlq": [
         ("refused", req("POST", "/messages/{pid}/t1/dlq", json={"consumerGroup": "{g}"}))
     ],
+    # A stream touches its source and its sink queue.
+    "POST /streams/v1/queries": [
+        (
+            "refused",
+            req(
+                "POST", "{root}/streams/v1/queries", json={"name": "s{run}", "source_queue": "{b}", "config_hash": "h"}
+            ),
+        ),
+        (
+            "refused",
+            req(
+                "POST",
+                "{root}/streams/v1/queries",
+                json={"name": "s{run}", "source_queue": "{o}", "sink_queue": "{b}", "config_hash": "h"},
+            ),
+        ),
+    ],
+    "POST /streams/v1/state/get": [
+        ("refused", req("POST", "{root}/streams/v1/state/get", json={"query_id": "q", "partition_id": "{pid}"}))
+    ],
+    "POST /streams/v1/cycle": [
+        ("refused", req("POST", "{root}/streams/v1/cycle", json={"query_id": "q", "partition_id": "{pid}"})),
+        (
+            "refused",
+            req(
+                "POST",
+                "{root}/streams/v1/cycle",
+                json={
+                    "query_id": "q",
+                    "partition_id": "{opid}",
+                    "push_items": [{"queue": "{b}", "partition": "p", "payload": {}}],
+                },
+            ),
+        ),
+    ],
 }
 
 CASES = [(route, i, want, make) for route, cases in TABLE.items() for i, (want, make) in enumerate(cases)]
@@ -277,9 +323,11 @@ CASES = [(route, i, want, make) for route, cases in TABLE.items() for i, (want, 
 def _routes_of_the_api() -> set[str]:
     """Every operation the published OpenAPI document names, as the routers spell it."""
     document = Client().get("/api/v1/openapi.json").json()
+    # The streams routes have a document of their own, with full paths.
+    streams = Client().get("/streams/v1/openapi.json").json()
     return {
         f"{method.upper()} {path.removeprefix('/api/v1')}"
-        for path, methods in document["paths"].items()
+        for path, methods in [*document["paths"].items(), *streams["paths"].items()]
         for method in methods
     }
 
@@ -391,9 +439,10 @@ def test_a_transaction_with_one_foreign_operation_writes_nothing(world):
 @pytest.mark.django_db
 def test_the_openapi_document_names_each_routes_rule_and_documents_its_403():
     document = Client().get("/api/v1/openapi.json").json()
+    streams = Client().get("/streams/v1/openapi.json").json()
     ops = {
         f"{method.upper()} {path.removeprefix('/api/v1')}": op
-        for path, methods in document["paths"].items()
+        for path, methods in [*document["paths"].items(), *streams["paths"].items()]
         for method, op in methods.items()
     }
     for route, rule in grants.ROUTES.items():

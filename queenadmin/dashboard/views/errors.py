@@ -20,7 +20,7 @@ from queenadmin.domain import clock
 def for_machines(request: HttpRequest) -> bool:
     """A path whose errors are not drawn as dashboard pages."""
     path = request.path
-    return path in ("/api", "/metrics", "/health") or path.startswith("/api/")
+    return path in ("/api", "/streams", "/metrics", "/health") or path.startswith(("/api/", "/streams/"))
 
 
 def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -1,0 +1,92 @@
+"""Streams routes: POST /streams/v1/queries, /state/get, /cycle (protocol-wave3.md A).
+
+Queen serves them beside ``/api/v1``, so they have an API of their own
+(``api.streams_api``, mounted at the root with full paths), with the same
+bearer checks, error table and grant rules as every ``/api/v1`` route.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+
+from queenadmin.api import grants
+from queenadmin.api.http import json_response, read_engine_json
+from queenadmin.api.openapi import body_of
+from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
+from queenadmin.api.schemas.streams import (
+    CycleIn,
+    CycleOut,
+    QueryConflictOut,
+    QueryIn,
+    QueryOut,
+    StateGetIn,
+    StateGetOut,
+    StreamsTooLargeOut,
+)
+from queenadmin.api.scopes import ScopedRouter
+from queenadmin.api.wire import streams as wire
+from queenadmin.domain import streams
+
+router = ScopedRouter(tags=["streams"])
+
+_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut | StreamsTooLargeOut}
+
+
+@router.post(
+    "/streams/v1/queries",
+    response={200: QueryOut, 409: QueryConflictOut, **_ERRORS},
+    openapi_extra=body_of(QueryIn),
+    summary="Register a streaming query (idempotent; each worker calls it at start)",
+    description=(
+        "A new name is `fresh`. The same `config_hash` changes nothing; a changed one answers 409 "
+        "unless `reset`, which deletes the query's state and keeps its id."
+    ),
+)
+def register_query(request: HttpRequest) -> HttpResponse:
+    call = wire.parse_query(read_engine_json(request))
+    grants.require_queues(grants.limits(request), [q for q in (call.source_queue, call.sink_queue) if q], grants.WRITE)
+    reg = streams.stream_register(
+        name=call.name,
+        source_queue=call.source_queue,
+        sink_queue=call.sink_queue,
+        config_hash=call.config_hash,
+        reset=call.reset,
+    )
+    return json_response(wire.render_registration(reg), 409 if reg.conflict else 200)
+
+
+@router.post(
+    "/streams/v1/state/get",
+    response={200: StateGetOut, **_ERRORS},
+    openapi_extra=body_of(StateGetIn),
+    summary="Read a query's state on one source partition",
+    description="Rows by key; filters combine with AND. An unknown query or partition has no rows.",
+)
+def get_state(request: HttpRequest) -> HttpResponse:
+    call = wire.parse_state_get(read_engine_json(request))
+    grants.require_partitions(grants.limits(request), [call.partition_id], grants.READ)
+    rows = streams.stream_state_get(query_id=call.query_id, partition_id=call.partition_id, which=call.which)
+    return json_response(wire.render_state(rows))
+
+
+@router.post(
+    "/streams/v1/cycle",
+    response={200: CycleOut, **_ERRORS},
+    openapi_extra=body_of(CycleIn),
+    summary="Commit a cycle: state ops, sink pushes and the source ack, all or nothing",
+    description=(
+        "One database transaction. A cycle that cannot apply (unknown query or partition, a stale or "
+        "repeated ack, a full sink) rolls back whole and answers 200 with `success: false` and `error`."
+    ),
+)
+def commit_cycle(request: HttpRequest) -> HttpResponse:
+    body = read_engine_json(request)
+    cycle = wire.parse_cycle(body)
+    limits = grants.limits(request)
+    if limits is not None:
+        grants.require_partitions(limits, [cycle.partition_id], grants.WRITE)
+        grants.require_queues(limits, [p.queue for p in cycle.pushes], grants.WRITE)
+    outcome = streams.stream_cycle(cycle=cycle)
+    return json_response(wire.render_cycle(cycle, outcome, body))

@@ -1,0 +1,51 @@
+"""Streams: the broker side of ``queen-mq``'s Streams SDK (``/streams/v1``).
+
+``ops`` holds the register and the atomic cycle, ``state`` the state rows'
+rules and reads; ``store``
+every statement, one class per database. Callers import this package.
+"""
+
+from __future__ import annotations
+
+from queenadmin.domain.streams.ops import (
+    Cycle,
+    CycleAck,
+    CycleAcked,
+    CycleOutcome,
+    CyclePushed,
+    Registration,
+    stream_cycle,
+    stream_register,
+)
+from queenadmin.domain.streams.state import (
+    StateDelete,
+    StateOp,
+    StateUpsert,
+    StreamStateOps,
+    check_state_op,
+    ripe_at_ms,
+    stream_state_apply_in_txn,
+    stream_state_get,
+)
+from queenadmin.domain.streams.store import StateFilter, StateRow
+
+__all__ = [
+    "Cycle",
+    "CycleAck",
+    "CycleAcked",
+    "CycleOutcome",
+    "CyclePushed",
+    "Registration",
+    "StateDelete",
+    "StateFilter",
+    "StateOp",
+    "StateRow",
+    "StateUpsert",
+    "StreamStateOps",
+    "check_state_op",
+    "ripe_at_ms",
+    "stream_cycle",
+    "stream_register",
+    "stream_state_apply_in_txn",
+    "stream_state_get",
+]

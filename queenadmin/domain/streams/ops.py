@@ -1,0 +1,181 @@
+"""Streams (Queen's ``/streams/v1``): registered queries and the cycle.
+
+Windowing, gates and reduce run in the client; the broker keeps three
+things for it. A **query** row per pipeline name with the hash of its
+operator config (a changed hash needs ``reset``, which wipes the state). A
+**state** row per (query, source partition, key) (``state``), with the
+``windowEnd`` of a window's value kept as ``ripe_at_ms`` for the idle
+flush. And the **cycle**: a partition's state ops, its sink pushes and the
+ack of its source messages, one bundle of the transaction machinery
+(``domain/transactions.py``), so a worker that dies mid-cycle leaves
+either all of it or none.
+
+The ack is fenced: it must name the live lease, so a cycle sent again after
+it committed (a lost answer, a retry) fails with ``invalid or expired
+lease`` and rolls back its state and pushes too. A gate's partial ack keeps
+the lease, so the same resend would pass the fence; it is refused because
+its ack would change nothing, which keeps that case exactly-once as well.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from django.db import transaction
+
+from queenadmin.domain import clock, queues
+from queenadmin.domain import transactions as txn
+from queenadmin.domain.streams.state import StateOp, StreamStateOps
+from queenadmin.domain.streams.store import store
+from queenadmin.models import StreamQuery
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What ``stream_register`` made of a query: ``conflict`` is a changed
+    config hash without ``reset`` (nothing changed then)."""
+
+    query_id: UUID
+    name: str
+    config_hash: str
+    fresh: bool
+    reset: bool
+    conflict: bool = False
+    stored_hash: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CycleAck:
+    """The ack of a cycle's source messages, through ``transaction_id``."""
+
+    transaction_id: str
+    lease_id: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Cycle:
+    query_id: UUID
+    partition_id: int
+    group: str
+    state_ops: tuple[StateOp, ...] = ()
+    pushes: tuple[queues.PushItem, ...] = ()
+    ack: CycleAck | None = None
+    #: False for a gate's partial ack: the denied tail stays leased.
+    release_lease: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CycleAcked:
+    count: int
+    lease_released: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CyclePushed:
+    message_id: str
+    transaction_id: str
+    queue: str
+
+
+@dataclass(frozen=True)
+class CycleOutcome:
+    """A committed cycle, or (``success`` false) a rolled-back one and why."""
+
+    success: bool
+    state_ops_applied: int = 0
+    pushed: tuple[CyclePushed, ...] = ()
+    acked: CycleAcked | None = None
+    error: str | None = None
+
+
+def stream_register(
+    *, name: str, source_queue: str, sink_queue: str | None, config_hash: str, reset: bool
+) -> Registration:
+    """Register the query ``name``, or meet the one registered; outermost.
+
+    A new name gets a row (``fresh``). The same hash updates the queues
+    and wipes nothing, ``reset`` or not. A changed hash with ``reset``
+    deletes every state row of the query and stores the new hash (the id
+    stays); without ``reset`` it answers ``conflict`` and changes nothing.
+    """
+    now = clock.now()
+    new_id = UUID(queues.uuid7())
+    with transaction.atomic(durable=True):
+        StreamQuery.objects.bulk_create(
+            [
+                StreamQuery(
+                    id=new_id,
+                    name=name,
+                    source_queue=source_queue,
+                    sink_queue=sink_queue,
+                    config_hash=config_hash,
+                    created_at=now,
+                    updated_at=now,
+                )
+            ],
+            ignore_conflicts=True,
+        )
+        row = StreamQuery.objects.select_for_update().get(name=name)
+        if row.id == new_id:
+            return Registration(row.id, name, config_hash, fresh=True, reset=False)
+        if row.config_hash != config_hash and not reset:
+            return Registration(
+                row.id, name, config_hash, fresh=False, reset=False, conflict=True, stored_hash=row.config_hash
+            )
+        wiped = row.config_hash != config_hash
+        if wiped:
+            store().delete_query(row.id)
+        StreamQuery.objects.filter(pk=row.pk).update(
+            source_queue=source_queue, sink_queue=sink_queue, config_hash=config_hash, updated_at=now
+        )
+        return Registration(row.id, name, config_hash, fresh=False, reset=wiped)
+
+
+def stream_cycle(*, cycle: Cycle) -> CycleOutcome:
+    """Commit one cycle's state ops, ack and sink pushes, all or nothing; outermost.
+
+    One ``txn_commit`` bundle: the state ops (serialised per query and
+    partition), the ack (fenced by its lease, through
+    ``ack.transaction_id``; the lease is released once the ack reaches the
+    end of the leased batch, else kept, as a gate's partial ack wants),
+    then the pushes (queues and partitions made on first use, a fresh
+    message id each, so no dedup). Returns the outcome; a rolled-back cycle
+    (unknown query or partition, a stale or repeated ack, a full sink
+    queue) is ``success`` false with the reason. Raises
+    ``StreamStateTooLarge`` for a key or value over its limit.
+    """
+    acks: tuple[queues.AckItem, ...] = ()
+    if cycle.ack is not None:
+        acks = (
+            queues.AckItem(
+                index=0,
+                transaction_id=cycle.ack.transaction_id,
+                partition_id=str(cycle.partition_id),
+                status="completed",
+                lease_id=cycle.ack.lease_id,
+                group=cycle.group,
+            ),
+        )
+    bundle = txn.TxnBundle(
+        acks=acks,
+        pushes=tuple(txn.TxnPush(len(acks) + i, item) for i, item in enumerate(cycle.pushes)),
+        stream=StreamStateOps(cycle.query_id, cycle.partition_id, cycle.state_ops),
+    )
+    outcome = txn.txn_commit(bundle=bundle)
+    if not outcome.success:
+        return CycleOutcome(False, error=_reason(outcome.error or ""))
+    acked: CycleAcked | None = None
+    pushed: list[CyclePushed] = []
+    for result in outcome.results:
+        if isinstance(result, txn.AckDone) and cycle.ack is not None:
+            acked = CycleAcked(cycle.ack.count, result.lease_released)
+        elif isinstance(result, txn.Pushed):
+            pushed.append(CyclePushed(result.message_id, result.transaction_id, result.queue))
+    return CycleOutcome(True, len(cycle.state_ops), tuple(pushed), acked)
+
+
+def _reason(error: str) -> str:
+    # The transaction machinery's wording carries its wire prefix ("QTXN ").
+    return error.removeprefix("QTXN ").removeprefix("QFULL ")

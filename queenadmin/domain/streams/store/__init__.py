@@ -1,0 +1,21 @@
+"""Where stream state lives: one small interface, one class per database.
+
+``store()`` answers the implementation for the default connection. The
+rules (what a cycle applies, in which order) are in ``streams.ops``.
+"""
+
+from __future__ import annotations
+
+from queenadmin.domain import db
+from queenadmin.domain.streams.store.base import StateFilter, StateRow, Store
+from queenadmin.domain.streams.store.postgres import PostgresStore
+from queenadmin.domain.streams.store.sqlite import SqliteStore
+
+__all__ = ["PostgresStore", "SqliteStore", "StateFilter", "StateRow", "Store", "store"]
+
+_POSTGRES = PostgresStore()
+_SQLITE = SqliteStore()
+
+
+def store() -> Store:
+    return _POSTGRES if db.is_postgres() else _SQLITE
