@@ -97,6 +97,12 @@ class QueueFull(QueenError):
     code = "queue_full"
 
 
+class UnsupportedMediaType(QueenError):
+    """The request body's Content-Type or Content-Encoding is not one the route reads."""
+
+    code = "unsupported_media_type"
+
+
 class NameTooLong(InvalidArgument):
     """A name is over the engine's 511-byte store-key budget."""
 

@@ -34,6 +34,9 @@ The environment is read once, here:
 - ``QUEENADMIN_CSP_REPORT_ONLY``: ``1`` sends the browser pages'
   Content-Security-Policy as ``Content-Security-Policy-Report-Only``
   (reported, not enforced); see ``server/csp.py``.
+- ``QUEENADMIN_FRAMED_POP``: ``1`` answers a pop that asks for
+  ``frames=true`` with the framed answer instead of JSON (off: it measured
+  no cheaper, ``conf.py``).
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ QUEENADMIN_CSP_REPORT_ONLY = _env_flag("QUEENADMIN_CSP_REPORT_ONLY")
 # CONTENT_SECURITY_POLICY and its _REPORT_ONLY twin (server/csp.py). Read
 # here, not through conf.py: django-csp reads these two settings itself.
 globals().update(csp_settings(report_only=QUEENADMIN_CSP_REPORT_ONLY))
+QUEENADMIN_FRAMED_POP = _env_flag("QUEENADMIN_FRAMED_POP")
 
 INSTALLED_APPS = [
     # django.contrib.admin with queenadmin's site (second factor at login).

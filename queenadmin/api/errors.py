@@ -28,6 +28,7 @@ STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.NotDeadLettered: (409, "engine"),
     errors.MessageNotNext: (409, "engine"),
     errors.NameTooLong: (413, "engine"),
+    errors.UnsupportedMediaType: (415, "engine"),
     errors.StreamStateTooLarge: (413, "engine"),
     errors.NotFound: (404, "engine"),
     errors.Unauthorized: (401, "auth"),

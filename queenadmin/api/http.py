@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 from django.http import HttpRequest, HttpResponse
 
+from queenadmin.api.bodies import decoded_body
 from queenadmin.api.envelope import BodyTooLarge
 from queenadmin.conf import settings
 from queenadmin.errors import InvalidArgument, QueenError
@@ -113,13 +114,19 @@ def read_json(request: HttpRequest, error: type[QueenError], reason: str, *, emp
     (``1e400`` is refused) and arrays and objects nest at most
     ``MAX_JSON_DEPTH`` deep. A body whose parsed objects could take more
     than ``MAX_PARSE_BYTES`` is refused before it is parsed (``BodyTooLarge``,
-    answered 413 like a body over the size limit).
+    answered 413 like a body over the size limit). A ``Content-Encoding`` of
+    zstd is undone first (``bodies.decoded_body``).
     """
-    body = request.body
+    body = decoded_body(request, error, reason)
     if not body.strip():
         if empty is not ...:
             return empty
         raise error("the request body is empty", reason=reason)
+    return parse_json_bytes(body, error, reason)
+
+
+def parse_json_bytes(body: bytes, error: type[QueenError], reason: str) -> Any:
+    """Parse ``body`` as ``read_json`` parses a request body (not empty)."""
     if len(body) >= _ESTIMATE_FROM and parse_cost(body) > settings.MAX_PARSE_BYTES:
         raise BodyTooLarge
     parsed = _fast_loads(body)

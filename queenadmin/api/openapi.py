@@ -14,7 +14,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from queenadmin.api import grants
-from queenadmin.api.schemas.common import AuthErrorOut, ForbiddenOut, NoRouteOut, UnavailableOut
+from queenadmin.api.schemas.common import (
+    AuthErrorOut,
+    ForbiddenOut,
+    NoRouteOut,
+    UnavailableOut,
+    UnsupportedMediaTypeOut,
+)
 
 #: Component schemas collected from ``body_of``; merged into /api/openapi.json.
 SCHEMAS: dict[str, Any] = {}
@@ -109,7 +115,9 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
       operation declares itself (the timer horizon);
     - 404 ``no_such_route`` on every operation with a path parameter: a
       value the route's pattern cannot match (a newline) reaches no route;
-    - 413 in plain text from the body limit on every operation with a body;
+    - 413 in plain text from the body limit on every operation with a body
+      (a zstd body's limit holds for what it inflates to), and 415 for a
+      ``Content-Encoding`` the server does not read (``api/bodies.py``);
     - ``Retry-After`` on every 429;
     - 503 with ``Retry-After`` on every operation: the database connection
       was lost or refused (``ApiErrorMiddleware.process_exception``);
@@ -120,6 +128,7 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     forbidden_ref = component(ForbiddenOut)
     unavailable_ref = component(UnavailableOut)
     no_route_ref = component(NoRouteOut)
+    unsupported_ref = component(UnsupportedMediaTypeOut)
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():
             _merge_parameters(operation)
@@ -147,6 +156,13 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
             if "requestBody" in operation:
                 too_large = responses.setdefault(413, {"description": "Payload Too Large"})
                 too_large.setdefault("content", {}).update(_TOO_LARGE_TEXT)
+                responses.setdefault(
+                    415,
+                    {
+                        "description": "Unsupported Media Type: a Content-Encoding other than identity or zstd",
+                        "content": {"application/json": {"schema": unsupported_ref}},
+                    },
+                )
             if 429 in responses:
                 responses[429].setdefault("headers", {})["Retry-After"] = _RETRY_AFTER
             responses.setdefault(

@@ -16,6 +16,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
+from queenadmin.api.bodies import decoded_body
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import ENGINE_ERRORS, SOME_TEXT, EngineBadRequestOut
@@ -43,11 +44,12 @@ from queenadmin.api.schemas.queues import (
     QueueNotFoundOut,
 )
 from queenadmin.api.scopes import ScopedRouter
+from queenadmin.api.wire import binary
 from queenadmin.api.wire import queues as wire
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import wakeups
-from queenadmin.errors import QueueNotFound
+from queenadmin.errors import InvalidArgument, QueueNotFound
 from queenadmin.server import ARRIVED_KEY
 
 router = ScopedRouter(tags=["queues"])
@@ -80,7 +82,10 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
     summary="Append messages (201, one result per item)",
 )
 def push_messages(request: HttpRequest) -> HttpResponse:
-    items = wire.parse_push(read_engine_json(request))
+    if binary.is_binary(request.content_type or ""):
+        items = binary.parse_push(decoded_body(request, InvalidArgument, "bad_request"))
+    else:
+        items = wire.parse_push(read_engine_json(request))
     limits = grants.limits(request)
     if limits is not None:
         grants.require_queues(limits, {item.queue for item in items}, grants.WRITE)
@@ -125,6 +130,11 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
             # There may be more: wake the next waiter of this lane.
             hub.wake_one(key, lane)
             waited_ms = int((loop.time() - started) * 1000)
+            framed = None
+            if call.frames and settings.FRAMED_POP:
+                framed = binary.render_pop_frames(claim, call.autopilot, waited_ms)
+            if framed is not None:
+                return HttpResponse(framed, content_type=binary.POP_CONTENT_TYPE)
             return json_response(wire.render_claim(claim, call.autopilot, waited_ms))
         remaining = deadline - loop.time()
         if not call.wait or remaining <= 0:
@@ -143,11 +153,17 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
 
 
 _POP_RESPONSES: dict[int | str, Any] = {200: PopOut, 204: None, **ENGINE_ERRORS}
+#: ``frames=true`` answers the framed pop (``wire/binary.py``) where
+#: ``FRAMED_POP`` is on.
+_FRAMED = {
+    "responses": {200: {"content": {binary.POP_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}}}}
+}
 
 
 @router.get(
     "/pop/queue/{queue}",
     response=_POP_RESPONSES,
+    openapi_extra=_FRAMED,
     summary="Lease messages from any partition of a queue (204 when none)",
 )
 async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
@@ -159,6 +175,7 @@ async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
 @router.get(
     "/pop/queue/{queue}/partition/{partition}",
     response=_POP_RESPONSES,
+    openapi_extra=_FRAMED,
     summary="Lease messages from one partition (204 when none)",
 )
 async def pop_partition(request: HttpRequest, queue: str, partition: str) -> HttpResponse:
@@ -194,7 +211,7 @@ _DISCOVERY = {
 @router.get(
     "/pop",
     response=_POP_RESPONSES,
-    openapi_extra=_DISCOVERY,
+    openapi_extra={**_DISCOVERY, **_FRAMED},
     summary="Lease messages from the queues of a namespace and/or task (204 when none)",
 )
 async def pop_discovery(request: HttpRequest) -> HttpResponse:

@@ -7,6 +7,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit
+from queenadmin.api.bodies import decoded_body
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
@@ -15,8 +16,10 @@ from queenadmin.api.schemas.queues import QueueBusyOut
 from queenadmin.api.schemas.timers import TimersBadRequestOut, TimersHorizonOut, TimersTooLargeOut
 from queenadmin.api.schemas.transactions import TxnCommitOut, TxnIn, TxnPreconditionOut, TxnRollbackOut
 from queenadmin.api.scopes import ScopedRouter
+from queenadmin.api.wire import binary
 from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
+from queenadmin.errors import InvalidArgument
 
 router = ScopedRouter(tags=["transactions"])
 
@@ -40,7 +43,10 @@ _ERRORS: dict[int | str, Any] = {
     ),
 )
 def commit_transaction(request: HttpRequest) -> HttpResponse:
-    bundle = wire.parse_transaction(read_engine_json(request))
+    if binary.is_binary(request.content_type or ""):
+        bundle = binary.parse_transaction(decoded_body(request, InvalidArgument, "bad_request"))
+    else:
+        bundle = wire.parse_transaction(read_engine_json(request))
     limits = grants.limits(request)
     if limits is not None:
         # Every operation before anything is written: one foreign one refuses the bundle.

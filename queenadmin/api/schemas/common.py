@@ -139,6 +139,13 @@ class UnavailableOut(WireOut):
     code: Literal["unavailable"]
 
 
+class UnsupportedMediaTypeOut(WireOut):
+    """415: the body's ``Content-Encoding`` is neither ``identity`` nor ``zstd``."""
+
+    error: str
+    code: Literal["unsupported_media_type"]
+
+
 class RateLimitedOut(WireOut):
     """429 (with ``Retry-After``): the token's KV call rate is spent."""
 

@@ -284,6 +284,8 @@ class PopCall:
     wait: bool
     timeout_seconds: float
     autopilot: Autopilot | None = None
+    #: ``frames=true``: answer with the framed pop (``wire/binary.py``).
+    frames: bool = False
 
 
 def parse_pop_queue(params: Params, queue: str, partition: str | None = None) -> PopCall:
@@ -354,7 +356,7 @@ def _pop_call(
         namespace=namespace,
         task=task,
     )
-    return PopCall(request, _flag(params, "wait"), timeout_ms / 1000, autopilot)
+    return PopCall(request, _flag(params, "wait"), timeout_ms / 1000, autopilot, _flag(params, "frames"))
 
 
 def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: int) -> dict[str, Any]:
