@@ -41,6 +41,23 @@ def test_the_readme_consumer_example_runs(live_server):
     assert lines == ["billing {'order': 1}", "billing {'order': 2}", "billing {'order': 3}"]
 
 
+def test_the_readme_streams_example_runs(live_server):
+    """The streams example, as printed: three of five orders pass the filter,
+    the map turns them into invoices on the sink queue."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(import asyncio\nfrom queen import Queen, Stream\n.*?)```", readme, re.S)
+    (example,) = blocks
+    code = example.replace("http://127.0.0.1:8000", live_server.url).replace("qa_...", live_server.token)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("invoice "))
+    assert lines == [
+        "invoice {'id': 3, 'vat': 6.0}",
+        "invoice {'id': 4, 'vat': 8.0}",
+        "invoice {'id': 5, 'vat': 10.0}",
+    ]
+
+
 # --------------------------------------------------------------------------
 # Every snippet
 
