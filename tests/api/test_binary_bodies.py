@@ -325,7 +325,7 @@ def test_a_bad_binary_or_zstd_body_gets_its_answer(api, path, headers, body, sta
 
 def test_zstd_json_bodies_are_read_on_push_and_transaction(api):
     """A JSON body sent with ``Content-Encoding: zstd`` is read as the JSON
-    it inflates to, on push and on transaction."""
+    it inflates to, on push and on transaction; a binary push body too."""
     headers = {"Content-Encoding": "zstd", "Content-Type": "application/json"}
     compress = zstandard.ZstdCompressor().compress
     push = {"items": [{"queue": "bin-zstd", "payload": {"n": 1}}]}
@@ -336,8 +336,11 @@ def test_zstd_json_bodies_are_read_on_push_and_transaction(api):
     committed = api.post("/api/v1/transaction", content=compress(json.dumps(txn).encode()), headers=headers)
     assert committed.status_code == 200, committed.text
     assert committed.json()["success"] is True
+    binary_body = encode_push_binary([PushBatch("bin-zstd", "Default", [b'{"n":3}'], [""])])
+    pushed = api.post("/api/v1/push", content=compress(binary_body), headers={"Content-Encoding": "zstd"})
+    assert pushed.status_code == 201, pushed.text
     popped = api.get("/api/v1/pop/queue/bin-zstd?batch=10")
-    assert [m["data"] for m in popped.json()["messages"]] == [{"n": 1}, {"n": 2}]
+    assert [m["data"] for m in popped.json()["messages"]] == [{"n": 1}, {"n": 2}, {"n": 3}]
 
 
 def _memory_mib(pid: int) -> dict[str, float]:
