@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
                 ("id", models.UUIDField(primary_key=True, serialize=False)),
                 ("name", queenadmin.models.fields.ByteOrderTextField(unique=True)),
                 ("source_queue", queenadmin.models.fields.ByteOrderTextField()),
-                ("sink_queue", models.TextField(blank=True, null=True)),
+                ("sink_queue", models.TextField(blank=True, default="")),
                 ("config_hash", models.TextField()),
                 ("created_at", models.DateTimeField()),
                 ("updated_at", models.DateTimeField()),

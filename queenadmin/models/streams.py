@@ -15,7 +15,8 @@ class StreamQuery(models.Model):
     id = models.UUIDField(primary_key=True)
     name = ByteOrderTextField(unique=True)
     source_queue = ByteOrderTextField()
-    sink_queue = models.TextField(null=True, blank=True)
+    #: "" when the pipeline ends without ``.to(queue)``.
+    sink_queue = models.TextField(blank=True, default="")
     #: sha256 of the pipeline's operator configs; a change needs ``reset``.
     config_hash = models.TextField()
     created_at = models.DateTimeField()

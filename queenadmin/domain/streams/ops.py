@@ -109,7 +109,7 @@ def stream_register(
                     id=new_id,
                     name=name,
                     source_queue=source_queue,
-                    sink_queue=sink_queue,
+                    sink_queue=sink_queue or "",
                     config_hash=config_hash,
                     created_at=now,
                     updated_at=now,
@@ -128,7 +128,7 @@ def stream_register(
         if wiped:
             store().delete_query(row.id)
         StreamQuery.objects.filter(pk=row.pk).update(
-            source_queue=source_queue, sink_queue=sink_queue, config_hash=config_hash, updated_at=now
+            source_queue=source_queue, sink_queue=sink_queue or "", config_hash=config_hash, updated_at=now
         )
         return Registration(row.id, name, config_hash, fresh=False, reset=wiped)
 
