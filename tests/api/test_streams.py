@@ -426,3 +426,25 @@ def test_state_get_filters_by_keys_prefix_and_ripeness(live_server, unique):
     assert list(state(live_server, query_id, pid, key_prefix="t\x1f")) == ["t\x1fa", "t\x1fb"]
     assert list(state(live_server, query_id, pid, key_prefix="t\x1f", ripe_at_or_before=2_000)) == ["t\x1fa"]
     assert list(state(live_server, query_id, pid, ripe_at_or_before=5_000)) == ["t\x1fa", "t\x1fb", "t_x"]
+
+
+async def test_an_idle_processing_time_window_is_flushed_by_the_timer(queen, live_server, unique):
+    """No message comes after the window: the runner's idle flush reads the
+    ripe rows (``key_prefix``, ``ripe_at_or_before``), emits them and deletes
+    them in a cycle without an ack."""
+    src, sink, name = unique("src"), unique("sink"), unique("q")
+    push(live_server, src, [{"v": 1}, {"v": 2}, {"v": 3}])
+    stream = (
+        Stream.from_(queen.queue(src))
+        .window_tumbling(seconds=1, idle_flush_ms=200)
+        .reduce(lambda acc, m: acc + m["v"], 0)
+        .to(queen.queue(sink))
+    )
+    runner = await run(stream, live_server, name)
+    try:
+        got = await asyncio.to_thread(drain, live_server, sink, 1)
+        query_id = runner.metrics()["serverQueryId"]
+    finally:
+        await runner.stop()
+    assert sum(m["value"] for m in got) == 6
+    assert state(live_server, query_id, _partition_id(live_server, src)) == {}
