@@ -25,10 +25,13 @@ urlpatterns = [
     path("api/v1/", api.urls),
     # [\s\S], not ".": a path with a newline is an unknown route too.
     re_path(r"^api(?:/[\s\S]*)?$", no_such_route, name="no_such_route"),
-    path("", streams_api.urls),
-    re_path(r"^streams(?:/[\s\S]*)?$", no_such_route, name="no_such_streams_route"),
     path("admin/", admin.site.urls),
     path("", include("queenadmin.dashboard.urls")),
+    # After the dashboard: mounted at the root (its routes spell their full
+    # paths), the streams API's own root view (ninja's "api-root", which its
+    # OpenAPI document needs) would otherwise answer "/".
+    path("", streams_api.urls),
+    re_path(r"^streams(?:/[\s\S]*)?$", no_such_route, name="no_such_streams_route"),
 ]
 
 handler403 = "queenadmin.dashboard.views.errors.forbidden"

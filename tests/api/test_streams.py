@@ -448,3 +448,17 @@ async def test_an_idle_processing_time_window_is_flushed_by_the_timer(queen, liv
         await runner.stop()
     assert sum(m["value"] for m in got) == 6
     assert state(live_server, query_id, _partition_id(live_server, src)) == {}
+
+
+@pytest.mark.django_db
+def test_the_streams_api_leaves_the_dashboard_home_alone():
+    """Its own root view is mounted after the dashboard: "/" stays the overview,
+    and the streams routes and their OpenAPI document resolve."""
+    from django.test import Client
+    from django.urls import resolve
+
+    assert resolve("/").url_name == "overview"
+    assert resolve("/streams/v1/cycle").url_name == "commit_cycle"
+    document = Client().get("/streams/v1/openapi.json")
+    assert document.status_code == 200
+    assert set(document.json()["paths"]) == {"/streams/v1/queries", "/streams/v1/state/get", "/streams/v1/cycle"}
