@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import threading
 import time
 from typing import Any
@@ -21,6 +22,9 @@ def uuid7() -> str:
 _last = 0
 _lock = threading.Lock()
 _RANDOM_BITS = 74
+_RAND_B = (1 << 62) - 1
+_VERSION = 0x7 << 76
+_VARIANT = 0b10 << 62
 
 
 def uuid7s(count: int) -> list[str]:
@@ -33,26 +37,22 @@ def uuid7s(count: int) -> list[str]:
     SDK orders a partition's messages by (createdAt, id).
     """
     global _last
+    if count <= 0:
+        return []
     ms = time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF
-    steps = os.urandom(4 * count)
+    steps = struct.unpack(f">{count}I", os.urandom(4 * count))
     base = int.from_bytes(os.urandom(10)) >> (80 - _RANDOM_BITS)
     out = []
     with _lock:
-        value = (ms << _RANDOM_BITS) | base
-        for i in range(count):
-            value = max(value, _last + 1 + int.from_bytes(steps[4 * i : 4 * i + 4]))
-            out.append(_text(value))
-            _last = value
+        value = max((ms << _RANDOM_BITS) | base, _last + 1 + steps[0])
+        for step in steps:
+            value += 1 + step
+            # ms | ver 7 | rand_a (12) | variant 10 | rand_b (62)
+            n = (value >> 74) << 80 | _VERSION | ((value >> 62) & 0xFFF) << 64 | _VARIANT | (value & _RAND_B)
+            h = f"{n:032x}"
+            out.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+        _last = value
     return out
-
-
-def _text(value: int) -> str:
-    ts = value >> _RANDOM_BITS
-    rand_a = (value >> 62) & 0xFFF
-    rand_b = value & ((1 << 62) - 1)
-    n = ts << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b
-    h = f"{n:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def is_uuid(value: Any) -> bool:
