@@ -197,6 +197,8 @@ def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now
         except StreamNotFound as exc:
             raise _Rollback("stream_not_found", exc.detail) from exc
     out += _acks(bundle.acks, now, advance=bundle.stream is not None)
+    if bundle.stream is not None and bundle.stream.release_lease:
+        out = _complete_batches(bundle.acks, out, now)
     out += _pushes(bundle.pushes, now)
     out += _positions(bundle.positions, now)
     kv_base = bundle.operations
@@ -239,6 +241,27 @@ def _acks(acks: tuple[queues.AckItem, ...], now: datetime, *, advance: bool = Fa
                 f"QTXN {outcome.transaction_id} was acknowledged already; the transaction rolled back",
             )
     return [AckDone(o.index, o.transaction_id, o.dlq, o.lease_released) for o in outcomes]
+
+
+def _complete_batches(acks: tuple[queues.AckItem, ...], out: list[TxnResult], now: datetime) -> list[TxnResult]:
+    """A stream cycle that releases its lease completes the lease's batch.
+
+    Its ack names the last message in the runner's order (createdAt, id),
+    which need not be the batch's last offset; Queen's log engine moves the
+    cursor to the batch's end, and so does this.
+    """
+    by_index = {a.index: a for a in acks}
+    completed: list[TxnResult] = []
+    for result in out:
+        ack = by_index.get(result.index) if isinstance(result, AckDone) else None
+        if isinstance(result, AckDone) and not result.lease_released and ack is not None and ack.lease_id:
+            outcome = queues.queue_ack_batch_in_txn(
+                partition_id=int(ack.partition_id), group=ack.group, lease_id=ack.lease_id, now=now
+            )
+            if outcome is not None and outcome.success:
+                result = AckDone(result.index, result.transaction_id, result.dlq, outcome.lease_released)
+        completed.append(result)
+    return completed
 
 
 def _pushes(pushes: tuple[TxnPush, ...], now: datetime) -> list[TxnResult]:

@@ -126,3 +126,27 @@ def test_message_ids_sort_in_the_order_they_were_minted():
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     assert all(UUID(i).version == 7 for i in ids)
+
+
+@pytest.mark.parametrize(("release", "through"), [(True, -1), (False, 0)])
+def test_a_releasing_ack_completes_the_whole_batch_and_a_partial_one_keeps_the_lease(release, through):
+    """The runner acks the last message in its own order (createdAt, id),
+    which need not be the batch's last offset: with ``release_lease`` the
+    cursor goes to the end of the batch (Queen's log engine); without (a
+    gate's partial ack) only to the message named, and the lease stays."""
+    query = _register()
+    pid, claim = _source(3)
+    first = claim.messages[0]
+    cycle = streams.Cycle(
+        query.query_id,
+        pid,
+        "g",
+        ack=streams.CycleAck(first.transaction_id, claim.lease_id, 1),
+        release_lease=release,
+    )
+    outcome = streams.stream_cycle(cycle=cycle)
+    assert outcome.success
+    assert outcome.acked == streams.CycleAcked(1, release)
+    cursor = ConsumerCursor.objects.get(partition_id=pid, group="g")
+    assert cursor.committed_offset == claim.messages[through].offset
+    assert (cursor.lease_id is None) is release

@@ -511,6 +511,32 @@ def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime, fence_done: boo
     return [outcomes[item.index] for item in items]
 
 
+def queue_ack_batch_in_txn(*, partition_id: int, group: str, lease_id: str, now: datetime) -> AckOutcome | None:
+    """Complete the whole batch ``lease_id`` holds on (partition, group), inside the caller's transaction.
+
+    The ack of the batch's last message, fenced by the lease (as
+    ``queue_ack_in_txn`` with ``fence_done``): the cursor moves to the end
+    of the batch and the lease is released. None when the lease is not the
+    live one there, or its last message is gone (nothing is changed then).
+    """
+    assert connection.in_atomic_block
+    row = (
+        ConsumerCursor.objects.filter(partition_id=partition_id, group=group, lease_id=lease_id, leased_until__gt=now)
+        .values_list("batch_last", flat=True)
+        .first()
+    )
+    if row is None:
+        return None
+    last = (
+        Message.objects.filter(partition_id=partition_id, offset=row).values_list("transaction_id", flat=True).first()
+    )
+    if last is None:
+        return None
+    item = AckItem(0, last, str(partition_id), "completed", lease_id, group=group)
+    (outcome,) = queue_ack_in_txn(items=[item], now=now, fence_done=True)
+    return outcome
+
+
 def _ack_cursor(
     queue: QueueRef,
     pid: int,

@@ -137,9 +137,10 @@ def stream_cycle(*, cycle: Cycle) -> CycleOutcome:
     """Commit one cycle's state ops, ack and sink pushes, all or nothing; outermost.
 
     One ``txn_commit`` bundle: the state ops (serialised per query and
-    partition), the ack (fenced by its lease, through
-    ``ack.transaction_id``; the lease is released once the ack reaches the
-    end of the leased batch, else kept, as a gate's partial ack wants),
+    partition), the ack (fenced by its lease; with ``release_lease``
+    through the end of the leased batch, as Queen's log engine does, and
+    the lease released; without, a gate's partial ack, through
+    ``ack.transaction_id`` only, and the lease kept),
     then the pushes (queues and partitions made on first use, a fresh
     message id each, so no dedup). Returns the outcome; a rolled-back cycle
     (unknown query or partition, a stale or repeated ack, a full sink
@@ -161,7 +162,12 @@ def stream_cycle(*, cycle: Cycle) -> CycleOutcome:
     bundle = txn.TxnBundle(
         acks=acks,
         pushes=tuple(txn.TxnPush(len(acks) + i, item) for i, item in enumerate(cycle.pushes)),
-        stream=StreamStateOps(cycle.query_id, cycle.partition_id, cycle.state_ops),
+        stream=StreamStateOps(
+            cycle.query_id,
+            cycle.partition_id,
+            cycle.state_ops,
+            release_lease=cycle.ack is not None and cycle.release_lease,
+        ),
     )
     outcome = txn.txn_commit(bundle=bundle)
     if not outcome.success:

@@ -45,6 +45,10 @@ class StreamStateOps:
     query_id: UUID
     partition_id: int
     ops: tuple[StateOp, ...] = ()
+    #: The cycle's ack completes the lease's whole batch (Queen's log
+    #: engine): the runner sends the last message in its own order, which
+    #: need not be the batch's last offset.
+    release_lease: bool = False
 
 
 def ripe_at_ms(value: Any) -> int | None:
