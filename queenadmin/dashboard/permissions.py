@@ -22,6 +22,10 @@ VIEW: Final = {
     "tokens": "queenadmin.view_apitoken",
 }
 
+#: Pages only operators see: a viewer's group has no view_apitoken (the
+#: migrations give API tokens to operators alone, in the admin as here).
+OPERATOR_ONLY_PAGES: Final = frozenset({"tokens"})
+
 #: action -> permission needed to do it.
 CHANGE: Final = {
     "lock.release": "queenadmin.change_kventry",

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from queenadmin.dashboard.permissions import CHANGE, OPERATORS_GROUP, VIEW, VIEWERS_GROUP
+from queenadmin.dashboard.permissions import CHANGE, OPERATOR_ONLY_PAGES, OPERATORS_GROUP, VIEW, VIEWERS_GROUP
 
 
 def _group(name: str) -> Group:
@@ -19,7 +19,7 @@ def _group(name: str) -> Group:
     group, created = Group.objects.get_or_create(name=name)
     if created:
         # As the migrations make them: viewers see no API tokens.
-        viewed = [perm for page, perm in VIEW.items() if page != "tokens" or name == OPERATORS_GROUP]
+        viewed = [perm for page, perm in VIEW.items() if page not in OPERATOR_ONLY_PAGES or name == OPERATORS_GROUP]
         wanted = viewed + (list(CHANGE.values()) if name == OPERATORS_GROUP else [])
         codenames = [perm.split(".", 1)[1] for perm in wanted]
         group.permissions.add(*Permission.objects.filter(content_type__app_label="queenadmin", codename__in=codenames))

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from queenadmin.dashboard.permissions import CHANGE, OPERATORS_GROUP, VIEW, VIEWERS_GROUP
+from queenadmin.dashboard.permissions import CHANGE, OPERATOR_ONLY_PAGES, OPERATORS_GROUP, VIEW, VIEWERS_GROUP
 from queenadmin.domain.audit import Who
 from queenadmin.domain.clock import now
 from queenadmin.models import AuditEntry
@@ -16,9 +16,10 @@ def _perms(group: str) -> set[str]:
     return {f"queenadmin.{p.codename}" for p in Group.objects.get(name=group).permissions.all()}
 
 
-def test_viewers_may_see_every_page_and_do_nothing() -> None:
+def test_viewers_may_see_every_page_but_the_operators_and_do_nothing() -> None:
     viewers = _perms(VIEWERS_GROUP)
-    assert set(VIEW.values()) <= viewers
+    assert {perm for page, perm in VIEW.items() if page not in OPERATOR_ONLY_PAGES} <= viewers
+    assert not {VIEW[page] for page in OPERATOR_ONLY_PAGES} & viewers
     assert not set(CHANGE.values()) & viewers
 
 
