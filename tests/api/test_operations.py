@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -17,7 +18,7 @@ from html.parser import HTMLParser
 import httpx
 import pytest
 
-from tests.conftest import ROOT, free_port, requires_postgres, run_server
+from tests.conftest import IS_POSTGRES, ROOT, _admin_psql, _drop_database, free_port, requires_postgres, run_server
 
 pytestmark = pytest.mark.live
 
@@ -43,6 +44,30 @@ def _serve_once(env_extra: dict[str, str], *args: str) -> subprocess.CompletedPr
 def _stop(server, sig=signal.SIGTERM) -> int:
     server.process.send_signal(sig)
     return server.process.wait(timeout=15)
+
+
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=requires_postgres)])
+def test_a_stop_signal_the_moment_serve_listens_stops_it(workers):
+    """A SIGTERM between serve's own signal handlers and uvicorn's (here:
+    sent by tests/stophook as the socket starts listening, just before
+    "serving on") is kept and handed on: serve stops and says "stopped".
+    It was once dropped, and a supervisor of two workers served on for good
+    (seen as a stop right after "serving on" under load)."""
+    env = {"PYTHONPATH": str(ROOT / "tests" / "stophook")}
+    name = None
+    if IS_POSTGRES:
+        name = f"qa_stop_{secrets.token_hex(3)}"
+        _admin_psql(f"CREATE DATABASE {name}")
+        env["DATABASE_URL"] = f"{os.environ['DATABASE_URL'].rsplit('/', 1)[0]}/{name}"
+        env["DJANGO_SECRET_KEY"] = "stop-test-key"
+    try:
+        done = _serve_once(env, "--workers", str(workers))
+    finally:
+        if name:
+            _drop_database(name)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert said.splitlines()[-1] == "stopped", said
 
 
 # --------------------------------------------------------------------------

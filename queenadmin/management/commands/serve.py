@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
@@ -273,11 +274,23 @@ class Command(BaseCommand):
         # keep its connections open for good.
         db.close_pool()
 
-        # uvicorn re-raises the stop signal once it has shut down, to the
-        # handler found before it ran: make that one quiet, so a stop ends
-        # with "stopped" and exit code 0, not a KeyboardInterrupt.
+        # Until uvicorn's own handlers are in place (the supervisor's, or
+        # the single server's once it runs), a stop signal is kept here and
+        # handed to them, never dropped: a SIGTERM right after "serving on"
+        # used to leave a supervisor serving for good. uvicorn also re-raises
+        # the stop signal once it has shut down, to the handler found before
+        # it ran: this one is quiet, so a stop ends with "stopped" and exit
+        # code 0, not a KeyboardInterrupt.
+        early: list[int] = []
+        on_stop: list[Callable[[], None]] = []
+
+        def keep(signum: int, frame: Any) -> None:
+            early.append(signum)
+            for stop in on_stop:
+                stop()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: None)
+            signal.signal(sig, keep)
         app = "queenadmin.asgi:metered_application" if app_settings.METRICS_REQUESTS else "queenadmin.asgi:application"
         config = uvicorn.Config(
             app,
@@ -297,10 +310,17 @@ class Command(BaseCommand):
             from uvicorn.supervisors import Multiprocess
 
             sock.listen(config.backlog)
+            supervisor = Multiprocess(config, sockets=[sock])  # its handlers replace keep()
+            supervisor.signal_queue.extend(early)
             _serving_on(sock)
-            Multiprocess(config, sockets=[sock]).run()
+            supervisor.run()
         else:
             server = _single_server(config)
+            # Before server.run() installs uvicorn's handlers, and after it
+            # puts keep() back: a stop ends the server once it has started.
+            on_stop.append(lambda: setattr(server, "should_exit", True))
+            if early:
+                server.should_exit = True
             server.run()
             if not server.started:
                 sys.exit(1)
