@@ -276,6 +276,7 @@ def test_a_wide_table_scrolls_in_its_own_box_on_a_phone(pages, seeded):
     page.goto(f"{seeded.url}/queues/{Q}/")
     box = page.locator("#queue-messages .scroll-x")
     expect(page.locator("#queue-messages tbody tr").first).to_be_visible()
+    expect(box).to_be_visible()
     sizes = box.evaluate("b => [b.scrollWidth, b.clientWidth, innerWidth, b.innerText.length]")
     assert sizes[0] > sizes[1], f"the messages table fits a phone: nothing to check {sizes}"
     # Focusable while it scrolls, so a keyboard can scroll it too.

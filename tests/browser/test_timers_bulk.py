@@ -129,3 +129,31 @@ def test_a_bad_due_time_is_a_form_error_and_a_viewer_gets_no_bulk_action(dash, l
     refused = page.goto(f"{dash.url}/timers/bulk/cancel/?queue={QUEUE}-view")
     assert refused is not None
     assert refused.status == 403
+
+
+def test_an_open_count_table_is_not_redrawn_shut_by_a_push(dash, login):
+    """The list is held while the operator uses it (data-hold-while-used): a
+    timer scheduled meanwhile does not close the counts they opened; the
+    next push after they close it brings the list up to date."""
+    queue = f"{QUEUE}-held"
+    _schedule_many(dash, queue, 3)
+    page = login(dash, "otto")
+    page.goto(f"{dash.url}/timers/?queue={queue}")
+    expect(page.locator("#live-badge")).to_have_text("live")
+    buckets = page.locator("#timers-pending details.timers-buckets")
+    buckets.locator("summary").click()
+    expect(buckets).to_have_attribute("open", "")
+    rows = page.locator("#timers-pending tbody tr[data-timer]")
+    before = rows.count()
+    with api(dash) as client:
+        op = {"op": "schedule", "queue": queue, "timerKey": "late", "txn": f"tx-{queue}-late", "delayMs": 3_600_000,
+              "payload": base64.b64encode(b"{}").decode()}  # fmt: skip
+        assert client.post("/api/v1/timers", json={"operations": [op]}).status_code == 200
+    page.wait_for_timeout(1500)
+    expect(buckets).to_have_attribute("open", "")
+    assert rows.count() == before
+    buckets.locator("summary").click()
+    with api(dash) as client:
+        op["timerKey"], op["txn"] = "later", f"tx-{queue}-later"
+        assert client.post("/api/v1/timers", json={"operations": [op]}).status_code == 200
+    expect(rows).to_have_count(before + 2)
