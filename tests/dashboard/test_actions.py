@@ -105,7 +105,7 @@ def test_an_htmx_action_answers_its_outcome_and_fresh_regions(client_for, operat
     assert response.status_code == 200
     assert 'id="action-outcome"' in html
     assert "Cancelled" in html
-    assert '<div id="timers-pending" hx-swap-oob="true">' in html
+    assert '<div id="timers-pending" data-hold-while-used hx-swap-oob="true">' in html
     assert "mail/t1" not in html.split('id="timers-pending"')[1]
 
 
