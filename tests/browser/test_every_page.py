@@ -277,7 +277,14 @@ def test_a_wide_table_scrolls_in_its_own_box_on_a_phone(pages, seeded):
     box = page.locator("#queue-messages .scroll-x")
     expect(page.locator("#queue-messages tbody tr").first).to_be_visible()
     expect(box).to_be_visible()
-    sizes = box.evaluate("b => [b.scrollWidth, b.clientWidth, innerWidth, b.innerText.length]")
+    # Measured once the box is laid out: in two full CI runs it was read
+    # with no box at all ([0, 0, ...]) right after it showed as visible
+    # (cause not found; alone and in its module it measures at once).
+    for _ in range(50):
+        sizes = box.evaluate("b => [b.scrollWidth, b.clientWidth, innerWidth, b.innerText.length]")
+        if sizes[1] > 0:
+            break
+        page.wait_for_timeout(100)
     assert sizes[0] > sizes[1], f"the messages table fits a phone: nothing to check {sizes}"
     # Focusable while it scrolls, so a keyboard can scroll it too.
     expect(box).to_have_attribute("tabindex", "0")
