@@ -511,33 +511,43 @@ def dead_letters_matching(selection: DeadLetterFilter) -> Any:
     return rows
 
 
+#: A dead letter's columns as a page lists them (``_dead_letter_item``).
+_DEAD_LETTER_COLUMNS = (
+    "id",
+    "partition__name",
+    "group",
+    "offset",
+    "message_id",
+    "transaction_id",
+    "preview",
+    "error",
+    "retry_count",
+    "failed_at",
+)
+
+
+def _dead_letter_rows(rows: Any, before: int | None, limit: int, *leading: str) -> list[tuple[Any, ...]]:
+    """A page of ``rows``, newest first, ids below ``before``: ``leading``
+    columns, then ``_DEAD_LETTER_COLUMNS``. One statement."""
+    if before is not None:
+        rows = rows.filter(id__lt=before)
+    return list(
+        rows.annotate(preview=Substr("payload", 1, PREVIEW_CHARS + 1))
+        .order_by("-id")
+        .values_list(*leading, *_DEAD_LETTER_COLUMNS)[:limit]
+    )
+
+
+def _dead_letter_item(row: tuple[Any, ...]) -> DeadLetterItem:
+    i, p, g, o, mid, txn, pre, err, rc, failed = row
+    return DeadLetterItem(i, p, g, o, mid, txn, pre[:PREVIEW_CHARS], len(pre) > PREVIEW_CHARS, err, rc, failed)
+
+
 def dead_letter_page(
     *, selection: DeadLetterFilter, before: int | None = None, limit: int = 50
 ) -> list[DeadLetterItem]:
     """Dead letters matching ``selection``, newest first, ids below ``before``."""
-    rows = dead_letters_matching(selection)
-    if before is not None:
-        rows = rows.filter(id__lt=before)
-    page = (
-        rows.annotate(preview=Substr("payload", 1, PREVIEW_CHARS + 1))
-        .order_by("-id")
-        .values_list(
-            "id",
-            "partition__name",
-            "group",
-            "offset",
-            "message_id",
-            "transaction_id",
-            "preview",
-            "error",
-            "retry_count",
-            "failed_at",
-        )[:limit]
-    )
-    return [
-        DeadLetterItem(i, p, g, o, mid, txn, pre[:PREVIEW_CHARS], len(pre) > PREVIEW_CHARS, err, rc, failed)
-        for i, p, g, o, mid, txn, pre, err, rc, failed in page
-    ]
+    return [_dead_letter_item(row) for row in _dead_letter_rows(dead_letters_matching(selection), before, limit)]
 
 
 @dataclass(frozen=True)
@@ -556,30 +566,9 @@ def dead_letters_across(
     if has_nul(queue, group):
         return []
     rows = dead_letters_where(queue=queue, group=group, partition=None)
-    if before is not None:
-        rows = rows.filter(id__lt=before)
-    page = (
-        rows.annotate(preview=Substr("payload", 1, PREVIEW_CHARS + 1))
-        .order_by("-id")
-        .values_list(
-            "queue__name",
-            "id",
-            "partition__name",
-            "group",
-            "offset",
-            "message_id",
-            "transaction_id",
-            "preview",
-            "error",
-            "retry_count",
-            "failed_at",
-        )[:limit]
-    )
     return [
-        DeadLetterAnywhere(
-            q, DeadLetterItem(i, p, g, o, mid, txn, pre[:PREVIEW_CHARS], len(pre) > PREVIEW_CHARS, err, rc, failed)
-        )
-        for q, i, p, g, o, mid, txn, pre, err, rc, failed in page
+        DeadLetterAnywhere(row[0], _dead_letter_item(row[1:]))
+        for row in _dead_letter_rows(rows, before, limit, "queue__name")
     ]
 
 
