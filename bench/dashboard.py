@@ -39,28 +39,17 @@ whose URL does not resolve in this checkout is reported and skipped.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+import kv  # bench/kv.py, for its server CPU meter: bench/ is sys.path[0] when a script here runs
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def _kv_bench() -> Any:
-    """bench/kv.py, loaded by path for its /proc CPU reader."""
-    spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_kv"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 #: The pages measured: one line per page (``{q0}`` is the first queue,
@@ -272,7 +261,7 @@ def measure(renders: int) -> None:
 
     from queenadmin.models import Message, Queue
 
-    proc_ticks = _kv_bench()._proc_ticks
+    proc_ticks = kv._proc_ticks
     with connection.cursor() as cur:
         cur.execute("SELECT pg_backend_pid()")
         backend = str(cur.fetchone()[0])

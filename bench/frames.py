@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import statistics
@@ -34,9 +33,9 @@ import timeit
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
+import kv  # bench/kv.py, for its server CPU meter: bench/ is sys.path[0] when a script here runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 8
@@ -126,19 +125,6 @@ def codec_costs() -> dict[str, float]:
     }
 
 
-def _kv_bench() -> Any:
-    """bench/kv.py's module, for its CPU meter."""
-    if "bench_kv" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        # Registered first: its dataclasses look their module up by name.
-        sys.modules["bench_kv"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_kv"]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=10_000, help="messages per queue and round (multiple of 1000)")
@@ -155,7 +141,6 @@ def main() -> None:
         warm = f"warm-{uuid.uuid4().hex[:6]}"
         push(server.url, server.token, warm, 2 * BATCH)
         asyncio.run(drain(server.url, server.token, warm, 2 * BATCH, 1, False))
-        kv = _kv_bench()
         db_name = server.env.get("DATABASE_URL", "").rsplit("/", 1)[-1] or "no-postgresql"
         meter = kv.CpuMeter(server.process.pid, db_name)
         for r in range(args.rounds):

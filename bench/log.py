@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import kv  # bench/kv.py, for its server CPU meter: bench/ is sys.path[0] when a script here runs
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BATCH = 1000
@@ -258,7 +260,7 @@ def main_single(args: argparse.Namespace) -> None:
     cpus: list[float] = []
     with run_server(workers=args.workers) as server:
         dsn = server.env["DATABASE_URL"]
-        meter = _kv_bench().CpuMeter(server.process.pid, dsn.rsplit("/", 1)[1])
+        meter = kv.CpuMeter(server.process.pid, dsn.rsplit("/", 1)[1])
         warm = f"warm-{uuid.uuid4().hex[:6]}"
         http_push(server.url, server.token, single_bodies(warm, 200), 1, 1)
         for run in range(args.runs):
@@ -281,23 +283,8 @@ def main_single(args: argparse.Namespace) -> None:
         print(f"    {sql[:110]}")
 
 
-def _kv_bench() -> Any:
-    import importlib.util
-
-    if "bench_kv" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        # Registered first: its dataclasses look their module up by name.
-        sys.modules["bench_kv"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_kv"]
-
-
 def metered(meter: Any, messages: int, run: Any, *args: Any) -> tuple[float, float]:
     """``run(*args)``'s rate and the server's CPU microseconds per message."""
-    kv = _kv_bench()
     _, server_before, pg_before, _ = meter.snapshot()
     rate = run(*args)
     _, server_after, pg_after, _ = meter.snapshot()
@@ -330,7 +317,7 @@ def main() -> None:
     rows: dict[str, list[float]] = {"push": [], "raw": [], "pop+ack": [], "push cpu": [], "pop+ack cpu": []}
     with run_server(workers=args.workers) as server:
         dsn = server.env["DATABASE_URL"]
-        meter = _kv_bench().CpuMeter(server.process.pid, dsn.rsplit("/", 1)[1])
+        meter = kv.CpuMeter(server.process.pid, dsn.rsplit("/", 1)[1])
         warm = f"warm-{uuid.uuid4().hex[:6]}"
         http_push(server.url, server.token, bodies(warm, 2 * BATCH), 1)
         http_pop_ack(server.url, server.token, warm, 1, 2 * BATCH)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import kv  # bench/kv.py, for its server CPU meter: bench/ is sys.path[0] when a script here runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 4
@@ -115,19 +115,6 @@ async def run_loop(url: str, token: str, http: httpx.Client, src: str, sink: str
     return total / elapsed
 
 
-def _kv_bench() -> Any:
-    """bench/kv.py's module, for its CPU meter."""
-    if "bench_kv" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        # Registered first: its dataclasses look their module up by name.
-        sys.modules["bench_kv"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_kv"]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=8000)
@@ -141,7 +128,6 @@ def main() -> None:
     with run_server() as server:
         http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout=120)
         sides = {"stream": run_stream, "loop": run_loop}
-        kv = _kv_bench()
         db_name = server.env.get("DATABASE_URL", "").rsplit("/", 1)[-1] or "no-postgresql"
         meter = kv.CpuMeter(server.process.pid, db_name)
         for r in range(args.rounds):

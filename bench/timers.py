@@ -52,7 +52,6 @@ import argparse
 import base64
 import contextlib
 import http.client
-import importlib.util
 import json
 import os
 import shutil
@@ -68,6 +67,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+import kv  # bench/kv.py, for its server CPU meter: bench/ is sys.path[0] when a script here runs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -185,20 +186,8 @@ def push(client: Client, items: list[dict[str, Any]]) -> None:
 
 def _stat(pid: str) -> tuple[int, float]:
     """(parent pid, CPU seconds) of one process: bench/kv.py's reader."""
-    ticks: tuple[int, float] = _kv_bench()._proc_ticks(pid)
+    ticks: tuple[int, float] = kv._proc_ticks(pid)
     return ticks
-
-
-def _kv_bench() -> Any:
-    # Loaded by path, as bench/transactions.py does: bench/ is no package.
-    if "bench_kv" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_kv"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_kv"]
 
 
 class CpuMeter:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import importlib.util
 import json
 import multiprocessing
 import os
@@ -54,17 +53,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import kv as kvb  # bench/kv.py: the server, CPU meter, wrk parsing (bench/ is sys.path[0] when a script here runs)
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-# Shared machinery of the KV benchmark: the server, CPU meter, wrk parsing.
-_spec = importlib.util.spec_from_file_location("bench_kv", Path(__file__).with_name("kv.py"))
-assert _spec is not None
-assert _spec.loader is not None
-kvb = importlib.util.module_from_spec(_spec)
-sys.modules["bench_kv"] = kvb
-_spec.loader.exec_module(kvb)
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 LOCKS_NS = "queen-locks"
