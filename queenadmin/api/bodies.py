@@ -124,7 +124,8 @@ def decoded_body(request: HttpRequest, error: type[QueenError], reason: str) -> 
     cached: bytes | None = getattr(request, _DECODED, None)
     if cached is not None:
         return cached
-    coding = request.headers.get("Content-Encoding", "").strip().lower()
+    # META, not ``request.headers``: that builds a mapping of every header.
+    coding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
     body = request.body
     if coding in ("", "identity"):
         decoded = body
