@@ -48,8 +48,6 @@ FIRE_MAX_BYTES = 4 * 1024 * 1024
 #: schedule that wakes the loop cuts the wait short. bench/README.md: at
 #: 200 timers/s it took 22% (PostgreSQL) to 50% (SQLite) off the server's CPU.
 MIN_STEP_GAP_SECONDS = 0.01
-#: How soon a loop sleeping on its wake listener notices a stop.
-STOP_SEEN_WITHIN_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,17 +251,20 @@ class TimerLoop:
         if self._listen is None:
             wake.wait_local(seen, seconds)
             return
-        # Local wakes also come back through the listener (the writer sends
-        # one), so the listener alone covers both. A stop only sets ``stop``: the
-        # wait is cut in slices so that a stopping server is not held up for
-        # the rest of the sleep (up to TIMER_IDLE_SECONDS).
+        # Local wakes (a stop among them) also make ``wake.local_fd()``
+        # readable: one wait covers the other replicas' writes, this
+        # process's and a stop, with no polling while idle.
+        wake.drain_local()
+        if wake.generation() != seen:
+            return
         deadline = time.monotonic() + seconds
         try:
             while not stop.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
-                if self._listen.wait(min(left, STOP_SEEN_WITHIN_SECONDS)):
+                if self._listen.wait(left, wake.local_fd()):
+                    wake.drain_local()
                     return
         except Exception:
             logger.warning("the wake listener's connection was lost; reconnecting", exc_info=True)

@@ -15,6 +15,8 @@ write that makes a timer due before that calls ``on_commit``; after commit:
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from datetime import datetime, timedelta
 
@@ -26,6 +28,11 @@ from queenadmin.domain.timers.store import store
 
 _cond = threading.Condition()
 _generation = 0
+#: Written by ``wake_local``: a loop that sleeps in ``select`` on its
+#: listener's socket watches the read end too (``local_fd``).
+_pipe_r, _pipe_w = os.pipe()
+os.set_blocking(_pipe_r, False)
+os.set_blocking(_pipe_w, False)
 
 
 def generation() -> int:
@@ -37,6 +44,21 @@ def wake_local() -> None:
     with _cond:
         _generation += 1
         _cond.notify_all()
+    # Full: a wake is already pending, which is all this says.
+    with contextlib.suppress(BlockingIOError):
+        os.write(_pipe_w, b"w")
+
+
+def local_fd() -> int:
+    """A file descriptor that turns readable on ``wake_local``."""
+    return _pipe_r
+
+
+def drain_local() -> None:
+    """Read ``local_fd`` empty (after waking on it)."""
+    with contextlib.suppress(BlockingIOError):
+        while os.read(_pipe_r, 4096):
+            pass
 
 
 def wait_local(seen: int, timeout: float) -> None:

@@ -74,8 +74,11 @@ class Held(Due):
 class WakeListener:
     """A connection of its own that hears timer writes of every process."""
 
-    def wait(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``; True when a wake came."""
+    def wait(self, seconds: float, interrupt: int) -> bool:
+        """Sleep up to ``seconds``, or until a wake comes or the file
+        descriptor ``interrupt`` turns readable; True when either happened.
+        It may return False early (something else arrived): the caller
+        waits again for what is left."""
         raise NotImplementedError
 
     def close(self) -> None:
