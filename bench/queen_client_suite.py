@@ -214,6 +214,8 @@ def run_db(db: str, tests: Path, args: argparse.Namespace, stamp: str) -> Outcom
             shutil.copyfile(live.log_path, RESULTS / f"queen-client-{db}-{stamp}.serve.log")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        # The migrated template is one database's: the next run makes its own.
+        _drop_template()
     if junit.exists():
         read_junit(junit, outcome)
     return outcome
