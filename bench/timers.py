@@ -574,6 +574,10 @@ def server_on(db: str, workers: int, extra_env: dict[str, str]) -> Iterator[Any]
         with conftest.run_server(extra_env=extra_env, workers=workers) as live:
             yield live
     finally:
+        # The migrated template (and its token) is this database's: with
+        # --db both the next one makes its own (the SQLite run was given the
+        # PostgreSQL template's token and answered 401).
+        conftest.drop_live_template()
         if saved is None:
             os.environ.pop("DATABASE_URL", None)
         else:

@@ -152,6 +152,36 @@ async def test_batch_results_are_index_aligned(queen, unique):
     assert [r["op"] for r in results] == ["put", "get", "put"]
 
 
+async def test_a_get_in_a_batch_sees_an_earlier_write_of_its_key_only(queen, unique):
+    """Issue 27: Queen's apply order in one call. A get before the put of its
+    key answers the state before the call, a get after it the put, as the
+    getMany of the same call and a get in the next call do."""
+    ns = unique("order")
+    before = await queen.kv.put(ns, "k", "before", forever=True)
+    earlier = await queen.kv.get(ns, "k")
+    op = queen.kv.op
+    results = await queen.kv.batch(
+        [
+            op.get(ns, "k"),
+            op.put(ns, "k", "after", ttl_seconds=60),
+            op.get(ns, "k"),
+            op.get_many(ns, ["k"]),
+            op.put(ns, "new", {"n": 1}, forever=True),
+            op.get(ns, "new"),
+        ]
+    )
+    later = await queen.kv.get(ns, "k")
+    assert later["version"] == results[1]["version"] > before["version"]
+    assert (later["found"], later["value"]) == (True, "after")
+    assert later["expiresAt"] is not None
+    assert {**results[0]} == {**earlier, "index": 0}
+    assert (earlier["value"], earlier["version"]) == ("before", before["version"])
+    assert {**results[2]} == {**later, "index": 2, "op": "get"}
+    row = {k: later[k] for k in ("key", "value", "version", "expiresAt", "updatedAt")}
+    assert {**results[3]} == {"index": 3, "op": "getMany", "rows": [row], "missing": [], "truncated": False}
+    assert (results[5]["found"], results[5]["value"], results[5]["version"]) == (True, {"n": 1}, results[4]["version"])
+
+
 async def test_check_asserts_a_version_without_writing(queen, unique):
     ns = unique("check")
     put = await queen.kv.put(ns, "k", 1, forever=True)

@@ -222,6 +222,34 @@ async def test_kv_rider_results(queen, unique):
     assert (await queen.kv.get(ns, "count"))["value"] == 5
 
 
+async def test_a_kv_get_in_a_transaction_sees_an_earlier_write_of_its_key_only(queen, unique):
+    """Issue 27: the kv part of a transaction reads by the same rule as a
+    ``kv.batch``: a get after the write of its key sees it, one before it
+    does not, and the getMany sees it wherever it stands."""
+    ns = unique("tx-order")
+    before = await queen.kv.put(ns, "k", "before", forever=True)
+    result = await (
+        queen.transaction()
+        .kv.get_many(ns, ["k"])
+        .kv.get(ns, "k")
+        .kv.put(ns, "k", "after", forever=True)
+        .kv.get(ns, "k")
+        .commit()
+    )
+    assert result["success"] is True
+    many, first, put, got = result["results"]
+    later = await queen.kv.get(ns, "k")
+    assert (put["applied"], put["version"]) == (True, later["version"])
+    assert (first["value"], first["version"]) == ("before", before["version"])
+    assert (got["found"], got["value"], got["version"], got["updatedAt"]) == (
+        True,
+        "after",
+        later["version"],
+        later["updatedAt"],
+    )
+    assert [(r["value"], r["version"]) for r in many["rows"]] == [("after", later["version"])]
+
+
 async def test_a_timer_scheduled_in_a_transaction_fires_later(queen, unique):
     """``tx.timer(q).key().payload().after_ms().schedule()`` commits with
     the bundle and its message arrives once the delay has passed."""

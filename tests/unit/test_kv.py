@@ -416,6 +416,96 @@ def test_multi_key_reads_see_the_calls_own_writes():
     assert [r.value for r in results[2].rows] == ["new"]
 
 
+# -- a get after a write of its key in one call (issue 27) --------------------
+# Queen's apply order: a get takes its place among the writes of its key by
+# position, so it sees an earlier write of the key and not a later one; a
+# getMany or getPrefix sees every write of the call.
+
+
+def test_a_get_after_a_put_of_its_key_sees_the_put_as_get_many_does():
+    before = put("k", "before", ttlSeconds=60)
+    with time_machine.travel(T0, tick=False):
+        results = call(
+            {"op": "get", "ns": "t", "key": "k"},
+            {"op": "put", "ns": "t", "key": "k", "value": "after", "ttlSeconds": 30},
+            {"op": "get", "ns": "t", "key": "k"},
+            {"op": "getMany", "ns": "t", "keys": ["k"]},
+        )
+        later = get("k").row
+    first, written, got, many = results
+    assert (first.row.value, first.row.version) == ("before", before.version)
+    assert (written.applied, written.version) == (True, later.version)
+    assert later.version > before.version
+    assert later.value == "after"
+    assert later.expires_at == T0 + timedelta(seconds=30)
+    assert later.updated_at == T0
+    # The get, the getMany of the same call and a get in the next call answer one row.
+    assert got == kv.GetResult("k", later)
+    assert many.rows == (later,)
+    assert many.missing == ()
+
+
+def test_a_get_after_a_put_of_a_new_key_finds_it():
+    results = call(
+        {"op": "put", "ns": "t", "key": "fresh", "value": [1, 2], "forever": True},
+        {"op": "get", "ns": "t", "key": "fresh"},
+        {"op": "get", "ns": "t", "key": "other"},
+    )
+    assert results[1] == kv.GetResult("fresh", get("fresh").row)
+    assert (results[1].row.value, results[1].row.version) == ([1, 2], results[0].version)
+    assert results[2] == kv.GetResult("other", None)
+
+
+def test_a_get_after_a_delete_of_its_key_misses_as_get_many_does():
+    put("gone", "x")
+    results = call(
+        {"op": "get", "ns": "t", "key": "gone"},
+        {"op": "delete", "ns": "t", "key": "gone"},
+        {"op": "get", "ns": "t", "key": "gone"},
+        {"op": "getMany", "ns": "t", "keys": ["gone"]},
+    )
+    assert results[0].row.value == "x"
+    assert results[1].applied
+    assert results[2] == kv.GetResult("gone", None)
+    assert (results[3].rows, results[3].missing) == ((), ("gone",))
+
+
+def test_a_get_after_an_incr_of_its_key_sees_the_new_count():
+    put("n", 5)
+    results = call(
+        {"op": "incr", "ns": "t", "key": "n", "delta": 2, "forever": True},
+        {"op": "get", "ns": "t", "key": "n"},
+    )
+    assert (results[1].row.value, results[1].row.version) == (7, results[0].version)
+
+
+def test_a_get_after_a_refused_write_of_its_key_sees_the_unchanged_row():
+    before = put("k", "before")
+    results = call(
+        {"op": "put", "ns": "t", "key": "k", "value": "stale", "forever": True, "expect": before.version + 1},
+        {"op": "get", "ns": "t", "key": "k"},
+    )
+    assert (results[0].applied, results[0].reason) == (False, "version")
+    assert results[1] == kv.GetResult("k", get("k").row)
+    assert (results[1].row.value, results[1].row.version) == ("before", before.version)
+
+
+def test_a_get_after_a_write_inside_a_caller_transaction_sees_it():
+    from django.db import transaction
+
+    with transaction.atomic():
+        results = kv.kv_call_in_txn(
+            kv_wire.parse_ops(
+                [
+                    {"op": "put", "ns": "t", "key": "tx", "value": 1, "forever": True},
+                    {"op": "get", "ns": "t", "key": "tx"},
+                ]
+            ),
+            now=datetime.now(UTC),
+        )
+    assert (results[1].row.value, results[1].row.version) == (1, results[0].version)
+
+
 # -- getMany and getPrefix ---------------------------------------------------
 
 

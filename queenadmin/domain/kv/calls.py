@@ -1,8 +1,17 @@
 """Applying a KV call: a list of commands as one transaction.
 
-The protocol's order: single-key gets first (they see the state before the
-call), then writes and checks sorted by (namespace, key), then multi-key
-reads, which see the call's own writes. Results come back in request order.
+Queen's apply order (its planner, ``rsm/planner/kv.rs``): single-key ops
+(``get`` and the writes and checks) sorted by (namespace, key), the
+position in the call breaking ties, then the multi-key reads. Every read
+answers the state after the writes before it in that order, so:
+
+- a ``get`` sees the call's write of its key when that write comes earlier
+  in the call, and the state before the call when it comes later (a call
+  writes or checks a key at most once);
+- ``getMany`` and ``getPrefix`` come last, so they see every write of the
+  call wherever they stand in it.
+
+Results come back in request order.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResul
     the_store = store()
     if not any(isinstance(op, WRITES) for op in ops):
         out: dict[int, KVResult] = {}
-        _single_reads(the_store, ops, now, out)
+        _single_reads(the_store, [(i, op) for i, op in enumerate(ops) if isinstance(op, KVGet)], now, out)
         _multi_reads(the_store, ops, now, out)
         return [out[i] for i in range(len(ops))]
     if the_store.one_statement_writes and not connection.in_atomic_block:
@@ -85,7 +94,16 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
         key=lambda item: (item[1].namespace, item[1].key.encode(), item[0]),
     )
     idents = [(op.namespace, op.key) for _, op in writes]
-    gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, KVGet)]
+    # A get after the write of its key answers what that write left: it is
+    # read after the writes; any other get, with the rows the writes decide on.
+    written_at: dict[tuple[str, str], int] = {}
+    for i, op in writes:
+        written_at.setdefault((op.namespace, op.key), i)
+    gets: list[tuple[int, KVGet]] = []
+    later_gets: list[tuple[int, KVGet]] = []
+    for i, op in enumerate(ops):
+        if isinstance(op, KVGet):
+            (later_gets if written_at.get((op.namespace, op.key), len(ops)) < i else gets).append((i, op))
     if gets:
         the_store.lock_keys(idents)
         stored = the_store.read_keys(idents + [(op.namespace, op.key) for _, op in gets], now)
@@ -110,6 +128,7 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
     for position, write, upsert, value in plan.upserts:
         plan.results[position] = WriteResult(write.name, True, write.key, value, upsert.version)
     out.update(plan.results)
+    _single_reads(the_store, later_gets, now, out)
     _multi_reads(the_store, ops, now, out)
     if plan.upserts or plan.deletes:
         _changed(sorted({op.namespace for _, op in writes}))
@@ -156,8 +175,8 @@ def _changed(namespaces: list[str]) -> None:
         events.broadcast_on_commit(events.LOCKS_GROUP, {"type": "lock.changed"})
 
 
-def _single_reads(the_store: Store, ops: Sequence[KVOp], now: datetime, out: dict[int, KVResult]) -> None:
-    gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, KVGet)]
+def _single_reads(the_store: Store, gets: list[tuple[int, KVGet]], now: datetime, out: dict[int, KVResult]) -> None:
+    """Answer ``gets`` (position, command) from the rows as they are now."""
     if gets:
         stored = the_store.read_keys(((op.namespace, op.key) for _, op in gets), now)
         for i, op in gets:

@@ -50,7 +50,7 @@ WriteOpName = Literal["put", "putIfAbsent", "delete", "incr", "check"]
 
 @dataclass(frozen=True, slots=True)
 class KVGet:
-    """Read one key; sees the state before the call's writes."""
+    """Read one key; sees the call's write of it only if that write comes earlier in the call."""
 
     namespace: str
     key: str
@@ -58,7 +58,7 @@ class KVGet:
 
 @dataclass(frozen=True, slots=True)
 class KVGetMany:
-    """Read several keys (distinct, in request order); sees the call's writes."""
+    """Read several keys (distinct, in request order); sees every write of the call."""
 
     namespace: str
     keys: tuple[str, ...]
