@@ -11,8 +11,9 @@ import pytest
 
 from queenadmin.domain import queues
 from queenadmin.domain.db import json_text
+from queenadmin.domain.queues import messages
 from queenadmin.errors import InvalidArgument
-from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message
+from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
 
 pytestmark = pytest.mark.django_db
 
@@ -245,3 +246,19 @@ def test_namespace_and_task_pops_serve_higher_priority_queues_first(selector):
     # "high" was made before "mid": equal priorities keep their id order.
     assert order == ["high", "mid", "low"]
     assert claim(None, **selector).messages == ()
+
+
+def test_a_partition_whose_pending_messages_were_all_deleted_is_passed_over():
+    """Deleted messages are neither delivered nor left pending: the group's cursor moves past them."""
+    results = push(values=["a", "b"], partition="gone")
+    push(values=["c"], partition="kept")
+    gone = Partition.objects.get(name="gone").pk
+    for r in results:
+        messages.queue_message_delete(partition_id=gone, transaction_id=r.transaction_id)
+    c = conflating()
+    assert values(c) == [("kept", '"c"')]
+    ack(c)
+    stats = queues.queue_stats(name="q", group="g")
+    assert stats is not None
+    assert stats.totals.pending == 0
+    assert conflating().messages == ()
