@@ -177,9 +177,16 @@ def queue_claim(*, request: PopRequest) -> Claim:
     Takes up to ``request.batch`` messages in offset order from up to
     ``request.max_partitions`` free partitions (least recently claimed
     first), all under one new lease id. With ``auto_ack`` the cursor moves
-    past them at once and the lease id is ``""``. Returns an empty claim
-    when nothing is ready or the queue does not exist. Must be the
-    outermost transaction (``queue_claim_in_txn`` runs inside one).
+    past them at once and the lease id is ``""``. A named group registers
+    on its first claim of a queue, storing ``request.conflation``; where
+    the stored policy is conflation the claim takes instead the newest
+    visible message of each of up to ``request.conflation_width``
+    partitions (``_claim_newest``). A namespace or task claim visits its
+    queues by ``priority``, highest first, and answers from the first one
+    with anything ready. The claim says the policy it applied and whether
+    the request disagreed with it. Returns an empty claim when nothing is
+    ready or the queue does not exist. Must be the outermost transaction
+    (``queue_claim_in_txn`` runs inside one).
     """
     return queue_claim_in_txn(request=request, now=clock.now())
 
