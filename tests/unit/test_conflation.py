@@ -196,6 +196,20 @@ def test_delayed_processing_delivers_the_newest_visible_message(time_machine):
     assert values(conflating()) == [("Default", '"young"')]
 
 
+def test_window_buffer_holds_a_conflating_partition_until_it_is_quiet(time_machine):
+    """Under windowBuffer a partition pushed to within the window delivers nothing, then its newest."""
+    time_machine.move_to(T0, tick=False)
+    configure(windowBuffer=10)
+    push(values=["a", "b"])
+    time_machine.move_to(T0 + timedelta(seconds=6), tick=False)
+    push(values=["c"])
+    held = conflating()
+    assert held.messages == ()
+    assert held.retry_at == T0 + timedelta(seconds=16)
+    time_machine.move_to(T0 + timedelta(seconds=16), tick=False)
+    assert values(conflating()) == [("Default", '"c"')]
+
+
 def test_subscription_new_skips_history_then_keeps_newest_only():
     """``new``: history is skipped; what comes after is delivered newest-only."""
     push(values=["h1", "h2"])
