@@ -159,10 +159,16 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
 
 async def _empty(call: wire.PopCall, policy: queues.ConflationPolicy | None) -> HttpResponse:
     """An empty pop's answer: 204, or a 200 body that says the group's
-    conflation policy (read once when no claim of this pop did)."""
+    conflation policy (as its last claim found it)."""
     if call.request.group == queues.QUEUE_MODE:
         return HttpResponse(status=204)
     if policy is None:
+        if not call.request.conflation:
+            # A pop that made no claim (it waited behind others of its lane)
+            # reads the policy only when it asked for conflation, the case
+            # where the client takes a 204 for a broker that ignored it: so
+            # plain waiters timing out together cost no database work.
+            return HttpResponse(status=204)
         policy = await dbthreads.run(queues.queue_conflation_policy, request=call.request)
     body = wire.render_empty_pop(call, policy)
     return HttpResponse(status=204) if body is None else json_response(body)

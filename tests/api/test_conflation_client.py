@@ -256,3 +256,24 @@ async def test_namespace_and_task_pops_drain_the_higher_priority_queue_first(que
         if got:
             await queen.ack(got, True)
     assert pops == [[f"{high}-0", f"{high}-1"], [f"{low}-0", f"{low}-1"], []]
+
+
+async def test_waiters_that_skipped_their_claim_still_say_the_policy(live_server, unique):
+    """Conflating pops that join a waiting pop of their lane (no claim of
+    their own) answer 200 with ``conflation: true`` at their timeout; plain
+    pops of a plain group that do the same answer 204."""
+    q = unique("confwait")
+    async with httpx.AsyncClient(
+        base_url=f"{live_server.url}/api/v1", headers={"Authorization": f"Bearer {live_server.token}"}, timeout=30
+    ) as client:
+        await client.post("/configure", json={"queue": q})
+        answers = {}
+        for group, extra in (("last", {"conflation": "true"}), ("plain", {})):
+            pops = []
+            for _ in range(3):
+                params = {"wait": "true", "timeout": 1500, "consumerGroup": group, **extra}
+                pops.append(asyncio.ensure_future(client.get(f"/pop/queue/{q}", params=params)))
+                await asyncio.sleep(0.2)
+            answers[group] = await asyncio.gather(*pops)
+    assert [(a.status_code, a.json()["conflation"]) for a in answers["last"]] == [(200, True)] * 3
+    assert [a.status_code for a in answers["plain"]] == [204] * 3
