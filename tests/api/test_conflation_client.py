@@ -234,8 +234,19 @@ async def test_a_framed_conflating_pop_carries_the_keys_in_its_header(framed_ser
 async def test_the_client_configures_priority_and_gets_it_back(queen, http, unique):
     """``config({"priority": 7})`` is stored and echoed (the client's test_configure_queue)."""
     q = unique("prio")
-    created = await queen.queue(q).config({"priority": 7}).create()
-    assert created["options"]["priority"] == 7
+    # The client's own test_queue.py::test_configure_queue, verbatim options.
+    config = {
+        "lease_time": 60,
+        "retry_limit": 5,
+        "priority": 7,
+        "max_size": 5000,
+        "encryption_enabled": True,
+        "dlq_after_max_retries": True,
+    }
+    created = await queen.queue(q).config(config).create()
+    assert created["configured"] is True
+    options = created["options"]
+    assert (options["leaseTime"], options["retryLimit"], options["priority"], options["maxSize"]) == (60, 5, 7, 5000)
     assert http.get(f"/resources/queues/{q}").json()["options"]["priority"] == 7
 
 
