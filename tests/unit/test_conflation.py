@@ -11,7 +11,7 @@ import pytest
 
 from queenadmin.domain import queues
 from queenadmin.domain.db import json_text
-from queenadmin.domain.queues import messages
+from queenadmin.domain.queues import groups, messages
 from queenadmin.errors import InvalidArgument
 from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
 
@@ -276,3 +276,16 @@ def test_a_partition_whose_pending_messages_were_all_deleted_is_passed_over():
     assert stats is not None
     assert stats.totals.pending == 0
     assert conflating().messages == ()
+
+
+def test_deleting_the_group_with_its_metadata_lets_it_register_with_another_policy():
+    """The stored policy goes with the registration; keeping the metadata keeps the policy."""
+    push(values=[1, 2])
+    conflating()
+    groups.queue_group_delete(group="g", queue="q", delete_metadata=False)
+    kept = claim(group="g", batch=1)
+    assert (kept.conflation, kept.conflation_conflict) == (True, True)
+    groups.queue_group_delete(group="g", queue="q", delete_metadata=True)
+    plain = claim(group="g", batch=1)
+    assert values(plain) == [("Default", "1")]
+    assert (plain.conflation, plain.conflation_conflict) == (False, False)
