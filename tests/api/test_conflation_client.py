@@ -288,3 +288,13 @@ async def test_waiters_that_skipped_their_claim_still_say_the_policy(live_server
             answers[group] = await asyncio.gather(*pops)
     assert [(a.status_code, a.json()["conflation"]) for a in answers["last"]] == [(200, True)] * 3
     assert [a.status_code for a in answers["plain"]] == [204] * 3
+
+
+def test_a_plain_groups_pop_has_neither_conflation_key(http, unique):
+    """Both keys appear only when true: a plain group's answer has none of them."""
+    q = unique("confplain")
+    http.post("/push", json={"items": [{"queue": q, "payload": 1}]})
+    answer = http.get(f"/pop/queue/{q}", params={"consumerGroup": "g", "wait": "false"})
+    assert answer.status_code == 200
+    assert {"conflation", "conflationConflict"} & set(answer.json()) == set()
+    assert [m["data"] for m in answer.json()["messages"]] == [1]
