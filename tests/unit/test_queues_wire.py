@@ -472,3 +472,13 @@ def test_subscription_mode_reads_new_and_new_only_as_new_and_anything_else_as_al
     assert (
         wire.parse_pop_queue({"subscriptionMode": given, "consumerGroup": "g"}, "q").request.subscription_mode == mode
     )
+
+
+def test_a_conflating_claim_carries_no_autopilot_echo():
+    """Autopilot never sizes a conflating claim, so its answer does not say it did."""
+    claim = queues.Claim("q", "l", "g", (), (), conflation=True, conflation_conflict=True)
+    body = wire.render_claim(claim, wire.Autopilot(100, 4), 5)
+    assert "autopilot" not in body
+    assert (body["conflation"], body["conflationConflict"]) == (True, True)
+    plain = wire.render_claim(queues.Claim("q", "l", "g", (), ()), wire.Autopilot(100, 4), 5)
+    assert plain["autopilot"] == {"batch": 100, "partitions": 4, "waitMs": 5}

@@ -311,7 +311,7 @@ def render_pop_frames(claim: queues.Claim, autopilot: Autopilot | None, waited_m
         else:
             runs.append([message])
     own: dict[str, Any] = {}
-    if autopilot is not None:
+    if autopilot is not None and not claim.conflation:
         own["autopilot"] = {"batch": autopilot.batch, "partitions": autopilot.partitions, "waitMs": waited_ms}
     if len(runs) != len(claim.partitions):
         own["partitionsClaimed"] = len(claim.partitions)

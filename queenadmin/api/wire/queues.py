@@ -414,7 +414,9 @@ def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: in
         "partitionsClaimed": len(claim.partitions),
         "messages": messages,
     }
-    if autopilot is not None:
+    # A conflating claim is sized by partitions ?? batch, never by autopilot
+    # (a group stored as conflating, popped with autopilot=true).
+    if autopilot is not None and not claim.conflation:
         body["autopilot"] = {"batch": autopilot.batch, "partitions": autopilot.partitions, "waitMs": waited_ms}
     body.update(conflation_keys(claim.conflation, claim.conflation_conflict))
     return body
