@@ -15,9 +15,9 @@ Where the checks live:
   protocol clamps and refuses an integer outside 0..2**31-1, or outside its
   own ``RANGES`` entry (``InvalidArgument``), and a non-default value of an
   ``UNSUPPORTED`` option (``InvalidArgument`` naming it). ``QueueOptions``
-  runs it again on construction, so
-  an in-process caller cannot store what the wire would refuse (a wrong
-  Python type there is a programming error: ``TypeError``);
+  runs it again on construction, so an in-process caller cannot store what
+  the wire would refuse (a wrong Python type there is a programming error:
+  ``TypeError``);
 - defaults, ``null`` restoring a default, and merge against replace are
   ``merge_options``.
 """
