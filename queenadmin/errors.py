@@ -103,6 +103,10 @@ class UnsupportedMediaType(QueenError):
     code = "unsupported_media_type"
 
 
+class ConflationRefused(InvalidArgument):
+    """A conflating pop the broker cannot serve (no group, or auto-ack)."""
+
+
 class NameTooLong(InvalidArgument):
     """A name is over the engine's 511-byte store-key budget."""
 

@@ -369,11 +369,21 @@ GROUP_PARTITIONS_SHOWN = 200
 
 @admin.register(ConsumerGroup)
 class ConsumerGroupAdmin(InQueueAdmin):
-    list_display = ("queue", "name", "subscription_mode", "lag", "in_flight", "oldest_pending", "last_claim")
+    list_display = (
+        "queue",
+        "name",
+        "subscription_mode",
+        "conflation",
+        "lag",
+        "in_flight",
+        "oldest_pending",
+        "last_claim",
+    )
     fields = (
         "queue",
         "name",
         "subscription_mode",
+        "conflation",
         "created_at",
         "lag",
         "in_flight",

@@ -4,7 +4,8 @@ Queen's wire protocol has several error families (protocol.md 1.3):
 
 - ``kv``: KV, locks and timers, ``{"error": <code>, "reason", "detail"}``;
 - ``engine``: push, pop, ack, configure, ``{"error": <message>, "code"}``;
-- a few bodies of their own (the ``kv_precondition`` abort, queue 404).
+- a few bodies of their own (the ``kv_precondition`` abort, queue 404, a
+  refused conflating pop: ``{"success": false, "error", "messages": []}``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.NotDeadLettered: (409, "engine"),
     errors.MessageNotNext: (409, "engine"),
     errors.NameTooLong: (413, "engine"),
+    errors.ConflationRefused: (400, "conflation"),
     errors.StreamStateTooLarge: (413, "engine"),
     errors.UnsupportedMediaType: (415, "engine"),
     errors.NotFound: (404, "engine"),
@@ -67,6 +69,8 @@ def render(exc: errors.QueenError) -> tuple[int, dict[str, Any]]:
         }
     if family == "queue_not_found":
         return status, {"error": "Queue not found"}
+    if family == "conflation":
+        return status, {"success": False, "error": exc.detail, "messages": []}
     if family == "auth":
         return status, {"error": exc.code, "code": exc.code, "detail": exc.detail}
     return status, {"error": exc.detail, "code": exc.code}

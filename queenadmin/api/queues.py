@@ -26,10 +26,12 @@ from queenadmin.api.schemas.queues import (
     AckOut,
     ConfigureIn,
     ConfigureOut,
+    ConflationRefusedOut,
     DeadLettersOut,
     LeaseExtendIn,
     LeaseExtendOut,
     OverviewOut,
+    PopEmptyOut,
     PopOut,
     PushIn,
     PushItemFailedOut,
@@ -110,6 +112,8 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
     hub = wakeups.hub
     hub.bind()
     woken = False
+    #: The conflation policy the last claim found (None before one).
+    policy: queues.ConflationPolicy | None = None
     while True:
         # Read the wake-up generation before claiming, so a push that lands
         # between the claim and the wait is not missed.
@@ -117,15 +121,16 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
         if woken and loop.time() >= deadline:
             # Out of time: hand the wake-up on instead of claiming.
             hub.wake_one(key, lane)
-            return HttpResponse(status=204)
+            return await _empty(call, policy)
         if call.wait and not woken and hub.known_empty(key, shape):
             # Pops of this shape wait with nothing claimable and no wake-up
             # since: join them without a claim of our own.
             woken = await hub.wait(key, generation, deadline - loop.time(), lane=lane)
             if not woken:
-                return HttpResponse(status=204)
+                return await _empty(call, policy)
             continue
         claim = await dbthreads.run(queues.queue_claim, request=call.request)
+        policy = queues.ConflationPolicy(claim.conflation, claim.conflation_conflict)
         if claim.messages:
             # There may be more: wake the next waiter of this lane.
             hub.wake_one(key, lane)
@@ -138,7 +143,7 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
             return json_response(wire.render_claim(claim, call.autopilot, waited_ms))
         remaining = deadline - loop.time()
         if not call.wait or remaining <= 0:
-            return HttpResponse(status=204)
+            return await _empty(call, policy)
         recheck_at = None
         if claim.retry_at is not None:
             until_free = (claim.retry_at - clock.now()).total_seconds() + 0.01
@@ -149,10 +154,32 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
         if not woken:
             # The timeout ran out with no wake-up: no last claim (a thousand
             # waiters timing out together would queue a thousand claims).
+            return await _empty(call, policy)
+
+
+async def _empty(call: wire.PopCall, policy: queues.ConflationPolicy | None) -> HttpResponse:
+    """An empty pop's answer: 204, or a 200 body that says the group's
+    conflation policy (as its last claim found it)."""
+    if call.request.group == queues.QUEUE_MODE:
+        return HttpResponse(status=204)
+    if policy is None:
+        if not call.request.conflation:
+            # A pop that made no claim (it waited behind others of its lane)
+            # reads the policy only when it asked for conflation, the case
+            # where the client takes a 204 for a broker that ignored it: so
+            # plain waiters timing out together cost no database work.
             return HttpResponse(status=204)
+        policy = await dbthreads.run(queues.queue_conflation_policy, request=call.request)
+    body = wire.render_empty_pop(call, policy)
+    return HttpResponse(status=204) if body is None else json_response(body)
 
 
-_POP_RESPONSES: dict[int | str, Any] = {200: PopOut, 204: None, **ENGINE_ERRORS}
+_POP_RESPONSES: dict[int | str, Any] = {
+    200: PopOut | PopEmptyOut,
+    204: None,
+    **ENGINE_ERRORS,
+    400: EngineBadRequestOut | ConflationRefusedOut,
+}
 #: ``frames=true`` answers the framed pop (``wire/binary.py``) where
 #: ``FRAMED_POP`` is on.
 _FRAMED = {

@@ -99,6 +99,11 @@ class ConsumerGroup(models.Model):
     #: ``new`` or ``all``: where the group starts on partitions that existed
     #: when it registered. Partitions created later are read from the start.
     subscription_mode = models.CharField(max_length=8)
+    #: Last-value delivery (``conflation=true``): a pop of a partition hands
+    #: out only its newest visible message, and acking it retires the older
+    #: ones. Set by the pop that registers the group; the stored value wins
+    #: over what later pops ask for.
+    conflation = models.BooleanField(default=False)
     created_at = models.DateTimeField()
 
     class Meta:

@@ -84,3 +84,17 @@ def test_an_audit_entrys_before_and_after_show_times_not_iso_strings(operator):
         shown = _readonly(page, side)
         assert re.search(r'<time datetime="[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>', shown), side
         assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", _text(shown)), side
+
+
+def test_a_consumer_groups_page_and_list_say_its_conflation_policy(operator):
+    """The stored policy shows on the group's page and in the groups list."""
+    push("orders", 2, "p1")
+    claim("orders", group="latest", conflation=True)
+    claim("orders", group="every")
+    latest = ConsumerGroup.objects.get(queue__name="orders", name="latest")
+    every = ConsumerGroup.objects.get(queue__name="orders", name="every")
+    for group, shown in ((latest, "True"), (every, "False")):
+        page = operator.get(f"{ADMIN}consumergroup/{group.pk}/change/").content.decode()
+        assert f'alt="{shown}"' in _readonly(page, "conflation")
+    listed = operator.get(f"{ADMIN}consumergroup/").content.decode()
+    assert len(re.findall(r'<td class="field-conflation">', listed)) == 2

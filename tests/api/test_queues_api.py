@@ -254,7 +254,7 @@ def test_discovery_pop_by_namespace_and_task(http, unique):
         ({"timeout": "soon"}, "timeout must be an integer"),
         ({"leaseSeconds": "0"}, "leaseSeconds must be at least 1"),
         ({"subscriptionFrom": "yesterday"}, "subscriptionFrom must be an ISO time or now"),
-        ({"conflation": "true", "consumerGroup": "g"}, "conflation is not supported by this broker"),
+        ({"conflation": "perhaps", "consumerGroup": "g"}, "conflation must be true or false"),
     ],
 )
 def test_bad_pop_parameters(http, unique, params, message):

@@ -26,10 +26,10 @@ def _pattern(annotated: object) -> str:
 
 
 def test_queue_options_are_the_domains_table():
-    """Every option the domain knows, with its kind; ``priority`` only at its default."""
+    """Every option the domain knows, with its kind; ``priority`` within its range."""
     options = _components()["QueueOptionsIn"]["properties"]
     assert set(options) == set(INT_OPTIONS) | set(BOOL_OPTIONS)
-    assert options["priority"]["anyOf"][0] == {"const": 0, "type": "integer"}
+    assert options["priority"]["anyOf"][0] == {"maximum": 1000, "minimum": -1000, "type": "integer"}
     assert options["leaseTime"]["anyOf"][0] == {"maximum": 2**31 - 1, "minimum": 0, "type": "integer"}
     assert options["deadLetterQueue"]["anyOf"][0] == {"type": "boolean"}
 

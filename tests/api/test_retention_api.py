@@ -1,5 +1,5 @@
 """Retention and limits over real HTTP and through the official client:
-maxSize refusals, the unsupported priority, windowBuffer, and the
+maxSize refusals, priority's range, windowBuffer, and the
 retention loop of a live ``serve`` deleting old messages."""
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ from tests.conftest import run_server
 
 pytestmark = pytest.mark.live
 
-PRIORITY_REFUSAL = (
-    "option priority is not supported: nothing is ordered by queue priority here "
-    "(Queen only stores it as a label); send 0"
-)
+PRIORITY_REFUSAL = "option priority must be from -1000 to 1000"
 
 
 @pytest.fixture
@@ -112,21 +109,31 @@ async def test_the_client_raises_on_a_push_over_max_size(queen, unique):
 # -- priority and windowBuffer ------------------------------------------------
 
 
-def test_priority_other_than_zero_is_a_400_naming_it(http, unique):
+@pytest.mark.parametrize("bad", [1001, -1001, 2**31, 1.5, "5", True])
+def test_priority_outside_its_range_or_not_an_integer_is_a_400(http, unique, bad):
+    """A priority that is no integer, or outside -1000..1000, is refused and creates nothing."""
     q = unique("prio")
-    answer = http.post("/configure", json={"queue": q, "options": {"priority": 5}})
+    answer = http.post("/configure", json={"queue": q, "options": {"priority": bad}})
     assert answer.status_code == 400
-    assert answer.json() == {"error": PRIORITY_REFUSAL, "code": "bad_request"}
+    message = PRIORITY_REFUSAL if type(bad) is int else "option priority must be an integer"
+    assert answer.json() == {"error": message, "code": "bad_request"}
     assert http.get(f"/resources/queues/{q}").status_code == 404
-    assert configure(http, q, priority=0)["options"]["priority"] == 0
 
 
-async def test_the_client_create_with_a_priority_is_refused(queen, unique):
+def test_priority_is_echoed_by_configure_and_the_queue_reads(http, unique):
+    """A stored priority comes back from configure, the queue detail and the queue list."""
     q = unique("prio")
-    with pytest.raises(Exception, match="option priority is not supported"):
-        await queen.queue(q).config({"priority": 2}).create()
-    created = await queen.queue(q).create()
-    assert created["options"]["priority"] == 0
+    assert configure(http, q, priority=-3)["options"]["priority"] == -3
+    assert http.get(f"/resources/queues/{q}").json()["options"]["priority"] == -3
+    listed = [row for row in http.get("/resources/queues").json()["queues"] if row["name"] == q]
+    assert [row["options"]["priority"] for row in listed] == [-3]
+
+
+async def test_the_client_create_with_a_priority_echoes_it(queen, unique):
+    """The official client's configure with priority 7 gets 7 back (its test_configure_queue)."""
+    q = unique("prio")
+    created = await queen.queue(q).config({"priority": 7}).create()
+    assert (created["configured"], created["options"]["priority"]) == (True, 7)
 
 
 def test_window_buffer_holds_a_partition_that_was_just_pushed_to(http, unique):

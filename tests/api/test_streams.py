@@ -68,7 +68,7 @@ def window_row(value: Any, ctx: dict[str, Any]) -> dict[str, Any]:
     return {"key": ctx["key"], "windowStart": ctx["windowStart"], "value": value}
 
 
-async def run(stream: Stream, live_server, name: str, *, reset: bool = False) -> Runner:
+async def run(stream: Stream, live_server, name: str, *, reset: bool = False, **options: Any) -> Runner:
     """``stream.run(...)``, but a start that fails closes the runner's HTTP
     client (``Stream.run`` leaves it open, which warns as a leak)."""
     runner = Runner(
@@ -78,6 +78,7 @@ async def run(stream: Stream, live_server, name: str, *, reset: bool = False) ->
         bearerToken=live_server.token,
         maxWaitMillis=200,
         reset=reset,
+        **options,
     )
     try:
         await runner.start()
@@ -102,6 +103,20 @@ async def test_map_filter_to(queen, live_server, unique):
     finally:
         await runner.stop()
     assert got == [{"n": i * 10} for i in range(0, 30, 2)]
+
+
+async def test_a_conflating_stream_maps_only_the_newest_message_of_each_partition(queen, live_server, unique):
+    """With ``conflation=True`` the runner's source pops deliver each partition's newest message only."""
+    src, sink = unique("src"), unique("sink")
+    push(live_server, src, [{"n": i} for i in range(10)], partition="a")
+    push(live_server, src, [{"n": i} for i in range(100, 105)], partition="b")
+    stream = Stream.from_(queen.queue(src)).map(lambda m: {"n": m["data"]["n"]})
+    runner = await run(stream.to(queen.queue(sink)), live_server, unique("q"), conflation=True)
+    try:
+        got = await asyncio.to_thread(drain, live_server, sink, 2)
+    finally:
+        await runner.stop()
+    assert sorted(m["n"] for m in got) == [9, 104]
 
 
 async def test_key_by_tumbling_window_reduce(queen, live_server, unique):

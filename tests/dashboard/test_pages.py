@@ -268,3 +268,20 @@ def test_no_raw_owner_or_token_in_any_page_partial_form_or_outcome(
     client.get("/audit/")
     assert len(pages.seen) >= 16
     pages.assert_free_of(*owners, *tokens)
+
+
+def test_the_queue_page_shows_priority_and_each_groups_conflation_policy(client_for, viewer):
+    """The queue page says the queue's priority and, per consumer group, its stored delivery policy."""
+    from queenadmin.domain import queues
+
+    options = queues.QueueOptions((("priority", 7),))
+    queues.queue_configure(request=queues.ConfigureRequest("prio.q", options=options))
+    queues.queue_push(items=[queues.PushItem("prio.q", "Default", "1"), queues.PushItem("prio.q", "Default", "2")])
+    queues.queue_claim(request=queues.PopRequest(queue="prio.q", group="latest", conflation=True))
+    queues.queue_claim(request=queues.PopRequest(queue="prio.q", group="every"))
+    html = client_for(viewer).get("/queues/prio.q/").content.decode()
+    assert '<span class="mono" id="queue-priority">7</span>' in html
+    rows = {row.split("</td>")[0].rsplit(">", 1)[-1]: row for row in html.split('<td class="mono">')[1:]}
+    assert "newest only (conflation)" in rows["latest"]
+    assert "every message" in rows["every"]
+    assert "newest only" not in rows["every"]

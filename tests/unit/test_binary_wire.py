@@ -99,3 +99,29 @@ def test_a_message_id_that_is_no_uuid_falls_back_to_json():
         queue="q", lease_id="l", group="g", partitions=((7, "p7"),), messages=(_delivered(1, message_id="legacy"),)
     )
     assert binary.render_pop_frames(claim, None, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("conflation", "conflict", "keys"),
+    [
+        (True, False, {"conflation": True}),
+        (False, True, {"conflationConflict": True}),
+        (True, True, {"conflation": True, "conflationConflict": True}),
+        (False, False, {}),
+    ],
+)
+def test_a_framed_pop_carries_the_conflation_keys_only_when_true(conflation, conflict, keys):
+    """The v1 header holds ``conflation`` / ``conflationConflict`` exactly when the JSON answer would."""
+    claim = queues.Claim(
+        queue="q",
+        lease_id="l",
+        group="g",
+        partitions=((7, "p7"),),
+        messages=(_delivered(5),),
+        conflation=conflation,
+        conflation_conflict=conflict,
+    )
+    framed = binary.render_pop_frames(claim, None, 0)
+    assert framed is not None
+    answer = decode_pop_frames(framed)
+    assert {k: answer[k] for k in ("conflation", "conflationConflict") if k in answer} == keys

@@ -11,7 +11,7 @@ import pytest
 from queenadmin.api.wire import queues as wire
 from queenadmin.conf import settings
 from queenadmin.domain import queues
-from queenadmin.errors import InvalidArgument, NameTooLong, QueenError
+from queenadmin.errors import ConflationRefused, InvalidArgument, NameTooLong, QueenError
 
 LONG = "q" * 512
 UUID = "0190f1a2-7b3c-7d4e-8f50-123456789abc"
@@ -25,6 +25,7 @@ def refusal(parse, *args):
 
 
 BAD = (InvalidArgument, "bad_request")
+CONFLATION = (ConflationRefused, "bad_request")
 TOO_LONG = (NameTooLong, "name_too_long")
 
 
@@ -160,7 +161,12 @@ def test_push_items_parse_to_typed_items():
 @pytest.mark.parametrize(
     ("params", "error", "message"),
     [
-        ({"conflation": "true"}, BAD, "conflation is not supported by this broker"),
+        ({"conflation": "maybe"}, BAD, "conflation must be true or false"),
+        ({"conflation": "true"}, CONFLATION, wire.NO_GROUP_CONFLATION),
+        ({"conflation": "true", "consumerGroup": "g", "autoAck": "true"}, CONFLATION, wire.AUTO_ACK_CONFLATION),
+        ({"conflation": "1", "consumerGroup": "g", "commitOnDelivery": "1"}, CONFLATION, wire.AUTO_ACK_CONFLATION),
+        # Conflation's refusals come before every other check.
+        ({"conflation": "true", "batch": "0"}, CONFLATION, wire.NO_GROUP_CONFLATION),
         ({"autopilot": "maybe"}, BAD, "autopilot must be true or false"),
         ({"batch": "ten"}, BAD, "batch must be an integer"),
         ({"batch": "0"}, BAD, "batch must be at least 1"),
@@ -183,11 +189,50 @@ def test_pop_refusals(params, error, message):
     assert refusal(wire.parse_pop_queue, params, "q") == (*error, message)
 
 
-def test_conflation_refusal_has_no_reason():
-    """Conflation is refused without a finer reason."""
-    with pytest.raises(InvalidArgument) as caught:
-        wire.parse_pop_queue({"conflation": "1"}, "q")
-    assert caught.value.reason is None
+def test_conflation_refusals_come_before_the_path_and_discovery_checks():
+    """A conflating pop with no group is refused before its names are checked."""
+    assert refusal(wire.parse_pop_queue, {"conflation": "true"}, "", "p\x00") == (
+        *CONFLATION,
+        wire.NO_GROUP_CONFLATION,
+    )
+    assert refusal(wire.parse_pop_discovery, {"conflation": "true"}) == (*CONFLATION, wire.NO_GROUP_CONFLATION)
+
+
+@pytest.mark.parametrize(
+    ("params", "width"),
+    [
+        ({}, 64),
+        ({"batch": "5"}, 5),
+        ({"batch": "5", "partitions": "3"}, 3),
+        ({"partitions": "1000"}, 64),
+        ({"batch": "9999"}, 64),
+        # Autopilot never sizes a conflating pop.
+        ({"autopilot": "true", "batch": "7"}, 7),
+    ],
+)
+def test_conflating_width_is_partitions_or_batch_clamped_to_64(params, width):
+    """A conflating pop claims partitions ?? batch partitions, 1 to 64."""
+    call = wire.parse_pop_queue({"conflation": "true", "consumerGroup": "g", **params}, "q")
+    assert (call.request.conflation, call.request.conflation_width, call.autopilot) == (True, width, None)
+    plain = wire.parse_pop_queue({"consumerGroup": "g"}, "q")
+    assert plain.request.conflation is False
+
+
+def test_conflation_keys_appear_only_when_true():
+    """The answer's conflation and conflationConflict keys are there only when true."""
+    assert wire.conflation_keys(False, False) == {}
+    assert wire.conflation_keys(True, False) == {"conflation": True}
+    assert wire.conflation_keys(False, True) == {"conflationConflict": True}
+    call = wire.parse_pop_queue({"conflation": "true", "consumerGroup": "g"}, "q")
+    assert wire.render_empty_pop(call, queues.ConflationPolicy(False, False)) is None
+    assert wire.render_empty_pop(call, queues.ConflationPolicy(True, False)) == {
+        "success": True,
+        "queue": "q",
+        "consumerGroup": "g",
+        "partitionsClaimed": 0,
+        "messages": [],
+        "conflation": True,
+    }
 
 
 @pytest.mark.parametrize(
@@ -427,3 +472,13 @@ def test_subscription_mode_reads_new_and_new_only_as_new_and_anything_else_as_al
     assert (
         wire.parse_pop_queue({"subscriptionMode": given, "consumerGroup": "g"}, "q").request.subscription_mode == mode
     )
+
+
+def test_a_conflating_claim_carries_no_autopilot_echo():
+    """Autopilot never sizes a conflating claim, so its answer does not say it did."""
+    claim = queues.Claim("q", "l", "g", (), (), conflation=True, conflation_conflict=True)
+    body = wire.render_claim(claim, wire.Autopilot(100, 4), 5)
+    assert "autopilot" not in body
+    assert (body["conflation"], body["conflationConflict"]) == (True, True)
+    plain = wire.render_claim(queues.Claim("q", "l", "g", (), ()), wire.Autopilot(100, 4), 5)
+    assert plain["autopilot"] == {"batch": 100, "partitions": 4, "waitMs": 5}

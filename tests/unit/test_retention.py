@@ -363,10 +363,10 @@ def test_window_buffer_delivers_only_after_a_quiet_window(clock_at):
     ]
 
 
-def test_priority_other_than_zero_is_refused_by_name():
-    """priority is stored and acted on by nothing in Queen: a non-zero value
-    is refused rather than accepted and ignored; 0 (the client's default) is fine."""
-    with pytest.raises(InvalidArgument, match=r"option priority is not supported"):
-        configure(priority=5)
+def test_priority_outside_its_range_is_refused_by_name():
+    """priority orders discovery pops (tests/unit/test_conflation.py): a value
+    outside -1000..1000 is refused and stores nothing; one inside is kept."""
+    with pytest.raises(InvalidArgument, match=r"option priority must be from -1000 to 1000"):
+        configure(priority=5000)
     assert not Queue.objects.filter(name="q").exists()
-    assert configure(priority=0).options["priority"] == 0
+    assert configure(priority=5).options["priority"] == 5

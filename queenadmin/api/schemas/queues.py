@@ -24,7 +24,7 @@ from queenadmin.api.schemas.common import (
     nullable,
 )
 from queenadmin.api.wire.queues import MAX_LEASE_SECONDS, MAX_TXN_BYTES
-from queenadmin.domain.queues.options import BOOL_OPTIONS, CLAMPS, INT_OPTIONS, MAX_INT_OPTION, UNSUPPORTED
+from queenadmin.domain.queues.options import BOOL_OPTIONS, CLAMPS, INT_OPTIONS, MAX_INT_OPTION, RANGES, UNSUPPORTED
 
 
 class PushItemIn(BaseModel):
@@ -89,6 +89,9 @@ def _option_field(name: str) -> Any:
     if name in CLAMPS:
         low, high = CLAMPS[name]
         return (int | None, Field(None, description=f"default {default}; clamped to {low}..{high}"))
+    if name in RANGES:
+        low, high = RANGES[name]
+        return (int | None, Field(None, ge=low, le=high, description=f"default {default}"))
     return (int | None, Field(None, ge=0, le=MAX_INT_OPTION, description=f"default {default}"))
 
 
@@ -207,6 +210,32 @@ class PopOut(WireOut):
     partitionsClaimed: int
     messages: list[PopMessageOut]
     autopilot: PopAutopilotOut | Omit = Field(None, description="present with autopilot=true")
+    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
+    conflationConflict: Literal[True] | Omit = Field(
+        None, description="present when the pop asked for the other policy than the stored one (which applied)"
+    )
+
+
+class PopEmptyOut(WireOut):
+    """An empty pop of a group whose conflation policy has to be said (else a 204)."""
+
+    success: Literal[True]
+    queue: str | None
+    consumerGroup: str
+    partitionsClaimed: Literal[0]
+    messages: list[PopMessageOut] = Field(max_length=0)
+    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
+    conflationConflict: Literal[True] | Omit = Field(
+        None, description="present when the pop asked for the other policy than the stored one"
+    )
+
+
+class ConflationRefusedOut(WireOut):
+    """400 of a conflating pop with no consumerGroup, or with autoAck."""
+
+    success: Literal[False]
+    error: str
+    messages: list[PopMessageOut] = Field(max_length=0)
 
 
 class AckOut(WireOut):
@@ -338,7 +367,7 @@ class QueueDepthOut(WireOut):
     ready: int
     partitionsPending: int
     partitionsReady: int
-    conflation: Literal[False]
+    conflation: bool = Field(description="the named group's stored policy (false without a group)")
     effectivePending: int
     effectiveReady: int
     deadLetter: int

@@ -33,7 +33,7 @@ from queenadmin.api.bodies import ZstdDamaged, inflate_zstd
 from queenadmin.api.envelope import BodyTooLarge
 from queenadmin.api.http import _TOKEN_COST, json_dumps, parse_cost, parse_json_bytes
 from queenadmin.api.wire import transactions as txn_wire
-from queenadmin.api.wire.queues import Autopilot, json_object, parse_push_items
+from queenadmin.api.wire.queues import Autopilot, conflation_keys, json_object, parse_push_items
 from queenadmin.conf import settings
 from queenadmin.domain import queues, transactions
 from queenadmin.errors import InvalidArgument
@@ -311,10 +311,11 @@ def render_pop_frames(claim: queues.Claim, autopilot: Autopilot | None, waited_m
         else:
             runs.append([message])
     own: dict[str, Any] = {}
-    if autopilot is not None:
+    if autopilot is not None and not claim.conflation:
         own["autopilot"] = {"batch": autopilot.batch, "partitions": autopilot.partitions, "waitMs": waited_ms}
     if len(runs) != len(claim.partitions):
         own["partitionsClaimed"] = len(claim.partitions)
+    own.update(conflation_keys(claim.conflation, claim.conflation_conflict))
     own_json = json_dumps(own) if own else b""
     out = bytearray(b"QPF1\x01")
     out += _U32.pack(len(own_json))

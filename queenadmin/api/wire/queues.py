@@ -21,7 +21,7 @@ from queenadmin.conf import settings
 from queenadmin.domain import clock, queues
 from queenadmin.domain.db import json_text
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS, OptionValue, option_value
-from queenadmin.errors import InvalidArgument, NameTooLong
+from queenadmin.errors import ConflationRefused, InvalidArgument, NameTooLong
 
 #: Engine names (queue, partition) fit a 511-byte store key (protocol 12).
 MAX_NAME_BYTES = 511
@@ -29,6 +29,15 @@ MAX_GROUP_BYTES = 511
 MAX_TXN_BYTES = 65535
 #: Largest batch one pop hands out.
 MAX_BATCH = 10_000
+#: Most partitions (one message each) a conflating pop claims.
+MAX_CONFLATION_WIDTH = 64
+NO_GROUP_CONFLATION = (
+    "conflation requires consumerGroup: last-value delivery is a policy of a consumer group, and queue mode has none"
+)
+AUTO_ACK_CONFLATION = (
+    "conflation cannot be combined with autoAck: a conflating pop leases the newest message, and its ack"
+    " retires the older ones"
+)
 DEFAULT_BATCH = 200
 MAX_PARTITIONS = 64
 MAX_TIMEOUT_MS = 60_000
@@ -290,6 +299,7 @@ class PopCall:
 
 def parse_pop_queue(params: Params, queue: str, partition: str | None = None) -> PopCall:
     """``GET /pop/queue/{queue}[/partition/{partition}]`` and its query."""
+    _refuse_conflation(params)
     queue = check_name(queue, "queue")
     if partition is not None:
         partition = check_name(partition, "partition")
@@ -298,11 +308,23 @@ def parse_pop_queue(params: Params, queue: str, partition: str | None = None) ->
 
 def parse_pop_discovery(params: Params) -> PopCall:
     """``GET /pop?namespace=&task=``: pop from any queue they select."""
+    _refuse_conflation(params)
     namespace = check_text(params.get("namespace") or None, "namespace")
     task = check_text(params.get("task") or None, "task")
     if namespace is None and task is None:
         raise InvalidArgument("namespace or task is required")
     return _pop_call(params, namespace=namespace, task=task)
+
+
+def _refuse_conflation(params: Params) -> None:
+    """A conflating pop's refusals, before any other check (Queen's order):
+    no consumer group, then auto-ack (``autoAck`` or ``commitOnDelivery``)."""
+    if not _flag(params, "conflation"):
+        return
+    if check_group(params.get("consumerGroup")) == queues.QUEUE_MODE:
+        raise ConflationRefused(NO_GROUP_CONFLATION)
+    if _flag(params, "autoAck") or _flag(params, "commitOnDelivery"):
+        raise ConflationRefused(AUTO_ACK_CONFLATION)
 
 
 def _pop_call(
@@ -313,8 +335,7 @@ def _pop_call(
     namespace: str | None = None,
     task: str | None = None,
 ) -> PopCall:
-    if _flag(params, "conflation"):
-        raise InvalidArgument("conflation is not supported by this broker", reason=None)
+    conflation = _flag(params, "conflation")
     autopilot = None
     on_autopilot = _flag(params, "autopilot")
     batch = _number(params, "batch")
@@ -323,7 +344,11 @@ def _pop_call(
     partitions = _number(params, "partitions")
     if partitions is not None and partitions < 1:
         raise InvalidArgument(f"partitions must be from 1 to {MAX_PARTITIONS}")
-    if on_autopilot:
+    # A conflating group claims partitions ?? batch partitions, one message
+    # each; so does a group whose stored policy is conflation, whatever this
+    # pop asked. Autopilot never resizes a conflating pop.
+    width = max(1, min(partitions or batch or DEFAULT_BATCH, MAX_CONFLATION_WIDTH))
+    if on_autopilot and not conflation:
         autopilot = Autopilot(batch or settings.AUTOPILOT_BATCH, partitions or settings.AUTOPILOT_PARTITIONS)
         batch, partitions = autopilot.batch, autopilot.partitions
     timeout_ms = _number(params, "timeout")
@@ -351,6 +376,8 @@ def _pop_call(
         subscription_mode=mode,
         subscription_from=since,
         auto_ack=auto_ack,
+        conflation=conflation,
+        conflation_width=width,
         queue=queue,
         partition=partition,
         namespace=namespace,
@@ -387,9 +414,39 @@ def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: in
         "partitionsClaimed": len(claim.partitions),
         "messages": messages,
     }
-    if autopilot is not None:
+    # A conflating claim is sized by partitions ?? batch, never by autopilot
+    # (a group stored as conflating, popped with autopilot=true).
+    if autopilot is not None and not claim.conflation:
         body["autopilot"] = {"batch": autopilot.batch, "partitions": autopilot.partitions, "waitMs": waited_ms}
+    body.update(conflation_keys(claim.conflation, claim.conflation_conflict))
     return body
+
+
+def conflation_keys(conflation: bool, conflict: bool) -> dict[str, bool]:
+    """A pop answer's conflation keys: each appears only when true."""
+    keys = {}
+    if conflation:
+        keys["conflation"] = True
+    if conflict:
+        keys["conflationConflict"] = True
+    return keys
+
+
+def render_empty_pop(call: PopCall, policy: queues.ConflationPolicy) -> dict[str, Any] | None:
+    """An empty pop's body when the group's conflation policy has to be
+    said (a 200 then, never a 204: the client takes a silent answer for a
+    broker that ignored ``conflation=true``); None otherwise (a 204)."""
+    keys = conflation_keys(policy.conflation, policy.conflict)
+    if not keys:
+        return None
+    return {
+        "success": True,
+        "queue": call.request.queue,
+        "consumerGroup": call.request.group,
+        "partitionsClaimed": 0,
+        "messages": [],
+        **keys,
+    }
 
 
 # --------------------------------------------------------------------------
@@ -606,9 +663,10 @@ def render_depth(stats: queues.QueueStats) -> dict[str, Any]:
         "ready": t.ready,
         "partitionsPending": t.partitions_pending,
         "partitionsReady": t.partitions_ready,
-        "conflation": False,
-        "effectivePending": t.pending,
-        "effectiveReady": t.ready,
+        # A conflating group's work is one handler call per partition.
+        "conflation": stats.conflation,
+        "effectivePending": t.partitions_pending if stats.conflation else t.pending,
+        "effectiveReady": t.partitions_ready if stats.conflation else t.ready,
         "deadLetter": t.dead_letter,
         "oldestReadyAgeSeconds": stats.oldest_ready_age,
         "partitions": [

@@ -89,6 +89,8 @@ class GroupLag:
     #: Push time of the oldest message the group has not finished.
     oldest_pending_at: datetime | None
     last_claim_at: datetime | None
+    #: The group's stored conflation policy (last-value delivery).
+    conflation: bool = False
 
     @property
     def is_queue_mode(self) -> bool:
@@ -110,6 +112,8 @@ class QueueBoard:
     dlq_capped: bool
     #: Empty unless asked for (``queue_board(..., with_groups=True)``).
     groups: tuple[GroupLag, ...] = ()
+    #: The ``priority`` option: namespace and task pops serve higher first.
+    priority: int = 0
 
     @property
     def claimable(self) -> int:
@@ -231,8 +235,13 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
     floors = {row[0]: row[5] - 1 for row in rows if row[5] > 1}
     pids = [p[0] for p in parts]
     named: dict[int, set[str]] = {}
-    for qid, group in ConsumerGroup.objects.filter(queue_id__in=qids).values_list("queue_id", "name"):
+    conflating: set[tuple[int, str]] = set()
+    for qid, group, conflation in ConsumerGroup.objects.filter(queue_id__in=qids).values_list(
+        "queue_id", "name", "conflation"
+    ):
         named.setdefault(qid, set()).add(group)
+        if conflation:
+            conflating.add((qid, group))
     cursors: dict[int, dict[str, _Cursor]] = {}
     for pid, group, committed, lease, until, batch_last, last_claim in ConsumerCursor.objects.filter(
         partition_id__in=pids
@@ -276,7 +285,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
     times = store().push_times(sorted(wanted))
 
     boards = []
-    for qid, name, namespace, task, _ in queues:
+    for qid, name, namespace, task, options in queues:
         mine = [p for p in parts if p[1] == qid]
         count, capped = dlq.get(qid, ({}, False))
         partitions = []
@@ -298,7 +307,8 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
             )
         groups: tuple[GroupLag, ...] = ()
         if with_groups:
-            groups = _group_lags(mine, considered, times)
+            lags = _group_lags(mine, considered, times)
+            groups = tuple(replace(g, conflation=(qid, g.name) in conflating) for g in lags)
         boards.append(
             QueueBoard(
                 qid,
@@ -310,6 +320,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
                 min(sum(count.values()), DLQ_DETAIL_CAP if with_groups else DLQ_COUNT_CAP),
                 capped,
                 groups,
+                int((options or {}).get("priority") or 0),
             )
         )
     return boards

@@ -79,6 +79,11 @@ class Claim:
     partitions: tuple[tuple[int, str], ...]
     messages: tuple[Delivered, ...]
     retry_at: datetime | None = None
+    #: The group's effective conflation policy on the queue that answered
+    #: (on any queue visited, for an empty claim).
+    conflation: bool = False
+    #: The pop asked for the other policy than the one stored for the group.
+    conflation_conflict: bool = False
 
     @property
     def partition_id(self) -> int | None:
@@ -106,6 +111,20 @@ class PopRequest:
     #: An aware datetime, or the string "now".
     subscription_from: datetime | str | None = None
     auto_ack: bool = False
+    #: Last-value delivery asked for (stored when the group registers).
+    conflation: bool = False
+    #: How many partitions a pop claims when the group's policy is
+    #: conflation, one message each (the wire's ``partitions ?? batch``,
+    #: at most 64).
+    conflation_width: int = 64
+
+
+@dataclass(frozen=True)
+class ConflationPolicy:
+    """A group's effective conflation policy and whether a pop disagreed."""
+
+    conflation: bool
+    conflict: bool
 
 
 @dataclass(frozen=True)
@@ -158,9 +177,16 @@ def queue_claim(*, request: PopRequest) -> Claim:
     Takes up to ``request.batch`` messages in offset order from up to
     ``request.max_partitions`` free partitions (least recently claimed
     first), all under one new lease id. With ``auto_ack`` the cursor moves
-    past them at once and the lease id is ``""``. Returns an empty claim
-    when nothing is ready or the queue does not exist. Must be the
-    outermost transaction (``queue_claim_in_txn`` runs inside one).
+    past them at once and the lease id is ``""``. A named group registers
+    on its first claim of a queue, storing ``request.conflation``; where
+    the stored policy is conflation the claim takes instead the newest
+    visible message of each of up to ``request.conflation_width``
+    partitions (``_claim_newest``). A namespace or task claim visits its
+    queues by ``priority``, highest first, and answers from the first one
+    with anything ready. The claim says the policy it applied and whether
+    the request disagreed with it. Returns an empty claim when nothing is
+    ready or the queue does not exist. Must be the outermost transaction
+    (``queue_claim_in_txn`` runs inside one).
     """
     return queue_claim_in_txn(request=request, now=clock.now())
 
@@ -176,13 +202,38 @@ def queue_claim_in_txn(*, request: PopRequest, now: datetime) -> Claim:
     lease_id = "" if request.auto_ack else uuid7()
     queues = _target_queues(request)
     retry_at: datetime | None = None
+    policies: list[Claim] = []
     for queue in queues:
         claim = _claim_queue(queue, request, lease_id, now)
         if claim.messages:
             return claim
+        policies.append(claim)
         if claim.retry_at is not None and (retry_at is None or claim.retry_at < retry_at):
             retry_at = claim.retry_at
-    return Claim(None, lease_id, request.group, (), (), retry_at)
+    conflation = any(c.conflation for c in policies) if policies else request.conflation
+    conflict = any(c.conflation_conflict for c in policies)
+    return Claim(None, lease_id, request.group, (), (), retry_at, conflation, conflict)
+
+
+def queue_conflation_policy(*, request: PopRequest) -> ConflationPolicy:
+    """The conflation policy a pop of ``request`` gets, read without a claim.
+
+    For each queue the pop would visit: the group's stored policy, or the
+    one the request asks for where the group has not registered yet (its
+    first pop stores that). ``conflation`` is on when it is on for any of
+    them, ``conflict`` when any stored one differs from the request's.
+    Queue mode has no policy (both off).
+    """
+    if request.group == QUEUE_MODE:
+        return ConflationPolicy(False, False)
+    ids = [queue.id for queue in _target_queues(request)]
+    stored = dict(
+        ConsumerGroup.objects.filter(queue_id__in=ids, name=request.group).values_list("queue_id", "conflation")
+    )
+    effective = [stored.get(qid, request.conflation) for qid in ids]
+    if not effective:
+        return ConflationPolicy(request.conflation, False)
+    return ConflationPolicy(any(effective), any(e != request.conflation for e in effective))
 
 
 def _target_queues(request: PopRequest) -> list[QueueRef]:
@@ -195,10 +246,14 @@ def _target_queues(request: PopRequest) -> list[QueueRef]:
         if request.task:
             rows = rows.filter(task=request.task)
         rows = rows.order_by("id")
-    return [QueueRef(i, n, o) for i, n, o in rows.values_list("id", "name", "options")]
+    found = [QueueRef(i, n, o) for i, n, o in rows.values_list("id", "name", "options")]
+    # The option Queen documents for multi-queue consumers: higher-priority
+    # queues are drained first; equal ones keep their id order (stable sort).
+    found.sort(key=lambda queue: -queue.priority)
+    return found
 
 
-def _register_group(queue: QueueRef, request: PopRequest, now: datetime) -> None:
+def _register_group(queue: QueueRef, request: PopRequest, now: datetime) -> bool:
     """Store a named group on its first pop and place its cursors.
 
     ``new`` starts after the messages already in each existing partition;
@@ -206,20 +261,31 @@ def _register_group(queue: QueueRef, request: PopRequest, now: datetime) -> None
     message pushed before it. Later partitions are always read from their
     start. A pop that names no mode takes ``DEFAULT_SUBSCRIPTION_MODE``
     (``all``, as Queen's server does: a new group processes everything).
+    The pop's conflation policy is stored with it. Returns the group's
+    stored conflation policy.
     """
-    if ConsumerGroup.objects.filter(queue_id=queue.id, name=request.group).exists():
-        return
+    stored = ConsumerGroup.objects.filter(queue_id=queue.id, name=request.group).values_list("conflation", flat=True)
+    policy = stored.first()
+    if policy is not None:
+        return policy
     mode = request.subscription_mode or ("new" if settings.DEFAULT_SUBSCRIPTION_MODE == "new" else "all")
     if request.subscription_from == "now":
         mode = "new"
     try:
         with transaction.atomic():
-            ConsumerGroup.objects.create(queue_id=queue.id, name=request.group, subscription_mode=mode, created_at=now)
+            ConsumerGroup.objects.create(
+                queue_id=queue.id,
+                name=request.group,
+                subscription_mode=mode,
+                conflation=request.conflation,
+                created_at=now,
+            )
     except IntegrityError:
-        return  # Another pop registered it first.
+        # Another pop registered it first: its policy is the stored one.
+        return bool(stored.first())
     start_from = request.subscription_from if isinstance(request.subscription_from, datetime) else None
     if mode == "all" and start_from is None:
-        return
+        return request.conflation
     cursors = []
     for pid, next_offset in Partition.objects.filter(queue_id=queue.id).values_list("id", "next_offset"):
         start = next_offset - 1
@@ -242,6 +308,7 @@ def _register_group(queue: QueueRef, request: PopRequest, now: datetime) -> None
                 )
             )
     ConsumerCursor.objects.bulk_create(cursors, ignore_conflicts=True)
+    return request.conflation
 
 
 def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[list[tuple[int, bool]], datetime | None]:
@@ -273,9 +340,14 @@ def _candidates(queue: QueueRef, request: PopRequest, now: datetime) -> tuple[li
 
 def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datetime) -> Claim:
     if not lock_queue_rows([queue.id]):
-        return Claim(queue.name, lease_id, request.group, (), ())  # deleted meanwhile
+        # Deleted meanwhile: a first pop would have stored the request's policy.
+        return Claim(queue.name, lease_id, request.group, (), (), None, request.conflation)
+    conflating = False
     if request.group != QUEUE_MODE:
-        _register_group(queue, request, now)
+        conflating = _register_group(queue, request, now)
+    policy = {"conflation": conflating, "conflation_conflict": conflating != request.conflation}
+    if conflating:
+        return _claim_newest(queue, request, lease_id, now, **policy)
     candidates, retry_at = _candidates(queue, request, now)
     missing = [pid for pid, has in candidates if not has]
     if missing:
@@ -368,7 +440,99 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
             delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, offset, seen[offset - first]))
     if claimed:
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue.name]})
-    return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at)
+    return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at, **policy)
+
+
+def _claim_newest(queue: QueueRef, request: PopRequest, lease_id: str, now: datetime, **policy: bool) -> Claim:
+    """A conflating group's claim: the newest visible message of each of up
+    to ``request.conflation_width`` free partitions, each leased with every
+    pending offset up to it (``committed .. tail``).
+
+    Acking that message moves the cursor past everything older (superseded:
+    never delivered, not deleted). Under ``delayedProcessing`` the newest
+    message old enough is the visible one; ``windowBuffer`` holds a
+    partition as for any group (``_candidates``). The wire refuses
+    ``autoAck`` with ``conflation=true``; a pop that sends ``autoAck`` to a
+    group stored as conflating gets the newest message committed at once.
+    """
+    candidates, retry_at = _candidates(queue, request, now)
+    missing = [pid for pid, has in candidates if not has]
+    if missing:
+        ConsumerCursor.objects.bulk_create(
+            [ConsumerCursor(partition_id=pid, group=request.group) for pid in missing], ignore_conflicts=True
+        )
+    leased_until = now + timedelta(seconds=request.lease_seconds or queue.lease_seconds)
+    delay = timedelta(seconds=queue.delay_seconds)
+    claimed: list[tuple[int, str]] = []
+    delivered: list[Delivered] = []
+    for pid, _ in candidates:
+        if len(claimed) >= request.conflation_width:
+            break
+        row = store().lock_free_cursor(partition_id=pid, group=request.group, now=now)
+        if row is None:
+            continue  # Leased meanwhile, or locked by another claim.
+        cid, committed, stored_runs, next_offset, name, log_start = row
+        head = max(committed, log_start - 1)
+        tail = next_offset - 1
+        if tail <= head:
+            continue
+        pending = Message.objects.filter(_for(request.group), partition_id=pid, offset__gt=head, offset__lte=tail)
+        visible = pending.filter(created_at__lte=now - delay) if delay else pending
+        newest = (
+            visible.order_by("-offset")
+            .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
+            .first()
+        )
+        if newest is None:
+            oldest = pending.order_by("offset").values_list("created_at", flat=True).first()
+            if oldest is not None:
+                # Nothing is out of its delay yet.
+                ready_at = oldest + delay
+                retry_at = ready_at if retry_at is None else min(retry_at, ready_at)
+            else:
+                # Every pending offset was deleted, or is a DLQ replay meant
+                # for another group: the group is done with them (as
+                # ``_skip_deleted``), so the partition stops being a candidate.
+                ConsumerCursor.objects.filter(pk=cid, committed_offset=committed).exclude(
+                    lease_id__isnull=False, leased_until__gt=now
+                ).update(
+                    committed_offset=tail,
+                    start_offset=F("start_offset") + (head - committed),
+                    batch_last=tail,
+                    retry_count=0,
+                    delivery_runs=runs_trim(_load_runs(stored_runs), tail),
+                )
+            continue
+        last, txn, mid, payload, trace, created = newest
+        first = head + 1
+        runs = runs_deliver(runs_trim(_load_runs(stored_runs), head), first, last)
+        fields: dict[str, Any] = {"last_claim_at": now, "delivered": F("delivered") + 1, "batch_last": last}
+        if request.auto_ack:
+            fields.update(
+                committed_offset=last,
+                retry_count=0,
+                delivery_runs=runs_trim(runs, last),
+                acked=F("acked") + last - head,
+            )
+        else:
+            fields.update(lease_id=lease_id, leased_until=leased_until, delivery_runs=runs)
+        if head > committed:
+            # Below the log start: skipped, not completed (as in a claim).
+            fields.update(committed_offset=head, start_offset=F("start_offset") + (head - committed))
+        # SQLite ignores FOR UPDATE; this compare-and-set is what protects it.
+        won = (
+            ConsumerCursor.objects.filter(pk=cid, committed_offset=committed)
+            .exclude(lease_id__isnull=False, leased_until__gt=now)
+            .update(**fields)
+        )
+        if not won:
+            continue
+        claimed.append((pid, name))
+        (attempt,) = runs_attempts(runs, last, last)
+        delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, last, attempt))
+    if claimed:
+        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue.name]})
+    return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at, **policy)
 
 
 def _for(group: str) -> Q:

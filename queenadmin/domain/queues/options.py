@@ -12,11 +12,12 @@ Where the checks live:
   them. It checks each option in body order and calls ``option_value`` on
   it, so the first refusal is the first bad option, as it always was;
 - the rules on values live here: ``option_value`` clamps the options the
-  protocol clamps and refuses an integer outside 0..2**31-1
-  (``InvalidArgument``), and a non-default value of an ``UNSUPPORTED`` option
-  (``InvalidArgument`` naming it). ``QueueOptions`` runs it again on construction, so
-  an in-process caller cannot store what the wire would refuse (a wrong
-  Python type there is a programming error: ``TypeError``);
+  protocol clamps and refuses an integer outside 0..2**31-1, or outside its
+  own ``RANGES`` entry (``InvalidArgument``), and a non-default value of an
+  ``UNSUPPORTED`` option (``InvalidArgument`` naming it). ``QueueOptions``
+  runs it again on construction, so an in-process caller cannot store what
+  the wire would refuse (a wrong Python type there is a programming error:
+  ``TypeError``);
 - defaults, ``null`` restoring a default, and merge against replace are
   ``merge_options``.
 """
@@ -82,21 +83,23 @@ CLAMPS: dict[str, tuple[int, int]] = {
     "retentionSinkHoldMaxSeconds": (60, 31536000),
 }
 MAX_INT_OPTION = 2**31 - 1
-#: Options accepted only at their default, with why: Queen declares
-#: ``priority`` and enforces nothing with it (a label on listings; its
-#: docs, "Declared, not enforced"), and a value that changes nothing is
-#: refused here rather than stored as if it did. The client's default (0)
-#: stays accepted, so ``queue(q).create()`` works.
-UNSUPPORTED: dict[str, str] = {
-    "priority": "nothing is ordered by queue priority here (Queen only stores it as a label)",
-}
+#: ``priority`` orders the queues a namespace or task pop visits (higher
+#: first). Queen stores any SQL integer; a small symmetric range leaves
+#: room to rank queues either side of the default (0) and refuses values
+#: that are surely mistakes (a timestamp, a size).
+PRIORITY_MIN, PRIORITY_MAX = -1000, 1000
+#: Refused (never clamped) outside these bounds, instead of 0..MAX_INT_OPTION.
+RANGES: dict[str, tuple[int, int]] = {"priority": (PRIORITY_MIN, PRIORITY_MAX)}
+#: Options accepted only at their default, with why a value that would
+#: change nothing is refused rather than stored as if it did. None today.
+UNSUPPORTED: dict[str, str] = {}
 
 
 def option_value(name: str, value: object) -> OptionValue:
     """The value option ``name`` stores for ``value``.
 
     Clamps the options in ``CLAMPS``; raises ``InvalidArgument`` for an
-    integer option outside 0..``MAX_INT_OPTION``, and ``TypeError`` for an
+    integer option outside its ``RANGES`` entry (else 0..``MAX_INT_OPTION``), and ``TypeError`` for an
     unknown option or a value of the wrong Python type (the wire parser
     refuses those before they get here).
     """
@@ -106,8 +109,9 @@ def option_value(name: str, value: object) -> OptionValue:
         if name in CLAMPS:
             low, high = CLAMPS[name]
             value = max(low, min(high, value))
-        if value < 0 or value > MAX_INT_OPTION:
-            raise InvalidArgument(f"option {name} must be from 0 to {MAX_INT_OPTION}")
+        low, high = RANGES.get(name, (0, MAX_INT_OPTION))
+        if value < low or value > high:
+            raise InvalidArgument(f"option {name} must be from {low} to {high}")
         if value != INT_OPTIONS[name] and name in UNSUPPORTED:
             raise InvalidArgument(f"option {name} is not supported: {UNSUPPORTED[name]}; send {INT_OPTIONS[name]}")
         return value

@@ -42,6 +42,11 @@ class QueueRef:
         return max(0, int(self.options.get("maxSize") or 0))
 
     @property
+    def priority(self) -> int:
+        """``priority``: pops of a namespace or task serve higher ones first."""
+        return int(self.options.get("priority") or 0)
+
+    @property
     def delay_seconds(self) -> int:
         """``delayedProcessing``: a message is claimable this long after its push."""
         return max(0, int(self.options.get("delayedProcessing") or 0))

@@ -101,6 +101,8 @@ class QueueStats:
     #: Age in seconds of the oldest ready message (None when none is ready,
     #: or not asked for).
     oldest_ready_age: float | None = None
+    #: The named group's stored conflation policy (False without a group).
+    conflation: bool = False
 
     @property
     def retained_bytes(self) -> int:
@@ -240,7 +242,8 @@ def queue_stats(
     adds each partition's oldest and newest push times (see
     ``_message_times``). Each costs one indexed lookup per partition.
     Returns None when the queue does not exist; ``partitions`` is empty and
-    every total is -1 when the named group was never seen.
+    every total is -1 when the named group was never seen. ``conflation``
+    is the named group's stored policy.
     """
     row = Queue.objects.filter(name=name).values_list("id", "namespace", "task", "options", "created_at").first()
     if row is None:
@@ -253,7 +256,9 @@ def queue_stats(
     age = _oldest_ready_age(parts, now) if with_age else None
     if with_messages:
         parts = _message_times(parts)
-    return QueueStats(qid, name, namespace, task, options, created_at, group, parts, QueueTotals.of(parts), age)
+    conflation = group is not None and ConsumerGroup.objects.filter(queue_id=qid, name=group, conflation=True).exists()
+    totals = QueueTotals.of(parts)
+    return QueueStats(qid, name, namespace, task, options, created_at, group, parts, totals, age, conflation)
 
 
 def partition_depths(*, queue_id: int, partition_ids: Collection[int]) -> tuple[PartitionDepth, ...]:
