@@ -101,9 +101,9 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
         written_at.setdefault((op.namespace, op.key), i)
     gets: list[tuple[int, KVGet]] = []
     later_gets: list[tuple[int, KVGet]] = []
-    for i, op in enumerate(ops):
-        if isinstance(op, KVGet):
-            (later_gets if written_at.get((op.namespace, op.key), len(ops)) < i else gets).append((i, op))
+    for i, item in enumerate(ops):
+        if isinstance(item, KVGet):
+            (later_gets if written_at.get((item.namespace, item.key), len(ops)) < i else gets).append((i, item))
     if gets:
         the_store.lock_keys(idents)
         stored = the_store.read_keys(idents + [(op.namespace, op.key) for _, op in gets], now)
