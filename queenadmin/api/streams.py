@@ -46,14 +46,9 @@ _ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut |
 )
 def register_query(request: HttpRequest) -> HttpResponse:
     call = wire.parse_query(read_engine_json(request))
-    grants.require_queues(grants.limits(request), [q for q in (call.source_queue, call.sink_queue) if q], grants.WRITE)
-    reg = streams.stream_register(
-        name=call.name,
-        source_queue=call.source_queue,
-        sink_queue=call.sink_queue,
-        config_hash=call.config_hash,
-        reset=call.reset,
-    )
+    queues = [q for q in (call["source_queue"], call["sink_queue"]) if q]
+    grants.require_queues(grants.limits(request), queues, grants.WRITE)
+    reg = streams.stream_register(**call)
     return json_response(wire.render_registration(reg), 409 if reg.conflict else 200)
 
 
