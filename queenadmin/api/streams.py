@@ -61,9 +61,8 @@ def register_query(request: HttpRequest) -> HttpResponse:
 )
 def get_state(request: HttpRequest) -> HttpResponse:
     call = wire.parse_state_get(read_engine_json(request))
-    grants.require_partitions(grants.limits(request), [call.partition_id], grants.READ)
-    rows = streams.stream_state_get(query_id=call.query_id, partition_id=call.partition_id, which=call.which)
-    return json_response(wire.render_state(rows))
+    grants.require_partition(request, call["partition_id"], grants.READ)
+    return json_response(wire.render_state(streams.stream_state_get(**call)))
 
 
 @router.post(

@@ -10,7 +10,6 @@ domain answers (no rows; a cycle that fails with the reason).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 from uuid import UUID
@@ -108,8 +107,9 @@ def render_registration(reg: streams.Registration) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class StateGetCall:
+class StateGetCall(TypedDict):
+    """``stream_state_get``'s keywords, as the body gives them."""
+
     query_id: UUID
     partition_id: int
     which: streams.StateFilter
@@ -135,7 +135,8 @@ def parse_state_get(body: Any) -> StateGetCall:
             ripe = None
         else:
             ripe = int(max(-(2**63), min(2**63 - 1, ripe // 1)))
-    return StateGetCall(query_id, partition_id, streams.StateFilter(tuple(keys), prefix, ripe))
+    which = streams.StateFilter(tuple(keys), prefix, ripe)
+    return StateGetCall(query_id=query_id, partition_id=partition_id, which=which)
 
 
 def _time(moment: datetime) -> str:
