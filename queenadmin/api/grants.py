@@ -1,4 +1,4 @@
-"""How each /api/v1 route meets a token's grants: the one table, and the checks.
+"""How each /api/v1 route meets a token's grants, and the checks.
 
 A token without grants (``request.auth.grants is None``) reaches the whole
 store and every check here returns at once: one attribute read and a
@@ -17,18 +17,21 @@ one of four rules per route:
   ``queue:*`` at the scope, else 403;
 - ``none``: the call reads no resource.
 
-``scopes.ScopedRouter`` refuses a route without a row here, and puts the
-rule in the OpenAPI document (``x-token-grants``); ``openapi.complete``
+Each route's rule is its row of ``routes.ROUTES`` (beside its scope);
+``scopes.ScopedRouter`` refuses a route without a row, and puts the rule in
+the OpenAPI document (``x-token-grants``); ``openapi.complete``
 documents the 403 of every rule that can refuse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from django.http import HttpRequest
 
+from queenadmin.api import routes
+from queenadmin.api.routes import EVERY, NAMED, Rule
 from queenadmin.domain import kv, locks, timers, tokens
 from queenadmin.domain.queues import owners
 from queenadmin.domain.tokens import Grants, Kind
@@ -36,78 +39,12 @@ from queenadmin.models import TokenScope
 
 READ, WRITE, ADMIN = TokenScope.READ, TokenScope.WRITE, TokenScope.ADMIN
 
-Rule = Literal["named", "filtered", "store-wide", "none"]
-NAMED: Rule = "named"
-FILTERED: Rule = "filtered"
-EVERY: Rule = "store-wide"
-NONE: Rule = "none"
 #: Rules that can answer 403 (``openapi.complete`` documents it).
 REFUSING: frozenset[str] = frozenset({NAMED, EVERY})
 OPENAPI_KEY = "x-token-grants"
 
-#: "METHOD /path" -> how the route meets a token's grants (see the docstring).
-ROUTES: dict[str, Rule] = {
-    "POST /kv": NAMED,
-    "GET /kv/{ns}/{path:key}": NAMED,
-    "PUT /kv/{ns}/{path:key}": NAMED,
-    "DELETE /kv/{ns}/{path:key}": NAMED,
-    "GET /resources/kv/namespaces": FILTERED,
-    "POST /resources/kv/list": NAMED,
-    "POST /locks": NAMED,
-    "POST /timers": NAMED,
-    "DELETE /timers/{queue}/{path:timer_key}": NAMED,
-    "GET /timers/{queue}/{path:timer_key}": NAMED,
-    "GET /timers/{queue}": NAMED,
-    "POST /transaction": NAMED,
-    "POST /configure": NAMED,
-    "POST /push": NAMED,
-    "GET /pop/queue/{queue}": NAMED,
-    "GET /pop/queue/{queue}/partition/{partition}": NAMED,
-    "GET /pop": EVERY,
-    "POST /ack": NAMED,
-    "POST /ack/batch": NAMED,
-    "POST /lease/{lease_id}/extend": NAMED,
-    "GET /resources/queues": FILTERED,
-    "GET /resources/queues/{queue}": NAMED,
-    "GET /resources/queues/{queue}/depth": NAMED,
-    "DELETE /resources/queues/{queue}": NAMED,
-    "GET /resources/overview": EVERY,
-    # Named with ?queue=; without it, a total over every queue.
-    "GET /dlq": NAMED,
-    "GET /status": FILTERED,
-    "GET /status/queues": FILTERED,
-    "GET /status/queues/{name}": NAMED,
-    "GET /status/analytics": FILTERED,
-    "POST /stats/refresh": EVERY,
-    "GET /analytics/system-metrics": NONE,
-    "GET /analytics/worker-metrics": EVERY,
-    "POST /fetch": NAMED,
-    "POST /partitions/changed": NAMED,
-    "GET /consumer-groups": FILTERED,
-    "GET /consumer-groups/lagging": FILTERED,
-    "GET /consumer-groups/{group}": FILTERED,
-    "DELETE /consumer-groups/{group}": EVERY,
-    "POST /consumer-groups/{group}/subscription": EVERY,
-    "DELETE /consumer-groups/{group}/queues/{queue}": NAMED,
-    "POST /consumer-groups/{group}/queues/{queue}/seek": NAMED,
-    "POST /traces": NAMED,
-    "GET /traces/names": EVERY,
-    "GET /traces/by-name/{name}": FILTERED,
-    "GET /traces/{partition_id}/{transaction_id}": NAMED,
-    "GET /resources/namespaces": EVERY,
-    "GET /resources/tasks": EVERY,
-    "GET /resources/partitions": FILTERED,
-    "GET /messages": FILTERED,
-    "GET /messages/{partition_id}/{transaction_id}": NAMED,
-    "DELETE /messages/{partition_id}/{transaction_id}": NAMED,
-    "POST /messages/{partition_id}/{transaction_id}/retry": NAMED,
-    "POST /messages/{partition_id}/{transaction_id}/dlq": NAMED,
-    # A stream's source and sink queues; state and cycles by the source
-    # partition (a query's state lives only on its source's partitions).
-    "POST /streams/v1/queries": NAMED,
-    "POST /streams/v1/state/get": NAMED,
-    "POST /streams/v1/cycle": NAMED,
-}
+#: "METHOD /path" -> how the route meets a token's grants (``routes.ROUTES``).
+ROUTES: dict[str, Rule] = {route: rule for route, (_, rule) in routes.ROUTES.items()}
 
 T = TypeVar("T")
 
@@ -147,13 +84,14 @@ def may_read_every(request: HttpRequest, kind: Kind) -> bool:
 
 # -- the operations of a batch or a transaction ---------------------------------------
 
-#: KV commands that change a key (``check`` only reads).
-_KV_CHANGES = (kv.KVPut, kv.KVDelete, kv.KVIncr)
+#: KV commands that change a key. ``check`` is not one: it writes nothing
+#: and tells no more than a ``get`` (the rate limit still counts it a write).
+KV_CHANGES = (kv.KVPut, kv.KVDelete, kv.KVIncr)
 
 
 def require_kv(grants: Grants, ops: Iterable[kv.KVOp]) -> None:
     for op in ops:
-        need = WRITE if isinstance(op, _KV_CHANGES) else READ
+        need = WRITE if isinstance(op, KV_CHANGES) else READ
         keys: Sequence[str | None]
         if isinstance(op, kv.KVGetMany):
             keys = op.keys
@@ -232,5 +170,5 @@ def rule_of(routes: Sequence[str]) -> Rule:
     """The one rule of a view's routes; raise ``LookupError`` when one has none."""
     found = {ROUTES[r] for r in routes if r in ROUTES}
     if len(found) != 1 or any(r not in ROUTES for r in routes):
-        raise LookupError(f"{list(routes)} need one rule in queenadmin/api/grants.py")
+        raise LookupError(f"{list(routes)} need one rule in queenadmin/api/routes.py")
     return found.pop()

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from queenadmin.api import grants
+from queenadmin.api import grants, routes
 from queenadmin.api.schemas.common import (
     AuthErrorOut,
     ForbiddenOut,
@@ -145,9 +145,9 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
             refusals = []
             if operation.get("x-token-scope", "read") != "read":
                 refusals.append(f"the token's scope is below what the call needs ({operation['x-token-scope']})")
-            if operation.get(grants.OPENAPI_KEY) == grants.NAMED:
+            if operation.get(grants.OPENAPI_KEY) == routes.NAMED:
                 refusals.append("no grant of the token covers a resource the call names")
-            elif operation.get(grants.OPENAPI_KEY) == grants.EVERY:
+            elif operation.get(grants.OPENAPI_KEY) == routes.EVERY:
                 refusals.append("the call reaches every queue and the token's grants do not cover queue:*")
             if refusals:
                 _add_alternative(responses, 403, forbidden_ref, "Forbidden: " + "; or ".join(refusals))

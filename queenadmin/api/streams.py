@@ -46,14 +46,9 @@ _ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut |
 )
 def register_query(request: HttpRequest) -> HttpResponse:
     call = wire.parse_query(read_engine_json(request))
-    grants.require_queues(grants.limits(request), [q for q in (call.source_queue, call.sink_queue) if q], grants.WRITE)
-    reg = streams.stream_register(
-        name=call.name,
-        source_queue=call.source_queue,
-        sink_queue=call.sink_queue,
-        config_hash=call.config_hash,
-        reset=call.reset,
-    )
+    queues = [q for q in (call["source_queue"], call["sink_queue"]) if q]
+    grants.require_queues(grants.limits(request), queues, grants.WRITE)
+    reg = streams.stream_register(**call)
     return json_response(wire.render_registration(reg), 409 if reg.conflict else 200)
 
 
@@ -66,9 +61,8 @@ def register_query(request: HttpRequest) -> HttpResponse:
 )
 def get_state(request: HttpRequest) -> HttpResponse:
     call = wire.parse_state_get(read_engine_json(request))
-    grants.require_partitions(grants.limits(request), [call.partition_id], grants.READ)
-    rows = streams.stream_state_get(query_id=call.query_id, partition_id=call.partition_id, which=call.which)
-    return json_response(wire.render_state(rows))
+    grants.require_partition(request, call["partition_id"], grants.READ)
+    return json_response(wire.render_state(streams.stream_state_get(**call)))
 
 
 @router.post(

@@ -7,8 +7,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit
-from queenadmin.api.bodies import decoded_body
-from queenadmin.api.http import json_response, read_engine_json
+from queenadmin.api.http import json_response
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
 from queenadmin.api.schemas.kv import KVBadRequestOut, KVTooLargeOut
@@ -19,7 +18,6 @@ from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
 from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
-from queenadmin.errors import InvalidArgument
 
 router = ScopedRouter(tags=["transactions"])
 
@@ -43,10 +41,7 @@ _ERRORS: dict[int | str, Any] = {
     ),
 )
 def commit_transaction(request: HttpRequest) -> HttpResponse:
-    if binary.is_binary(request.content_type or ""):
-        bundle = binary.parse_transaction(decoded_body(request, InvalidArgument, "bad_request"))
-    else:
-        bundle = wire.parse_transaction(read_engine_json(request))
+    bundle = binary.read_either(request, framed=binary.parse_transaction, json=wire.parse_transaction)
     limits = grants.limits(request)
     if limits is not None:
         # Every operation before anything is written: one foreign one refuses the bundle.

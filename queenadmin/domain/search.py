@@ -18,7 +18,7 @@ from django.db.models import Model, Q
 
 from queenadmin.domain import db
 from queenadmin.domain.kv import LOCKS_NAMESPACE
-from queenadmin.domain.kv.store.base import prefix_upper_bound
+from queenadmin.domain.kv.store.base import prefix_range
 from queenadmin.models import KVEntry, Message, Partition, Queue, Timer
 
 #: Results per kind.
@@ -37,12 +37,6 @@ class Hit:
     #: What names the object: (queue,), (lock name,), (namespace, key),
     #: (timer queue, timer key) or (queue, message id) for a message.
     ref: tuple[str, ...]
-
-
-def _prefix(field: str, text: str) -> Q:
-    upper = prefix_upper_bound(text)
-    match = Q(**{f"{field}__gte": text})
-    return match & Q(**{f"{field}__lt": upper}) if upper is not None else match
 
 
 #: ``distinct_values`` lists every value: a limit no table here reaches.
@@ -68,8 +62,8 @@ def search(*, text: str, now: datetime, kinds: frozenset[str]) -> list[Hit]:
         return []
     hits: list[Hit] = []
     if "queue" in kinds:
-        for name in Queue.objects.filter(_prefix("name", text)).order_by("name").values_list("name", flat=True)[:LIMIT]:
-            hits.append(Hit("queue", name, "queue", (name,)))
+        names = Queue.objects.filter(prefix_range("name", text)).order_by("name").values_list("name", flat=True)
+        hits.extend(Hit("queue", name, "queue", (name,)) for name in names[:LIMIT])
     if "lock" in kinds:
         hits.extend(_locks(text, now))
     if "kv" in kinds:
@@ -84,7 +78,7 @@ def search(*, text: str, now: datetime, kinds: frozenset[str]) -> list[Hit]:
 def _locks(text: str, now: datetime) -> list[Hit]:
     rows = (
         KVEntry.objects.live(now)
-        .filter(_prefix("key", text), namespace=LOCKS_NAMESPACE)
+        .filter(prefix_range("key", text), namespace=LOCKS_NAMESPACE)
         .order_by("key")
         .values_list("key", flat=True)[: LIMIT * 8]
     )
@@ -109,7 +103,7 @@ def _kv(text: str, now: datetime) -> list[Hit]:
     if namespaces:
         rows = (
             KVEntry.objects.live(now)
-            .filter(_prefix("key", text), namespace__in=namespaces)
+            .filter(prefix_range("key", text), namespace__in=namespaces)
             .order_by("namespace", "key")
             .values_list("namespace", "key", "version")[:LIMIT]
         )
@@ -126,7 +120,7 @@ def _timers(text: str) -> list[Hit]:
     if not queues:
         return []
     rows = (
-        Timer.objects.filter(_prefix("timer_key", text), queue__in=queues)
+        Timer.objects.filter(prefix_range("timer_key", text), queue__in=queues)
         .order_by("queue", "timer_key")
         .values_list("queue", "timer_key", "deliver_at")[:LIMIT]
     )

@@ -11,6 +11,7 @@ from django.test import Client
 
 from queenadmin.domain import tokens
 from queenadmin.errors import InvalidArgument, NotFound
+from queenadmin.management.commands import apitoken
 from queenadmin.models import ApiToken, TokenScope
 
 pytestmark = pytest.mark.django_db
@@ -237,3 +238,15 @@ def test_apitoken_create_and_grants_take_grants_and_list_shows_them(capsys):
     with pytest.raises(CommandError, match="the pattern is a name"):
         call_command("apitoken", "grants", "all", "--grant", "kv:a*b=read")
     assert ApiToken.objects.get(name="all").grants == "kv:x=read"
+
+
+@pytest.mark.parametrize("action", ["create", "grants"])
+def test_apitoken_create_and_grants_explain_grants_in_their_help(capsys, action):
+    """Both subcommands that take ``--grant`` print how to write one, verbatim."""
+    parser = apitoken.Command().create_parser("manage.py", "apitoken")
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args([action, "--help"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    assert f"usage: manage.py apitoken {action} [-h] [--grant KIND:PATTERN=SCOPE]" in shown
+    assert apitoken.GRANTS_HELP in shown

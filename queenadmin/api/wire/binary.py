@@ -26,12 +26,15 @@ from __future__ import annotations
 import dataclasses
 import struct
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from queenadmin.api.bodies import ZstdDamaged, inflate_zstd
+from django.http import HttpRequest
+
+from queenadmin.api.bodies import ZstdDamaged, decoded_body, inflate_zstd
 from queenadmin.api.envelope import BodyTooLarge
-from queenadmin.api.http import _TOKEN_COST, json_dumps, parse_cost, parse_json_bytes
+from queenadmin.api.http import _TOKEN_COST, json_dumps, parse_cost, parse_json_bytes, read_engine_json
 from queenadmin.api.wire import transactions as txn_wire
 from queenadmin.api.wire.queues import Autopilot, conflation_keys, json_object, parse_push_items
 from queenadmin.conf import settings
@@ -39,6 +42,8 @@ from queenadmin.domain import queues, transactions
 from queenadmin.errors import InvalidArgument
 
 CONTENT_TYPE = "application/x-queen-push"
+
+T = TypeVar("T")
 
 PUSH_MAGIC = b"QPB1"
 TXN_MAGIC = b"QTB1"
@@ -63,6 +68,15 @@ _U32 = struct.Struct("<I")
 def is_binary(content_type: str) -> bool:
     """Whether a request's ``Content-Type`` names the binary body."""
     return content_type.split(";")[0].strip().lower() == CONTENT_TYPE
+
+
+def read_either(request: HttpRequest, *, framed: Callable[[bytes], T], json: Callable[[Any], T]) -> T:
+    """The body of a route that takes both forms, parsed by ``framed`` when
+    binary, else read as JSON and parsed by ``json``; a body that cannot be
+    read is the engine's 400 either way."""
+    if is_binary(request.content_type or ""):
+        return framed(decoded_body(request, InvalidArgument, "bad_request"))
+    return json(read_engine_json(request))
 
 
 def _bad(detail: str) -> InvalidArgument:

@@ -10,9 +10,8 @@ domain answers (no rows; a cycle that fails with the reason).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 from uuid import UUID
 
 from queenadmin.api.wire.queues import check_group, check_name, check_text, json_object
@@ -27,8 +26,9 @@ NO_PARTITION = 0
 _COMPLETED = frozenset({"completed", "success", "acked", "ok", ""})
 
 
-@dataclass(frozen=True)
-class QueryCall:
+class QueryCall(TypedDict):
+    """``stream_register``'s keywords, as the body gives them."""
+
     name: str
     source_queue: str
     sink_queue: str | None
@@ -80,7 +80,13 @@ def parse_query(body: Any) -> QueryCall:
     source = check_name(body.get("source_queue") or None, "source_queue")
     sink = body.get("sink_queue")
     sink = None if sink is None or sink == "" else check_name(sink, "sink_queue")
-    return QueryCall(name, source, sink, _required_text(body, "config_hash"), _flag(body, "reset", False))
+    return QueryCall(
+        name=name,
+        source_queue=source,
+        sink_queue=sink,
+        config_hash=_required_text(body, "config_hash"),
+        reset=_flag(body, "reset", False),
+    )
 
 
 def render_registration(reg: streams.Registration) -> dict[str, Any]:
@@ -101,8 +107,9 @@ def render_registration(reg: streams.Registration) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class StateGetCall:
+class StateGetCall(TypedDict):
+    """``stream_state_get``'s keywords, as the body gives them."""
+
     query_id: UUID
     partition_id: int
     which: streams.StateFilter
@@ -128,7 +135,8 @@ def parse_state_get(body: Any) -> StateGetCall:
             ripe = None
         else:
             ripe = int(max(-(2**63), min(2**63 - 1, ripe // 1)))
-    return StateGetCall(query_id, partition_id, streams.StateFilter(tuple(keys), prefix, ripe))
+    which = streams.StateFilter(tuple(keys), prefix, ripe)
+    return StateGetCall(query_id=query_id, partition_id=partition_id, which=which)
 
 
 def _time(moment: datetime) -> str:

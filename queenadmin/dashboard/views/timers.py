@@ -4,6 +4,7 @@ cancel, move and fire now one timer, or cancel and move all a filter selects."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -308,21 +309,6 @@ def summary(outcome: OperatorOutcome) -> str:
     return f"{what} is no longer pending (cancelled, or fired and gone from the log)."
 
 
-@staff_action("timer.cancel")
-def timer_cancel(request: HtmxHttpRequest) -> HttpResponse:
-    return _timer_action(request, "cancel")
-
-
-@staff_action("timer.move")
-def timer_move(request: HtmxHttpRequest) -> HttpResponse:
-    return _timer_action(request, "move")
-
-
-@staff_action("timer.fire")
-def timer_fire(request: HtmxHttpRequest) -> HttpResponse:
-    return _timer_action(request, "fire")
-
-
 def bulk_summary(outcome: BulkOutcome) -> str:
     """One plain sentence for a bulk action's flash message."""
     if outcome.verb == "cancel":
@@ -413,11 +399,17 @@ def _bulk_action(request: HtmxHttpRequest, verb: BulkVerb) -> HttpResponse:
     return redirect(f"/timers/{ctx['back_query']}", permanent=False)
 
 
-@staff_action("timer.cancel")
-def timers_bulk_cancel_view(request: HtmxHttpRequest) -> HttpResponse:
-    return _bulk_action(request, "cancel")
+def _verb_view(act: Callable[[HtmxHttpRequest, Any], HttpResponse], verb: str) -> Callable[..., HttpResponse]:
+    """The view that does ``act`` for ``verb``, for staff with the ``timer.<verb>`` permission."""
+
+    def view(request: HtmxHttpRequest) -> HttpResponse:
+        return act(request, verb)
+
+    return staff_action(f"timer.{verb}")(view)
 
 
-@staff_action("timer.move")
-def timers_bulk_move_view(request: HtmxHttpRequest) -> HttpResponse:
-    return _bulk_action(request, "move")
+timer_cancel = _verb_view(_timer_action, "cancel")
+timer_move = _verb_view(_timer_action, "move")
+timer_fire = _verb_view(_timer_action, "fire")
+timers_bulk_cancel_view = _verb_view(_bulk_action, "cancel")
+timers_bulk_move_view = _verb_view(_bulk_action, "move")

@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Min, Q
 
 from queenadmin.domain import clock, db, events
+from queenadmin.domain.kv.store.base import prefix_range
 from queenadmin.domain.queues import uuid7
 from queenadmin.domain.timers import wake
 from queenadmin.domain.timers.ops import (
@@ -266,12 +267,7 @@ def timers_count(*, queue: str, prefix: str = "") -> int:
         )
     rows = Timer.objects.filter(queue=queue)
     if prefix:
-        from queenadmin.domain.kv import prefix_upper_bound
-
-        upper = prefix_upper_bound(prefix)
-        rows = rows.filter(timer_key__gte=prefix)
-        if upper is not None:
-            rows = rows.filter(timer_key__lt=upper)
+        rows = rows.filter(prefix_range("timer_key", prefix))
     return rows.count()
 
 

@@ -31,6 +31,16 @@ example: apitoken create orders-svc --scope write \\
 """
 
 
+def _granting(sub: Any, action: str, *, help: str, grant_help: str | None = None) -> CommandParser:
+    """The subcommand ``action NAME [--grant KIND:PATTERN=SCOPE ...]``, with the grants help below."""
+    parser: CommandParser = sub.add_parser(
+        action, help=help, epilog=GRANTS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("name")
+    parser.add_argument("--grant", action="append", default=[], metavar="KIND:PATTERN=SCOPE", help=grant_help)
+    return parser
+
+
 class Command(BaseCommand):
     help = "Create, list and revoke API bearer tokens, and set their grants."
 
@@ -42,34 +52,19 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
-        create = sub.add_parser(
+        create = _granting(
+            sub,
             "create",
             help="Create a token; it is printed once, on the last line.",
-            epilog=GRANTS_HELP,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            grant_help="Limit the token to these resources (repeat for each grant; see below). None: the whole store.",
         )
-        create.add_argument("name")
         create.add_argument(
             "--scope",
             default=TokenScope.WRITE.value,
             help="read (GETs and reads), write (also writes, pops, acks; the default) "
             "or admin (also deletes queues, consumer groups and messages).",
         )
-        create.add_argument(
-            "--grant",
-            action="append",
-            default=[],
-            metavar="KIND:PATTERN=SCOPE",
-            help="Limit the token to these resources (repeat for each grant; see below). None: the whole store.",
-        )
-        grants = sub.add_parser(
-            "grants",
-            help="Replace an active token's grants (none: the whole store again).",
-            epilog=GRANTS_HELP,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        grants.add_argument("name")
-        grants.add_argument("--grant", action="append", default=[], metavar="KIND:PATTERN=SCOPE")
+        _granting(sub, "grants", help="Replace an active token's grants (none: the whole store again).")
         sub.add_parser("list", help="List tokens (never the secrets) with their grants.")
         revoke = sub.add_parser("revoke", help="Revoke the token with that name.")
         revoke.add_argument("name")

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q
 
 from queenadmin.domain import db
 from queenadmin.domain.kv.ops import PAGE_READ_BUDGET, KVDelete, KVPut, KVRow
@@ -60,6 +61,17 @@ def prefix_upper_bound(prefix: str) -> str | None:
         if point <= 0x10FFFF:
             return "".join(chars) + chr(point)
     return None
+
+
+def prefix_range(field: str, prefix: str) -> Q:
+    """``field`` starts with ``prefix``, as a byte-order range on its index.
+
+    Not ``startswith``: that is LIKE, case-insensitive on SQLite and with
+    ``%`` and ``_`` as wildcards, and it may not use the index.
+    """
+    upper = prefix_upper_bound(prefix)
+    match = Q(**{f"{field}__gte": prefix})
+    return match & Q(**{f"{field}__lt": upper}) if upper is not None else match
 
 
 class Store:

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from django.db import connection
 
-from queenadmin.domain.kv.store.base import prefix_upper_bound
+from queenadmin.domain.kv.store.base import prefix_range
 from queenadmin.models import StreamState
 
 
@@ -77,11 +77,7 @@ class Store:
         if which.keys:
             rows = rows.filter(key__in=which.keys)
         if which.key_prefix:
-            # A byte-order range, not LIKE: "_" and "%" are ordinary characters in a key.
-            rows = rows.filter(key__gte=which.key_prefix)
-            upper = prefix_upper_bound(which.key_prefix)
-            if upper is not None:
-                rows = rows.filter(key__lt=upper)
+            rows = rows.filter(prefix_range("key", which.key_prefix))
         if which.ripe_at_or_before is not None:
             rows = rows.filter(ripe_at_ms__lte=which.ripe_at_or_before)
         return [

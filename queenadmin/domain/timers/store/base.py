@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import F, QuerySet
 
 from queenadmin.domain import db
-from queenadmin.domain.kv.store.base import prefix_upper_bound
+from queenadmin.domain.kv.store.base import prefix_range, prefix_upper_bound
 from queenadmin.domain.timers.ops import TimerFilter
 from queenadmin.models import Timer
 
@@ -114,10 +114,7 @@ def selected(selection: TimerFilter) -> QuerySet[Timer]:
     if selection.queue:
         rows = rows.filter(queue=selection.queue)
     if selection.key_prefix:
-        rows = rows.filter(timer_key__gte=selection.key_prefix)
-        upper = prefix_upper_bound(selection.key_prefix)
-        if upper is not None:
-            rows = rows.filter(timer_key__lt=upper)
+        rows = rows.filter(prefix_range("timer_key", selection.key_prefix))
     if selection.due_from is not None:
         rows = rows.filter(deliver_at__gte=selection.due_from)
     if selection.due_to is not None:
