@@ -8,7 +8,9 @@ one) passes or fails the same cases.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -335,12 +337,35 @@ def test_a_listener_hears_a_committed_wake_and_not_a_rolled_back_one(timer_store
         with transaction.atomic():
             timer_store.notify_wake()
         return
+    interrupt, interrupt_w = os.pipe()
     try:
         with pytest.raises(_RolledBack):
             _wake_then_roll_back(timer_store)
-        assert not listener.wait(0.2)
+        assert not listener.wait(0.2, interrupt)
         with transaction.atomic():
             timer_store.notify_wake()
-        assert listener.wait(10)
+        assert listener.wait(10, interrupt)
+        # Heard once: the next wait sleeps its time out again.
+        assert not listener.wait(0.2, interrupt)
     finally:
         listener.close()
+        os.close(interrupt)
+        os.close(interrupt_w)
+
+
+def test_a_listener_wakes_when_its_interrupt_turns_readable(timer_store):
+    """A stop (``wake.wake_local``) reaches a loop asleep on its listener
+    through the interrupt descriptor, long before the wait would end."""
+    listener = timer_store.listen_wake()
+    if listener is None:
+        pytest.skip("this database has no wake channel (the loop waits on a condition variable)")
+    interrupt, interrupt_w = os.pipe()
+    try:
+        threading.Timer(0.2, os.write, (interrupt_w, b"w")).start()
+        began = time.monotonic()
+        assert listener.wait(30, interrupt)
+        assert time.monotonic() - began < 10
+    finally:
+        listener.close()
+        os.close(interrupt)
+        os.close(interrupt_w)
