@@ -16,7 +16,6 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
-from queenadmin.api.bodies import decoded_body
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import ENGINE_ERRORS, SOME_TEXT, EngineBadRequestOut
@@ -51,7 +50,7 @@ from queenadmin.api.wire import queues as wire
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import wakeups
-from queenadmin.errors import InvalidArgument, QueueNotFound
+from queenadmin.errors import QueueNotFound
 from queenadmin.server import ARRIVED_KEY
 
 router = ScopedRouter(tags=["queues"])
@@ -84,10 +83,7 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
     summary="Append messages (201, one result per item)",
 )
 def push_messages(request: HttpRequest) -> HttpResponse:
-    if binary.is_binary(request.content_type or ""):
-        items = binary.parse_push(decoded_body(request, InvalidArgument, "bad_request"))
-    else:
-        items = wire.parse_push(read_engine_json(request))
+    items = binary.read_either(request, framed=binary.parse_push, json=wire.parse_push)
     limits = grants.limits(request)
     if limits is not None:
         grants.require_queues(limits, {item.queue for item in items}, grants.WRITE)
