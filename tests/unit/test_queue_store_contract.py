@@ -431,9 +431,9 @@ def test_a_partition_a_push_holds_is_skipped_by_the_sweep_not_by_a_claim(claimed
         assert store().lock_partition_for_sweep(pid) is None
         row = store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=datetime.now(UTC))
         assert row is not None
-        assert row[1] == 1
+        assert row[1] == 0
     with transaction.atomic():
-        assert store().lock_partition_for_sweep(pid) == (1, 3)
+        assert store().lock_partition_for_sweep(pid) == (0, 2)
 
 
 def test_a_cursor_a_claim_holds_is_skipped_by_another_claim(claimed_once):
@@ -445,4 +445,4 @@ def test_a_cursor_a_claim_holds_is_skipped_by_another_claim(claimed_once):
         transaction.atomic(),
     ):
         assert store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=now) is None
-        assert store().lock_partition_for_sweep(pid) == (1, 3)
+        assert store().lock_partition_for_sweep(pid) == (0, 2)
