@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 from django.test import Client
 from queen.reads.offset_reads import partitions_changed_since
 
@@ -60,6 +61,20 @@ async def test_a_partition_numbers_its_messages_from_0(queen, unique):
     assert sorted(m["offset"] for m in listed["messages"]) == [0, 1, 2]
 
 
+async def _in_a_thread(work: Callable[..., Any], *args: Any) -> Any:
+    """``work(*args)`` in a worker thread (Django refuses database work where an
+    event loop runs), closing that thread's connection after: the test
+    database is dropped at the end and must have no session left."""
+
+    def run() -> Any:
+        try:
+            return work(*args)
+        finally:
+            connections.close_all()
+
+    return await asyncio.to_thread(run)
+
+
 class _DjangoHttp:
     """What the official client's reads call on its HTTP client, over Django's test client."""
 
@@ -67,8 +82,7 @@ class _DjangoHttp:
         self.client = client
 
     async def post(self, path: str, body: Any, *_: Any) -> Any:
-        # In a thread of its own: Django refuses database work where an event loop runs.
-        answer = await asyncio.to_thread(self.client.post, path, json.dumps(body), "application/json")
+        answer = await _in_a_thread(self.client.post, path, json.dumps(body), "application/json")
         assert answer.status_code == 200, answer.content
         return answer.json()
 
@@ -96,7 +110,7 @@ def _a_full_and_an_empty_partition() -> str:
 async def test_a_partition_with_no_message_has_last_offset_minus_1():
     """``changed_since`` answers a partition with no message with ``lastOffset``
     -1 (Queen's empty partition), the other with its last offset."""
-    token = await asyncio.to_thread(_a_full_and_an_empty_partition)
+    token = await _in_a_thread(_a_full_and_an_empty_partition)
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
     changed = await partitions_changed_since(_DjangoHttp(client), "z")
     assert {p["name"]: (p["lastOffset"], p["logStart"]) for p in changed["partitions"]} == {
