@@ -13,7 +13,7 @@ from django.db import transaction
 
 from queenadmin.domain import clock, queues
 from queenadmin.domain.db import json_text
-from queenadmin.domain.queues import delivery
+from queenadmin.domain.queues import delivery, groups
 from queenadmin.errors import InvalidArgument
 from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue
 
@@ -723,3 +723,48 @@ def test_an_ack_never_moves_a_cursor_past_messages_nobody_received():
     (refused_queue_mode,) = queues.queue_ack(items=[wrong_group])
     assert refused_queue_mode.success is False
     assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == 4
+
+
+# -- offset 0 is a message like any other ---------------------------------------
+
+
+def test_a_new_group_skips_a_partition_whose_only_message_is_offset_0():
+    """``new`` starts after what is there: one message (offset 0) is skipped too."""
+    push(n=1)
+    assert claim(group="news", subscription_mode="new").messages == ()
+    push(n=1)
+    assert [m.offset for m in claim(group="news").messages] == [1]
+
+
+def test_subscription_from_a_time_after_only_offset_0_starts_at_offset_1():
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=1)
+        traveller.shift(timedelta(seconds=10))
+        push(n=2)
+        c = claim(group="g", subscription_from=T0 + timedelta(seconds=5), batch=10)
+        assert [m.offset for m in c.messages] == [1, 2]
+
+
+def test_a_seek_to_a_time_after_only_offset_0_reads_on_from_offset_1():
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=1)
+        traveller.shift(timedelta(seconds=10))
+        push(n=2)
+        ack(claim(group="g", subscription_mode="all", batch=10), group="g")
+        groups.queue_group_seek(group="g", queue="q", to_end=False, timestamp=T0 + timedelta(seconds=5))
+        assert [m.offset for m in claim(group="g", batch=10).messages] == [1, 2]
+        groups.queue_group_seek(group="g", queue="q", to_end=False, timestamp=T0 - timedelta(seconds=5))
+        assert [m.offset for m in claim(group="g", batch=10).messages] == [0, 1, 2]
+
+
+def test_completed_retention_never_takes_offset_0_from_a_consumer_that_read_nothing():
+    """A group with no cursor on a partition has done nothing there: not even
+    offset 0 is deleted; where it consumed, what it consumed goes."""
+    configure(retentionEnabled=True, completedRetentionSeconds=1)
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=2)
+        push(n=1, partition="other")
+        assert len(claim(group="g", subscription_mode="all", partition="other", auto_ack=True).messages) == 1
+        traveller.shift(timedelta(seconds=60))
+        assert queues.queue_retention_sweep().deleted == 1
+        assert sorted(Message.objects.values_list("partition__name", "offset")) == [("Default", 0), ("Default", 1)]
