@@ -62,6 +62,19 @@ def test_delayed_messages_are_parked_until_old_enough():
         assert (qb.claimable, qb.parked, qb.in_flight) == (4, 0, 3)
 
 
+def test_a_delayed_partition_of_one_message_parks_it():
+    """Its only message is offset 0 (next offset 1): still a partition to search."""
+    configure("one", delayedProcessing=60)
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("one", 1)
+        traveller.shift(10)
+        qb = only("one")
+        assert (qb.claimable, qb.parked) == (0, 1)
+        traveller.shift(60)
+        qb = only("one")
+        assert (qb.claimable, qb.parked) == (1, 0)
+
+
 def test_parked_search_finds_the_boundary_at_every_position():
     """The binary search for the parked tail is exact wherever the tail starts."""
     configure("b", delayedProcessing=10)
@@ -69,7 +82,7 @@ def test_parked_search_finds_the_boundary_at_every_position():
         for _ in range(13):
             push("b", 1)
             traveller.shift(1)
-        # Message i (1-based) was pushed at T0 + i - 1; now is T0 + 13.
+        # The message at offset i was pushed at T0 + i; now is T0 + 13.
         for wait in range(16):
             cutoff = T0 + timedelta(seconds=13 + wait - 10)
             young = sum(1 for i in range(13) if T0 + timedelta(seconds=i) > cutoff)
