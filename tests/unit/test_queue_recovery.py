@@ -236,6 +236,17 @@ def test_the_board_counts_from_the_log_start_for_a_consumer_without_a_cursor():
     assert [m.offset for m in claim("b", batch=10).messages] == [4, 5]
 
 
+def test_the_board_counts_from_a_log_start_of_1():
+    """Only offset 0 purged: the log start is 1 and the board counts from it."""
+    push("one", 1)
+    recovery.queue_purge(queue="one", who=Who("ann"))
+    push("one", 2)
+    qb = board.queue_board(name="one")
+    assert qb is not None
+    assert (qb.claimable, [g.lag for g in qb.groups]) == (2, [2])
+    assert [m.offset for m in claim("one", batch=10).messages] == [1, 2]
+
+
 def test_a_nul_in_a_name_finds_nothing():
     """No stored name holds a NUL and PostgreSQL refuses one in a query: the
     reads answer nothing and the writes refuse, on both databases."""
