@@ -768,3 +768,19 @@ def test_completed_retention_never_takes_offset_0_from_a_consumer_that_read_noth
         traveller.shift(timedelta(seconds=60))
         assert queues.queue_retention_sweep().deleted == 1
         assert sorted(Message.objects.values_list("partition__name", "offset")) == [("Default", 0), ("Default", 1)]
+
+
+def test_a_partition_a_group_never_read_counts_from_offset_0_everywhere():
+    """A registered group with no cursor on a partition has all of it left:
+    depth, the group's lag and the sampled depth count offset 0 too."""
+    from queenadmin.domain.queues import browse, history
+
+    push(n=2, partition="a")
+    push(n=2, partition="b")
+    claim(group="g", subscription_mode="all", partition="a", batch=1)
+    totals = queues.queue_stats(name="q", group="g").totals  # type: ignore[union-attr]
+    assert (totals.pending, totals.processing) == (4, 1)
+    lags = {r.partition: r.lag for r in browse.group_detail(group="g")["q"]}
+    assert lags == {"a": 2, "b": 2}
+    (counters,) = history.queue_counters()
+    assert (counters.pushed, counters.depth, counters.processing) == (4, 4, 1)
