@@ -784,3 +784,15 @@ def test_a_partition_a_group_never_read_counts_from_offset_0_everywhere():
     assert lags == {"a": 2, "b": 2}
     (counters,) = history.queue_counters()
     assert (counters.pushed, counters.depth, counters.processing) == (4, 4, 1)
+
+
+def test_a_partition_of_one_message_has_its_push_time_as_oldest_and_newest():
+    """The message at offset 0 is a message: its time is read, not skipped."""
+    with time_machine.travel(T0, tick=False):
+        push(n=1)
+        stats = queues.queue_stats(name="q", with_messages=True, with_age=True)
+    assert stats is not None
+    (part,) = stats.partitions
+    assert (part.pending_offset, part.last_offset, part.log_start) == (0, 0, 0)
+    assert (part.oldest_message_at, part.newest_message_at) == (T0, T0)
+    assert stats.oldest_ready_age == 0.0
