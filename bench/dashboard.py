@@ -155,7 +155,7 @@ SEED_SQL = [
     """,
     f"""
     INSERT INTO queenadmin_partition (queue_id, name, next_offset, log_start, retained_bytes, created_at, last_push_at)
-    SELECT q.id, 'p' || p, {PER_PARTITION + 1}, 1, {PER_PARTITION * 40}, now() - interval '3 hours', now()
+    SELECT q.id, 'p' || p, {PER_PARTITION}, 0, {PER_PARTITION * 40}, now() - interval '3 hours', now()
     FROM queenadmin_queue q, generate_series(0, {PARTITIONS - 1}) p
     """,
     # Messages: pushed evenly over the last two hours, newest now.
@@ -163,17 +163,17 @@ SEED_SQL = [
     INSERT INTO queenadmin_message (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)
     SELECT p.id, o, 'txn-' || p.id || '-' || o, gen_random_uuid()::text,
            '{{"order":' || o || ',"pad":"xxxxxxxxxxxxxxxxxxxxxxxx"}}', NULL,
-           now() - make_interval(secs => ({PER_PARTITION} - o) * 7200.0 / {PER_PARTITION})
-    FROM queenadmin_partition p, generate_series(1, {PER_PARTITION}) o
+           now() - make_interval(secs => ({PER_PARTITION} - 1 - o) * 7200.0 / {PER_PARTITION})
+    FROM queenadmin_partition p, generate_series(0, {PER_PARTITION - 1}) o
     """,
     # Queue mode 60% through; a live lease of 100 on every third partition.
     f"""
     INSERT INTO queenadmin_consumercursor (partition_id, group_name, committed_offset, start_offset, lease_id,
         leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at, delivered, acked, failed)
-    SELECT p.id, '__QUEUE_MODE__', {PER_PARTITION * 6 // 10}, 0,
+    SELECT p.id, '__QUEUE_MODE__', {PER_PARTITION * 6 // 10 - 1}, -1,
            CASE WHEN p.id % 3 = 0 THEN gen_random_uuid()::text END,
            CASE WHEN p.id % 3 = 0 THEN now() + interval '1 hour' END,
-           {PER_PARTITION * 6 // 10} + CASE WHEN p.id % 3 = 0 THEN 100 ELSE 0 END,
+           {PER_PARTITION * 6 // 10 - 1} + CASE WHEN p.id % 3 = 0 THEN 100 ELSE 0 END,
            '[]'::jsonb, 0, 0, now() - interval '10 seconds',
            {PER_PARTITION * 6 // 10}, {PER_PARTITION * 6 // 10}, 0
     FROM queenadmin_partition p
@@ -187,8 +187,8 @@ SEED_SQL = [
     f"""
     INSERT INTO queenadmin_consumercursor (partition_id, group_name, committed_offset, start_offset, lease_id,
         leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at, delivered, acked, failed)
-    SELECT p.id, g.name, CASE WHEN g.name = 'billing' THEN {PER_PARTITION} - 50 ELSE {PER_PARTITION} / 4 END, 0,
-           NULL, NULL, 0, '[]'::jsonb, 0, 0, now() - interval '1 minute',
+    SELECT p.id, g.name, CASE WHEN g.name = 'billing' THEN {PER_PARTITION} - 51 ELSE {PER_PARTITION} / 4 - 1 END, -1,
+           NULL, NULL, -1, '[]'::jsonb, 0, 0, now() - interval '1 minute',
            0, 0, 0
     FROM queenadmin_partition p JOIN queenadmin_consumergroup g ON g.queue_id = p.queue_id
     """,
@@ -198,7 +198,7 @@ SEED_SQL = [
     SELECT p.queue_id, m.partition_id, '__QUEUE_MODE__', m.msg_offset, m.transaction_id, m.message_id,
            m.payload, 'handler raised ValueError', 3, m.created_at, m.created_at + interval '1 minute'
     FROM queenadmin_message m JOIN queenadmin_partition p ON p.id = m.partition_id
-    WHERE m.msg_offset <= {DEAD_LETTERS // (QUEUES * PARTITIONS)}
+    WHERE m.msg_offset < {DEAD_LETTERS // (QUEUES * PARTITIONS)}
     """,
     # KV keys and lock permits, versions from the store's own sequence.
     f"""
@@ -271,7 +271,7 @@ def measure(renders: int) -> None:
     q0 = "bench-q0"
     qd = Queue.objects.filter(options__delayedProcessing__gt=0).values_list("name", flat=True).first() or q0
     mid, txn = (
-        Message.objects.filter(partition__queue__name=q0, partition__name="p5", offset=9000)
+        Message.objects.filter(partition__queue__name=q0, partition__name="p5", offset=8999)
         .values_list("message_id", "transaction_id")
         .get()
     )

@@ -161,7 +161,7 @@ def raw_insert(dsn: str, queue: str, payloads: list[bytes], clients: int) -> flo
         for p in range(PARTITIONS):
             conn.execute(
                 "INSERT INTO queenadmin_partition (queue_id, name, next_offset, log_start, retained_bytes, created_at)"
-                " VALUES (%s, %s, 1, 1, 0, %s)",
+                " VALUES (%s, %s, 0, 0, 0, %s)",
                 [qid, f"p{p}", now],
             )
         pids = {

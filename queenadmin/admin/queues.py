@@ -349,9 +349,10 @@ class PartitionAdmin(InQueueAdmin):
         found = self.board(row)
         return None if found is None else next((p for p in found.partitions if p.id == row.pk), None)
 
-    @admin.display(description="last offset")
-    def last_offset(self, row: Partition) -> int:
-        return row.next_offset - 1
+    @admin.display(description="last offset", empty_value="-")
+    def last_offset(self, row: Partition) -> int | None:
+        # Offsets start at 0: an empty partition has no last offset.
+        return row.next_offset - 1 if row.next_offset > 0 else None
 
     pending = board_column("pending", _part, lambda p: p.pending)
     oldest_claimable = board_column("oldest claimable", _part, lambda p: _age(p.oldest_claimable_at))
@@ -549,8 +550,8 @@ class ConsumerGroupAdmin(InQueueAdmin):
             leased = c.lease_id is not None and c.leased_until is not None and c.leased_until > now
             return (
                 c.partition.name,
-                c.committed_offset,
-                last,
+                c.committed_offset if c.committed_offset >= 0 else "nothing",
+                last if last >= 0 else "-",
                 max(last - c.committed_offset, 0),
                 c.batch_last - c.committed_offset if leased else 0,
                 mask_token(c.lease_id) if leased else "-",

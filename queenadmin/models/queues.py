@@ -15,6 +15,10 @@ from queenadmin.models.fields import ByteOrderTextField
 #: The consumer group of queue mode: one shared cursor per partition.
 QUEUE_MODE = "__QUEUE_MODE__"
 
+#: The offset of a dead letter whose message never reached the log (a timer
+#: out of attempts). Offsets start at 0, so no real message has it.
+NEVER_LOGGED = -1
+
 
 class Queue(models.Model):
     """A named log; its options (protocol section 10) live in ``options``."""
@@ -36,17 +40,17 @@ class Queue(models.Model):
 
 
 class Partition(models.Model):
-    """A FIFO lane of a queue. Offsets start at 1 and have no gaps; the
+    """A FIFO lane of a queue. Offsets start at 0 and have no gaps; the
     stored ones are ``log_start .. next_offset - 1``."""
 
     queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="partitions")
     name = ByteOrderTextField()
-    #: The offset the next pushed message gets; ``next_offset - 1`` is the
-    #: last message's offset (0 when empty).
-    next_offset = models.BigIntegerField(default=1)
+    #: The offset the next pushed message gets (the first gets 0);
+    #: ``next_offset - 1`` is the last message's offset (-1 when empty).
+    next_offset = models.BigIntegerField(default=0)
     #: The lowest offset still stored: retention deleted every offset below
     #: it (and only those). ``log_start == next_offset`` when none is left.
-    log_start = models.BigIntegerField(default=1)
+    log_start = models.BigIntegerField(default=0)
     #: Payload bytes of the messages still stored (pushes add, retention
     #: takes away what it deletes).
     retained_bytes = models.BigIntegerField(default=0)
@@ -118,17 +122,18 @@ class ConsumerCursor(models.Model):
 
     partition = models.ForeignKey(Partition, on_delete=models.CASCADE, related_name="cursors")
     group = models.TextField(db_column="group_name")
-    #: Every offset up to here is done (acked or dead-lettered) for the group.
-    committed_offset = models.BigIntegerField(default=0)
+    #: Every offset up to here is done (acked or dead-lettered) for the
+    #: group; -1: nothing yet (offsets start at 0).
+    committed_offset = models.BigIntegerField(default=-1)
     #: ``committed_offset`` when the row was made (subscription start), so
     #: completed counts are arithmetic too.
-    start_offset = models.BigIntegerField(default=0)
+    start_offset = models.BigIntegerField(default=-1)
     #: The worker id of the one leased batch; shared by every partition the
     #: same pop claimed. Null when no batch is out.
     lease_id = models.CharField(max_length=36, null=True, blank=True)  # noqa: DJ001
     leased_until = models.DateTimeField(null=True, blank=True)
     #: The leased batch is ``committed_offset + 1 .. batch_last``.
-    batch_last = models.BigIntegerField(default=0)
+    batch_last = models.BigIntegerField(default=-1)
     #: How many times each offset above ``committed_offset`` was delivered
     #: to the group: sorted, disjoint ``[first, last, attempts]`` runs, with
     #: touching runs of equal attempts merged. An offset outside every run
@@ -163,6 +168,8 @@ class DeadLetter(models.Model):
     queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="dead_letters")
     partition = models.ForeignKey(Partition, on_delete=models.CASCADE, related_name="dead_letters")
     group = models.TextField(db_column="group_name")
+    #: The message's offset in its partition; ``NEVER_LOGGED`` (-1) for a
+    #: message that never reached the log (a timer out of attempts).
     offset = models.BigIntegerField(db_column="msg_offset")
     transaction_id = models.TextField()
     message_id = models.CharField(max_length=36)

@@ -38,14 +38,14 @@ async def test_fetch_reads_partitions_by_offset(queen, unique):
     await _push(queen, q, "a", *[{"n": i} for i in range(5)])
     await _push(queen, q, "b", "x", "y")
     read = await queen.queue(q).fetch(["a", "b", "nobody"])
-    assert [r["offset"] for r in read["a"]["records"]] == [1, 2, 3, 4, 5]
+    assert [r["offset"] for r in read["a"]["records"]] == [0, 1, 2, 3, 4]
     assert [r["payload"] for r in read["a"]["records"]] == [{"n": i} for i in range(5)]
     assert all(ISO_Z.match(r["ts"]) for r in read["a"]["records"])
-    assert (read["a"]["highWatermark"], read["a"]["logStartOffset"], read["a"]["nextOffset"]) == (6, 1, 6)
+    assert (read["a"]["highWatermark"], read["a"]["logStartOffset"], read["a"]["nextOffset"]) == (5, 0, 5)
     assert [r["payload"] for r in read["b"]["records"]] == ["x", "y"]
     assert read["nobody"]["records"] == []
-    again = await queen.queue(q).fetch("a", offsets={"a": 4})
-    assert [r["offset"] for r in again["a"]["records"]] == [4, 5]
+    again = await queen.queue(q).fetch("a", offsets={"a": 3})
+    assert [r["offset"] for r in again["a"]["records"]] == [3, 4]
     # Nothing was leased: a pop still gets the first message.
     (first,) = await queen.queue(q).partition("a").batch(1).wait(False).pop()
     assert first["data"] == {"n": 0}
@@ -56,7 +56,7 @@ async def test_fetch_pages_through_a_small_byte_budget(queen, unique):
     q = unique("fetch-bytes")
     await _push(queen, q, "p", *["z" * 100 for _ in range(30)])
     read = await queen.queue(q).fetch("p", max_bytes=250)
-    assert [r["offset"] for r in read["p"]["records"]] == list(range(1, 31))
+    assert [r["offset"] for r in read["p"]["records"]] == list(range(30))
 
 
 async def test_changed_since_lists_written_partitions(queen, unique):
@@ -66,8 +66,8 @@ async def test_changed_since_lists_written_partitions(queen, unique):
     await _push(queen, q, "second", 2, 3)
     everything = await queen.queue(q).changed_since()
     assert [(p["name"], p["lastOffset"], p["logStart"]) for p in everything["partitions"]] == [
-        ("first", 1, 1),
-        ("second", 2, 1),
+        ("first", 0, 0),
+        ("second", 1, 0),
     ]
     assert ISO_Z.match(everything["safeTime"])
     later = await queen.queue(q).changed_since(datetime.now(UTC) + timedelta(minutes=5))
@@ -261,6 +261,7 @@ def test_fetch_exact_answer(http, unique):
                 {"queue": q, "partition": "p", "offset": 0},
                 {"queue": q, "partition": "p", "offset": 9},
                 {"queue": q, "partition": "x"},
+                {"queue": q, "partition": "p", "offset": 1},
             ]
         },
     )
@@ -273,17 +274,17 @@ def test_fetch_exact_answer(http, unique):
             {
                 "queue": q,
                 "partition": "p",
-                "records": [{"offset": 1, "transactionId": "t1", "payload": {"k": 1}, "ts": ts}],
-                "highWatermark": 2,
-                "logStartOffset": 1,
+                "records": [{"offset": 0, "transactionId": "t1", "payload": {"k": 1}, "ts": ts}],
+                "highWatermark": 1,
+                "logStartOffset": 0,
                 "error": None,
             },
             {
                 "queue": q,
                 "partition": "p",
                 "records": [],
-                "highWatermark": 2,
-                "logStartOffset": 1,
+                "highWatermark": 1,
+                "logStartOffset": 0,
                 "error": "OFFSET_OUT_OF_RANGE",
             },
             {
@@ -293,6 +294,15 @@ def test_fetch_exact_answer(http, unique):
                 "highWatermark": 0,
                 "logStartOffset": 0,
                 "error": "UNKNOWN_TOPIC_OR_PARTITION",
+            },
+            # The high watermark itself is in range: nothing to read yet.
+            {
+                "queue": q,
+                "partition": "p",
+                "records": [],
+                "highWatermark": 1,
+                "logStartOffset": 0,
+                "error": None,
             },
         ]
     }
@@ -470,7 +480,7 @@ async def test_retry_message_pushes_a_dead_letter_again(queen, unique, http):
             "transaction_id": replayed["transaction_id"],
             "queueName": q,
             "status": "queued",
-            "offset": 2,
+            "offset": 1,
         },
         "dlqRowsRemoved": 1,
     }
@@ -493,7 +503,7 @@ def test_move_message_to_dlq_takes_a_groups_next_message(http, unique):
         "/push", json={"items": [{"queue": q, "payload": n, "transactionId": f"t{n}"} for n in (1, 2, 3)]}
     ).json()
     pid = http.get(f"/resources/queues/{q}").json()["partitions"][0]["id"]
-    assert pushed[0]["offset"] == 1
+    assert pushed[0]["offset"] == 0
     not_next = http.post(f"/messages/{pid}/t2/dlq")
     assert (not_next.status_code, not_next.json()["code"]) == (409, "message_not_next")
     moved = http.post(f"/messages/{pid}/t1/dlq", json={"error": "poison"})
@@ -504,7 +514,7 @@ def test_move_message_to_dlq_takes_a_groups_next_message(http, unique):
         "partitionId": pid,
         "transactionId": "t1",
         "consumerGroup": "__QUEUE_MODE__",
-        "offset": 1,
+        "offset": 0,
     }
     (dead,) = http.get("/dlq", params={"queue": q}).json()["messages"]
     assert (dead["transactionId"], dead["errorMessage"], dead["consumerGroup"]) == ("t1", "poison", "__QUEUE_MODE__")
@@ -602,7 +612,7 @@ def test_operator_reads_exact_answers(http, unique):
         "id": m1["id"],
         "transactionId": "t1",
         "partitionId": pid,
-        "offset": 1,
+        "offset": 0,
         "queuePath": f"{q}/p",
         "queue": q,
         "partition": "p",
@@ -624,7 +634,7 @@ def test_operator_reads_exact_answers(http, unique):
         "id": m1["id"],
         "transactionId": "t1",
         "partitionId": pid,
-        "offset": 1,
+        "offset": 0,
         "queuePath": f"{q}/p",
         "queue": q,
         "partition": "p",

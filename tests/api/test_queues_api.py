@@ -128,13 +128,13 @@ def test_push_answers_201_with_mixed_case_keys_and_dedup(http, unique):
     assert list(first) == ["index", "message_id", "transaction_id", "queueName", "status", "offset"]
     assert first == {
         "index": 0, "message_id": first["message_id"], "transaction_id": "tx-1",
-        "queueName": q, "status": "queued", "offset": 1,
+        "queueName": q, "status": "queued", "offset": 0,
     }  # fmt: skip
     assert UUID.match(first["message_id"])
-    assert (second["status"], second["offset"], second["transaction_id"]) == ("queued", 2, second["message_id"])
+    assert (second["status"], second["offset"], second["transaction_id"]) == ("queued", 1, second["message_id"])
     assert third == {**first, "index": 2, "status": "duplicate"}
     (later,) = http.post("/push", json={"items": [{"queue": q, "payload": 1, "transactionId": "tx-1"}]}).json()
-    assert (later["status"], later["message_id"], later["offset"]) == ("duplicate", first["message_id"], 1)
+    assert (later["status"], later["message_id"], later["offset"]) == ("duplicate", first["message_id"], 0)
     assert depth(http, q)["pending"] == 2
 
 
@@ -204,7 +204,7 @@ def test_pop_answers_the_protocol_shape(http, unique):
         "id": pushed["message_id"], "transactionId": "t-0", "traceId": None, "data": {"x": 1},
         "producerSub": None, "createdAt": message["createdAt"], "partitionId": body["partitionId"],
         "partition": "Default", "leaseId": body["leaseId"], "consumerGroup": "__QUEUE_MODE__",
-        "deliveryAttempt": 1, "offset": 1,
+        "deliveryAttempt": 1, "offset": 0,
     }  # fmt: skip
     assert ISO_Z.match(message["createdAt"])
 

@@ -65,7 +65,7 @@ def test_a_push_over_max_size_answers_failed_items_and_writes_nothing(http, uniq
         "error": reason,
     }
     assert body[2] == {**body[0], "index": 2, "transaction_id": "d"}
-    assert (body[1]["status"], body[1]["queueName"], body[1]["offset"]) == ("queued", other, 1)
+    assert (body[1]["status"], body[1]["queueName"], body[1]["offset"]) == ("queued", other, 0)
     detail = http.get(f"/resources/queues/{q}").json()
     assert [p["name"] for p in detail["partitions"]] == ["Default"]
     assert detail["totals"]["total"] == 1

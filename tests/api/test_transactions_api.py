@@ -96,7 +96,7 @@ def test_a_worker_step_commits_ack_push_state_and_timer_together(client):
     assert results[2]["opIndex"] == 0
     assert (results[2]["op"], results[2]["applied"], results[2]["value"]) == ("put", True, {"n": 1})
     assert (results[3]["opIndex"], results[3]["status"], results[3]["txn"]) == (0, "scheduled", "r-1")
-    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == 1
+    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == 0
     assert kv.kv_get(namespace="state", key="c-1").value == {"n": 1}
 
 
@@ -131,7 +131,7 @@ def test_a_lost_guard_rolls_everything_back_with_the_flat_failed_index(client):
         "value": {"owner": "a"},
     }
     nothing_changed()
-    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == 0
+    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == -1
 
 
 def test_a_fenced_ack_with_a_stale_lease_rejects_the_bundle(client):
@@ -173,7 +173,7 @@ def test_a_push_whose_transaction_id_is_already_in_the_log_rolls_back_as_duplica
     answer = commit(client, body).json()
     assert (answer["success"], answer["reason"]) == (False, "duplicate")
     assert answer["error"] == (
-        "QDUP a pushed message to out/c-9 is a duplicate (original offset 1); the transaction rolled back"
+        "QDUP a pushed message to out/c-9 is a duplicate (original offset 0); the transaction rolled back"
     )
     assert Message.objects.count() == 1
     assert not KVEntry.objects.filter(namespace="state").exists()
@@ -250,8 +250,21 @@ def test_malformed_bodies_are_refused_before_anything_runs(client, body, status,
 def test_positions_move_a_groups_cursor_and_release_its_lease(client):
     push("in", 5)
     claim = pop("in", batch=2, group="g")
-    answer = commit(client, {"positions": [{"queue": "in", "consumerGroup": "g", "offset": 4}]}).json()
+    answer = commit(client, {"positions": [{"queue": "in", "consumerGroup": "g", "offset": 3}]}).json()
     assert answer["success"] is True
     assert answer["results"] == [{"index": 0, "type": "position", "success": True}]
     assert claim.messages
-    assert [m.offset for m in pop("in", group="g").messages] == [4, 5]
+    assert [m.offset for m in pop("in", group="g").messages] == [3, 4]
+
+
+def test_a_position_at_offset_0_reads_from_the_first_message_and_a_negative_one_is_refused(client):
+    """Offsets start at 0: position 0 is the first message (the group reads
+    everything again); -1 is no offset and rolls the bundle back."""
+    push("in", 3)
+    assert commit(client, {"positions": [{"queue": "in", "consumerGroup": "g", "offset": 3}]}).json()["success"]
+    assert pop("in", group="g").messages == ()
+    assert commit(client, {"positions": [{"queue": "in", "consumerGroup": "g", "offset": 0}]}).json()["success"]
+    assert [m.offset for m in pop("in", batch=10, group="g").messages] == [0, 1, 2]
+    refused = commit(client, {"positions": [{"queue": "in", "consumerGroup": "g", "offset": -1}]})
+    assert (refused.status_code, refused.json()["reason"]) == (200, "bad_request")
+    assert "positions[0].offset is the next offset to read (0 or more) or null" in refused.json()["error"]

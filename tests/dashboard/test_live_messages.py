@@ -51,5 +51,5 @@ async def test_the_leases_page_shows_a_new_lease_and_ignores_other_queues(viewer
     assert await communicator.receive_nothing(timeout=1.5)
     await sync_to_async(claim)("live-orders", "billing", 2)
     frames = await _frames_until(communicator, 'data-lease="billing/p"')
-    assert "2 · offsets 1\u20132" in frames[-1]
+    assert "2 · offsets 0\u20131" in frames[-1]
     await communicator.disconnect()

@@ -78,11 +78,11 @@ def test_the_leases_page_lists_each_groups_batch(client_for, viewer, orders):
     html = client_for(viewer).get("/queues/orders/leases/").content.decode()
     (row,) = re.findall(r'<tr data-lease="([^"]+)"', html)
     assert row == "fulfillment/p"
-    assert "2 · offsets 1\u20132" in html
+    assert "2 · offsets 0\u20131" in html
     assert "data-countdown" in html
     assert f'href="/queues/orders/messages/{orders["mid"]}/"' in html  # the batch's first message
     # The batch links to its messages in the queue's browser.
-    assert 'href="/queues/orders/?partition=p&amp;before=3#queue-messages"' in html
+    assert 'href="/queues/orders/?partition=p&amp;before=2#queue-messages"' in html
 
 
 def test_the_leases_page_filters_by_group_and_pages_by_cursor(client_for, viewer):

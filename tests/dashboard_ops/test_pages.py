@@ -139,9 +139,9 @@ def test_find_a_message_on_the_queue_page(viewer, data):
 def test_message_pages_go_back_by_offset(viewer, data):
     push("q", 120, "p1")
     first = viewer.get("/queues/q/", {"partition": "p1"}).content.decode()
-    assert "before=101" in first  # 125 down to 101 on the first page
-    second = viewer.get("/queues/q/", {"partition": "p1", "before": "101"}).content.decode()
-    assert "before=76" in second
+    assert "before=100" in first  # 124 down to 100 on the first page
+    second = viewer.get("/queues/q/", {"partition": "p1", "before": "100"}).content.decode()
+    assert "before=75" in second
 
 
 @pytest.mark.parametrize(
@@ -332,3 +332,40 @@ def test_operator_purges_selected_dead_letters_with_the_typed_name(operator, dat
     assert "Purged 1 dead letter of q." in response.content.decode()
     assert sorted(DeadLetter.objects.values_list("id", flat=True)) == [ids[0], ids[2]]
     assert "ids " + str(ids[1]) in AuditEntry.objects.get().before
+
+
+def test_the_queue_page_numbers_offsets_from_0(viewer):
+    """Three messages are offsets 0..2 (the last offset 2); a partition with
+    no message (a timer's dead letter made it) has no last offset: a dash."""
+    import re
+
+    from django.db import transaction
+
+    from queenadmin.domain import clock, queues
+
+    push("zero", 3, "p")
+    with transaction.atomic():
+        queues.queue_dead_letter_in_txn(
+            queue="zero",
+            partition="empty",
+            group="__timer__",
+            transaction_id="t",
+            message_id=queues.uuid7(),
+            payload_json="{}",
+            error="gave up",
+            retry_count=5,
+            now=clock.now(),
+        )
+    page = viewer.get("/queues/zero/", {"partition": "p"}).content.decode()
+
+    def cells(name: str) -> list[str]:
+        row = re.search(
+            rf'<tr>\s*<td class="key"><a href="\?partition={name}#queue-messages">{name}</a></td>(.*?)</tr>', page, re.S
+        )
+        assert row is not None, name
+        return re.findall(r'<td class="num">([^<]*)</td>', row.group(1))
+
+    assert cells("p")[0] == "2"
+    assert cells("empty")[0] == "—"
+    offsets = re.findall(r'<td class="mono">p</td>\s*<td class="num">(\d+)</td>', page)
+    assert offsets == ["2", "1", "0"]

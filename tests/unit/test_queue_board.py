@@ -35,8 +35,8 @@ def test_depth_splits_claimable_in_flight_and_dead_letters():
         qb = only()
     by_name = {p.name: p for p in qb.partitions}
     part, dead = by_name["Default"], by_name["dead"]
-    assert (part.last_offset, part.claimable, part.parked, part.in_flight, part.dlq) == (5, 3, 0, 2, 0)
-    assert (dead.last_offset, dead.claimable, dead.parked, dead.in_flight, dead.dlq) == (1, 0, 0, 0, 1)
+    assert (part.last_offset, part.claimable, part.parked, part.in_flight, part.dlq) == (4, 3, 0, 2, 0)
+    assert (dead.last_offset, dead.claimable, dead.parked, dead.in_flight, dead.dlq) == (0, 0, 0, 0, 1)
     assert (qb.claimable, qb.parked, qb.in_flight, qb.dlq, qb.total) == (3, 0, 2, 1, 6)
     # The oldest claimable message is the third, pushed at T0 with the rest.
     assert part.oldest_claimable_at == T0
@@ -62,6 +62,19 @@ def test_delayed_messages_are_parked_until_old_enough():
         assert (qb.claimable, qb.parked, qb.in_flight) == (4, 0, 3)
 
 
+def test_a_delayed_partition_of_one_message_parks_it():
+    """Its only message is offset 0 (next offset 1): still a partition to search."""
+    configure("one", delayedProcessing=60)
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("one", 1)
+        traveller.shift(10)
+        qb = only("one")
+        assert (qb.claimable, qb.parked) == (0, 1)
+        traveller.shift(60)
+        qb = only("one")
+        assert (qb.claimable, qb.parked) == (1, 0)
+
+
 def test_parked_search_finds_the_boundary_at_every_position():
     """The binary search for the parked tail is exact wherever the tail starts."""
     configure("b", delayedProcessing=10)
@@ -69,7 +82,7 @@ def test_parked_search_finds_the_boundary_at_every_position():
         for _ in range(13):
             push("b", 1)
             traveller.shift(1)
-        # Message i (1-based) was pushed at T0 + i - 1; now is T0 + 13.
+        # The message at offset i was pushed at T0 + i; now is T0 + 13.
         for wait in range(16):
             cutoff = T0 + timedelta(seconds=13 + wait - 10)
             young = sum(1 for i in range(13) if T0 + timedelta(seconds=i) > cutoff)
@@ -132,11 +145,11 @@ def test_recent_messages_page_by_offset_with_previews():
     push("m", 7, payload={"text": "x" * 500})
     part = only("m").partitions[0]
     first = board.recent_messages(partition_id=part.id, partition=part.name, limit=3)
-    assert [r.offset for r in first] == [7, 6, 5]
+    assert [r.offset for r in first] == [6, 5, 4]
     assert first[0].cut
     assert len(first[0].preview) == board.PREVIEW_CHARS
     second = board.recent_messages(partition_id=part.id, partition=part.name, before=first[-1].offset, limit=3)
-    assert [r.offset for r in second] == [4, 3, 2]
+    assert [r.offset for r in second] == [3, 2, 1]
 
 
 def test_find_a_message_by_id_or_transaction_id():
@@ -144,9 +157,9 @@ def test_find_a_message_by_id_or_transaction_id():
     part = only("f").partitions[0]
     names = {part.id: part.name}
     by_id = board.find_messages(text=pushed[1].message_id, partitions=names)
-    assert [r.offset for r in by_id] == [2]
+    assert [r.offset for r in by_id] == [1]
     by_txn = board.find_messages(text=pushed[2].transaction_id, partitions=names)
-    assert [r.offset for r in by_txn] == [3]
+    assert [r.offset for r in by_txn] == [2]
     assert board.find_messages(text="nope", partitions=names) == []
 
 
@@ -162,7 +175,7 @@ def test_replay_appends_copies_removes_dead_letters_and_audits():
     assert not DeadLetter.objects.exists()
     copies = list(Message.objects.filter(message_id__in=result.message_ids).order_by("offset"))
     assert [m.payload for m in copies] == [p for _, p in originals]
-    assert [m.offset for m in copies] == [4, 5, 6]
+    assert [m.offset for m in copies] == [3, 4, 5]
     assert {m.message_id for m in copies}.isdisjoint(mid for mid, _ in originals)
     entry = AuditEntry.objects.get()
     assert (entry.actor, entry.action, entry.kind, entry.target, entry.reason) == (

@@ -58,7 +58,7 @@ def workload(queue: str) -> None:
     again = claim(queue, partition="p2", batch=5)
     assert [o.dlq for o in ack(again, "failed", again.messages[:1])] == [True]
     third = claim(queue, partition="p2", batch=4)
-    assert [m.offset for m in third.messages] == [2, 3, 4, 5]
+    assert [m.offset for m in third.messages] == [1, 2, 3, 4]
     assert [o.dlq for o in ack(third, "dlq", third.messages[:1])] == [True]
 
 

@@ -61,8 +61,8 @@ def test_a_lease_shows_its_group_partition_masked_holder_batch_and_time_left():
     assert (lease.group, lease.partition, lease.first_offset, lease.last_offset, lease.messages) == (
         "fulfillment",
         "p",
-        1,
-        3,
+        0,
+        2,
         3,
     )
     assert lease.holder_fp == mask_token(c.lease_id)
@@ -85,8 +85,8 @@ def test_a_redelivered_batch_counts_attempts_and_retries():
         traveller.shift(timedelta(seconds=11))
         claim("orders", "billing", 3)
         (lease,) = leases.lease_page(queue="orders").leases  # type: ignore[union-attr]
-    # Offset 1: failed once, lapsed once, now the third time; 2: lapsed once; 3: first time.
-    assert (lease.first_offset, lease.last_offset) == (1, 3)
+    # Offset 0: failed once, lapsed once, now the third time; 1: lapsed once; 2: first time.
+    assert (lease.first_offset, lease.last_offset) == (0, 2)
     assert (lease.attempts_min, lease.attempts_max, lease.retries) == (1, 3, 1)
 
 
@@ -158,7 +158,7 @@ def test_each_group_has_its_own_state_for_one_message():
     assert (found.queue, found.partition, found.offset, found.transaction_id) == (
         "orders",
         "p",
-        1,
+        0,
         pushed.transaction_id,
     )
 

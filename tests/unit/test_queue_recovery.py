@@ -52,15 +52,15 @@ def test_a_replay_goes_to_the_failed_group_only_with_transaction_id_dlq_id():
     result = dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann", "fixed"))
     assert (result.done, result.to_every_group) == (1, 0)
     copy = Message.objects.get(message_id=result.message_ids[0])
-    assert (copy.transaction_id, copy.for_group, copy.offset) == (f"dlq:{dead_id}", "a", 4)
+    assert (copy.transaction_id, copy.for_group, copy.offset) == (f"dlq:{dead_id}", "a", 3)
     assert claim("q", group="b", batch=10).messages == ()
     assert lag("q", "b") == 0
     got = claim("q", group="a", batch=10)
-    assert [(m.transaction_id, m.offset) for m in got.messages] == [(f"dlq:{dead_id}", 4)]
+    assert [(m.transaction_id, m.offset) for m in got.messages] == [(f"dlq:{dead_id}", 3)]
     ack(got)
     push("q", 1)
-    assert [m.offset for m in claim("q", group="b", batch=10).messages] == [5]
-    assert [m.offset for m in claim("q", group="a", batch=10).messages] == [5]
+    assert [m.offset for m in claim("q", group="b", batch=10).messages] == [4]
+    assert [m.offset for m in claim("q", group="a", batch=10).messages] == [4]
     entry = AuditEntry.objects.get(action="dlq.replay")
     assert "for the failed group only" in entry.after
     assert "dlq:<id>" in entry.after
@@ -73,7 +73,7 @@ def test_a_group_behind_the_copy_reads_around_it():
     dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann"))
     push("q", 1)
     late = claim("q", group="c", subscription_mode="all", batch=10)
-    assert [m.offset for m in late.messages] == [1, 2, 3, 5]
+    assert [m.offset for m in late.messages] == [0, 1, 2, 4]
     ack(late)
     assert lag("q", "c") == 0
 
@@ -134,7 +134,7 @@ def test_seek_to_start_end_and_a_time_moves_the_group_and_audits():
         assert (done.lag_before, done.lag_after, done.cursors) == (0, 5, 1)
         assert lag("s", "g") == 5
         recovery.queue_group_operator(queue="s", group="g", action="seek", to="time", at=T0, who=Who("ann"))
-        assert [m.offset for m in claim("s", group="g", batch=10).messages] == [4, 5]
+        assert [m.offset for m in claim("s", group="g", batch=10).messages] == [3, 4]
         recovery.queue_group_operator(queue="s", group="g", action="seek", to="end", who=Who("ann"))
         assert lag("s", "g") == 0
         assert claim("s", group="g", batch=10).messages == ()
@@ -151,7 +151,7 @@ def test_seek_releases_the_groups_lease():
     held = claim("l", group="g", batch=3)
     recovery.queue_group_operator(queue="l", group="g", action="seek", to="start", who=Who("ann"))
     again = claim("l", group="g", batch=3)
-    assert [m.offset for m in again.messages] == [1, 2, 3]
+    assert [m.offset for m in again.messages] == [0, 1, 2]
     outcomes = ack(held)
     assert not any(o.success for o in outcomes)
 
@@ -203,14 +203,14 @@ def test_purge_deletes_every_stored_message_in_steps_and_keeps_groups_and_dlq():
     assert not Message.objects.filter(partition__queue__name="p").exists()
     assert DeadLetter.objects.filter(queue__name="p").count() == 1
     assert sorted(Partition.objects.filter(queue__name="p").values_list("log_start", "next_offset")) == [
+        (4, 4),
         (5, 5),
-        (6, 6),
     ]
     assert lag("p", "g") == 0
     assert not any(o.success for o in ack(held))
     assert recovery.queue_purge(queue="p", who=Who("ann")).deleted == 0
     push("p", 1, "one")
-    assert [m.offset for m in claim("p", group="g", batch=10).messages] == [6]
+    assert [m.offset for m in claim("p", group="g", batch=10).messages] == [5]
     entries = AuditEntry.objects.filter(action="queue.purge")
     assert entries.count() == 3
     assert set(entries.values_list("reason", flat=True)) == {"poison"}
@@ -233,7 +233,18 @@ def test_the_board_counts_from_the_log_start_for_a_consumer_without_a_cursor():
     qb = board.queue_board(name="b")
     assert qb is not None
     assert (qb.claimable, [g.lag for g in qb.groups]) == (2, [2])
-    assert [m.offset for m in claim("b", batch=10).messages] == [5, 6]
+    assert [m.offset for m in claim("b", batch=10).messages] == [4, 5]
+
+
+def test_the_board_counts_from_a_log_start_of_1():
+    """Only offset 0 purged: the log start is 1 and the board counts from it."""
+    push("one", 1)
+    recovery.queue_purge(queue="one", who=Who("ann"))
+    push("one", 2)
+    qb = board.queue_board(name="one")
+    assert qb is not None
+    assert (qb.claimable, [g.lag for g in qb.groups]) == (2, [2])
+    assert [m.offset for m in claim("one", batch=10).messages] == [1, 2]
 
 
 def test_a_nul_in_a_name_finds_nothing():

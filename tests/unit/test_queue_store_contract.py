@@ -103,9 +103,9 @@ def test_locate_finds_existing_queues_and_partitions(clock_at):
     assert rows is not None
     found = {(qn, pn): (pid, nxt) for qn, _, _, pn, pid, nxt in rows if pid is not None}
     assert found == {
-        ("a", "p1"): (partition_of("a", "p1").id, 4),
-        ("a", "p2"): (partition_of("a", "p2").id, 2),
-        ("b", "Default"): (partition_of("b").id, 3),
+        ("a", "p1"): (partition_of("a", "p1").id, 3),
+        ("a", "p2"): (partition_of("a", "p2").id, 1),
+        ("b", "Default"): (partition_of("b").id, 2),
     }
     assert all(isinstance(options, dict) for _, _, options, _, _, _ in rows)
 
@@ -127,7 +127,7 @@ def test_lock_partitions_reads_next_offsets(clock_at):
     push("a", n=5, partition="p2")
     p1, p2 = partition_of("a", "p1").id, partition_of("a", "p2").id
     with transaction.atomic():
-        assert store().lock_partitions(sorted([p1, p2])) == {p1: 3, p2: 6}
+        assert store().lock_partitions(sorted([p1, p2])) == {p1: 2, p2: 5}
 
 
 def test_deleting_a_queues_messages_and_traces_leaves_other_queues_alone(clock_at):
@@ -167,7 +167,7 @@ def test_recent_messages_answers_the_pairs_pushed_after_since(clock_at):
         rows = store().recent_messages(wanted, T0 + timedelta(seconds=30))
         assert store().recent_messages([], T0) == []
     mine = [r for r in rows if (r[0], r[1]) in set(wanted)]
-    assert [(p, t, o) for p, t, _, o, _ in mine] == [(pid, "new-0", 3)]
+    assert [(p, t, o) for p, t, _, o, _ in mine] == [(pid, "new-0", 2)]
     assert mine[0][2] == Message.objects.get(transaction_id="new-0").message_id
     assert mine[0][4] == T0 + timedelta(seconds=60)
     assert mine[0][4].tzinfo is UTC
@@ -178,20 +178,20 @@ def test_write_messages_appends_and_moves_the_partitions(clock_at):
     push("a", partition="p1")
     part = partition_of("a", "p1")
     now = T0 + timedelta(seconds=5)
-    rows = [(part.id, 2, "t-2", "m-2", '{"x":"é"}', None), (part.id, 3, "t-3", "m-3", "[]", "trace")]
+    rows = [(part.id, 1, "t-1", "m-1", '{"x":"é"}', None), (part.id, 2, "t-2", "m-2", "[]", "trace")]
     with transaction.atomic():
         store().lock_partitions([part.id])
-        store().write_messages(rows, {part.id: (4, len('{"x":"é"}'.encode()) + 2)}, now)
+        store().write_messages(rows, {part.id: (3, len('{"x":"é"}'.encode()) + 2)}, now)
     after = partition_of("a", "p1")
-    assert after.next_offset == 4
+    assert after.next_offset == 3
     assert after.retained_bytes == part.retained_bytes + len('{"x":"é"}'.encode()) + 2
     assert after.last_push_at == now
     stored = list(
-        Message.objects.filter(partition=part, offset__gte=2)
+        Message.objects.filter(partition=part, offset__gte=1)
         .order_by("offset")
         .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
     )
-    assert stored == [(2, "t-2", "m-2", '{"x":"é"}', None, now), (3, "t-3", "m-3", "[]", "trace", now)]
+    assert stored == [(1, "t-1", "m-1", '{"x":"é"}', None, now), (2, "t-2", "m-2", "[]", "trace", now)]
 
 
 def test_append_one_writes_once_then_answers_the_original(clock_at):
@@ -200,14 +200,14 @@ def test_append_one_writes_once_then_answers_the_original(clock_at):
         pytest.skip(f"{type(store()).__name__} has no one-statement append: push writes with write_messages")
     push("a")
     part = partition_of("a")
-    first = Append(part.id, "t", T0 - timedelta(hours=1), 2, "m-1", '"é"', None, "a", T0)
+    first = Append(part.id, "t", T0 - timedelta(hours=1), 1, "m-1", '"é"', None, "a", T0)
     with transaction.atomic():
         store().lock_partitions([part.id])
         assert store().append_one(first) is None
-        again = Append(part.id, "t", T0 - timedelta(hours=1), 3, "m-2", '"x"', None, "a", T0)
-        assert store().append_one(again) == ("m-1", 2)
+        again = Append(part.id, "t", T0 - timedelta(hours=1), 2, "m-2", '"x"', None, "a", T0)
+        assert store().append_one(again) == ("m-1", 1)
     after = partition_of("a")
-    assert (after.next_offset, after.retained_bytes) == (3, part.retained_bytes + len('"é"'.encode()))
+    assert (after.next_offset, after.retained_bytes) == (2, part.retained_bytes + len('"é"'.encode()))
     assert Message.objects.filter(partition=part, transaction_id="t").count() == 1
 
 
@@ -267,7 +267,7 @@ def test_lock_free_cursor_answers_only_a_cursor_without_a_live_lease(clock_at):
         row = store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=later)
     assert row is not None
     cid, committed, runs, next_offset, name, log_start = row
-    assert (cid, committed, next_offset, name, log_start) == (cursor.id, 0, 4, "Default", 1)
+    assert (cid, committed, next_offset, name, log_start) == (cursor.id, -1, 3, "Default", 0)
     assert runs is not None
 
 
@@ -289,7 +289,7 @@ def test_lock_partition_for_sweep_reads_the_log_bounds(clock_at):
     push("a", n=4)
     pid = partition_of("a").id
     with transaction.atomic():
-        assert store().lock_partition_for_sweep(pid) == (1, 5)
+        assert store().lock_partition_for_sweep(pid) == (0, 4)
         assert store().lock_partition_for_sweep(pid + 1000) is None
 
 
@@ -300,8 +300,8 @@ def test_message_sizes_count_payload_bytes(clock_at):
     push("a", n=1, payload="abc", tag="x")
     push("a", n=1, payload="zz", tag="y")
     pid = partition_of("a").id
-    rows = store().message_sizes(partition_id=pid, first=1, last=2)
-    assert rows == [(1, T0, len('"é"'.encode())), (2, T0 + timedelta(seconds=1), len('"abc"'))]
+    rows = store().message_sizes(partition_id=pid, first=0, last=1)
+    assert rows == [(0, T0, len('"é"'.encode())), (1, T0 + timedelta(seconds=1), len('"abc"'))]
 
 
 def test_cut_log_deletes_a_prefix_and_moves_the_log_start(clock_at):
@@ -309,14 +309,14 @@ def test_cut_log_deletes_a_prefix_and_moves_the_log_start(clock_at):
     push("a", n=4)
     part = partition_of("a")
     with transaction.atomic():
-        assert store().cut_log(partition_id=part.id, log_start=1, boundary=3, freed_bytes=10) == 2
+        assert store().cut_log(partition_id=part.id, log_start=0, boundary=2, freed_bytes=10) == 2
     after = partition_of("a")
-    assert (after.log_start, after.retained_bytes) == (3, part.retained_bytes - 10)
-    assert list(Message.objects.filter(partition=part).order_by("offset").values_list("offset", flat=True)) == [3, 4]
+    assert (after.log_start, after.retained_bytes) == (2, part.retained_bytes - 10)
+    assert list(Message.objects.filter(partition=part).order_by("offset").values_list("offset", flat=True)) == [2, 3]
     with transaction.atomic():
-        assert store().cut_log(partition_id=part.id, log_start=1, boundary=4, freed_bytes=10) is None
+        assert store().cut_log(partition_id=part.id, log_start=0, boundary=3, freed_bytes=10) is None
         transaction.set_rollback(True)
-    assert partition_of("a").log_start == 3
+    assert partition_of("a").log_start == 2
 
 
 # -- dashboard reads -----------------------------------------------------------------
@@ -328,7 +328,7 @@ def test_push_times_answer_stored_pairs(clock_at):
     clock_at.shift(5)
     push("a", n=1, tag="x")
     pid = partition_of("a").id
-    assert store().push_times([(pid, 1), (pid, 2), (pid, 9)]) == {(pid, 1): T0, (pid, 2): T0 + timedelta(seconds=5)}
+    assert store().push_times([(pid, 0), (pid, 1), (pid, 9)]) == {(pid, 0): T0, (pid, 1): T0 + timedelta(seconds=5)}
     assert store().push_times([]) == {}
 
 
@@ -338,8 +338,10 @@ def test_parked_from_finds_the_first_offset_after_the_cutoff(clock_at):
     push("a", n=2, partition="p2")
     clock_at.shift(10)
     push("a", n=2, partition="p1", tag="late")
-    p1, p2 = partition_of("a", "p1").id, partition_of("a", "p2").id
-    assert store().parked_from([p1, p2], T0 + timedelta(seconds=5)) == {p1: 4, p2: 3}
+    push("a", n=2, partition="p3", tag="late")
+    p1, p2, p3 = (partition_of("a", p).id for p in ("p1", "p2", "p3"))
+    # p3 was pushed after the cutoff from its first message on: offset 0.
+    assert store().parked_from([p1, p2, p3], T0 + timedelta(seconds=5)) == {p1: 3, p2: 2, p3: 0}
     assert store().parked_from([], T0) == {}
 
 
@@ -377,11 +379,11 @@ def test_partition_heads_are_the_newest_keys_newest_first(clock_at):
     push("a", n=1, partition="p2")
     p1, p2 = partition_of("a", "p1").id, partition_of("a", "p2").id
     heads = store().partition_heads([p1, p2], until=None, size=2)
-    assert {pid: [o for _, o, _ in keys] for pid, keys in heads.items()} == {p1: [5, 4], p2: [1]}
-    assert heads[p1][0][0] == Message.objects.get(partition_id=p1, offset=5).id
+    assert {pid: [o for _, o, _ in keys] for pid, keys in heads.items()} == {p1: [4, 3], p2: [0]}
+    assert heads[p1][0][0] == Message.objects.get(partition_id=p1, offset=4).id
     assert heads[p1][0][2] == T0 + timedelta(seconds=10)
     early = store().partition_heads([p1, p2], until=T0, size=2)
-    assert {pid: [o for _, o, _ in keys] for pid, keys in early.items()} == {p1: [3, 2]}
+    assert {pid: [o for _, o, _ in keys] for pid, keys in early.items()} == {p1: [2, 1]}
     assert store().partition_heads([], until=None, size=2) == {}
 
 
@@ -429,9 +431,9 @@ def test_a_partition_a_push_holds_is_skipped_by_the_sweep_not_by_a_claim(claimed
         assert store().lock_partition_for_sweep(pid) is None
         row = store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=datetime.now(UTC))
         assert row is not None
-        assert row[1] == 1
+        assert row[1] == 0
     with transaction.atomic():
-        assert store().lock_partition_for_sweep(pid) == (1, 3)
+        assert store().lock_partition_for_sweep(pid) == (0, 2)
 
 
 def test_a_cursor_a_claim_holds_is_skipped_by_another_claim(claimed_once):
@@ -443,4 +445,4 @@ def test_a_cursor_a_claim_holds_is_skipped_by_another_claim(claimed_once):
         transaction.atomic(),
     ):
         assert store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=now) is None
-        assert store().lock_partition_for_sweep(pid) == (1, 3)
+        assert store().lock_partition_for_sweep(pid) == (0, 2)

@@ -13,7 +13,7 @@ from django.db import transaction
 
 from queenadmin.domain import clock, queues
 from queenadmin.domain.db import json_text
-from queenadmin.domain.queues import delivery
+from queenadmin.domain.queues import delivery, groups
 from queenadmin.errors import InvalidArgument
 from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue
 
@@ -74,13 +74,13 @@ def depth(queue: str = "q", group: str | None = None) -> queues.QueueTotals:
 def test_push_assigns_gapless_offsets_per_partition_and_auto_creates():
     first = push(n=3)
     other = push(n=2, partition="p2")
-    assert [r.offset for r in first] == [1, 2, 3]
-    assert [r.offset for r in other] == [1, 2]
+    assert [r.offset for r in first] == [0, 1, 2]
+    assert [r.offset for r in other] == [0, 1]
     assert {r.status for r in first + other} == {"queued"}
     queue = Queue.objects.get(name="q")
     assert queue.options["leaseTime"] == 60
     assert queue.options["retryLimit"] == 3
-    assert sorted(Partition.objects.values_list("name", "next_offset")) == [("Default", 4), ("p2", 3)]
+    assert sorted(Partition.objects.values_list("name", "next_offset")) == [("Default", 3), ("p2", 2)]
 
 
 def test_push_without_transaction_id_uses_the_message_id():
@@ -102,8 +102,8 @@ def test_repeat_inside_one_call_is_a_duplicate():
     items = [queues.PushItem("q", "Default", str(i), "same") for i in range(3)]
     results = queues.queue_push(items=items)
     assert [r.status for r in results] == ["queued", "duplicate", "duplicate"]
-    assert {r.offset for r in results} == {1}
-    assert Partition.objects.get().next_offset == 2
+    assert {r.offset for r in results} == {0}
+    assert Partition.objects.get().next_offset == 1
 
 
 def test_dedup_is_per_partition():
@@ -118,7 +118,7 @@ def test_dedup_window_ends_and_zero_turns_it_off():
         push(txn="t")
         traveller.shift(timedelta(seconds=11))
         (late,) = push(txn="t")
-        assert (late.status, late.offset) == ("queued", 2)
+        assert (late.status, late.offset) == ("queued", 1)
     configure(name="off", dedupWindowSeconds=0)
     push("off", txn="x")
     (again,) = push("off", txn="x")
@@ -131,7 +131,7 @@ def test_dedup_window_ends_and_zero_turns_it_off():
 def test_claim_is_fifo_and_one_batch_per_partition_and_group():
     push(n=5)
     first = claim(batch=2)
-    assert [m.offset for m in first.messages] == [1, 2]
+    assert [m.offset for m in first.messages] == [0, 1]
     assert {m.delivery_attempt for m in first.messages} == {1}
     assert claim(batch=2).messages == ()
     assert claim(batch=2, group="other", subscription_mode="all").messages != ()
@@ -150,7 +150,7 @@ def test_expired_lease_redelivers_with_the_next_attempt():
         assert claim(batch=2).retry_at == T0 + timedelta(seconds=5)
         traveller.shift(timedelta(seconds=6))
         again = claim(batch=3)
-        assert [(m.offset, m.delivery_attempt) for m in again.messages] == [(1, 2), (2, 2), (3, 1)]
+        assert [(m.offset, m.delivery_attempt) for m in again.messages] == [(0, 2), (1, 2), (2, 1)]
         assert again.lease_id != first.lease_id
         # The old lease can neither ack nor extend any more.
         assert [o.error for o in ack(first)] == [queues.consume.BAD_LEASE] * 2
@@ -169,7 +169,7 @@ def test_completed_moves_the_cursor_and_releases_the_lease():
     # The earlier message was acked implicitly; acking it again is a no-op.
     (noop,) = ack(c, messages=c.messages[:1])
     assert (noop.success, noop.noop) == (True, True)
-    assert [m.offset for m in claim().messages] == [3]
+    assert [m.offset for m in claim().messages] == [2]
 
 
 def test_processing_counts_the_leased_batch():
@@ -219,11 +219,11 @@ def test_failed_spends_retry_limit_then_dead_letters():
     (first,) = ack(c, "failed")
     assert (first.success, first.dlq, first.lease_released) == (True, False, True)
     c = claim(batch=1)
-    assert [(m.offset, m.delivery_attempt) for m in c.messages] == [(1, 2)]
+    assert [(m.offset, m.delivery_attempt) for m in c.messages] == [(0, 2)]
     (second,) = ack(c, "failed")
     assert second.dlq
     assert DeadLetter.objects.get().transaction_id == "m-0"
-    assert [m.offset for m in claim().messages] == [2]
+    assert [m.offset for m in claim().messages] == [1]
     assert depth().dead_letter == 1
 
 
@@ -244,7 +244,7 @@ def test_dlq_status_files_at_once():
     (outcome,) = ack(c, "dlq")
     assert outcome.dlq
     assert depth().dead_letter == 1
-    assert [m.offset for m in claim().messages] == [2]
+    assert [m.offset for m in claim().messages] == [1]
 
 
 def test_batch_ack_cursor_stops_at_the_lowest_message_that_comes_back():
@@ -257,7 +257,7 @@ def test_batch_ack_cursor_stops_at_the_lowest_message_that_comes_back():
     ]
     assert all(o.success for o in queues.queue_ack(items=items))
     again = claim(batch=4)
-    assert [(m.offset, m.delivery_attempt) for m in again.messages] == [(2, 2), (3, 2), (4, 2)]
+    assert [(m.offset, m.delivery_attempt) for m in again.messages] == [(1, 2), (2, 2), (3, 2)]
 
 
 def test_auto_ack_commits_at_delivery():
@@ -265,7 +265,7 @@ def test_auto_ack_commits_at_delivery():
     c = claim(batch=2, auto_ack=True)
     assert c.lease_id == ""
     assert depth().pending == 1
-    assert [m.offset for m in claim().messages] == [3]
+    assert [m.offset for m in claim().messages] == [2]
 
 
 def test_multi_partition_claim_shares_one_lease_and_the_budget():
@@ -335,15 +335,15 @@ def test_attempts_stay_exact_when_redelivered_batches_change_size():
         assert {a for _, a in attempts(claim(batch=10, lease_seconds=5))} == {1}
         traveller.shift(timedelta(seconds=6))
         small = claim(batch=5, lease_seconds=5)
-        assert attempts(small) == [(o, 2) for o in range(1, 6)]
+        assert attempts(small) == [(o, 2) for o in range(0, 5)]
         ack(small)
         bigger = claim(batch=10, lease_seconds=5)
-        assert attempts(bigger) == [(o, 2) for o in range(6, 11)] + [(o, 1) for o in range(11, 16)]
+        assert attempts(bigger) == [(o, 2) for o in range(5, 10)] + [(o, 1) for o in range(10, 15)]
         traveller.shift(timedelta(seconds=6))
-        assert attempts(claim(batch=3, lease_seconds=5)) == [(6, 3), (7, 3), (8, 3)]
-        assert runs() == [[6, 8, 3], [9, 10, 2], [11, 15, 1]]
+        assert attempts(claim(batch=3, lease_seconds=5)) == [(5, 3), (6, 3), (7, 3)]
+        assert runs() == [[5, 7, 3], [8, 9, 2], [10, 14, 1]]
         traveller.shift(timedelta(seconds=6))
-        assert attempts(claim(batch=15)) == [(6, 4), (7, 4), (8, 4), (9, 3), (10, 3)] + [(o, 2) for o in range(11, 16)]
+        assert attempts(claim(batch=15)) == [(5, 4), (6, 4), (7, 4), (8, 3), (9, 3)] + [(o, 2) for o in range(10, 15)]
 
 
 def test_attempts_stay_exact_after_partial_batch_acks():
@@ -352,13 +352,13 @@ def test_attempts_stay_exact_after_partial_batch_acks():
         push(n=12)
         first = claim(batch=10, lease_seconds=5)
         (done,) = ack(first, messages=first.messages[2:3])
-        assert not done.lease_released  # 4..10 are still out under the lease
+        assert not done.lease_released  # 3..9 are still out under the lease
         traveller.shift(timedelta(seconds=6))
         second = claim(batch=3, lease_seconds=5)
-        assert attempts(second) == [(4, 2), (5, 2), (6, 2)]
-        assert runs() == [[4, 6, 2], [7, 10, 1]]
+        assert attempts(second) == [(3, 2), (4, 2), (5, 2)]
+        assert runs() == [[3, 5, 2], [6, 9, 1]]
         ack(second)
-        assert attempts(claim(batch=10)) == [(7, 2), (8, 2), (9, 2), (10, 2), (11, 1), (12, 1)]
+        assert attempts(claim(batch=10)) == [(6, 2), (7, 2), (8, 2), (9, 2), (10, 1), (11, 1)]
 
 
 def test_retry_redelivers_with_exact_attempts():
@@ -372,14 +372,14 @@ def test_retry_redelivers_with_exact_attempts():
     ]
     assert all(o.success for o in queues.queue_ack(items=items))
     again = claim(batch=6)
-    assert attempts(again) == [(2, 2), (3, 2), (4, 2), (5, 1), (6, 1)]
+    assert attempts(again) == [(1, 2), (2, 2), (3, 2), (4, 1), (5, 1)]
     statuses = ["completed", "completed", "completed", "retry", "completed"]
     items = [
         queues.AckItem(i, m.transaction_id, str(m.partition_id), s, again.lease_id)  # type: ignore[arg-type]
         for i, (m, s) in enumerate(zip(again.messages, statuses, strict=True))
     ]
     assert all(o.lease_released for o in queues.queue_ack(items=items))
-    assert attempts(claim(batch=6)) == [(5, 2), (6, 2)]
+    assert attempts(claim(batch=6)) == [(4, 2), (5, 2)]
 
 
 def test_failed_with_retries_left_redelivers_with_exact_attempts():
@@ -388,10 +388,10 @@ def test_failed_with_retries_left_redelivers_with_exact_attempts():
     push(n=5)
     ack(claim(batch=3), "failed", messages=None)
     second = claim(batch=2)
-    assert attempts(second) == [(1, 2), (2, 2)]
+    assert attempts(second) == [(0, 2), (1, 2)]
     (outcome,) = ack(second, "failed", messages=second.messages[:1])
     assert not outcome.dlq
-    assert attempts(claim(batch=5)) == [(1, 3), (2, 3), (3, 2), (4, 1), (5, 1)]
+    assert attempts(claim(batch=5)) == [(0, 3), (1, 3), (2, 2), (3, 1), (4, 1)]
 
 
 def test_consumer_groups_count_attempts_independently():
@@ -400,12 +400,12 @@ def test_consumer_groups_count_attempts_independently():
         push(n=4)
         claim(batch=4, lease_seconds=5)
         traveller.shift(timedelta(seconds=6))
-        assert attempts(claim(group="g", subscription_mode="all", batch=2, lease_seconds=5)) == [(1, 1), (2, 1)]
-        assert attempts(claim(batch=2, lease_seconds=5)) == [(1, 2), (2, 2)]
+        assert attempts(claim(group="g", subscription_mode="all", batch=2, lease_seconds=5)) == [(0, 1), (1, 1)]
+        assert attempts(claim(batch=2, lease_seconds=5)) == [(0, 2), (1, 2)]
         traveller.shift(timedelta(seconds=6))
-        assert attempts(claim(group="g", batch=4)) == [(1, 2), (2, 2), (3, 1), (4, 1)]
-        assert attempts(claim(batch=4)) == [(1, 3), (2, 3), (3, 2), (4, 2)]
-        assert runs("g") == [[1, 2, 2], [3, 4, 1]]
+        assert attempts(claim(group="g", batch=4)) == [(0, 2), (1, 2), (2, 1), (3, 1)]
+        assert attempts(claim(batch=4)) == [(0, 3), (1, 3), (2, 2), (3, 2)]
+        assert runs("g") == [[0, 1, 2], [2, 3, 1]]
 
 
 def test_auto_ack_counts_the_delivery_and_trims_the_record():
@@ -414,10 +414,10 @@ def test_auto_ack_counts_the_delivery_and_trims_the_record():
         push(n=4)
         claim(batch=4, lease_seconds=5)
         traveller.shift(timedelta(seconds=6))
-        assert attempts(claim(batch=2, auto_ack=True)) == [(1, 2), (2, 2)]
-        assert runs() == [[3, 4, 1]]
+        assert attempts(claim(batch=2, auto_ack=True)) == [(0, 2), (1, 2)]
+        assert runs() == [[2, 3, 1]]
         ack(c := claim(batch=4))
-        assert attempts(c) == [(3, 2), (4, 2)]
+        assert attempts(c) == [(2, 2), (3, 2)]
         assert runs() == []
 
 
@@ -429,13 +429,13 @@ def test_groups_have_their_own_cursors_and_subscription_modes():
     news = claim(group="news", subscription_mode="new")
     assert news.messages == ()
     everything = claim(group="all-of-it", subscription_mode="all", batch=10)
-    assert [m.offset for m in everything.messages] == [1, 2]
+    assert [m.offset for m in everything.messages] == [0, 1]
     # A group that names no mode starts from the oldest message (Queen's default).
-    assert [m.offset for m in claim(group="default", batch=10).messages] == [1, 2]
+    assert [m.offset for m in claim(group="default", batch=10).messages] == [0, 1]
     push(n=1)
-    assert [m.offset for m in claim(group="news").messages] == [3]
+    assert [m.offset for m in claim(group="news").messages] == [2]
     # Queue mode starts from the oldest message, whatever the mode says.
-    assert [m.offset for m in claim(subscription_mode="new", batch=10).messages] == [1, 2, 3]
+    assert [m.offset for m in claim(subscription_mode="new", batch=10).messages] == [0, 1, 2]
     # The mode is decided on the group's first pop.
     assert claim(group="news", subscription_mode="all").messages == ()
 
@@ -446,7 +446,7 @@ def test_subscription_from_a_time_starts_after_earlier_messages():
         traveller.shift(timedelta(seconds=10))
         push(n=1)
         c = claim(group="g", subscription_from=T0 + timedelta(seconds=5), batch=10)
-        assert [m.offset for m in c.messages] == [3]
+        assert [m.offset for m in c.messages] == [2]
 
 
 def test_depth_of_an_unseen_group_is_minus_one_and_worst_group_wins():
@@ -579,20 +579,20 @@ def test_delayed_processing_holds_messages_until_their_delay_has_passed():
     with time_machine.travel(T0 + timedelta(seconds=10), tick=False):
         # The first two are ready; the third (pushed at +4 s) waits, and so FIFO holds.
         first = claim(batch=10)
-        assert [m.offset for m in first.messages] == [1, 2]
+        assert [m.offset for m in first.messages] == [0, 1]
         ack(first)
         rest = claim(batch=10)
         assert rest.messages == ()
         assert rest.retry_at == T0 + timedelta(seconds=14)
     with time_machine.travel(T0 + timedelta(seconds=14), tick=False):
-        assert [m.offset for m in claim(batch=10).messages] == [3]
+        assert [m.offset for m in claim(batch=10).messages] == [2]
 
 
 def test_without_delayed_processing_a_message_is_ready_at_once():
     configure(delayedProcessing=0)
     with time_machine.travel(T0, tick=False):
         push(n=1)
-        assert [m.offset for m in claim().messages] == [1]
+        assert [m.offset for m in claim().messages] == [0]
 
 
 # -- lease ids, the overview ------------------------------------------------------
@@ -685,12 +685,12 @@ def test_default_subscription_mode_is_a_setting(settings):
     push(n=2)
     assert claim(group="late").messages == ()
     push(n=1)
-    assert [m.offset for m in claim(group="late").messages] == [3]
+    assert [m.offset for m in claim(group="late").messages] == [2]
 
 
 def test_a_failed_ack_that_dead_letters_still_releases_the_rest_of_the_batch():
-    """retryLimit 1: the second failure of message 2 files it in the DLQ and
-    hands messages 3..5 back at once (the lease is released)."""
+    """retryLimit 1: the second failure of the message at offset 1 files it in
+    the DLQ and hands offsets 2..4 back at once (the lease is released)."""
     configure(retryLimit=1)
     push(n=5)
     first = claim(batch=5)
@@ -698,28 +698,101 @@ def test_a_failed_ack_that_dead_letters_still_releases_the_rest_of_the_batch():
     (second_fail,) = ack(first, "failed", messages=[first.messages[1]])
     assert (second_fail.success, second_fail.lease_released, second_fail.dlq) == (True, True, False)
     again = claim(batch=5)
-    assert [m.offset for m in again.messages] == [2, 3, 4, 5]
+    assert [m.offset for m in again.messages] == [1, 2, 3, 4]
     (dead,) = ack(again, "failed", messages=[again.messages[0]])
     assert (dead.success, dead.lease_released, dead.dlq) == (True, True, True)
     rest = claim(batch=5)
-    assert [m.offset for m in rest.messages] == [3, 4, 5]
+    assert [m.offset for m in rest.messages] == [2, 3, 4]
 
 
 def test_an_ack_never_moves_a_cursor_past_messages_nobody_received():
-    """An unfenced ack of message 15 while 1..5 are leased is refused; so is a
+    """An unfenced ack of offset 14 while 0..4 are leased is refused; so is a
     queue-mode ack of a message only a named group received."""
     push(n=20)
     leased = claim(batch=5)
-    (m15,) = list(Message.objects.filter(offset=15))
-    unfenced = queues.AckItem(0, m15.transaction_id, str(m15.partition_id), "completed")
+    (m14,) = list(Message.objects.filter(offset=14))
+    unfenced = queues.AckItem(0, m14.transaction_id, str(m14.partition_id), "completed")
     (refused,) = queues.queue_ack(items=[unfenced])
     assert (refused.success, refused.error) == (False, queues.consume.UNRESOLVABLE)
-    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == 0
+    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == -1
     assert ack(leased)[0].success
-    assert [m.offset for m in claim(batch=3).messages] == [6, 7, 8]
+    assert [m.offset for m in claim(batch=3).messages] == [5, 6, 7]
     billing = claim(group="billing", batch=12)
-    (m12,) = [m for m in billing.messages if m.offset == 12]
-    wrong_group = queues.AckItem(0, m12.transaction_id, str(m12.partition_id), "completed")
+    (m11,) = [m for m in billing.messages if m.offset == 11]
+    wrong_group = queues.AckItem(0, m11.transaction_id, str(m11.partition_id), "completed")
     (refused_queue_mode,) = queues.queue_ack(items=[wrong_group])
     assert refused_queue_mode.success is False
-    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == 5
+    assert ConsumerCursor.objects.get(group=queues.QUEUE_MODE).committed_offset == 4
+
+
+# -- offset 0 is a message like any other ---------------------------------------
+
+
+def test_a_new_group_skips_a_partition_whose_only_message_is_offset_0():
+    """``new`` starts after what is there: one message (offset 0) is skipped too."""
+    push(n=1)
+    assert claim(group="news", subscription_mode="new").messages == ()
+    push(n=1)
+    assert [m.offset for m in claim(group="news").messages] == [1]
+
+
+def test_subscription_from_a_time_after_only_offset_0_starts_at_offset_1():
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=1)
+        traveller.shift(timedelta(seconds=10))
+        push(n=2)
+        c = claim(group="g", subscription_from=T0 + timedelta(seconds=5), batch=10)
+        assert [m.offset for m in c.messages] == [1, 2]
+
+
+def test_a_seek_to_a_time_after_only_offset_0_reads_on_from_offset_1():
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=1)
+        traveller.shift(timedelta(seconds=10))
+        push(n=2)
+        ack(claim(group="g", subscription_mode="all", batch=10), group="g")
+        groups.queue_group_seek(group="g", queue="q", to_end=False, timestamp=T0 + timedelta(seconds=5))
+        assert [m.offset for m in claim(group="g", batch=10).messages] == [1, 2]
+        groups.queue_group_seek(group="g", queue="q", to_end=False, timestamp=T0 - timedelta(seconds=5))
+        assert [m.offset for m in claim(group="g", batch=10).messages] == [0, 1, 2]
+
+
+def test_completed_retention_never_takes_offset_0_from_a_consumer_that_read_nothing():
+    """A group with no cursor on a partition has done nothing there: not even
+    offset 0 is deleted; where it consumed, what it consumed goes."""
+    configure(retentionEnabled=True, completedRetentionSeconds=1)
+    with time_machine.travel(T0, tick=False) as traveller:
+        push(n=2)
+        push(n=1, partition="other")
+        assert len(claim(group="g", subscription_mode="all", partition="other", auto_ack=True).messages) == 1
+        traveller.shift(timedelta(seconds=60))
+        assert queues.queue_retention_sweep().deleted == 1
+        assert sorted(Message.objects.values_list("partition__name", "offset")) == [("Default", 0), ("Default", 1)]
+
+
+def test_a_partition_a_group_never_read_counts_from_offset_0_everywhere():
+    """A registered group with no cursor on a partition has all of it left:
+    depth, the group's lag and the sampled depth count offset 0 too."""
+    from queenadmin.domain.queues import browse, history
+
+    push(n=2, partition="a")
+    push(n=2, partition="b")
+    claim(group="g", subscription_mode="all", partition="a", batch=1)
+    totals = queues.queue_stats(name="q", group="g").totals  # type: ignore[union-attr]
+    assert (totals.pending, totals.processing) == (4, 1)
+    lags = {r.partition: r.lag for r in browse.group_detail(group="g")["q"]}
+    assert lags == {"a": 2, "b": 2}
+    (counters,) = history.queue_counters()
+    assert (counters.pushed, counters.depth, counters.processing) == (4, 4, 1)
+
+
+def test_a_partition_of_one_message_has_its_push_time_as_oldest_and_newest():
+    """The message at offset 0 is a message: its time is read, not skipped."""
+    with time_machine.travel(T0, tick=False):
+        push(n=1)
+        stats = queues.queue_stats(name="q", with_messages=True, with_age=True)
+    assert stats is not None
+    (part,) = stats.partitions
+    assert (part.pending_offset, part.last_offset, part.log_start) == (0, 0, 0)
+    assert (part.oldest_message_at, part.newest_message_at) == (T0, T0)
+    assert stats.oldest_ready_age == 0.0

@@ -58,17 +58,17 @@ def test_seek_to_a_time_places_the_cursor_after_the_last_message_pushed_by_then(
         )
         assert seek.partitions == 1
         cursor = ConsumerCursor.objects.get(group="billing")
-        assert (cursor.committed_offset, cursor.lease_id, cursor.delivery_runs) == (2, None, [])
+        assert (cursor.committed_offset, cursor.lease_id, cursor.delivery_runs) == (1, None, [])
 
 
 def test_fetch_budget_always_reads_one_record_first():
     """A record larger than the byte budget still comes back alone, so a reader never stalls."""
     push("big", 3)
     (entry,) = reads.queue_fetch(entries=[reads.FetchEntry("big", "p", 0, 1)], max_bytes=1)
-    assert [r.offset for r in entry.records] == [1]
-    (entry,) = reads.queue_fetch(entries=[reads.FetchEntry("big", "p", 2, 10_000)], max_bytes=10_000)
-    assert [r.offset for r in entry.records] == [2, 3]
-    assert (entry.high_watermark, entry.log_start, entry.error) == (4, 1, None)
+    assert [r.offset for r in entry.records] == [0]
+    (entry,) = reads.queue_fetch(entries=[reads.FetchEntry("big", "p", 1, 10_000)], max_bytes=10_000)
+    assert [r.offset for r in entry.records] == [1, 2]
+    assert (entry.high_watermark, entry.log_start, entry.error) == (3, 0, None)
 
 
 def test_deleting_a_queue_deletes_its_traces():
@@ -107,12 +107,12 @@ def test_message_pages_merge_partitions_newest_first_within_the_window():
         since_start = browse.message_list(query=browse.MessageQuery(queue="paged", since=T0, limit=100))
         assert len(since_start) == 8
         old = browse.message_list(query=browse.MessageQuery(queue="paged", since=T0, until=T0, limit=100))
-        assert [(r.partition, r.offset) for r in old] == [("a", 2), ("a", 1)]
+        assert [(r.partition, r.offset) for r in old] == [("a", 1), ("a", 0)]
         c = queues.queue_claim(request=queues.PopRequest(queue="paged", partition="b", batch=1))
         (first_b,) = c.messages
         done = browse.message_list(query=browse.MessageQuery(queue="paged", status="processing", limit=10))
         assert [r.transaction_id for r in done] == [first_b.transaction_id]
-        assert [r.offset for r in browse.message_list(query=browse.MessageQuery(partition="a", limit=2))] == [5, 4]
+        assert [r.offset for r in browse.message_list(query=browse.MessageQuery(partition="a", limit=2))] == [4, 3]
 
 
 def _trace(queue: str, index: int, *names: str) -> None:
@@ -168,13 +168,14 @@ def test_a_busy_partition_reads_past_its_share_of_the_page():
         queues.queue_push(items=[queues.PushItem("skewed", f"p{p}", json_text(p), f"only-{p}")])
     push("skewed", 30, partition="busy")
     page = browse.message_list(query=browse.MessageQuery(queue="skewed", limit=35))
-    assert [r.offset for r in page[:30]] == list(range(30, 0, -1))
+    assert [r.offset for r in page[:30]] == list(range(29, -1, -1))
     assert {r.partition for r in page[:30]} == {"busy"}
     assert [r.transaction_id for r in page[30:]] == ["only-9", "only-8", "only-7", "only-6", "only-5"]
 
 
 def test_offset_reads_start_at_the_log_start_retention_moved():
-    """After retention deletes a prefix, fetch and discovery report the new log start; an offset below it is out of range."""
+    """After retention deletes a prefix, fetch and discovery report the new log start; an offset below it
+    (offset 0 too: it is an offset like any other, not "the log start") is out of range."""
     with time_machine.travel(T0, tick=False) as traveller:
         request = queues.ConfigureRequest(
             "kept", options=queues.QueueOptions((("retentionEnabled", True), ("retentionSeconds", 60)))
@@ -184,14 +185,19 @@ def test_offset_reads_start_at_the_log_start_retention_moved():
         traveller.shift(timedelta(minutes=5))
         push("kept", 2)
         assert queues.queue_retention_sweep().deleted == 3
-        below, start = reads.queue_fetch(
-            entries=[reads.FetchEntry("kept", "p", 2, 10_000), reads.FetchEntry("kept", "p", 0, 10_000)],
+        below, zero, start = reads.queue_fetch(
+            entries=[
+                reads.FetchEntry("kept", "p", 2, 10_000),
+                reads.FetchEntry("kept", "p", 0, 10_000),
+                reads.FetchEntry("kept", "p", 3, 10_000),
+            ],
             max_bytes=10_000,
         )
-        assert (below.error, below.log_start, below.high_watermark, below.records) == ("OFFSET_OUT_OF_RANGE", 4, 6, ())
-        assert ([r.offset for r in start.records], start.error) == ([4, 5], None)
+        assert (below.error, below.log_start, below.high_watermark, below.records) == ("OFFSET_OUT_OF_RANGE", 3, 5, ())
+        assert (zero.error, zero.log_start, zero.high_watermark, zero.records) == ("OFFSET_OUT_OF_RANGE", 3, 5, ())
+        assert ([r.offset for r in start.records], start.error) == ([3, 4], None)
         (changed,) = reads.partitions_changed(query=reads.ChangedQuery(queue="kept")).partitions
-        assert (changed.last_offset, changed.log_start) == (5, 4)
+        assert (changed.last_offset, changed.log_start) == (4, 3)
         # A group that never read the partition starts at the log start, not at a deleted offset.
         c = queues.queue_claim(request=queues.PopRequest(queue="kept", group="late", batch=10))
-        assert [m.offset for m in c.messages] == [4, 5]
+        assert [m.offset for m in c.messages] == [3, 4]

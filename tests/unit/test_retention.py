@@ -95,7 +95,7 @@ def test_retention_is_opt_in_with_retention_enabled_when_configured(clock_at, se
     ack(claim(batch=3))
     clock_at.shift(timedelta(seconds=60))
     assert queues.queue_retention_sweep() == queues.RetentionSweep(0, 0, 0)
-    assert stored() == [1, 2, 3]
+    assert stored() == [0, 1, 2]
 
 
 def test_retention_seconds_deletes_old_messages_consumed_or_not(clock_at):
@@ -105,22 +105,22 @@ def test_retention_seconds_deletes_old_messages_consumed_or_not(clock_at):
     push(n=5, tag="old")
     clock_at.shift(timedelta(seconds=8))
     push(n=3, tag="new")
-    ack(claim(batch=2))  # queue mode finished 1..2; 3..5 never consumed
+    ack(claim(batch=2))  # queue mode finished 0..1; 2..4 never consumed
     clock_at.shift(timedelta(seconds=7))  # the first five are 15 s old, the rest 7 s
 
     sweep = queues.queue_retention_sweep()
 
     assert sweep == queues.RetentionSweep(deleted=5, partitions=1, skipped=0)
-    assert stored() == [6, 7, 8]
+    assert stored() == [5, 6, 7]
     part = partition()
-    assert (part.log_start, part.next_offset) == (6, 9)
+    assert (part.log_start, part.next_offset) == (5, 8)
     assert part.retained_bytes == payload_bytes()
     t = totals()
     assert (t.total, t.pending, t.processing) == (3, 3, 0)
     # The pop on a partition whose unconsumed messages were deleted starts at
     # the log start, first delivery.
     c = claim(batch=10)
-    assert [(m.offset, m.delivery_attempt) for m in c.messages] == [(6, 1), (7, 1), (8, 1)]
+    assert [(m.offset, m.delivery_attempt) for m in c.messages] == [(5, 1), (6, 1), (7, 1)]
     assert all(o.success for o in ack(c))
     assert totals().pending == 0
 
@@ -145,11 +145,11 @@ def test_sweep_runs_in_bounded_batches_and_is_idempotent(clock_at):
     clock_at.shift(timedelta(seconds=2))
     assert queues.queue_retention_sweep(batch=4).deleted == 10
     assert stored() == []
-    assert partition().log_start == 11
+    assert partition().log_start == 10
     assert partition().retained_bytes == 0
     assert queues.queue_retention_sweep(batch=4) == queues.RetentionSweep(0, 0, 0)
     push(n=1, tag="later")
-    assert stored() == [11]
+    assert stored() == [10]
     assert totals().pending == 1
 
 
@@ -167,7 +167,7 @@ def test_a_leased_batch_deleted_by_retention_releases_the_partition(clock_at):
     t = totals()
     assert (t.pending, t.processing) == (2, 0)
     again = claim(batch=10)
-    assert [m.offset for m in again.messages] == [4, 5]
+    assert [m.offset for m in again.messages] == [3, 4]
 
 
 def test_a_half_deleted_lease_keeps_its_live_messages(clock_at):
@@ -198,7 +198,7 @@ def test_completed_retention_deletes_only_what_queue_mode_consumed(clock_at):
     ack(claim(batch=3))
     clock_at.shift(timedelta(seconds=6))
     assert queues.queue_retention_sweep().deleted == 3
-    assert stored() == [4, 5]
+    assert stored() == [3, 4]
     assert totals().pending == 2
 
 
@@ -213,8 +213,8 @@ def test_completed_retention_waits_for_every_consumer_group(clock_at):
     ack(claim(batch=2, group="fast", partition="other", subscription_mode="all"))
     clock_at.shift(timedelta(seconds=6))
     assert queues.queue_retention_sweep().deleted == 2
-    assert stored() == [3, 4, 5]
-    assert stored(name="other") == [1, 2]  # "slow" never read it
+    assert stored() == [2, 3, 4]
+    assert stored(name="other") == [0, 1]  # "slow" never read it
     assert totals(group="slow").pending == 3 + 2
     assert totals(group="fast").pending == 0
 
@@ -224,7 +224,7 @@ def test_completed_retention_keeps_what_nobody_consumes(clock_at):
     push(n=3)
     clock_at.shift(timedelta(seconds=60))
     assert queues.queue_retention_sweep().deleted == 0
-    assert stored() == [1, 2, 3]
+    assert stored() == [0, 1, 2]
 
 
 def test_a_lagging_named_group_reads_on_from_the_log_start(clock_at):
@@ -239,7 +239,7 @@ def test_a_lagging_named_group_reads_on_from_the_log_start(clock_at):
     t = totals(group="g")
     assert (t.total, t.pending, t.completed) == (2, 2, 1)
     c = claim(batch=10, group="g")
-    assert [(m.offset, m.delivery_attempt) for m in c.messages] == [(5, 1), (6, 1)]
+    assert [(m.offset, m.delivery_attempt) for m in c.messages] == [(4, 1), (5, 1)]
     ack(c)
     t = totals(group="g")
     assert (t.pending, t.completed) == (0, 3)
@@ -275,7 +275,8 @@ def test_100k_pushed_and_consumed_leave_no_rows_and_exact_depths(clock_at):
     parts_rows = list(
         Partition.objects.filter(queue__name="q").values_list("log_start", "next_offset", "retained_bytes")
     )
-    assert sum(n - 1 for _, n, _ in parts_rows) == rounds * per_round
+    # Offsets start at 0: a partition's next offset is how many it was pushed.
+    assert sum(n for _, n, _ in parts_rows) == rounds * per_round
     assert all(start == n and size == 0 for start, n, size in parts_rows)
 
 
@@ -300,10 +301,10 @@ def test_max_size_refuses_the_pushes_of_a_full_queue_and_writes_nothing():
         (2, "failed", "q"),
     ]
     assert results[0].error == "Queue 'q' would exceed max capacity (5). Current: 4, Batch: 2"
-    assert (results[0].message_id, results[0].offset, results[0].transaction_id) == ("", 0, "a")
+    assert (results[0].message_id, results[0].offset, results[0].transaction_id) == ("", queues.NEVER_LOGGED, "a")
     assert not Partition.objects.filter(queue__name="q", name="fresh").exists()
     assert Message.objects.filter(partition__queue__name="q").count() == 4
-    assert partition().next_offset == 5
+    assert partition().next_offset == 4
     assert [r.status for r in push(n=1, tag="fits")] == ["queued"]
 
 
@@ -356,10 +357,10 @@ def test_window_buffer_delivers_only_after_a_quiet_window(clock_at):
     clock_at.shift(timedelta(seconds=5))
     c = claim(batch=10, max_partitions=2)
     assert sorted((m.partition, m.offset) for m in c.messages) == [
+        ("Default", 0),
         ("Default", 1),
         ("Default", 2),
-        ("Default", 3),
-        ("quiet", 1),
+        ("quiet", 0),
     ]
 
 

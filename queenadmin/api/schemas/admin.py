@@ -29,7 +29,9 @@ IsoTime = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
 class FetchEntryIn(BaseModel):
     queue: EngineName
     partition: EngineName
-    offset: int = Field(0, ge=0, description="next offset to read; 0 = the log start")
+    offset: int = Field(
+        0, ge=0, description="next offset to read (offsets start at 0); below the log start: OFFSET_OUT_OF_RANGE"
+    )
     maxBytes: int = Field(
         MAX_FETCH_BYTES, ge=1, description=f"payload bytes this entry may read (at most {MAX_FETCH_BYTES})"
     )

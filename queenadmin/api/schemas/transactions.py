@@ -59,7 +59,9 @@ class TxnPositionIn(BaseModel):
     queue: str
     consumerGroup: str | None = None
     partition: str | None = None
-    offset: int | None = Field(description="the next offset to read; null forgets the group's cursor")
+    offset: int | None = Field(
+        ge=0, description="the next offset to read (0: the first message); null forgets the group's cursor"
+    )
     metadata: str | None = Field(None, description="at most 4096 bytes; accepted, not stored")
 
 

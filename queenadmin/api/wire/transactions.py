@@ -39,8 +39,8 @@ def _positions(raw: list[Any], base: int) -> tuple[tuple[transactions.TxnPositio
         if not isinstance(position, dict) or not isinstance(position.get("queue"), str) or not position["queue"]:
             return (), f"positions[{i}] needs a queue"
         offset = position.get("offset")
-        if offset is not None and (not is_json_int(offset) or offset < 1):
-            return (), f"positions[{i}].offset is the next offset to read (at least 1) or null"
+        if offset is not None and (not is_json_int(offset) or offset < 0):
+            return (), f"positions[{i}].offset is the next offset to read (0 or more) or null"
         partition = position.get("partition") or queues.DEFAULT_PARTITION
         metadata = position.get("metadata")
         if not isinstance(partition, str) or (metadata is not None and not isinstance(metadata, str)):

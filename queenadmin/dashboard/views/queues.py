@@ -188,7 +188,7 @@ def queue_context(user: User, params: QueryDict) -> dict[str, Any]:
         "partition": partition,
         "find": find,
         "rows": rows,
-        "next_before": rows[-1].offset if rows and not find and len(rows) == PAGE and rows[-1].offset > 1 else None,
+        "next_before": rows[-1].offset if rows and not find and len(rows) == PAGE and rows[-1].offset > 0 else None,
         "dlq_filter": selection,
         "dead": dead,
         "dlq_next_before": dead[-1].id if dlq_more else None,

@@ -100,11 +100,12 @@ from queenadmin.domain.queues.stats import (
     queue_overview,
     queue_stats,
 )
-from queenadmin.models.queues import QUEUE_MODE
+from queenadmin.models.queues import NEVER_LOGGED, QUEUE_MODE
 
 __all__ = [
     "ACK_STATUSES",
     "DEFAULT_PARTITION",
+    "NEVER_LOGGED",
     "QUEUE_MODE",
     "AckItem",
     "AckOutcome",

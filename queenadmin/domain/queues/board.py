@@ -57,7 +57,7 @@ class PartitionBoard:
 
     id: int
     name: str
-    #: The last offset (0 when empty).
+    #: The last offset (-1 when empty).
     last_offset: int
     claimable: int
     parked: int
@@ -133,7 +133,8 @@ class QueueBoard:
 
     @property
     def total(self) -> int:
-        return sum(p.last_offset for p in self.partitions)
+        # Offsets start at 0: a partition has had ``last_offset + 1`` messages.
+        return sum(p.last_offset + 1 for p in self.partitions)
 
     @property
     def oldest_claimable_at(self) -> datetime | None:
@@ -232,7 +233,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
     # Below the log start nothing is stored (retention or a purge deleted
     # it): a cursor there is pending from the log start on, as its next
     # claim reads (protocol 11.3: last - max(committed, log_start - 1)).
-    floors = {row[0]: row[5] - 1 for row in rows if row[5] > 1}
+    floors = {row[0]: row[5] - 1 for row in rows if row[5] > 0}
     pids = [p[0] for p in parts]
     named: dict[int, set[str]] = {}
     conflating: set[tuple[int, str]] = set()
@@ -260,7 +261,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
         have = cursors.get(pid, {})
         names = named.get(qid) or {QUEUE_MODE}
         considered[pid] = [
-            _above(have.get(g) or _Cursor(g, 0, False, 0, None), floors.get(pid, 0)) for g in sorted(names)
+            _above(have.get(g) or _Cursor(g, -1, False, -1, None), floors.get(pid, -1)) for g in sorted(names)
         ]
 
     # The push times wanted: each partition's claimable head and, for the
@@ -364,7 +365,7 @@ def _parked_from(parts: list[tuple[int, int, int]], now: datetime) -> dict[int, 
     """
     by_delay: dict[int, list[int]] = {}
     for pid, next_offset, delay in parts:
-        if delay > 0 and next_offset > 1:
+        if delay > 0 and next_offset > 0:
             by_delay.setdefault(delay, []).append(pid)
     result: dict[int, int] = {}
     for delay, pids in sorted(by_delay.items()):

@@ -146,7 +146,7 @@ class GroupSummary:
 
 
 def _group_partitions(group: str | None = None) -> list[GroupPartition]:
-    """Every (group, partition) position; a registered group's unread partitions at 0."""
+    """Every (group, partition) position; a registered group's unread partitions at -1 (nothing done)."""
     registered = ConsumerGroup.objects.all()
     cursors = ConsumerCursor.objects.all()
     if group is not None:
@@ -177,7 +177,7 @@ def _group_partitions(group: str | None = None) -> list[GroupPartition]:
     ):
         for g in by_queue[qid]:
             result.setdefault(
-                (g, pid), GroupPartition(g, qname, pname, pid, next_offset - 1, 0, 0, None, None, None, pushed)
+                (g, pid), GroupPartition(g, qname, pname, pid, next_offset - 1, -1, -1, None, None, None, pushed)
             )
     return sorted(result.values(), key=lambda r: (r.group, r.queue, r.partition))
 

@@ -296,8 +296,8 @@ def _register_group(queue: QueueRef, request: PopRequest, now: datetime) -> bool
                 .values_list("offset", flat=True)
                 .first()
             )
-            start = last or 0
-        if start > 0:
+            start = last if last is not None else -1
+        if start >= 0:
             cursors.append(
                 ConsumerCursor(
                     partition_id=pid,
@@ -899,12 +899,12 @@ def queue_lease_extend_in_txn(*, lease_id: str, seconds: int, now: datetime) -> 
 def queue_position_in_txn(*, queue: str, group: str, partition: str, offset: int | None, now: datetime) -> None:
     """Set where ``group`` reads next on ``partition`` of ``queue``.
 
-    ``offset`` is the next offset to read (1 = from the start; past the end
+    ``offset`` is the next offset to read (0 = from the start; past the end
     = after the last message); None forgets the group's cursor there, so it
     starts again like a new one. Releases any lease the group holds on the
     partition. Inside the caller's transaction (asserted). Raises
     ``QueueNotFound`` for a missing queue and ``ValueError`` for a missing
-    partition or an offset below 1.
+    partition or a negative offset.
     """
     assert connection.in_atomic_block
     queue_id = Queue.objects.filter(name=queue).values_list("id", flat=True).first()
@@ -918,8 +918,8 @@ def queue_position_in_txn(*, queue: str, group: str, partition: str, offset: int
     if offset is None:
         cursors.delete()
         return
-    if offset < 1:
-        raise ValueError("a position's offset is at least 1")
+    if offset < 0:
+        raise ValueError("a position's offset is at least 0")
     committed = min(offset - 1, next_offset - 1)
     if cursors.select_for_update().first() is None:
         ConsumerCursor.objects.bulk_create(

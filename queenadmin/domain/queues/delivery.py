@@ -49,12 +49,12 @@ def runs_trim(runs: Runs, committed: int) -> Runs:
 
 
 def runs_delivered_last(runs: Runs) -> int:
-    """The highest offset ever delivered above the committed one (0: none).
+    """The highest offset ever delivered above the committed one (-1: none).
 
     Claims start at the committed offset plus one, so the delivered offsets
     are a prefix: every pending offset up to this one went out at least once.
     """
-    return max((b for _, b, _ in runs), default=0)
+    return max((b for _, b, _ in runs), default=-1)
 
 
 def runs_attempts(runs: Runs, first: int, last: int) -> list[int]:

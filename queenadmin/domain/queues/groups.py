@@ -112,14 +112,14 @@ def queue_group_delete_in_txn(*, group: str, queue: str | None, delete_metadata:
 
 
 def _last_before(pid: int, moment: datetime) -> int:
-    """The offset of the last message of ``pid`` pushed at or before ``moment``."""
+    """The offset of the last message of ``pid`` pushed at or before ``moment`` (-1: none)."""
     last = (
         Message.objects.filter(partition_id=pid, created_at__lte=moment)
         .order_by("-offset")
         .values_list("offset", flat=True)
         .first()
     )
-    return last or 0
+    return last if last is not None else -1
 
 
 def _place(cursor_id: int, committed: int, *, forget_dead_letters: bool = False) -> None:

@@ -3,7 +3,7 @@
 A sample reads every queue's counters from offsets and cursors (design.md
 section 2), never by counting messages:
 
-- ``pushed``: the offsets handed out, ``sum(next_offset - 1)``;
+- ``pushed``: the offsets handed out, ``sum(next_offset)`` (offsets start at 0);
 - ``popped``, ``acked``, ``failed``: the monotonic counters the claim and
   ack UPDATEs bump on each cursor (``ConsumerCursor.delivered``, ``acked``,
   ``failed``), summed over every group;
@@ -188,7 +188,7 @@ def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> lis
         head: int | None = None
         for group in considered:
             # A group with no cursor here reads the partition from the start.
-            committed, live, batch_last = cursors[pid].get(group, (0, False, 0))
+            committed, live, batch_last = cursors[pid].get(group, (-1, False, -1))
             # Retention deleted everything below the log start (protocol 11.3).
             committed = max(committed, log_start - 1)
             if last - committed > depth:
@@ -201,7 +201,7 @@ def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> lis
             heads[pid] = head
             queue_of[pid] = qid
         counts = per_queue[qid]
-        counts[0] += last
+        counts[0] += next_offset
         counts[1:5] = [a + b for a, b in zip(counts[1:5], sums.get(pid, (0, 0, 0, 0)), strict=True)]
         counts[5] += depth
         counts[6] += processing

@@ -20,7 +20,7 @@ from queenadmin.domain.queues.refs import QueueRef
 from queenadmin.domain.queues.stats import queue_pending
 from queenadmin.domain.queues.store import Append, store
 from queenadmin.errors import QueueBusy, QueueFull
-from queenadmin.models.queues import DeadLetter, Partition, Queue
+from queenadmin.models.queues import NEVER_LOGGED, DeadLetter, Partition, Queue
 
 #: The partition of a push that names none.
 DEFAULT_PARTITION = "Default"
@@ -51,7 +51,8 @@ class PushResult:
     """What became of the item at ``index`` of the push.
 
     ``failed``: the queue's ``maxSize`` refused it (``error`` says why);
-    nothing of it was written, ``message_id`` is ``""`` and ``offset`` 0.
+    nothing of it was written, ``message_id`` is ``""`` and ``offset``
+    ``NEVER_LOGGED`` (the wire shows none).
     """
 
     index: int
@@ -257,7 +258,7 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool
             if item.queue in full:
                 # Like Queen, a refused item without a transactionId gets one minted.
                 tid = item.transaction_id if item.transaction_id is not None else uuid7s(1)[0]
-                results.append(PushResult(index, "", tid, item.queue, "failed", 0, full[item.queue]))
+                results.append(PushResult(index, "", tid, item.queue, "failed", NEVER_LOGGED, full[item.queue]))
             else:
                 results.append(replace(next(written), index=index))
         return results
@@ -355,7 +356,10 @@ def queue_dead_letter_in_txn(
     retry_count: int,
     now: datetime,
 ) -> None:
-    """File a message that never reached the log in its queue's DLQ (offset -1).
+    """File a message that never reached the log in its queue's DLQ.
+
+    Its offset is ``NEVER_LOGGED`` (-1): offsets start at 0, so it names no
+    message of the partition.
 
     Creates the queue and partition when missing, so the dead letter can be
     found where the message was going. For timers that exhausted their
@@ -368,7 +372,7 @@ def queue_dead_letter_in_txn(
         queue_id=ref.id,
         partition_id=pid,
         group=group,
-        offset=-1,
+        offset=NEVER_LOGGED,
         transaction_id=transaction_id,
         message_id=message_id,
         payload=payload_json,

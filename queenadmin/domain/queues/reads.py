@@ -28,7 +28,7 @@ SAFE_TIME_MARGIN = timedelta(seconds=5)
 
 @dataclass(frozen=True)
 class FetchEntry:
-    """Read ``partition`` of ``queue`` from ``offset`` (0: the log start)."""
+    """Read ``partition`` of ``queue`` from ``offset`` (offsets start at 0)."""
 
     queue: str
     partition: str
@@ -66,8 +66,9 @@ def queue_fetch(*, entries: Sequence[FetchEntry], max_bytes: int, max_records: i
     one record if the call has read none yet, so a record larger than a
     budget cannot stall a reader. An unknown queue or partition answers
     ``UNKNOWN_TOPIC_OR_PARTITION``; an offset below the partition's log
-    start (retention deleted it; 0 means the log start) or above the high
-    watermark answers ``OFFSET_OUT_OF_RANGE``; both with no records. Reads only; no transaction needed.
+    start (retention deleted it) or above the high watermark answers
+    ``OFFSET_OUT_OF_RANGE``; both with no records. The high watermark
+    itself is in range and reads nothing. Reads only; no transaction needed.
     """
     wanted = {(e.queue, e.partition) for e in entries}
     parts: dict[tuple[str, str], tuple[int, int, int]] = {}
@@ -85,7 +86,7 @@ def queue_fetch(*, entries: Sequence[FetchEntry], max_bytes: int, max_records: i
             results.append(FetchedEntry(entry.queue, entry.partition, (), 0, 0, "UNKNOWN_TOPIC_OR_PARTITION"))
             continue
         pid, high, log_start = found
-        start = log_start if entry.offset == 0 else entry.offset
+        start = entry.offset
         if start < log_start or start > high:
             results.append(FetchedEntry(entry.queue, entry.partition, (), high, log_start, "OFFSET_OUT_OF_RANGE"))
             continue
@@ -166,8 +167,7 @@ def partitions_changed(*, query: ChangedQuery) -> ChangedPage:
         if len(picked) == query.limit:
             more = True
             break
-        last = next_offset - 1
-        picked.append(ChangedPartition(pid, name, last if last > 0 else -1, log_start, written))
+        picked.append(ChangedPartition(pid, name, next_offset - 1, log_start, written))
     return ChangedPage(query.queue, tuple(picked), picked[-1].id if more else None, True)
 
 

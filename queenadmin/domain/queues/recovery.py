@@ -44,7 +44,7 @@ GroupAction = Literal["seek", "reset", "delete"]
 
 #: Messages one purge step deletes (one transaction).
 PURGE_BATCH = 5_000
-#: Earlier than any push: a seek to it puts a cursor at 0.
+#: Earlier than any push: a seek to it puts a cursor at -1 (nothing done).
 _BEFORE_ANY = datetime(1970, 1, 1, tzinfo=UTC)
 #: Partitions named in an audit entry.
 _NAMED = 20
@@ -138,7 +138,7 @@ def queue_group_operator_in_txn(
     _check_group(qid, queue, group)
     lag_before, before = _positions(qid, group)
     if action == "seek":
-        # Before the first message: a cursor at 0 reads from the log start.
+        # Before the first message: a cursor at -1 reads from the log start.
         moment = _BEFORE_ANY if to == "start" else at
         moved = groups.queue_group_seek_in_txn(
             group=group, queue=queue, to_end=to == "end", timestamp=moment, now=now

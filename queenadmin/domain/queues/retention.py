@@ -164,7 +164,7 @@ def _sweep_partition(policy: RetentionPolicy, pid: int, now: datetime, batch: in
     high = min(next_offset - 1, log_start + batch - 1)
     if high < log_start:
         return 0, True
-    consumed = _consumed_by_all(policy.queue_id, pid) if policy.completed_before is not None else 0
+    consumed = _consumed_by_all(policy.queue_id, pid) if policy.completed_before is not None else -1
     rows = the_store.message_sizes(partition_id=pid, first=log_start, last=high)
     # Push times rise with offsets only roughly (a push reads the clock
     # before it waits for the partition), so the walk stops at the first
@@ -209,7 +209,8 @@ def _consumed_by_all(queue_id: int, pid: int) -> int:
 
     The consumers are the queue's named groups and, once any pop in queue
     mode made a cursor on the queue, queue mode; one without a cursor on
-    this partition has consumed nothing of it. No consumer: nothing.
+    this partition has consumed nothing of it. No consumer: nothing
+    (-1: offsets start at 0).
     """
     committed = dict(ConsumerCursor.objects.filter(partition_id=pid).values_list("group", "committed_offset"))
     consumers = set(ConsumerGroup.objects.filter(queue_id=queue_id).values_list("name", flat=True))
@@ -217,5 +218,5 @@ def _consumed_by_all(queue_id: int, pid: int) -> int:
         consumers.add(QUEUE_MODE)
     consumers.update(committed)
     if not consumers or consumers - committed.keys():
-        return 0
+        return -1
     return min(committed.values())

@@ -42,10 +42,10 @@ class PartitionDepth:
     oldest_message_at: datetime | None = None
     #: Push time of the message at the last offset (read only on request).
     newest_message_at: datetime | None = None
-    #: The offset of the last message pushed (0: none yet).
-    last_offset: int = 0
+    #: The offset of the last message pushed (-1: none yet).
+    last_offset: int = -1
     #: The lowest offset still stored (``Partition.log_start``).
-    log_start: int = 1
+    log_start: int = 0
 
     @property
     def ready(self) -> int:
@@ -156,7 +156,7 @@ def _depths(
         rows = cursors.get(pid, [])
         seen = {r[1] for r in rows}
         # A group with no cursor row here reads this partition from the start.
-        rows = rows + [(pid, g, 0, 0, None, None, 0, 0) for g in considered - seen]
+        rows = rows + [(pid, g, -1, -1, None, None, -1, 0) for g in considered - seen]
         for _, _, committed, start, lease, until, batch_last, dead in rows:
             live = lease is not None and until is not None and until > now
             # Offsets below the log start are gone (retention): a cursor
@@ -224,11 +224,11 @@ def _message_times(parts: tuple[PartitionDepth, ...]) -> tuple[PartitionDepth, .
     """
     result = []
     for part in parts:
-        wanted = [o for o in (part.pending_offset, part.last_offset) if o]
+        wanted = [o for o in (part.pending_offset, part.last_offset) if o is not None and o >= 0]
         found = dict(
             Message.objects.filter(partition_id=part.id, offset__in=wanted).values_list("offset", "created_at")
         )
-        oldest = found.get(part.pending_offset) if part.pending_offset else None
+        oldest = found.get(part.pending_offset) if part.pending_offset is not None else None
         result.append(replace(part, oldest_message_at=oldest, newest_message_at=found.get(part.last_offset)))
     return tuple(result)
 

@@ -14,7 +14,9 @@ from queenadmin.domain import db
 from queenadmin.errors import NameTooLong, TimerHorizonExceeded, TimersBadRequest, TimersPayloadTooLarge
 
 DEFAULT_PARTITION = "Default"
-#: A timer that keeps failing is dead-lettered under this consumer group.
+#: A timer that keeps failing is dead-lettered under this consumer group, at
+#: offset ``NEVER_LOGGED`` (-1: its message never reached the log, whose
+#: offsets start at 0).
 DLQ_GROUP = "__timer__"
 #: The lock whose permits the firing loops hold (our own lock, dogfooded).
 LOOP_LOCK = "queenadmin.timers"

@@ -65,7 +65,7 @@ def options_of(value: Any) -> dict[str, Any]:
 #: recursive statement. A message retention already removed reads as old.
 _PARKED_SQL = """
 WITH RECURSIVE s(pid, lo, hi) AS (
-    SELECT id, CAST(1 AS BIGINT), next_offset FROM queenadmin_partition WHERE id IN ({ids})
+    SELECT id, CAST(0 AS BIGINT), next_offset FROM queenadmin_partition WHERE id IN ({ids})
     UNION ALL
     SELECT pid,
         CASE WHEN EXISTS (
@@ -213,13 +213,13 @@ class Store:
         """Partitions of the queue with messages ``group`` has not finished.
 
         Something is left when the last offset is past both the group's
-        committed offset (0 without a cursor) and the log start.
+        committed offset (-1 without a cursor) and the log start.
         """
         sql = (
             "SELECT p.id, c.id, c.lease_id, c.leased_until, c.last_claim_at, p.last_push_at"
             " FROM queenadmin_partition p LEFT JOIN queenadmin_consumercursor c"
             " ON c.partition_id = p.id AND c.group_name = %s"
-            " WHERE p.queue_id = %s AND p.next_offset - 1 > COALESCE(c.committed_offset, 0)"
+            " WHERE p.queue_id = %s AND p.next_offset - 1 > COALESCE(c.committed_offset, -1)"
             " AND p.next_offset > p.log_start"
         )
         params: list[Any] = [group, queue_id]
