@@ -346,14 +346,14 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
     if request.group != QUEUE_MODE:
         conflating = _register_group(queue, request, now)
     policy = {"conflation": conflating, "conflation_conflict": conflating != request.conflation}
-    if conflating:
-        return _claim_newest(queue, request, lease_id, now, **policy)
     candidates, retry_at = _candidates(queue, request, now)
     missing = [pid for pid, has in candidates if not has]
     if missing:
         ConsumerCursor.objects.bulk_create(
             [ConsumerCursor(partition_id=pid, group=request.group) for pid in missing], ignore_conflicts=True
         )
+    if conflating:
+        return _claim_newest(queue, request, lease_id, now, candidates, retry_at, **policy)
     lease_seconds = request.lease_seconds or queue.lease_seconds
     leased_until = now + timedelta(seconds=lease_seconds)
     budget = request.batch
@@ -443,7 +443,15 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
     return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at, **policy)
 
 
-def _claim_newest(queue: QueueRef, request: PopRequest, lease_id: str, now: datetime, **policy: bool) -> Claim:
+def _claim_newest(
+    queue: QueueRef,
+    request: PopRequest,
+    lease_id: str,
+    now: datetime,
+    candidates: list[tuple[int, bool]],
+    retry_at: datetime | None,
+    **policy: bool,
+) -> Claim:
     """A conflating group's claim: the newest visible message of each of up
     to ``request.conflation_width`` free partitions, each leased with every
     pending offset up to it (``committed .. tail``).
@@ -454,13 +462,9 @@ def _claim_newest(queue: QueueRef, request: PopRequest, lease_id: str, now: date
     partition as for any group (``_candidates``). The wire refuses
     ``autoAck`` with ``conflation=true``; a pop that sends ``autoAck`` to a
     group stored as conflating gets the newest message committed at once.
+    ``candidates`` and ``retry_at`` are ``_candidates``', each with its
+    cursor row made.
     """
-    candidates, retry_at = _candidates(queue, request, now)
-    missing = [pid for pid, has in candidates if not has]
-    if missing:
-        ConsumerCursor.objects.bulk_create(
-            [ConsumerCursor(partition_id=pid, group=request.group) for pid in missing], ignore_conflicts=True
-        )
     leased_until = now + timedelta(seconds=request.lease_seconds or queue.lease_seconds)
     delay = timedelta(seconds=queue.delay_seconds)
     claimed: list[tuple[int, str]] = []
