@@ -51,8 +51,8 @@ def test_the_pages_show_every_groups_leases(two_groups, viewer):
     page = viewer.get("/queues/orders/").content.decode()
     assert _tile(page) == "125"
     assert _row_cells(page, "?partition=Default")[4] == "125"
-    assert _row_cells(page, ">fulfillment<")[3] == "80"
-    assert _row_cells(page, ">billing<")[3] == "45"
+    assert _row_cells(page, ">fulfillment<")[4] == "80"
+    assert _row_cells(page, ">billing<")[4] == "45"
     listed = viewer.get("/queues/").content.decode()
     assert _row_cells(listed, ">orders</a>")[6] == "125"
     assert _tile(viewer.get("/").content.decode()) == "125"
