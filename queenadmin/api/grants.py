@@ -107,6 +107,15 @@ ROUTES: dict[str, Rule] = {
     "POST /streams/v1/queries": NAMED,
     "POST /streams/v1/state/get": NAMED,
     "POST /streams/v1/cycle": NAMED,
+    # Ephemeral queues are queues: a grant on a queue name covers both kinds.
+    "POST /ephemeral/configure": NAMED,
+    "POST /ephemeral/reset": NAMED,
+    "DELETE /ephemeral/queue/{path:queue}": NAMED,
+    "POST /ephemeral/push": NAMED,
+    "GET /ephemeral/pop": NAMED,
+    "POST /ephemeral/ack": NAMED,
+    "GET /ephemeral/queues": FILTERED,
+    "GET /ephemeral/queues/{path:queue}/depth": NAMED,
 }
 
 T = TypeVar("T")

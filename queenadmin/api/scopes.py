@@ -114,6 +114,16 @@ ROUTES: dict[str, TokenScope] = {
     "POST /streams/v1/queries": WRITE,
     "POST /streams/v1/state/get": READ,
     "POST /streams/v1/cycle": WRITE,
+    # Ephemeral queues: producers and consumers write; deleting a queue
+    # (its declaration too) is admin, as for a durable queue.
+    "POST /ephemeral/configure": WRITE,
+    "POST /ephemeral/reset": WRITE,
+    "DELETE /ephemeral/queue/{path:queue}": ADMIN,
+    "POST /ephemeral/push": WRITE,
+    "GET /ephemeral/pop": WRITE,
+    "POST /ephemeral/ack": WRITE,
+    "GET /ephemeral/queues": READ,
+    "GET /ephemeral/queues/{path:queue}/depth": READ,
 }
 
 

@@ -1,6 +1,13 @@
 from __future__ import annotations
 
 from queenadmin.models.auth import ApiToken, AuditEntry, TokenScope
+from queenadmin.models.ephemeral import (
+    EphemeralConfig,
+    EphemeralCursor,
+    EphemeralLease,
+    EphemeralMessage,
+    EphemeralQueue,
+)
 from queenadmin.models.kv import KVEntry, VersionCounter
 from queenadmin.models.queues import (
     ConsumerCursor,
@@ -23,6 +30,11 @@ __all__ = [
     "ConsumerCursor",
     "ConsumerGroup",
     "DeadLetter",
+    "EphemeralConfig",
+    "EphemeralCursor",
+    "EphemeralLease",
+    "EphemeralMessage",
+    "EphemeralQueue",
     "KVEntry",
     "Message",
     "Partition",
