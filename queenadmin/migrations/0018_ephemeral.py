@@ -13,6 +13,7 @@ from django.db import migrations, models
 CONTENT_TABLES = (
     "queenadmin_ephemeralqueue",
     "queenadmin_ephemeralmessage",
+    "queenadmin_ephemeralpartition",
     "queenadmin_ephemeralcursor",
     "queenadmin_ephemerallease",
 )
@@ -64,6 +65,19 @@ class Migration(migrations.Migration):
                 ("partition", queenadmin.models.fields.ByteOrderTextField()),
                 ("delivered_seq", models.BigIntegerField(default=0)),
                 ("skipped", models.BigIntegerField(default=0)),
+            ],
+        ),
+        migrations.CreateModel(
+            name="EphemeralPartition",
+            fields=[
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "queue", "partition", blank=True, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("queue", queenadmin.models.fields.ByteOrderTextField()),
+                ("partition", queenadmin.models.fields.ByteOrderTextField()),
             ],
         ),
         migrations.CreateModel(

@@ -6,6 +6,7 @@ from queenadmin.models.ephemeral import (
     EphemeralCursor,
     EphemeralLease,
     EphemeralMessage,
+    EphemeralPartition,
     EphemeralQueue,
 )
 from queenadmin.models.kv import KVEntry, VersionCounter
@@ -34,6 +35,7 @@ __all__ = [
     "EphemeralCursor",
     "EphemeralLease",
     "EphemeralMessage",
+    "EphemeralPartition",
     "EphemeralQueue",
     "KVEntry",
     "Message",

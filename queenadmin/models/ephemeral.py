@@ -70,6 +70,18 @@ class EphemeralMessage(models.Model):
         return f"{self.queue}/{self.partition}/{self.seq}"
 
 
+class EphemeralPartition(models.Model):
+    """A partition's ring exists (unlogged): pops without a partition walk
+    these in name order, each ring by its index."""
+
+    pk = models.CompositePrimaryKey("queue", "partition")
+    queue = ByteOrderTextField()
+    partition = ByteOrderTextField()
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.partition}"
+
+
 class EphemeralCursor(models.Model):
     """Where one group stands in one partition's ring (unlogged)."""
 

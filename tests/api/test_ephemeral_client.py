@@ -312,6 +312,7 @@ def test_content_tables_are_unlogged_and_the_config_is_not(live_server):
         "queenadmin_ephemeralconfig": "p",
         "queenadmin_ephemeralqueue": "u",
         "queenadmin_ephemeralmessage": "u",
+        "queenadmin_ephemeralpartition": "u",
         "queenadmin_ephemeralcursor": "u",
         "queenadmin_ephemerallease": "u",
     }

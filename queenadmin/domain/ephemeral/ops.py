@@ -40,8 +40,6 @@ from queenadmin.errors import (
 
 QUEUE_MODE = "__QUEUE_MODE__"
 DEFAULT_PARTITION = "Default"
-#: The partition of the cursor row that makes a group known to its queue.
-GROUP_MARK = ""
 MAX_BYTES = 16 * 1024 * 1024
 MAX_LENGTH = 10_000
 LEASE_MAX_SECONDS = 24 * 3600
@@ -232,6 +230,7 @@ def eph_push(*, queue: str, partition: str, payloads: list[str]) -> int:
         drop_n, drop_b = s.drop_through(queue, through)
     if s.cell_bytes() - ttl_b - drop_b + size > settings.EPHEMERAL_CELL_BYTES:
         raise EphemeralUnavailable("the ephemeral store is full")
+    s.touch_partition(queue, partition)
     s.insert_messages(queue, partition, row.last_seq + 1, payloads, sizes, at)
     s.update_queue(
         queue,
@@ -278,15 +277,13 @@ def eph_take(
     s = store()
     at = now_ms()
     name = group or QUEUE_MODE
-    row = s.claim_queue(queue, epoch=_epoch(), now_ms=at, create=True)
-    assert row is not None
-    options = effective(row.options_json)
-    ttl_n, ttl_b = _expire(row, options, at)
     # A group is known from its first pop (the "" row when it named no
     # partition): until it has been past a message, that message stays.
-    s.register_group(queue, name, partition if partition is not None else GROUP_MARK)
+    row, has_due = s.claim_for_pop(queue, name, partition, epoch=_epoch(), now_ms=at)
+    options = effective(row.options_json)
+    ttl_n, ttl_b = _expire(row, options, at)
     lease_until = at + options.lease_seconds * 1000
-    due = s.due(queue, name, partition, at, batch)
+    due = s.due(queue, name, partition, at, batch) if has_due else []
     redeliver = [d for d in due if d.payload is not None and d.attempts < options.retry_limit]
     given_up = [d for d in due if d.payload is not None and d.attempts >= options.retry_limit]
     gone = [d.seq for d in due if d.payload is None]
@@ -304,26 +301,13 @@ def eph_take(
         s.end_leases(queue, name, [d.seq for d in redeliver])
     else:
         s.renew(queue, name, [d.seq for d in redeliver], lease_until, bump=True)
-    through: dict[str, int] = {}
-    for seq, part, _ in fresh:
-        through[part] = seq
-    if through:
-        s.advance(queue, name, through)
-    if not auto_ack:
-        s.add_leases(queue, name, [(seq, part) for seq, part, _ in fresh], lease_until)
-    trim_n = trim_b = 0
+    s.deliver(queue, name, [(seq, part) for seq, part, _ in fresh], None if auto_ack else lease_until)
     if auto_ack or given_up:
-        for part in {*through, *(d.partition for d in redeliver), *(d.partition for d in given_up)}:
-            n, b = s.trim(queue, part)
-            trim_n, trim_b = trim_n + n, trim_b + b
-    if ttl_n or trim_n or given_up:
+        parts = {*(part for _, part, _ in fresh), *(d.partition for d in redeliver), *(d.partition for d in given_up)}
+        s.trim_counted(queue, sorted(parts))
+    if ttl_n or given_up:
         s.update_queue(
-            queue,
-            last_seq=row.last_seq,
-            depth_delta=-ttl_n - trim_n,
-            bytes_delta=-ttl_b - trim_b,
-            ttl=ttl_n,
-            retry=len(given_up),
+            queue, last_seq=row.last_seq, depth_delta=-ttl_n, bytes_delta=-ttl_b, ttl=ttl_n, retry=len(given_up)
         )
     out = [
         Delivered(message_id(row.epoch, d.partition, d.seq), d.partition, d.attempts + 1, d.payload or "null")
@@ -361,52 +345,48 @@ def eph_ack(*, queue: str, group: str | None, acks: list[AckItem]) -> list[Outco
     if row is None:
         return ["stale" if p is not None else "unknown" for p in parsed]
     options = effective(row.options_json)
-    live = s.leases(queue, name, [p[2] for p in parsed if p is not None and p[0] == row.epoch])
-    outcomes: list[Outcome] = []
-    done: list[int] = []
+    ours = {i: p[2] for i, p in enumerate(parsed) if p is not None and p[0] == row.epoch}
+    completed = [i for i in ours if acks[i].status is None or acks[i].status in _COMPLETED]
+    # The usual ack completes everything: one statement ends the leases.
+    ended = s.ack_completed(queue, name, sorted({ours[i] for i in completed}), at)
+    settled: set[int] = set()
+    outcomes: dict[int, Outcome] = {}
+    for i in completed:
+        seq = ours[i]
+        outcomes[i] = "acked" if seq in ended and seq not in settled else "unknown"
+        settled.add(seq)
+    others = [i for i in ours if i not in outcomes]
+    live = s.leases(queue, name, [ours[i] for i in others]) if others else {}
     back: list[int] = []
+    dropped: list[int] = []
     given_up: Counter[str] = Counter()
-    touched: set[str] = set()
-    for item, p in zip(acks, parsed, strict=True):
-        if p is None:
-            outcomes.append("unknown")
+    touched = set(ended.values())
+    for i in others:
+        seq = ours[i]
+        lease = live.get(seq)
+        if lease is None or lease[2] <= at or seq in settled:
+            outcomes[i] = "unknown"
             continue
-        epoch, _, seq = p
-        if epoch != row.epoch:
-            outcomes.append("stale")
-            continue
-        lease = live.pop(seq, None)
-        if lease is None or lease[2] <= at:
-            outcomes.append("unknown")
-            continue
+        settled.add(seq)
         part, attempts, _ = lease
-        if item.status is None or item.status in _COMPLETED:
-            done.append(seq)
-            touched.add(part)
-            outcomes.append("acked")
-        elif attempts >= options.retry_limit:
-            done.append(seq)
+        if attempts >= options.retry_limit:
+            dropped.append(seq)
             touched.add(part)
             given_up[part] += 1
-            outcomes.append("acked")
+            outcomes[i] = "acked"
         else:
             back.append(seq)
-            outcomes.append("redelivered")
-    s.end_leases(queue, name, done)
+            outcomes[i] = "redelivered"
+    s.end_leases(queue, name, dropped)
     s.renew(queue, name, back, at, bump=False)
     if given_up:
         s.skip(queue, name, dict(given_up))
-    trim_n = trim_b = 0
-    for part in sorted(touched):
-        n, b = s.trim(queue, part)
-        trim_n, trim_b = trim_n + n, trim_b + b
-    if trim_n or given_up:
-        s.update_queue(
-            queue, last_seq=row.last_seq, depth_delta=-trim_n, bytes_delta=-trim_b, retry=sum(given_up.values())
-        )
+        s.update_queue(queue, last_seq=row.last_seq, retry=sum(given_up.values()))
+    if touched:
+        s.trim_counted(queue, sorted(touched))
     if back:
         wakeups.notify_on_commit([wake_key(queue)])
-    return outcomes
+    return [outcomes.get(i, "stale" if p is not None else "unknown") for i, p in enumerate(parsed)]
 
 
 # ------------------------------------------------------------------ reads

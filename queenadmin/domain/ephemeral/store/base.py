@@ -16,6 +16,7 @@ from django.db import connection
 
 Q = "queenadmin_ephemeralqueue"
 M = "queenadmin_ephemeralmessage"
+P = "queenadmin_ephemeralpartition"
 C = "queenadmin_ephemeralcursor"
 L = "queenadmin_ephemerallease"
 CFG = "queenadmin_ephemeralconfig"
@@ -116,6 +117,24 @@ class Store:
             rows = _rows(f"SELECT {_QUEUE_COLUMNS} FROM {Q} WHERE queue = %s{self.FOR_UPDATE}", [queue])
         return _queue_row(rows[0]) if rows else None
 
+    def claim_for_pop(
+        self, queue: str, group: str, partition: str | None, *, epoch: int, now_ms: int
+    ) -> tuple[QueueRow, bool]:
+        """``claim_queue`` (made if missing) for a pop of ``group``: also
+        make the group known (its cursor of ``partition``, or of "") and the
+        named partition's ring. Returns the row and whether the group holds
+        an expired lease."""
+        row = self.claim_queue(queue, epoch=epoch, now_ms=now_ms, create=True)
+        assert row is not None
+        self.register_group(queue, group, partition if partition is not None else "")
+        if partition is not None:
+            self.touch_partition(queue, partition)
+        due = _rows(
+            f"SELECT 1 FROM {L} WHERE queue = %s AND consumer_group = %s AND expires_at_ms <= %s LIMIT 1",
+            [queue, group, now_ms],
+        )
+        return row, bool(due)
+
     def update_queue(
         self,
         queue: str,
@@ -151,7 +170,7 @@ class Store:
     def delete_queue(self, queue: str) -> bool:
         """Remove the queue's contents and state; True when it had a state row."""
         assert connection.in_atomic_block
-        for table in (M, L, C):
+        for table in (M, L, C, P):
             _run(f"DELETE FROM {table} WHERE queue = %s", [queue])
         return _run(f"DELETE FROM {Q} WHERE queue = %s", [queue]) > 0
 
@@ -229,24 +248,31 @@ class Store:
         rows = _rows(f"DELETE FROM {M} WHERE queue = %s AND seq <= %s RETURNING size", [queue, seq])
         return len(rows), sum(int(r[0]) for r in rows)  # type: ignore[call-overload]
 
+    def touch_partition(self, queue: str, partition: str) -> None:
+        """Make the partition's ring if it is missing."""
+        assert connection.in_atomic_block
+        _run(f'INSERT INTO {P} (queue, "partition") VALUES (%s, %s) ON CONFLICT DO NOTHING', [queue, partition])
+
+    def _fresh_in(self, queue: str, group: str, partition: str, limit: int) -> list[tuple[int, str, str]]:
+        rows = _rows(
+            f'SELECT seq, "partition", payload FROM {M} WHERE queue = %s AND "partition" = %s AND seq > '
+            f'COALESCE((SELECT delivered_seq FROM {C} WHERE queue = %s AND consumer_group = %s AND "partition" = %s), 0) '
+            "ORDER BY seq LIMIT %s",
+            [queue, partition, queue, group, partition, limit],
+        )
+        return [(int(s), str(p), str(d)) for s, p, d in rows]  # type: ignore[call-overload]
+
     def fresh(self, queue: str, group: str, partition: str | None, limit: int) -> list[tuple[int, str, str]]:
         """(seq, partition, payload) past the group's cursors: partitions in
         name order, FIFO in each."""
         if partition is not None:
-            rows = _rows(
-                f'SELECT seq, "partition", payload FROM {M} WHERE queue = %s AND "partition" = %s AND seq > '
-                f'COALESCE((SELECT delivered_seq FROM {C} WHERE queue = %s AND consumer_group = %s AND "partition" = %s), 0) '
-                "ORDER BY seq LIMIT %s",
-                [queue, partition, queue, group, partition, limit],
-            )
-        else:
-            rows = _rows(
-                f'SELECT m.seq, m."partition", m.payload FROM {M} m LEFT JOIN {C} c ON c.queue = m.queue '
-                'AND c.consumer_group = %s AND c."partition" = m."partition" '
-                'WHERE m.queue = %s AND m.seq > COALESCE(c.delivered_seq, 0) ORDER BY m."partition", m.seq LIMIT %s',
-                [group, queue, limit],
-            )
-        return [(int(s), str(p), str(d)) for s, p, d in rows]  # type: ignore[call-overload]
+            return self._fresh_in(queue, group, partition, limit)
+        out: list[tuple[int, str, str]] = []
+        for (name,) in _rows(f'SELECT "partition" FROM {P} WHERE queue = %s ORDER BY "partition"', [queue]):
+            out += self._fresh_in(queue, group, str(name), limit - len(out))
+            if len(out) >= limit:
+                break
+        return out
 
     def advance(self, queue: str, group: str, through: dict[str, int]) -> None:
         """Move the group's cursor of each partition to its seq."""
@@ -266,6 +292,35 @@ class Store:
             'ON CONFLICT (queue, consumer_group, "partition") DO NOTHING',
             [queue, group, partition],
         )
+
+    def deliver(self, queue: str, group: str, items: Sequence[tuple[int, str]], lease_until_ms: int | None) -> None:
+        """Move the group's cursors past ``items`` (seq, partition; FIFO per
+        partition) and, unless ``lease_until_ms`` is None, lease them."""
+        through: dict[str, int] = {}
+        for seq, part in items:
+            through[part] = seq
+        if through:
+            self.advance(queue, group, through)
+        if lease_until_ms is not None and items:
+            self.add_leases(queue, group, items, lease_until_ms)
+
+    def ack_completed(self, queue: str, group: str, seqs: Sequence[int], now_ms: int) -> dict[int, str]:
+        """End the group's live leases of ``seqs``; seq -> partition of those ended."""
+        assert connection.in_atomic_block
+        live = {seq: part for seq, (part, _, expires) in self.leases(queue, group, seqs).items() if expires > now_ms}
+        self.end_leases(queue, group, list(live))
+        return live
+
+    def trim_counted(self, queue: str, partitions: Sequence[str]) -> tuple[int, int]:
+        """``trim`` each partition and take what left off the queue's depth
+        and bytes; returns (count, bytes)."""
+        count = size = 0
+        for partition in partitions:
+            n, b = self.trim(queue, partition)
+            count, size = count + n, size + b
+        if count:
+            _run(f'UPDATE {Q} SET depth = depth - %s, "bytes" = "bytes" - %s WHERE queue = %s', [count, size, queue])
+        return count, size
 
     def trim(self, queue: str, partition: str) -> tuple[int, int]:
         """Drop what every group of the queue is done with in ``partition``:
@@ -345,11 +400,10 @@ class Store:
 
     def partition_gauges(self, queue: str) -> list[PartitionGauge]:
         rows = _rows(
-            f'SELECT "partition", COUNT(*), COALESCE(SUM(size), 0) FROM {M} WHERE queue = %s '
-            f'GROUP BY "partition" UNION SELECT DISTINCT "partition", 0, 0 FROM {C} c WHERE queue = %s AND "partition" <> \'\' '
-            f'AND NOT EXISTS (SELECT 1 FROM {M} m WHERE m.queue = c.queue AND m."partition" = c."partition") '
-            "ORDER BY 1",
-            [queue, queue],
+            f'SELECT p."partition", COUNT(m.seq), COALESCE(SUM(m.size), 0) FROM {P} p LEFT JOIN {M} m '
+            'ON m.queue = p.queue AND m."partition" = p."partition" WHERE p.queue = %s '
+            'GROUP BY p."partition" ORDER BY p."partition"',
+            [queue],
         )
         return [PartitionGauge(str(p), int(n), int(b)) for p, n, b in rows]  # type: ignore[call-overload]
 
@@ -366,9 +420,8 @@ class Store:
     def counts(self, queue: str) -> tuple[int, int]:
         """(partitions, groups) of the queue."""
         rows = _rows(
-            f'SELECT (SELECT COUNT(*) FROM (SELECT "partition" FROM {M} WHERE queue = %s UNION '
-            f'SELECT "partition" FROM {C} WHERE queue = %s AND "partition" <> \'\') p), '
+            f"SELECT (SELECT COUNT(*) FROM {P} WHERE queue = %s), "
             f"(SELECT COUNT(DISTINCT consumer_group) FROM {C} WHERE queue = %s)",
-            [queue, queue, queue],
+            [queue, queue],
         )
         return int(rows[0][0]), int(rows[0][1])  # type: ignore[call-overload]
