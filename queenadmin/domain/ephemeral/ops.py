@@ -287,13 +287,22 @@ def eph_take(
     redeliver = [d for d in due if d.payload is not None and d.attempts < options.retry_limit]
     given_up = [d for d in due if d.payload is not None and d.attempts >= options.retry_limit]
     gone = [d.seq for d in due if d.payload is None]
-    fresh = s.fresh(queue, name, partition, batch - len(redeliver)) if len(redeliver) < batch else []
-    if hold and options.window_count > 0 and len(redeliver) + len(fresh) < options.window_count and fresh:
-        oldest = s.created_at(queue, fresh[0][0])
-        if oldest is not None and at < oldest + options.window_ms:
-            if ttl_n:
-                s.update_queue(queue, last_seq=row.last_seq, depth_delta=-ttl_n, bytes_delta=-ttl_b, ttl=ttl_n)
-            return Take((), hold_until_ms=oldest + options.window_ms)
+    room = batch - len(redeliver)
+    windowed = hold and options.window_count > 0
+    if windowed and room > 0:
+        # windowBuffer: look before taking, and hold while too few are ready.
+        fresh = s.fresh(queue, name, partition, room)
+        if fresh and len(redeliver) + len(fresh) < options.window_count:
+            oldest = s.created_at(queue, fresh[0][0])
+            if oldest is not None and at < oldest + options.window_ms:
+                if ttl_n:
+                    s.update_queue(queue, last_seq=row.last_seq, depth_delta=-ttl_n, bytes_delta=-ttl_b, ttl=ttl_n)
+                return Take((), hold_until_ms=oldest + options.window_ms)
+        s.deliver(queue, name, [(seq, part) for seq, part, _ in fresh], None if auto_ack else lease_until)
+    elif room > 0:
+        fresh = s.take_fresh(queue, name, partition, room, None if auto_ack else lease_until)
+    else:
+        fresh = []
     s.end_leases(queue, name, [*gone, *(d.seq for d in given_up)])
     if given_up:
         s.skip(queue, name, dict(Counter(d.partition for d in given_up)))
@@ -301,7 +310,6 @@ def eph_take(
         s.end_leases(queue, name, [d.seq for d in redeliver])
     else:
         s.renew(queue, name, [d.seq for d in redeliver], lease_until, bump=True)
-    s.deliver(queue, name, [(seq, part) for seq, part, _ in fresh], None if auto_ack else lease_until)
     if auto_ack or given_up:
         parts = {*(part for _, part, _ in fresh), *(d.partition for d in redeliver), *(d.partition for d in given_up)}
         s.trim_counted(queue, sorted(parts))
@@ -348,7 +356,7 @@ def eph_ack(*, queue: str, group: str | None, acks: list[AckItem]) -> list[Outco
     ours = {i: p[2] for i, p in enumerate(parsed) if p is not None and p[0] == row.epoch}
     completed = [i for i in ours if acks[i].status is None or acks[i].status in _COMPLETED]
     # The usual ack completes everything: one statement ends the leases.
-    ended = s.ack_completed(queue, name, sorted({ours[i] for i in completed}), at)
+    ended = s.ack_and_trim(queue, name, sorted({ours[i] for i in completed}), at)
     settled: set[int] = set()
     outcomes: dict[int, Outcome] = {}
     for i in completed:
@@ -360,7 +368,7 @@ def eph_ack(*, queue: str, group: str | None, acks: list[AckItem]) -> list[Outco
     back: list[int] = []
     dropped: list[int] = []
     given_up: Counter[str] = Counter()
-    touched = set(ended.values())
+    touched: set[str] = set()
     for i in others:
         seq = ours[i]
         lease = live.get(seq)

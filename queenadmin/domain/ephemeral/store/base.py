@@ -304,6 +304,20 @@ class Store:
         if lease_until_ms is not None and items:
             self.add_leases(queue, group, items, lease_until_ms)
 
+    def take_fresh(
+        self, queue: str, group: str, partition: str | None, limit: int, lease_until_ms: int | None
+    ) -> list[tuple[int, str, str]]:
+        """``fresh`` then ``deliver`` what it found."""
+        found = self.fresh(queue, group, partition, limit)
+        self.deliver(queue, group, [(seq, part) for seq, part, _ in found], lease_until_ms)
+        return found
+
+    def ack_and_trim(self, queue: str, group: str, seqs: Sequence[int], now_ms: int) -> dict[int, str]:
+        """``ack_completed`` then ``trim_counted`` the partitions it touched."""
+        ended = self.ack_completed(queue, group, seqs, now_ms)
+        self.trim_counted(queue, sorted(set(ended.values())))
+        return ended
+
     def ack_completed(self, queue: str, group: str, seqs: Sequence[int], now_ms: int) -> dict[int, str]:
         """End the group's live leases of ``seqs``; seq -> partition of those ended."""
         assert connection.in_atomic_block

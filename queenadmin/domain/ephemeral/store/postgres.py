@@ -195,3 +195,64 @@ class PostgresStore(Store):
             if rows:
                 count, size = count + int(rows[0][0]), size + int(rows[0][1])
         return count, size
+
+    def take_fresh(
+        self, queue: str, group: str, partition: str | None, limit: int, lease_until_ms: int | None
+    ) -> list[tuple[int, str, str]]:
+        assert connection.in_atomic_block
+        if partition is not None:
+            found = (
+                f'SELECT seq, "partition", payload FROM {M} WHERE queue = %s AND "partition" = %s AND seq > '
+                f"COALESCE((SELECT delivered_seq FROM {C} WHERE queue = %s AND consumer_group = %s "
+                'AND "partition" = %s), 0) ORDER BY seq LIMIT %s'
+            )
+            found_params: list[object] = [queue, partition, queue, group, partition, limit]
+        else:
+            found = (
+                f'SELECT x.seq, x."partition", x.payload FROM {P} p CROSS JOIN LATERAL ('
+                f'SELECT m.seq, m."partition", m.payload FROM {M} m WHERE m.queue = p.queue AND m."partition" = p."partition" '
+                f"AND m.seq > COALESCE((SELECT c.delivered_seq FROM {C} c WHERE c.queue = p.queue "
+                'AND c.consumer_group = %s AND c."partition" = p."partition"), 0) ORDER BY m.seq LIMIT %s) x '
+                'WHERE p.queue = %s ORDER BY p."partition", x.seq LIMIT %s'
+            )
+            found_params = [group, limit, queue, limit]
+        # The caller holds the queue's row, so this statement's snapshot
+        # already has every earlier delivery of the queue.
+        rows = _rows(
+            f"WITH found AS MATERIALIZED ({found}), "
+            f'moved AS (INSERT INTO {C} (queue, consumer_group, "partition", delivered_seq, skipped) '
+            'SELECT %s, %s, "partition", MAX(seq), 0 FROM found GROUP BY "partition" '
+            'ON CONFLICT (queue, consumer_group, "partition") DO UPDATE SET delivered_seq = EXCLUDED.delivered_seq), '
+            f'leased AS (INSERT INTO {L} (queue, seq, consumer_group, "partition", attempts, expires_at_ms) '
+            'SELECT %s, seq, %s, "partition", 1, %s FROM found WHERE %s '
+            "ON CONFLICT (queue, seq, consumer_group) DO UPDATE SET attempts = 1, expires_at_ms = EXCLUDED.expires_at_ms) "
+            'SELECT seq, "partition", payload FROM found ORDER BY "partition", seq',
+            [*found_params, queue, group, queue, group, lease_until_ms or 0, lease_until_ms is not None],
+        )
+        return [(int(s), str(p), str(d)) for s, p, d in rows]
+
+    def ack_and_trim(self, queue: str, group: str, seqs: Sequence[int], now_ms: int) -> dict[int, str]:
+        assert connection.in_atomic_block
+        if not seqs:
+            return {}
+        # One statement: end the leases, then drop what no group needs any
+        # more in their partitions (leases ended here do not hold it: the
+        # snapshot still has them, so they are left out by seq).
+        rows = _rows(
+            f"WITH ended AS (DELETE FROM {L} WHERE queue = %s AND consumer_group = %s AND seq = ANY(%s::bigint[]) "
+            'AND expires_at_ms > %s RETURNING seq, "partition"), '
+            'floors AS (SELECT e."partition", (SELECT MIN(x) FROM ('
+            f"SELECT COALESCE(c.delivered_seq, 0) AS x FROM (SELECT DISTINCT consumer_group FROM {C} WHERE queue = %s) g "
+            f'LEFT JOIN {C} c ON c.queue = %s AND c.consumer_group = g.consumer_group AND c."partition" = e."partition" '
+            f'UNION ALL SELECT MIN(l.seq) - 1 FROM {L} l WHERE l.queue = %s AND l."partition" = e."partition" '
+            "AND l.seq NOT IN (SELECT seq FROM ended)) t) AS floor "
+            'FROM (SELECT DISTINCT "partition" FROM ended) e), '
+            f'gone AS (DELETE FROM {M} m USING floors f WHERE m.queue = %s AND m."partition" = f."partition" '
+            "AND m.seq <= f.floor RETURNING m.size), "
+            "total AS (SELECT COUNT(*) AS n, COALESCE(SUM(size), 0) AS b FROM gone), "
+            f'counted AS (UPDATE {Q} SET depth = depth - total.n, "bytes" = "bytes" - total.b FROM total '
+            "WHERE queue = %s AND total.n > 0) "
+            'SELECT seq, "partition" FROM ended',
+            [queue, group, list(seqs), now_ms, queue, queue, queue, queue, queue],
+        )
+        return {int(s): str(p) for s, p in rows}
