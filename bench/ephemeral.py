@@ -103,6 +103,17 @@ def eph_pop_ack(url: str, token: str, queue: str, clients: int, expected: int) -
     return expected / elapsed
 
 
+def metered(meter: Any, messages: int, run: Any, *args: Any) -> tuple[float, float, float]:
+    """``run(*args)``'s rate, and CPU microseconds per message of the
+    ``serve`` tree and of its PostgreSQL backends."""
+    kv = log._kv_bench()
+    _, server_before, pg_before, _ = meter.snapshot()
+    rate = run(*args)
+    _, server_after, pg_after, _ = meter.snapshot()
+    server = kv._grown(server_before, server_after) / messages * 1e6
+    return rate, server, kv._grown(pg_before, pg_after) / messages * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -144,12 +155,13 @@ def main() -> None:
                 ("log", durable, log.http_push, log.http_pop_ack, log.bodies),
                 ("eph", eph, eph_push, eph_pop_ack, eph_bodies),
             ):
-                rate, cpu = log.metered(meter, n, push, url, token, make(queue, n), args.clients)
-                note(f"{kind} push", rate)
-                note(f"{kind} push cpu", cpu)
-                rate, cpu = log.metered(meter, n, pop, url, token, queue, args.clients, n)
-                note(f"{kind} pop+ack", rate)
-                note(f"{kind} pop+ack cpu", cpu)
+                for what, fn, arg in (("push", push, make(queue, n)), ("pop+ack", pop, queue)):
+                    extra = (args.clients,) if what == "push" else (args.clients, n)
+                    rate, server_cpu, pg_cpu = metered(meter, n, fn, url, token, arg, *extra)
+                    note(f"{kind} {what}", rate)
+                    note(f"{kind} {what} cpu", server_cpu + pg_cpu)
+                    note(f"{kind} {what} server", server_cpu)
+                    note(f"{kind} {what} pg", pg_cpu)
             print(
                 f"run {run + 1}: push log {rows['log push'][-1]:,.0f}/s eph {rows['eph push'][-1]:,.0f}/s"
                 f" ({rows['eph push'][-1] / rows['log push'][-1]:.2f}x);"
@@ -165,7 +177,9 @@ def main() -> None:
         print(
             f"{what + ' msgs/s':<24}{med[f'log {what}']:>14,.0f}{med[f'eph {what}']:>14,.0f}{ratio:>7.2f}x{'>= 2x':>8}"
         )
-        print(f"{what + ' CPU us/msg':<24}{med[f'log {what} cpu']:>14.1f}{med[f'eph {what} cpu']:>14.1f}")
+        for part in ("cpu", "server", "pg"):
+            label = f"{what} {'CPU' if part == 'cpu' else part + ' CPU'} us/msg"
+            print(f"{label:<24}{med[f'log {what} {part}']:>14.1f}{med[f'eph {what} {part}']:>14.1f}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from django.db import connection
 
+from queenadmin.domain.db import pg_run
 from queenadmin.domain.ephemeral.store.base import (
     _QUEUE_COLUMNS,
     CFG,
@@ -28,13 +29,23 @@ from queenadmin.domain.ephemeral.store.base import (
 
 
 class PostgresStore(Store):
+    """Hot statements run through ``pg_run``: bound and prepared on the
+    server (their plans are index ranges whatever the table holds)."""
+
     FOR_UPDATE = " FOR UPDATE"
+
+    def claim_queue(self, queue: str, *, epoch: int, now_ms: int, create: bool) -> QueueRow | None:
+        if create:
+            return super().claim_queue(queue, epoch=epoch, now_ms=now_ms, create=create)
+        assert connection.in_atomic_block
+        rows = pg_run(f"SELECT {_QUEUE_COLUMNS} FROM {Q} WHERE queue = %s FOR UPDATE", [queue])
+        return _queue_row(rows[0]) if rows else None
 
     def insert_messages(
         self, queue: str, partition: str, first_seq: int, payloads: Sequence[str], sizes: Sequence[int], now_ms: int
     ) -> None:
         assert connection.in_atomic_block
-        _run(
+        pg_run(
             f'INSERT INTO {M} (queue, seq, "partition", payload, size, created_at_ms) '
             "SELECT %s, %s + n - 1, %s, p, z, %s FROM unnest(%s::text[], %s::int[]) WITH ORDINALITY AS t(p, z, n)",
             [queue, first_seq, partition, now_ms, list(payloads), list(sizes)],
@@ -111,7 +122,7 @@ class PostgresStore(Store):
         self, queue: str, group: str, partition: str | None, *, epoch: int, now_ms: int
     ) -> tuple[QueueRow, bool]:
         assert connection.in_atomic_block
-        rows = _rows(
+        rows = pg_run(
             f'WITH known AS (INSERT INTO {C} (queue, consumer_group, "partition", delivered_seq, skipped) '
             'VALUES (%s, %s, %s, 0, 0) ON CONFLICT (queue, consumer_group, "partition") DO NOTHING), '
             f'ring AS (INSERT INTO {P} (queue, "partition") SELECT %s, %s WHERE %s ON CONFLICT DO NOTHING) '
@@ -218,7 +229,7 @@ class PostgresStore(Store):
             found_params = [group, limit, queue, limit]
         # The caller holds the queue's row, so this statement's snapshot
         # already has every earlier delivery of the queue.
-        rows = _rows(
+        rows = pg_run(
             f"WITH found AS MATERIALIZED ({found}), "
             f'moved AS (INSERT INTO {C} (queue, consumer_group, "partition", delivered_seq, skipped) '
             'SELECT %s, %s, "partition", MAX(seq), 0 FROM found GROUP BY "partition" '
@@ -238,7 +249,7 @@ class PostgresStore(Store):
         # One statement: end the leases, then drop what no group needs any
         # more in their partitions (leases ended here do not hold it: the
         # snapshot still has them, so they are left out by seq).
-        rows = _rows(
+        rows = pg_run(
             f"WITH ended AS (DELETE FROM {L} WHERE queue = %s AND consumer_group = %s AND seq = ANY(%s::bigint[]) "
             'AND expires_at_ms > %s RETURNING seq, "partition"), '
             'floors AS (SELECT e."partition", (SELECT MIN(x) FROM ('
