@@ -445,12 +445,13 @@ def eph_queues() -> tuple[list[QueueView], int]:
     s = store()
     rows = {r.queue: r for r in s.queue_rows()}
     configs = s.configs()
+    counts = s.all_counts()
     views = []
     for name in sorted({*rows, *configs}):
         row = rows.get(name)
         declared = name in configs
         options = effective(configs.get(name, ""))
-        parts, groups = s.counts(name) if row is not None else (0, 0)
+        parts, groups = counts.get(name, (0, 0))
         views.append(
             QueueView(
                 name,

@@ -439,3 +439,9 @@ class Store:
             [queue, queue],
         )
         return int(rows[0][0]), int(rows[0][1])  # type: ignore[call-overload]
+
+    def all_counts(self) -> dict[str, tuple[int, int]]:
+        """queue -> (partitions, groups), for every queue in two grouped reads."""
+        parts = dict(_rows(f"SELECT queue, COUNT(*) FROM {P} GROUP BY queue", []))
+        groups = dict(_rows(f"SELECT queue, COUNT(DISTINCT consumer_group) FROM {C} GROUP BY queue", []))
+        return {str(q): (int(parts.get(q, 0)), int(groups.get(q, 0))) for q in {*parts, *groups}}  # type: ignore[call-overload]
