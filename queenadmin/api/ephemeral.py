@@ -19,19 +19,19 @@ from queenadmin.api import dbthreads, grants
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.ephemeral import (
-    AckIn,
-    AckOut,
-    ConfigureIn,
-    ConfigureOut,
-    DeleteOut,
-    DepthOut,
+    EphemeralAckIn,
+    EphemeralAckOut,
+    EphemeralConfigureIn,
+    EphemeralConfigureOut,
+    EphemeralDeleteOut,
+    EphemeralDepthOut,
     EphemeralErrorOut,
-    PopOut,
-    PushIn,
-    PushOut,
-    QueueIn,
-    QueuesOut,
-    ResetOut,
+    EphemeralPopOut,
+    EphemeralPushIn,
+    EphemeralPushOut,
+    EphemeralQueueIn,
+    EphemeralQueuesOut,
+    EphemeralResetOut,
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import ephemeral as wire
@@ -54,8 +54,8 @@ def _iso(ms: int) -> str:
 
 @router.post(
     "/ephemeral/configure",
-    response={201: ConfigureOut, **_BAD},
-    openapi_extra=body_of(ConfigureIn),
+    response={201: EphemeralConfigureOut, **_BAD},
+    openapi_extra=body_of(EphemeralConfigureIn),
     summary="Declare an ephemeral queue and its bounds (the declaration survives; contents never do)",
 )
 def configure_ephemeral(request: HttpRequest) -> HttpResponse:
@@ -67,8 +67,8 @@ def configure_ephemeral(request: HttpRequest) -> HttpResponse:
 
 @router.post(
     "/ephemeral/reset",
-    response={200: ResetOut, **_BAD},
-    openapi_extra=body_of(QueueIn),
+    response={200: EphemeralResetOut, **_BAD},
+    openapi_extra=body_of(EphemeralQueueIn),
     summary="Drop every message, void every lease, move cursors to the tail (a missing queue: dropped 0)",
 )
 def reset_ephemeral(request: HttpRequest) -> HttpResponse:
@@ -79,7 +79,7 @@ def reset_ephemeral(request: HttpRequest) -> HttpResponse:
 
 @router.delete(
     "/ephemeral/queue/{path:queue}",
-    response={200: DeleteOut, **_BAD},
+    response={200: EphemeralDeleteOut, **_BAD},
     summary="Delete an ephemeral queue: contents, cursors and declaration (never 404)",
 )
 def delete_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:
@@ -91,8 +91,8 @@ def delete_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:
 
 @router.post(
     "/ephemeral/push",
-    response={201: PushOut, 429: EphemeralErrorOut, 503: EphemeralErrorOut, **_BAD},
-    openapi_extra=body_of(PushIn),
+    response={201: EphemeralPushOut, 429: EphemeralErrorOut, 503: EphemeralErrorOut, **_BAD},
+    openapi_extra=body_of(EphemeralPushIn),
     summary="Push messages to an ephemeral queue, all or nothing (429 queue_full at its bounds)",
 )
 def push_ephemeral(request: HttpRequest) -> HttpResponse:
@@ -104,7 +104,7 @@ def push_ephemeral(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/ephemeral/pop",
-    response={200: PopOut, **_BAD},
+    response={200: EphemeralPopOut, **_BAD},
     summary="Take messages (redeliveries first); an empty list when none, also after a wait",
 )
 async def pop_ephemeral(request: HttpRequest) -> HttpResponse:
@@ -142,8 +142,8 @@ async def pop_ephemeral(request: HttpRequest) -> HttpResponse:
 
 @router.post(
     "/ephemeral/ack",
-    response={200: AckOut, **_BAD},
-    openapi_extra=body_of(AckIn),
+    response={200: EphemeralAckOut, **_BAD},
+    openapi_extra=body_of(EphemeralAckIn),
     summary="Settle popped messages: acked, redelivered, stale or unknown per id (never an error per id)",
 )
 def ack_ephemeral(request: HttpRequest) -> HttpResponse:
@@ -153,7 +153,7 @@ def ack_ephemeral(request: HttpRequest) -> HttpResponse:
     return json_response({"results": [{"id": a.id, "outcome": o} for a, o in zip(call.acks, outcomes, strict=True)]})
 
 
-@router.get("/ephemeral/queues", response=QueuesOut, summary="Every ephemeral queue, declared and implicit")
+@router.get("/ephemeral/queues", response=EphemeralQueuesOut, summary="Every ephemeral queue, declared and implicit")
 def list_ephemeral(request: HttpRequest) -> HttpResponse:
     views, cell = ephemeral.eph_queues()
     views = list(grants.readable(request, "queue", views, lambda v: v.queue))
@@ -162,7 +162,7 @@ def list_ephemeral(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/ephemeral/queues/{path:queue}/depth",
-    response={200: DepthOut, 404: EphemeralErrorOut, **_BAD},
+    response={200: EphemeralDepthOut, 404: EphemeralErrorOut, **_BAD},
     summary="Depth gauges of one ephemeral queue (404 ephemeral_queue_not_found when there is none)",
 )
 def depth_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:

@@ -6,16 +6,16 @@ document the requests, the ``Out`` models are the exact answers.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from queenadmin.api.schemas.common import JSONValue, WireOut
+from queenadmin.api.schemas.common import JSONValue, Omit, WireOut
 
 _NAME = Field(min_length=1, description="1 to 512 bytes, no control characters")
 
 
-class WindowBufferIn(BaseModel):
+class EphemeralWindowBufferIn(BaseModel):
     ms: int | None = Field(None, ge=0)
     count: int | None = Field(None, ge=0)
 
@@ -27,46 +27,63 @@ class EphemeralOptionsIn(BaseModel):
     ttlSeconds: int | None = Field(None, ge=0, description="0: off")
     leaseSeconds: int | None = Field(None, ge=0, description="clamped to 1 s to 24 h")
     retryLimit: int | None = Field(None, ge=0, description="clamped to 1 to 1000")
-    windowBuffer: WindowBufferIn | None = None
+    windowBuffer: EphemeralWindowBufferIn | None = None
 
 
-class ConfigureIn(BaseModel):
+class EphemeralConfigureIn(BaseModel):
     queue: str = _NAME
     options: EphemeralOptionsIn | None = None
 
 
-class ConfigureOut(WireOut):
+class EphemeralWindowBufferEchoOut(WireOut):
+    ms: int | Omit = None
+    count: int | Omit = None
+
+
+class EphemeralOptionsEchoOut(WireOut):
+    """The options as the configure call sent them (only those it sent)."""
+
+    maxBytes: int | Omit = None
+    maxLength: int | Omit = None
+    policy: Literal["reject", "dropOldest"] | Omit = None
+    ttlSeconds: int | Omit = None
+    leaseSeconds: int | Omit = None
+    retryLimit: int | Omit = None
+    windowBuffer: EphemeralWindowBufferEchoOut | Omit = None
+
+
+class EphemeralConfigureOut(WireOut):
     queue: str
-    options: dict[str, Any] = Field(description="the options as sent")
+    options: EphemeralOptionsEchoOut
     updatedAt: str
 
 
-class QueueIn(BaseModel):
+class EphemeralQueueIn(BaseModel):
     queue: str = _NAME
 
 
-class ResetOut(WireOut):
+class EphemeralResetOut(WireOut):
     queue: str
     dropped: int
 
 
-class DeleteOut(WireOut):
+class EphemeralDeleteOut(WireOut):
     queue: str
     deleted: bool
     declared: bool
 
 
-class MessageIn(BaseModel):
+class EphemeralMessageIn(BaseModel):
     payload: JSONValue
 
 
-class PushIn(BaseModel):
+class EphemeralPushIn(BaseModel):
     queue: str = _NAME
     partition: str | None = Field(None, description="default: Default")
-    messages: list[MessageIn] = Field(min_length=1, max_length=10_000)
+    messages: list[EphemeralMessageIn] = Field(min_length=1, max_length=10_000)
 
 
-class PushOut(WireOut):
+class EphemeralPushOut(WireOut):
     pushed: int
 
 
@@ -77,51 +94,51 @@ class EphemeralMessageOut(WireOut):
     payload: JSONValue
 
 
-class PopOut(WireOut):
+class EphemeralPopOut(WireOut):
     queue: str
     messages: list[EphemeralMessageOut]
 
 
-class AckEntryIn(BaseModel):
+class EphemeralAckEntryIn(BaseModel):
     id: str = Field(min_length=1)
     status: str | None = Field(None, description="completed (default), retry or failed")
     error: JSONValue = None
 
 
-class AckIn(BaseModel):
+class EphemeralAckIn(BaseModel):
     queue: str = _NAME
     group: str | None = None
-    acks: list[AckEntryIn] = Field(max_length=10_000)
+    acks: list[EphemeralAckEntryIn] = Field(max_length=10_000)
 
 
-class AckResultOut(WireOut):
+class EphemeralAckResultOut(WireOut):
     id: str
     outcome: Literal["acked", "redelivered", "stale", "unknown"]
 
 
-class AckOut(WireOut):
-    results: list[AckResultOut]
+class EphemeralAckOut(WireOut):
+    results: list[EphemeralAckResultOut]
 
 
-class DropsOut(WireOut):
+class EphemeralDropsOut(WireOut):
     bounds: int
     ttl: int
     retry: int
 
 
-class WindowBufferOut(WireOut):
+class EphemeralWindowBufferOut(WireOut):
     ms: int
     count: int
 
 
-class EffectiveOptionsOut(WireOut):
+class EphemeralEffectiveOptionsOut(WireOut):
     maxBytes: int
     maxLength: int
     policy: Literal["reject", "dropOldest"]
     ttlSeconds: int
     leaseSeconds: int
     retryLimit: int
-    windowBuffer: WindowBufferOut
+    windowBuffer: EphemeralWindowBufferOut
 
 
 class EphemeralQueueOut(WireOut):
@@ -131,37 +148,37 @@ class EphemeralQueueOut(WireOut):
     bytes: int
     partitions: int
     groups: int
-    drops: DropsOut
-    options: EffectiveOptionsOut
+    drops: EphemeralDropsOut
+    options: EphemeralEffectiveOptionsOut
 
 
-class QueuesOut(WireOut):
+class EphemeralQueuesOut(WireOut):
     queues: list[EphemeralQueueOut]
     count: int
     cellBytes: int
 
 
-class PartitionDepthOut(WireOut):
+class EphemeralPartitionDepthOut(WireOut):
     partition: str
     pending: int
     bytes: int
 
 
-class GroupDepthOut(WireOut):
+class EphemeralGroupDepthOut(WireOut):
     group: str
     pending: int
     skipped: int
 
 
-class DepthOut(WireOut):
+class EphemeralDepthOut(WireOut):
     queue: str
     group: None
     tier: Literal["declared", "implicit"]
     pending: int
     partitionsPending: int
     bytes: int
-    partitions: list[PartitionDepthOut]
-    groups: list[GroupDepthOut]
+    partitions: list[EphemeralPartitionDepthOut]
+    groups: list[EphemeralGroupDepthOut]
 
 
 class EphemeralErrorOut(WireOut):
