@@ -341,3 +341,45 @@ async def test_two_servers_share_one_queue(live_server, unique):
         finally:
             await one.close()
             await two.close()
+
+
+async def test_ttl_drops_old_messages_and_idle_implicit_queues_go(clock_server, unique):
+    """Messages older than ttlSeconds are dropped (drops.ttl); an implicit
+    queue empty and unpolled for 300 s is gone from the list, a declared one stays."""
+    q, implicit = unique("ttl"), unique("idle")
+    client = Queen(url=clock_server.url, bearer_token=clock_server.token, retry_attempts=1)
+    try:
+        eph = client.ephemeral
+        await eph.configure(q, ttl_seconds=5)
+        await eph.push(q, [{"old": 1}, {"old": 2}])
+        await eph.push(implicit, {"x": 1})
+        assert len((await eph.pop(implicit, auto_ack=True))["messages"]) == 1
+        clock_server.shift(timedelta(seconds=6))
+        await eph.push(q, {"new": 1})
+        popped = await eph.pop(q, batch=10, auto_ack=True)
+        assert [m["payload"] for m in popped["messages"]] == [{"new": 1}]
+        rows = {r["queue"]: r for r in (await eph.queues())["queues"]}
+        assert rows[q]["drops"] == {"bounds": 0, "ttl": 2, "retry": 0}
+        assert implicit in rows
+        clock_server.shift(timedelta(seconds=301))
+        rows = {r["queue"]: r for r in (await eph.queues())["queues"]}
+        assert implicit not in rows
+        assert rows[q]["tier"] == "declared"
+        with pytest.raises(EphemeralQueueNotFoundError):
+            await eph.depth(implicit)
+    finally:
+        await client.close()
+
+
+def test_the_cell_ceiling_answers_503_and_nothing_is_stored(live_server, unique):
+    """Past QUEENADMIN_EPHEMERAL_CELL_BYTES every push is refused with 503
+    ephemeral_unavailable; the cell stays at its bytes."""
+    with run_server(extra_env={"QUEENADMIN_EPHEMERAL_CELL_BYTES": "100"}) as small, http(small) as client:
+        ok = client.post("/api/v1/ephemeral/push", json={"queue": "a", "messages": [{"payload": "x" * 60}]})
+        assert ok.status_code == 201, ok.text
+        refused = client.post("/api/v1/ephemeral/push", json={"queue": "b", "messages": [{"payload": "y" * 60}]})
+        assert refused.status_code == 503
+        assert refused.json()["code"] == "ephemeral_unavailable"
+        listed = client.get("/api/v1/ephemeral/queues").json()
+        assert listed["cellBytes"] == 62
+        assert [(r["queue"], r["depth"]) for r in listed["queues"]] == [("a", 1)]
