@@ -335,7 +335,6 @@ class AckItem:
     status: str | None
 
 
-@transaction.atomic(durable=True)
 def eph_ack(*, queue: str, group: str | None, acks: list[AckItem]) -> list[Outcome]:
     """Settle leased messages; one outcome per item, never a refusal.
 
@@ -345,6 +344,28 @@ def eph_ack(*, queue: str, group: str | None, acks: list[AckItem]) -> list[Outco
     attempts reached ``retryLimit`` (``acked``). An id of another epoch
     (or a queue that is gone) is ``stale``; one without a live lease of
     this group ``unknown``."""
+    parsed = [parse_id(item.id) for item in acks]
+    if all(item.status is None or item.status in _COMPLETED for item in acks):
+        # The usual ack: one call of the store, a transaction of its own
+        # (on PostgreSQL one statement, see PostgresStore.ack_all_completed).
+        ours = [(p[0], p[2]) for p in parsed if p is not None]
+        epoch, ended = store().ack_all_completed(queue, group or QUEUE_MODE, ours, now_ms())
+        outcomes: list[Outcome] = []
+        settled: set[int] = set()
+        for p in parsed:
+            if p is None:
+                outcomes.append("unknown")
+            elif epoch is None or p[0] != epoch:
+                outcomes.append("stale")
+            else:
+                outcomes.append("acked" if p[2] in ended and p[2] not in settled else "unknown")
+                settled.add(p[2])
+        return outcomes
+    return _eph_ack_mixed(queue=queue, group=group, acks=acks)
+
+
+@transaction.atomic(durable=True)
+def _eph_ack_mixed(*, queue: str, group: str | None, acks: list[AckItem]) -> list[Outcome]:
     s = store()
     at = now_ms()
     name = group or QUEUE_MODE

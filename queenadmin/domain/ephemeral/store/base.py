@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import connection, transaction
 
 Q = "queenadmin_ephemeralqueue"
 M = "queenadmin_ephemeralmessage"
@@ -317,6 +317,19 @@ class Store:
         ended = self.ack_completed(queue, group, seqs, now_ms)
         self.trim_counted(queue, sorted(set(ended.values())))
         return ended
+
+    def ack_all_completed(
+        self, queue: str, group: str, ids: Sequence[tuple[int, int]], now_ms: int
+    ) -> tuple[int | None, dict[int, str]]:
+        """Complete the acks ``ids`` (epoch, seq): end the group's live
+        leases of the queue's current epoch and trim. Returns the current
+        epoch (None: no such queue) and seq -> partition of the leases ended.
+        Outermost: its own transaction."""
+        with transaction.atomic(durable=True):
+            row = self.claim_queue(queue, epoch=0, now_ms=0, create=False)
+            if row is None:
+                return None, {}
+            return row.epoch, self.ack_and_trim(queue, group, sorted({s for e, s in ids if e == row.epoch}), now_ms)
 
     def ack_completed(self, queue: str, group: str, seqs: Sequence[int], now_ms: int) -> dict[int, str]:
         """End the group's live leases of ``seqs``; seq -> partition of those ended."""
