@@ -383,3 +383,31 @@ def test_the_cell_ceiling_answers_503_and_nothing_is_stored(live_server, unique)
         listed = client.get("/api/v1/ephemeral/queues").json()
         assert listed["cellBytes"] == 62
         assert [(r["queue"], r["depth"]) for r in listed["queues"]] == [("a", 1)]
+
+
+async def test_concurrent_consumers_of_two_groups_each_get_every_message_once(queen, unique):
+    """Four competing consumers per group, popping and acking at once: each
+    group sees every message exactly once, and the acks' trims (taken
+    without the queue's lock on PostgreSQL) leave the ring empty, not short."""
+    q = unique("race")
+    eph = queen.ephemeral
+    for group in ("a", "b"):
+        await eph.pop(q, group=group)
+    total = 400
+    for start in range(0, total, 100):
+        await eph.push(q, [{"n": n} for n in range(start, start + 100)], partition=f"p{start // 100 % 3}")
+    seen: dict[str, list[int]] = {"a": [], "b": []}
+
+    async def consume(group: str) -> None:
+        while True:
+            got = (await eph.pop(q, group=group, batch=7))["messages"]
+            if not got:
+                return
+            seen[group] += [m["payload"]["n"] for m in got]
+            answer = await eph.ack(q, got, group=group)
+            assert {r["outcome"] for r in answer["results"]} == {"acked"}
+
+    await asyncio.gather(*(consume(g) for g in ("a", "b") for _ in range(4)))
+    assert sorted(seen["a"]) == sorted(seen["b"]) == list(range(total))
+    depth = await eph.depth(q)
+    assert (depth["pending"], depth["bytes"]) == (0, 0)
