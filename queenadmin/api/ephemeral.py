@@ -1,8 +1,9 @@
 """Ephemeral queue routes: ``/api/v1/ephemeral/*`` (protocol-wave3.md B).
 
 Bodies are parsed by ``api/wire/ephemeral.py`` and every rule is the
-domain's (``domain/ephemeral``). The pop is ``async def``: a waiting pop
-parks on the long-poll hub (``domain/queues/wakeups.py``) under the
+domain's (``domain/ephemeral``). The pop is ``async def``, served on the
+event loop like the durable pops (``server.handlers.ASYNC_PREFIXES``): a
+waiting pop parks on the long-poll hub (``domain/queues/wakeups.py``) under the
 queue's own wake-up key, holding no thread or connection, and a push on
 any replica wakes it (NOTIFY on PostgreSQL).
 """

@@ -411,3 +411,36 @@ async def test_concurrent_consumers_of_two_groups_each_get_every_message_once(qu
     assert sorted(seen["a"]) == sorted(seen["b"]) == list(range(total))
     depth = await eph.depth(q)
     assert (depth["pending"], depth["bytes"]) == (0, 0)
+
+
+def test_every_async_api_view_is_served_on_the_event_loop():
+    """An ``async def`` route outside ``ASYNC_PREFIXES`` would run under the
+    WSGI bridge on a loop of its own per request (and rebind the long-poll hub)."""
+    import inspect
+
+    from queenadmin.api import api
+    from queenadmin.server.handlers import ASYNC_PREFIXES
+
+    async_paths = [
+        f"/api/v1{path}"
+        for router_prefix, router in api._routers
+        for path, operations in router.path_operations.items()
+        for operation in operations.operations
+        if inspect.iscoroutinefunction(operation.view_func)
+    ]
+    assert "/api/v1/ephemeral/pop" in async_paths
+    assert [p for p in async_paths if not p.startswith(ASYNC_PREFIXES)] == []
+
+
+async def test_an_ephemeral_pop_leaves_durable_long_polls_their_wake_ups(queen, unique):
+    """A durable waiting pop is woken by its push at once, ephemeral pops in between."""
+    q, e = unique("durable"), unique("eph")
+    waiting = asyncio.create_task(queen.queue(q).batch(1).wait(True).timeout_millis(10_000).pop())
+    await asyncio.sleep(0.5)
+    for _ in range(3):
+        await queen.ephemeral.pop(e)
+    started = time.monotonic()
+    await queen.queue(q).push([{"data": {"hello": 1}}])
+    (message,) = await asyncio.wait_for(waiting, 10)
+    assert message["data"] == {"hello": 1}
+    assert time.monotonic() - started < 1.0
