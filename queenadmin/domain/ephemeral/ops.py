@@ -346,8 +346,11 @@ def eph_ack(*, queue: str, group: str | None, acks: list[AckItem]) -> list[Outco
     this group ``unknown``."""
     parsed = [parse_id(item.id) for item in acks]
     if all(item.status is None or item.status in _COMPLETED for item in acks):
-        # The usual ack: one call of the store, a transaction of its own
-        # (on PostgreSQL one statement, see PostgresStore.ack_all_completed).
+        # The usual ack: one transaction of the store's, holding the queue's
+        # row (so its trim sees every other pop and ack); on PostgreSQL the
+        # leases end and the rings trim in one statement. Measured without
+        # the lock (one statement in autocommit): 13% faster for one client,
+        # but a trim on a stale snapshot left consumed messages in the ring.
         ours = [(p[0], p[2]) for p in parsed if p is not None]
         epoch, ended = store().ack_all_completed(queue, group or QUEUE_MODE, ours, now_ms())
         outcomes: list[Outcome] = []

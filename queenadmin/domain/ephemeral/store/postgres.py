@@ -7,7 +7,6 @@ empties them after a crash.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from django.db import connection
@@ -273,57 +272,3 @@ class PostgresStore(Store):
             prepare=False,
         )
         return {int(s): str(p) for s, p in rows}
-
-    def ack_all_completed(
-        self, queue: str, group: str, ids: Sequence[tuple[int, int]], now_ms: int
-    ) -> tuple[int | None, dict[int, str]]:
-        epochs = Counter(e for e, _ in ids)
-        if not epochs:
-            row = self.queue_row(queue)
-            return (None if row is None else row.epoch), {}
-        guess = epochs.most_common(1)[0][0]
-        # One statement in autocommit: no BEGIN, queue row lock or COMMIT
-        # round trips. Without the queue's lock its snapshot may be older
-        # than a concurrent pop or ack: it then sees cursors lower and more
-        # leases than there are, so the floor it trims to is lower (never
-        # higher) than the true one, and row locks keep the counts exact.
-        rows = pg_run(
-            f"WITH cur AS (SELECT epoch FROM {Q} WHERE queue = %s), "
-            f"ended AS (DELETE FROM {L} WHERE queue = %s AND consumer_group = %s AND expires_at_ms > %s "
-            "AND seq = ANY(%s::bigint[]) AND (SELECT epoch FROM cur) = %s "
-            'RETURNING seq, "partition"), '
-            'floors AS (SELECT e."partition", (SELECT MIN(x) FROM ('
-            f"SELECT COALESCE(c.delivered_seq, 0) AS x FROM (SELECT DISTINCT consumer_group FROM {C} WHERE queue = %s) g "
-            f'LEFT JOIN {C} c ON c.queue = %s AND c.consumer_group = g.consumer_group AND c."partition" = e."partition" '
-            f'UNION ALL SELECT MIN(l.seq) - 1 FROM {L} l WHERE l.queue = %s AND l."partition" = e."partition" '
-            "AND l.seq NOT IN (SELECT seq FROM ended)) t) AS floor "
-            'FROM (SELECT DISTINCT "partition" FROM ended) e), '
-            f'gone AS (DELETE FROM {M} m USING floors f WHERE m.queue = %s AND m."partition" = f."partition" '
-            "AND m.seq <= f.floor RETURNING m.size), "
-            "total AS (SELECT COUNT(*) AS n, COALESCE(SUM(size), 0) AS b FROM gone), "
-            f'counted AS (UPDATE {Q} SET depth = depth - total.n, "bytes" = "bytes" - total.b FROM total '
-            "WHERE queue = %s AND total.n > 0) "
-            "SELECT (SELECT epoch FROM cur), (SELECT array_agg(seq) FROM ended), "
-            '(SELECT array_agg("partition") FROM ended)',
-            [
-                queue,
-                queue,
-                group,
-                now_ms,
-                [s for e, s in ids if e == guess],
-                guess,
-                queue,
-                queue,
-                queue,
-                queue,
-                queue,
-            ],
-            prepare=False,
-        )
-        epoch, seqs, parts = rows[0]
-        if epoch is None:
-            return None, {}
-        if epoch != guess and epoch in epochs:
-            # Ids of several epochs, the current one not the most common.
-            return self.ack_all_completed(queue, group, [(e, s) for e, s in ids if e == epoch], now_ms)
-        return int(epoch), dict(zip(seqs or [], parts or [], strict=True))
