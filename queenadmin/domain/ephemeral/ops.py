@@ -142,9 +142,10 @@ def parse_id(text: str) -> tuple[int, str, int] | None:
 
 
 def wake_key(queue: str) -> str:
-    """The wake-up key of a queue's waiting pops (never a durable queue's
-    name: those have no control characters)."""
-    return f"\x1feph\x1f{queue}"
+    """The wake-up key of a queue's waiting pops. A durable queue whose name
+    started the same (control characters) would share it, which costs
+    spurious wake-ups only."""
+    return f"{wakeups.PRIVATE_KEY_PREFIX}eph\x1f{queue}"
 
 
 def _epoch() -> int:
