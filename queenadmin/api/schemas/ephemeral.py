@@ -6,21 +6,41 @@ document the requests, the ``Out`` models are the exact answers.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from queenadmin.api.schemas.common import JSONValue, Omit, WireOut
 
-_NAME = Field(min_length=1, description="1 to 512 bytes, no control characters")
+#: A queue, partition or group name: no control characters, at most 512
+#: bytes of UTF-8 (``maxLength`` is the byte budget, exact for ASCII).
+EphemeralName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=512,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="no control characters, at most 512 bytes",
+    ),
+]
+#: A group: "" or null is queue mode.
+EphemeralGroup = Annotated[
+    str, Field(max_length=512, pattern=r"^[^\x00-\x1f\x7f]*$", description='"" or null: queue mode')
+]
 
 
 class EphemeralWindowBufferIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     ms: int | None = Field(None, ge=0)
     count: int | None = Field(None, ge=0)
 
 
 class EphemeralOptionsIn(BaseModel):
+    """Unknown options are refused; a null option reads as absent."""
+
+    model_config = ConfigDict(extra="forbid")
+
     maxBytes: int | None = Field(None, ge=0, description="clamped to 1 to 16 MiB")
     maxLength: int | None = Field(None, ge=0, description="clamped to 1 to 10000")
     policy: Literal["reject", "dropOldest"] | None = None
@@ -31,7 +51,7 @@ class EphemeralOptionsIn(BaseModel):
 
 
 class EphemeralConfigureIn(BaseModel):
-    queue: str = _NAME
+    queue: EphemeralName
     options: EphemeralOptionsIn | None = None
 
 
@@ -59,7 +79,7 @@ class EphemeralConfigureOut(WireOut):
 
 
 class EphemeralQueueIn(BaseModel):
-    queue: str = _NAME
+    queue: EphemeralName
 
 
 class EphemeralResetOut(WireOut):
@@ -78,8 +98,8 @@ class EphemeralMessageIn(BaseModel):
 
 
 class EphemeralPushIn(BaseModel):
-    queue: str = _NAME
-    partition: str | None = Field(None, description="default: Default")
+    queue: EphemeralName
+    partition: EphemeralName | None = Field(None, description="default: Default")
     messages: list[EphemeralMessageIn] = Field(min_length=1, max_length=10_000)
 
 
@@ -106,8 +126,8 @@ class EphemeralAckEntryIn(BaseModel):
 
 
 class EphemeralAckIn(BaseModel):
-    queue: str = _NAME
-    group: str | None = None
+    queue: EphemeralName
+    group: EphemeralGroup | None = None
     acks: list[EphemeralAckEntryIn] = Field(max_length=10_000)
 
 

@@ -43,6 +43,8 @@ DEFAULT_PARTITION = "Default"
 MAX_BYTES = 16 * 1024 * 1024
 MAX_LENGTH = 10_000
 LEASE_MAX_SECONDS = 24 * 3600
+#: A longer ttlSeconds is the same as none in practice (about 68 years).
+TTL_MAX_SECONDS = 2**31 - 1
 RETRY_MAX = 1000
 WINDOW_MAX_MS = 60_000
 WINDOW_MAX_COUNT = 10_000
@@ -91,9 +93,13 @@ def _whole(value: Any, name: str) -> int:
 
 
 def check_options(raw: Any) -> dict[str, Any]:
-    """Refuse options the broker does not know or cannot read; return them as sent."""
+    """Refuse options the broker does not know or cannot read; return them
+    as sent, less those given as null (which read as absent)."""
     if not isinstance(raw, dict):
         raise EphemeralBadRequest("options must be an object")
+    raw = {name: value for name, value in raw.items() if value is not None}
+    if isinstance(raw.get("windowBuffer"), dict):
+        raw["windowBuffer"] = {k: v for k, v in raw["windowBuffer"].items() if v is not None}
     for name, value in raw.items():
         if name not in OPTION_NAMES:
             raise EphemeralBadRequest(f"unknown option {name!r}")
@@ -117,7 +123,7 @@ def effective(options_json: str) -> Options:
         max_bytes=max(1, min(MAX_BYTES, raw.get("maxBytes", MAX_BYTES))),
         max_length=max(1, min(MAX_LENGTH, raw.get("maxLength", MAX_LENGTH))),
         policy=raw.get("policy", "reject"),
-        ttl_seconds=raw.get("ttlSeconds", 0),
+        ttl_seconds=min(TTL_MAX_SECONDS, raw.get("ttlSeconds", 0)),
         lease_seconds=max(1, min(LEASE_MAX_SECONDS, raw.get("leaseSeconds", 30))),
         retry_limit=max(1, min(RETRY_MAX, raw.get("retryLimit", 5))),
         window_ms=min(WINDOW_MAX_MS, window.get("ms", 0)),
