@@ -444,3 +444,18 @@ async def test_an_ephemeral_pop_leaves_durable_long_polls_their_wake_ups(queen, 
     (message,) = await asyncio.wait_for(waiting, 10)
     assert message["data"] == {"hello": 1}
     assert time.monotonic() - started < 1.0
+
+
+def test_null_options_read_as_absent_and_a_huge_ttl_is_clamped(live_server, unique):
+    q = unique("nulls")
+    with http(live_server) as client:
+        body = {"queue": q, "options": {"ttlSeconds": 10**30, "policy": None, "windowBuffer": {"ms": None, "count": 2}}}
+        answer = client.post("/api/v1/ephemeral/configure", json=body)
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["options"] == {"ttlSeconds": 10**30, "windowBuffer": {"count": 2}}
+        assert client.post("/api/v1/ephemeral/push", json={"queue": q, "messages": [{"payload": 1}]}).status_code == 201
+        (row,) = [r for r in client.get("/api/v1/ephemeral/queues").json()["queues"] if r["queue"] == q]
+        assert row["options"]["ttlSeconds"] == 2**31 - 1
+        assert row["options"]["policy"] == "reject"
+        assert row["options"]["windowBuffer"] == {"ms": 0, "count": 2}
+        assert row["depth"] == 1
