@@ -97,10 +97,10 @@ def check_options(raw: Any) -> dict[str, Any]:
     as sent, less those given as null (which read as absent)."""
     if not isinstance(raw, dict):
         raise EphemeralBadRequest("options must be an object")
-    raw = {name: value for name, value in raw.items() if value is not None}
-    if isinstance(raw.get("windowBuffer"), dict):
-        raw["windowBuffer"] = {k: v for k, v in raw["windowBuffer"].items() if v is not None}
-    for name, value in raw.items():
+    given: dict[str, Any] = {name: value for name, value in raw.items() if value is not None}
+    if isinstance(given.get("windowBuffer"), dict):
+        given["windowBuffer"] = {k: v for k, v in given["windowBuffer"].items() if v is not None}
+    for name, value in given.items():
         if name not in OPTION_NAMES:
             raise EphemeralBadRequest(f"unknown option {name!r}")
         if name in _INT_OPTIONS:
@@ -112,7 +112,7 @@ def check_options(raw: Any) -> dict[str, Any]:
                 raise EphemeralBadRequest("options.windowBuffer must be {ms, count}")
             for key, part in value.items():
                 _whole(part, f"windowBuffer.{key}")
-    return raw
+    return given
 
 
 def effective(options_json: str) -> Options:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -77,20 +78,22 @@ class GroupGauge:
     skipped: int
 
 
-def _rows(sql: str, params: Sequence[object]) -> list[tuple[object, ...]]:
+def _rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())
 
 
-def _run(sql: str, params: Sequence[object]) -> int:
+def _run(sql: str, params: Sequence[Any]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
 
 
-def _queue_row(row: Sequence[object]) -> QueueRow:
-    return QueueRow(str(row[0]), *(int(v) if i != 1 else str(v) for i, v in enumerate(row[1:])))  # type: ignore[arg-type]
+def _queue_row(row: Sequence[Any]) -> QueueRow:
+    queue, epoch, options_json, *counters = row
+    last_seq, depth, size, bounds, ttl, retry, touched = (int(v) for v in counters)
+    return QueueRow(str(queue), int(epoch), str(options_json), last_seq, depth, size, bounds, ttl, retry, touched)
 
 
 class Store:
@@ -176,7 +179,7 @@ class Store:
 
     def cell_bytes(self) -> int:
         rows = _rows(f'SELECT COALESCE(SUM("bytes"), 0) FROM {Q}', [])
-        return int(rows[0][0])  # type: ignore[call-overload]
+        return int(rows[0][0])
 
     def queue_rows(self) -> list[QueueRow]:
         return [_queue_row(r) for r in _rows(f"SELECT {_QUEUE_COLUMNS} FROM {Q} ORDER BY queue", [])]
@@ -198,7 +201,7 @@ class Store:
 
     def config(self, queue: str) -> tuple[str, int] | None:
         rows = _rows(f"SELECT options_json, updated_at_ms FROM {CFG} WHERE queue = %s", [queue])
-        return (str(rows[0][0]), int(rows[0][1])) if rows else None  # type: ignore[call-overload]
+        return (str(rows[0][0]), int(rows[0][1])) if rows else None
 
     def configs(self) -> dict[str, str]:
         return {str(q): str(o) for q, o in _rows(f"SELECT queue, options_json FROM {CFG}", [])}
@@ -229,24 +232,24 @@ class Store:
         """Drop messages created before ``before_ms``: (count, bytes)."""
         assert connection.in_atomic_block
         rows = _rows(f"DELETE FROM {M} WHERE queue = %s AND created_at_ms < %s RETURNING size", [queue, before_ms])
-        return len(rows), sum(int(r[0]) for r in rows)  # type: ignore[call-overload]
+        return len(rows), sum(int(r[0]) for r in rows)
 
     def oldest(self, queue: str, limit: int) -> list[tuple[int, int]]:
         """(seq, size) of the oldest ``limit`` messages of the queue."""
         return [
-            (int(s), int(z))  # type: ignore[call-overload]
+            (int(s), int(z))
             for s, z in _rows(f"SELECT seq, size FROM {M} WHERE queue = %s ORDER BY seq LIMIT %s", [queue, limit])
         ]
 
     def created_at(self, queue: str, seq: int) -> int | None:
         rows = _rows(f"SELECT created_at_ms FROM {M} WHERE queue = %s AND seq = %s", [queue, seq])
-        return int(rows[0][0]) if rows else None  # type: ignore[call-overload]
+        return int(rows[0][0]) if rows else None
 
     def drop_through(self, queue: str, seq: int) -> tuple[int, int]:
         """Drop the queue's messages up to ``seq`` (dropOldest): (count, bytes)."""
         assert connection.in_atomic_block
         rows = _rows(f"DELETE FROM {M} WHERE queue = %s AND seq <= %s RETURNING size", [queue, seq])
-        return len(rows), sum(int(r[0]) for r in rows)  # type: ignore[call-overload]
+        return len(rows), sum(int(r[0]) for r in rows)
 
     def touch_partition(self, queue: str, partition: str) -> None:
         """Make the partition's ring if it is missing."""
@@ -260,7 +263,7 @@ class Store:
             "ORDER BY seq LIMIT %s",
             [queue, partition, queue, group, partition, limit],
         )
-        return [(int(s), str(p), str(d)) for s, p, d in rows]  # type: ignore[call-overload]
+        return [(int(s), str(p), str(d)) for s, p, d in rows]
 
     def fresh(self, queue: str, group: str, partition: str | None, limit: int) -> list[tuple[int, str, str]]:
         """(seq, partition, payload) past the group's cursors: partitions in
@@ -363,7 +366,7 @@ class Store:
             "RETURNING size",
             [queue, partition, queue, queue, partition, queue, partition],
         )
-        return len(rows), sum(int(r[0]) for r in rows)  # type: ignore[call-overload]
+        return len(rows), sum(int(r[0]) for r in rows)
 
     # ---------------------------------------------------------------- leases
 
@@ -377,7 +380,7 @@ class Store:
             f"WHERE l.queue = %s AND l.consumer_group = %s AND l.expires_at_ms <= %s {part}ORDER BY l.seq LIMIT %s",
             params,
         )
-        return [Due(int(s), str(p), int(a), None if d is None else str(d)) for s, p, a, d in rows]  # type: ignore[call-overload]
+        return [Due(int(s), str(p), int(a), None if d is None else str(d)) for s, p, a, d in rows]
 
     def add_leases(self, queue: str, group: str, items: Sequence[tuple[int, str]], expires_at_ms: int) -> None:
         """Lease fresh deliveries ``(seq, partition)`` (attempt 1)."""
@@ -405,7 +408,7 @@ class Store:
             f"WHERE queue = %s AND consumer_group = %s AND seq IN ({marks})",
             [queue, group, *seqs],
         )
-        return {int(s): (str(p), int(a), int(e)) for s, p, a, e in rows}  # type: ignore[call-overload]
+        return {int(s): (str(p), int(a), int(e)) for s, p, a, e in rows}
 
     def end_leases(self, queue: str, group: str, seqs: Sequence[int]) -> None:
         assert connection.in_atomic_block
@@ -432,7 +435,7 @@ class Store:
             'GROUP BY p."partition" ORDER BY p."partition"',
             [queue],
         )
-        return [PartitionGauge(str(p), int(n), int(b)) for p, n, b in rows]  # type: ignore[call-overload]
+        return [PartitionGauge(str(p), int(n), int(b)) for p, n, b in rows]
 
     def group_gauges(self, queue: str) -> list[GroupGauge]:
         rows = _rows(
@@ -442,7 +445,7 @@ class Store:
             f"SUM(g.skipped) FROM {C} g WHERE g.queue = %s GROUP BY g.consumer_group ORDER BY 1",
             [queue, queue],
         )
-        return [GroupGauge(str(g), int(n), int(s)) for g, n, s in rows]  # type: ignore[call-overload]
+        return [GroupGauge(str(g), int(n), int(s)) for g, n, s in rows]
 
     def counts(self, queue: str) -> tuple[int, int]:
         """(partitions, groups) of the queue."""
@@ -451,10 +454,12 @@ class Store:
             f"(SELECT COUNT(DISTINCT consumer_group) FROM {C} WHERE queue = %s)",
             [queue, queue],
         )
-        return int(rows[0][0]), int(rows[0][1])  # type: ignore[call-overload]
+        return int(rows[0][0]), int(rows[0][1])
 
     def all_counts(self) -> dict[str, tuple[int, int]]:
         """queue -> (partitions, groups), for every queue in two grouped reads."""
-        parts = dict(_rows(f"SELECT queue, COUNT(*) FROM {P} GROUP BY queue", []))
-        groups = dict(_rows(f"SELECT queue, COUNT(DISTINCT consumer_group) FROM {C} GROUP BY queue", []))
-        return {str(q): (int(parts.get(q, 0)), int(groups.get(q, 0))) for q in {*parts, *groups}}  # type: ignore[call-overload]
+        parts: dict[str, int] = dict(_rows(f"SELECT queue, COUNT(*) FROM {P} GROUP BY queue", []))
+        groups: dict[str, int] = dict(
+            _rows(f"SELECT queue, COUNT(DISTINCT consumer_group) FROM {C} GROUP BY queue", [])
+        )
+        return {str(q): (int(parts.get(q, 0)), int(groups.get(q, 0))) for q in {*parts, *groups}}
