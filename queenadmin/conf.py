@@ -69,6 +69,9 @@ class _Settings:
     #: Ephemeral queues: an implicit queue (made by a push or pop of an
     #: unknown name) is removed after this long empty and unpolled.
     EPHEMERAL_IMPLICIT_IDLE_SECONDS: float = 300.0
+    #: How often each serving process removes such idle queues (also done
+    #: whenever the queues are listed); 0: only when listed.
+    EPHEMERAL_IDLE_CHECK_SECONDS: float = 30.0
     #: Ephemeral queues: the ceiling on the bytes of every ephemeral
     #: message together (the "cell"); a push past it answers 503.
     EPHEMERAL_CELL_BYTES: int = 256 * 1024 * 1024
