@@ -18,7 +18,8 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
 from queenadmin.api.http import json_response, read_json
-from queenadmin.api.openapi import body_of
+from queenadmin.api.openapi import body_of, parameters
+from queenadmin.api.schemas.common import json_schema_of
 from queenadmin.api.schemas.ephemeral import (
     EphemeralAckIn,
     EphemeralAckOut,
@@ -27,6 +28,7 @@ from queenadmin.api.schemas.ephemeral import (
     EphemeralDeleteOut,
     EphemeralDepthOut,
     EphemeralErrorOut,
+    EphemeralName,
     EphemeralPopOut,
     EphemeralPushIn,
     EphemeralPushOut,
@@ -106,6 +108,9 @@ def push_ephemeral(request: HttpRequest) -> HttpResponse:
 @router.get(
     "/ephemeral/pop",
     response={200: EphemeralPopOut, **_BAD},
+    # The one query parameter every pop needs (the others: the protocol's
+    # section B and tests/api/test_ephemeral_client.py).
+    openapi_extra=parameters(query={"queue": {**json_schema_of(EphemeralName), "required": True}}),
     summary="Take messages (redeliveries first); an empty list when none, also after a wait",
 )
 async def pop_ephemeral(request: HttpRequest) -> HttpResponse:

@@ -17,8 +17,8 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
 from queenadmin.api.http import json_response, read_engine_json
-from queenadmin.api.openapi import body_of
-from queenadmin.api.schemas.common import ENGINE_ERRORS, SOME_TEXT, EngineBadRequestOut
+from queenadmin.api.openapi import body_of, parameters
+from queenadmin.api.schemas.common import ENGINE_ERRORS, SOME_TEXT, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.schemas.queues import (
     AckBatchIn,
     AckIn,
@@ -182,11 +182,14 @@ _FRAMED = {
     "responses": {200: {"content": {binary.POP_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}}}}
 }
 
+#: The pop routes' path names, as ``wire.parse_pop_queue`` reads them.
+_NAME = json_schema_of(EngineName)
+
 
 @router.get(
     "/pop/queue/{queue}",
     response=_POP_RESPONSES,
-    openapi_extra=_FRAMED,
+    openapi_extra={**_FRAMED, **parameters(path={"queue": _NAME})},
     summary="Lease messages from any partition of a queue (204 when none)",
 )
 async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
@@ -198,7 +201,7 @@ async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
 @router.get(
     "/pop/queue/{queue}/partition/{partition}",
     response=_POP_RESPONSES,
-    openapi_extra=_FRAMED,
+    openapi_extra={**_FRAMED, **parameters(path={"queue": _NAME, "partition": _NAME})},
     summary="Lease messages from one partition (204 when none)",
 )
 async def pop_partition(request: HttpRequest, queue: str, partition: str) -> HttpResponse:
