@@ -810,6 +810,43 @@ async def group_streams(queen: Queen, server: LiveServer, unique, seen: Seen) ->
     seen("Stream.run", "Runner.start")
 
 
+async def group_ephemeral(queen: Queen, server: LiveServer, unique, seen: Seen) -> None:
+    eph = queen.ephemeral
+    q = unique("surf-eph")
+    configured = await eph.configure(q, max_length=10, lease_seconds=60)
+    assert (configured["queue"], configured["options"]) == (q, {"maxLength": 10, "leaseSeconds": 60})
+    seen("Ephemeral.configure")
+    assert await eph.push(q, [{"n": 1}, {"n": 2}], partition="p") == {"pushed": 2}
+    seen("Ephemeral.push")
+    buffered = await eph.push(q, {"n": 3}, partition="p", buffered={"message_count": 1000, "interval_millis": 600_000})
+    assert buffered == {"buffered": True, "count": 1}
+    assert (await eph.depth(q))["pending"] == 2
+    await eph.flush(q, partition="p")
+    seen("Ephemeral.flush")
+    depth = await eph.depth(q)
+    assert (depth["queue"], depth["pending"], [p["partition"] for p in depth["partitions"] if p["pending"]]) == (
+        q,
+        3,
+        ["p"],
+    )
+    seen("Ephemeral.depth")
+    listed = [row for row in (await eph.queues())["queues"] if row["queue"] == q]
+    assert [(row["tier"], row["depth"]) for row in listed] == [("declared", 3)]
+    seen("Ephemeral.queues")
+    popped = await eph.pop(q, batch=2)
+    assert popped["queue"] == q
+    assert [m["payload"] for m in popped["messages"]] == [{"n": 1}, {"n": 2}]
+    seen("Ephemeral.pop")
+    acked = await eph.ack(q, popped["messages"])
+    assert acked == {"results": [{"id": m["id"], "outcome": "acked"} for m in popped["messages"]]}
+    seen("Ephemeral.ack")
+    assert await eph.reset(q) == {"queue": q, "dropped": 1}
+    seen("Ephemeral.reset")
+    assert await eph.delete(q) == {"queue": q, "deleted": True, "declared": True}
+    assert [row for row in (await eph.queues())["queues"] if row["queue"] == q] == []
+    seen("Ephemeral.delete")
+
+
 GROUPS = {
     "queue": group_queue,
     "admin": group_admin,
@@ -818,6 +855,7 @@ GROUPS = {
     "timers": group_timers,
     "transaction": group_transaction,
     "streams": group_streams,
+    "ephemeral": group_ephemeral,
 }
 
 
