@@ -66,6 +66,15 @@ class _Settings:
     #: Message log: a waiting pop re-tries its claim at least this often, in
     #: case a wake-up was lost (a push wakes it at once).
     POP_RECHECK_SECONDS: float = 2.0
+    #: Ephemeral queues: an implicit queue (made by a push or pop of an
+    #: unknown name) is removed after this long empty and unpolled.
+    EPHEMERAL_IMPLICIT_IDLE_SECONDS: float = 300.0
+    #: How often each serving process removes such idle queues (also done
+    #: whenever the queues are listed); 0: only when listed.
+    EPHEMERAL_IDLE_CHECK_SECONDS: float = 30.0
+    #: Ephemeral queues: the ceiling on the bytes of every ephemeral
+    #: message together (the "cell"); a push past it answers 503.
+    EPHEMERAL_CELL_BYTES: int = 256 * 1024 * 1024
     #: Threads per process that run the database work of async pops.
     POP_DB_THREADS: int = 8
     #: A pop with ``frames=true`` gets the framed answer (``QPF1``) rather

@@ -192,3 +192,27 @@ class StreamNotFound(NotFound):
     """No such stream query or source partition."""
 
     code = "not_found"
+
+
+class EphemeralBadRequest(InvalidArgument):
+    """The ephemeral request is malformed."""
+
+    code = "ephemeral_bad_request"
+
+
+class EphemeralQueueFull(QueenError):
+    """The ephemeral queue is full."""
+
+    code = "queue_full"
+
+
+class EphemeralUnavailable(QueenError):
+    """The ephemeral store is full; try again later."""
+
+    code = "ephemeral_unavailable"
+
+
+class EphemeralQueueNotFound(NotFound):
+    """No such ephemeral queue."""
+
+    code = "ephemeral_queue_not_found"

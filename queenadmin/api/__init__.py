@@ -75,9 +75,9 @@ def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> Http
 
 def _register() -> None:
     # One router per concept; each module exposes ``router``.
-    from queenadmin.api import admin, kv, locks, queues, status, streams, timers, transactions
+    from queenadmin.api import admin, ephemeral, kv, locks, queues, status, streams, timers, transactions
 
-    modules = (kv, locks, queues, status, timers, transactions, admin)
+    modules = (kv, locks, queues, status, timers, transactions, admin, ephemeral)
     for module in modules:
         api.add_router("/", module.router)
     streams_api.add_router("/", streams.router)

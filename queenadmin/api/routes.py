@@ -92,4 +92,15 @@ ROUTES: dict[str, tuple[TokenScope, Rule]] = {
     "POST /streams/v1/queries": (WRITE, NAMED),
     "POST /streams/v1/state/get": (READ, NAMED),
     "POST /streams/v1/cycle": (WRITE, NAMED),
+    # Ephemeral queues: producers and consumers write; deleting a queue
+    # needs admin, as for a durable one. They are queues: a grant on a
+    # queue name covers both kinds.
+    "POST /ephemeral/configure": (WRITE, NAMED),
+    "POST /ephemeral/reset": (WRITE, NAMED),
+    "DELETE /ephemeral/queue/{path:queue}": (ADMIN, NAMED),
+    "POST /ephemeral/push": (WRITE, NAMED),
+    "GET /ephemeral/pop": (WRITE, NAMED),
+    "POST /ephemeral/ack": (WRITE, NAMED),
+    "GET /ephemeral/queues": (READ, FILTERED),
+    "GET /ephemeral/queues/{path:queue}/depth": (READ, NAMED),
 }

@@ -8,7 +8,7 @@ here. How to write a live page: ``dashboard/live.py``.
 from __future__ import annotations
 
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views import audit, deadletters, kv, locks, messages, overview, queues, timers
+from queenadmin.dashboard.views import audit, deadletters, ephemeral, kv, locks, messages, overview, queues, timers
 
 #: Every live page by name (its ``/ws/<name>/`` path).
 PAGES: dict[str, live.LivePage] = live.registry(
@@ -17,6 +17,7 @@ PAGES: dict[str, live.LivePage] = live.registry(
         queues.QUEUES,
         queues.QUEUE,
         deadletters.DLQ,
+        ephemeral.EPHEMERAL,
         messages.QUEUE_LEASES,
         messages.QUEUE_MESSAGE,
         locks.LOCKS,

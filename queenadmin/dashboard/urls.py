@@ -6,6 +6,7 @@ from django.urls import path
 from queenadmin.dashboard.views import (
     audit,
     deadletters,
+    ephemeral,
     kv,
     locks,
     login,
@@ -50,6 +51,7 @@ urlpatterns = [
     path("queues/<path:name>/purge/", recovery.queue_purge, name="queue_purge"),
     path("queues/<path:name>/", queues.queue_detail, name="queue"),
     path("dlq/", deadletters.dlq_page, name="dlq"),
+    path("ephemeral/", ephemeral.ephemeral_page, name="ephemeral"),
     path("dlq/replay/", deadletters.dlq_replay_any, name="dlq_replay_any"),
     path("dlq/purge/", deadletters.dlq_purge_any, name="dlq_purge_any"),
     path("search/", search.search_page, name="search"),

@@ -1,6 +1,14 @@
 from __future__ import annotations
 
 from queenadmin.models.auth import ApiToken, AuditEntry, TokenScope
+from queenadmin.models.ephemeral import (
+    EphemeralConfig,
+    EphemeralCursor,
+    EphemeralLease,
+    EphemeralMessage,
+    EphemeralPartition,
+    EphemeralQueue,
+)
 from queenadmin.models.kv import KVEntry, VersionCounter
 from queenadmin.models.queues import (
     ConsumerCursor,
@@ -23,6 +31,12 @@ __all__ = [
     "ConsumerCursor",
     "ConsumerGroup",
     "DeadLetter",
+    "EphemeralConfig",
+    "EphemeralCursor",
+    "EphemeralLease",
+    "EphemeralMessage",
+    "EphemeralPartition",
+    "EphemeralQueue",
     "KVEntry",
     "Message",
     "Partition",

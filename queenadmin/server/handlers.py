@@ -161,8 +161,11 @@ class ApiWSGIHandler(WSGIHandler):
         return match.func, (), {}
 
 
-#: Path prefixes served by ``PopHandler`` (async views that wait).
-ASYNC_PREFIXES: tuple[str, ...] = ("/api/v1/pop",)
+#: Path prefixes served by ``PopHandler`` (async views that wait). Every
+#: async view must be here: under the WSGI bridge it would run on an event
+#: loop of its own per request, and binding the long-poll hub to that loop
+#: resets the hub of every waiting pop.
+ASYNC_PREFIXES: tuple[str, ...] = ("/api/v1/pop", "/api/v1/ephemeral/pop")
 
 #: The MIDDLEWARE entries whose hooks pops run on the event loop: they only
 #: check the host and set headers (Content-Length, nosniff, X-Frame-Options),

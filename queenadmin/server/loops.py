@@ -1,5 +1,5 @@
 """Background loops of a serving process: the reaper, message retention,
-the timer loop and the statistics sampler.
+idle implicit ephemeral queues, the timer loop and the statistics sampler.
 
 Each runs in a daemon thread with its own database connection, started by
 the ASGI lifespan so every worker process of ``serve`` has them. They are
@@ -47,6 +47,12 @@ def retention_once() -> int:
     return queues.queue_retention_sweep().deleted
 
 
+def ephemeral_idle_once() -> int:
+    from queenadmin.domain import ephemeral
+
+    return len(ephemeral.eph_collect_idle())
+
+
 def _loop(name: str, interval: Callable[[], float], step: Callable[[], Any]) -> None:
     while not _stop.is_set():
         try:
@@ -71,6 +77,7 @@ def _loop(name: str, interval: Callable[[], float], step: Callable[[], Any]) -> 
 LOOPS: dict[str, tuple[Callable[[], float], Callable[[], Any]]] = {
     "reaper": (lambda: settings.REAPER_INTERVAL_SECONDS, reap_once),
     "retention": (lambda: settings.RETENTION_INTERVAL_SECONDS, retention_once),
+    "ephemeral-idle": (lambda: settings.EPHEMERAL_IDLE_CHECK_SECONDS, ephemeral_idle_once),
 }
 
 

@@ -315,6 +315,21 @@ TABLE: dict[str, list[tuple[str, Callable[[World], tuple[str, str, dict[str, Any
             ),
         ),
     ],
+    # Ephemeral queues are named by the same queue grants.
+    "POST /ephemeral/configure": [
+        ("refused", req("POST", "/ephemeral/configure", json={"queue": "{b}", "options": {}}))
+    ],
+    "POST /ephemeral/reset": [("refused", req("POST", "/ephemeral/reset", json={"queue": "{b}"}))],
+    "DELETE /ephemeral/queue/{path:queue}": [("refused", req("DELETE", "/ephemeral/queue/{b}"))],
+    "POST /ephemeral/push": [
+        ("refused", req("POST", "/ephemeral/push", json={"queue": "{b}", "messages": [{"payload": 1}]}))
+    ],
+    "GET /ephemeral/pop": [("refused", req("GET", "/ephemeral/pop", params={"queue": "{b}"}))],
+    "POST /ephemeral/ack": [
+        ("refused", req("POST", "/ephemeral/ack", json={"queue": "{b}", "acks": [{"id": "e:1:p:1"}]}))
+    ],
+    "GET /ephemeral/queues": [("hidden-page", req("GET", "/ephemeral/queues"))],
+    "GET /ephemeral/queues/{path:queue}/depth": [("refused", req("GET", "/ephemeral/queues/{b}/depth"))],
 }
 
 CASES = [(route, i, want, make) for route, cases in TABLE.items() for i, (want, make) in enumerate(cases)]

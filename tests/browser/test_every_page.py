@@ -37,6 +37,7 @@ SHOTS = os.environ.get("QA_SHOTS") == "1"
 
 Q = "pages-orders"
 DEAD_Q = "pages-mail"
+EPH_Q = "pages-presence"
 
 USERS = """
 from django.contrib.auth.models import User
@@ -73,6 +74,10 @@ def _seed(server: Any) -> None:
             for i in range(n)
         ]
         assert client.post("/api/v1/push", json={"items": items}).status_code == 201
+        configured = {"queue": EPH_Q, "options": {"maxLength": 500, "policy": "dropOldest", "ttlSeconds": 60}}
+        assert client.post("/api/v1/ephemeral/configure", json=configured).status_code == 201
+        typing = {"queue": EPH_Q, "partition": "room-7", "messages": [{"payload": {"user": i}} for i in range(5)]}
+        assert client.post("/api/v1/ephemeral/push", json=typing).status_code == 201
         for group, batch in (("fulfillment", 8), ("analytics", 3)):
             answer = client.get(
                 f"/api/v1/pop/queue/{Q}", params={"consumerGroup": group, "wait": "false", "batch": batch}
@@ -197,6 +202,7 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "queue-purge": ("otto", "@queue-purge", "form.confirm input[name=confirm]"),
     "dlq": ("otto", "/dlq/", "#dlq-table tbody tr input[type=checkbox]"),
     "dlq-by-queue": ("otto", f"/dlq/?queue={DEAD_Q}", "#dlq-table tbody tr input[type=checkbox]"),
+    "ephemeral": ("otto", "/ephemeral/", f'tr[data-eph-queue="{EPH_Q}"]'),
     "locks": ("otto", "/locks/", 'tr[data-lock^="pages.render#"]'),
     "locks-by-name": ("otto", "/locks/?name=pages.render", 'tr[data-lock^="pages.render#"]'),
     "locks-release": ("otto", "@locks-release", "form.confirm"),

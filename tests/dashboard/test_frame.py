@@ -30,6 +30,7 @@ PAGES = [
     "/kv/config/",
     "/kv/config/key/feature.x",
     "/audit/",
+    "/ephemeral/",
     "/search/?q=feature",
 ]
 

@@ -8,14 +8,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from queenadmin.domain import locks, timers
+from queenadmin.domain import ephemeral, locks, timers
 from queenadmin.domain.kv import kv_put
 from queenadmin.models import AuditEntry, DeadLetter, Message
 from tests.dashboard_ops.conftest import claim, configure, dead_letter, push
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["/", "/queues/", "/queues/q/", "/search/?q=q"]
+PAGES = ["/", "/queues/", "/queues/q/", "/search/?q=q", "/ephemeral/"]
 OWNER = "owner-secret-7f3a9c"
 
 
@@ -30,6 +30,7 @@ def data():
     assert grant.acquired
     timers.timer_schedule(queue="q", timer_key="reminder-1", payload={"a": 1}, delay=timedelta(minutes=5))
     kv_put(namespace="app", key="feature-x", value={"on": True}, ttl=None)
+    ephemeral.eph_push(queue="eph", partition="p1", payloads=['{"owner": "not a lock"}'])
     return grant
 
 
@@ -297,6 +298,8 @@ def _more_data(n: int) -> None:
         timers.timer_schedule(queue="q", timer_key=f"t{i}", payload=i, delay=timedelta(minutes=1 + i % 50))
     for i in range(5):
         locks.lock_acquire(name=f"lock-{i}", ttl=60, owner=f"o{i}")
+    for i in range(n // 10):
+        ephemeral.eph_push(queue=f"eph-{i}", partition=f"p{i % 3}", payloads=[str(i)])
 
 
 @pytest.mark.parametrize("url", [*PAGES, "/search/?q=k1", "/queues/q/?partition=p1&before=3"])

@@ -98,3 +98,22 @@ async def test_a_wake_wakes_the_first_waiter_of_each_lane_not_every_waiter():
     assert [w.result() for w in everyone if w.done()] == [True, True, True]
     hub.close()
     assert await asyncio.wait_for(asyncio.gather(*everyone), 1.0) == [True, True, False, True, False]
+
+
+async def test_an_ephemeral_wake_leaves_the_any_queue_pops_asleep():
+    """A push to an ephemeral queue wakes its own pops, not the namespace/task
+    pops (which take durable queues only); a durable queue's wake does."""
+    from queenadmin.domain import ephemeral
+
+    hub = Hub()
+    hub.loop = asyncio.get_running_loop()
+    key = ephemeral.wake_key("presence")
+    anyq = asyncio.ensure_future(hub.wait("*", hub.generation("*"), 30.0))
+    own = asyncio.ensure_future(hub.wait(key, hub.generation(key), 30.0))
+    await asyncio.sleep(0)
+    hub.wake([key])
+    assert await asyncio.wait_for(own, 1.0) is True
+    await asyncio.sleep(0.05)
+    assert not anyq.done()
+    hub.wake(["orders"])
+    assert await asyncio.wait_for(anyq, 1.0) is True

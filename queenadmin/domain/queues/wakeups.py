@@ -39,10 +39,15 @@ from queenadmin.domain.queues.store import CHANNEL, store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ANY", "CHANNEL", "Hub", "Lane", "hub", "notify_on_commit"]
+__all__ = ["ANY", "CHANNEL", "PRIVATE_KEY_PREFIX", "Hub", "Lane", "hub", "notify_on_commit"]
 
 #: The key of waiters that take any queue (the namespace/task pop).
 ANY = "*"
+#: Keys that start with this are not durable queues (an ephemeral queue's
+#: waiters, ``ephemeral.wake_key``): their wake-ups leave ``ANY`` alone. A
+#: durable queue named so (a control character first) would wake the
+#: namespace/task pops only at their re-check.
+PRIVATE_KEY_PREFIX = "\x1f"
 
 
 #: Waiters of one key that compete for the same messages: a consumer group
@@ -201,8 +206,11 @@ class Hub:
             self.wake_one(key, lane)
 
     def wake(self, names: Iterable[str]) -> None:
-        """Wake one waiter per lane of ``names`` (and of the any-queue pops). Loop only."""
-        for key in (*names, ANY):
+        """Wake one waiter per lane of ``names`` (and of the any-queue pops,
+        when a durable queue is among them). Loop only."""
+        names = list(names)
+        durable = any(not name.startswith(PRIVATE_KEY_PREFIX) for name in names)
+        for key in (*names, *((ANY,) if durable else ())):
             self.generations[key] = self.generations.get(key, 0) + 1
             self.empty.pop(key, None)
             self._wake_lanes(key)

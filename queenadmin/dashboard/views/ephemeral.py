@@ -1,0 +1,42 @@
+"""``/ephemeral/``: every ephemeral queue with its gauges and effective options.
+
+Read-only. Ephemeral writes broadcast no events (a push is meant to cost
+one round trip), so the region goes stale by itself every
+``REFRESH_SECONDS`` and the socket pushes it again.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.http import QueryDict
+
+from queenadmin.dashboard import live
+from queenadmin.dashboard.permissions import User
+from queenadmin.dashboard.views.common import page_view
+from queenadmin.domain import clock, ephemeral
+
+#: How often the live page re-reads the gauges.
+REFRESH_SECONDS = 5
+
+
+def ephemeral_context(user: User, params: QueryDict) -> dict[str, Any]:
+    views, cell = ephemeral.eph_queues()
+    return {
+        "queues": views,
+        "cell_bytes": cell,
+        "stale_at": clock.now() + timedelta(seconds=REFRESH_SECONDS),
+        "refresh_seconds": REFRESH_SECONDS,
+    }
+
+
+EPHEMERAL = live.LivePage(
+    name="ephemeral",
+    perm="queues",
+    nav="ephemeral",
+    template="queenadmin/ephemeral.html",
+    context=ephemeral_context,
+    regions=(live.Region("eph-table", groups=()),),
+)
+ephemeral_page = page_view(EPHEMERAL)

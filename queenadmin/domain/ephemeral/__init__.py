@@ -1,0 +1,54 @@
+"""Ephemeral queues (Queen's ``/api/v1/ephemeral``): ``ops`` holds the
+rules, ``store`` every statement, one class per database."""
+
+from __future__ import annotations
+
+from queenadmin.domain.ephemeral.ops import (
+    DEFAULT_PARTITION,
+    QUEUE_MODE,
+    AckItem,
+    Deleted,
+    Delivered,
+    DepthView,
+    Options,
+    QueueView,
+    Take,
+    check_options,
+    effective,
+    eph_ack,
+    eph_collect_idle,
+    eph_configure,
+    eph_delete,
+    eph_depth,
+    eph_push,
+    eph_queues,
+    eph_reset,
+    eph_take,
+    now_ms,
+    wake_key,
+)
+
+__all__ = [
+    "DEFAULT_PARTITION",
+    "QUEUE_MODE",
+    "AckItem",
+    "Deleted",
+    "Delivered",
+    "DepthView",
+    "Options",
+    "QueueView",
+    "Take",
+    "check_options",
+    "effective",
+    "eph_ack",
+    "eph_collect_idle",
+    "eph_configure",
+    "eph_delete",
+    "eph_depth",
+    "eph_push",
+    "eph_queues",
+    "eph_reset",
+    "eph_take",
+    "now_ms",
+    "wake_key",
+]

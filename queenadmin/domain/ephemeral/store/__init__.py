@@ -1,0 +1,34 @@
+"""Where ephemeral queues live: one interface, one class per database."""
+
+from __future__ import annotations
+
+from queenadmin.domain import db
+from queenadmin.domain.ephemeral.store.base import (
+    Delivery,
+    Due,
+    GroupGauge,
+    PartitionGauge,
+    QueueRow,
+    Store,
+)
+from queenadmin.domain.ephemeral.store.postgres import PostgresStore
+from queenadmin.domain.ephemeral.store.sqlite import SqliteStore
+
+__all__ = [
+    "Delivery",
+    "Due",
+    "GroupGauge",
+    "PartitionGauge",
+    "PostgresStore",
+    "QueueRow",
+    "SqliteStore",
+    "Store",
+    "store",
+]
+
+_POSTGRES = PostgresStore()
+_SQLITE = SqliteStore()
+
+
+def store() -> Store:
+    return _POSTGRES if db.is_postgres() else _SQLITE
