@@ -7,15 +7,24 @@ a request works". This file makes that figure a test:
   ``Queen`` (and ``Stream``, the streams SDK's entry point), following the
   return annotation of every public method and property to the classes a
   user reaches, and compares their public methods and properties with
-  ``TABLE``: a method the client gains, or a row naming one it lost, fails.
+  ``TABLE``: a method the client gains, or a row naming one it lost, fails
+  (``test_a_method_the_client_gains_is_caught`` shows the walk sees both).
 * Each row says how the method is met: ``sends(group)`` (a request; the
-  group's test below calls it against the live server and checks the shape
-  of what the client returns), ``local(why)`` (configures a builder, reads
-  client state, registers a callback: no request of its own) or
-  ``raises(why)`` (the client raises before any request).
+  group's test calls it against the live server and checks the shape of
+  what the client returns), ``local(why)`` (configures a builder, reads
+  client state, registers a callback) or ``raises(why)`` (the client raises
+  before any request).
 * Each group test records the methods it exercised after their checks
   passed and ends by asserting that the set equals the group's rows, so a
-  row cannot claim coverage its test does not give.
+  row cannot claim coverage its test does not give. The local rows are all
+  called, and the raising rows all raised, with a recorder on the client's
+  HTTP verbs that must stay empty.
+
+Outside the walk (not methods of a client class): the op constructors under
+``queen.kv.op`` / ``queen.timers.op`` (dicts, used here in batches), the
+gate helpers ``token_bucket_gate`` / ``sliding_window_gate``, and the
+``trace()`` function a consumed message carries (it sends
+``POST /api/v1/traces``; the admin group calls it).
 
 ``-s`` prints the counts (``test_counts`` runs last).
 """
@@ -403,9 +412,10 @@ async def test_the_raising_rows_raise_before_any_request(queen, unique, monkeypa
 
 
 async def test_the_local_rows_send_nothing(queen, unique, monkeypatch):
-    """``local`` rows: each is called (or read) with a recorder on every HTTP
-    client the SDK makes, and nothing is sent; builder methods hand back a
-    builder. Runner's two rows are called on a runner never started."""
+    """``local`` rows: each is called (or read) with a recorder on the SDK's
+    ``HttpClient`` (every Queen client's), and nothing is sent; builder
+    methods hand back their builder. Runner's two rows are called on a
+    runner never started (its own HTTP client is another class)."""
     from queen.http.http_client import HttpClient
     from queen.streams.runtime.runner import Runner
 
