@@ -1178,6 +1178,34 @@ async def test_a_stream_keeps_the_order_of_a_compressed_push(live_server, unique
     assert got == list(range(n))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "queen-mq 2.6.0, client-side: ConsumerManager._enhance_messages_with_trace defines each "
+        "message's trace() in a loop over the batch and closes over the loop variable, so every "
+        "trace() of a batch posts the batch's LAST message's transactionId"
+    ),
+)
+async def test_each_message_of_a_batch_traces_itself(queen, unique):
+    """Three messages consumed in one batch (``each()``), each traced once:
+    each message's trace list has its own event."""
+    q, name = unique("surf-trace"), unique("trace")
+    pushed = await queen.queue(q).push([{"data": {"n": i}} for i in range(3)])
+
+    async def handler(message):
+        await message["trace"]({"traceName": name, "data": {"n": message["data"]["n"]}})
+
+    await asyncio.wait_for(queen.queue(q).batch(3).each().limit(3).timeout_millis(2000).consume(handler), 30)
+    by_name = (await queen.admin.get_traces_by_name(name))["traces"]
+    assert sorted(t["data"]["n"] for t in by_name) == [0, 1, 2]
+    pid = by_name[0]["partition_id"]
+    per_message = [
+        [t["data"] for t in (await queen.admin.get_traces_for_message(pid, r["transaction_id"]))["traces"]]
+        for r in pushed
+    ]
+    assert per_message == [[{"n": 0}], [{"n": 1}], [{"n": 2}]]
+
+
 def test_counts():
     """Runs last (file order): print the figures (``-s``)."""
     surface = client_surface()
