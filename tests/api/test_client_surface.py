@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -42,9 +43,18 @@ import httpx
 import pytest
 from queen import Queen, Stream
 
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, run_server
 
 pytestmark = pytest.mark.live
+
+
+@pytest.fixture(scope="module")
+def live_server() -> Iterator[LiveServer]:
+    """This file's one server: the suite's, but answering a pop that asks for
+    frames in frames (``QUEENADMIN_FRAMED_POP``), so the binary wire below
+    reads framed pops; a pop that does not ask still gets JSON."""
+    with run_server(extra_env={"QUEENADMIN_FRAMED_POP": "1"}) as server:
+        yield server
 
 
 @dataclass(frozen=True)
@@ -624,8 +634,7 @@ class Seen:
 
 
 #: The client's wire options: its defaults (JSON), and a push as the binary
-#: body with zstd-compressed frames plus a pop that asks for frames (this
-#: server answers JSON to that ask unless QUEENADMIN_FRAMED_POP is set).
+#: body with zstd-compressed frames plus a pop that asks for frames.
 WIRES: dict[str, dict[str, Any]] = {
     "json": {},
     "binary": {"binary_push": True, "push_compression": True, "framed_pop": True},
@@ -1118,18 +1127,27 @@ GROUPS = {
 )
 async def test_group(group, wire, live_server, unique):
     """One group's methods against the live server, with one client per wire
-    mode; in the binary mode every push the group sends went as the binary body."""
+    mode. In the binary mode every push the group sends goes as the binary
+    body and the pops are answered in frames (QPF1); in the JSON mode neither."""
     client = Queen(url=live_server.url, bearer_token=live_server.token, retry_attempts=1, **WIRES[wire])
     http = client._http_client
-    real = http._execute_request
+    real_execute, real_request = http._execute_request, http._client.request
     pushes: list[bytes | None] = []
+    pops: list[bytes] = []
 
     async def execute(url: str, method: str, body: Any, timeout: Any) -> Any:
         if url.endswith("/api/v1/push"):
             pushes.append(body[:4] if isinstance(body, bytes) else None)
-        return await real(url, method, body, timeout)
+        return await real_execute(url, method, body, timeout)
+
+    async def request(method: str, url: Any, *args: Any, **kwargs: Any) -> Any:
+        response = await real_request(method, url, *args, **kwargs)
+        if "/api/v1/pop" in str(url) and response.content:
+            pops.append(response.content[:4])
+        return response
 
     http._execute_request = execute
+    http._client.request = request
     try:
         seen = Seen(group, wire)
         await GROUPS[group](client, live_server, unique, seen)
@@ -1139,6 +1157,11 @@ async def test_group(group, wire, live_server, unique):
     assert set(pushes) <= ({b"QPB1"} if wire == "binary" else {None})
     if group in ("queue", "admin", "transaction", "streams"):
         assert pushes
+    framed = [head for head in pops if head == b"QPF1"]
+    if wire == "json":
+        assert framed == []
+    elif group in ("queue", "admin", "transaction", "streams"):
+        assert framed
 
 
 @pytest.mark.xfail(
@@ -1227,6 +1250,10 @@ def test_counts():
     for cls, names in by_class.items():
         print(f"    {cls}: {', '.join(names)}")
     print(f"  client raises before sending: {len(raising)}; shown here: {len(RAISED)}: {', '.join(raising)}")
+    print(
+        "  client-side gaps, strict xfail here: test_a_stream_keeps_the_order_of_a_compressed_push, "
+        "test_each_message_of_a_batch_traces_itself"
+    )
     for names in EXERCISED.values():
         assert set(send) >= names
     assert set(local_rows) >= LOCAL
