@@ -80,9 +80,14 @@ def reset_ephemeral(request: HttpRequest) -> HttpResponse:
     return json_response({"queue": queue, "dropped": ephemeral.eph_reset(queue=queue)})
 
 
+#: A queue name in the path: the names rule of the parser (``wire.name_of``).
+_NAME_IN_PATH = parameters(path={"queue": json_schema_of(EphemeralName)})
+
+
 @router.delete(
     "/ephemeral/queue/{path:queue}",
     response={200: EphemeralDeleteOut, **_BAD},
+    openapi_extra=_NAME_IN_PATH,
     summary="Delete an ephemeral queue: contents, cursors and declaration (never 404)",
 )
 def delete_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:
@@ -169,6 +174,7 @@ def list_ephemeral(request: HttpRequest) -> HttpResponse:
 @router.get(
     "/ephemeral/queues/{path:queue}/depth",
     response={200: EphemeralDepthOut, 404: EphemeralErrorOut, **_BAD},
+    openapi_extra=_NAME_IN_PATH,
     summary="Depth gauges of one ephemeral queue (404 ephemeral_queue_not_found when there is none)",
 )
 def depth_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:
