@@ -1,5 +1,6 @@
 """Background loops of a serving process: the reaper, message retention,
-idle implicit ephemeral queues, the timer loop and the statistics sampler.
+idle implicit ephemeral queues, the timer loop, the statistics sampler and
+the process sampler (each worker's CPU, memory and requests).
 
 Each runs in a daemon thread with its own database connection, started by
 the ASGI lifespan so every worker process of ``serve`` has them. They are
@@ -45,6 +46,12 @@ def retention_once() -> int:
     from queenadmin.domain import queues
 
     return queues.queue_retention_sweep().deleted
+
+
+def process_sample_once() -> int:
+    from queenadmin.domain import procmetrics
+
+    return procmetrics.record_sample()
 
 
 def ephemeral_idle_once() -> int:
@@ -107,6 +114,11 @@ def start() -> None:
         _threads.append(thread)
     if settings.SAMPLER_IN_SERVE:
         thread = threading.Thread(target=_sampler_loop, name="queenadmin-sampler", daemon=True)
+        thread.start()
+        _threads.append(thread)
+        # Every worker samples itself (the sampler above runs in one).
+        process = ("process-sampler", lambda: max(1, int(settings.SAMPLER_INTERVAL_SECONDS)), process_sample_once)
+        thread = threading.Thread(target=_loop, args=process, name="queenadmin-process-sampler", daemon=True)
         thread.start()
         _threads.append(thread)
 
