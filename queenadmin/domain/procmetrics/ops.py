@@ -150,7 +150,11 @@ def _pairs(since: datetime, until: datetime) -> dict[tuple[str, int, int], list[
     """Per process, each row in the range with the row before it (if read)."""
     out: dict[tuple[str, int, int], list[tuple[SampleRow | None, SampleRow]]] = defaultdict(list)
     previous: SampleRow | None = None
-    for row in store().rows_between(since - _lookback(), until):
+    try:
+        start = since - _lookback()
+    except OverflowError:  # a range from the year 1
+        start = since
+    for row in store().rows_between(start, until):
         key = (row.host, row.port, row.pid)
         if previous is not None and (previous.host, previous.port, previous.pid) != key:
             previous = None
