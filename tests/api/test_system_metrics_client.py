@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import run_server
+from tests.conftest import IS_POSTGRES, run_server
 
 pytestmark = pytest.mark.live
 
@@ -185,3 +185,26 @@ async def test_worker_metrics_count_the_requests(server, http, admin, unique):
     assert sum(p["pushRequests"] for p in counted) <= summary["totalPushRequests"]
     assert all(p["popRequests"] >= 0 and p["ackRequests"] >= 0 for p in counted)
     assert summary["totalDbErrors"] is None
+
+
+@pytest.mark.skipif(not IS_POSTGRES, reason="SQLite is served by one process")
+async def test_every_worker_is_a_replica():
+    """Two workers of one ``serve``: two replicas, their own pids, one port."""
+    from queen import Queen
+
+    with run_server({"QUEENADMIN_SAMPLER_INTERVAL_SECONDS": "1"}, workers=2) as live:
+        client = Queen(url=live.url, bearer_token=live.token, retry_attempts=1)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                body = await client.admin.get_system_metrics()
+                if body["replicaCount"] == 2:
+                    break
+                assert time.monotonic() < deadline, body
+                time.sleep(0.5)
+        finally:
+            await client.close()
+        pids = [r["pid"] for r in body["replicas"]]
+        assert len(set(pids)) == 2
+        assert set(pids) <= _serve_pids(live)
+        assert {r["port"] for r in body["replicas"]} == {int(live.url.rsplit(":", 1)[1])}
