@@ -1,6 +1,6 @@
 """Background loops of a serving process: the reaper, message retention,
-idle implicit ephemeral queues, the timer loop, the statistics sampler and
-the process sampler (each worker's CPU, memory and requests).
+idle implicit ephemeral queues, the timer loop and the statistics sampler,
+whose thread also samples its own process every tick (CPU, memory, requests).
 
 Each runs in a daemon thread with its own database connection, started by
 the ASGI lifespan so every worker process of ``serve`` has them. They are
@@ -51,7 +51,13 @@ def retention_once() -> int:
 def process_sample_once() -> int:
     from queenadmin.domain import procmetrics
 
-    return procmetrics.record_sample()
+    try:
+        pruned = procmetrics.record_sample()
+    except Exception:
+        metrics.loop_step("process-sampler", ok=False, at=time.time())
+        raise
+    metrics.loop_step("process-sampler", ok=True, at=time.time())
+    return pruned
 
 
 def ephemeral_idle_once() -> int:
@@ -97,7 +103,8 @@ def _timer_loop() -> None:
 def _sampler_loop() -> None:
     from queenadmin.domain.queues.sampler import SamplerLoop
 
-    SamplerLoop().run(_stop)
+    # Each worker's loop also samples its own process once a tick.
+    SamplerLoop(every_tick=process_sample_once).run(_stop)
 
 
 def start() -> None:
@@ -114,11 +121,6 @@ def start() -> None:
         _threads.append(thread)
     if settings.SAMPLER_IN_SERVE:
         thread = threading.Thread(target=_sampler_loop, name="queenadmin-sampler", daemon=True)
-        thread.start()
-        _threads.append(thread)
-        # Every worker samples itself (the sampler above runs in one).
-        process = ("process-sampler", lambda: max(1, int(settings.SAMPLER_INTERVAL_SECONDS)), process_sample_once)
-        thread = threading.Thread(target=_loop, args=process, name="queenadmin-process-sampler", daemon=True)
         thread.start()
         _threads.append(thread)
 

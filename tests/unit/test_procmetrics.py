@@ -140,3 +140,30 @@ def test_unknown_memory_stays_unknown():
     procmetrics.record_sample(now=T0, row=replace(row(T0), rss_bytes=None, virtual_bytes=None))
     (replica,) = procmetrics.replica_series(since=T0, until=T0, bucket=timedelta(minutes=1))
     assert (replica.points[0].rss_bytes, replica.points[0].virtual_bytes) == (None, None)
+
+
+@override_settings(QUEENADMIN_SAMPLER_INTERVAL_SECONDS=10)
+def test_the_sampler_loop_runs_its_per_tick_step_once_a_tick_leader_or_not():
+    import time_machine
+
+    from queenadmin.domain.queues.sampler import SamplerLoop
+
+    calls: list[datetime] = []
+
+    def sample() -> None:
+        calls.append(datetime.now(UTC))
+        if len(calls) == 2:
+            raise RuntimeError("a failing step is logged, not raised")
+
+    loop = SamplerLoop(every_tick=sample, owner="test")
+    with time_machine.travel(T0 + timedelta(seconds=1), tick=False) as traveller:
+        loop._every_tick()
+        loop._every_tick()
+        traveller.shift(timedelta(seconds=8))  # still the tick of T0
+        loop._every_tick()
+        assert len(calls) == 1
+        traveller.shift(timedelta(seconds=1))
+        loop._every_tick()  # raises inside: swallowed
+        traveller.shift(timedelta(seconds=10))
+        loop._every_tick()
+    assert calls == [T0 + timedelta(seconds=1), T0 + timedelta(seconds=10), T0 + timedelta(seconds=20)]
