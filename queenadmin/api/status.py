@@ -146,7 +146,7 @@ def get_system_metrics(request: HttpRequest) -> HttpResponse:
     minutes = status.bucket_minutes(until - since)
     replicas = [
         r
-        for r in procmetrics.replica_series(since=since, until=until, bucket=timedelta(minutes=minutes))
+        for r in procmetrics.procmetrics_replicas(since=since, until=until, bucket=timedelta(minutes=minutes))
         if (hostname is None or r.host == hostname) and (worker is None or str(r.pid) == worker)
     ]
     return json_response(wire.render_system_metrics(since, until, minutes, replicas))
@@ -173,6 +173,6 @@ def get_worker_metrics(request: HttpRequest) -> HttpResponse:
             buckets=status.status_buckets(since=since, until=until, size=size, queues=None),
             per_queue=per_queue,
             counters=counters,
-            requests=procmetrics.request_buckets(since=since, until=until, bucket=size),
+            requests=procmetrics.procmetrics_requests(since=since, until=until, bucket=size),
         )
     )

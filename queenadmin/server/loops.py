@@ -52,7 +52,7 @@ def process_sample_once() -> int:
     from queenadmin.domain import procmetrics
 
     try:
-        pruned = procmetrics.record_sample()
+        pruned = procmetrics.procmetrics_record()
     except Exception:
         metrics.loop_step("process-sampler", ok=False, at=time.time())
         raise

@@ -1,5 +1,5 @@
 """Process samples: reading oneself, retention, and the per-bucket arithmetic
-of ``replica_series`` and ``request_buckets`` on rows of known values."""
+of ``procmetrics_replicas`` and ``procmetrics_requests`` on rows of known values."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def row(at: datetime, *, pid: int = 100, user: float = 0.0, system: float = 0.0,
 def test_read_self_measures_this_process():
     metrics.tally.started("push")
     metrics.tally.finished("push", 201, 0.001)
-    mine = procmetrics.read_self(now=T0)
+    mine = procmetrics.procmetrics_read_self(now=T0)
     assert mine.pid == os.getpid()
     assert mine.cpu_user_seconds > 0
     assert mine.rss_bytes is not None
@@ -73,12 +73,12 @@ def test_rows_older_than_the_retention_go():
     for minutes in (-90, -30):
         # An hour old exactly is kept: T0-90 min stays at T0-30 min.
         at = T0 + timedelta(minutes=minutes)
-        assert procmetrics.record_sample(now=at, row=row(at)) == 0
+        assert procmetrics.procmetrics_record(now=at, row=row(at)) == 0
     assert ProcessSample.objects.count() == 2
-    assert procmetrics.record_sample(now=T0, row=row(T0)) == 1
+    assert procmetrics.procmetrics_record(now=T0, row=row(T0)) == 1
     assert sorted(ProcessSample.objects.values_list("at", flat=True)) == [T0 - timedelta(minutes=30), T0]
     later = T0 + timedelta(minutes=31)
-    assert procmetrics.record_sample(now=later, row=row(later)) == 1
+    assert procmetrics.procmetrics_record(now=later, row=row(later)) == 1
     assert sorted(ProcessSample.objects.values_list("at", flat=True)) == [T0, later]
 
 
@@ -92,8 +92,10 @@ def test_cpu_is_percent_of_a_core_times_100_from_consecutive_rows():
         row(T0 + timedelta(seconds=60), user=2.5, system=0.7, push=20, rss_bytes=70_000_000),  # next minute
     ]
     for r in rows:
-        procmetrics.record_sample(now=T0, row=r)
-    (replica,) = procmetrics.replica_series(since=T0, until=T0 + timedelta(minutes=5), bucket=timedelta(minutes=1))
+        procmetrics.procmetrics_record(now=T0, row=r)
+    (replica,) = procmetrics.procmetrics_replicas(
+        since=T0, until=T0 + timedelta(minutes=5), bucket=timedelta(minutes=1)
+    )
     assert (replica.host, replica.port, replica.pid) == ("h1", 6632, 100)
     first, second = replica.points
     assert (first.at, first.samples, second.at, second.samples) == (T0, 2, T0 + timedelta(minutes=1), 1)
@@ -105,14 +107,14 @@ def test_cpu_is_percent_of_a_core_times_100_from_consecutive_rows():
     assert second.cpu_user == procmetrics.Stat(avg=0.0, min=0.0, max=0.0, last=0.0)
     assert second.rss_bytes == procmetrics.Stat(avg=70e6, min=70e6, max=70e6, last=70e6)
     assert second.requests == 4
-    buckets = procmetrics.request_buckets(since=T0, until=T0 + timedelta(minutes=5), bucket=timedelta(minutes=1))
+    buckets = procmetrics.procmetrics_requests(since=T0, until=T0 + timedelta(minutes=5), bucket=timedelta(minutes=1))
     assert buckets == {
         T0: procmetrics.RequestCounts(push=11, pop=0, ack=0),
         T0 + timedelta(minutes=1): procmetrics.RequestCounts(push=4, pop=0, ack=0),
     }
     # Out of the range: nothing.
     assert (
-        procmetrics.replica_series(
+        procmetrics.procmetrics_replicas(
             since=T0 + timedelta(hours=1), until=T0 + timedelta(hours=2), bucket=timedelta(minutes=1)
         )
         == []
@@ -121,24 +123,24 @@ def test_cpu_is_percent_of_a_core_times_100_from_consecutive_rows():
 
 @override_settings(QUEENADMIN_SAMPLER_INTERVAL_SECONDS=10)
 def test_a_new_process_counts_from_zero_and_processes_are_apart():
-    procmetrics.record_sample(now=T0, row=row(T0, pid=1, user=3.0, push=7))
-    procmetrics.record_sample(now=T0, row=row(T0 + timedelta(seconds=10), pid=1, user=3.0, push=2))  # pid reused
-    procmetrics.record_sample(now=T0, row=row(T0, pid=2, host="h2", push=4))
-    replicas = procmetrics.replica_series(since=T0, until=T0 + timedelta(minutes=1), bucket=timedelta(minutes=1))
+    procmetrics.procmetrics_record(now=T0, row=row(T0, pid=1, user=3.0, push=7))
+    procmetrics.procmetrics_record(now=T0, row=row(T0 + timedelta(seconds=10), pid=1, user=3.0, push=2))  # pid reused
+    procmetrics.procmetrics_record(now=T0, row=row(T0, pid=2, host="h2", push=4))
+    replicas = procmetrics.procmetrics_replicas(since=T0, until=T0 + timedelta(minutes=1), bucket=timedelta(minutes=1))
     assert [(r.host, r.pid) for r in replicas] == [("h1", 1), ("h2", 2)]
     one, two = replicas
     # No earlier row: no CPU rate, and the counts since the process began.
     assert one.points[0].cpu_user == procmetrics.Stat(avg=0.0, min=0.0, max=0.0, last=0.0)
     assert one.points[0].requests == 7 + 2
     assert two.points[0].cpu_user is None
-    assert procmetrics.request_buckets(since=T0, until=T0 + timedelta(minutes=1), bucket=timedelta(minutes=1)) == {
+    assert procmetrics.procmetrics_requests(since=T0, until=T0 + timedelta(minutes=1), bucket=timedelta(minutes=1)) == {
         T0: procmetrics.RequestCounts(push=13, pop=0, ack=0)
     }
 
 
 def test_unknown_memory_stays_unknown():
-    procmetrics.record_sample(now=T0, row=replace(row(T0), rss_bytes=None, virtual_bytes=None))
-    (replica,) = procmetrics.replica_series(since=T0, until=T0, bucket=timedelta(minutes=1))
+    procmetrics.procmetrics_record(now=T0, row=replace(row(T0), rss_bytes=None, virtual_bytes=None))
+    (replica,) = procmetrics.procmetrics_replicas(since=T0, until=T0, bucket=timedelta(minutes=1))
     assert (replica.points[0].rss_bytes, replica.points[0].virtual_bytes) == (None, None)
 
 

@@ -9,10 +9,10 @@ from queenadmin.domain.procmetrics.ops import (
     ReplicaPoint,
     RequestCounts,
     Stat,
-    read_self,
-    record_sample,
-    replica_series,
-    request_buckets,
+    procmetrics_read_self,
+    procmetrics_record,
+    procmetrics_replicas,
+    procmetrics_requests,
     retention,
 )
 
@@ -22,9 +22,9 @@ __all__ = [
     "ReplicaPoint",
     "RequestCounts",
     "Stat",
-    "read_self",
-    "record_sample",
-    "replica_series",
-    "request_buckets",
+    "procmetrics_read_self",
+    "procmetrics_record",
+    "procmetrics_replicas",
+    "procmetrics_requests",
     "retention",
 ]

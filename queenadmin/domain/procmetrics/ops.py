@@ -1,15 +1,15 @@
 """Process metrics: each serving process samples itself; readers bucket them.
 
-``record_sample`` runs once per tick of ``SAMPLER_INTERVAL_SECONDS`` in
+``procmetrics_record`` runs once per tick of ``SAMPLER_INTERVAL_SECONDS`` in
 every ``serve`` worker (``server.loops``): CPU seconds (``os.times``),
 memory and threads (``/proc/self/stat`` where there is one), and the
 requests this process answered (``metrics.tally``), as one row, then
 removes rows older than ``SAMPLES_FINE_RETENTION_SECONDS``.
 
-``replica_series`` groups the rows of a time range per process and per
+``procmetrics_replicas`` groups the rows of a time range per process and per
 bucket, the shape of Queen's ``get_system_metrics``: CPU as Queen counts
 it (percent of one core times 100, from the difference of a process's
-consecutive rows), memory in bytes. ``request_buckets`` sums the push,
+consecutive rows), memory in bytes. ``procmetrics_requests`` sums the push,
 pop and ack requests every process answered per bucket.
 """
 
@@ -50,7 +50,7 @@ def _proc_stat() -> tuple[int, int, int] | None:
     return threads, vsize, rss_pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def read_self(*, now: datetime) -> SampleRow:
+def procmetrics_read_self(*, now: datetime) -> SampleRow:
     """This process's reading of itself at ``now``."""
     times = os.times()
     stat = _proc_stat()
@@ -80,14 +80,14 @@ def retention() -> timedelta:
     return timedelta(seconds=settings.SAMPLES_FINE_RETENTION_SECONDS)
 
 
-def record_sample(*, now: datetime | None = None, row: SampleRow | None = None) -> int:
+def procmetrics_record(*, now: datetime | None = None, row: SampleRow | None = None) -> int:
     """Write this process's reading (or ``row``) and prune old rows.
 
     Returns the rows pruned (at most ``SAMPLES_PRUNE_BATCH`` a call).
     """
     now = now or clock.now()
-    row = row or read_self(now=now)
-    with transaction.atomic():
+    row = row or procmetrics_read_self(now=now)
+    with transaction.atomic(durable=True):
         store().insert(row)
         return store().delete_before(now - retention(), batch=settings.SAMPLES_PRUNE_BATCH)
 
@@ -182,7 +182,7 @@ def _grown(before: SampleRow | None, row: SampleRow, value: Callable[[SampleRow]
     return grown if grown >= 0 else value(row)
 
 
-def replica_series(*, since: datetime, until: datetime, bucket: timedelta) -> list[Replica]:
+def procmetrics_replicas(*, since: datetime, until: datetime, bucket: timedelta) -> list[Replica]:
     """Each process's rows of ``[since, until]`` in buckets of ``bucket``."""
     seconds = max(1, int(bucket.total_seconds()))
     replicas = []
@@ -223,7 +223,7 @@ class RequestCounts:
     ack: int
 
 
-def request_buckets(*, since: datetime, until: datetime, bucket: timedelta) -> dict[datetime, RequestCounts]:
+def procmetrics_requests(*, since: datetime, until: datetime, bucket: timedelta) -> dict[datetime, RequestCounts]:
     """Push, pop and ack requests of ``[since, until]`` per bucket, summed
     over every process; a bucket no process sampled in is absent."""
     seconds = max(1, int(bucket.total_seconds()))
