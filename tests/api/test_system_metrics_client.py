@@ -87,6 +87,7 @@ async def _replica_with_cpu(admin, **params: Any) -> tuple[dict[str, Any], dict[
 
 
 async def test_each_replica_is_a_serving_process_with_its_cpu_and_memory(server, http, admin, unique):
+    """admin.get_system_metrics() answers one replica, the serving process (pid, host, port), with plausible CPU, memory and threads."""
     _work(http, unique("sm"), 30)
     body, replica = await _replica_with_cpu(admin)
     assert body["replicaCount"] == len(body["replicas"]) == 1
@@ -112,6 +113,7 @@ async def test_each_replica_is_a_serving_process_with_its_cpu_and_memory(server,
 
 
 async def test_the_time_range_picks_the_samples(server, http, admin):
+    """from/to pick the samples (and the bucket size); hostname and workerId filter the replicas."""
     await _replica_with_cpu(admin)
     now = datetime.now(UTC)
     past = await admin.get_system_metrics(**{"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T02:00:00Z"})
@@ -150,11 +152,13 @@ async def test_the_time_range_picks_the_samples(server, http, admin):
     ],
 )
 def test_bad_ranges_answer_400(http, params, error):
+    """Each bad range or filter gets a 400 in the engine envelope naming it."""
     answer = http.get("/analytics/system-metrics", params=params)
     assert (answer.status_code, answer.json()) == (400, {"error": error, "code": "bad_request"})
 
 
 async def test_worker_metrics_count_the_requests(server, http, admin, unique):
+    """Worker metrics' push/pop/ack request counts come from the process samples."""
     q = unique("wr")
     _work(http, q, 12)
     assert (

@@ -8,11 +8,13 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.test import override_settings
 
 from queenadmin import metrics
 from queenadmin.domain import procmetrics
 from queenadmin.domain.procmetrics.store import SampleRow
+from queenadmin.domain.queues.sampler import SamplerLoop
 from queenadmin.models import ProcessSample
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +43,7 @@ def row(at: datetime, *, pid: int = 100, user: float = 0.0, system: float = 0.0,
 
 
 def test_read_self_measures_this_process():
+    """A reading names this process, its CPU seconds, memory, threads and the requests its tally counted."""
     metrics.tally.started("push")
     metrics.tally.finished("push", 201, 0.001)
     mine = procmetrics.procmetrics_read_self(now=T0)
@@ -67,6 +70,7 @@ def test_served_survives_a_flush():
 
 @override_settings(QUEENADMIN_SAMPLES_FINE_RETENTION_SECONDS=3600)
 def test_rows_older_than_the_retention_go():
+    """Each sample prunes rows older than SAMPLES_FINE_RETENTION_SECONDS; an hour old exactly stays."""
     from queenadmin.conf import settings
 
     assert settings.SAMPLES_FINE_RETENTION_SECONDS == 3600
@@ -84,6 +88,7 @@ def test_rows_older_than_the_retention_go():
 
 @override_settings(QUEENADMIN_SAMPLER_INTERVAL_SECONDS=10)
 def test_cpu_is_percent_of_a_core_times_100_from_consecutive_rows():
+    """CPU per bucket is Queen's percent-of-a-core x 100 from each row and the one before it; requests are the counters' growth."""
     # Before the range (the base of the first delta), then 3 rows in it.
     rows = [
         row(T0 - timedelta(seconds=10), user=1.0, system=0.2, push=5),
@@ -123,6 +128,7 @@ def test_cpu_is_percent_of_a_core_times_100_from_consecutive_rows():
 
 @override_settings(QUEENADMIN_SAMPLER_INTERVAL_SECONDS=10)
 def test_a_new_process_counts_from_zero_and_processes_are_apart():
+    """A process's first row (or a pid reused) counts its requests since it began; two processes are two replicas."""
     procmetrics.procmetrics_record(now=T0, row=row(T0, pid=1, user=3.0, push=7))
     procmetrics.procmetrics_record(now=T0, row=row(T0 + timedelta(seconds=10), pid=1, user=3.0, push=2))  # pid reused
     procmetrics.procmetrics_record(now=T0, row=row(T0, pid=2, host="h2", push=4))
@@ -139,6 +145,7 @@ def test_a_new_process_counts_from_zero_and_processes_are_apart():
 
 
 def test_unknown_memory_stays_unknown():
+    """Without /proc, memory answers None, not 0."""
     procmetrics.procmetrics_record(now=T0, row=replace(row(T0), rss_bytes=None, virtual_bytes=None))
     (replica,) = procmetrics.procmetrics_replicas(since=T0, until=T0, bucket=timedelta(minutes=1))
     assert (replica.points[0].rss_bytes, replica.points[0].virtual_bytes) == (None, None)
@@ -146,10 +153,7 @@ def test_unknown_memory_stays_unknown():
 
 @override_settings(QUEENADMIN_SAMPLER_INTERVAL_SECONDS=10)
 def test_the_sampler_loop_runs_its_per_tick_step_once_a_tick_leader_or_not():
-    import time_machine
-
-    from queenadmin.domain.queues.sampler import SamplerLoop
-
+    """The sampler loop calls every_tick once per aligned tick; a failure in it is logged and the next tick runs."""
     calls: list[datetime] = []
 
     def sample() -> None:
