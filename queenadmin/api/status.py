@@ -27,7 +27,7 @@ from queenadmin.api.schemas.status import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import status as wire
-from queenadmin.domain import clock, queues
+from queenadmin.domain import clock, procmetrics, queues
 from queenadmin.domain.queues import history, status
 from queenadmin.errors import QueueNotFound
 
@@ -138,11 +138,18 @@ def refresh_stats(request: HttpRequest) -> HttpResponse:
 @router.get(
     "/analytics/system-metrics",
     response={200: SystemMetricsOut, **_BAD},
-    summary="Process metrics per replica (none are kept: always empty)",
+    summary="CPU, memory and requests of each serving process, per time bucket",
 )
 def get_system_metrics(request: HttpRequest) -> HttpResponse:
     since, until = wire.parse_range(request.GET, now=clock.now(), default_span=timedelta(hours=1))
-    return json_response(wire.render_system_metrics(since, until, status.bucket_minutes(until - since)))
+    hostname, worker = wire.parse_text(request.GET, "hostname"), wire.parse_text(request.GET, "workerId")
+    minutes = status.bucket_minutes(until - since)
+    replicas = [
+        r
+        for r in procmetrics.procmetrics_replicas(since=since, until=until, bucket=timedelta(minutes=minutes))
+        if (hostname is None or r.host == hostname) and (worker is None or str(r.pid) == worker)
+    ]
+    return json_response(wire.render_system_metrics(since, until, minutes, replicas))
 
 
 @router.get(
@@ -166,5 +173,6 @@ def get_worker_metrics(request: HttpRequest) -> HttpResponse:
             buckets=status.status_buckets(since=since, until=until, size=size, queues=None),
             per_queue=per_queue,
             counters=counters,
+            requests=procmetrics.procmetrics_requests(since=since, until=until, bucket=size),
         )
     )

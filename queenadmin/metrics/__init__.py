@@ -141,6 +141,8 @@ class RequestTally:
         self._requests: dict[tuple[str, int], int] = {}
         #: route -> [count per bucket..., sum of seconds]
         self._latency: dict[str, list[float]] = {}
+        #: route -> requests answered since the process started (never reset).
+        self._served: dict[str, int] = {}
         self._flusher: threading.Thread | None = None
 
     def started(self, route: str) -> None:
@@ -155,11 +157,17 @@ class RequestTally:
             self._in_progress[route] -= 1
             key = (route, status)
             self._requests[key] = self._requests.get(key, 0) + 1
+            self._served[route] = self._served.get(route, 0) + 1
             latency = self._latency.get(route)
             if latency is None:
                 latency = self._latency[route] = [0.0] * (len(_UPPER_BOUNDS) + 1)
             latency[bucket] += 1
             latency[-1] += seconds
+
+    def served(self) -> dict[str, int]:
+        """Requests answered by this process since it started, by route class."""
+        with self._lock:
+            return dict(self._served)
 
     def flush(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from queenadmin.models.ephemeral import (
     EphemeralQueue,
 )
 from queenadmin.models.kv import KVEntry, VersionCounter
+from queenadmin.models.process import ProcessSample
 from queenadmin.models.queues import (
     ConsumerCursor,
     ConsumerGroup,
@@ -40,6 +41,7 @@ __all__ = [
     "KVEntry",
     "Message",
     "Partition",
+    "ProcessSample",
     "Queue",
     "QueueSample",
     "StreamQuery",

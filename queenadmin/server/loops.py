@@ -1,5 +1,6 @@
 """Background loops of a serving process: the reaper, message retention,
-idle implicit ephemeral queues, the timer loop and the statistics sampler.
+idle implicit ephemeral queues, the timer loop and the statistics sampler,
+whose thread also samples its own process every tick (CPU, memory, requests).
 
 Each runs in a daemon thread with its own database connection, started by
 the ASGI lifespan so every worker process of ``serve`` has them. They are
@@ -47,6 +48,18 @@ def retention_once() -> int:
     return queues.queue_retention_sweep().deleted
 
 
+def process_sample_once() -> int:
+    from queenadmin.domain import procmetrics
+
+    try:
+        pruned = procmetrics.procmetrics_record()
+    except Exception:
+        metrics.loop_step("process-sampler", ok=False, at=time.time())
+        raise
+    metrics.loop_step("process-sampler", ok=True, at=time.time())
+    return pruned
+
+
 def ephemeral_idle_once() -> int:
     from queenadmin.domain import ephemeral
 
@@ -90,7 +103,8 @@ def _timer_loop() -> None:
 def _sampler_loop() -> None:
     from queenadmin.domain.queues.sampler import SamplerLoop
 
-    SamplerLoop().run(_stop)
+    # Each worker's loop also samples its own process once a tick.
+    SamplerLoop(every_tick=process_sample_once).run(_stop)
 
 
 def start() -> None:

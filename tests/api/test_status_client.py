@@ -365,7 +365,8 @@ def test_bad_queries_answer_400(http, path, params, error):
 
 
 async def test_system_and_worker_metrics(http, admin, unique):
-    """System metrics answer no replicas (none are kept); worker metrics are
+    """With the sampler off no process samples exist: system metrics answer
+    no replicas and the request counts stay null; worker metrics are
     the deployment's sampled counts as one series, per queue and in total."""
     system = await admin.get_system_metrics(**{"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T02:00:00Z"})
     assert system == {

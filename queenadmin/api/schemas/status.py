@@ -2,8 +2,7 @@
 ``status.cpp`` routes and their stored procedures).
 
 Fields Queen fills from measurements this broker does not take (event-loop
-lag, free slots, database pool, process CPU and memory, request counts,
-per-worker rows, database errors) answer ``null`` (or an empty list): not
+lag, free slots, database pool, per-worker rows, database errors) answer ``null`` (or an empty list): not
 measured, rather than a made-up zero.
 """
 
@@ -274,14 +273,73 @@ class StatsRefreshOut(WireOut):
     cleanup: RefreshCleanupOut
 
 
+class MetricStatOut(WireOut):
+    """One measure over a bucket, as Queen aggregates it."""
+
+    avg: float
+    min: float
+    max: float
+    last: float
+
+
+class CpuOut(WireOut):
+    user_us: MetricStatOut | None = Field(
+        description="user-mode CPU, percent of one core times 100 (null: no earlier sample to compare with)"
+    )
+    system_us: MetricStatOut | None = Field(description="kernel-mode CPU, percent of one core times 100")
+    user_seconds: float = Field(description="user CPU seconds of the process since it started, at the last sample")
+    system_seconds: float = Field(description="kernel CPU seconds since it started, at the last sample")
+
+
+class MemoryOut(WireOut):
+    rss_bytes: MetricStatOut | None = Field(description="resident memory (null where /proc is missing)")
+    virtual_bytes: MetricStatOut | None
+
+
+class DatabasePoolOut(WireOut):
+    """Queen's connection pool: not measured here."""
+
+    pool_size: None
+    pool_idle: None
+    pool_active: None
+
+
+class ProcessOut(WireOut):
+    threads: MetricStatOut | None
+    requests: int = Field(description="HTTP requests the process answered during the bucket")
+
+
+class ReplicaMetricsOut(WireOut):
+    cpu: CpuOut
+    memory: MemoryOut
+    database: DatabasePoolOut
+    process: ProcessOut
+
+
+class ReplicaPointOut(WireOut):
+    timestamp: MillisZTime
+    sampleCount: int
+    metrics: ReplicaMetricsOut
+
+
+class ReplicaOut(WireOut):
+    """One serving process (a ``serve`` worker)."""
+
+    hostname: str
+    port: int = Field(description="the port serve listens on (0 when not known)")
+    workerId: str = Field(description="the process id, as text")
+    pid: int
+    timeSeries: list[ReplicaPointOut]
+
+
 class SystemMetricsOut(WireOut):
-    """``GET /api/v1/analytics/system-metrics``: no process metrics are kept."""
+    """``GET /api/v1/analytics/system-metrics``: each process's samples of itself."""
 
     timeRange: TimeRangeOut
-    replicas: list[None]
-    replicaCount: Literal[0]
+    replicas: list[ReplicaOut]
+    replicaCount: int
     bucketMinutes: Literal[1, 5, 15, 60, 360]
-    pointCount: Literal[0]
+    pointCount: int = Field(description="buckets over all replicas")
 
 
 class WorkerPointOut(WireOut):
@@ -291,9 +349,9 @@ class WorkerPointOut(WireOut):
     pushMessages: int
     popMessages: int
     ackMessages: int
-    pushRequests: None
-    popRequests: None
-    ackRequests: None
+    pushRequests: int | None = Field(description="from the process samples; null: none in the bucket")
+    popRequests: int | None = Field(description="from the process samples; null: none in the bucket")
+    ackRequests: int | None = Field(description="from the process samples; null: none in the bucket")
     jobsDone: None
     pushPerSecond: float
     popPerSecond: float
@@ -326,9 +384,9 @@ class WorkerSummaryOut(WireOut):
     totalPushMessages: int
     totalPopMessages: int
     totalAckMessages: int
-    totalPushRequests: None
-    totalPopRequests: None
-    totalAckRequests: None
+    totalPushRequests: int | None
+    totalPopRequests: int | None
+    totalAckRequests: int | None
     totalDbErrors: None
     totalAckFailed: int
     totalDlq: int

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from queenadmin.api.wire.queues import iso_time
-from queenadmin.domain import db, queues
+from queenadmin.domain import db, procmetrics, queues
 from queenadmin.domain.queues import history, status
 from queenadmin.errors import InvalidArgument
 
@@ -352,14 +352,57 @@ def render_refresh(done: history.Refreshed) -> dict[str, Any]:
     }
 
 
-def render_system_metrics(since: datetime, until: datetime, minutes: int) -> dict[str, Any]:
+def _stat(stat: procmetrics.Stat | None, digits: int = 2) -> dict[str, float] | None:
+    if stat is None:
+        return None
+    return {name: round(getattr(stat, name), digits) for name in ("avg", "min", "max", "last")}
+
+
+_UNMEASURED = {"avg": None, "min": None, "max": None, "last": None}
+
+
+def _replica_point(point: procmetrics.ReplicaPoint) -> dict[str, Any]:
+    return {
+        "timestamp": millis_z(point.at),
+        "sampleCount": point.samples,
+        "metrics": {
+            "cpu": {
+                "user_us": _stat(point.cpu_user),
+                "system_us": _stat(point.cpu_system),
+                "user_seconds": round(point.cpu_user_seconds, 3),
+                "system_seconds": round(point.cpu_system_seconds, 3),
+            },
+            "memory": {"rss_bytes": _stat(point.rss_bytes, 0), "virtual_bytes": _stat(point.virtual_bytes, 0)},
+            "database": {"pool_size": None, "pool_idle": None, "pool_active": None},
+            "process": {"threads": _stat(point.threads), "requests": point.requests},
+        },
+    }
+
+
+def render_system_metrics(
+    since: datetime, until: datetime, minutes: int, replicas: Sequence[procmetrics.Replica]
+) -> dict[str, Any]:
+    rows = [
+        {
+            "hostname": r.host,
+            "port": r.port,
+            "workerId": str(r.pid),
+            "pid": r.pid,
+            "timeSeries": [_replica_point(p) for p in r.points],
+        }
+        for r in replicas
+    ]
     return {
         "timeRange": _time_range(since, until),
-        "replicas": [],
-        "replicaCount": 0,
+        "replicas": rows,
+        "replicaCount": len(rows),
         "bucketMinutes": minutes,
-        "pointCount": 0,
+        "pointCount": sum(len(r.points) for r in replicas),
     }
+
+
+def _count(counts: procmetrics.RequestCounts | None, name: str) -> int | None:
+    return None if counts is None else int(getattr(counts, name))
 
 
 def render_worker_metrics(
@@ -370,16 +413,19 @@ def render_worker_metrics(
     buckets: Sequence[status.Bucket],
     per_queue: Mapping[str, history.QueueActivity],
     counters: Sequence[queues.QueueCounters],
+    requests: Mapping[datetime, procmetrics.RequestCounts],
 ) -> dict[str, Any]:
+    """``requests``: push, pop and ack requests per bucket from the process
+    samples; a bucket without any answers ``null`` for them (not sampled)."""
     series = [
         {
             "timestamp": seconds_z(b.at),
             "pushMessages": b.pushed,
             "popMessages": b.popped,
             "ackMessages": b.acked + b.failed,
-            "pushRequests": None,
-            "popRequests": None,
-            "ackRequests": None,
+            "pushRequests": _count(requests.get(b.at), "push"),
+            "popRequests": _count(requests.get(b.at), "pop"),
+            "ackRequests": _count(requests.get(b.at), "ack"),
             "jobsDone": None,
             "pushPerSecond": _rate(b.pushed, minutes),
             "popPerSecond": _rate(b.popped, minutes),
@@ -417,9 +463,9 @@ def render_worker_metrics(
             "totalPushMessages": sum(c.pushed for c in counters),
             "totalPopMessages": sum(c.popped for c in counters),
             "totalAckMessages": sum(c.acked + c.failed for c in counters),
-            "totalPushRequests": None,
-            "totalPopRequests": None,
-            "totalAckRequests": None,
+            "totalPushRequests": sum(r.push for r in requests.values()) if requests else None,
+            "totalPopRequests": sum(r.pop for r in requests.values()) if requests else None,
+            "totalAckRequests": sum(r.ack for r in requests.values()) if requests else None,
             "totalDbErrors": None,
             "totalAckFailed": sum(c.failed for c in counters),
             "totalDlq": sum(c.dlq for c in counters),

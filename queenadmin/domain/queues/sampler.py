@@ -41,10 +41,17 @@ class SamplerLoop:
 
     ``on_step(tick, step)`` is called after each committed step. ``owner``
     names the lock holder (default: host, process and thread).
+    ``every_tick()`` runs once per tick in every loop, sampler or not (the
+    process sampler rides here: no thread or connection of its own); what
+    it raises is logged and does not stop the loop.
     """
 
     def __init__(
-        self, *, on_step: Callable[[datetime, SampleStep], Any] | None = None, owner: str | None = None
+        self,
+        *,
+        on_step: Callable[[datetime, SampleStep], Any] | None = None,
+        owner: str | None = None,
+        every_tick: Callable[[], Any] | None = None,
     ) -> None:
         from queenadmin.domain import locks
 
@@ -52,7 +59,9 @@ class SamplerLoop:
         self.lock = locks.Lock(SAMPLER_LOCK, ttl=self.lease_seconds, limit=1, owner=owner or _owner())
         self._lease = locks.LoopLease(self.lock)
         self.on_step = on_step
+        self.every_tick = every_tick
         self.last_tick: datetime | None = None
+        self._own_tick: datetime | None = None
 
     def _hold(self) -> bool:
         held = self._lease.hold()
@@ -92,11 +101,25 @@ class SamplerLoop:
             return min(until_tick, self.lease_seconds / 3)
         return max(0.05, min(until_tick, self._lease.renew_due_in()))
 
+    def _every_tick(self) -> None:
+        if self.every_tick is None:
+            return
+        tick = _align(clock.now(), max(1, int(settings.SAMPLER_INTERVAL_SECONDS)))
+        if tick == self._own_tick:
+            return
+        self._own_tick = tick
+        try:
+            self.every_tick()
+        except Exception:
+            logger.exception("per-tick step of the sampler loop failed")
+            connection.close()
+
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 close_old_connections()
                 self.step()
+                self._every_tick()
                 wait = self._wait()
             except Exception:
                 logger.exception("sampler step failed")

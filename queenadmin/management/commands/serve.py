@@ -30,7 +30,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
 
 from queenadmin.conf import settings as app_settings
-from queenadmin.domain import db, tokens
+from queenadmin.domain import db, procmetrics, tokens
 from queenadmin.models import TokenScope
 from queenadmin.server import logs
 from queenadmin.server.files import create_private_file, private_data_dir
@@ -249,6 +249,8 @@ class Command(BaseCommand):
         if workers == 1:
             port = sock.getsockname()[1]
             sock.close()
+        # The workers' process samples name the port (Queen's replica port).
+        os.environ[procmetrics.PORT_ENV] = str(sock.getsockname()[1] if workers > 1 else port)
         if db.is_postgres() and settings.SECRET_KEY_GENERATED:
             # Each replica would invent a key of its own: sessions and signed
             # values made by one would be refused by the others.

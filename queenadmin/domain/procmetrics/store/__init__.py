@@ -1,0 +1,17 @@
+"""Where process samples live: one interface, one class per database."""
+
+from __future__ import annotations
+
+from queenadmin.domain import db
+from queenadmin.domain.procmetrics.store.base import SampleRow, Store
+from queenadmin.domain.procmetrics.store.postgres import PostgresStore
+from queenadmin.domain.procmetrics.store.sqlite import SqliteStore
+
+__all__ = ["PostgresStore", "SampleRow", "SqliteStore", "Store", "store"]
+
+_POSTGRES = PostgresStore()
+_SQLITE = SqliteStore()
+
+
+def store() -> Store:
+    return _POSTGRES if db.is_postgres() else _SQLITE
