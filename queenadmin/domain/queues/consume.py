@@ -424,15 +424,7 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
             )
         else:
             fields.update(lease_id=lease_id, leased_until=leased_until, batch_last=last, delivery_runs=runs)
-        # SQLite ignores FOR UPDATE; this compare-and-set is what protects it.
-        # It also guards ``delivery_runs``: only a claim (which needs a free
-        # lease) or a moving committed offset ever changes them.
-        won = (
-            ConsumerCursor.objects.filter(pk=cid, committed_offset=committed)
-            .exclude(lease_id__isnull=False, leased_until__gt=now)
-            .update(**fields)
-        )
-        if not won:
+        if not _claim_cursor(cid, committed, now, fields):
             continue
         budget -= take
         claimed.append((pid, name))
@@ -441,6 +433,21 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
     if claimed:
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue.name]})
     return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at, **policy)
+
+
+def _claim_cursor(cid: int, committed: int, now: datetime, fields: dict[str, Any]) -> bool:
+    """Write a claim's ``fields`` to cursor ``cid`` if it still stands at
+    ``committed`` and no live lease holds it; False when another claim won.
+
+    SQLite ignores FOR UPDATE; this compare-and-set is what protects a claim
+    there. It also guards ``delivery_runs``: only a claim (which needs a
+    free lease) or a moving committed offset ever changes them.
+    """
+    return bool(
+        ConsumerCursor.objects.filter(pk=cid, committed_offset=committed)
+        .exclude(lease_id__isnull=False, leased_until__gt=now)
+        .update(**fields)
+    )
 
 
 def _claim_newest(
@@ -523,13 +530,7 @@ def _claim_newest(
         if head > committed:
             # Below the log start: skipped, not completed (as in a claim).
             fields.update(committed_offset=head, start_offset=F("start_offset") + (head - committed))
-        # SQLite ignores FOR UPDATE; this compare-and-set is what protects it.
-        won = (
-            ConsumerCursor.objects.filter(pk=cid, committed_offset=committed)
-            .exclude(lease_id__isnull=False, leased_until__gt=now)
-            .update(**fields)
-        )
-        if not won:
+        if not _claim_cursor(cid, committed, now, fields):
             continue
         claimed.append((pid, name))
         (attempt,) = runs_attempts(runs, last, last)
