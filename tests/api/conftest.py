@@ -13,10 +13,12 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from django.conf import settings
 from django.test import override_settings
@@ -104,3 +106,25 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not CONTRACT.failed:
         shutil.rmtree(CONTRACT.folder, ignore_errors=True)
+
+
+# For the modules that start one ``server`` of their own (a module fixture
+# with the settings they test): its /api/v1 over plain HTTP, and the
+# official client's admin, both with its token.
+@pytest.fixture
+def http(server: Any) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {server.token}"}, timeout=60
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+async def admin(server: Any) -> AsyncIterator[Any]:
+    from queen import Queen
+
+    client = Queen(url=server.url, bearer_token=server.token, retry_attempts=1)
+    try:
+        yield client.admin
+    finally:
+        await client.close()

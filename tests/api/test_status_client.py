@@ -43,25 +43,6 @@ def server():
         yield live
 
 
-@pytest.fixture
-def http(server):
-    with httpx.Client(
-        base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {server.token}"}, timeout=60
-    ) as client:
-        yield client
-
-
-@pytest.fixture
-async def admin(server):
-    from queen import Queen
-
-    client = Queen(url=server.url, bearer_token=server.token, retry_attempts=1)
-    try:
-        yield client.admin
-    finally:
-        await client.close()
-
-
 def pop(http, queue: str, batch: int) -> dict[str, Any]:
     answer = http.get(f"/pop/queue/{queue}", params={"batch": batch, "wait": "false"})
     assert answer.status_code == 200

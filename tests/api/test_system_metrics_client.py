@@ -14,7 +14,6 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.conftest import IS_POSTGRES, run_server
@@ -30,25 +29,6 @@ def _z(moment: datetime) -> str:
 def server():
     with run_server({"QUEENADMIN_SAMPLER_INTERVAL_SECONDS": "1"}) as live:
         yield live
-
-
-@pytest.fixture
-def http(server):
-    with httpx.Client(
-        base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {server.token}"}, timeout=60
-    ) as client:
-        yield client
-
-
-@pytest.fixture
-async def admin(server):
-    from queen import Queen
-
-    client = Queen(url=server.url, bearer_token=server.token, retry_attempts=1)
-    try:
-        yield client.admin
-    finally:
-        await client.close()
 
 
 def _serve_pids(server) -> set[int]:
