@@ -6,11 +6,21 @@ clock any other way.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def align(moment: datetime, seconds: int) -> datetime:
+    """The start of the ``seconds``-long bucket, counted from the Unix
+    epoch, that holds ``moment`` (the samplers' ticks and the buckets of
+    their series)."""
+    elapsed = int((moment - _EPOCH).total_seconds())
+    return _EPOCH + timedelta(seconds=elapsed - elapsed % seconds)
 
 
 def iso_jsonb(moment: datetime | None) -> str | None:

@@ -21,7 +21,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 
@@ -29,8 +29,6 @@ from queenadmin import metrics
 from queenadmin.conf import settings
 from queenadmin.domain import clock
 from queenadmin.domain.procmetrics.store import SampleRow, store
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 #: The environment variable ``serve`` sets to the port it listens on.
 PORT_ENV = "QUEENADMIN_SERVE_PORT"
@@ -136,11 +134,6 @@ class Replica:
     points: list[ReplicaPoint]
 
 
-def _align(moment: datetime, seconds: int) -> datetime:
-    elapsed = int((moment - _EPOCH).total_seconds())
-    return _EPOCH + timedelta(seconds=elapsed - elapsed % seconds)
-
-
 def _lookback() -> timedelta:
     """How far before a range to look for each process's previous row."""
     return timedelta(seconds=3 * max(1, int(settings.SAMPLER_INTERVAL_SECONDS)))
@@ -189,7 +182,7 @@ def procmetrics_replicas(*, since: datetime, until: datetime, bucket: timedelta)
     for (host, port, pid), pairs in sorted(_pairs(since, until).items()):
         buckets: dict[datetime, list[tuple[SampleRow | None, SampleRow]]] = defaultdict(list)
         for pair in pairs:
-            buckets[_align(pair[1].at, seconds)].append(pair)
+            buckets[clock.align(pair[1].at, seconds)].append(pair)
         points = []
         for at, group in sorted(buckets.items()):
             user = [r for b, row in group if (r := _rate(b, row, lambda s: s.cpu_user_seconds)) is not None]
@@ -230,7 +223,7 @@ def procmetrics_requests(*, since: datetime, until: datetime, bucket: timedelta)
     sums: dict[datetime, list[int]] = defaultdict(lambda: [0, 0, 0])
     for pairs in _pairs(since, until).values():
         for before, row in pairs:
-            counts = sums[_align(row.at, seconds)]
+            counts = sums[clock.align(row.at, seconds)]
             counts[0] += _grown(before, row, lambda s: s.push_requests)
             counts[1] += _grown(before, row, lambda s: s.pop_requests)
             counts[2] += _grown(before, row, lambda s: s.ack_requests)

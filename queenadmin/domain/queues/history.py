@@ -96,11 +96,6 @@ class QueueCounters:
     oldest_claimable_age: float
 
 
-def _align(moment: datetime, seconds: int) -> datetime:
-    elapsed = int((moment - _EPOCH).total_seconds())
-    return _EPOCH + timedelta(seconds=elapsed - elapsed % seconds)
-
-
 def _fine_seconds() -> int:
     return max(1, int(settings.SAMPLER_INTERVAL_SECONDS))
 
@@ -284,7 +279,7 @@ def stats_sample_in_txn(*, now: datetime, counters: Sequence[QueueCounters] | No
     """
     assert connection.in_atomic_block
     fine = _fine_seconds()
-    tick = _align(now, fine)
+    tick = clock.align(now, fine)
     if counters is None:
         counters = queue_counters(now=now)
     last_tick = (
@@ -344,7 +339,7 @@ def stats_rollup_in_txn(*, now: datetime, max_buckets: int | None = None) -> int
     assert connection.in_atomic_block
     fine, coarse = _fine_seconds(), _coarse_seconds()
     max_buckets = max_buckets or settings.SAMPLES_ROLLUP_BUCKETS
-    complete = _align(now, coarse)
+    complete = clock.align(now, coarse)
     done = QueueSample.objects.filter(resolution=coarse).order_by("-at").values_list("at", flat=True).first()
     pending = QueueSample.objects.filter(resolution=fine, at__lt=complete)
     if done is not None:
@@ -352,11 +347,11 @@ def stats_rollup_in_txn(*, now: datetime, max_buckets: int | None = None) -> int
     first = pending.order_by("at").values_list("at", flat=True).first()
     if first is None:
         return 0
-    start = _align(first, coarse)
+    start = clock.align(first, coarse)
     end = min(complete, start + timedelta(seconds=coarse * max_buckets))
     buckets: dict[tuple[str, datetime], list[QueueSample]] = defaultdict(list)
     for row in QueueSample.objects.filter(resolution=fine, at__gte=start, at__lt=end).order_by("at"):
-        buckets[(row.queue, _align(row.at, coarse))].append(row)
+        buckets[(row.queue, clock.align(row.at, coarse))].append(row)
     rows = []
     for (queue, at), ticks in sorted(buckets.items()):
         last = ticks[-1]
@@ -386,7 +381,7 @@ def stats_prune_in_txn(*, now: datetime, batch: int | None = None, max_batches: 
         fine_cutoff = _EPOCH
     else:
         # Cut at a coarse boundary, so reads can switch resolution there.
-        fine_cutoff = _align(min(fine_cutoff, rolled + timedelta(seconds=coarse)), coarse)
+        fine_cutoff = clock.align(min(fine_cutoff, rolled + timedelta(seconds=coarse)), coarse)
     targets = [
         QueueSample.objects.filter(resolution=fine, at__lt=fine_cutoff),
         QueueSample.objects.filter(
@@ -494,9 +489,9 @@ def _series_rows(since: datetime, until: datetime | None) -> QuerySet[QueueSampl
     """
     fine, coarse = _fine_seconds(), _coarse_seconds()
     boundary = QueueSample.objects.filter(resolution=fine).order_by("at").values_list("at", flat=True).first()
-    wanted = Q(resolution=coarse, at__gte=_align(since, coarse))
+    wanted = Q(resolution=coarse, at__gte=clock.align(since, coarse))
     if boundary is not None:
-        wanted = Q(resolution=fine, at__gte=max(_align(since, fine), boundary)) | (
+        wanted = Q(resolution=fine, at__gte=max(clock.align(since, fine), boundary)) | (
             wanted & Q(at__lte=boundary - timedelta(seconds=coarse))
         )
     rows = QueueSample.objects.filter(wanted)

@@ -23,7 +23,7 @@ from django.db import close_old_connections, connection
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock
-from queenadmin.domain.queues.history import SampleStep, _align, latest_sample_at, stats_step
+from queenadmin.domain.queues.history import SampleStep, latest_sample_at, stats_step
 from queenadmin.errors import PreconditionFailed
 
 logger = logging.getLogger(__name__)
@@ -34,6 +34,11 @@ SAMPLER_LOCK = "queenadmin.sampler"
 
 def _owner() -> str:
     return f"sampler:{socket.gethostname()[:64]}:{os.getpid()}:{threading.get_ident()}"
+
+
+def _interval() -> int:
+    """Seconds between ticks (whole, at least 1)."""
+    return max(1, int(settings.SAMPLER_INTERVAL_SECONDS))
 
 
 class SamplerLoop:
@@ -79,7 +84,7 @@ class SamplerLoop:
         if not self._hold():
             return None
         now = clock.now()
-        tick = _align(now, max(1, int(settings.SAMPLER_INTERVAL_SECONDS)))
+        tick = clock.align(now, _interval())
         if tick == self.last_tick:
             return None
         try:
@@ -94,9 +99,9 @@ class SamplerLoop:
         return result
 
     def _wait(self) -> float:
-        interval = max(1, int(settings.SAMPLER_INTERVAL_SECONDS))
+        interval = _interval()
         now = clock.now()
-        until_tick = (_align(now, interval) - now).total_seconds() + interval
+        until_tick = (clock.align(now, interval) - now).total_seconds() + interval
         if not self.lock.held:
             return min(until_tick, self.lease_seconds / 3)
         return max(0.05, min(until_tick, self._lease.renew_due_in()))
@@ -104,7 +109,7 @@ class SamplerLoop:
     def _every_tick(self) -> None:
         if self.every_tick is None:
             return
-        tick = _align(clock.now(), max(1, int(settings.SAMPLER_INTERVAL_SECONDS)))
+        tick = clock.align(clock.now(), _interval())
         if tick == self._own_tick:
             return
         self._own_tick = tick

@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Max, Sum
 
-from queenadmin.domain.queues.history import Interval, SamplePoint, _align, queue_series
+from queenadmin.domain import clock
+from queenadmin.domain.queues.history import Interval, SamplePoint, queue_series
 from queenadmin.domain.queues.stats import where_given
 from queenadmin.models.queues import ConsumerCursor, DeadLetter, Queue
 
@@ -77,7 +78,7 @@ def _bucketed(series: Sequence[SamplePoint], since: datetime, size: timedelta) -
     grouped: dict[datetime, list[SamplePoint]] = defaultdict(list)
     for point in series:
         if point.at >= since:
-            grouped[_align(point.at, seconds)].append(point)
+            grouped[clock.align(point.at, seconds)].append(point)
     return [
         Bucket(
             at=at,
