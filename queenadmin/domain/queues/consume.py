@@ -504,14 +504,17 @@ def _claim_newest(
                 # Every pending offset was deleted, or is a DLQ replay meant
                 # for another group: the group is done with them (as
                 # ``_skip_deleted``), so the partition stops being a candidate.
-                ConsumerCursor.objects.filter(pk=cid, committed_offset=committed).exclude(
-                    lease_id__isnull=False, leased_until__gt=now
-                ).update(
-                    committed_offset=tail,
-                    start_offset=F("start_offset") + (head - committed),
-                    batch_last=tail,
-                    retry_count=0,
-                    delivery_runs=runs_trim(_load_runs(stored_runs), tail),
+                _claim_cursor(
+                    cid,
+                    committed,
+                    now,
+                    {
+                        "committed_offset": tail,
+                        "start_offset": F("start_offset") + (head - committed),
+                        "batch_last": tail,
+                        "retry_count": 0,
+                        "delivery_runs": runs_trim(_load_runs(stored_runs), tail),
+                    },
                 )
             continue
         last, txn, mid, payload, trace, created = newest
