@@ -23,6 +23,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from contextlib import ExitStack
 from datetime import timedelta
@@ -377,6 +378,21 @@ async def test_listen_goes_over_the_listen_url_and_wakes_another_replica_at_once
         assert not listening & _pooler_server_ports()
 
 
+def _take_freed_server_sessions(url: str, stop: threading.Event) -> None:
+    """Take, again and again, the server session the pooler freed last.
+
+    PgBouncer hands out idle server sessions last in, first out, so a
+    server whose transactions never overlap gets the same session every
+    time and never misses a statement it prepared. Holding that session for
+    a moment sends the server's next transaction to another one, which is
+    what a pooler does to any busy deployment."""
+    with psycopg.connect(url, prepare_threshold=None, autocommit=True) as taker:
+        while not stop.is_set():
+            with taker.transaction():
+                taker.execute("SELECT 1")
+                stop.wait(0.005)
+
+
 @requires_pooler
 @pytest.mark.live
 def test_a_server_not_told_about_the_pooler_answers_503_and_says_so_once():
@@ -397,8 +413,15 @@ def test_a_server_not_told_about_the_pooler_answers_503_and_says_so_once():
                     got.append((answer.status_code, answer.json()))
             return got
 
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            answers = [a for batch in pool.map(puts, range(8)) for a in batch]
+        stop = threading.Event()
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            takers = [pool.submit(_take_freed_server_sessions, server.env["DATABASE_URL"], stop) for _ in range(2)]
+            try:
+                answers = [a for batch in pool.map(puts, range(8)) for a in batch]
+            finally:
+                stop.set()
+            for taker in takers:
+                taker.result()
         statuses = {status for status, _ in answers}
         assert statuses <= {200, 503}, statuses
         assert 503 in statuses
