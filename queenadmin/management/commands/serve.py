@@ -46,8 +46,8 @@ GRACEFUL_SHUTDOWN_SECONDS = 3
 
 
 #: ``serve``'s default workers directly on PostgreSQL, at the most: each
-#: costs up to 16 PostgreSQL connections (README, "Connections"), and three
-#: replicas of two fit PostgreSQL's default ``max_connections`` of 100.
+#: costs up to 19 PostgreSQL connections without a pool and the pool + 2
+#: with one (README, "Connection budget"; bench/connections.py).
 DIRECT_WORKERS_CAP = 2
 
 
