@@ -130,11 +130,12 @@ def one_region_page(
     region: str,
     *groups: str,
     match: Callable[[dict[str, Any], QueryDict], bool] | None = None,
+    nav: str = "",
     perm: str = "",
     gap: float | None = None,
 ) -> LivePage:
     """A live page with one region (most pages), stale on ``groups``' events."""
-    return LivePage(name, template, context, (Region(region, groups, match),), perm=perm, gap=gap)
+    return LivePage(name, template, context, (Region(region, groups, match),), nav=nav, perm=perm, gap=gap)
 
 
 def registry(pages: Iterable[LivePage]) -> dict[str, LivePage]:

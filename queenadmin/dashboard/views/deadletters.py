@@ -55,13 +55,8 @@ def dlq_context(user: User, params: QueryDict) -> dict[str, Any]:
     }
 
 
-DLQ = live.LivePage(
-    name="dlq",
-    perm="queues",
-    nav="dlq",
-    template="queenadmin/dlq.html",
-    context=dlq_context,
-    regions=(live.Region("dlq-table", groups=(events.QUEUES_GROUP,)),),
+DLQ = live.one_region_page(
+    "dlq", "queenadmin/dlq.html", dlq_context, "dlq-table", events.QUEUES_GROUP, nav="dlq", perm="queues"
 )
 dlq_page = page_view(DLQ)
 

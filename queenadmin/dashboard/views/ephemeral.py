@@ -31,12 +31,7 @@ def ephemeral_context(user: User, params: QueryDict) -> dict[str, Any]:
     }
 
 
-EPHEMERAL = live.LivePage(
-    name="ephemeral",
-    perm="queues",
-    nav="ephemeral",
-    template="queenadmin/ephemeral.html",
-    context=ephemeral_context,
-    regions=(live.Region("eph-table", groups=()),),
+EPHEMERAL = live.one_region_page(
+    "ephemeral", "queenadmin/ephemeral.html", ephemeral_context, "eph-table", nav="ephemeral", perm="queues"
 )
 ephemeral_page = page_view(EPHEMERAL)

@@ -20,8 +20,8 @@ from django.urls import reverse
 from queenadmin.dashboard import live
 from queenadmin.dashboard.views.common import HtmxHttpRequest, User, query, staff_page
 from queenadmin.dashboard.views.ops_common import int_param
-from queenadmin.dashboard.views.queues import about_queue
-from queenadmin.domain import clock, events
+from queenadmin.dashboard.views.queues import queue_page
+from queenadmin.domain import clock
 from queenadmin.domain.queues import leases
 
 
@@ -68,23 +68,8 @@ def message_context(user: User, params: QueryDict) -> dict[str, Any]:
     }
 
 
-QUEUE_LEASES = live.LivePage(
-    name="queue-leases",
-    perm="queues",
-    nav="queues",
-    template="queenadmin/queues/leases.html",
-    context=leases_context,
-    regions=(live.Region("queue-leases", groups=(events.QUEUES_GROUP,), match=about_queue),),
-)
-
-QUEUE_MESSAGE = live.LivePage(
-    name="queue-message",
-    perm="queues",
-    nav="queues",
-    template="queenadmin/queues/message.html",
-    context=message_context,
-    regions=(live.Region("message-delivery", groups=(events.QUEUES_GROUP,), match=about_queue),),
-)
+QUEUE_LEASES = queue_page("queue-leases", "queenadmin/queues/leases.html", leases_context, "queue-leases")
+QUEUE_MESSAGE = queue_page("queue-message", "queenadmin/queues/message.html", message_context, "message-delivery")
 
 
 def _render(request: HtmxHttpRequest, page: live.LivePage, params: QueryDict) -> HttpResponse:

@@ -217,17 +217,22 @@ def about_queue(message: dict[str, Any], params: QueryDict) -> bool:
     return params.get("name", "") in named or len(message.get("queues", [])) >= _NAMED_QUEUES
 
 
-QUEUE = live.LivePage(
-    name="queue",
-    perm="queues",
-    nav="queues",
-    template="queenadmin/queues/queue.html",
-    context=queue_context,
-    regions=(
-        live.Region("queue-summary", groups=(events.QUEUES_GROUP,), match=about_queue),
-        live.Region("queue-messages", groups=(events.QUEUES_GROUP,), match=about_queue),
-        live.Region("queue-dlq", groups=(events.QUEUES_GROUP,), match=about_queue),
-    ),
+def queue_page(name: str, template: str, context: live.Context, *regions: str) -> live.LivePage:
+    """A live page about the one queue its path names (the queue, its leases,
+    one of its messages): under the queues nav entry and permission, each
+    region stale on the queue events that may concern that queue."""
+    return live.LivePage(
+        name,
+        template,
+        context,
+        tuple(live.Region(region, (events.QUEUES_GROUP,), about_queue) for region in regions),
+        nav="queues",
+        perm="queues",
+    )
+
+
+QUEUE = queue_page(
+    "queue", "queenadmin/queues/queue.html", queue_context, "queue-summary", "queue-messages", "queue-dlq"
 )
 
 
