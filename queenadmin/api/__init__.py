@@ -20,8 +20,9 @@ __all__ = ["AsyncBearerToken", "BearerToken", "api", "bearer_token", "streams_ap
 
 class QueenNinjaAPI(NinjaAPI):
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
-        # Request bodies parsed by hand are documented through body_of(), and
-        # the answers no response= names (401, the body limit) by complete().
+        # Request bodies parsed by hand are documented through body_of()
+        # (ScopedRouter.with_body), and the answers no response= names (401,
+        # the body limit) by complete().
         return openapi.complete(super().get_openapi_schema(*args, **kwargs))
 
 
