@@ -18,20 +18,44 @@ from queenadmin.errors import QueenError, Unauthorized
 __all__ = ["AsyncBearerToken", "BearerToken", "api", "bearer_token", "streams_api"]
 
 
+def on_queen_error(request: HttpRequest, exc: QueenError) -> HttpResponse:
+    status, body = error_table.render(exc)
+    return json_response(body, status, error_table.headers(exc))
+
+
+def on_auth_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    status, body = error_table.render(Unauthorized())
+    return json_response(body, status, {"WWW-Authenticate": "Bearer"})
+
+
+def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    first = exc.errors[0] if exc.errors else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    detail = f"{where}: {first.get('msg', 'invalid')}" if where else "invalid request"
+    return json_response({"error": detail, "code": "bad_request"}, 400)
+
+
 class QueenNinjaAPI(NinjaAPI):
+    """An API of Queen's: bearer tokens, and one error format for every refusal."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # Every route has the check of its scope (scopes.ScopedRouter); this
+        # default, the strictest, only covers a route added some other way.
+        super().__init__(version="1", auth=BearerToken(), **kwargs)
+        self.exception_handler(QueenError)(on_queen_error)
+        self.exception_handler(AuthenticationError)(on_auth_error)
+        self.exception_handler(NinjaValidationError)(on_validation_error)
+
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
-        # Request bodies parsed by hand are documented through body_of(), and
-        # the answers no response= names (401, the body limit) by complete().
+        # Request bodies parsed by hand are documented through body_of()
+        # (ScopedRouter.with_body), and the answers no response= names (401,
+        # the body limit) by complete().
         return openapi.complete(super().get_openapi_schema(*args, **kwargs))
 
 
 api = QueenNinjaAPI(
     title="queenadmin",
-    version="1",
     description="Queen MQ's /api/v1 wire protocol: KV, locks, timers, transactions and the message log.",
-    # Every route has the check of its scope (scopes.ScopedRouter); this
-    # default, the strictest, only covers a route added some other way.
-    auth=BearerToken(),
     urls_namespace="api",
     docs_url="/docs",
 )
@@ -41,36 +65,11 @@ api = QueenNinjaAPI(
 #: API of its own, mounted at the root, whose routes spell their full paths.
 streams_api = QueenNinjaAPI(
     title="queenadmin streams",
-    version="1",
     description="Queen MQ's /streams/v1 routes: stream queries, their state, atomic cycles.",
-    auth=BearerToken(),
     urls_namespace="streams",
     docs_url="/streams/v1/docs",
     openapi_url="/streams/v1/openapi.json",
 )
-
-
-@api.exception_handler(QueenError)
-@streams_api.exception_handler(QueenError)
-def on_queen_error(request: HttpRequest, exc: QueenError) -> HttpResponse:
-    status, body = error_table.render(exc)
-    return json_response(body, status, error_table.headers(exc))
-
-
-@api.exception_handler(AuthenticationError)
-@streams_api.exception_handler(AuthenticationError)
-def on_auth_error(request: HttpRequest, exc: Exception) -> HttpResponse:
-    status, body = error_table.render(Unauthorized())
-    return json_response(body, status, {"WWW-Authenticate": "Bearer"})
-
-
-@api.exception_handler(NinjaValidationError)
-@streams_api.exception_handler(NinjaValidationError)
-def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-    first = exc.errors[0] if exc.errors else {}
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    detail = f"{where}: {first.get('msg', 'invalid')}" if where else "invalid request"
-    return json_response({"error": detail, "code": "bad_request"}, 400)
 
 
 def _register() -> None:

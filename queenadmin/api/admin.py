@@ -15,7 +15,6 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
 from queenadmin.api.http import json_response, read_engine_json
-from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.admin import (
     ChangedIn,
     ChangedOut,
@@ -53,28 +52,24 @@ from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import admin as wire
 from queenadmin.domain.queues import browse, groups, messages, reads, traces
 
-router = ScopedRouter(tags=["client routes"])
+router = ScopedRouter(tags=["client routes"], errors=ENGINE_ERRORS)
 
 # --------------------------------------------------------------------------
 # Offset reads
 
 
-@router.post(
-    "/fetch",
-    response={200: FetchOut, **ENGINE_ERRORS},
-    openapi_extra=body_of(FetchIn),
-    summary="Read partitions by offset (no lease, no cursor)",
-)
+@router.with_body("POST", "/fetch", FetchIn, {200: FetchOut}, summary="Read partitions by offset (no lease, no cursor)")
 def fetch_records(request: HttpRequest) -> HttpResponse:
     entries, max_bytes = wire.parse_fetch(read_engine_json(request))
     grants.require_queues(grants.limits(request), {e.queue for e in entries}, grants.READ)
     return json_response(wire.render_fetch(reads.queue_fetch(entries=entries, max_bytes=max_bytes)))
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/partitions/changed",
-    response={200: ChangedOut, **ENGINE_ERRORS},
-    openapi_extra=body_of(ChangedIn),
+    ChangedIn,
+    {200: ChangedOut},
     summary="Partitions written since a time, in creation order, paged",
 )
 def partitions_changed(request: HttpRequest) -> HttpResponse:
@@ -141,10 +136,11 @@ def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -
     return json_response(wire.render_group_deleted(result))
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/consumer-groups/{group}/subscription",
-    response={200: SubscriptionOut, **ENGINE_ERRORS},
-    openapi_extra=body_of(SubscriptionIn),
+    SubscriptionIn,
+    {200: SubscriptionOut},
     summary="Start a group at a time where it has not read yet",
 )
 def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
@@ -165,10 +161,11 @@ def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpR
     return _group_deleted(request, group, queue)
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/consumer-groups/{group}/queues/{queue}/seek",
-    response={200: SeekOut, **ENGINE_ERRORS},
-    openapi_extra=body_of(SeekIn),
+    SeekIn,
+    {200: SeekOut},
     summary="Move a group's cursors on a queue to the end or to a time",
 )
 def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
@@ -184,10 +181,11 @@ def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
 # Traces
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/traces",
-    response={201: TraceRecordedOut, 404: MessageNotFoundOut, **ENGINE_ERRORS},
-    openapi_extra=body_of(TraceIn),
+    TraceIn,
+    {201: TraceRecordedOut, 404: MessageNotFoundOut},
     summary="Record a trace event on a message",
 )
 def record_trace(request: HttpRequest) -> HttpResponse:
@@ -317,11 +315,13 @@ def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) 
     )
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/messages/{partition_id}/{transaction_id}/dlq",
-    response={200: MessageDeadLetteredOut, 404: MessageNotFoundOut, 409: MessageNotNextOut, **ENGINE_ERRORS},
-    openapi_extra=body_of(MoveToDlqIn, required=False),
+    MoveToDlqIn,
+    {200: MessageDeadLetteredOut, 404: MessageNotFoundOut, 409: MessageNotNextOut},
     summary="Move a group's next message to its dead-letter queue",
+    required=False,
 )
 def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     group, error = wire.parse_move_to_dlq(read_engine_json(request, optional=True))

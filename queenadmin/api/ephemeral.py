@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
 from queenadmin.api.http import json_response, read_json
-from queenadmin.api.openapi import body_of, parameters
+from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import json_schema_of
 from queenadmin.api.schemas.ephemeral import (
     EphemeralAckIn,
@@ -42,9 +42,9 @@ from queenadmin.domain import ephemeral
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import EphemeralBadRequest
 
-router = ScopedRouter(tags=["ephemeral"])
-
 _BAD: dict[int | str, Any] = {400: EphemeralErrorOut}
+
+router = ScopedRouter(tags=["ephemeral"], errors=_BAD)
 
 
 def _body(request: HttpRequest) -> Any:
@@ -55,10 +55,11 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/ephemeral/configure",
-    response={201: EphemeralConfigureOut, **_BAD},
-    openapi_extra=body_of(EphemeralConfigureIn),
+    EphemeralConfigureIn,
+    {201: EphemeralConfigureOut},
     summary="Declare an ephemeral queue and its bounds (the declaration survives; contents never do)",
 )
 def configure_ephemeral(request: HttpRequest) -> HttpResponse:
@@ -68,10 +69,11 @@ def configure_ephemeral(request: HttpRequest) -> HttpResponse:
     return json_response({"queue": call.queue, "options": call.options, "updatedAt": _iso(at)}, 201)
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/ephemeral/reset",
-    response={200: EphemeralResetOut, **_BAD},
-    openapi_extra=body_of(EphemeralQueueIn),
+    EphemeralQueueIn,
+    {200: EphemeralResetOut},
     summary="Drop every message, void every lease, move cursors to the tail (a missing queue: dropped 0)",
 )
 def reset_ephemeral(request: HttpRequest) -> HttpResponse:
@@ -97,10 +99,11 @@ def delete_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:
     return json_response({"queue": queue, "deleted": done.deleted, "declared": done.declared})
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/ephemeral/push",
-    response={201: EphemeralPushOut, 429: EphemeralErrorOut, 503: EphemeralErrorOut, **_BAD},
-    openapi_extra=body_of(EphemeralPushIn),
+    EphemeralPushIn,
+    {201: EphemeralPushOut, 429: EphemeralErrorOut, 503: EphemeralErrorOut},
     summary="Push messages to an ephemeral queue, all or nothing (429 queue_full at its bounds)",
 )
 def push_ephemeral(request: HttpRequest) -> HttpResponse:
@@ -151,10 +154,11 @@ async def pop_ephemeral(request: HttpRequest) -> HttpResponse:
         await hub.wait(key, generation, max(0.0, wait_for), lane=lane)
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/ephemeral/ack",
-    response={200: EphemeralAckOut, **_BAD},
-    openapi_extra=body_of(EphemeralAckIn),
+    EphemeralAckIn,
+    {200: EphemeralAckOut},
     summary="Settle popped messages: acked, redelivered, stale or unknown per id (never an error per id)",
 )
 def ack_ephemeral(request: HttpRequest) -> HttpResponse:

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
-from queenadmin.api.openapi import body_of, etag_header, parameters
+from queenadmin.api.openapi import etag_header, parameters
 from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
 from queenadmin.api.schemas.kv import (
     KVBadRequestOut,
@@ -31,16 +31,18 @@ from queenadmin.api.wire import kv as wire
 from queenadmin.domain import clock, db, kv, tokens
 from queenadmin.errors import KVBadRequest
 
-router = ScopedRouter(tags=["kv"])
-
 _ERRORS: dict[int | str, Any] = {400: KVBadRequestOut, 413: KVTooLargeOut, 429: RateLimitedOut}
 
+router = ScopedRouter(tags=["kv"], errors=_ERRORS)
 
-@router.post(
+
+@router.with_body(
+    "POST",
     "/kv",
-    response={200: KVCallOut | KVPreconditionOut, **_ERRORS},
-    openapi_extra=body_of(KVCallIn, array_too=True),
+    KVCallIn,
+    {200: KVCallOut | KVPreconditionOut},
     summary="Apply a batch of KV operations",
+    array_too=True,
 )
 def kv_batch(request: HttpRequest) -> HttpResponse:
     raw = operations_of(read_json(request, KVBadRequest, "kv_bad_body"), KVBadRequest, "kv_bad_body")
@@ -85,11 +87,13 @@ def get_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 _PATH_FIELDS = ("value", "ttlSeconds", "forever", "expect", "required")
 
 
-@router.put(
+@router.with_body(
+    "PUT",
     "/kv/{ns}/{path:key}",
-    response={200: KVWriteOut | KVPreconditionOut, **_ERRORS},
-    openapi_extra={**body_of(KVPathPutIn), **_KEY_PATH},
+    KVPathPutIn,
+    {200: KVWriteOut | KVPreconditionOut},
     summary="Write one key",
+    openapi_extra=_KEY_PATH,
 )
 def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     _no_query(request)
@@ -98,11 +102,14 @@ def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     return json_response(_single(request, raw))
 
 
-@router.delete(
+@router.with_body(
+    "DELETE",
     "/kv/{ns}/{path:key}",
-    response={200: KVWriteOut | KVPreconditionOut, **_ERRORS},
-    openapi_extra={**body_of(KVPathDeleteIn, required=False), **_KEY_PATH},
+    KVPathDeleteIn,
+    {200: KVWriteOut | KVPreconditionOut},
     summary="Delete one key",
+    required=False,
+    openapi_extra=_KEY_PATH,
 )
 def delete_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     _no_query(request)
@@ -123,11 +130,13 @@ def list_namespaces(request: HttpRequest) -> HttpResponse:
     return json_response({"namespaces": [{"namespace": ns, "keys": n} for ns, n in rows]})
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/resources/kv/list",
-    response={200: KVListOut, 400: KVBadRequestOut, 429: RateLimitedOut},
-    openapi_extra=body_of(KVListIn),
+    KVListIn,
+    {200: KVListOut},
     summary="One console page of a namespace",
+    errors={400: KVBadRequestOut, 429: RateLimitedOut},
 )
 def list_keys(request: HttpRequest) -> HttpResponse:
     body = read_json(request, KVBadRequest, "kv_bad_body")

@@ -6,7 +6,6 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
-from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import RateLimitedOut
 from queenadmin.api.schemas.locks import LocksBadRequestOut, LocksCallIn, LocksCallOut
 from queenadmin.api.scopes import ScopedRouter
@@ -14,18 +13,20 @@ from queenadmin.api.wire import locks as wire
 from queenadmin.domain import locks
 from queenadmin.errors import LocksBadRequest
 
-router = ScopedRouter(tags=["locks"])
+router = ScopedRouter(tags=["locks"], errors={400: LocksBadRequestOut, 429: RateLimitedOut})
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/locks",
-    response={200: LocksCallOut, 400: LocksBadRequestOut, 429: RateLimitedOut},
-    openapi_extra=body_of(LocksCallIn, array_too=True),
+    LocksCallIn,
+    {200: LocksCallOut},
     summary="Acquire, renew, release or read locks and semaphores",
     description=(
         "Each operation is independent. A lock held by somebody else is a 200 with "
         "`acquired: false`; the token is the permit's KV version and changes at every renew."
     ),
+    array_too=True,
 )
 def locks_batch(request: HttpRequest) -> HttpResponse:
     body = read_json(request, LocksBadRequest, "locks_bad_body")

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
 from queenadmin.api.http import json_response, read_engine_json
-from queenadmin.api.openapi import body_of, parameters
+from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import ENGINE_ERRORS, SOME_TEXT, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.schemas.queues import (
     AckBatchIn,
@@ -53,17 +53,14 @@ from queenadmin.domain.queues import wakeups
 from queenadmin.errors import QueueNotFound
 from queenadmin.server import ARRIVED_KEY
 
-router = ScopedRouter(tags=["queues"])
+router = ScopedRouter(tags=["queues"], errors=ENGINE_ERRORS)
 
 # --------------------------------------------------------------------------
 # Configure
 
 
-@router.post(
-    "/configure",
-    response={200: ConfigureOut, **ENGINE_ERRORS},
-    openapi_extra=body_of(ConfigureIn),
-    summary="Create a queue or change its options",
+@router.with_body(
+    "POST", "/configure", ConfigureIn, {200: ConfigureOut}, summary="Create a queue or change its options"
 )
 def configure_queue(request: HttpRequest) -> HttpResponse:
     command = wire.parse_configure(read_engine_json(request))
@@ -76,10 +73,11 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
 # Push
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/push",
-    response={201: list[PushItemOut | PushItemFailedOut], 409: QueueBusyOut, **ENGINE_ERRORS},
-    openapi_extra=body_of(PushIn),
+    PushIn,
+    {201: list[PushItemOut | PushItemFailedOut], 409: QueueBusyOut},
     summary="Append messages (201, one result per item)",
 )
 def push_messages(request: HttpRequest) -> HttpResponse:
@@ -251,22 +249,12 @@ async def pop_discovery(request: HttpRequest) -> HttpResponse:
 # Ack and lease
 
 
-@router.post(
-    "/ack",
-    response={200: list[AckOut], **ENGINE_ERRORS},
-    openapi_extra=body_of(AckIn),
-    summary="Acknowledge one message (answers an array)",
-)
+@router.with_body("POST", "/ack", AckIn, {200: list[AckOut]}, summary="Acknowledge one message (answers an array)")
 def ack_message(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack(read_engine_json(request)))
 
 
-@router.post(
-    "/ack/batch",
-    response={200: list[AckOut], **ENGINE_ERRORS},
-    openapi_extra=body_of(AckBatchIn),
-    summary="Acknowledge several messages",
-)
+@router.with_body("POST", "/ack/batch", AckBatchIn, {200: list[AckOut]}, summary="Acknowledge several messages")
 def ack_batch(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack_batch(read_engine_json(request)))
 
@@ -276,11 +264,14 @@ def _acked(request: HttpRequest, items: list[queues.AckItem]) -> HttpResponse:
     return json_response(wire.render_acks(queues.queue_ack(items=items) if items else []))
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/lease/{lease_id}/extend",
-    response={200: LeaseExtendOut, 400: EngineBadRequestOut},
-    openapi_extra=body_of(LeaseExtendIn, required=False),
+    LeaseExtendIn,
+    {200: LeaseExtendOut},
     summary="Extend every partition lease of a pop (200 success:false when gone)",
+    errors={400: EngineBadRequestOut},
+    required=False,
 )
 def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
     wire.check_text(lease_id, "leaseId")

@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from ninja import Router
 from ninja.constants import NOT_SET
+from pydantic import BaseModel
 
 from queenadmin.api import grants, routes
 from queenadmin.api.bearer import check_for, refusal
+from queenadmin.api.openapi import body_of
 from queenadmin.domain import kv
 from queenadmin.models import TokenScope
 
@@ -50,6 +52,8 @@ BY_OPERATION = "read, or write when an operation writes"
 
 #: "METHOD /path" -> the scope it needs (``routes.ROUTES``).
 ROUTES: dict[str, TokenScope] = {route: scope for route, (scope, _) in routes.ROUTES.items()}
+
+_View = TypeVar("_View", bound=Callable[..., Any])
 
 
 def kv_call_needs(ops: Sequence[kv.KVOp]) -> TokenScope:
@@ -79,12 +83,45 @@ class ScopedRouter(Router):
     for an async view (the token cache on the loop). A route declared with
     an ``auth=`` of its own keeps it. Raise ``ImproperlyConfigured`` for a
     route without a row, or one view serving routes of different scopes.
+
+    ``with_body`` declares a route whose view reads its body by hand.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, errors: dict[int | str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         #: "METHOD /path" of every route declared here (``check`` reads it).
         self.routes: set[str] = set()
+        #: The refusals this router's ``with_body`` routes answer unless told otherwise.
+        self.errors: dict[int | str, Any] = errors or {}
+
+    def with_body(
+        self,
+        method: str,
+        path: str,
+        body: type[BaseModel],
+        answers: dict[int | str, Any],
+        *,
+        summary: str,
+        description: str | None = None,
+        errors: dict[int | str, Any] | None = None,
+        required: bool = True,
+        array_too: bool = False,
+        openapi_extra: dict[str, Any] | None = None,
+    ) -> Callable[[_View], _View]:
+        """Declare ``method path`` whose view parses its JSON body itself (our wire parsers).
+
+        ninja never sees the body, so ``body`` documents it (``openapi.body_of``
+        with ``required`` and ``array_too``), and the responses are ``answers``
+        then ``errors``, by default the router's.
+        """
+        return self.api_operation(
+            [method],
+            path,
+            response={**answers, **(self.errors if errors is None else errors)},
+            openapi_extra={**body_of(body, array_too=array_too, required=required), **(openapi_extra or {})},
+            summary=summary,
+            description=description,
+        )
 
     def add_api_operation(
         self,

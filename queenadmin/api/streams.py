@@ -13,7 +13,6 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
 from queenadmin.api.http import json_response, read_engine_json
-from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
 from queenadmin.api.schemas.streams import (
     CycleIn,
@@ -29,15 +28,16 @@ from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import streams as wire
 from queenadmin.domain import streams
 
-router = ScopedRouter(tags=["streams"])
-
 _ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut | StreamsTooLargeOut}
 
+router = ScopedRouter(tags=["streams"], errors=_ERRORS)
 
-@router.post(
+
+@router.with_body(
+    "POST",
     "/streams/v1/queries",
-    response={200: QueryOut, 409: QueryConflictOut, **_ERRORS},
-    openapi_extra=body_of(QueryIn),
+    QueryIn,
+    {200: QueryOut, 409: QueryConflictOut},
     summary="Register a streaming query (idempotent; each worker calls it at start)",
     description=(
         "A new name is `fresh`. The same `config_hash` changes nothing; a changed one answers 409 "
@@ -52,10 +52,11 @@ def register_query(request: HttpRequest) -> HttpResponse:
     return json_response(wire.render_registration(reg), 409 if reg.conflict else 200)
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/streams/v1/state/get",
-    response={200: StateGetOut, **_ERRORS},
-    openapi_extra=body_of(StateGetIn),
+    StateGetIn,
+    {200: StateGetOut},
     summary="Read a query's state on one source partition",
     description="Rows by key; filters combine with AND. An unknown query or partition has no rows.",
 )
@@ -65,10 +66,11 @@ def get_state(request: HttpRequest) -> HttpResponse:
     return json_response(wire.render_state(streams.stream_state_get(**call)))
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/streams/v1/cycle",
-    response={200: CycleOut, **_ERRORS},
-    openapi_extra=body_of(CycleIn),
+    CycleIn,
+    {200: CycleOut},
     summary="Commit a cycle: state ops, sink pushes and the source ack, all or nothing",
     description=(
         "One database transaction. A cycle that cannot apply (unknown query or partition, a stale or "

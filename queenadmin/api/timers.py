@@ -8,7 +8,6 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response, operations_of, read_json
-from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import NameTooLongOut, RateLimitedOut
 from queenadmin.api.schemas.timers import (
     AbsentOut,
@@ -39,11 +38,14 @@ _WRITE_ERRORS: dict[int | str, Any] = {
 _READ_ERRORS: dict[int | str, Any] = {400: TimersBadRequestOut, 429: RateLimitedOut}
 
 
-@router.post(
+@router.with_body(
+    "POST",
     "/timers",
-    response={200: TimersCallOut, **_WRITE_ERRORS},
-    openapi_extra=body_of(TimersCallIn, array_too=True),
+    TimersCallIn,
+    {200: TimersCallOut},
     summary="Schedule, reschedule or cancel timers (all-or-nothing validation)",
+    errors=_WRITE_ERRORS,
+    array_too=True,
 )
 def timers_batch(request: HttpRequest) -> HttpResponse:
     body = read_json(request, TimersBadRequest, "timers_bad_body")

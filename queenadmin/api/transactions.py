@@ -8,7 +8,6 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response
-from queenadmin.api.openapi import body_of
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
 from queenadmin.api.schemas.kv import KVBadRequestOut, KVTooLargeOut
 from queenadmin.api.schemas.queues import QueueBusyOut
@@ -19,8 +18,6 @@ from queenadmin.api.wire import binary
 from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
 
-router = ScopedRouter(tags=["transactions"])
-
 _ERRORS: dict[int | str, Any] = {
     400: EngineBadRequestOut | KVBadRequestOut | TimersBadRequestOut,
     403: TimersHorizonOut,
@@ -29,11 +26,14 @@ _ERRORS: dict[int | str, Any] = {
     429: RateLimitedOut,
 }
 
+router = ScopedRouter(tags=["transactions"], errors=_ERRORS)
 
-@router.post(
+
+@router.with_body(
+    "POST",
     "/transaction",
-    response={200: TxnCommitOut | TxnRollbackOut | TxnPreconditionOut, **_ERRORS},
-    openapi_extra=body_of(TxnIn),
+    TxnIn,
+    {200: TxnCommitOut | TxnRollbackOut | TxnPreconditionOut},
     summary="Commit acks, pushes, KV ops, timers and positions all or nothing",
     description=(
         "A rollback is an HTTP 200 with `success: false` and a `reason`; a lock's guard "
