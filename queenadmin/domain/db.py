@@ -24,9 +24,9 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from django.conf import settings as django_settings
@@ -34,6 +34,8 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg import Cursor as PgCursor
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _TIMESTAMPTZ_LOADER: Any = psycopg.adapters.get_loader(
     psycopg.adapters.types["timestamptz"].oid,
@@ -46,6 +48,20 @@ def is_postgres() -> bool:
     # A process serves one database (the backend's vendor is a class
     # attribute): asked once, not through the connection proxy per call.
     return connection.vendor == "postgresql"
+
+
+def by_vendor(*, postgres: T, sqlite: T) -> Callable[[], T]:
+    """A function answering ``postgres`` or ``sqlite``, whichever serves the
+    database in use: each concept's ``store()``.
+
+    It asks ``is_postgres``, cached, since hot paths (a push) call their
+    ``store()`` several times.
+    """
+
+    def chosen() -> T:
+        return postgres if is_postgres() else sqlite
+
+    return chosen
 
 
 def database_label() -> str:

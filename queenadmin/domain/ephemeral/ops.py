@@ -29,6 +29,7 @@ from typing import Any, Literal
 from django.db import transaction
 
 from queenadmin.conf import settings
+from queenadmin.domain import clock
 from queenadmin.domain.ephemeral.store import GroupGauge, PartitionGauge, QueueRow, store
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import (
@@ -37,8 +38,8 @@ from queenadmin.errors import (
     EphemeralQueueNotFound,
     EphemeralUnavailable,
 )
+from queenadmin.models.queues import QUEUE_MODE as QUEUE_MODE
 
-QUEUE_MODE = "__QUEUE_MODE__"
 DEFAULT_PARTITION = "Default"
 MAX_BYTES = 16 * 1024 * 1024
 MAX_LENGTH = 10_000
@@ -56,8 +57,6 @@ Outcome = Literal["acked", "redelivered", "stale", "unknown"]
 
 
 def now_ms() -> int:
-    from queenadmin.domain import clock
-
     return int(clock.now().timestamp() * 1000)
 
 

@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q, Value
@@ -362,13 +362,10 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
     for pid, _ in candidates:
         if budget <= 0 or len(claimed) >= request.max_partitions:
             break
-        row = store().lock_free_cursor(partition_id=pid, group=request.group, now=now)
-        if row is None:
+        cursor = _lock_free_cursor(pid, request.group, now)
+        if cursor is None:
             continue  # Leased meanwhile, or locked by another claim.
-        cid, committed, stored_runs, next_offset, name, log_start = row
-        # A cursor below the log start reads on from there: the offsets in
-        # between were deleted by retention, not delivered.
-        head = max(committed, log_start - 1)
+        cid, committed, stored_runs, next_offset, name, head = cursor
         take = min(budget, next_offset - 1 - head)
         if take <= 0:
             continue
@@ -435,6 +432,29 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
     return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at, **policy)
 
 
+class _FreeCursor(NamedTuple):
+    """A cursor a claim locked (``lock_free_cursor``), and where it reads on from."""
+
+    id: int
+    committed: int
+    stored_runs: Any
+    next_offset: int
+    partition: str
+    #: The last offset the group is past: the committed offset, or just
+    #: before the log start when retention deleted offsets the group had
+    #: not reached (skipped, not delivered).
+    head: int
+
+
+def _lock_free_cursor(pid: int, group: str, now: datetime) -> _FreeCursor | None:
+    """``group``'s cursor on ``pid``, locked, or None when a live lease or another claim holds it."""
+    row = store().lock_free_cursor(partition_id=pid, group=group, now=now)
+    if row is None:
+        return None
+    cid, committed, stored_runs, next_offset, name, log_start = row
+    return _FreeCursor(cid, committed, stored_runs, next_offset, name, max(committed, log_start - 1))
+
+
 def _claim_cursor(cid: int, committed: int, now: datetime, fields: dict[str, Any]) -> bool:
     """Write a claim's ``fields`` to cursor ``cid`` if it still stands at
     ``committed`` and no live lease holds it; False when another claim won.
@@ -479,11 +499,10 @@ def _claim_newest(
     for pid, _ in candidates:
         if len(claimed) >= request.conflation_width:
             break
-        row = store().lock_free_cursor(partition_id=pid, group=request.group, now=now)
-        if row is None:
+        cursor = _lock_free_cursor(pid, request.group, now)
+        if cursor is None:
             continue  # Leased meanwhile, or locked by another claim.
-        cid, committed, stored_runs, next_offset, name, log_start = row
-        head = max(committed, log_start - 1)
+        cid, committed, stored_runs, next_offset, name, head = cursor
         tail = next_offset - 1
         if tail <= head:
             continue

@@ -74,8 +74,18 @@ def _attempts(runs: object, first: int, last: int) -> tuple[int, int]:
 # Leases of a queue
 
 
+class _OfGroup:
+    """A row about one consumer group, which pages show apart when it is queue mode."""
+
+    group: str
+
+    @property
+    def is_queue_mode(self) -> bool:
+        return self.group == QUEUE_MODE
+
+
 @dataclass(frozen=True)
-class Lease:
+class Lease(_OfGroup):
     """One live lease: a group's batch on one partition."""
 
     #: The cursor's id: the page's keyset.
@@ -102,10 +112,6 @@ class Lease:
     @property
     def messages(self) -> int:
         return self.last_offset - self.first_offset + 1
-
-    @property
-    def is_queue_mode(self) -> bool:
-        return self.group == QUEUE_MODE
 
 
 @dataclass(frozen=True)
@@ -209,7 +215,7 @@ class DeadLetterEntry:
 
 
 @dataclass(frozen=True)
-class GroupDelivery:
+class GroupDelivery(_OfGroup):
     """Where one consumer group stands with the message."""
 
     group: str
@@ -227,10 +233,6 @@ class GroupDelivery:
     parked_until: datetime | None = None
     #: The group has no cursor on the partition yet (it reads from the start).
     unread: bool = False
-
-    @property
-    def is_queue_mode(self) -> bool:
-        return self.group == QUEUE_MODE
 
 
 @dataclass(frozen=True)

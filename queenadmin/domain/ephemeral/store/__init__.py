@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from queenadmin.domain import db
 from queenadmin.domain.ephemeral.store.base import (
     Delivery,
@@ -26,9 +28,4 @@ __all__ = [
     "store",
 ]
 
-_POSTGRES = PostgresStore()
-_SQLITE = SqliteStore()
-
-
-def store() -> Store:
-    return _POSTGRES if db.is_postgres() else _SQLITE
+store: Callable[[], Store] = db.by_vendor(postgres=PostgresStore(), sqlite=SqliteStore())

@@ -27,6 +27,13 @@ from queenadmin.domain.ephemeral.store.base import (
     _run,
 )
 
+#: Ends the group's live leases of the seqs an ack names (params: queue,
+#: group, seqs, now_ms); answers (seq, partition) of each lease it ended.
+_END_LIVE_LEASES = (
+    f"DELETE FROM {L} WHERE queue = %s AND consumer_group = %s AND seq = ANY(%s::bigint[]) "
+    'AND expires_at_ms > %s RETURNING seq, "partition"'
+)
+
 
 class PostgresStore(Store):
     """Hot statements run through ``pg_run``, bound on the server. Only the
@@ -184,11 +191,7 @@ class PostgresStore(Store):
         assert connection.in_atomic_block
         if not seqs:
             return {}
-        rows = _rows(
-            f"DELETE FROM {L} WHERE queue = %s AND consumer_group = %s AND seq = ANY(%s::bigint[]) "
-            'AND expires_at_ms > %s RETURNING seq, "partition"',
-            [queue, group, list(seqs), now_ms],
-        )
+        rows = _rows(_END_LIVE_LEASES, [queue, group, list(seqs), now_ms])
         return {int(s): str(p) for s, p in rows}
 
     def trim_counted(self, queue: str, partitions: Sequence[str]) -> tuple[int, int]:
@@ -254,8 +257,7 @@ class PostgresStore(Store):
         # more in their partitions (leases ended here do not hold it: the
         # snapshot still has them, so they are left out by seq).
         rows = pg_run(
-            f"WITH ended AS (DELETE FROM {L} WHERE queue = %s AND consumer_group = %s AND seq = ANY(%s::bigint[]) "
-            'AND expires_at_ms > %s RETURNING seq, "partition"), '
+            f"WITH ended AS ({_END_LIVE_LEASES}), "
             'floors AS (SELECT e."partition", (SELECT MIN(x) FROM ('
             f"SELECT COALESCE(c.delivered_seq, 0) AS x FROM (SELECT DISTINCT consumer_group FROM {C} WHERE queue = %s) g "
             f'LEFT JOIN {C} c ON c.queue = %s AND c.consumer_group = g.consumer_group AND c."partition" = e."partition" '

@@ -7,17 +7,13 @@ and none decides anything: the rules are in ``planner``.
 
 from __future__ import annotations
 
-from django.db import connection
+from collections.abc import Callable
 
+from queenadmin.domain import db
 from queenadmin.domain.kv.store.base import TABLE, Store
 from queenadmin.domain.kv.store.postgres import PostgresStore
 from queenadmin.domain.kv.store.sqlite import SqliteStore
 
 __all__ = ["TABLE", "PostgresStore", "SqliteStore", "Store", "store"]
 
-_POSTGRES = PostgresStore()
-_SQLITE = SqliteStore()
-
-
-def store() -> Store:
-    return _POSTGRES if connection.vendor == "postgresql" else _SQLITE
+store: Callable[[], Store] = db.by_vendor(postgres=PostgresStore(), sqlite=SqliteStore())

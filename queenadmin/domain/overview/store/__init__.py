@@ -7,16 +7,13 @@ implementation for the default connection.
 
 from __future__ import annotations
 
-from queenadmin.domain.db import is_postgres
+from collections.abc import Callable
+
+from queenadmin.domain import db
 from queenadmin.domain.overview.store.base import Store
 from queenadmin.domain.overview.store.postgres import PostgresStore
 from queenadmin.domain.overview.store.sqlite import SqliteStore
 
 __all__ = ["PostgresStore", "SqliteStore", "Store", "store"]
 
-_POSTGRES = PostgresStore()
-_SQLITE = SqliteStore()
-
-
-def store() -> Store:
-    return _POSTGRES if is_postgres() else _SQLITE
+store: Callable[[], Store] = db.by_vendor(postgres=PostgresStore(), sqlite=SqliteStore())

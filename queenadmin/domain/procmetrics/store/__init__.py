@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from queenadmin.domain import db
 from queenadmin.domain.procmetrics.store.base import SampleRow, Store
 from queenadmin.domain.procmetrics.store.postgres import PostgresStore
@@ -9,9 +11,4 @@ from queenadmin.domain.procmetrics.store.sqlite import SqliteStore
 
 __all__ = ["PostgresStore", "SampleRow", "SqliteStore", "Store", "store"]
 
-_POSTGRES = PostgresStore()
-_SQLITE = SqliteStore()
-
-
-def store() -> Store:
-    return _POSTGRES if db.is_postgres() else _SQLITE
+store: Callable[[], Store] = db.by_vendor(postgres=PostgresStore(), sqlite=SqliteStore())

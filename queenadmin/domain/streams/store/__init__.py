@@ -6,6 +6,8 @@ rules (what a cycle applies, in which order) are in ``streams.ops``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from queenadmin.domain import db
 from queenadmin.domain.streams.store.base import StateFilter, StateRow, Store
 from queenadmin.domain.streams.store.postgres import PostgresStore
@@ -13,9 +15,4 @@ from queenadmin.domain.streams.store.sqlite import SqliteStore
 
 __all__ = ["PostgresStore", "SqliteStore", "StateFilter", "StateRow", "Store", "store"]
 
-_POSTGRES = PostgresStore()
-_SQLITE = SqliteStore()
-
-
-def store() -> Store:
-    return _POSTGRES if db.is_postgres() else _SQLITE
+store: Callable[[], Store] = db.by_vendor(postgres=PostgresStore(), sqlite=SqliteStore())

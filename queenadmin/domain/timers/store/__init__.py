@@ -8,6 +8,8 @@ claims assert one), and none decides anything: the rules are in ``calls``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from queenadmin.domain import db
 from queenadmin.domain.timers.store.base import (
     TABLE,
@@ -40,9 +42,4 @@ __all__ = [
     "store",
 ]
 
-_POSTGRES = PostgresStore()
-_SQLITE = SqliteStore()
-
-
-def store() -> Store:
-    return _POSTGRES if db.is_postgres() else _SQLITE
+store: Callable[[], Store] = db.by_vendor(postgres=PostgresStore(), sqlite=SqliteStore())
