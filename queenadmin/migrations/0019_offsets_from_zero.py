@@ -42,23 +42,34 @@ _LOCKED = (
     "queenadmin_trace",
 )
 
-_PARTITIONS = "UPDATE queenadmin_partition SET next_offset = next_offset - 1, log_start = log_start - 1"
+#: Each statement moves offsets by one, down (``op="-"``) or up (``op="+"``).
+_MESSAGES = "UPDATE queenadmin_message SET msg_offset = msg_offset {op} 1"
+_PARTITIONS = "UPDATE queenadmin_partition SET next_offset = next_offset {op} 1, log_start = log_start {op} 1"
 _CURSORS = (
-    "UPDATE queenadmin_consumercursor"
-    " SET committed_offset = committed_offset - 1, start_offset = start_offset - 1, batch_last = batch_last - 1"
+    "UPDATE queenadmin_consumercursor SET committed_offset = committed_offset {op} 1,"
+    " start_offset = start_offset {op} 1, batch_last = batch_last {op} 1"
 )
-#: -1 marks a message that never reached the log (a timer out of attempts);
-#: real offsets were 1 or more.
-_DEAD_LETTERS = "UPDATE queenadmin_deadletter SET msg_offset = msg_offset - 1 WHERE msg_offset > 0"
-_TRACES = "UPDATE queenadmin_trace SET msg_offset = msg_offset - 1"
-
+_TRACES = "UPDATE queenadmin_trace SET msg_offset = msg_offset {op} 1"
 _PG_RUNS = """
 UPDATE queenadmin_consumercursor SET delivery_runs = (
-    SELECT jsonb_agg(jsonb_build_array((r.run->>0)::bigint - 1, (r.run->>1)::bigint - 1, r.run->2) ORDER BY r.n)
+    SELECT jsonb_agg(jsonb_build_array((r.run->>0)::bigint {op} 1, (r.run->>1)::bigint {op} 1, r.run->2) ORDER BY r.n)
     FROM jsonb_array_elements(delivery_runs) WITH ORDINALITY AS r(run, n)
 )
 WHERE jsonb_typeof(delivery_runs) = 'array' AND jsonb_array_length(delivery_runs) > 0
 """
+#: -1 marks a message that never reached the log (a timer out of attempts)
+#: and stays: real offsets are 1 or more before the move down, 0 or more
+#: before the move up.
+_DEAD_LETTERS = {
+    -1: "UPDATE queenadmin_deadletter SET msg_offset = msg_offset - 1 WHERE msg_offset > 0",
+    1: "UPDATE queenadmin_deadletter SET msg_offset = msg_offset + 1 WHERE msg_offset >= 0",
+}
+#: SQLite's two steps through negative offsets, for the move down; the move
+#: up takes them in the other order.
+_SQLITE_MESSAGES = (
+    "UPDATE queenadmin_message SET msg_offset = -msg_offset",
+    "UPDATE queenadmin_message SET msg_offset = -msg_offset - 1",
+)
 
 
 def _shift_runs(runs: Any, by: int) -> list[list[int]]:
@@ -75,41 +86,35 @@ def _sqlite_runs(apps: Any, by: int) -> None:
     cursors.objects.bulk_update(changed, ["delivery_runs"], batch_size=500)
 
 
-def renumber(apps: Any, schema_editor: Any) -> None:
+def _move(apps: Any, schema_editor: Any, by: int) -> None:
+    """Every stored offset moves ``by`` one, down (-1) or up (1)."""
     run = schema_editor.execute
+    op = "-" if by < 0 else "+"
     if schema_editor.connection.vendor == "postgresql":
         run("LOCK TABLE " + ", ".join(_LOCKED) + " IN EXCLUSIVE MODE")
         run("ALTER TABLE queenadmin_message DROP CONSTRAINT message_partition_offset_uniq")
-        run("UPDATE queenadmin_message SET msg_offset = msg_offset - 1")
+        run(_MESSAGES.format(op=op))
         run("ALTER TABLE queenadmin_message ADD CONSTRAINT message_partition_offset_uniq UNIQUE (partition_id, msg_offset)")
-        run(_PG_RUNS)
+        run(_PG_RUNS.format(op=op))
     else:
-        # -offset is free (offsets were 1 or more), then -offset - 1 is free.
-        run("UPDATE queenadmin_message SET msg_offset = -msg_offset")
-        run("UPDATE queenadmin_message SET msg_offset = -msg_offset - 1")
-        _sqlite_runs(apps, -1)
-    run(_PARTITIONS)
-    run(_CURSORS)
-    run(_DEAD_LETTERS)
-    run(_TRACES)
+        # Down: -offset is free (offsets were 1 or more), then -offset - 1 is
+        # free. Up: -offset - 1 is free (offsets are 0 or more), then -offset.
+        for sql in _SQLITE_MESSAGES if by < 0 else reversed(_SQLITE_MESSAGES):
+            run(sql)
+        _sqlite_runs(apps, by)
+    run(_PARTITIONS.format(op=op))
+    run(_CURSORS.format(op=op))
+    run(_DEAD_LETTERS[by])
+    run(_TRACES.format(op=op))
+
+
+def renumber(apps: Any, schema_editor: Any) -> None:
+    _move(apps, schema_editor, -1)
 
 
 def renumber_back(apps: Any, schema_editor: Any) -> None:
     """The reverse: every offset up by one again (offsets from 1)."""
-    run = schema_editor.execute
-    if schema_editor.connection.vendor == "postgresql":
-        run("LOCK TABLE " + ", ".join(_LOCKED) + " IN EXCLUSIVE MODE")
-        run("ALTER TABLE queenadmin_message DROP CONSTRAINT message_partition_offset_uniq")
-        run("UPDATE queenadmin_message SET msg_offset = msg_offset + 1")
-        run("ALTER TABLE queenadmin_message ADD CONSTRAINT message_partition_offset_uniq UNIQUE (partition_id, msg_offset)")
-        run(_PG_RUNS.replace("- 1", "+ 1"))
-    else:
-        run("UPDATE queenadmin_message SET msg_offset = -msg_offset - 1")
-        run("UPDATE queenadmin_message SET msg_offset = -msg_offset")
-        _sqlite_runs(apps, 1)
-    for sql in (_PARTITIONS, _CURSORS, _TRACES):
-        run(sql.replace("- 1", "+ 1"))
-    run("UPDATE queenadmin_deadletter SET msg_offset = msg_offset + 1 WHERE msg_offset >= 0")
+    _move(apps, schema_editor, 1)
 
 
 def _default(model: str, name: str, value: int) -> migrations.AlterField:
