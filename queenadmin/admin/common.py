@@ -164,6 +164,15 @@ class DomainAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         """The user acting through the admin, for ``reason``."""
         return Who(str(request.user.get_username()), reason, VIA)
 
+    def the_one(self, request: HttpRequest, rows: QuerySet[Any, T], refusal: str) -> T | None:
+        """The one row an action on a single row was given, or None after
+        telling the operator ``refusal`` (none or several were selected)."""
+        found = list(rows[:2])
+        if len(found) != 1:
+            self.message_user(request, refusal, messages.ERROR)
+            return None
+        return found[0]
+
     def confirmed(
         self,
         request: HttpRequest,

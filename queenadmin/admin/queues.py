@@ -260,11 +260,11 @@ class QueueAdmin(BoardAdmin):
 
     @admin.action(description="Purge the DLQ of the selected queue", permissions=["purge"])
     def purge_dlq(self, request: HttpRequest, queryset: QuerySet[Queue]) -> TemplateResponse | None:
-        names = list(queryset.values_list("name", flat=True)[:2])
-        if len(names) != 1:
-            self.message_user(request, "Select exactly one queue to purge its DLQ.", messages.ERROR)
+        name = self.the_one(
+            request, queryset.values_list("name", flat=True), "Select exactly one queue to purge its DLQ."
+        )
+        if name is None:
             return None
-        (name,) = names
         upto = DeadLetter.objects.filter(queue__name=name).order_by("-id").values_list("id", flat=True).first()
         page = self.confirmed(
             request,
@@ -292,11 +292,11 @@ class QueueAdmin(BoardAdmin):
 
     @admin.action(description="Purge the messages of the selected queue", permissions=["recover"])
     def purge_queue(self, request: HttpRequest, queryset: QuerySet[Queue]) -> TemplateResponse | None:
-        names = list(queryset.values_list("name", flat=True)[:2])
-        if len(names) != 1:
-            self.message_user(request, "Select exactly one queue to purge its messages.", messages.ERROR)
+        name = self.the_one(
+            request, queryset.values_list("name", flat=True), "Select exactly one queue to purge its messages."
+        )
+        if name is None:
             return None
-        (name,) = names
         page = self.confirmed(
             request,
             queryset,
@@ -492,11 +492,9 @@ class ConsumerGroupAdmin(InQueueAdmin):
 
     @admin.action(description="Delete the selected group", permissions=["recover"])
     def delete_group(self, request: HttpRequest, queryset: QuerySet[ConsumerGroup]) -> TemplateResponse | None:
-        rows = list(queryset.select_related("queue")[:2])
-        if len(rows) != 1:
-            self.message_user(request, "Select exactly one consumer group to delete.", messages.ERROR)
+        row = self.the_one(request, queryset.select_related("queue"), "Select exactly one consumer group to delete.")
+        if row is None:
             return None
-        (row,) = rows
         page = self.confirmed(
             request,
             queryset,

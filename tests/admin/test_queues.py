@@ -101,6 +101,19 @@ def test_purge_a_dlq_needs_the_typed_name(operator, log):
     assert AuditEntry.objects.get(action="dlq.purge").via == "admin"
 
 
+def test_a_purge_of_several_queues_is_refused_and_deletes_nothing(operator, log):
+    both = list(Queue.objects.filter(name__in=["orders", "mail"]).values_list("pk", flat=True))
+    assert len(both) == 2
+    messages_before = Message.objects.count()
+    dlq = operator.post(f"{ADMIN}queue/", action("purge_dlq", both, reason="x", confirm_name="orders"), follow=True)
+    assert "Select exactly one queue to purge its DLQ." in dlq.content.decode()
+    log_ = operator.post(f"{ADMIN}queue/", action("purge_queue", both, reason="x", confirm_name="orders"), follow=True)
+    assert "Select exactly one queue to purge its messages." in log_.content.decode()
+    assert DeadLetter.objects.count() == 5
+    assert Message.objects.count() == messages_before
+    assert not AuditEntry.objects.exists()
+
+
 def test_purge_selected_dead_letters_of_one_queue(operator, log):
     ids = list(DeadLetter.objects.values_list("pk", flat=True))
     mixed = operator.post(f"{ADMIN}deadletter/", action("purge", ids, reason="x", confirm_name="mail"), follow=True)
