@@ -25,6 +25,15 @@ from queenadmin.domain import clock
 from queenadmin.domain.queues import leases
 
 
+def _queue_links(name: str) -> dict[str, str]:
+    """The queue these pages are about, and the links their header shows."""
+    return {
+        "queue_name": name,
+        "queue_url": reverse("dashboard:queue", args=[name]),
+        "leases_url": reverse("dashboard:queue_leases", args=[name]),
+    }
+
+
 def leases_context(user: User, params: QueryDict) -> dict[str, Any]:
     """The leases page; ``params["name"]`` is the queue its path names."""
     name = params.get("name", "")
@@ -34,9 +43,7 @@ def leases_context(user: User, params: QueryDict) -> dict[str, Any]:
         return {"missing": f"no queue {name}", "queue_name": name}
     kept = {k: params[k] for k in ("group",) if params.get(k)}
     return {
-        "queue_name": name,
-        "queue_url": reverse("dashboard:queue", args=[name]),
-        "leases_url": reverse("dashboard:queue_leases", args=[name]),
+        **_queue_links(name),
         "group": group,
         "groups": page.groups,
         "leases": page.leases,
@@ -57,10 +64,8 @@ def message_context(user: User, params: QueryDict) -> dict[str, Any]:
     ends = [g.leased_until for g in found.groups if g.leased_until is not None and g.leased_until > now]
     ends += [g.parked_until for g in found.groups if g.parked_until is not None and g.parked_until > now]
     return {
-        "queue_name": name,
+        **_queue_links(name),
         "message_id": message_id,
-        "queue_url": reverse("dashboard:queue", args=[name]),
-        "leases_url": reverse("dashboard:queue_leases", args=[name]),
         "m": found,
         "payload_cap": leases.PAYLOAD_CAP,
         "trace_cap": leases.TRACE_CAP,
