@@ -1,7 +1,7 @@
 """The parts of /api/v1/openapi.json that ninja cannot see.
 
 The routers parse request bodies by hand, so ``body_of`` names each body's
-model; and some answers come from outside an operation's ``response=``
+model (routes declare it through ``scopes.ScopedRouter.with_body``); and some answers come from outside an operation's ``response=``
 (the bearer check, the body limit), so ``complete`` adds them to every
 operation they apply to. ``tests/api/test_contract.py`` holds the result
 to what the server really answers.
