@@ -11,6 +11,7 @@ without a thread, and its database work runs on ``dbthreads``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Hashable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -116,14 +117,15 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
             # Out of time: hand the wake-up on instead of claiming.
             hub.wake_one(key, lane)
             return await _empty(call, policy)
-        if call.wait and not woken and hub.known_empty(key, shape):
+        if call.wait and not woken and (hub.known_empty(key, shape) or hub.claim_in_flight(key, shape)):
             # Pops of this shape wait with nothing claimable and no wake-up
-            # since: join them without a claim of our own.
+            # since, or one of them is claiming now: join them without a
+            # claim of our own.
             woken = await hub.wait(key, generation, deadline - loop.time(), lane=lane)
             if not woken:
                 return await _empty(call, policy)
             continue
-        claim = await dbthreads.run(queues.queue_claim, request=call.request)
+        claim = await _claim(call, key, shape, lane, generation)
         policy = queues.ConflationPolicy(claim.conflation, claim.conflation_conflict)
         if claim.messages:
             # There may be more: wake the next waiter of this lane.
@@ -149,6 +151,24 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
             # The timeout ran out with no wake-up: no last claim (a thousand
             # waiters timing out together would queue a thousand claims).
             return await _empty(call, policy)
+
+
+async def _claim(call: wire.PopCall, key: str, shape: Hashable, lane: Hashable, generation: int) -> queues.Claim:
+    """``queue_claim`` for a pop; while it runs, a waiting pop's claim is
+    the one others of its shape wait on (``Hub.claim_in_flight``). If it
+    fails (or the client leaves), the next waiter of its lane claims
+    instead of waiting on a claim that will never answer."""
+    if not call.wait:
+        return await dbthreads.run(queues.queue_claim, request=call.request)
+    hub = wakeups.hub
+    hub.claim_started(key, shape, generation)
+    try:
+        return await dbthreads.run(queues.queue_claim, request=call.request)
+    except BaseException:
+        hub.wake_one(key, lane)
+        raise
+    finally:
+        hub.claim_ended(key, shape)
 
 
 async def _empty(call: wire.PopCall, policy: queues.ConflationPolicy | None) -> HttpResponse:

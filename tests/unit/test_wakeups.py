@@ -117,3 +117,30 @@ async def test_an_ephemeral_wake_leaves_the_any_queue_pops_asleep():
     assert not anyq.done()
     hub.wake(["orders"])
     assert await asyncio.wait_for(anyq, 1.0) is True
+
+
+async def test_pops_wait_on_a_claim_of_their_shape_while_it_runs():
+    """A claim in flight stands for its shape only at the generation it started at, and only while it runs."""
+    hub = Hub()
+    hub.loop = asyncio.get_running_loop()
+    shape = (("g", None), None, None)
+    other = (("h", None), None, None)
+    assert hub.claim_in_flight("orders", shape) is False
+    hub.claim_started("orders", shape, hub.generation("orders"))
+    hub.claim_started("orders", shape, hub.generation("orders"))
+    assert hub.claim_in_flight("orders", shape) is True
+    assert hub.claim_in_flight("orders", other) is False
+    assert hub.claim_in_flight("invoices", shape) is False
+    # One of the two ends: the other still runs.
+    hub.claim_ended("orders", shape)
+    assert hub.claim_in_flight("orders", shape) is True
+    # A push after the claims started: they may have missed it, so the next pop claims.
+    hub.wake(["orders"])
+    assert hub.claim_in_flight("orders", shape) is False
+    # A claim started after the push stands again; when it ends, nothing is left behind.
+    hub.claim_started("orders", shape, hub.generation("orders"))
+    assert hub.claim_in_flight("orders", shape) is True
+    hub.claim_ended("orders", shape)
+    hub.claim_ended("orders", shape)
+    assert hub.claim_in_flight("orders", shape) is False
+    assert hub.claiming == {}

@@ -85,6 +85,9 @@ class Hub:
         #: Per key, the claims that found nothing while pops wait on the key:
         #: claim shape -> (generation seen, loop time it stays true until).
         self.empty: dict[str, dict[Hashable, tuple[int, float]]] = {}
+        #: Per key, the claims of waiting pops still running: claim shape ->
+        #: (the latest generation one of them started at, how many run).
+        self.claiming: dict[str, dict[Hashable, tuple[int, int]]] = {}
         self.listener: asyncio.Task[None] | None = None
         #: Settings of the database to LISTEN on (None: not asked yet; an
         #: empty dict: the store has nothing to listen to).
@@ -100,6 +103,7 @@ class Hub:
             self.lanes = {}
             self.rechecks = {}
             self.empty = {}
+            self.claiming = {}
             self.listener = None
             self.closed = False
         if self.listen_params is None:
@@ -134,6 +138,35 @@ class Hub:
             return False
         generation, until = noted
         return generation == self.generations.get(key, 0) and self.loop.time() < until
+
+    def claim_started(self, key: str, shape: Hashable, generation: int) -> None:
+        """A waiting pop of ``shape`` claims on ``key``, having read ``generation``.
+
+        Pops of its shape that arrive before it answers wait on it
+        (``claim_in_flight``) instead of claiming too: pops arriving together
+        on an empty queue cost one claim, not one each (on SQLite claims
+        queue one behind the other). Pair with ``claim_ended``.
+        """
+        _, running = self.claiming.setdefault(key, {}).get(shape, (generation, 0))
+        self.claiming[key][shape] = (generation, running + 1)
+
+    def claim_ended(self, key: str, shape: Hashable) -> None:
+        shapes = self.claiming.get(key, {})
+        generation, running = shapes.get(shape, (0, 1))
+        if running > 1:
+            shapes[shape] = (generation, running - 1)
+            return
+        shapes.pop(shape, None)
+        if not shapes:
+            self.claiming.pop(key, None)
+
+    def claim_in_flight(self, key: str, shape: Hashable) -> bool:
+        """True while a claim of ``shape`` on ``key`` runs that started with
+        no wake-up of ``key`` since: what it finds, a pop arriving now would
+        find too. It then either wakes the next waiter of its lane (it took
+        messages, or it failed) or notes the key empty and waits."""
+        running = self.claiming.get(key, {}).get(shape)
+        return running is not None and running[0] == self.generations.get(key, 0)
 
     async def wait(
         self, key: str, generation: int, timeout_seconds: float, *, lane: Lane = None, recheck_at: float | None = None
