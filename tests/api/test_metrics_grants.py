@@ -126,3 +126,18 @@ def test_store_wide_totals_need_a_grant_on_every_name_of_their_kind(admin):
     assert not {"queenadmin_locks_held", "queenadmin_timers_pending"} & every_queue
     assert not any(s.startswith("queenadmin_kv_rows") for s in every_queue)
 
+
+def test_system_metrics_need_a_whole_store_grant(admin):
+    """The replicas' hostnames and pids: 403 for a token granted orders
+    only, in the auth envelope and without them; 200 for a token granted
+    queue:* or without grants."""
+    limited = token("orders-only", "queue:orders.*=read", "kv:orders=read")
+    for path in ("/api/v1/analytics/system-metrics", "/api/v1/analytics/worker-metrics"):
+        answer = limited.get(path)
+        refused(answer)
+        assert HOST not in answer.content.decode()
+        assert str(PID) not in answer.content.decode()
+    for client in (admin, token("queues", "queue:*=read")):
+        answer = client.get("/api/v1/analytics/system-metrics")
+        assert answer.status_code == 200, answer.content
+        assert [(r["hostname"], r["pid"]) for r in answer.json()["replicas"]] == [(HOST, PID)]
