@@ -61,7 +61,7 @@ ROUTES: dict[str, tuple[TokenScope, Rule]] = {
     "GET /status/queues/{name}": (READ, NAMED),
     "GET /status/analytics": (READ, FILTERED),
     "POST /stats/refresh": (WRITE, EVERY),
-    "GET /analytics/system-metrics": (READ, NONE),
+    "GET /analytics/system-metrics": (READ, EVERY),
     "GET /analytics/worker-metrics": (READ, EVERY),
     # Offset reads, consumer groups, traces, browsing.
     "POST /fetch": (READ, NAMED),

@@ -141,6 +141,9 @@ def refresh_stats(request: HttpRequest) -> HttpResponse:
     summary="CPU, memory and requests of each serving process, per time bucket",
 )
 def get_system_metrics(request: HttpRequest) -> HttpResponse:
+    # Every replica's hostname, port and pid: the deployment, not one
+    # resource, so a token limited to some queues gets none of it.
+    grants.require_every(request, "queue", grants.READ)
     since, until = wire.parse_range(request.GET, now=clock.now(), default_span=timedelta(hours=1))
     hostname, worker = wire.parse_text(request.GET, "hostname"), wire.parse_text(request.GET, "workerId")
     minutes = status.bucket_minutes(until - since)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queenadmin.conf import settings
+from queenadmin.domain.tokens import Grants
 from queenadmin.server import compat
 
 log = logging.getLogger(__name__)
@@ -243,24 +244,33 @@ def worker_exited(pid: int) -> None:
     multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
 
 
-def render() -> tuple[bytes, str]:
-    """The exposition text of every worker's counters and the store's gauges."""
+def render(grants: Grants | None = None) -> tuple[bytes, str]:
+    """The exposition text of every worker's counters and the store's gauges.
+
+    With ``grants`` (a token limited to some resources), only the series
+    they cover (``store.Reach``): the per-resource gauges of the resources
+    they let it read, and the processes' counters only with a read grant on
+    every queue (the API's store-wide rule). Without, everything, at the
+    cost it always had.
+    """
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    from queenadmin.metrics.store import StoreCollector
+    from queenadmin.metrics.store import Reach, StoreCollector
 
-    process_metrics()
-    tally.flush()
+    reach = None if grants is None else Reach(grants)
     registry = CollectorRegistry()
-    if multiprocess_dir() is not None:
-        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    else:
-        # One process: our metrics as they are (not the default registry's
-        # process and GC collectors, which multiprocess mode lacks).
-        for collector in _own_collectors():
-            registry.register(collector)
-    registry.register(StoreCollector())
+    if reach is None or reach.deployment:
+        process_metrics()
+        tally.flush()
+        if multiprocess_dir() is not None:
+            MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        else:
+            # One process: our metrics as they are (not the default registry's
+            # process and GC collectors, which multiprocess mode lacks).
+            for collector in _own_collectors():
+                registry.register(collector)
+    registry.register(StoreCollector(reach))
     return generate_latest(registry), CONTENT_TYPE
 
 

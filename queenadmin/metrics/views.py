@@ -1,4 +1,4 @@
-"""The ``/metrics`` view."""
+"""The ``/metrics`` view: any valid token, the series its grants cover."""
 
 from __future__ import annotations
 
@@ -14,20 +14,21 @@ from queenadmin.domain import tokens
 from queenadmin.errors import Unauthorized
 
 
-def _authorized(request: HttpRequest) -> bool:
+def _caller(request: HttpRequest) -> tokens.TokenAuth | None:
     # A valid API token of any scope may read the metrics (the API's own
-    # bearer check; README: API token scopes).
+    # bearer check; README: API token scopes); its grants decide which.
     if settings.OPEN_API:
-        return True
+        return tokens.OPEN
     token = bearer_token(request)  # the API's one parser of the header
-    return token is not None and tokens.token_check(token) is not None
+    return None if token is None else tokens.token_check(token)
 
 
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    if not _authorized(request):
+    caller = _caller(request)
+    if caller is None:
         # The API's 401, so a scraper's misconfiguration reads the same.
         status, body = error_table.render(Unauthorized())
         return json_response(body, status, {"WWW-Authenticate": "Bearer"})
-    text, content_type = metrics.render()
+    text, content_type = metrics.render(caller.grants)
     return HttpResponse(text, content_type=content_type)

@@ -238,8 +238,8 @@ TABLE: dict[str, list[tuple[str, Callable[[World], tuple[str, str, dict[str, Any
     # Counts per time bucket, no names.
     "GET /status/analytics": [("answers", req("GET", "/status/analytics", params={"queue": "{b}"}))],
     "POST /stats/refresh": [("refused", req("POST", "/stats/refresh"))],
-    # Process metrics only (always empty): no resource to hide.
-    "GET /analytics/system-metrics": [("answers", req("GET", "/analytics/system-metrics"))],
+    # Every replica's hostname and pid: the deployment, store-wide.
+    "GET /analytics/system-metrics": [("refused", req("GET", "/analytics/system-metrics"))],
     "GET /analytics/worker-metrics": [("refused", req("GET", "/analytics/worker-metrics"))],
     "POST /fetch": [("refused", req("POST", "/fetch", json={"entries": [{"queue": "{b}", "partition": "p"}]}))],
     "POST /partitions/changed": [("refused", req("POST", "/partitions/changed", json={"entries": [{"queue": "{b}"}]}))],
