@@ -14,11 +14,14 @@ from queenadmin.domain import tokens
 def made(db: None) -> dict[str, str]:
     """Two active tokens, one limited by grants, and a revoked one; their secrets."""
     secrets = {
-        "billing-svc": tokens.token_create(name="billing-svc", scope="write"),
+        "billing-svc": tokens.token_create(by=tokens.HOST, name="billing-svc", scope="write"),
         "orders-svc": tokens.token_create(
-            name="orders-svc", scope="write", grants=["queue:orders.*=write", "kv:orders=write", "*=read"]
+            by=tokens.HOST,
+            name="orders-svc",
+            scope="write",
+            grants=["queue:orders.*=write", "kv:orders=write", "*=read"],
         ),
-        "old-svc": tokens.token_create(name="old-svc", scope="read"),
+        "old-svc": tokens.token_create(by=tokens.HOST, name="old-svc", scope="read"),
     }
     tokens.token_revoke(name="old-svc")
     return secrets
