@@ -13,7 +13,8 @@ class QueenAdminConfig(AppConfig):
 
     def ready(self) -> None:
         # A logout closes the dashboard's sockets of that login; a lockout
-        # writes its audit entry.
+        # writes its audit entry; an account that goes takes its tokens along.
+        from queenadmin import accounts  # noqa: F401
         from queenadmin.dashboard import lockout, sessions  # noqa: F401
         from queenadmin.upgrade import refuse_partly_migrated
 

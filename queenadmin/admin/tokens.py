@@ -1,8 +1,16 @@
-"""API tokens in the admin: create (shown once), list, revoke, edit grants; audit entries."""
+"""API tokens in the admin: create (shown once), list, revoke, edit grants; audit entries.
+
+Making a token and changing its grants go through the domain as the
+signed-in account (``tokens.maker_of``): an operator makes and widens
+tokens up to ``write`` with grants that name what they reach, a superuser
+anything. The forms ask the domain first, so a refusal is the form's error
+(and an audit entry); the save asks again.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
@@ -19,6 +27,7 @@ from queenadmin.admin.common import (
     reason_field,
 )
 from queenadmin.domain import tokens
+from queenadmin.domain.audit import Who
 from queenadmin.errors import QueenError
 from queenadmin.models import ApiToken, AuditEntry, TokenScope
 from queenadmin.templatetags.dashboard import with_times
@@ -46,7 +55,20 @@ def _grant_lines(text: str, scope: str) -> list[str]:
     return lines
 
 
-class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
+class MadeBy:
+    """What a token form asks the domain with: who acts (set per request by
+    ``ApiTokenAdmin.get_form`` on the form class it makes for that request)."""
+
+    #: The maker, and the audit's ``Who`` for a reason.
+    acting_as: ClassVar[tuple[tokens.Maker, Callable[[str], Who]] | None] = None
+
+    def acting(self, data: dict[str, Any]) -> tuple[tokens.Maker, Who]:
+        assert self.acting_as is not None, "ApiTokenAdmin.get_form sets who acts"
+        maker, who_for = self.acting_as
+        return maker, who_for(data.get("reason") or "")
+
+
+class TokenCreateForm(MadeBy, forms.ModelForm):  # type: ignore[type-arg]
     grants = grants_field()
     reason = reason_field()
 
@@ -55,7 +77,8 @@ class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
         fields = ["name", "scope", "grants"]
         help_texts = {
             "scope": "read: GETs and reads. write: also writes, pops and acks. "
-            "admin: also deletes queues, consumer groups and messages."
+            "admin: also deletes queues, consumer groups and messages (a superuser's to give, "
+            "as are tokens without grants and grants on *)."
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -71,10 +94,25 @@ class TokenCreateForm(forms.ModelForm):  # type: ignore[type-arg]
         data = super().clean() or {}
         if "grants" in data:
             data["grants"] = _grant_lines(data["grants"], data.get("scope") or TokenScope.WRITE)
+        if not self.errors:
+            by, who = self.acting(data)
+            # Recorded when refused: the admin's view transaction goes on.
+            try:
+                refused = tokens.token_create_refusal_in_txn(
+                    name=data["name"],
+                    by=by,
+                    scope=data.get("scope") or TokenScope.WRITE,
+                    grants=data["grants"],
+                    who=who,
+                )
+            except QueenError as exc:
+                raise forms.ValidationError(exc.detail) from None
+            if refused is not None:
+                raise forms.ValidationError(f"{refused[:1].upper()}{refused[1:]}.", code="beyond_reach")
         return data
 
 
-class TokenGrantsForm(DomainForm):
+class TokenGrantsForm(MadeBy, DomainForm):
     """An active token's grants; the domain writes them (``token_grants_set_in_txn``)."""
 
     grants = grants_field()
@@ -85,14 +123,29 @@ class TokenGrantsForm(DomainForm):
     def clean_grants(self) -> list[str]:
         return _grant_lines(self.cleaned_data["grants"], self.instance.scope)
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not self.errors:
+            by, who = self.acting(data)
+            try:
+                refused = tokens.token_grants_refusal_in_txn(
+                    name=self.instance.name, grants=data["grants"], by=by, who=who
+                )
+            except QueenError as exc:
+                raise forms.ValidationError(exc.detail) from None
+            if refused is not None:
+                raise forms.ValidationError(f"{refused[:1].upper()}{refused[1:]}.", code="beyond_reach")
+        return data
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(DomainAdmin):
-    list_display = ("name", "prefix", "scope", "grants_shown", "created_at", "revoked_at", "state")
+    list_display = ("name", "prefix", "scope", "grants_shown", "made_by", "created_at", "revoked_at", "state")
     list_filter = (("revoked_at", admin.EmptyFieldListFilter), "scope")
+    list_select_related = ("created_by",)
     search_fields = ("name", "=prefix")
     ordering = ("name",)
-    readonly_fields = ("name", "prefix", "scope", "created_at", "revoked_at")
+    readonly_fields = ("name", "prefix", "scope", "made_by", "created_at", "revoked_at")
     actions = ("revoke",)
 
     @admin.display(description="state")
@@ -102,6 +155,10 @@ class ApiTokenAdmin(DomainAdmin):
     @admin.display(description="grants")
     def grants_shown(self, token: ApiToken) -> str:
         return ", ".join(token.grants.splitlines()) or "whole store"
+
+    @admin.display(description="made by")
+    def made_by(self, token: ApiToken) -> str:
+        return tokens.made_by_text(token) or "no account"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("queenadmin.add_apitoken"))
@@ -116,7 +173,10 @@ class ApiTokenAdmin(DomainAdmin):
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         kwargs["form"] = TokenCreateForm if obj is None else TokenGrantsForm
-        return super().get_form(request, obj, change, **kwargs)
+        form: Any = super().get_form(request, obj, change, **kwargs)
+        # A class made for this request (modelform_factory): who acts is its own.
+        form.acting_as = (tokens.maker_of(request.user), lambda reason: self.who(request, reason))
+        return form
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
@@ -136,7 +196,10 @@ class ApiTokenAdmin(DomainAdmin):
             self.in_view(
                 request,
                 lambda: tokens.token_grants_set_in_txn(
-                    name=obj.name, grants=data["grants"], who=self.who(request, data["reason"])
+                    name=obj.name,
+                    grants=data["grants"],
+                    by=tokens.maker_of(request.user),
+                    who=self.who(request, data["reason"]),
                 ),
             )
             return
@@ -144,6 +207,7 @@ class ApiTokenAdmin(DomainAdmin):
             request,
             lambda: tokens.token_create_in_txn(
                 name=data["name"],
+                by=tokens.maker_of(request.user),
                 scope=data["scope"] or TokenScope.WRITE,
                 grants=data["grants"],
                 who=self.who(request, data["reason"]),
@@ -154,6 +218,7 @@ class ApiTokenAdmin(DomainAdmin):
         created = ApiToken.objects.get(name=data["name"].strip())
         obj.pk, obj.name, obj.prefix, obj.scope = created.pk, created.name, created.prefix, created.scope
         obj.created_at, obj.grants = created.created_at, created.grants
+        obj.created_by, obj.created_by_name = created.created_by, created.created_by_name
         self.view_write(request).secret = secret
 
     def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:

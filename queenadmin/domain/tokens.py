@@ -16,6 +16,19 @@ the highest of the grants that cover it, and a resource no grant covers is
 out of reach (403). A token without grants reaches the whole store, as
 tokens did before grants. The KV rows of locks (namespace ``queen-locks``,
 key ``<name>#<slot>``) count as the lock ``<name>``.
+
+**No account mints more power than it has.** Whoever makes a token or sets
+its grants is a ``Maker``, which every caller passes. Superusers, and the
+host's shell (``HOST``: ``manage.py`` and ``serve``, which can read the
+database anyway), give any scope and any grants. Any other account (the
+operators) gives at most ``write``, and only grants that name what the token
+reaches: no token without grants, no grant on ``*`` (every name of a kind).
+Operators have no reach of their own narrower than that: Django's
+permissions are per model, and through the dashboard an operator touches
+every queue and namespace. A refusal raises ``BeyondReach`` and is audited
+(``token.refuse``). A token made by an account names it (``created_by``) and
+is revoked when the account is deleted or deactivated
+(``token_revoke_made_by``): its maker saw the secret.
 """
 
 from __future__ import annotations
@@ -29,9 +42,10 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock
@@ -63,6 +77,8 @@ class TokenInfo:
     revoked_at: datetime | None
     #: The grants, one a line; empty for a token that reaches the whole store.
     grants: str = ""
+    #: Who made it (``made_by_text``); empty when the host's shell did, or before makers were recorded.
+    made_by: str = ""
 
 
 class NotGranted(Forbidden):
@@ -246,8 +262,127 @@ _cache: dict[str, tuple[float, TokenAuth]] = {}
 _cache_lock = threading.Lock()
 
 
+class BeyondReach(Forbidden):
+    """The token would get more than the account making it may give."""
+
+    code = "forbidden"
+
+
+@dataclass(frozen=True)
+class Maker:
+    """Who makes a token or sets its grants, and so the most it may give.
+
+    ``HOST`` (the host's shell) and superusers give anything; any other
+    account at most ``write``, in grants that name what the token reaches
+    (the module's docstring says why that is an operator's reach).
+    """
+
+    #: The acting account's primary key; None for the host's shell.
+    account_id: int | None = None
+    #: The account's user name; empty for the host's shell.
+    account_name: str = ""
+    #: Any scope and any grants (superusers, the host's shell).
+    unlimited: bool = True
+
+
+#: The host's shell (``manage.py``, ``serve``'s first run): whoever runs it
+#: can read and write the database directly, so it may make any token, and
+#: the token names no account.
+HOST: Final = Maker()
+
+
+def maker_of(user: Any) -> Maker:
+    """The ``Maker`` a signed-in account is: unlimited if it is an active superuser."""
+    return Maker(
+        account_id=user.pk,
+        account_name=user.get_username(),
+        unlimited=bool(user.is_active and user.is_superuser),
+    )
+
+
+#: The most an account that is not a superuser gives: a scope, a grant's scope.
+MAKER_CEILING: Final = TokenScope.WRITE
+#: What ``token_refusal`` is told about a token being made (it had nothing).
+NEW: Final = "new"
+
+
+def token_refusal(
+    *, by: Maker, scope: TokenScope, grants: Grants | None, before: Grants | Literal["new"] | None = NEW
+) -> str | None:
+    """Why ``by`` may not give a token of ``scope`` these ``grants`` (None:
+    the whole store), or None when it may. Reads nothing, writes nothing.
+
+    ``before`` is what the token holds until now (None: the whole store),
+    or ``NEW`` for a token being made. A grant the token holds already may
+    stay, whoever gave it: keeping it mints nothing, and an operator can
+    still narrow a superuser's token. Dropping every grant widens the token
+    to the whole store, unless it reached that already.
+    """
+    if by.unlimited:
+        return None
+    maker = by.account_name or "this account"
+    if before == NEW and not MAKER_CEILING.covers(scope):
+        return (
+            f"only a superuser may make a token of {scope.value} scope; "
+            f"{maker} may make read and {MAKER_CEILING.value} tokens"
+        )
+    if grants is None:
+        if before is None:
+            return None
+        return (
+            "a token without grants reaches the whole store, which only a superuser may give: "
+            f"give it grants that name what it needs, such as queue:orders.*={MAKER_CEILING.value}"
+        )
+    kept = set(before.grants) if isinstance(before, Grants) else set()
+    for grant in grants.grants:
+        if grant in kept:
+            continue
+        if grant.pattern == "*":
+            kinds, kind = ("every kind", "queue") if grant.kind == "*" else (grant.kind, grant.kind)
+            return (
+                f"grant {str(grant)!r} covers every name of {kinds}, which only a superuser may give: "
+                f"name a prefix instead, such as {kind}:orders.*={grant.scope.value}"
+            )
+        if not MAKER_CEILING.covers(grant.scope):
+            return (
+                f"grant {str(grant)!r} gives {grant.scope.value} scope, which only a superuser may give; "
+                f"{maker} may give read and {MAKER_CEILING.value}"
+            )
+    return None
+
+
+def _asked(scope: TokenScope, grants: Grants | None) -> str:
+    return f"scope {scope.value}, {_grants_text(grants)}"
+
+
+def _refused_in_txn(*, who: Who | None, name: str, asked: str, refused: str | None) -> str | None:
+    if refused is not None and who is not None:
+        who.record_in_txn(
+            now=clock.now(), action="token.refuse", target=name, before=asked, after=f"refused: {refused}"
+        )
+    return refused
+
+
+def token_create_refusal_in_txn(
+    *, name: str, by: Maker, scope: str = TokenScope.WRITE, grants: Sequence[str] = (), who: Who | None = None
+) -> str | None:
+    """Why ``by`` may not make this token (``token_refusal``), recorded with
+    ``who`` (``token.refuse``); None when it may, and nothing is written.
+
+    A form asks this first to show the refusal as its error; the audit
+    entry commits with the caller's transaction, which must go on. Raises
+    ``InvalidArgument`` as ``token_create_in_txn`` does for a bad scope or
+    grant. Runs inside the caller's transaction.
+    """
+    assert connection.in_atomic_block
+    granted = scope_of(scope)
+    limits = grants_parse(grants, ceiling=granted)
+    refused = token_refusal(by=by, scope=granted, grants=limits)
+    return _refused_in_txn(who=who, name=name.strip(), asked=_asked(granted, limits), refused=refused)
+
+
 def token_create_in_txn(
-    *, name: str, scope: str = TokenScope.WRITE, grants: Sequence[str] = (), who: Who | None = None
+    *, name: str, by: Maker, scope: str = TokenScope.WRITE, grants: Sequence[str] = (), who: Who | None = None
 ) -> str:
     """Create a token named ``name`` and return it; it is never shown again.
 
@@ -255,10 +390,13 @@ def token_create_in_txn(
     else raises ``InvalidArgument``. ``grants`` limit the token to some
     resources (the module's docstring has the syntax); none means the whole
     store. A grant that does not parse, or gives more than ``scope``, raises
-    ``InvalidArgument``. With ``who`` (an operator's action),
-    the audit entry is written in the same transaction (the token's prefix
-    only, never the token). Raises ``TokenExists`` when the name is taken
-    (revoked tokens included). Runs inside the caller's transaction.
+    ``InvalidArgument``. ``by`` makes it: a token beyond its reach raises
+    ``BeyondReach`` (``token_create_refusal_in_txn`` records why), and an
+    account is kept as the token's maker. With ``who`` (an operator's
+    action), the audit entry is written in the same transaction (the
+    token's prefix only, never the token). Raises ``TokenExists`` when the
+    name is taken (revoked tokens included). Runs inside the caller's
+    transaction.
     """
     assert connection.in_atomic_block
     name = name.strip()
@@ -266,6 +404,9 @@ def token_create_in_txn(
         raise InvalidArgument("a token name is 1 to 100 characters")
     granted = scope_of(scope)
     limits = grants_parse(grants, ceiling=granted)
+    refused = token_refusal(by=by, scope=granted, grants=limits)
+    if refused is not None:
+        raise BeyondReach(refused)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     now = clock.now()
     try:
@@ -277,15 +418,19 @@ def token_create_in_txn(
                 scope=granted,
                 created_at=now,
                 grants="" if limits is None else str(limits),
+                created_by_id=by.account_id,
+                created_by_name=by.account_name,
             )
     except IntegrityError as exc:
         raise TokenExists(f"a token named {name!r} exists already") from exc
     if who is not None:
+        # The maker, when the one acting names another account (``apitoken --by``).
+        maker = f", made by account {by.account_name}" if by.account_name and by.account_name != who.actor else ""
         who.record_in_txn(
             now=now,
             action="token.create",
             target=name,
-            after=f"active, scope {granted.value}, prefix {token[:10]}, {_grants_text(limits)}",
+            after=f"active, scope {granted.value}, prefix {token[:10]}, {_grants_text(limits)}{maker}",
         )
     return token
 
@@ -294,8 +439,19 @@ def _grants_text(grants: Grants | None) -> str:
     return "no grants (the whole store)" if grants is None else "grants " + ", ".join(map(str, grants.grants))
 
 
-#: ``token_create_in_txn`` as its own transaction: must be the outermost call.
-token_create = transaction.atomic(durable=True)(token_create_in_txn)
+def token_create(
+    *, name: str, by: Maker, scope: str = TokenScope.WRITE, grants: Sequence[str] = (), who: Who | None = None
+) -> str:
+    """``token_create_in_txn`` as its own transaction: must be the outermost call.
+
+    A token beyond ``by``'s reach is refused before anything is made: the
+    refusal is recorded (with ``who``) and ``BeyondReach`` raised.
+    """
+    with transaction.atomic(durable=True):
+        refused = token_create_refusal_in_txn(name=name, by=by, scope=scope, grants=grants, who=who)
+        if refused is None:
+            return token_create_in_txn(name=name, by=by, scope=scope, grants=grants, who=who)
+    raise BeyondReach(refused)
 
 
 @transaction.atomic(durable=True)
@@ -315,24 +471,93 @@ def token_revoke(*, name: str, who: Who | None = None) -> None:
         _cache.clear()
 
 
-def token_grants_set_in_txn(*, name: str, grants: Sequence[str], who: Who | None = None) -> Grants | None:
+@transaction.atomic
+def token_revoke_made_by(*, account_id: int, who: Who) -> list[str]:
+    """Revoke every active token the account ``account_id`` made; return
+    their names (none: nothing is written).
+
+    Each is recorded with ``who`` (``token.revoke``). The maker saw each
+    secret when it was made, so its tokens go with the account: this runs
+    when the account is deleted or deactivated (``queenadmin/accounts.py``).
+    Joins the caller's transaction when there is one (the account's delete
+    or save), so the tokens go if and only if the account does, and opens
+    its own otherwise.
+    """
+    now = clock.now()
+    rows = ApiToken.objects.filter(created_by_id=account_id, revoked_at__isnull=True)
+    names = list(rows.select_for_update().order_by("pk").values_list("name", flat=True))
+    if not names:
+        return []
+    rows.filter(name__in=names).update(revoked_at=now)
+    for name in names:
+        who.record_in_txn(now=now, action="token.revoke", target=name, before="active", after="revoked")
+    _forget_cached()
+    transaction.on_commit(_forget_cached)
+    return names
+
+
+def made_by_text(token: ApiToken) -> str:
+    """Who made ``token``, for lists: ``otto``, ``otto (inactive)`` or
+    ``otto (account deleted)``; empty for the host's shell and for tokens
+    made before makers were recorded. Select ``created_by`` with it."""
+    account = token.created_by
+    if account is None:
+        return f"{token.created_by_name} (account deleted)" if token.created_by_name else ""
+    name = account.get_username()
+    return name if account.is_active else f"{name} (inactive)"
+
+
+def _active_grants(name: str, *, lock: bool = False) -> tuple[TokenScope, str]:
+    rows = ApiToken.objects.filter(name=name, revoked_at__isnull=True)
+    if lock:
+        rows = rows.select_for_update()
+    row = rows.values_list("scope", "grants").first()
+    if row is None:
+        raise NotFound(f"no active token named {name!r}")
+    return TokenScope(row[0]), row[1]
+
+
+def token_grants_refusal_in_txn(*, name: str, grants: Sequence[str], by: Maker, who: Who | None = None) -> str | None:
+    """Why ``by`` may not give the active token ``name`` these grants
+    (``token_refusal``: widening a token is minting too), recorded with
+    ``who`` (``token.refuse``); None when it may, and nothing is written.
+
+    Raises ``NotFound`` and ``InvalidArgument`` as
+    ``token_grants_set_in_txn`` does. Runs inside the caller's transaction.
+    """
+    assert connection.in_atomic_block
+    scope, held = _active_grants(name)
+    limits = grants_parse(grants, ceiling=scope)
+    before = grants_parse(held.splitlines())
+    refused = token_refusal(by=by, scope=scope, grants=limits, before=before)
+    asked = f"{_grants_text(before)}, asked for {_grants_text(limits)}"
+    return _refused_in_txn(who=who, name=name, asked=asked, refused=refused)
+
+
+def token_grants_set_in_txn(*, name: str, grants: Sequence[str], by: Maker, who: Who | None = None) -> Grants | None:
     """Replace the grants of the active token ``name``; return them (None: none, the whole store).
 
     Raise ``NotFound`` when there is no such active token, ``InvalidArgument``
-    for a grant that does not parse or gives more than the token's scope.
-    With ``who``, the audit entry is written in the same transaction. Takes
-    effect in this process at once, in others within
-    ``QUEENADMIN_TOKEN_CACHE_SECONDS``. Runs inside the caller's transaction.
+    for a grant that does not parse or gives more than the token's scope,
+    ``BeyondReach`` for grants ``by`` may not give
+    (``token_grants_refusal_in_txn`` records why). With ``who``, the audit
+    entry is written in the same transaction. Takes effect in this process
+    at once, in others within ``QUEENADMIN_TOKEN_CACHE_SECONDS``. Runs
+    inside the caller's transaction.
     """
     assert connection.in_atomic_block
-    row = ApiToken.objects.filter(name=name, revoked_at__isnull=True).values_list("scope", "grants").first()
-    if row is None:
-        raise NotFound(f"no active token named {name!r}")
-    limits = grants_parse(grants, ceiling=TokenScope(row[0]))
+    # Locked (and compared again below): what the token holds decides
+    # which grants may stay.
+    scope, held = _active_grants(name, lock=True)
+    limits = grants_parse(grants, ceiling=scope)
+    before = grants_parse(held.splitlines())
+    refused = token_refusal(by=by, scope=scope, grants=limits, before=before)
+    if refused is not None:
+        raise BeyondReach(refused)
     text = "" if limits is None else str(limits)
-    ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(grants=text)
-    if who is not None and text != row[1]:
-        before = grants_parse(row[1].splitlines())
+    if not ApiToken.objects.filter(name=name, revoked_at__isnull=True, grants=held).update(grants=text):
+        raise NotFound(f"no active token named {name!r} with the grants it had a moment ago: look again")
+    if who is not None and text != held:
         who.record_in_txn(
             now=clock.now(), action="token.grants", target=name, before=_grants_text(before), after=_grants_text(limits)
         )
@@ -343,8 +568,17 @@ def token_grants_set_in_txn(*, name: str, grants: Sequence[str], who: Who | None
     return limits
 
 
-#: ``token_grants_set_in_txn`` as its own transaction: must be the outermost call.
-token_grants_set = transaction.atomic(durable=True)(token_grants_set_in_txn)
+def token_grants_set(*, name: str, grants: Sequence[str], by: Maker, who: Who | None = None) -> Grants | None:
+    """``token_grants_set_in_txn`` as its own transaction: must be the outermost call.
+
+    Grants beyond ``by``'s reach are refused before anything changes: the
+    refusal is recorded (with ``who``) and ``BeyondReach`` raised.
+    """
+    with transaction.atomic(durable=True):
+        refused = token_grants_refusal_in_txn(name=name, by=by, grants=grants, who=who)
+        if refused is None:
+            return token_grants_set_in_txn(name=name, grants=grants, by=by, who=who)
+    raise BeyondReach(refused)
 
 
 def _forget_cached() -> None:
@@ -354,8 +588,8 @@ def _forget_cached() -> None:
 
 def token_list() -> list[TokenInfo]:
     return [
-        TokenInfo(t.name, t.prefix, TokenScope(t.scope), t.created_at, t.revoked_at, t.grants)
-        for t in ApiToken.objects.order_by("name")
+        TokenInfo(t.name, t.prefix, TokenScope(t.scope), t.created_at, t.revoked_at, t.grants, made_by_text(t))
+        for t in ApiToken.objects.select_related("created_by").order_by("name")
     ]
 
 
@@ -377,6 +611,8 @@ def token_check_cached(token: str) -> TokenAuth | None:
 def token_check(token: str) -> TokenAuth | None:
     """Return the name, scope and grants of the active token ``token``, or None.
 
+    A token whose maker's account is inactive or gone counts as none.
+
     The lookup is by SHA-256, and the stored hash is compared again with
     ``hmac.compare_digest``. A positive answer is cached for
     ``QUEENADMIN_TOKEN_CACHE_SECONDS`` (a revocation in another process takes
@@ -392,6 +628,11 @@ def token_check(token: str) -> TokenAuth | None:
         return cached
     row = (
         ApiToken.objects.filter(token_hash=digest, revoked_at__isnull=True)
+        # Revoked with their account already (``queenadmin/accounts.py``);
+        # an account made inactive without a save (a bulk update) revoked
+        # nothing, so its tokens are refused here while it stays inactive.
+        # A maker's name without its account: the account is gone.
+        .filter(Q(created_by__is_active=True) | Q(created_by__isnull=True, created_by_name=""))
         .values_list("token_hash", "name", "scope", "grants")
         .first()
     )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -40,6 +41,15 @@ class ApiToken(models.Model):
     #: The resources the token may reach, one grant a line (``queue:orders.*=write``;
     #: the syntax is ``domain/tokens.py``'s). Empty: the whole store, as before grants.
     grants = models.TextField(blank=True, default="")
+    #: The account that made the token (it saw the secret): its tokens are
+    #: revoked when it is deleted or deactivated. Empty for tokens made on the
+    #: host's shell (``manage.py apitoken`` without ``--by``, ``serve``'s first
+    #: run) and for those made before makers were recorded.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    #: The maker's user name when it made the token, kept after the account is deleted.
+    created_by_name = models.CharField(max_length=150, blank=True, default="")
 
     class Meta:
         verbose_name = "API token"

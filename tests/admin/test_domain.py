@@ -22,10 +22,10 @@ pytestmark = pytest.mark.django_db
 def test_tokens_audit_only_an_operators_action():
     """Commands and tests make tokens without an actor: no entry. An
     operator's create and revoke each write one, without the secret."""
-    tokens.token_create(name="quiet")
+    tokens.token_create(by=tokens.HOST, name="quiet")
     tokens.token_revoke(name="quiet")
     assert not AuditEntry.objects.exists()
-    secret = tokens.token_create(name="svc", who=Who("otto", "new", "admin"))
+    secret = tokens.token_create(by=tokens.HOST, name="svc", who=Who("otto", "new", "admin"))
     tokens.token_revoke(name="svc", who=Who("otto", "old", "admin"))
     entries = list(AuditEntry.objects.order_by("id").values_list("action", "kind", "target", "reason", "after"))
     assert [e[:4] for e in entries] == [

@@ -25,13 +25,17 @@ def _api(token: str) -> int:
 
 def test_create_shows_the_token_once(operator, published, committing):
     with committing():
-        response = operator.post(f"{TOKENS}add/", {"name": "billing-svc", "reason": "new service", "_save": "Save"})
+        response = operator.post(
+            f"{TOKENS}add/",
+            {"name": "billing-svc", "grants": "queue:billing.*=write", "reason": "new service", "_save": "Save"},
+        )
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     found = re.search(r'<code id="new-token">([^<]+)</code>', response.content.decode())
     assert found is not None
     secret = found.group(1)
-    assert tokens.token_check(secret) == tokens.TokenAuth("billing-svc", TokenScope.WRITE)
+    auth = tokens.token_check(secret)
+    assert (auth.name, auth.scope, str(auth.grants)) == ("billing-svc", TokenScope.WRITE, "queue:billing.*=write")
     assert _api(secret) == 200
     entry = AuditEntry.objects.get(action="token.create")
     assert (entry.via, entry.reason, entry.actor, entry.target) == ("admin", "new service", "otto", "billing-svc")
@@ -44,16 +48,17 @@ def test_create_shows_the_token_once(operator, published, committing):
 
 
 def test_create_a_taken_name_is_refused(operator):
-    tokens.token_create(name="svc")
-    response = operator.post(f"{TOKENS}add/", {"name": "svc", "reason": "x", "_save": "Save"}, follow=True)
+    tokens.token_create(by=tokens.HOST, name="svc")
+    form = {"name": "svc", "grants": "queue:svc=write", "reason": "x", "_save": "Save"}
+    response = operator.post(f"{TOKENS}add/", form, follow=True)
     assert "exists already" in response.content.decode()
     assert ApiToken.objects.count() == 1
     assert not AuditEntry.objects.exists()
 
 
 def test_revoke_with_a_reason(operator, published, committing):
-    secret = tokens.token_create(name="old")
-    tokens.token_create(name="keep")
+    secret = tokens.token_create(by=tokens.HOST, name="old")
+    tokens.token_create(by=tokens.HOST, name="keep")
     old = ApiToken.objects.get(name="old")
     page = operator.post(TOKENS, {"action": "revoke", "_selected_action": [old.pk]})
     assert "Reason" in page.content.decode()
@@ -74,17 +79,20 @@ def test_create_with_a_scope_and_see_it_listed(operator, committing):
     page = operator.get(f"{TOKENS}add/").content.decode()
     assert '<option value="write" selected>' in page
     with committing():
-        response = operator.post(f"{TOKENS}add/", {"name": "reports", "scope": "read", "reason": "r", "_save": "Save"})
+        response = operator.post(
+            f"{TOKENS}add/",
+            {"name": "reports", "scope": "read", "grants": "queue:reports.*=read", "reason": "r", "_save": "Save"},
+        )
     body = response.content.decode()
     assert "(scope <strong>read</strong>)" in body
     found = re.search(r'<code id="new-token">([^<]+)</code>', body)
     assert found is not None
     secret = found.group(1)
-    assert tokens.token_check(secret) == tokens.TokenAuth("reports", TokenScope.READ)
+    assert tokens.token_check(secret).scope == TokenScope.READ
     assert _api(secret) == 200
     assert Client(HTTP_AUTHORIZATION=f"Bearer {secret}").delete("/api/v1/resources/queues/x").status_code == 403
     assert "scope read" in AuditEntry.objects.get(action="token.create").after
-    tokens.token_create(name="deleter-svc", scope="admin")
+    tokens.token_create(by=tokens.HOST, name="deleter-svc", scope="admin")
     listing = operator.get(TOKENS).content.decode()
     assert '<td class="field-scope">Read</td>' in listing
     assert '<td class="field-scope">Admin</td>' in listing
@@ -97,8 +105,8 @@ def test_create_with_a_scope_and_see_it_listed(operator, committing):
 
 
 def test_token_list_search_and_filter(operator):
-    tokens.token_create(name="alpha")
-    tokens.token_create(name="beta")
+    tokens.token_create(by=tokens.HOST, name="alpha")
+    tokens.token_create(by=tokens.HOST, name="beta")
     tokens.token_revoke(name="beta")
     assert "alpha" in operator.get(TOKENS, {"q": "alp"}).content.decode()
     assert "beta" not in operator.get(TOKENS, {"q": "alp"}).content.decode()
@@ -108,7 +116,7 @@ def test_token_list_search_and_filter(operator):
 
 
 def test_the_hash_never_shows(operator):
-    tokens.token_create(name="svc")
+    tokens.token_create(by=tokens.HOST, name="svc")
     row = ApiToken.objects.get(name="svc")
     for url in (TOKENS, f"{TOKENS}{row.pk}/change/"):
         assert row.token_hash not in operator.get(url).content.decode()
@@ -116,7 +124,7 @@ def test_the_hash_never_shows(operator):
 
 def test_viewer_may_not_create_or_revoke(viewer):
     """Viewers hold no token permission at all."""
-    secret = tokens.token_create(name="svc")
+    secret = tokens.token_create(by=tokens.HOST, name="svc")
     row = ApiToken.objects.get(name="svc")
     assert viewer.get(TOKENS).status_code == 403
     assert viewer.post(f"{TOKENS}add/", {"name": "x", "reason": "x"}).status_code == 403
@@ -156,20 +164,20 @@ def test_create_with_grants_and_see_them_listed(operator, committing):
             {
                 "name": "orders",
                 "scope": "write",
-                "grants": "queue:orders.*=write\r\n*=read",
+                "grants": "queue:orders.*=write\r\nkv:orders=read",
                 "reason": "r",
                 "_save": "Save",
             },
         )
     body = response.content.decode()
-    assert "queue:orders.*=write<br>*=read" in body
+    assert "queue:orders.*=write<br>kv:orders=read" in body
     secret = re.search(r'<code id="new-token">([^<]+)</code>', body).group(1)
     auth = tokens.token_check(secret)
-    assert [str(g) for g in auth.grants.grants] == ["queue:orders.*=write", "*=read"]
+    assert [str(g) for g in auth.grants.grants] == ["queue:orders.*=write", "kv:orders=read"]
     assert Client(HTTP_AUTHORIZATION=f"Bearer {secret}").delete("/api/v1/resources/queues/orders.eu").status_code == 403
-    tokens.token_create(name="all")
+    tokens.token_create(by=tokens.HOST, name="all")
     listing = operator.get(TOKENS).content.decode()
-    assert '<td class="field-grants_shown">queue:orders.*=write, *=read</td>' in listing
+    assert '<td class="field-grants_shown">queue:orders.*=write, kv:orders=read</td>' in listing
     assert '<td class="field-grants_shown">whole store</td>' in listing
     refused = operator.post(
         f"{TOKENS}add/", {"name": "x", "scope": "read", "grants": "queue:x=write", "reason": "r", "_save": "Save"}
@@ -179,7 +187,7 @@ def test_create_with_grants_and_see_them_listed(operator, committing):
 
 
 def test_an_active_tokens_page_edits_its_grants_with_an_audit_entry(operator, committing):
-    tokens.token_create(name="svc")
+    tokens.token_create(by=tokens.HOST, name="svc")
     row = ApiToken.objects.get(name="svc")
     page = f"{TOKENS}{row.pk}/change/"
     assert 'name="grants"' in operator.get(page).content.decode()

@@ -147,7 +147,7 @@ def test_the_wsgi_threads_default_to_four_and_follow_the_environment(monkeypatch
     ],
 )
 def test_answers_and_headers_match_the_full_chain(handler, method, path, body):
-    token = tokens.token_create(name="handler")
+    token = tokens.token_create(by=tokens.HOST, name="handler")
     auth = {"Authorization": f"Bearer {token}"}
     status, headers, raw = _call(handler, method, path, body, auth)
     full = Client(HTTP_AUTHORIZATION=auth["Authorization"]).generic(
@@ -184,7 +184,7 @@ def test_a_session_cookie_does_not_authenticate_an_api_call(handler):
 
 
 def test_a_csrf_token_has_no_effect_on_an_api_call(handler):
-    token = tokens.token_create(name="csrf")
+    token = tokens.token_create(by=tokens.HOST, name="csrf")
     body = {"operations": [{"op": "put", "ns": "h", "key": "c", "value": 1, "forever": True}]}
     for extra in (
         {},
@@ -209,7 +209,7 @@ urlpatterns = [path("api/v1/kv", _other_kv)]
 
 
 def test_only_literal_routes_are_remembered(handler):
-    token = tokens.token_create(name="routes")
+    token = tokens.token_create(by=tokens.HOST, name="routes")
     auth = {"Authorization": f"Bearer {token}"}
     get = {"operations": [{"op": "get", "ns": "h", "key": "k"}]}
     for _ in range(2):
@@ -226,7 +226,7 @@ def test_only_literal_routes_are_remembered(handler):
 
 
 def test_a_new_urlconf_is_not_answered_from_the_remembered_routes(handler):
-    token = tokens.token_create(name="urlconf")
+    token = tokens.token_create(by=tokens.HOST, name="urlconf")
     auth = {"Authorization": f"Bearer {token}"}
     get = {"operations": [{"op": "get", "ns": "h", "key": "k"}]}
     real = b'{"results":[{"index":0,"op":"get","found":false'
@@ -244,7 +244,7 @@ def test_a_view_middleware_adding_kwargs_does_not_reach_the_next_request(handler
         kwargs["added"] = True  # a view that took it would get it; the next request must not
 
     handler._view_middleware.append(process_view)
-    token = tokens.token_create(name="kwargs")
+    token = tokens.token_create(by=tokens.HOST, name="kwargs")
     auth = {"Authorization": f"Bearer {token}"}
     # /health takes no argument "added": that call fails, the next one must not.
     assert _call(handler, "GET", "/health", None, auth)[0] == 500

@@ -20,7 +20,7 @@ T0 = datetime(2026, 10, 8, 10, 0, 0, 123000, tzinfo=UTC)
 
 @pytest.fixture
 def client() -> Client:
-    token = tokens.token_create(name="api-tests")
+    token = tokens.token_create(by=tokens.HOST, name="api-tests")
     return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
 
 
@@ -315,7 +315,7 @@ def test_missing_wrong_and_revoked_tokens_get_401():
             "code": "unauthorized",
             "detail": "A valid bearer token is required.",
         }
-    token = tokens.token_create(name="short-lived")
+    token = tokens.token_create(by=tokens.HOST, name="short-lived")
     ok = anonymous.post("/api/v1/kv", data="[]", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert ok.status_code == 200
     tokens.token_revoke(name="short-lived")
@@ -403,7 +403,7 @@ def test_write_rate_answers_429_rate_limited_with_retry_after(client, fresh_buck
     assert not KVEntry.objects.filter(key="third").exists()
     # Reads have their own budget (off here), and so does every other token.
     assert kv_ops(client, {"op": "get", "ns": "t", "key": "k"}).status_code == 200
-    other = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(name='other')}")
+    other = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(by=tokens.HOST, name='other')}")
     assert kv_ops(other, {**write, "key": "fourth"}).status_code == 200
 
 

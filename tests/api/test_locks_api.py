@@ -21,7 +21,7 @@ T0 = datetime(2026, 10, 8, 10, 0, 0, 250000, tzinfo=UTC)
 
 @pytest.fixture
 def client() -> Client:
-    token = tokens.token_create(name="locks-api-tests")
+    token = tokens.token_create(by=tokens.HOST, name="locks-api-tests")
     return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
 
 

@@ -28,7 +28,7 @@ BAD_NAMESPACE = {
 
 @pytest.fixture
 def client() -> Client:
-    token = tokens.token_create(name="newline-tests")
+    token = tokens.token_create(by=tokens.HOST, name="newline-tests")
     return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
 
 

@@ -103,7 +103,7 @@ def _a_full_and_an_empty_partition() -> str:
             retry_count=5,
             now=clock.now(),
         )
-    return tokens.token_create(name="offsets")
+    return tokens.token_create(by=tokens.HOST, name="offsets")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -23,7 +23,7 @@ ISO0 = "2026-10-08T10:00:00.123456Z"
 
 @pytest.fixture
 def client() -> Client:
-    token = tokens.token_create(name="timer-tests")
+    token = tokens.token_create(by=tokens.HOST, name="timer-tests")
     return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
 
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def client() -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(name='txn-tests')}")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(by=tokens.HOST, name='txn-tests')}")
 
 
 def commit(client: Client, body: Any) -> Any:

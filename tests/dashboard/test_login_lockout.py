@@ -313,7 +313,7 @@ def test_the_api_is_not_throttled_by_logins(client, alice, frozen, api_token):
 def api_token(db):
     from queenadmin.domain import tokens
 
-    return tokens.token_create(name="svc")
+    return tokens.token_create(by=tokens.HOST, name="svc")
 
 
 def test_the_audit_page_lists_lockouts(client, alice, frozen):

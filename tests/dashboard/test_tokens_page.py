@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 
 from queenadmin.domain import tokens
@@ -14,11 +15,14 @@ from queenadmin.domain import tokens
 def made(db: None) -> dict[str, str]:
     """Two active tokens, one limited by grants, and a revoked one; their secrets."""
     secrets = {
-        "billing-svc": tokens.token_create(name="billing-svc", scope="write"),
+        "billing-svc": tokens.token_create(by=tokens.HOST, name="billing-svc", scope="write"),
         "orders-svc": tokens.token_create(
-            name="orders-svc", scope="write", grants=["queue:orders.*=write", "kv:orders=write", "*=read"]
+            by=tokens.HOST,
+            name="orders-svc",
+            scope="write",
+            grants=["queue:orders.*=write", "kv:orders=write", "*=read"],
         ),
-        "old-svc": tokens.token_create(name="old-svc", scope="read"),
+        "old-svc": tokens.token_create(by=tokens.HOST, name="old-svc", scope="read"),
     }
     tokens.token_revoke(name="old-svc")
     return secrets
@@ -69,3 +73,18 @@ def test_anonymous_goes_to_the_login_page(db):
 
 def test_only_get(operator, made):
     assert _client(operator).post("/tokens/").status_code == 405
+
+
+def test_each_token_names_the_account_that_made_it(operator, made):
+    """A token made by an account names it; one made on the host's shell
+    names none; once the account is deleted its token is listed as revoked,
+    with the name it had."""
+    mate = User.objects.create_user("mara", password="pw", is_staff=True)
+    tokens.token_create(by=tokens.maker_of(operator), name="otto-svc", grants=["queue:otto.*=write"])
+    tokens.token_create(by=tokens.maker_of(mate), name="mara-svc", grants=["queue:mara.*=write"])
+    mate.delete()
+    html = _client(operator).get("/tokens/").content.decode()
+    assert '<td class="made-by">otto</td>' in _row(html, "otto-svc")
+    assert '<td class="made-by">mara (account deleted)</td>' in _row(html, "mara-svc")
+    assert html.index("Revoked") < html.index('data-token="mara-svc"')
+    assert "no account" in _row(html, "billing-svc")

@@ -294,7 +294,7 @@ def migrated_database(pg: PrivatePostgres, name: str = "queen", *, then: str = "
         f"{then}\n"
         "from queenadmin.domain import tokens\n"
         "from queenadmin.models import TokenScope\n"
-        "print(tokens.token_create(name='pooler-tests', scope=TokenScope.ADMIN))\n"
+        "print(tokens.token_create(by=tokens.HOST, name='pooler-tests', scope=TokenScope.ADMIN))\n"
     )
     env = {**_base_env(), "DATABASE_URL": pg.url(name), "DJANGO_SETTINGS_MODULE": "queenadmin.settings"}
     done = subprocess.run(

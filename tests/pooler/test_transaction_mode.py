@@ -207,7 +207,7 @@ def test_a_statement_gone_from_the_server_session_answers_503_and_one_line(caplo
     from queenadmin.domain import tokens
 
     monkeypatch.setattr(db, "_pooler_logged_at", float("-inf"))
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(name='pooler-tests')}")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(by=tokens.HOST, name='pooler-tests')}")
     assert _kv_put(client, "warm").status_code == 200
     with caplog.at_level(logging.INFO):
         for attempt in range(3):
@@ -239,7 +239,7 @@ def test_pooler_mode_leaves_no_statement_prepared_on_the_session(settings):
 
     from queenadmin.domain import tokens
 
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(name='pooler-tests')}")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(by=tokens.HOST, name='pooler-tests')}")
     connection.close()
     assert _kv_put(client, "direct").status_code == 200
     assert _prepared_on_this_session()

@@ -104,7 +104,7 @@ def test_an_api_call_on_a_lost_connection_answers_503_then_works(settings):
 
     settings.QUEENADMIN_DB_HEALTH_CHECK_IDLE_SECONDS = 60
     handler = ApiWSGIHandler()
-    token = tokens.token_create(name="lost")
+    token = tokens.token_create(by=tokens.HOST, name="lost")
     status, _, body = _api_put(handler, token)
     assert status == 200
     first = body["results"][0]["version"]

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_token_is_stored_only_as_its_hash():
-    token = tokens.token_create(name="svc")
+    token = tokens.token_create(by=tokens.HOST, name="svc")
     row = ApiToken.objects.get(name="svc")
     assert row.token_hash == hashlib.sha256(token.encode()).hexdigest()
     assert token not in (row.token_hash, row.prefix)
@@ -28,9 +28,9 @@ def test_a_token_is_stored_only_as_its_hash():
 
 
 def test_names_are_unique_and_revoke_needs_an_active_token():
-    tokens.token_create(name="svc")
+    tokens.token_create(by=tokens.HOST, name="svc")
     with pytest.raises(tokens.TokenExists):
-        tokens.token_create(name="svc")
+        tokens.token_create(by=tokens.HOST, name="svc")
     with pytest.raises(NotFound):
         tokens.token_revoke(name="nobody")
     tokens.token_revoke(name="svc")
@@ -39,14 +39,14 @@ def test_names_are_unique_and_revoke_needs_an_active_token():
 
 
 def test_revoking_in_this_process_takes_effect_at_once():
-    token = tokens.token_create(name="svc")
+    token = tokens.token_create(by=tokens.HOST, name="svc")
     assert tokens.token_check(token) == tokens.TokenAuth("svc", TokenScope.WRITE)  # now cached
     tokens.token_revoke(name="svc")
     assert tokens.token_check(token) is None
 
 
 def test_the_admin_revokes_through_the_domain():
-    token = tokens.token_create(name="svc")
+    token = tokens.token_create(by=tokens.HOST, name="svc")
     root = User.objects.create_superuser("root", "", "pw")
     client = Client()
     # force_login: a login needs its request (axes counts failures per address).
@@ -79,8 +79,8 @@ def test_scopes_are_a_hierarchy():
 
 def test_a_token_carries_its_scope_through_the_cache():
     """The check answers the scope, from the database and from the cache the event loop reads."""
-    reader = tokens.token_create(name="reader", scope="read")
-    default = tokens.token_create(name="svc")
+    reader = tokens.token_create(by=tokens.HOST, name="reader", scope="read")
+    default = tokens.token_create(by=tokens.HOST, name="svc")
     assert tokens.token_check_cached(reader) is None  # not checked yet: no database here
     assert tokens.token_check(reader) == tokens.TokenAuth("reader", TokenScope.READ)
     assert tokens.token_check_cached(reader) == tokens.TokenAuth("reader", TokenScope.READ)
@@ -90,7 +90,7 @@ def test_a_token_carries_its_scope_through_the_cache():
 
 def test_an_unknown_scope_is_refused_and_nothing_is_created():
     with pytest.raises(InvalidArgument, match="unknown scope 'root': a token's scope is one of read, write, admin"):
-        tokens.token_create(name="svc", scope="root")
+        tokens.token_create(by=tokens.HOST, name="svc", scope="root")
     assert not ApiToken.objects.exists()
 
 
@@ -190,8 +190,8 @@ def test_a_locks_permit_row_counts_as_the_lock():
 
 
 def test_a_token_carries_its_grants_and_a_token_without_any_reaches_everything():
-    limited = tokens.token_create(name="svc", scope="write", grants=["queue:orders.*=write", "*=read"])
-    unlimited = tokens.token_create(name="all")
+    limited = tokens.token_create(by=tokens.HOST, name="svc", scope="write", grants=["queue:orders.*=write", "*=read"])
+    unlimited = tokens.token_create(by=tokens.HOST, name="all")
     auth = tokens.token_check(limited)
     assert auth is not None
     assert auth.grants is not None
@@ -202,24 +202,24 @@ def test_a_token_carries_its_grants_and_a_token_without_any_reaches_everything()
 
 def test_a_grant_above_the_tokens_scope_or_a_bad_one_creates_nothing():
     with pytest.raises(InvalidArgument, match="gives more than the token's scope, read"):
-        tokens.token_create(name="svc", scope="read", grants=["queue:orders=write"])
+        tokens.token_create(by=tokens.HOST, name="svc", scope="read", grants=["queue:orders=write"])
     with pytest.raises(InvalidArgument, match="the kind is one of"):
-        tokens.token_create(name="svc", grants=["topic:orders=write"])
+        tokens.token_create(by=tokens.HOST, name="svc", grants=["topic:orders=write"])
     assert not ApiToken.objects.exists()
 
 
 def test_grants_are_replaced_audited_and_take_effect_at_once():
-    token = tokens.token_create(name="svc")
+    token = tokens.token_create(by=tokens.HOST, name="svc")
     assert tokens.token_check(token).grants is None  # cached now
-    tokens.token_grants_set(name="svc", grants=["kv:orders=write"])
+    tokens.token_grants_set(by=tokens.HOST, name="svc", grants=["kv:orders=write"])
     auth = tokens.token_check(token)
     assert auth is not None
     assert auth.grants is not None
     assert not auth.grants.allows("kv", "billing", TokenScope.READ)
-    tokens.token_grants_set(name="svc", grants=[])
+    tokens.token_grants_set(by=tokens.HOST, name="svc", grants=[])
     assert tokens.token_check(token).grants is None
     with pytest.raises(NotFound):
-        tokens.token_grants_set(name="nobody", grants=[])
+        tokens.token_grants_set(by=tokens.HOST, name="nobody", grants=[])
 
 
 def test_apitoken_create_and_grants_take_grants_and_list_shows_them(capsys):

@@ -1,8 +1,10 @@
 """``/tokens/``: the API tokens, each with its scope and what its grants reach.
 
-Read-only: tokens are made with ``apitoken create`` and revoked or given
-other grants in the admin (both audited). The secret is never stored, so
-the page shows only a token's public prefix.
+Read-only: tokens are made in the admin or with ``apitoken create`` and
+revoked or given other grants in the admin (all audited, and held to what
+the maker may give: ``domain/tokens.py``). Each row names the account that
+made the token. The secret is never stored, so the page shows only a
+token's public prefix.
 """
 
 from __future__ import annotations

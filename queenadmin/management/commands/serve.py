@@ -338,7 +338,7 @@ class Command(BaseCommand):
         user_model.objects.create_superuser("admin", "", password)
         # The operator's own first token, beside the superuser: it may do
         # everything, as every token could before scopes.
-        token = tokens.token_create(name=f"local-{secrets.token_hex(3)}", scope=TokenScope.ADMIN)
+        token = tokens.token_create(name=f"local-{secrets.token_hex(3)}", by=tokens.HOST, scope=TokenScope.ADMIN)
         base = f"http://{host}:{port}"
         text = (
             "First start: created a local admin user and an admin-scope API token (shown this once).\n"
