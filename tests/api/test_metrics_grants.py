@@ -31,7 +31,9 @@ HOST, PID = "replica-7.h36.example", 424242
 @pytest.fixture
 def admin() -> Client:
     """A token without grants, and a store with an orders and a billing side of each kind."""
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(name='metrics-admin', scope='admin')}")
+    client = Client(
+        HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(by=tokens.HOST, name='metrics-admin', scope='admin')}"
+    )
 
     def post(path: str, body: Any) -> None:
         answer = client.post(f"/api/v1{path}", data=json.dumps(body), content_type="application/json")
@@ -53,7 +55,7 @@ def admin() -> Client:
 
 
 def token(name: str, *grants: str) -> Client:
-    made = tokens.token_create(name=name, scope="read", grants=grants)
+    made = tokens.token_create(by=tokens.HOST, name=name, scope="read", grants=grants)
     return Client(HTTP_AUTHORIZATION=f"Bearer {made}")
 
 
