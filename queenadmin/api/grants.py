@@ -44,7 +44,7 @@ REFUSING: frozenset[str] = frozenset({NAMED, EVERY})
 OPENAPI_KEY = "x-token-grants"
 
 #: "METHOD /path" -> how the route meets a token's grants (``routes.ROUTES``).
-ROUTES: dict[str, Rule] = {route: rule for route, (_, rule) in routes.ROUTES.items()}
+ROUTES: dict[str, Rule] = {route: row.rule for route, row in routes.ROUTES.items()}
 
 T = TypeVar("T")
 
@@ -158,12 +158,20 @@ def require_lease(request: HttpRequest, lease_id: str, need: TokenScope) -> None
 
 
 def check(routes: Iterable[str]) -> None:
-    """Raise ``LookupError`` naming a route of ``routes`` without a row, or a row without a route."""
+    """Raise ``LookupError`` naming a route of ``routes`` without a row, a row without a route,
+    or a row whose rule does not fit what it touches."""
     seen = set(routes)
     missing = seen - set(ROUTES)
     stale = set(ROUTES) - seen
     if missing or stale:
         raise LookupError(f"grant rules missing for {sorted(missing)}, stale for {sorted(stale)}")
+    _check_rows()
+
+
+def _check_rows() -> None:
+    """Raise ``LookupError`` for a row whose rule does not fit what it touches (``routes.check_row``)."""
+    for route, row in routes.ROUTES.items():
+        routes.check_row(route, row)
 
 
 def rule_of(routes: Sequence[str]) -> Rule:
