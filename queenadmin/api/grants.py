@@ -44,7 +44,7 @@ REFUSING: frozenset[str] = frozenset({NAMED, EVERY})
 OPENAPI_KEY = "x-token-grants"
 
 #: "METHOD /path" -> how the route meets a token's grants (``routes.ROUTES``).
-ROUTES: dict[str, Rule] = {route: rule for route, (_, rule) in routes.ROUTES.items()}
+ROUTES: dict[str, Rule] = {route: row.rule for route, row in routes.ROUTES.items()}
 
 T = TypeVar("T")
 
@@ -138,12 +138,27 @@ def require_queues(grants: Grants | None, names: Iterable[str], need: TokenScope
             grants.require("queue", name, need)
 
 
+def require_stored_queues(grants: Grants | None, names: Iterable[str], need: TokenScope, what: str) -> None:
+    """``require_queues`` for queues found from stored state (a partition's, a lease's).
+
+    The refusal says ``what`` the call named, never the queue found: a
+    partition id is a small number anyone can count up, and its queue's
+    name is the store's to keep.
+    """
+    if grants is not None:
+        for name in names:
+            if not grants.allows("queue", name, need):
+                raise tokens.NotGranted(f"no grant of this token gives {need.value} on {what}")
+
+
 def require_partitions(grants: Grants | None, texts: Iterable[str | int], need: TokenScope) -> None:
     """The queues of the partitions named (ids, or their text); ids that name none are left to the route."""
     if grants is None:
         return
     ids = {n for t in texts if (n := t if isinstance(t, int) else owners.partition_number(t)) is not None}
-    require_queues(grants, owners.queue_names_of_partitions(ids).values(), need)
+    require_stored_queues(
+        grants, owners.queue_names_of_partitions(ids).values(), need, "the queue of a partition named"
+    )
 
 
 def require_partition(request: HttpRequest, text: str | int, need: TokenScope) -> None:
@@ -154,16 +169,24 @@ def require_lease(request: HttpRequest, lease_id: str, need: TokenScope) -> None
     """The queues whose partitions the lease holds (an unknown lease reaches none)."""
     grants = limits(request)
     if grants is not None:
-        require_queues(grants, owners.queue_names_of_lease(lease_id), need)
+        require_stored_queues(grants, owners.queue_names_of_lease(lease_id), need, "the queues the lease holds")
 
 
 def check(routes: Iterable[str]) -> None:
-    """Raise ``LookupError`` naming a route of ``routes`` without a row, or a row without a route."""
+    """Raise ``LookupError`` naming a route of ``routes`` without a row, a row without a route,
+    or a row whose rule does not fit what it touches."""
     seen = set(routes)
     missing = seen - set(ROUTES)
     stale = set(ROUTES) - seen
     if missing or stale:
         raise LookupError(f"grant rules missing for {sorted(missing)}, stale for {sorted(stale)}")
+    _check_rows()
+
+
+def _check_rows() -> None:
+    """Raise ``LookupError`` for a row whose rule does not fit what it touches (``routes.check_row``)."""
+    for route, row in routes.ROUTES.items():
+        routes.check_row(route, row)
 
 
 def rule_of(routes: Sequence[str]) -> Rule:

@@ -51,7 +51,7 @@ OPENAPI_KEY = "x-token-scope"
 BY_OPERATION = "read, or write when an operation writes"
 
 #: "METHOD /path" -> the scope it needs (``routes.ROUTES``).
-ROUTES: dict[str, TokenScope] = {route: scope for route, (scope, _) in routes.ROUTES.items()}
+ROUTES: dict[str, TokenScope] = {route: row.scope for route, row in routes.ROUTES.items()}
 
 _View = TypeVar("_View", bound=Callable[..., Any])
 

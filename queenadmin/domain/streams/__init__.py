@@ -15,7 +15,9 @@ from queenadmin.domain.streams.ops import (
     CyclePushed,
     Registration,
     stream_cycle,
+    stream_queues,
     stream_register,
+    stream_require,
 )
 from queenadmin.domain.streams.state import (
     StateDelete,
@@ -45,7 +47,9 @@ __all__ = [
     "check_state_op",
     "ripe_at_ms",
     "stream_cycle",
+    "stream_queues",
     "stream_register",
+    "stream_require",
     "stream_state_apply_in_txn",
     "stream_state_get",
 ]

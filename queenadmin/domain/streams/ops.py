@@ -19,6 +19,7 @@ its ack would change nothing, which keeps that case exactly-once as well.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -28,7 +29,8 @@ from queenadmin.domain import clock, queues
 from queenadmin.domain import transactions as txn
 from queenadmin.domain.streams.state import StateOp, StreamStateOps
 from queenadmin.domain.streams.store import store
-from queenadmin.models import StreamQuery
+from queenadmin.domain.tokens import Grants, NotGranted
+from queenadmin.models import StreamQuery, TokenScope
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +92,32 @@ class CycleOutcome:
     error: str | None = None
 
 
+def stream_queues(*, query_id: UUID) -> tuple[str, ...]:
+    """The stored source and sink queue of the query ``query_id`` (no sink: the
+    source alone; an unknown query: none). A read; it locks nothing."""
+    row = StreamQuery.objects.filter(pk=query_id).values_list("source_queue", "sink_queue").first()
+    return () if row is None else tuple(q for q in row if q)
+
+
+def stream_require(grants: Grants | None, queues: Iterable[str], need: TokenScope) -> None:
+    """Raise ``NotGranted`` unless ``grants`` give ``need`` on each of a stored query's ``queues``.
+
+    A query is reached through every queue it is stored with, whatever the
+    body names. The refusal names none of them (nor anything else stored):
+    the caller learns only that it may not reach the query it named.
+    """
+    if grants is not None and not all(grants.allows("queue", queue, need) for queue in queues):
+        raise NotGranted(f"no grant of this token gives {need.value} on every queue of the stream query named")
+
+
 def stream_register(
-    *, name: str, source_queue: str, sink_queue: str | None, config_hash: str, reset: bool
+    *,
+    name: str,
+    source_queue: str,
+    sink_queue: str | None,
+    config_hash: str,
+    reset: bool,
+    grants: Grants | None = None,
 ) -> Registration:
     """Register the query ``name``, or meet the one registered; outermost.
 
@@ -99,6 +125,12 @@ def stream_register(
     and wipes nothing, ``reset`` or not. A changed hash with ``reset``
     deletes every state row of the query and stores the new hash (the id
     stays); without ``reset`` it answers ``conflict`` and changes nothing.
+
+    ``grants`` (the caller's; None reaches the whole store) must give write
+    on the stored source and sink of a registered query, checked under its
+    row lock before anything is told or changed: else ``NotGranted``, which
+    shows nothing of it (its hash, id and queues stay unknown). The queues
+    the body names are the caller's to check before.
     """
     now = clock.now()
     new_id = UUID(queues.uuid7())
@@ -120,6 +152,7 @@ def stream_register(
         row = StreamQuery.objects.select_for_update().get(name=name)
         if row.id == new_id:
             return Registration(row.id, name, config_hash, fresh=True, reset=False)
+        stream_require(grants, (q for q in (row.source_queue, row.sink_queue) if q), TokenScope.WRITE)
         if row.config_hash != config_hash and not reset:
             return Registration(
                 row.id, name, config_hash, fresh=False, reset=False, conflict=True, stored_hash=row.config_hash
