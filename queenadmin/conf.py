@@ -19,6 +19,11 @@ from django.core.signals import setting_changed
 class _Settings:
     #: Serve /api/v1 without a bearer token (local development only).
     OPEN_API: bool = False
+    #: Origins browsers reach the site at besides the address a request came
+    #: to (a proxy's public one), comma-separated. Read once by
+    #: ``settings.py`` into Django's ``CSRF_TRUSTED_ORIGINS``, which the live
+    #: socket reads (``server/origins.py``).
+    ORIGINS: str = ""
     #: Seconds a validated API token is trusted without asking the database
     #: again; a revocation reaches every replica within this time.
     TOKEN_CACHE_SECONDS: float = 1.0
