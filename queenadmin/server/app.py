@@ -84,7 +84,7 @@ async def _websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send(message)
 
     try:
-        await websocket_app(scope, receive, tracked_send)  # type: ignore[arg-type]
+        await websocket_app(scope, receive, tracked_send)
     except ValueError as exc:
         if sent or not str(exc).startswith("No route found"):
             raise

@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
-from django.http.request import is_same_domain, split_domain_port, validate_host
+from django.http.request import split_domain_port, validate_host
+from django.utils.http import is_same_domain
 
 log = logging.getLogger("queenadmin.asgi")
 
@@ -111,4 +112,4 @@ class SiteOriginValidator:
             "https" if secure else "http",
             (host or "")[:200],
         )
-        return await WebsocketDenier()(scope, receive, send)
+        return await WebsocketDenier()(scope, receive, send)  # type: ignore[arg-type]
