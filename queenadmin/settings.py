@@ -13,8 +13,12 @@ The environment is read once, here:
   ``CSRF_TRUSTED_ORIGINS``, which the live socket's origin check reads too
   (``server/origins.py``), so forms and the socket trust the same pages.
   ``DJANGO_CSRF_TRUSTED_ORIGINS``, its older name, is added to it.
-- ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens (local
-  development only; ``make run`` sets it and says so).
+- ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens, for
+  local development only; nothing turns it on by itself (not ``make run``).
+  ``serve`` prints a warning when it is on, and refuses it on a host other
+  than a loopback address unless ``QUEENADMIN_OPEN_API_ANY_HOST=1`` says
+  so. Requests a browser could send from another site's page are refused
+  in that mode (``api/openmode.py``).
 - ``QUEENADMIN_DB_POOLER``: ``transaction`` when ``DATABASE_URL`` reaches
   PostgreSQL through a pooler in transaction pooling (PgBouncer's
   ``pool_mode = transaction``): nothing then relies on a server session
