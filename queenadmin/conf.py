@@ -17,8 +17,17 @@ from django.core.signals import setting_changed
 
 
 class _Settings:
-    #: Serve /api/v1 without a bearer token (local development only).
+    #: Serve /api/v1 without a bearer token (local development only;
+    #: ``api/openmode.py`` says what is refused in that mode).
     OPEN_API: bool = False
+    #: ``serve`` refuses ``OPEN_API`` on a host that is not a loopback
+    #: address unless this is on too.
+    OPEN_API_ANY_HOST: bool = False
+    #: Origins browsers reach the site at besides the address a request came
+    #: to (a proxy's public one), comma-separated. Read once by
+    #: ``settings.py`` into Django's ``CSRF_TRUSTED_ORIGINS``, which the live
+    #: socket and open-API mode read (``server/origins.py``).
+    ORIGINS: str = ""
     #: Seconds a validated API token is trusted without asking the database
     #: again; a revocation reaches every replica within this time.
     TOKEN_CACHE_SECONDS: float = 1.0

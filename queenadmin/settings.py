@@ -5,10 +5,20 @@ The environment is read once, here:
 - ``DATABASE_URL``: ``postgresql://...`` or ``sqlite:///path``; unset means
   SQLite in ``QUEENADMIN_DATA_DIR`` (default ``./data``).
 - ``REDIS_URL``: set means the channels-redis layer, else in-memory.
-- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``,
-  ``DJANGO_CSRF_TRUSTED_ORIGINS`` (comma-separated).
-- ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens (local
-  development only; ``make run`` sets it and says so).
+- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``
+  (comma-separated).
+- ``QUEENADMIN_ORIGINS``: the origins (``https://queen.example.com``,
+  comma-separated) browsers reach this site at besides the address a
+  request came to, i.e. a proxy's public address. It is Django's
+  ``CSRF_TRUSTED_ORIGINS``, which the live socket's origin check reads too
+  (``server/origins.py``), so forms and the socket trust the same pages.
+  ``DJANGO_CSRF_TRUSTED_ORIGINS``, its older name, is added to it.
+- ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens, for
+  local development only; nothing turns it on by itself (not ``make run``).
+  ``serve`` prints a warning when it is on, and refuses it on a host other
+  than a loopback address unless ``QUEENADMIN_OPEN_API_ANY_HOST=1`` says
+  so. Requests a browser could send from another site's page are refused
+  in that mode (``api/openmode.py``).
 - ``QUEENADMIN_DB_POOLER``: ``transaction`` when ``DATABASE_URL`` reaches
   PostgreSQL through a pooler in transaction pooling (PgBouncer's
   ``pool_mode = transaction``): nothing then relies on a server session
@@ -49,6 +59,7 @@ import dj_database_url
 
 from queenadmin.server.csp import csp_settings
 from queenadmin.server.files import create_private_file, private_data_dir
+from queenadmin.server.origins import parse_origins
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("QUEENADMIN_DATA_DIR", BASE_DIR / "data"))
@@ -75,10 +86,14 @@ if not SECRET_KEY:
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
-#: Origins the dashboard's and the admin's forms may come from when they are
-#: not the Host the server sees, e.g. "https://queen.example.com" behind a
-#: proxy that rewrites Host or the port.
-CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+#: Origins the dashboard's and the admin's forms, and the live socket, may
+#: come from when they are not the address the server sees, e.g.
+#: "https://queen.example.com" behind a proxy that rewrites Host or the port
+#: (QUEENADMIN_ORIGINS, then the older DJANGO_CSRF_TRUSTED_ORIGINS).
+CSRF_TRUSTED_ORIGINS = [
+    *parse_origins(os.environ.get("QUEENADMIN_ORIGINS", ""), name="QUEENADMIN_ORIGINS"),
+    *parse_origins(os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", ""), name="DJANGO_CSRF_TRUSTED_ORIGINS"),
+]
 
 
 def _env_flag(name: str) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
-from queenadmin.api import dbthreads
+from queenadmin.api import dbthreads, openmode
 from queenadmin.conf import settings
 from queenadmin.domain import tokens
 from queenadmin.errors import Forbidden
@@ -53,6 +53,7 @@ class BearerToken(HttpBearer):
 
     def __call__(self, request: HttpRequest) -> Any:
         if settings.OPEN_API:
+            openmode.refuse_foreign(request)
             return tokens.OPEN
         token = bearer_token(request)
         return None if token is None else self.admit(self.authenticate(request, token))
@@ -71,6 +72,7 @@ class AsyncBearerToken(BearerToken):
 
     async def __call__(self, request: HttpRequest) -> Any:
         if settings.OPEN_API:
+            openmode.refuse_foreign(request)
             return tokens.OPEN
         token = bearer_token(request)
         if token is None:

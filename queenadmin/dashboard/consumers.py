@@ -8,7 +8,7 @@ per socket renders them no sooner than ``DASHBOARD_LIVE_GAP_SECONDS`` after
 the previous render, so a hot write load costs a few renders a second per
 socket whatever the event rate.
 
-Auth: ``server/app.py`` wraps the router in ``AllowedHostsOriginValidator``
+Auth: ``server/app.py`` wraps the router in ``SiteOriginValidator`` (origins)
 and ``AuthMiddlewareStack``; ``connect`` accepts staff with the page's view
 permission only; a logout closes the login's sockets at once (code 4401,
 ``sessions.py``), and every render checks the session is still alive

@@ -4,7 +4,8 @@ Only the live pages (``dashboard/pages.py``) have a route: any other path
 is refused at the handshake with one log line (``server/app.py``), like
 every unknown websocket path.
 
-``server/app.py`` wraps these in ``AllowedHostsOriginValidator(AuthMiddlewareStack(...))``.
+``server/app.py`` wraps these in ``SiteOriginValidator(AuthMiddlewareStack(...))``:
+only the site's own origins (``server/origins.py``) get a socket.
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from queenadmin import metrics
-from queenadmin.api import bearer_token
+from queenadmin.api import bearer_token, openmode
 from queenadmin.api import errors as error_table
 from queenadmin.api.http import json_response
 from queenadmin.conf import settings
 from queenadmin.domain import tokens
-from queenadmin.errors import Unauthorized
+from queenadmin.errors import QueenError, Unauthorized
 
 
 def _caller(request: HttpRequest) -> tokens.TokenAuth | None:
@@ -25,6 +25,13 @@ def _caller(request: HttpRequest) -> tokens.TokenAuth | None:
 
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
+    if settings.OPEN_API:
+        # The API's refusal of what another site's page could send.
+        try:
+            openmode.refuse_foreign(request)
+        except QueenError as exc:
+            status, body = error_table.render(exc)
+            return json_response(body, status)
     caller = _caller(request)
     if caller is None:
         # The API's 401, so a scraper's misconfiguration reads the same.

@@ -23,12 +23,12 @@ from urllib.parse import unquote_to_bytes
 
 from channels.auth import AuthMiddlewareStack
 from channels.routing import URLRouter
-from channels.security.websocket import AllowedHostsOriginValidator
 from django.core.wsgi import get_wsgi_application
 
 from queenadmin.dashboard.routing import websocket_urlpatterns
 from queenadmin.server import loops
 from queenadmin.server.handlers import ASYNC_PREFIXES, ApiWSGIHandler, PopHandler, StaticFiles, is_api_path
+from queenadmin.server.origins import SiteOriginValidator
 from queenadmin.server.wsgi_bridge import BufferedWSGI, ThreadHop, http_threads
 
 logger = logging.getLogger("queenadmin.asgi")
@@ -40,7 +40,9 @@ wsgi_app = BufferedWSGI(_django_wsgi, _wsgi_threads)
 #: The API, /health and /metrics: MIDDLEWARE without the browser's entries.
 api_app = BufferedWSGI(ApiWSGIHandler(), _wsgi_threads)
 pop_app = PopHandler()
-websocket_app = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+#: A handshake from another origin (another port of the host included) is
+#: refused before the session is read (``origins``).
+websocket_app = SiteOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 
 
 def _path_is_utf8(scope: dict[str, Any]) -> bool:
@@ -82,7 +84,7 @@ async def _websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send(message)
 
     try:
-        await websocket_app(scope, receive, tracked_send)  # type: ignore[arg-type]
+        await websocket_app(scope, receive, tracked_send)
     except ValueError as exc:
         if sent or not str(exc).startswith("No route found"):
             raise

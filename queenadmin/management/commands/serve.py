@@ -29,6 +29,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
 
+from queenadmin.api import openmode
 from queenadmin.conf import settings as app_settings
 from queenadmin.domain import db, procmetrics, tokens
 from queenadmin.models import TokenScope
@@ -240,6 +241,12 @@ class Command(BaseCommand):
         log.info("  database:      %s", db.database_label())
         log.info("  channel layer: %s", layer)
         log.info("  workers:       %d, %d HTTP threads each", workers, http_threads())
+        if app_settings.OPEN_API:
+            # No tokens: said at every start, and only on loopback unless asked.
+            refused = openmode.start_refusal(host, any_host=app_settings.OPEN_API_ANY_HOST)
+            if refused:
+                _fail("%s", refused)
+            log.warning("%s", openmode.start_warning(host, port))
         _check_database()
         if redis_url:
             _check_redis(redis_url)
