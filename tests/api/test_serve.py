@@ -6,9 +6,11 @@ import contextlib
 import os
 import re
 import secrets
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import httpx
@@ -148,3 +150,46 @@ def test_replicas_starting_together_on_an_empty_database_all_come_up():
             proc.wait(timeout=15)
         stack.close()
         _admin_psql(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")
+
+
+def test_a_starting_server_refuses_connections_until_a_worker_can_answer(tmp_path):
+    """While ``serve --workers 2`` starts (held by tests/startgate with the app
+    imported, before its lifespan runs), its port refuses connections: none
+    is accepted that no worker could answer yet, so a load balancer tries
+    another replica at once instead of hanging. Once the startup goes on,
+    ``/health`` answers. The supervisor used to listen before its workers
+    had loaded the app, and connections waited seconds for an answer (one
+    process on SQLite: it never listened early)."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    seen: list[str] = []
+    done = threading.Event()
+
+    def while_held() -> None:
+        try:
+            while not done.is_set():
+                held = sorted(gate.glob("held-*"))
+                if held:
+                    port = int(held[0].read_text())
+                    with socket.socket() as probe:
+                        try:
+                            probe.connect(("127.0.0.1", port))
+                            seen.append("accepted")
+                        except ConnectionRefusedError:
+                            seen.append("refused")
+                    return
+                time.sleep(0.02)
+        finally:
+            (gate / "open").touch()
+
+    watcher = threading.Thread(target=while_held, daemon=True)
+    watcher.start()
+    env = {"PYTHONPATH": str(ROOT / "tests" / "startgate"), "QA_START_GATE": str(gate)}
+    try:
+        with run_server(extra_env=env, workers=2) as server:
+            watcher.join()
+            assert seen == ["refused"]
+            assert httpx.get(f"{server.url}/health").json() == {"status": "ok"}
+            assert server.log().count("serving on ") == 1
+    finally:
+        done.set()
