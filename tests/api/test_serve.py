@@ -12,23 +12,31 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
+from queenadmin.server.files import create_private_file
 from tests.conftest import ROOT, _admin_psql, free_port, requires_postgres, run_server
 
 pytestmark = pytest.mark.live
 
 
 def test_first_start_prints_working_credentials_once():
+    """The first start writes the admin's password and an admin token into
+    first-run.txt (the log only says where); they work, and the file is
+    removed once the admin logs in. A start that finds the file although
+    the admin has logged in (left by an older version, or on a replica that
+    did not see the login) removes it, and prints no credentials."""
     with run_server(args=("--bootstrap",)) as server:
         first = server.log()
-        notes = server.env["QUEENADMIN_DATA_DIR"] + "/first-run.txt"
+        notes = Path(server.env["QUEENADMIN_DATA_DIR"]) / "first-run.txt"
         # The log is no terminal: it says where the credentials are, not what.
-        assert f"read them in {notes} (readable by you only)" in first
-        with open(notes) as fh:
-            written = fh.read()
+        assert (
+            f"read them in {notes} (readable by you only; removed once admin logs in or the token is revoked)" in first
+        )
+        written = notes.read_text()
         password = re.search(r"user admin, password (\S+)\)", written).group(1)
         token = re.search(r"API token: (qa_\S+)", written).group(1)
         assert password not in first
@@ -39,6 +47,7 @@ def test_first_start_prints_working_credentials_once():
             headers={"Authorization": f"Bearer {token}"},
         )
         assert api.json()["results"][0]["applied"] is True
+        assert notes.exists()
         with httpx.Client(base_url=server.url, follow_redirects=True) as browser:
             page = browser.get("/admin/login/")
             csrf = browser.cookies["csrftoken"]
@@ -52,16 +61,19 @@ def test_first_start_prints_working_credentials_once():
             assert "Server clock" in logged_in.text  # the overview
             assert browser.get("/static/queenadmin/queenadmin.css").status_code == 200
             assert browser.get("/static/queenadmin/queues.css").status_code == 200
-        with open(server.env["QUEENADMIN_DATA_DIR"] + "/first-run.txt") as fh:
-            assert token in fh.read()
+        assert not notes.exists()
+        # As an older version left it.
+        create_private_file(notes, written)
         # A second start on the same data prints no new credentials.
         same = {"QUEENADMIN_DATA_DIR": server.env["QUEENADMIN_DATA_DIR"]}
         if "DATABASE_URL" in server.env:
             same["DATABASE_URL"] = server.env["DATABASE_URL"]
         with run_server(extra_env=same, args=("--bootstrap",)) as again:
             log = again.log()
+            assert f"removed {notes} (admin logged in)" in log
+            assert not notes.exists()
             assert "API token:" not in log
-            assert "were printed on first start" in log
+            assert "were printed on first start" not in log
 
 
 def test_the_reaper_loop_removes_expired_rows():

@@ -33,10 +33,10 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
 
 from queenadmin.conf import settings as app_settings
-from queenadmin.domain import db, procmetrics, tokens
+from queenadmin.domain import db, firstrun, procmetrics, tokens
 from queenadmin.models import TokenScope
 from queenadmin.server import logs
-from queenadmin.server.files import create_private_file, private_data_dir
+from queenadmin.server.files import FIRST_RUN_NOTES, FIRST_RUN_REMOVAL, first_run_notes_write
 from queenadmin.server.wsgi_bridge import http_threads
 
 log = logging.getLogger("queenadmin.serve")
@@ -294,6 +294,11 @@ class Command(BaseCommand):
         if not options["no_migrate"]:
             log.info("applying migrations…")
             _migrate()
+        # A replica that did not see the admin's login, or the revocation of
+        # the first token, removes its copy of the first-run notes now.
+        removed = firstrun.first_run_settle()
+        if removed is not None:
+            log.info("removed %s (%s)", Path(settings.DATA_DIR) / FIRST_RUN_NOTES, removed)
         if options["bootstrap"]:
             self._bootstrap(host, port)
         connection.close()
@@ -363,35 +368,27 @@ class Command(BaseCommand):
 
     def _bootstrap(self, host: str, port: int) -> None:
         user_model = get_user_model()
-        notes = Path(settings.DATA_DIR) / "first-run.txt"
+        notes = Path(settings.DATA_DIR) / FIRST_RUN_NOTES
         if user_model.objects.filter(is_superuser=True).exists():
             if notes.exists():
-                self.stdout.write(f"Local credentials were printed on first start; they are in {notes}.")
+                self.stdout.write(
+                    f"Local credentials were printed on first start; they are in {notes} ({FIRST_RUN_REMOVAL})."
+                )
             return
         password = secrets.token_urlsafe(12)
         user_model.objects.create_superuser("admin", "", password)
         # The operator's own first token, beside the superuser: it may do
         # everything, as every token could before scopes.
         token = tokens.token_create(name=f"local-{secrets.token_hex(3)}", scope=TokenScope.ADMIN)
-        base = f"http://{host}:{port}"
-        text = (
-            "First start: created a local admin user and an admin-scope API token (shown this once).\n"
-            f"  Dashboard: {base}/  (user admin, password {password})\n"
-            f"  Admin:     {base}/admin/\n"
-            f"  API docs:  {base}/api/v1/docs\n"
-            f"  API token: {token}\n"
-            f"  Try:       curl -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
-            f'               -d \'{{"operations":[{{"op":"put","ns":"demo","key":"hello","value":1,"forever":true}}]}}\' \\\n'
-            f"               {base}/api/v1/kv\n"
+        notes = first_run_notes_write(
+            Path(settings.DATA_DIR), base_url=f"http://{host}:{port}", username="admin", password=password, token=token
         )
-        private_data_dir(notes.parent)
-        notes.unlink(missing_ok=True)
-        create_private_file(notes, text)
         if self.stdout.isatty():
-            self.stdout.write(text + f"(Also kept in {notes}, readable by you only.)")
+            self.stdout.write(notes.read_text(), ending="")
         else:
             # A log file or a pipe may be read by others, and kept: say where
             # the credentials are rather than print them.
             self.stdout.write(
-                f"First start: created a local admin user and an API token; read them in {notes} (readable by you only)."
+                "First start: created a local admin user and an API token; "
+                f"read them in {notes} (readable by you only; {FIRST_RUN_REMOVAL})."
             )
