@@ -7,6 +7,10 @@ login while the failures of its account, or apart of its address, within
 ``LOGIN_LOCKOUT_MINUTES`` reach ``LOGIN_FAILURE_LIMIT``, before any password
 is checked. This module reads those rows for what the lockout page and the
 audit say, and is the one place that removes them (``login_unlock``).
+
+A login (of the dashboard or the admin: Django's ``user_logged_in``) of the
+account that ``serve --bootstrap`` made removes the first-run notes that
+hold its password (``domain.firstrun``).
 """
 
 from __future__ import annotations
@@ -14,14 +18,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from axes.handlers.proxy import AxesProxyHandler
 from axes.models import AccessAttempt
+from django.contrib.auth.signals import user_logged_in
 from django.db import transaction
 from django.db.models import Q
+from django.dispatch import receiver
 
 from queenadmin.conf import settings
-from queenadmin.domain import clock
+from queenadmin.domain import clock, firstrun
 from queenadmin.domain.audit import Who
 from queenadmin.errors import InvalidArgument
 
@@ -159,3 +166,8 @@ def locked_out(*, now: datetime) -> list[tuple[str, str]]:
         if ip:
             by.setdefault(("address", ip), []).append((at, failures))
     return sorted(key for key, found in by.items() if _locked_until(found, limit=limit, window=window))
+
+
+@receiver(user_logged_in, dispatch_uid="queenadmin.domain.logins.first_run")
+def _first_run_logged_in(sender: Any, user: Any, **kwargs: Any) -> None:
+    firstrun.first_run_logged_in(username=user.get_username())

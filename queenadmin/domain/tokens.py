@@ -459,8 +459,12 @@ def token_revoke(*, name: str, who: Who | None = None) -> None:
     """Revoke the token named ``name``; raise ``NotFound`` if there is none.
 
     With ``who``, the audit entry is written in the same transaction.
-    Must be the outermost call.
+    Must be the outermost call. Revoking the token of the first-run notes
+    removes them after the commit (``domain.firstrun``).
     """
+    # Imported here: firstrun checks tokens with this module.
+    from queenadmin.domain.firstrun import first_run_settle
+
     now = clock.now()
     updated = ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(revoked_at=now)
     if not updated:
@@ -469,6 +473,7 @@ def token_revoke(*, name: str, who: Who | None = None) -> None:
         who.record_in_txn(now=now, action="token.revoke", target=name, before="active", after="revoked")
     with _cache_lock:
         _cache.clear()
+    transaction.on_commit(first_run_settle, robust=True)
 
 
 @transaction.atomic
@@ -606,6 +611,13 @@ def token_check_cached(token: str) -> TokenAuth | None:
     to a database thread (a hop that cost a long-poll pop ~10% of its CPU).
     """
     return _cached(_hash(token), time.monotonic()) if token else None
+
+
+def token_revoked(token: str) -> bool | None:
+    """Whether the token ``token`` is revoked, read from the database (no
+    cache); None when this store never made it."""
+    found = list(ApiToken.objects.filter(token_hash=_hash(token)).values_list("revoked_at", flat=True)[:1])
+    return found[0] is not None if found else None
 
 
 def token_check(token: str) -> TokenAuth | None:

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from queenadmin.domain import firstrun, tokens
+from queenadmin.models import TokenScope
+from queenadmin.server import files
 from tests.conftest import IS_POSTGRES, ROOT, requires_postgres, run_server
 
 pytestmark = pytest.mark.live
@@ -122,3 +125,88 @@ def test_bootstrap_credentials_are_printed_to_a_terminal(tmp_path):
     token = next(line.split(": ", 1)[1] for line in written.splitlines() if "API token:" in line)
     assert token in text
     assert "user admin, password " in text
+
+
+@pytest.fixture
+def first_run_notes(tmp_path, settings, django_user_model):
+    """first-run.txt in a data folder of its own, for an admin account and an
+    admin token made as ``serve --bootstrap`` makes them; returns its path
+    and the password."""
+    settings.DATA_DIR = tmp_path
+    django_user_model.objects.create_superuser("admin", "", "first-password")
+    token = tokens.token_create(by=tokens.HOST, name="local-first", scope=TokenScope.ADMIN)
+    notes = files.first_run_notes_write(
+        tmp_path, base_url="http://127.0.0.1:8000", username="admin", password="first-password", token=token
+    )
+    assert notes.exists()
+    return notes
+
+
+@pytest.mark.django_db
+def test_a_login_of_the_first_admin_removes_the_first_run_notes(first_run_notes, client, django_user_model):
+    """The admin's login on the dashboard removes first-run.txt at once; a
+    wrong password, or another account's login, leaves it."""
+    django_user_model.objects.create_user("otto", "", "otto-password", is_staff=True)
+    assert client.post("/login/", {"username": "otto", "password": "otto-password"}).status_code == 302
+    client.logout()
+    assert client.post("/login/", {"username": "admin", "password": "wrong"}).status_code == 200
+    assert first_run_notes.exists()
+    assert client.post("/login/", {"username": "admin", "password": "first-password"}).status_code == 302
+    assert not first_run_notes.exists()
+
+
+@pytest.mark.django_db
+def test_revoking_the_first_token_removes_the_first_run_notes(first_run_notes, django_capture_on_commit_callbacks):
+    """Revoking the token of first-run.txt removes the file once the
+    revocation commits; revoking another token leaves it."""
+    tokens.token_create(by=tokens.HOST, name="other", scope=TokenScope.WRITE)
+    with django_capture_on_commit_callbacks(execute=True):
+        tokens.token_revoke(name="other")
+    assert first_run_notes.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        tokens.token_revoke(name="local-first")
+    assert not first_run_notes.exists()
+
+
+@pytest.mark.django_db
+def test_a_start_removes_the_first_run_notes_no_longer_needed(
+    first_run_notes, settings, tmp_path_factory, django_capture_on_commit_callbacks, django_user_model, client
+):
+    """A replica that did not see the revocation (another data folder) keeps
+    its notes until it starts: then ``first_run_settle``, which ``serve``
+    runs at every start, removes them. So it does for an admin who logged
+    in elsewhere. Notes still needed are kept."""
+    data_dir = settings.DATA_DIR
+    assert firstrun.first_run_settle() is None
+    assert first_run_notes.exists()
+    other_replica = tmp_path_factory.mktemp("other-replica")
+    settings.DATA_DIR = other_replica
+    with django_capture_on_commit_callbacks(execute=True):
+        tokens.token_revoke(name="local-first")
+    assert first_run_notes.exists()
+    settings.DATA_DIR = data_dir
+    assert firstrun.first_run_settle() == "token revoked"
+    assert not first_run_notes.exists()
+
+    token = tokens.token_create(by=tokens.HOST, name="local-second", scope=TokenScope.ADMIN)
+    files.first_run_notes_write(data_dir, base_url="http://h", username="admin", password="p", token=token)
+    settings.DATA_DIR = other_replica
+    client.force_login(django_user_model.objects.get(username="admin"))
+    settings.DATA_DIR = data_dir
+    assert first_run_notes.exists()
+    assert firstrun.first_run_settle() == "admin logged in"
+    assert not first_run_notes.exists()
+
+
+@pytest.mark.django_db
+def test_first_run_notes_of_another_store_are_left_alone(tmp_path, settings, django_user_model, client):
+    """Notes whose token this database never made (a developer's data/ beside
+    the test database, say) stay through a login of an account of their
+    name, a revocation and a start."""
+    settings.DATA_DIR = tmp_path
+    notes = files.first_run_notes_write(tmp_path, base_url="http://h", username="admin", password="p", token="qa_x")
+    client.force_login(django_user_model.objects.create_superuser("admin", "", "pw"))
+    tokens.token_create(by=tokens.HOST, name="any", scope=TokenScope.WRITE)
+    tokens.token_revoke(name="any")
+    assert firstrun.first_run_settle() is None
+    assert notes.exists()

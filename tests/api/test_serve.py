@@ -6,27 +6,37 @@ import contextlib
 import os
 import re
 import secrets
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
+from queenadmin.server.files import create_private_file
 from tests.conftest import ROOT, _admin_psql, free_port, requires_postgres, run_server
 
 pytestmark = pytest.mark.live
 
 
 def test_first_start_prints_working_credentials_once():
+    """The first start writes the admin's password and an admin token into
+    first-run.txt (the log only says where); they work, and the file is
+    removed once the admin logs in. A start that finds the file although
+    the admin has logged in (left by an older version, or on a replica that
+    did not see the login) removes it, and prints no credentials."""
     with run_server(args=("--bootstrap",)) as server:
         first = server.log()
-        notes = server.env["QUEENADMIN_DATA_DIR"] + "/first-run.txt"
+        notes = Path(server.env["QUEENADMIN_DATA_DIR"]) / "first-run.txt"
         # The log is no terminal: it says where the credentials are, not what.
-        assert f"read them in {notes} (readable by you only)" in first
-        with open(notes) as fh:
-            written = fh.read()
+        assert (
+            f"read them in {notes} (readable by you only; removed once admin logs in or the token is revoked)" in first
+        )
+        written = notes.read_text()
         password = re.search(r"user admin, password (\S+)\)", written).group(1)
         token = re.search(r"API token: (qa_\S+)", written).group(1)
         assert password not in first
@@ -37,6 +47,7 @@ def test_first_start_prints_working_credentials_once():
             headers={"Authorization": f"Bearer {token}"},
         )
         assert api.json()["results"][0]["applied"] is True
+        assert notes.exists()
         with httpx.Client(base_url=server.url, follow_redirects=True) as browser:
             page = browser.get("/admin/login/")
             csrf = browser.cookies["csrftoken"]
@@ -50,16 +61,19 @@ def test_first_start_prints_working_credentials_once():
             assert "Server clock" in logged_in.text  # the overview
             assert browser.get("/static/queenadmin/queenadmin.css").status_code == 200
             assert browser.get("/static/queenadmin/queues.css").status_code == 200
-        with open(server.env["QUEENADMIN_DATA_DIR"] + "/first-run.txt") as fh:
-            assert token in fh.read()
+        assert not notes.exists()
+        # As an older version left it.
+        create_private_file(notes, written)
         # A second start on the same data prints no new credentials.
         same = {"QUEENADMIN_DATA_DIR": server.env["QUEENADMIN_DATA_DIR"]}
         if "DATABASE_URL" in server.env:
             same["DATABASE_URL"] = server.env["DATABASE_URL"]
         with run_server(extra_env=same, args=("--bootstrap",)) as again:
             log = again.log()
+            assert f"removed {notes} (admin logged in)" in log
+            assert not notes.exists()
             assert "API token:" not in log
-            assert "were printed on first start" in log
+            assert "were printed on first start" not in log
 
 
 def test_the_reaper_loop_removes_expired_rows():
@@ -148,3 +162,46 @@ def test_replicas_starting_together_on_an_empty_database_all_come_up():
             proc.wait(timeout=15)
         stack.close()
         _admin_psql(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")
+
+
+def test_a_starting_server_refuses_connections_until_a_worker_can_answer(tmp_path):
+    """While ``serve --workers 2`` starts (held by tests/startgate with the app
+    imported, before its lifespan runs), its port refuses connections: none
+    is accepted that no worker could answer yet, so a load balancer tries
+    another replica at once instead of hanging. Once the startup goes on,
+    ``/health`` answers. The supervisor used to listen before its workers
+    had loaded the app, and connections waited seconds for an answer (one
+    process on SQLite: it never listened early)."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    seen: list[str] = []
+    done = threading.Event()
+
+    def while_held() -> None:
+        try:
+            while not done.is_set():
+                held = sorted(gate.glob("held-*"))
+                if held:
+                    port = int(held[0].read_text())
+                    with socket.socket() as probe:
+                        try:
+                            probe.connect(("127.0.0.1", port))
+                            seen.append("accepted")
+                        except ConnectionRefusedError:
+                            seen.append("refused")
+                    return
+                time.sleep(0.02)
+        finally:
+            (gate / "open").touch()
+
+    watcher = threading.Thread(target=while_held, daemon=True)
+    watcher.start()
+    env = {"PYTHONPATH": str(ROOT / "tests" / "startgate"), "QA_START_GATE": str(gate)}
+    try:
+        with run_server(extra_env=env, workers=2) as server:
+            watcher.join()
+            assert seen == ["refused"]
+            assert httpx.get(f"{server.url}/health").json() == {"status": "ok"}
+            assert server.log().count("serving on ") == 1
+    finally:
+        done.set()

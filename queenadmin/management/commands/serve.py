@@ -2,9 +2,11 @@
 
 What it prints, in order: a banner (version, database without password,
 channel layer, workers and threads), "applying migrations…", "serving on
-…" once the port is bound, and "stopped" after a signal. Each failure a
-new operator meets first (database or Redis down, port taken) is one line
-and exit code 1, not a traceback.
+…" once the port takes connections (with several workers, once one of
+them has loaded the app: until then connections are refused), and
+"stopped" after a signal. Each failure a new operator meets first
+(database or Redis down, port taken) is one line and exit code 1, not a
+traceback.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -31,10 +34,10 @@ from django.db import DatabaseError, connection
 
 from queenadmin.api import openmode
 from queenadmin.conf import settings as app_settings
-from queenadmin.domain import db, procmetrics, tokens
+from queenadmin.domain import db, firstrun, procmetrics, tokens
 from queenadmin.models import TokenScope
 from queenadmin.server import logs
-from queenadmin.server.files import create_private_file, private_data_dir
+from queenadmin.server.files import FIRST_RUN_NOTES, FIRST_RUN_REMOVAL, first_run_notes_write
 from queenadmin.server.wsgi_bridge import http_threads
 
 log = logging.getLogger("queenadmin.serve")
@@ -169,6 +172,39 @@ def _single_server(config: Any) -> Any:
     return Server(config)
 
 
+def _supervisor(config: Any, sock: socket.socket) -> Any:
+    """uvicorn's supervisor of several workers on ``sock`` (bound, not
+    listening), which says "serving on" once a worker answers.
+
+    The socket listens only once a worker has loaded the app and run its
+    lifespan: asyncio's ``create_server`` calls ``listen()`` on a socket it
+    is handed, in the worker, at the end of uvicorn's startup. Until then a
+    connection is refused, which a load balancer or a client retries at
+    once on another replica (nginx and HAProxy do so even for a POST, since
+    nothing was sent). The supervisor used to listen before it started the
+    workers: the kernel then queued connections that no process could
+    answer while the workers imported the app, and a client hung for that
+    long (2.9 s measured with two workers, 4.5 s on a slower machine). A
+    503 ``starting`` answer would need a process able to answer while the
+    app loads, and a load balancer only retries it for idempotent requests.
+    """
+    from uvicorn.supervisors import Multiprocess
+
+    class Supervisor(Multiprocess):
+        def init_processes(self) -> None:
+            super().init_processes()
+            # Until the first worker is ready, a stop signal, or no worker left.
+            while not self.signal_queue:
+                if any(process.is_ready(timeout=1) for process in self.processes):
+                    _serving_on(sock)
+                    return
+                if not any(process.process.is_alive() for process in self.processes):
+                    return
+                time.sleep(0.05)
+
+    return Supervisor(config, sockets=[sock])
+
+
 def _metrics_dir() -> Path | None:
     """A fresh directory for the workers' request counters (``metrics``).
 
@@ -265,6 +301,11 @@ class Command(BaseCommand):
         if not options["no_migrate"]:
             log.info("applying migrations…")
             _migrate()
+        # A replica that did not see the admin's login, or the revocation of
+        # the first token, removes its copy of the first-run notes now.
+        removed = firstrun.first_run_settle()
+        if removed is not None:
+            log.info("removed %s (%s)", Path(settings.DATA_DIR) / FIRST_RUN_NOTES, removed)
         if options["bootstrap"]:
             self._bootstrap(host, port)
         connection.close()
@@ -316,12 +357,10 @@ class Command(BaseCommand):
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
         if workers > 1:
-            from uvicorn.supervisors import Multiprocess
-
-            sock.listen(config.backlog)
-            supervisor = Multiprocess(config, sockets=[sock])  # its handlers replace keep()
+            # Not listening yet: the first worker that has loaded the app
+            # makes the socket listen (see _supervisor).
+            supervisor = _supervisor(config, sock)  # its handlers replace keep()
             supervisor.signal_queue.extend(early)
-            _serving_on(sock)
             supervisor.run()
         else:
             server = _single_server(config)
@@ -336,35 +375,27 @@ class Command(BaseCommand):
 
     def _bootstrap(self, host: str, port: int) -> None:
         user_model = get_user_model()
-        notes = Path(settings.DATA_DIR) / "first-run.txt"
+        notes = Path(settings.DATA_DIR) / FIRST_RUN_NOTES
         if user_model.objects.filter(is_superuser=True).exists():
             if notes.exists():
-                self.stdout.write(f"Local credentials were printed on first start; they are in {notes}.")
+                self.stdout.write(
+                    f"Local credentials were printed on first start; they are in {notes} ({FIRST_RUN_REMOVAL})."
+                )
             return
         password = secrets.token_urlsafe(12)
         user_model.objects.create_superuser("admin", "", password)
         # The operator's own first token, beside the superuser: it may do
         # everything, as every token could before scopes.
         token = tokens.token_create(name=f"local-{secrets.token_hex(3)}", by=tokens.HOST, scope=TokenScope.ADMIN)
-        base = f"http://{host}:{port}"
-        text = (
-            "First start: created a local admin user and an admin-scope API token (shown this once).\n"
-            f"  Dashboard: {base}/  (user admin, password {password})\n"
-            f"  Admin:     {base}/admin/\n"
-            f"  API docs:  {base}/api/v1/docs\n"
-            f"  API token: {token}\n"
-            f"  Try:       curl -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
-            f'               -d \'{{"operations":[{{"op":"put","ns":"demo","key":"hello","value":1,"forever":true}}]}}\' \\\n'
-            f"               {base}/api/v1/kv\n"
+        notes = first_run_notes_write(
+            Path(settings.DATA_DIR), base_url=f"http://{host}:{port}", username="admin", password=password, token=token
         )
-        private_data_dir(notes.parent)
-        notes.unlink(missing_ok=True)
-        create_private_file(notes, text)
         if self.stdout.isatty():
-            self.stdout.write(text + f"(Also kept in {notes}, readable by you only.)")
+            self.stdout.write(notes.read_text(), ending="")
         else:
             # A log file or a pipe may be read by others, and kept: say where
             # the credentials are rather than print them.
             self.stdout.write(
-                f"First start: created a local admin user and an API token; read them in {notes} (readable by you only)."
+                "First start: created a local admin user and an API token; "
+                f"read them in {notes} (readable by you only; {FIRST_RUN_REMOVAL})."
             )
