@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -143,7 +144,8 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     if not isinstance(body, dict):
         raise KVBadRequest("the body must be a JSON object", reason="kv_bad_body")
     namespace = wire.namespace_of(body.get("namespace"))
-    if namespace != tokens.LOCKS_NAMESPACE:
+    locks_page = namespace == tokens.LOCKS_NAMESPACE
+    if not locks_page:
         grants.require(request, "kv", namespace, scopes.READ)
     ratelimit.admit(request, "read")
     prefix = body.get("prefix")
@@ -171,8 +173,11 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     )
     rows = []
     size = 0
-    # The permits' namespace lists the locks the token may read.
-    listed = grants.readable(request, "lock", page.rows, lambda row: tokens.kv_resource(namespace, row.key)[1])
+    listed: Sequence[kv.KVRow] = page.rows
+    if locks_page:
+        # The permits' namespace lists the locks the token may read (any
+        # other namespace was checked whole above).
+        listed = grants.readable(request, "lock", page.rows, lambda row: tokens.kv_resource(namespace, row.key)[1])
     for row in listed:
         item: dict[str, Any] = {"key": row.key}
         if not keys_only:
