@@ -1,7 +1,9 @@
 """Lock permits (``queen-locks``) through the KV routes, and grant-limited KV lists (issue 36).
 
-A token granted a KV namespace lists exactly that namespace's keys on the
-console list route.
+Only the lock operations write a permit: every KV write to ``queen-locks``
+(batch, path route, transaction, in-process) answers 400
+``kv_locks_namespace`` and changes nothing. A token granted a KV namespace
+lists exactly that namespace's keys on the console list route.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pytest
 from django.test import Client
 
 from queenadmin.domain import kv, locks, tokens
+from queenadmin.errors import KVBadRequest
 from queenadmin.models import KVEntry
 
 pytestmark = pytest.mark.django_db
@@ -37,6 +40,80 @@ def permits() -> list[tuple[Any, ...]]:
         .order_by("key")
         .values_list("key", "version", "value_json", "expires_at")
     )
+
+
+def test_no_kv_write_takes_or_ends_a_lock_that_acquire_refused_as_held():
+    """A permit held by w-1: acquire by w-2 is refused, and so is every KV write
+    to its row (put, putIfAbsent, delete, incr, the path routes, a transaction's
+    KV op): 400 ``kv_locks_namespace`` in the KV envelope, the row unchanged,
+    w-2 still refused and w-1's token still releases it."""
+    writer = client_of("admin")
+    held = locks.lock_acquire(name="job", ttl=60, owner="w-1")
+    assert held.acquired
+    steal = [{"op": "acquire", "name": "job", "ttlSeconds": 60, "owner": "w-2"}]
+    assert post(writer, "/locks", steal).json()["results"][0]["acquired"] is False
+    before = permits()
+    permit = {"ns": LOCKS, "key": "job#0"}
+    writes = [
+        ("POST", "/kv", [{"op": "put", **permit, "value": {"owner": "w-2"}, "ttlSeconds": 60}]),
+        ("POST", "/kv", [{"op": "put", **permit, "value": {"owner": "w-2"}, "forever": True, "expect": held.token}]),
+        (
+            "POST",
+            "/kv",
+            [{"op": "putIfAbsent", "ns": LOCKS, "key": "fresh#0", "value": {"owner": "w-2"}, "forever": True}],
+        ),
+        ("POST", "/kv", [{"op": "delete", **permit}]),
+        ("POST", "/kv", [{"op": "incr", **permit, "delta": 1, "forever": True}]),
+        (
+            "POST",
+            "/kv",
+            [{"op": "put", "ns": "other", "key": "k", "value": 1, "forever": True}, {"op": "delete", **permit}],
+        ),
+        ("PUT", "/kv/queen-locks/job%230", {"value": {"owner": "w-2"}, "ttlSeconds": 60}),
+        ("DELETE", "/kv/queen-locks/job%230", {}),
+        ("POST", "/transaction", {"operations": [], "kv": [{"op": "delete", **permit}]}),
+        ("POST", "/transaction", {"operations": [], "kv": [{"op": "put", **permit, "value": {}, "forever": True}]}),
+    ]
+    for method, path, body in writes:
+        answer = writer.generic(method, f"/api/v1{path}", json.dumps(body), content_type="application/json")
+        assert answer.status_code == 400, (path, body, answer.content)
+        payload = answer.json()
+        assert (payload["error"], payload["reason"]) == ("kv_bad_request", "kv_locks_namespace"), payload
+        assert "lock operations" in payload["detail"]
+    assert permits() == before
+    assert not KVEntry.objects.filter(namespace="other").exists()
+    assert post(writer, "/locks", steal).json()["results"][0]["acquired"] is False
+    assert locks.lock_release(name="job", token=held.token).released
+
+
+def test_the_in_process_kv_api_refuses_permit_writes_too():
+    """The rule is the KV domain's: Django code's ``kv_put``, ``kv_delete`` and
+    ``kv_incr`` on ``queen-locks`` raise ``kv_locks_namespace`` and write nothing."""
+    held = locks.lock_acquire(name="job", ttl=60, owner="w-1")
+    before = permits()
+    writes = [
+        lambda: kv.kv_put(namespace=LOCKS, key="job#0", value={"owner": "w-2"}, ttl=60),
+        lambda: kv.kv_put(namespace=LOCKS, key="new#0", value={"owner": "w-2"}, ttl=60, expect=0),
+        lambda: kv.kv_delete(namespace=LOCKS, key="job#0", expect=held.token),
+        lambda: kv.kv_incr(namespace=LOCKS, key="job#1", delta=1, ttl=None),
+    ]
+    for write in writes:
+        with pytest.raises(KVBadRequest) as refused:
+            write()
+        assert refused.value.reason == "kv_locks_namespace"
+    assert permits() == before
+
+
+def test_a_guard_check_on_a_permit_still_commits_a_holders_transaction():
+    """The lock's own guard (a ``check`` of its permit) stays open to a holder: its transaction commits."""
+    writer = client_of("write")
+    held = locks.lock_acquire(name="job", ttl=60, owner="w-1")
+    guard = {"op": "check", "ns": LOCKS, "key": "job#0", "expect": held.token, "required": True}
+    body = {"operations": [], "kv": [guard, {"op": "put", "ns": "state", "key": "k", "value": 1, "forever": True}]}
+    answer = post(writer, "/transaction", body)
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["success"] is True
+    assert kv.kv_get(namespace="state", key="k").value == 1
 
 
 def test_a_token_granted_a_namespace_lists_exactly_its_keys():
