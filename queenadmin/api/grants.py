@@ -77,6 +77,21 @@ def readable(request: HttpRequest, kind: Kind, rows: Sequence[T], name: Callable
     return [row for row in rows if (n := name(row)) is not None and grants.allows(kind, n, READ)]
 
 
+def may(request: HttpRequest, kind: Kind, name: str, need: TokenScope) -> bool:
+    """Whether the caller's scope and grants both give ``need`` on the ``kind`` ``name``."""
+    auth: tokens.TokenAuth = request.auth  # type: ignore[attr-defined]
+    return auth.scope.covers(need) and (auth.grants is None or auth.grants.allows(kind, name, need))
+
+
+def sees_permit(request: HttpRequest) -> Callable[[str], bool]:
+    """Whether the caller sees a lock permit's owner and token, by the permit's key.
+
+    Only a caller who may write the lock does (they are what a renew or
+    release needs); any other reader sees fingerprints (``masking``).
+    """
+    return lambda key: may(request, "lock", tokens.kv_resource(tokens.LOCKS_NAMESPACE, key)[1], WRITE)
+
+
 def may_read_every(request: HttpRequest, kind: Kind) -> bool:
     grants = limits(request)
     return grants is None or grants.allows_every(kind, READ)
@@ -91,7 +106,9 @@ KV_CHANGES = (kv.KVPut, kv.KVDelete, kv.KVIncr)
 
 def require_kv(grants: Grants, ops: Iterable[kv.KVOp]) -> None:
     for op in ops:
-        need = WRITE if isinstance(op, KV_CHANGES) else READ
+        # A check of a lock permit tells its version, the lock's token: it is a holder's guard.
+        permit_check = isinstance(op, kv.KVCheck) and op.namespace == tokens.LOCKS_NAMESPACE
+        need = WRITE if isinstance(op, KV_CHANGES) or permit_check else READ
         keys: Sequence[str | None]
         if isinstance(op, kv.KVGetMany):
             keys = op.keys

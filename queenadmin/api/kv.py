@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -28,8 +29,9 @@ from queenadmin.api.schemas.kv import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import kv as wire
-from queenadmin.domain import clock, db, kv, tokens
+from queenadmin.domain import clock, db, kv, masking, tokens
 from queenadmin.errors import KVBadRequest
+from queenadmin.models import TokenScope
 
 _ERRORS: dict[int | str, Any] = {400: KVBadRequestOut, 413: KVTooLargeOut, 429: RateLimitedOut}
 
@@ -47,12 +49,20 @@ router = ScopedRouter(tags=["kv"], errors=_ERRORS)
 def kv_batch(request: HttpRequest) -> HttpResponse:
     raw = operations_of(read_json(request, KVBadRequest, "kv_bad_body"), KVBadRequest, "kv_bad_body")
     ops = wire.parse_ops(raw)
-    scopes.require(request, scopes.kv_call_needs(ops))
+    scopes.require(request, _needs(ops))
     grants.require_kv_ops(request, ops)
     ratelimit.admit(request, "write" if any(isinstance(op, kv.WRITES) for op in ops) else "read")
     if not ops:
         return json_response({"results": []})
-    return json_response(wire.results_out(kv.kv_call(ops)))
+    return json_response(wire.results_out(kv.kv_call(ops), sees_permit=grants.sees_permit(request)))
+
+
+def _needs(ops: list[kv.KVOp]) -> TokenScope:
+    """The scope of a call: a ``check`` of a lock permit needs write, as it
+    tells the permit's version (the lock's token), like a holder's guard."""
+    if any(isinstance(op, kv.KVCheck) and op.namespace == kv.LOCKS_NAMESPACE for op in ops):
+        return scopes.WRITE
+    return scopes.kv_call_needs(ops)
 
 
 #: ``ns`` and ``key`` of the path routes (``key`` may hold slashes).
@@ -68,7 +78,7 @@ def _single(request: HttpRequest, raw: dict[str, Any]) -> dict[str, Any]:
     op = wire.parse_op(0, raw)
     grants.require_kv_ops(request, [op])
     ratelimit.admit(request, "write" if isinstance(op, kv.WRITES) else "read")
-    return wire.result_out(0, kv.kv_call([op])[0])
+    return wire.result_out(0, kv.kv_call([op])[0], sees_permit=grants.sees_permit(request))
 
 
 @router.get(
@@ -80,7 +90,8 @@ def _single(request: HttpRequest, raw: dict[str, Any]) -> dict[str, Any]:
 def get_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     _no_query(request)
     out = _single(request, {"op": "get", "ns": ns, "key": key})
-    headers = {"ETag": f'"{out["version"]}"'} if out.get("found") else None
+    # A masked permit's version is a fingerprint, no entity tag.
+    headers = {"ETag": f'"{out["version"]}"'} if out.get("found") and isinstance(out["version"], int) else None
     return json_response(out, headers=headers)
 
 
@@ -143,7 +154,8 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     if not isinstance(body, dict):
         raise KVBadRequest("the body must be a JSON object", reason="kv_bad_body")
     namespace = wire.namespace_of(body.get("namespace"))
-    if namespace != tokens.LOCKS_NAMESPACE:
+    locks_page = namespace == tokens.LOCKS_NAMESPACE
+    if not locks_page:
         grants.require(request, "kv", namespace, scopes.READ)
     ratelimit.admit(request, "read")
     prefix = body.get("prefix")
@@ -171,17 +183,24 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     )
     rows = []
     size = 0
-    # The permits' namespace lists the locks the token may read.
-    listed = grants.readable(request, "lock", page.rows, lambda row: tokens.kv_resource(namespace, row.key)[1])
+    listed: Sequence[kv.KVRow] = page.rows
+    if locks_page:
+        # The permits' namespace lists the locks the token may read (any
+        # other namespace was checked whole above), and masks the permits
+        # of the locks it may not write.
+        listed = grants.readable(request, "lock", page.rows, lambda row: tokens.kv_resource(namespace, row.key)[1])
+    sees = grants.sees_permit(request)
     for row in listed:
         item: dict[str, Any] = {"key": row.key}
+        hidden = wire.masked(row, sees)
+        value = masking.mask_permit_value(row.value) if hidden else row.value
         if not keys_only:
-            item["value"] = row.value
-        item["version"] = row.version
+            item["value"] = value
+        item["version"] = masking.mask_token(row.version) if hidden else row.version
         item["expiresAt"] = clock.iso_micros_z(row.expires_at)
         item["updatedAt"] = clock.iso_micros_z(row.updated_at)
         if include_expired:
             item["expired"] = row.expires_at is not None and row.expires_at <= now
-        size += len(row.key.encode()) + len(db.json_text(row.value).encode())
+        size += len(row.key.encode()) + len(db.json_text(value).encode())
         rows.append(item)
     return json_response({"rows": rows, "truncated": page.truncated, "nextAfter": page.next_after, "bytes": size})

@@ -38,4 +38,9 @@ def locks_batch(request: HttpRequest) -> HttpResponse:
     if not ops:
         return json_response({"results": []})
     results = locks.locks_call(ops)
-    return json_response({"results": [wire.result_out(i, r) for i, r in enumerate(results)]})
+    # A get shows raw owners and tokens only to a caller who may write the lock.
+    out = [
+        wire.result_out(i, r, masked=op.op == "get" and not grants.may(request, "lock", op.name, grants.WRITE))
+        for i, (op, r) in enumerate(zip(ops, results, strict=True))
+    ]
+    return json_response({"results": out})

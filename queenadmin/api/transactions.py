@@ -53,4 +53,5 @@ def commit_transaction(request: HttpRequest) -> HttpResponse:
     if bundle.kv or bundle.timers:
         # KV ops and schedules spend the KV write rate, as on their own routes.
         ratelimit.admit(request, "write")
-    return json_response(wire.outcome_out(transactions.txn_commit(bundle=bundle)))
+    outcome = transactions.txn_commit(bundle=bundle)
+    return json_response(wire.outcome_out(outcome, sees_permit=grants.sees_permit(request)))

@@ -95,8 +95,13 @@ def test_owner_resend_answers_already_with_the_same_token(client):
     assert again == {**first, "already": True}
 
 
+def stored_permit(key: str, value: Any) -> None:
+    """A permit row as a database from before the permits' rule may hold it."""
+    kv.kv_call([kv.KVPut("queen-locks", key, json.dumps(value), timedelta(seconds=60))], permits=True)
+
+
 def test_a_row_written_by_hand_occupies_the_slot_with_owner_null(client):
-    kv.kv_put(namespace="queen-locks", key="gpu#0", value={"note": "by hand"}, ttl=60)
+    stored_permit("gpu#0", {"note": "by hand"})
     refused = one(client, acquire("gpu"))
     assert refused["holders"] == [{"slot": 0, "owner": None}]
 
@@ -333,9 +338,8 @@ def test_get_lists_every_live_slot_with_since_expiry_and_renewal(client):
 
 
 def test_get_of_a_free_lock_and_keys_that_are_no_slots(client):
-    kv.kv_put(namespace="queen-locks", key="job#07", value={"owner": "x"}, ttl=60)
-    kv.kv_put(namespace="queen-locks", key="job#+7", value={"owner": "x"}, ttl=60)
-    kv.kv_put(namespace="queen-locks", key="jobs#0", value={"owner": "x"}, ttl=60)
+    for key in ("job#07", "job#+7", "jobs#0"):
+        stored_permit(key, {"owner": "x"})
     assert one(client, {"op": "get", "name": "job"}) == {
         "index": 0,
         "op": "get",

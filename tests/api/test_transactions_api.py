@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from queenadmin.domain import kv, queues, tokens
+from queenadmin.domain import kv, locks, queues, tokens
 from queenadmin.models import ConsumerCursor, KVEntry, Message, Timer
 
 pytestmark = pytest.mark.django_db
@@ -103,7 +103,7 @@ def test_a_worker_step_commits_ack_push_state_and_timer_together(client):
 def test_a_lost_guard_rolls_everything_back_with_the_flat_failed_index(client):
     push("in", 1)
     claim = pop("in")
-    guard = kv.kv_put(namespace="queen-locks", key="job#0", value={"owner": "a"}, ttl=None)
+    guard = locks.lock_acquire(name="job", ttl=60, owner="a")
     body = {
         "operations": [
             ack_op(claim, 0, leaseId=claim.lease_id),
@@ -111,7 +111,7 @@ def test_a_lost_guard_rolls_everything_back_with_the_flat_failed_index(client):
         ],
         "requiredLeases": [claim.lease_id],
         "kv": [
-            {"op": "check", "ns": "queen-locks", "key": "job#0", "expect": guard.version + 1, "required": True},
+            {"op": "check", "ns": "queen-locks", "key": "job#0", "expect": guard.token + 1, "required": True},
             {"op": "put", "ns": "state", "key": "k", "value": 1, "forever": True},
         ],
         "timers": [{"op": "schedule", "queue": "out", "timerKey": "t", "delayMs": 1, "txn": "t", "payload": "MQ=="}],
@@ -127,7 +127,7 @@ def test_a_lost_guard_rolls_everything_back_with_the_flat_failed_index(client):
         "ok": False,
         "failedIndex": 3,
         "kvReason": "version",
-        "version": guard.version,
+        "version": guard.token,
         "value": {"owner": "a"},
     }
     nothing_changed()

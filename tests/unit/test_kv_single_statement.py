@@ -22,9 +22,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
 
 
-def one(op: dict[str, Any]) -> Any:
+def one(op: dict[str, Any], *, permits: bool = False) -> Any:
     assert not connection.in_atomic_block
-    return kv.kv_call(kv_wire.parse_ops([{"ns": "fast", **op}]))[0]
+    return kv.kv_call(kv_wire.parse_ops([{"ns": "fast", **op}]), permits=permits)[0]
 
 
 def test_put_if_absent_creates_refuses_and_takes_over_an_expired_row():
@@ -82,9 +82,11 @@ def test_required_refusals_still_abort_from_the_fallback():
 
 
 def test_lock_cycle_versions_rise_across_acquire_release_acquire():
-    first = one({"op": "putIfAbsent", "ns": "queen-locks", "key": "job#0", "value": {"owner": "a"}, "ttlSeconds": 30})
-    released = one({"op": "delete", "ns": "queen-locks", "key": "job#0", "expect": first.version})
-    second = one({"op": "putIfAbsent", "ns": "queen-locks", "key": "job#0", "value": {"owner": "b"}, "ttlSeconds": 30})
+    # The KV calls the lock operations make (they alone may write permits).
+    permit = {"ns": "queen-locks", "key": "job#0", "ttlSeconds": 30}
+    first = one({"op": "putIfAbsent", **permit, "value": {"owner": "a"}}, permits=True)
+    released = one({"op": "delete", "ns": "queen-locks", "key": "job#0", "expect": first.version}, permits=True)
+    second = one({"op": "putIfAbsent", **permit, "value": {"owner": "b"}}, permits=True)
     assert released.applied
     assert second.applied
     assert second.version > first.version

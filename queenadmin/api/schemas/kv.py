@@ -49,6 +49,17 @@ KVKey = Annotated[
 ]
 #: ``expect``: 0 = must not exist; N = must be at version N.
 Expect = Annotated[int, Field(ge=0, description="0 = must not exist; N = must be at version N")]
+#: A row's version as a read shows it: a lock permit's (its lock's token)
+#: is a fingerprint to a caller who may not write that lock.
+RowVersion = Annotated[
+    int | str,
+    Field(
+        description=(
+            "the row's version; for a lock permit (ns queen-locks) read by a caller who may not write "
+            "its lock, a fingerprint string such as a1b2c3… (the owner in its value is one too)"
+        )
+    ),
+]
 TtlSeconds = Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS)]
 #: Floats from this magnitude up have their last digit (of 17 at most)
 #: within ``INCR_DIGITS`` decimal places.
@@ -236,7 +247,7 @@ class KVListIn(BaseModel):
 class KVRowOut(WireOut):
     key: str
     value: JSONValue
-    version: int
+    version: RowVersion
     expiresAt: JsonbTime | None = Field(description="null: forever")
     updatedAt: JsonbTime
 
@@ -245,7 +256,7 @@ class KVKeyRowOut(WireOut):
     """A getPrefix row with ``keysOnly: true``: no value."""
 
     key: str
-    version: int
+    version: RowVersion
     expiresAt: JsonbTime | None
     updatedAt: JsonbTime
 
@@ -256,7 +267,7 @@ class KVGetFoundOut(WireOut):
     found: Literal[True]
     key: str
     value: JSONValue
-    version: int
+    version: RowVersion
     expiresAt: JsonbTime | None
     updatedAt: JsonbTime
 
@@ -366,7 +377,7 @@ class KVTooLargeOut(WireOut):
 class KVListRowOut(WireOut):
     key: str
     value: JSONValue | Omit = Field(None, description="absent with keysOnly")
-    version: int
+    version: RowVersion
     expiresAt: MicrosZTime | None
     updatedAt: MicrosZTime
     expired: bool | Omit = Field(None, description="present with includeExpired")

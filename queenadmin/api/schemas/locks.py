@@ -104,8 +104,8 @@ class LockLeaseOut(WireOut):
     """A live permit, as ``get`` shows it."""
 
     slot: int
-    owner: str | None
-    token: int
+    owner: str | None = Field(description="a fingerprint to a caller who may not write the lock")
+    token: int | str = Field(description="a fingerprint (a string) to a caller who may not write the lock")
     since: JsonbTime = Field(description="when this holder first took the permit")
     expiresAt: JsonbTime | None
     renewedAt: JsonbTime

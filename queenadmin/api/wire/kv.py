@@ -6,12 +6,13 @@ all-or-nothing: one bad op refuses the whole call, before anything runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from queenadmin.api.wire.common import batch_op, is_json_int, is_json_number, to_decimal
 from queenadmin.conf import settings
-from queenadmin.domain import clock, db, kv
+from queenadmin.domain import clock, db, kv, masking
 from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
 
 OP_NAMES = frozenset({"get", "getMany", "getPrefix", "put", "putIfAbsent", "delete", "incr", "check"})
@@ -213,27 +214,52 @@ def path_body(body: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
 # Results to JSON (protocol 2.3)
 
 
-def row_out(row: kv.KVRow, *, with_value: bool = True) -> dict[str, Any]:
+#: Whether the caller may hold the lock of a permit row, by the row's key
+#: (``grants.may`` of the lock at write): a caller who may not sees the
+#: permit's owner and token as fingerprints (``masked``).
+SeesPermit = Callable[[str], bool]
+
+
+def sees_all(key: str) -> bool:
+    return True
+
+
+def masked(row: kv.KVRow, sees_permit: SeesPermit) -> bool:
+    """Whether ``row`` is a lock permit whose owner and token the caller may not see."""
+    return row.namespace == kv.LOCKS_NAMESPACE and not sees_permit(row.key)
+
+
+def row_out(row: kv.KVRow, *, with_value: bool = True, sees_permit: SeesPermit = sees_all) -> dict[str, Any]:
     out: dict[str, Any] = {"key": row.key}
-    if with_value:
-        out["value"] = row.value
-    out["version"] = row.version
+    if masked(row, sees_permit):
+        # The version is the lock's token and the value names its owner.
+        if with_value:
+            out["value"] = masking.mask_permit_value(row.value)
+        out["version"] = masking.mask_token(row.version)
+    else:
+        if with_value:
+            out["value"] = row.value
+        out["version"] = row.version
     out["expiresAt"] = clock.iso_jsonb(row.expires_at)
     out["updatedAt"] = clock.iso_jsonb(row.updated_at)
     return out
 
 
-def result_out(index: int, result: kv.KVResult) -> dict[str, Any]:
-    """One result element exactly as protocol.md 2.3 shows it."""
+def result_out(index: int, result: kv.KVResult, *, sees_permit: SeesPermit = sees_all) -> dict[str, Any]:
+    """One result element exactly as protocol.md 2.3 shows it.
+
+    A lock permit the caller may not hold (``sees_permit`` of its key is
+    false) shows its owner and version as fingerprints.
+    """
     if isinstance(result, kv.GetResult):
         if result.row is None:
             return {"index": index, "op": "get", "found": False, "key": result.key}
-        return {"index": index, "op": "get", "found": True, **row_out(result.row)}
+        return {"index": index, "op": "get", "found": True, **row_out(result.row, sees_permit=sees_permit)}
     if isinstance(result, kv.GetManyResult):
         return {
             "index": index,
             "op": "getMany",
-            "rows": [row_out(r) for r in result.rows],
+            "rows": [row_out(r, sees_permit=sees_permit) for r in result.rows],
             "missing": list(result.missing),
             "truncated": result.truncated,
         }
@@ -241,7 +267,7 @@ def result_out(index: int, result: kv.KVResult) -> dict[str, Any]:
         return {
             "index": index,
             "op": "getPrefix",
-            "rows": [row_out(r, with_value=not result.keys_only) for r in result.rows],
+            "rows": [row_out(r, with_value=not result.keys_only, sees_permit=sees_permit) for r in result.rows],
             "truncated": result.truncated,
             "nextAfter": result.next_after,
         }
@@ -256,5 +282,5 @@ def result_out(index: int, result: kv.KVResult) -> dict[str, Any]:
     return out
 
 
-def results_out(results: list[kv.KVResult]) -> dict[str, Any]:
-    return {"results": [result_out(i, r) for i, r in enumerate(results)]}
+def results_out(results: list[kv.KVResult], *, sees_permit: SeesPermit = sees_all) -> dict[str, Any]:
+    return {"results": [result_out(i, r, sees_permit=sees_permit) for i, r in enumerate(results)]}

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from queenadmin.api.wire.common import batch_op, is_json_int
-from queenadmin.domain import clock, kv, locks
+from queenadmin.domain import clock, kv, locks, masking
 from queenadmin.errors import LocksBadRequest
 
 VERBS: frozenset[str] = frozenset({"acquire", "renew", "release", "get"})
@@ -126,10 +126,10 @@ def guard_out(check: kv.KVCheck | None) -> dict[str, Any] | None:
     return {"op": "check", "ns": check.namespace, "key": check.key, "expect": check.expect, "required": True}
 
 
-def _holder_out(holder: locks.Holder, *, lease: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"slot": holder.slot, "owner": holder.owner}
+def _holder_out(holder: locks.Holder, *, lease: bool, masked: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"slot": holder.slot, "owner": masking.mask_token(holder.owner) if masked else holder.owner}
     if lease:
-        out["token"] = holder.token
+        out["token"] = masking.mask_token(holder.token) if masked else holder.token
         out["since"] = clock.iso_jsonb(holder.since)
         out["expiresAt"] = clock.iso_jsonb(holder.expires_at)
         out["renewedAt"] = clock.iso_jsonb(holder.renewed_at)
@@ -140,8 +140,14 @@ def _holders_out(holders: tuple[locks.Holder, ...]) -> list[dict[str, Any]]:
     return [_holder_out(h, lease=False) for h in holders]
 
 
-def result_out(index: int, result: locks.LockResult) -> dict[str, Any]:
-    """One result element exactly as protocol.md 3.3 shows it."""
+def result_out(index: int, result: locks.LockResult, *, masked: bool = False) -> dict[str, Any]:
+    """One result element exactly as protocol.md 3.3 shows it.
+
+    ``masked`` (a caller who may read the lock but not write it): a
+    ``get`` shows each holder's owner and token as fingerprints
+    (``masking.mask_token``), which tell holders apart and renew or
+    release nothing. The other operations need write, so never mask.
+    """
     out: dict[str, Any]
     if isinstance(result, locks.Acquire):
         out = {"index": index, "op": "acquire", "name": result.name, "acquired": result.acquired}
@@ -172,5 +178,5 @@ def result_out(index: int, result: locks.LockResult) -> dict[str, Any]:
         "op": "get",
         "name": result.name,
         "held": result.held,
-        "holders": [_holder_out(h, lease=True) for h in result.holders],
+        "holders": [_holder_out(h, lease=True, masked=masked) for h in result.holders],
     }

@@ -104,7 +104,7 @@ def parse_transaction(body: Any) -> transactions.TxnBundle:
     )
 
 
-def _result_out(result: transactions.TxnResult) -> dict[str, Any]:
+def _result_out(result: transactions.TxnResult, sees_permit: kv_wire.SeesPermit) -> dict[str, Any]:
     if isinstance(result, transactions.AckDone):
         return {
             "index": result.index,
@@ -127,20 +127,26 @@ def _result_out(result: transactions.TxnResult) -> dict[str, Any]:
             out["duplicate"] = True
         return out
     if isinstance(result, transactions.KVDone):
-        return {**kv_wire.result_out(result.index, result.result), "type": "kv", "opIndex": result.op_index}
+        element = kv_wire.result_out(result.index, result.result, sees_permit=sees_permit)
+        return {**element, "type": "kv", "opIndex": result.op_index}
     if isinstance(result, transactions.TimerDone):
         element = timers_wire.outcome_out(result.outcome)
         return {"index": result.index, "type": "timer", "opIndex": result.op_index, **element}
     return {"index": result.index, "type": "position", "success": True}
 
 
-def outcome_out(outcome: transactions.TxnOutcome) -> dict[str, Any]:
-    """The answer of a commit or a rollback (protocol 5.3, 5.4); HTTP 200 both."""
+def outcome_out(outcome: transactions.TxnOutcome, *, sees_permit: kv_wire.SeesPermit | None = None) -> dict[str, Any]:
+    """The answer of a commit or a rollback (protocol 5.3, 5.4); HTTP 200 both.
+
+    ``sees_permit``: as in ``kv_wire.result_out`` (a lock permit read by a
+    caller who may not write its lock shows fingerprints).
+    """
     if outcome.success:
+        sees = sees_permit or kv_wire.sees_all
         return {
             "transactionId": outcome.transaction_id,
             "success": True,
-            "results": [_result_out(r) for r in outcome.results],
+            "results": [_result_out(r, sees) for r in outcome.results],
         }
     out: dict[str, Any] = {
         "transactionId": outcome.transaction_id,

@@ -30,6 +30,7 @@ from queenadmin.domain.kv.inprocess import (
     lifetime,
 )
 from queenadmin.domain.kv.ops import (
+    CHANGES,
     DEFAULT_PAGE_LIMIT,
     INCR_DIGITS,
     LOCKS_NAMESPACE,
@@ -62,10 +63,12 @@ from queenadmin.domain.kv.ops import (
     check_ttl,
     check_value_json,
     is_write,
+    refuse_permit_changes,
 )
 from queenadmin.domain.kv.store.base import prefix_upper_bound
 
 __all__ = [
+    "CHANGES",
     "DEFAULT_PAGE_LIMIT",
     "INCR_DIGITS",
     "LOCKS_NAMESPACE",
@@ -110,4 +113,5 @@ __all__ = [
     "kv_totals",
     "lifetime",
     "prefix_upper_bound",
+    "refuse_permit_changes",
 ]

@@ -39,19 +39,22 @@ from queenadmin.domain.kv.ops import (
     KVWrite,
     PageResult,
     WriteResult,
+    refuse_permit_changes,
 )
 from queenadmin.domain.kv.store import Store, store
 from queenadmin.errors import PreconditionFailed
 
 
-def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResult]:
+def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None, permits: bool = False) -> list[KVResult]:
     """Apply one KV call; must be the outermost transaction.
 
     Returns one result per command, in request order. Ordinary outcomes
     (``applied=False`` with its reason) are results; a ``required`` command
     that does not apply raises ``PreconditionFailed`` and nothing is
-    written. A read-only call takes no write lock. Where the store has
-    ``one_statement_writes`` (PostgreSQL), a lone write that
+    written. A command that changes a lock permit raises ``KVBadRequest``
+    (``refuse_permit_changes``) unless ``permits``, which only the lock
+    operations pass. A read-only call takes no write lock. Where the store
+    has ``one_statement_writes`` (PostgreSQL), a lone write that
     ``planner.fast_path_of`` names, or a call of unconditional puts only,
     is one autocommit statement.
     """
@@ -62,6 +65,8 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResul
         _single_reads(the_store, [(i, op) for i, op in enumerate(ops) if isinstance(op, KVGet)], now, out)
         _multi_reads(the_store, ops, now, out)
         return [out[i] for i in range(len(ops))]
+    if not permits:
+        refuse_permit_changes(ops)
     if the_store.one_statement_writes and not connection.in_atomic_block:
         if len(ops) == 1:
             fast = _fast(the_store, ops[0], now)
@@ -74,19 +79,24 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None) -> list[KVResul
 
 @transaction.atomic(durable=True)
 def _call_atomic(ops: Sequence[KVOp], now: datetime) -> list[KVResult]:
-    return kv_call_in_txn(ops, now=now)
+    # ``kv_call`` has applied the permits' rule already.
+    return kv_call_in_txn(ops, now=now, permits=True)
 
 
-def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime) -> list[KVResult]:
+def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime, permits: bool = False) -> list[KVResult]:
     """Apply a call inside the caller's transaction; the inner form of ``kv_call``.
 
     For callers that own the transaction (transactions, locks guards).
     Raises ``PreconditionFailed`` (``failed_index`` = the position in
     ``ops``) when a ``required`` command does not apply; the caller must
     then roll back, which the exception leaving ``atomic`` does. Events go
-    out only if the caller's transaction commits.
+    out only if the caller's transaction commits. A command that changes a
+    lock permit raises ``KVBadRequest`` unless ``permits`` (the lock
+    operations only), as in ``kv_call``.
     """
     assert connection.in_atomic_block, "kv_call_in_txn needs the caller's transaction"
+    if not permits:
+        refuse_permit_changes(ops)
     the_store = store()
     out: dict[int, KVResult] = {}
     writes: list[tuple[int, KVWrite]] = sorted(

@@ -9,6 +9,7 @@ size, ttl) are the store's own rules, so they hold for every caller.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow
@@ -173,10 +174,29 @@ KVWrite = KVPut | KVDelete | KVIncr | KVCheck
 KVOp = KVRead | KVWrite
 #: For ``isinstance``: the commands that write or check a key.
 WRITES = (KVPut, KVDelete, KVIncr, KVCheck)
+#: The commands that change a key (a ``check`` writes nothing).
+CHANGES = (KVPut, KVDelete, KVIncr)
 
 
 def is_write(op: KVOp) -> bool:
     return isinstance(op, WRITES)
+
+
+def refuse_permit_changes(ops: Iterable[KVOp]) -> None:
+    """Raise ``KVBadRequest`` (``kv_locks_namespace``) if a command changes a lock permit.
+
+    The rows of ``LOCKS_NAMESPACE`` are written by the lock operations
+    only (``domain/locks``): a raw put there would take a lock that an
+    acquire refused as held, and a raw delete would end another holder's
+    lease. Reads and ``check`` (a guard) stay open to every caller.
+    """
+    for op in ops:
+        if isinstance(op, CHANGES) and op.namespace == LOCKS_NAMESPACE:
+            raise KVBadRequest(
+                f"{LOCKS_NAMESPACE} holds lock permits: they change through the lock operations"
+                " (POST /api/v1/locks) only, never through a KV write",
+                reason="kv_locks_namespace",
+            )
 
 
 # --------------------------------------------------------------------------

@@ -7,7 +7,9 @@ fencing token is the row's KV version, drawn from the store-wide counter,
 so a later holder always has a higher token and every renew answers a new
 one (protocol.md section 3). There is no lock table: every operation is a
 KV call (``kv.kv_call``), which keeps tokens and their order exactly the
-KV store's.
+KV store's. These operations are the only writers of the namespace: every
+other KV write there is refused (``kv.refuse_permit_changes``), so no raw
+put takes a lock an acquire refused as held.
 
 Two faces share this module:
 
@@ -340,7 +342,8 @@ def _since_of(row: kv.KVRow) -> datetime:
 
 
 def _write(op: kv.KVWrite, now: datetime | None) -> kv.WriteResult:
-    result = kv.kv_call([op], now=now)[0]
+    # The lock operations are the one writer of their permits.
+    result = kv.kv_call([op], now=now, permits=True)[0]
     assert isinstance(result, kv.WriteResult)
     return result
 

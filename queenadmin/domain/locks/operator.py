@@ -202,7 +202,7 @@ def lock_force_release(*, name: str, slot: int, lease: str, who: Who, now: datet
     if lease_mark(owner=owner, since=since) != lease:
         current = Permit(name, slot, owner, row.version, since, row.updated_at, row.expires_at, 1)
         return ForceRelease(name, slot, False, "changed", current=current)
-    deleted = kv.kv_call_in_txn([kv.KVDelete(NAMESPACE, key, expect=row.version)], now=now)[0]
+    deleted = kv.kv_call_in_txn([kv.KVDelete(NAMESPACE, key, expect=row.version)], now=now, permits=True)[0]
     assert isinstance(deleted, kv.WriteResult)
     if not deleted.applied:
         return ForceRelease(name, slot, False, "changed")
