@@ -143,9 +143,18 @@ def payload_preview(payload: bytes | None, length: int = 2000) -> str:
     return text if len(text) <= length else text[: length - 1] + "…"
 
 
-@register.filter
-def audit_target_link(target: str, kind: str) -> SafeString:
-    """An audit target linked to its page (lock, timer, KV key, queue)."""
+@register.simple_tag
+def audit_target(entry: Any) -> SafeString:
+    """An audit entry's target linked to its page (``audit_target_link``)."""
+    return audit_target_link(entry.target, entry.kind, entry.action)
+
+
+def audit_target_link(target: str, kind: str, action: str = "") -> SafeString:
+    """An audit target linked to its page (lock, timer, KV key, queue).
+
+    ``action``: a queue's group actions write ``<queue>/<group>``, every
+    other queue action the queue's name alone (which may hold ``/``).
+    """
     from urllib.parse import quote
 
     if kind == "kv" and "/" in target:
@@ -163,7 +172,8 @@ def audit_target_link(target: str, kind: str) -> SafeString:
             shown(target),
         )
     if kind in ("queue", "dlq"):
-        return format_html('<a href="{}">{}</a>', links.queue_url(target.partition("/")[0]), shown(target))
+        queue = target.rpartition("/")[0] if action.startswith("queue.group_") else target
+        return format_html('<a href="{}">{}</a>', links.queue_url(queue or target), shown(target))
     return shown(target)
 
 

@@ -22,7 +22,9 @@ import pytest
 
 from queenadmin.dashboard import links
 from queenadmin.domain import ephemeral, kv, locks, queues, timers
+from queenadmin.domain.audit import Who
 from queenadmin.domain.db import json_text
+from queenadmin.domain.queues import recovery
 from queenadmin.domain.queues.traces import trace_record
 from queenadmin.models import (
     ConsumerCursor,
@@ -329,3 +331,17 @@ def test_the_ephemeral_page_lists_every_stored_name_escaped(client_for, operator
     assert sorted(q.queue for q in response.context["queues"]) == sorted(HOSTILE)
     for name in HOSTILE:
         assert f'<td class="key">{shown(name)}</td>' in page, name
+
+
+def test_audit_targets_link_to_the_queue_they_name(client_for, operator, stored_queues):
+    """A purge of a hostile queue is audited; /audit/ shows its target
+    escaped and links it to that queue's page, ``/`` in its name or not."""
+    who = Who("otto", "")
+    for name in HOSTILE:
+        if "\x00" not in name:
+            recovery.queue_purge(queue=name, who=who, resume_at=None)
+    page = assert_page(client_for(operator).get("/audit/"))
+    found = hrefs(page)
+    for name in HOSTILE:
+        if "\x00" not in name:
+            assert links.queue_url(name) in found, name
