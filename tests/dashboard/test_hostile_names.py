@@ -345,3 +345,17 @@ def test_audit_targets_link_to_the_queue_they_name(client_for, operator, stored_
     for name in HOSTILE:
         if "\x00" not in name:
             assert links.queue_url(name) in found, name
+
+
+def test_a_notice_naming_a_hostile_queue_shows_it_escaped(client_for, operator):
+    """The notice after a purge names the queue with its invisible
+    characters written out: a right-to-left override cannot turn it."""
+    name = "a\u202eb\nc"
+    queues.queue_push(items=[queues.PushItem("placeholder", "p", json_text({}))])
+    renamed(Queue, "name", "placeholder", name)
+    client = client_for(operator, csrf=False)
+    response = client.post(links.queue_url(name, "purge"), {"confirm": name}, follow=True)
+    page = assert_page(response)
+    assert "Purged 1 messages of a" in page
+    assert "\u202e" not in page
+    assert '<span class="ctl" title="U+202E">\\u202e</span>' in page
