@@ -151,6 +151,8 @@ MIDDLEWARE = [
     # Outside every entry that answers a page (login, 2FA, lockout, errors):
     # all of them get the policy. The API's chain leaves it out.
     "queenadmin.server.csp.CSPMiddleware",
+    # Before anything reads the request: NUL in a page's path or fields is 400.
+    "queenadmin.dashboard.middleware.RefuseUnstorable",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

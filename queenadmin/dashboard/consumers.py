@@ -18,7 +18,7 @@ at connect and at every render: the pages log such a session out
 (``twofactor.SecondFactorMiddleware``), and the badge's "signed out: reload"
 then leads to the login and its code. A refused socket is accepted and
 closed at once with its code (4401 signed out, 4403 no permission, 4404 no
-such page), since the htmx ws extension retries a refused handshake (1006)
+such page, 4400 a query string no page sends: see ``live.socket_query``), since the htmx ws extension retries a refused handshake (1006)
 forever but stops on these; the badge then says why. A channel layer that
 cannot be reached (Redis down) refuses the handshake itself: the browser
 retries until it is back.
@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 CLOSE_UNKNOWN_PAGE = 4404
 CLOSE_FORBIDDEN = 4403
 CLOSE_SIGNED_OUT = 4401
+CLOSE_BAD_REQUEST = 4400
 #: Seconds ahead beyond which a page's own expiry is not waited for.
 MAX_REFRESH_DELAY = 6 * 3600.0
 
@@ -86,7 +87,11 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         if await database_sync_to_async(socket_unverified)(self.user, self.scope.get("session")):
             await self._refuse(CLOSE_SIGNED_OUT)
             return
-        self.params = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
+        try:
+            self.params = live.socket_params(self.scope.get("query_string", b""))
+        except ValueError:
+            await self._refuse(CLOSE_BAD_REQUEST)
+            return
         session = self.scope.get("session")
         groups = sorted(page.groups)
         if session is not None and session.session_key:

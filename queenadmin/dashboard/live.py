@@ -65,13 +65,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
 from queenadmin.conf import settings as app_settings
+from queenadmin.dashboard import links
 from queenadmin.dashboard.permissions import VIEW, User, can
 from queenadmin.domain import clock
 
@@ -163,6 +164,28 @@ def page_context(page: LivePage, user: User, params: QueryDict) -> dict[str, Any
     return ctx
 
 
+def socket_query(params: QueryDict) -> str:
+    """The query string of a page's socket: ``params``, each value spelled
+    by ``links.spell``, so a stored name with NUL or a newline (SQLite,
+    from before the name rule) reaches the socket as it reached the page."""
+    return urlencode([(key, links.spell(value)) for key, values in params.lists() for value in values])
+
+
+def socket_params(query_string: bytes) -> QueryDict:
+    """The ``params`` a socket's query string (``socket_query``) spells.
+
+    Raises ``ValueError`` when it spells none, or holds NUL as such (no
+    page sends either).
+    """
+    spelled = QueryDict(query_string.decode("latin-1"))
+    params = QueryDict(mutable=True)
+    for key, values in spelled.lists():
+        if "\x00" in key or any("\x00" in value for value in values):
+            raise ValueError("NUL in a socket's query string")
+        params.setlist(key, [links.name_of(value) for value in values])
+    return params
+
+
 def render_page(
     request: HttpRequest, page: LivePage, *, params: QueryDict | None = None, status: int = 200
 ) -> HttpResponse:
@@ -173,7 +196,7 @@ def render_page(
     """
     params = request.GET if params is None else params
     ctx = page_context(page, request.user, params)
-    ctx["live_query"] = params.urlencode()
+    ctx["live_query"] = socket_query(params)
     htmx = getattr(request, "htmx", None)
     target = htmx.target if htmx else None
     names = {region.name for region in page.regions}

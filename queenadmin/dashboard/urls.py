@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, register_converter
 
+from queenadmin.dashboard.links import NameConverter, TailNameConverter
 from queenadmin.dashboard.views import (
     audit,
     deadletters,
@@ -21,6 +22,11 @@ from queenadmin.dashboard.views import (
 
 app_name = "dashboard"
 
+# A stored name in a path: one segment spelled by ``links.segment``; a KV
+# key may also span segments, as bookmarks from before the spelling did.
+register_converter(NameConverter, "storedname")
+register_converter(TailNameConverter, "storedpath")
+
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("login/", login.LoginView.as_view(), name="login"),
@@ -35,21 +41,21 @@ urlpatterns = [
     path("timers/bulk/cancel/", timers.timers_bulk_cancel_view, name="timers_bulk_cancel"),
     path("timers/bulk/move/", timers.timers_bulk_move_view, name="timers_bulk_move"),
     path("kv/", kv.namespaces, name="kv"),
-    path("kv/<str:namespace>/", kv.keys, name="kv_keys"),
-    path("kv/<str:namespace>/edit/", kv.edit, name="kv_edit"),
-    path("kv/<str:namespace>/delete/", kv.delete, name="kv_delete"),
-    path("kv/<str:namespace>/key/<path:key>", kv.key_detail, name="kv_key"),
+    path("kv/<storedname:namespace>/", kv.keys, name="kv_keys"),
+    path("kv/<storedname:namespace>/edit/", kv.edit, name="kv_edit"),
+    path("kv/<storedname:namespace>/delete/", kv.delete, name="kv_delete"),
+    path("kv/<storedname:namespace>/key/<storedpath:key>", kv.key_detail, name="kv_key"),
     path("audit/", audit.audit, name="audit"),
     path("audit/<int:entry_id>/revert/", audit.revert, name="audit_revert"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("queues/", queues.queue_list, name="queues"),
-    path("queues/<path:name>/dlq/replay/", queues.dlq_replay, name="dlq_replay"),
-    path("queues/<path:name>/dlq/purge/", queues.dlq_purge, name="dlq_purge"),
-    path("queues/<path:name>/leases/", messages.queue_leases, name="queue_leases"),
-    path("queues/<path:name>/messages/<str:message_id>/", messages.queue_message, name="queue_message"),
-    path("queues/<path:name>/groups/recover/", recovery.group_recover, name="queue_group_recover"),
-    path("queues/<path:name>/purge/", recovery.queue_purge, name="queue_purge"),
-    path("queues/<path:name>/", queues.queue_detail, name="queue"),
+    path("queues/<storedname:name>/dlq/replay/", queues.dlq_replay, name="dlq_replay"),
+    path("queues/<storedname:name>/dlq/purge/", queues.dlq_purge, name="dlq_purge"),
+    path("queues/<storedname:name>/leases/", messages.queue_leases, name="queue_leases"),
+    path("queues/<storedname:name>/messages/<storedname:message_id>/", messages.queue_message, name="queue_message"),
+    path("queues/<storedname:name>/groups/recover/", recovery.group_recover, name="queue_group_recover"),
+    path("queues/<storedname:name>/purge/", recovery.queue_purge, name="queue_purge"),
+    path("queues/<storedname:name>/", queues.queue_detail, name="queue"),
     path("dlq/", deadletters.dlq_page, name="dlq"),
     path("ephemeral/", ephemeral.ephemeral_page, name="ephemeral"),
     path("dlq/replay/", deadletters.dlq_replay_any, name="dlq_replay_any"),

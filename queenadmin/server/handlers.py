@@ -101,6 +101,8 @@ BROWSER_ONLY_MIDDLEWARE = frozenset(
         "axes.middleware.AxesMiddleware",
         # JSON and text answers need no Content-Security-Policy (server/csp.py).
         "queenadmin.server.csp.CSPMiddleware",
+        # The API refuses bad text in its own envelope.
+        "queenadmin.dashboard.middleware.RefuseUnstorable",
     }
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from django import template
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from queenadmin.dashboard import links
 from queenadmin.domain.masking import mask_token
 
 register = template.Library()
@@ -141,25 +143,38 @@ def payload_preview(payload: bytes | None, length: int = 2000) -> str:
     return text if len(text) <= length else text[: length - 1] + "…"
 
 
-@register.filter
-def audit_target_link(target: str, kind: str) -> SafeString:
-    """An audit target linked to its page (lock, timer, KV key, queue)."""
+@register.simple_tag
+def audit_target(entry: Any) -> SafeString:
+    """An audit entry's target linked to its page (``audit_target_link``)."""
+    return audit_target_link(entry.target, entry.kind, entry.action)
+
+
+def audit_target_link(target: str, kind: str, action: str = "") -> SafeString:
+    """An audit target linked to its page (lock, timer, KV key, queue).
+
+    ``action``: a queue's group actions write ``<queue>/<group>``, every
+    other queue action the queue's name alone (which may hold ``/``).
+    """
     from urllib.parse import quote
 
     if kind == "kv" and "/" in target:
         namespace, _, key = target.partition("/")
-        return format_html('<a href="/kv/{}/key/{}">{}</a>', namespace, quote(key, safe=""), target)
+        return format_html('<a href="{}">{}</a>', links.kv_key_url(namespace, key), shown(target))
     if kind == "lock":
         name = target.rpartition("#")[0] or target
-        return format_html('<a href="/locks/?name={}">{}</a>', quote(name, safe=""), target)
+        return format_html('<a href="/locks/?name={}">{}</a>', quote(name, safe=""), shown(target))
     if kind == "timer" and "/" in target:
         queue, _, key = target.partition("/")
         return format_html(
-            '<a href="/timers/?queue={}&amp;prefix={}">{}</a>', quote(queue, safe=""), quote(key, safe=""), target
+            '<a href="/timers/?queue={}&amp;prefix={}">{}</a>',
+            quote(queue, safe=""),
+            quote(key, safe=""),
+            shown(target),
         )
     if kind in ("queue", "dlq"):
-        return format_html('<a href="/queues/{}/">{}</a>', quote(target.partition("/")[0], safe=""), target)
-    return format_html("{}", target)
+        queue = target.rpartition("/")[0] if action.startswith("queue.group_") else target
+        return format_html('<a href="{}">{}</a>', links.queue_url(queue or target), shown(target))
+    return shown(target)
 
 
 @register.simple_tag
@@ -198,3 +213,74 @@ def with_times(text: object) -> SafeString:
     parts.append(conditional_escape(raw[last:]))
     # Every part is escaped above.
     return mark_safe("".join(parts))
+
+
+@register.filter(name="queue_url")
+def queue_url_filter(name: str, tail: str = "") -> str:
+    """``/queues/<name>/`` (``links.queue_url``); ``tail``: a sub-page ("purge")."""
+    return links.queue_url(name, *([tail] if tail else []))
+
+
+@register.simple_tag(name="message_url")
+def message_url_tag(queue: str, message_id: str) -> str:
+    return links.message_url(queue, message_id)
+
+
+@register.filter(name="kv_url")
+def kv_url_filter(namespace: str, tail: str = "") -> str:
+    """``/kv/<ns>/`` (``links.kv_url``); ``tail``: an action ("edit")."""
+    return links.kv_url(namespace, *([tail] if tail else []))
+
+
+@register.simple_tag(name="kv_key_url")
+def kv_key_url_tag(namespace: str, key: str) -> str:
+    return links.kv_key_url(namespace, key)
+
+
+#: How the common invisible characters are written (the rest: ``\xNN``,
+#: ``\uNNNN``, ``\UNNNNNNNN``, as Python writes them).
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x00": "\\0"}
+
+
+def _escape(char: str) -> str:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+@register.filter
+def shown_text(value: object) -> str:
+    """A stored name as plain text (a title, an attribute): every character
+    ``str.isprintable`` rejects written as its escape (``\\n``, ``\\u202e``)."""
+    text = "" if value is None else str(value)
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+@register.filter
+def shown(value: object) -> SafeString:
+    """A stored name as an operator reads it, distinct from every other name.
+
+    Invisible characters (controls, bidi and other format marks, spaces
+    other than the plain one) show as their escape in a ``span.ctl`` whose
+    title names the code point, so ``a\\nb`` and ``ab`` differ on the page
+    and a right-to-left override cannot turn the text around it. A name
+    with right-to-left letters sits in a ``<bdi>``, so they reorder nothing
+    outside it (other names are left bare, as most are).
+    """
+    text = "" if value is None else str(value)
+    parts = [
+        conditional_escape(c)
+        if c.isprintable()
+        else format_html('<span class="ctl" title="U+{}">{}</span>', f"{ord(c):04X}", _escape(c))
+        for c in text
+    ]
+    # Every part is escaped above.
+    shown = mark_safe("".join(parts))
+    if any(unicodedata.bidirectional(c) in _RIGHT_TO_LEFT for c in text):
+        return format_html("<bdi>{}</bdi>", shown)
+    return shown
+
+
+#: Bidirectional classes that reorder the text around them.
+_RIGHT_TO_LEFT = frozenset({"R", "AL", "AN", "RLE", "RLO", "RLI", "LRE", "LRO", "LRI", "FSI", "PDF", "PDI"})

@@ -37,6 +37,7 @@ FULL_CHAIN_ONLY = {
     "queenadmin.dashboard.twofactor.SecondFactorMiddleware",
     "axes.middleware.AxesMiddleware",
     "queenadmin.server.csp.CSPMiddleware",
+    "queenadmin.dashboard.middleware.RefuseUnstorable",
 }
 
 

@@ -106,7 +106,7 @@ def test_a_semaphore_row_shows_its_limit_as_far_as_its_slots_show(client_for, op
 def test_a_kv_search_result_opens_the_key(client_for, viewer):
     kv.kv_put(namespace="config", key="feature x/1", value=1, ttl=None)
     page = client_for(viewer).get("/search/", {"q": "feature"}).content.decode()
-    assert 'href="/kv/config/key/feature%20x/1"' in page
+    assert 'href="/kv/config/key/feature%20x~2F1"' in page
     assert "?prefix=" not in page
 
 

@@ -12,7 +12,7 @@ from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 
 from queenadmin.conf import settings as app_settings
-from queenadmin.dashboard import live
+from queenadmin.dashboard import links, live
 from queenadmin.dashboard.views.common import (
     HtmxHttpRequest,
     User,
@@ -78,10 +78,7 @@ def _about_namespace(message: dict[str, Any], params: QueryDict) -> bool:
 
 def keys_context(user: User, params: QueryDict) -> dict[str, Any]:
     namespace, prefix, after = params.get("ns", ""), params.get("prefix", ""), params.get("after", "")
-    try:
-        page = kv.kv_list(namespace=namespace, prefix=prefix, after=after, limit=app_settings.DASHBOARD_PAGE_SIZE)
-    except KVBadRequest:
-        page = kv.PageResult((), False, None, False)
+    page = kv.kv_list_stored(namespace=namespace, prefix=prefix, after=after, limit=app_settings.DASHBOARD_PAGE_SIZE)
     kept = params.copy()
     kept.pop("ns", None)
     return {
@@ -105,6 +102,14 @@ KV_KEYS = _namespace_page("kv-keys", "queenadmin/kv_keys.html", keys_context)
 namespaces = page_view(KV)
 
 
+def _namespace_ok(namespace: str) -> bool:
+    try:
+        kv.check_namespace(namespace)
+    except KVBadRequest:
+        return False
+    return True
+
+
 def _namespace_or_404(namespace: str) -> str:
     try:
         return kv.check_namespace(namespace)
@@ -114,17 +119,18 @@ def _namespace_or_404(namespace: str) -> str:
 
 @staff_page("kv")
 def keys(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
+    # A namespace the rule refuses is shown while it holds keys: a database
+    # may hold namespaces from before the rule.
+    if not _namespace_ok(namespace) and not kv.kv_list_stored(namespace=namespace, limit=1).rows:
+        raise Http404("no such namespace")
     params = request.GET.copy()
-    params["ns"] = _namespace_or_404(namespace)
+    params["ns"] = namespace
     return live.render_page(request, KV_KEYS, params=params)
 
 
 def key_context(user: User, params: QueryDict) -> dict[str, Any]:
     namespace, key = params.get("ns", ""), params.get("key", "")
-    try:
-        row = kv.kv_get(namespace=namespace, key=key) if key and namespace != LOCKS_NS else None
-    except (KVBadRequest, KVPayloadTooLarge):
-        row = None
+    row = kv.kv_get_stored(namespace=namespace, key=key) if namespace != LOCKS_NS else None
     return {
         "namespace": namespace,
         "key": key,
@@ -139,13 +145,12 @@ KV_KEY = _namespace_page("kv-key", "queenadmin/kv_key.html", key_context)
 
 @staff_page("kv")
 def key_detail(request: HtmxHttpRequest, namespace: str, key: str) -> HttpResponse:
-    namespace = _namespace_or_404(namespace)
     if namespace == LOCKS_NS:
         split = _split(key)
         return redirect(f"/locks/?{query({'name': split[0] if split else key})[1:]}")
     params = QueryDict(mutable=True)
     params.update({"ns": namespace, "key": key})
-    found = kv.kv_get(namespace=namespace, key=key) is not None
+    found = kv.kv_get_stored(namespace=namespace, key=key) is not None
     return live.render_page(request, KV_KEY, params=params, status=200 if found else 404)
 
 
@@ -197,7 +202,7 @@ def _outcome(request: HtmxHttpRequest, namespace: str, ctx: dict[str, Any], resu
         messages.warning(
             request, f"Not {'deleted' if verb == 'delete' else 'saved'}: {namespace}/{result.key} is gone."
         )
-    return redirect(f"/kv/{namespace}/")
+    return redirect(links.kv_url(namespace))
 
 
 def _begin(request: HtmxHttpRequest, namespace: str, verb: str) -> tuple[QueryDict, str, dict[str, Any]]:

@@ -15,9 +15,8 @@ from typing import Any
 
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
-from django.urls import reverse
 
-from queenadmin.dashboard import live
+from queenadmin.dashboard import links, live
 from queenadmin.dashboard.views.common import HtmxHttpRequest, User, query, staff_page
 from queenadmin.dashboard.views.ops_common import int_param
 from queenadmin.dashboard.views.queues import queue_page
@@ -29,8 +28,8 @@ def _queue_links(name: str) -> dict[str, str]:
     """The queue these pages are about, and the links their header shows."""
     return {
         "queue_name": name,
-        "queue_url": reverse("dashboard:queue", args=[name]),
-        "leases_url": reverse("dashboard:queue_leases", args=[name]),
+        "queue_url": links.queue_url(name),
+        "leases_url": links.queue_url(name, "leases"),
     }
 
 
@@ -86,7 +85,7 @@ def _render(request: HtmxHttpRequest, page: live.LivePage, params: QueryDict) ->
     ctx = live.page_context(page, request.user, params)
     if "missing" in ctx:
         raise Http404(ctx["missing"])
-    ctx["live_query"] = params.urlencode()
+    ctx["live_query"] = live.socket_query(params)
     target = request.htmx.target if request.htmx else None
     if target in {region.name for region in page.regions}:
         return render(request, f"{page.template}#{target}", ctx)

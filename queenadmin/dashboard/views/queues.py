@@ -20,12 +20,11 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
-from django.urls import reverse
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from queenadmin.conf import settings
-from queenadmin.dashboard import live, svg
+from queenadmin.dashboard import links, live, svg
 from queenadmin.dashboard.views.common import (
     HtmxHttpRequest,
     User,
@@ -181,7 +180,7 @@ def queue_context(user: User, params: QueryDict) -> dict[str, Any]:
     return {
         "now": now,
         "queue": qb,
-        "queue_url": reverse("dashboard:queue", args=[name]),
+        "queue_url": links.queue_url(name),
         "oldest_age": short_duration(age_seconds(qb.oldest_claimable_at, now)),
         "partitions": [(p, short_duration(age_seconds(p.oldest_claimable_at, now))) for p in qb.partitions],
         "groups": [(g, short_duration(age_seconds(g.oldest_pending_at, now))) for g in qb.groups],
@@ -249,7 +248,7 @@ def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 def _back(name: str, data: Any) -> str:
     query = {k: data[k] for k in ("dlq_group", "dlq_partition") if data.get(k)}
-    url = reverse("dashboard:queue", args=[name])
+    url = links.queue_url(name)
     return url + ("?" + urlencode(query) if query else "") + "#queue-dlq"
 
 

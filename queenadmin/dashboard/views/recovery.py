@@ -17,9 +17,8 @@ from typing import Any
 from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.urls import reverse
 
-from queenadmin.dashboard import live
+from queenadmin.dashboard import links, live
 from queenadmin.dashboard.views.common import HtmxHttpRequest, staff_action, who_of
 from queenadmin.dashboard.views.queues import QUEUE
 from queenadmin.domain.queues import board, recovery
@@ -88,7 +87,7 @@ def _label(group: str) -> str:
 
 
 def _queue_url(name: str) -> str:
-    return reverse("dashboard:queue", args=[name])
+    return links.queue_url(name)
 
 
 def parse_moment(text: str) -> datetime | None:

@@ -7,9 +7,9 @@ from itertools import groupby
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
 from django.utils.http import urlencode
 
+from queenadmin.dashboard import links
 from queenadmin.dashboard.views.common import may_view, staff_page
 from queenadmin.domain import clock
 from queenadmin.domain.search import LIMIT, Hit, search
@@ -43,13 +43,13 @@ class Kind:
 def url_of(hit: Hit) -> str:
     """The page that shows ``hit`` (filtered down to it where the page can)."""
     if hit.kind == "queue":
-        return reverse("dashboard:queue", args=[hit.ref[0]])
+        return links.queue_url(hit.ref[0])
     if hit.kind == "message":
-        return reverse("dashboard:queue_message", args=[hit.ref[0], hit.ref[1]])
+        return links.message_url(hit.ref[0], hit.ref[1])
     if hit.kind == "lock":
         return "/locks/?" + urlencode({"prefix": hit.ref[0]})
     if hit.kind == "kv":
-        return reverse("dashboard:kv_key", args=[hit.ref[0], hit.ref[1]])
+        return links.kv_key_url(hit.ref[0], hit.ref[1])
     return "/timers/?" + urlencode({"queue": hit.ref[0], "prefix": hit.ref[1]})
 
 

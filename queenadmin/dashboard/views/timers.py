@@ -290,7 +290,7 @@ def _timer_action(request: HtmxHttpRequest, verb: Verb) -> HttpResponse:
     if htmx:
         return live.answer_action(request, TIMERS, template + "#outcome", ctx)
     messages.add_message(request, messages.SUCCESS if outcome.done else messages.WARNING, summary(outcome))
-    return redirect(f"/timers/?queue={ident['queue']}")
+    return redirect("/timers/" + query({"queue": ident["queue"]}))
 
 
 def summary(outcome: OperatorOutcome) -> str:

@@ -164,6 +164,31 @@ def kv_list(
     return PageResult(rows, truncated, next_after, False)
 
 
+def kv_list_stored(
+    *, namespace: str, prefix: str = "", after: str = "", limit: int = DEFAULT_PAGE_LIMIT, now: datetime | None = None
+) -> PageResult:
+    """``kv_list`` of a namespace as stored, not checked against the rules
+    for names: a database may hold names from before them, and the
+    dashboard shows what is stored. Text with NUL matches nothing where
+    the database cannot store it (PostgreSQL)."""
+    if "\x00" in namespace + prefix + after and db.is_postgres():
+        return PageResult((), False, None, False)
+    limit = max(1, min(MAX_PAGE_LIMIT, limit))
+    rows, truncated, next_after = store().read_page(
+        namespace=namespace, prefix=prefix, after=after, limit=limit, now=now or clock.now()
+    )
+    return PageResult(rows, truncated, next_after, False)
+
+
+def kv_get_stored(*, namespace: str, key: str, now: datetime | None = None) -> KVRow | None:
+    """The live row of ``key`` as stored, or None; unchecked as ``kv_list_stored``."""
+    if not key:
+        return None
+    rows = kv_list_stored(namespace=namespace, prefix=key, limit=1, now=now).rows
+    # A key sorts first among the keys it prefixes.
+    return rows[0] if rows and rows[0].key == key else None
+
+
 def kv_reap_expired(*, before: datetime | None = None, batch_size: int | None = None) -> int:
     """Delete up to ``batch_size`` rows that expired at or before ``before``.
 
