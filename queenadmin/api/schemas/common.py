@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
 
 from queenadmin.api.wire.common import TENANT_FIELDS
+from queenadmin.domain import names
 
 #: A key the answer leaves out rather than sending ``null``:
 #: ``already: Literal[True] | Omit = None`` is ``{"const": true}``, not required.
@@ -97,8 +98,11 @@ EngineName = Annotated[
     Field(
         min_length=1,
         max_length=NAME_BYTES,
-        pattern=SOME_TEXT,
-        description=f"no NUL, at most {NAME_BYTES} bytes of UTF-8 (413 name_too_long above)",
+        pattern=names.SCHEMA_PATTERN,
+        description=(
+            f"no control or bidirectional formatting characters, at most {NAME_BYTES} bytes of UTF-8"
+            " (413 name_too_long above)"
+        ),
     ),
 ]
 #: A consumer group: ``null`` or ``""`` is queue mode.
