@@ -103,39 +103,6 @@ def lagging_groups(request: HttpRequest) -> HttpResponse:
     return json_response(wire.render_lagging(grants.readable(request, "queue", rows, lambda x: x.row.queue)))
 
 
-@router.get(
-    "/consumer-groups/{group}",
-    response={200: GroupDetailOut, **ENGINE_ERRORS},
-    summary="A consumer group's partitions per queue",
-)
-def get_group(request: HttpRequest, group: str) -> HttpResponse:
-    detail = browse.group_detail(group=wire.parse_group(group))
-    if grants.limits(request) is not None:
-        shown = set(grants.readable(request, "queue", list(detail), lambda queue: queue))
-        detail = {queue: rows for queue, rows in detail.items() if queue in shown}
-    return json_response(wire.render_group_detail(detail))
-
-
-@router.delete(
-    "/consumer-groups/{group}",
-    response={200: GroupDeletedOut, **ENGINE_ERRORS},
-    summary="Delete a consumer group on every queue (deleteMetadata=false rewinds it)",
-)
-def delete_group(request: HttpRequest, group: str) -> HttpResponse:
-    # On every queue, those the group joins later too.
-    grants.require_every(request, "queue", grants.ADMIN)
-    return _group_deleted(request, group)
-
-
-def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -> HttpResponse:
-    result = groups.queue_group_delete(
-        group=wire.parse_group(group),
-        queue=None if queue is None else wire.parse_queue(queue),
-        delete_metadata=wire.parse_delete_metadata(request.GET),
-    )
-    return json_response(wire.render_group_deleted(result))
-
-
 @router.with_body(
     "POST",
     "/consumer-groups/{group}/subscription",
@@ -149,16 +116,6 @@ def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
     grants.require_every(request, "queue", grants.WRITE)
     result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp)
     return json_response(wire.render_resubscribed(result, body["subscriptionTimestamp"]))
-
-
-@router.delete(
-    "/consumer-groups/{group}/queues/{queue}",
-    response={200: GroupQueueDeletedOut, **ENGINE_ERRORS},
-    summary="Delete a consumer group on one queue",
-)
-def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpResponse:
-    grants.require(request, "queue", queue, grants.ADMIN)
-    return _group_deleted(request, group, queue)
 
 
 @router.with_body(
@@ -175,6 +132,52 @@ def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
         group=wire.parse_group(group), queue=wire.parse_queue(queue), to_end=to_end, timestamp=timestamp
     )
     return json_response(wire.render_seek(result))
+
+
+# The routes below take the rest of the path (``path:``), so that a name
+# holding ``/`` is reached; declared last, after the routes they would shadow
+# (Django tries the patterns in order).
+@router.delete(
+    "/consumer-groups/{group}/queues/{path:queue}",
+    response={200: GroupQueueDeletedOut, **ENGINE_ERRORS},
+    summary="Delete a consumer group on one queue",
+)
+def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    grants.require(request, "queue", queue, grants.ADMIN)
+    return _group_deleted(request, group, queue)
+
+
+@router.get(
+    "/consumer-groups/{path:group}",
+    response={200: GroupDetailOut, **ENGINE_ERRORS},
+    summary="A consumer group's partitions per queue",
+)
+def get_group(request: HttpRequest, group: str) -> HttpResponse:
+    detail = browse.group_detail(group=wire.lookup_group(group))
+    if grants.limits(request) is not None:
+        shown = set(grants.readable(request, "queue", list(detail), lambda queue: queue))
+        detail = {queue: rows for queue, rows in detail.items() if queue in shown}
+    return json_response(wire.render_group_detail(detail))
+
+
+@router.delete(
+    "/consumer-groups/{path:group}",
+    response={200: GroupDeletedOut, **ENGINE_ERRORS},
+    summary="Delete a consumer group on every queue (deleteMetadata=false rewinds it)",
+)
+def delete_group(request: HttpRequest, group: str) -> HttpResponse:
+    # On every queue, those the group joins later too.
+    grants.require_every(request, "queue", grants.ADMIN)
+    return _group_deleted(request, group)
+
+
+def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -> HttpResponse:
+    result = groups.queue_group_delete(
+        group=wire.lookup_group(group),
+        queue=None if queue is None else wire.lookup_queue(queue),
+        delete_metadata=wire.parse_delete_metadata(request.GET),
+    )
+    return json_response(wire.render_group_deleted(result))
 
 
 # --------------------------------------------------------------------------
