@@ -210,7 +210,7 @@ def list_trace_names(request: HttpRequest) -> HttpResponse:
 
 
 @router.get(
-    "/traces/by-name/{name}",
+    "/traces/by-name/{path:name}",
     response={200: TracesByNameOut, 400: EngineBadRequestOut},
     summary="The trace events filed under a name, oldest first",
 )

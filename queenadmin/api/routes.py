@@ -120,7 +120,7 @@ ROUTES: dict[str, Route] = {
     "POST /consumer-groups/{group}/queues/{queue}/seek": Route(WRITE, NAMED, QUEUE),
     "POST /traces": Route(WRITE, NAMED, QUEUE),
     "GET /traces/names": Route(READ, EVERY, QUEUE),
-    "GET /traces/by-name/{name}": Route(READ, FILTERED, QUEUE),
+    "GET /traces/by-name/{path:name}": Route(READ, FILTERED, QUEUE),
     "GET /traces/{partition_id}/{transaction_id}": Route(READ, NAMED, QUEUE),
     "GET /resources/namespaces": Route(READ, EVERY, QUEUE),
     "GET /resources/tasks": Route(READ, EVERY, QUEUE),
