@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
 from queenadmin.api.http import json_response, read_engine_json
+from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.admin import (
     ChangedIn,
     ChangedOut,
@@ -47,10 +48,13 @@ from queenadmin.api.schemas.admin import (
     TraceRecordedOut,
     TracesByNameOut,
 )
-from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut
+from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import admin as wire
 from queenadmin.domain.queues import browse, groups, messages, reads, traces
+
+#: A group or queue name a route stores (the rule of names, ``domain.names``).
+_NAME = json_schema_of(EngineName)
 
 router = ScopedRouter(tags=["client routes"], errors=ENGINE_ERRORS)
 
@@ -109,6 +113,7 @@ def lagging_groups(request: HttpRequest) -> HttpResponse:
     SubscriptionIn,
     {200: SubscriptionOut},
     summary="Start a group at a time where it has not read yet",
+    openapi_extra=parameters(path={"group": _NAME}),
 )
 def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
     body = read_engine_json(request)
@@ -124,6 +129,7 @@ def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
     SeekIn,
     {200: SeekOut},
     summary="Move a group's cursors on a queue to the end or to a time",
+    openapi_extra=parameters(path={"group": _NAME, "queue": _NAME}),
 )
 def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
     to_end, timestamp = wire.parse_seek(read_engine_json(request, optional=True))

@@ -39,6 +39,8 @@ _SURROGATE: Final = r"\ud800-\udfff"
 #: The rule as a JSON Schema ``pattern`` (ECMA-262 escapes, which pydantic's
 #: regex engine reads too), for the published schemas of name fields.
 SCHEMA_PATTERN: Final = f"^[^{_CONTROL}{_BIDI}]+$"
+#: The same, for a field where ``""`` means none (a consumer group: queue mode).
+SCHEMA_PATTERN_OR_EMPTY: Final = f"^[^{_CONTROL}{_BIDI}]*$"
 
 _REFUSED = re.compile(f"[{_CONTROL}{_BIDI}{_SURROGATE}]")
 _UNSTORABLE = re.compile(f"[\\x00{_SURROGATE}]")

@@ -110,12 +110,13 @@ GroupName = Annotated[
     str,
     Field(
         max_length=NAME_BYTES,
-        pattern=NO_NUL,
+        pattern=names.SCHEMA_PATTERN_OR_EMPTY,
         description=f'"" or null: queue mode; at most {NAME_BYTES} bytes of UTF-8 (413 above)',
     ),
 ]
-#: A path parameter read by Django's ``path`` converter (``.+``): no newline either.
-PATH_TEXT = r"^[^\x00\n]+$"
+#: A path parameter read by the ``path`` converter (``scopes.RestOfPath``:
+#: newlines included): no NUL.
+PATH_TEXT = SOME_TEXT
 #: A text field stored as given: no NUL.
 Text = Annotated[str, Field(pattern=NO_NUL)]
 

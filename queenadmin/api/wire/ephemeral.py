@@ -45,6 +45,8 @@ def lookup_name(value: str, what: str) -> str:
     fault = names.unstorable(value)
     if fault is not None:
         raise EphemeralBadRequest(f"{what} {fault}")
+    if len(value.encode()) > MAX_NAME_BYTES:
+        raise EphemeralBadRequest(f"{what} is over {MAX_NAME_BYTES} bytes")
     return value
 
 
