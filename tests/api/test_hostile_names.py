@@ -60,7 +60,7 @@ def segment(name: str) -> str:
 
 @pytest.fixture
 def client() -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(name='hostile', scope='admin')}")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {tokens.token_create(by=tokens.HOST, name='hostile', scope='admin')}")
 
 
 def post(client: Client, path: str, body: Any) -> Any:
