@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
 from queenadmin.api.http import json_response, read_engine_json
+from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.admin import (
     ChangedIn,
     ChangedOut,
@@ -47,10 +48,13 @@ from queenadmin.api.schemas.admin import (
     TraceRecordedOut,
     TracesByNameOut,
 )
-from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut
+from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import admin as wire
 from queenadmin.domain.queues import browse, groups, messages, reads, traces
+
+#: A group or queue name a route stores (the rule of names, ``domain.names``).
+_NAME = json_schema_of(EngineName)
 
 router = ScopedRouter(tags=["client routes"], errors=ENGINE_ERRORS)
 
@@ -103,13 +107,59 @@ def lagging_groups(request: HttpRequest) -> HttpResponse:
     return json_response(wire.render_lagging(grants.readable(request, "queue", rows, lambda x: x.row.queue)))
 
 
+@router.with_body(
+    "POST",
+    "/consumer-groups/{group}/subscription",
+    SubscriptionIn,
+    {200: SubscriptionOut},
+    summary="Start a group at a time where it has not read yet",
+    openapi_extra=parameters(path={"group": _NAME}),
+)
+def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
+    body = read_engine_json(request)
+    timestamp = wire.parse_subscription(body)
+    grants.require_every(request, "queue", grants.WRITE)
+    result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp)
+    return json_response(wire.render_resubscribed(result, body["subscriptionTimestamp"]))
+
+
+@router.with_body(
+    "POST",
+    "/consumer-groups/{group}/queues/{queue}/seek",
+    SeekIn,
+    {200: SeekOut},
+    summary="Move a group's cursors on a queue to the end or to a time",
+    openapi_extra=parameters(path={"group": _NAME, "queue": _NAME}),
+)
+def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    to_end, timestamp = wire.parse_seek(read_engine_json(request, optional=True))
+    grants.require(request, "queue", queue, grants.WRITE)
+    result = groups.queue_group_seek(
+        group=wire.parse_group(group), queue=wire.parse_queue(queue), to_end=to_end, timestamp=timestamp
+    )
+    return json_response(wire.render_seek(result))
+
+
+# The routes below take the rest of the path (``path:``), so that a name
+# holding ``/`` is reached; declared last, after the routes they would shadow
+# (Django tries the patterns in order).
+@router.delete(
+    "/consumer-groups/{group}/queues/{path:queue}",
+    response={200: GroupQueueDeletedOut, **ENGINE_ERRORS},
+    summary="Delete a consumer group on one queue",
+)
+def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    grants.require(request, "queue", queue, grants.ADMIN)
+    return _group_deleted(request, group, queue)
+
+
 @router.get(
-    "/consumer-groups/{group}",
+    "/consumer-groups/{path:group}",
     response={200: GroupDetailOut, **ENGINE_ERRORS},
     summary="A consumer group's partitions per queue",
 )
 def get_group(request: HttpRequest, group: str) -> HttpResponse:
-    detail = browse.group_detail(group=wire.parse_group(group))
+    detail = browse.group_detail(group=wire.lookup_group(group))
     if grants.limits(request) is not None:
         shown = set(grants.readable(request, "queue", list(detail), lambda queue: queue))
         detail = {queue: rows for queue, rows in detail.items() if queue in shown}
@@ -117,7 +167,7 @@ def get_group(request: HttpRequest, group: str) -> HttpResponse:
 
 
 @router.delete(
-    "/consumer-groups/{group}",
+    "/consumer-groups/{path:group}",
     response={200: GroupDeletedOut, **ENGINE_ERRORS},
     summary="Delete a consumer group on every queue (deleteMetadata=false rewinds it)",
 )
@@ -129,52 +179,11 @@ def delete_group(request: HttpRequest, group: str) -> HttpResponse:
 
 def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -> HttpResponse:
     result = groups.queue_group_delete(
-        group=wire.parse_group(group),
-        queue=None if queue is None else wire.parse_queue(queue),
+        group=wire.lookup_group(group),
+        queue=None if queue is None else wire.lookup_queue(queue),
         delete_metadata=wire.parse_delete_metadata(request.GET),
     )
     return json_response(wire.render_group_deleted(result))
-
-
-@router.with_body(
-    "POST",
-    "/consumer-groups/{group}/subscription",
-    SubscriptionIn,
-    {200: SubscriptionOut},
-    summary="Start a group at a time where it has not read yet",
-)
-def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
-    body = read_engine_json(request)
-    timestamp = wire.parse_subscription(body)
-    grants.require_every(request, "queue", grants.WRITE)
-    result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp)
-    return json_response(wire.render_resubscribed(result, body["subscriptionTimestamp"]))
-
-
-@router.delete(
-    "/consumer-groups/{group}/queues/{queue}",
-    response={200: GroupQueueDeletedOut, **ENGINE_ERRORS},
-    summary="Delete a consumer group on one queue",
-)
-def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpResponse:
-    grants.require(request, "queue", queue, grants.ADMIN)
-    return _group_deleted(request, group, queue)
-
-
-@router.with_body(
-    "POST",
-    "/consumer-groups/{group}/queues/{queue}/seek",
-    SeekIn,
-    {200: SeekOut},
-    summary="Move a group's cursors on a queue to the end or to a time",
-)
-def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
-    to_end, timestamp = wire.parse_seek(read_engine_json(request, optional=True))
-    grants.require(request, "queue", queue, grants.WRITE)
-    result = groups.queue_group_seek(
-        group=wire.parse_group(group), queue=wire.parse_queue(queue), to_end=to_end, timestamp=timestamp
-    )
-    return json_response(wire.render_seek(result))
 
 
 # --------------------------------------------------------------------------
@@ -207,7 +216,7 @@ def list_trace_names(request: HttpRequest) -> HttpResponse:
 
 
 @router.get(
-    "/traces/by-name/{name}",
+    "/traces/by-name/{path:name}",
     response={200: TracesByNameOut, 400: EngineBadRequestOut},
     summary="The trace events filed under a name, oldest first",
 )

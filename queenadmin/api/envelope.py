@@ -13,8 +13,18 @@ from django.core.exceptions import TooManyFieldsSent
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
+from django.urls import Resolver404, resolve
 
-from queenadmin.domain import db
+from queenadmin.api import errors as error_table
+from queenadmin.domain import db, names
+from queenadmin.errors import (
+    EphemeralBadRequest,
+    InvalidArgument,
+    KVBadRequest,
+    LocksBadRequest,
+    QueenError,
+    TimersBadRequest,
+)
 from queenadmin.server.middleware import DualModeMiddleware, payload_too_large
 
 
@@ -59,7 +69,7 @@ class ApiErrorMiddleware(DualModeMiddleware):
             request.GET  # noqa: B018 - parses the query string once, here
         except TooManyFieldsSent:
             return _json_error("the query string has too many fields", "bad_request", 400)
-        return None
+        return unstorable_parameter(request)
 
     def after(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
         status = response.status_code
@@ -112,6 +122,60 @@ class ApiErrorMiddleware(DualModeMiddleware):
             answer._has_been_logged = True  # type: ignore[attr-defined]
             return answer
         return None
+
+
+def unstorable_parameter(request: HttpRequest) -> HttpResponse | None:
+    """400 when the path or the query string holds text no database can
+    store or compare (``names.unstorable``: a NUL, a lone surrogate), in the
+    route's error family; else ``None``.
+
+    PostgreSQL refuses a NUL in any text it is sent, so a read that passed
+    one on to a query answered 500 there and an empty page on SQLite. Every
+    API request passes here before its route, so no route can forget the
+    check, and both databases answer the same.
+    """
+    for key, values in request.GET.lists():
+        for text in (key, *values):
+            fault = names.unstorable(text)
+            if fault is not None:
+                return _bad_parameter(request, key, fault)
+    fault = names.unstorable(request.path)
+    if fault is None:
+        return None
+    return _bad_parameter(request, _path_parameter(request) or "the path", fault)
+
+
+def _path_parameter(request: HttpRequest) -> str | None:
+    """The wire name of the path parameter that holds the bad text."""
+    try:
+        match = resolve(request.path_info, getattr(request, "urlconf", None))
+    except Resolver404:
+        return None
+    for name, value in match.kwargs.items():
+        if isinstance(value, str) and names.unstorable(value) is not None:
+            head, *rest = name.split("_")
+            return head + "".join(part.title() for part in rest)
+    return None
+
+
+#: Path prefixes whose routes answer a family of their own (api/errors.py).
+_FAMILIES: tuple[tuple[str, type[QueenError], str | None], ...] = (
+    ("/api/v1/kv", KVBadRequest, "kv_bad_key"),
+    ("/api/v1/resources/kv/", KVBadRequest, "kv_bad_key"),
+    ("/api/v1/locks", LocksBadRequest, None),
+    ("/api/v1/timers", TimersBadRequest, "timers_bad_request"),
+    ("/api/v1/ephemeral/", EphemeralBadRequest, None),
+)
+
+
+def _bad_parameter(request: HttpRequest, what: str, fault: str) -> HttpResponse:
+    refusal: QueenError = InvalidArgument(f"{what} {fault}")
+    for prefix, family, reason in _FAMILIES:
+        if request.path.startswith(prefix):
+            refusal = family(f"{what} {fault}", reason=reason)
+            break
+    status, body = error_table.render(refusal)
+    return HttpResponse(json.dumps(body, separators=(",", ":")), status=status, content_type="application/json")
 
 
 def _unavailable() -> HttpResponse:

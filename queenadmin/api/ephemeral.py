@@ -93,7 +93,7 @@ _NAME_IN_PATH = parameters(path={"queue": json_schema_of(EphemeralName)})
     summary="Delete an ephemeral queue: contents, cursors and declaration (never 404)",
 )
 def delete_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:
-    queue = wire.name_of(queue, "queue")
+    queue = wire.lookup_name(queue, "queue")
     grants.require(request, "queue", queue, grants.ADMIN)
     done = ephemeral.eph_delete(queue=queue)
     return json_response({"queue": queue, "deleted": done.deleted, "declared": done.declared})
@@ -182,6 +182,6 @@ def list_ephemeral(request: HttpRequest) -> HttpResponse:
     summary="Depth gauges of one ephemeral queue (404 ephemeral_queue_not_found when there is none)",
 )
 def depth_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:
-    queue = wire.name_of(queue, "queue")
+    queue = wire.lookup_name(queue, "queue")
     grants.require(request, "queue", queue, grants.READ)
     return json_response(wire.render_depth(ephemeral.eph_depth(queue=queue)))

@@ -20,6 +20,7 @@ from queenadmin.api.schemas.kv import (
     KVListIn,
     KVListOut,
     KVNamespacesOut,
+    KVNewKey,
     KVPathDeleteIn,
     KVPathPutIn,
     KVPreconditionOut,
@@ -67,6 +68,8 @@ def _needs(ops: list[kv.KVOp]) -> TokenScope:
 
 #: ``ns`` and ``key`` of the path routes (``key`` may hold slashes).
 _KEY_PATH = parameters(path={"ns": json_schema_of(Namespace), "key": json_schema_of(KVKey, pattern=PATH_TEXT)})
+#: A put's key is one to store: the rule of names (``domain.names``).
+_PUT_KEY_PATH = parameters(path={"ns": json_schema_of(Namespace), "key": json_schema_of(KVNewKey)})
 
 
 def _no_query(request: HttpRequest) -> None:
@@ -104,7 +107,7 @@ _PATH_FIELDS = ("value", "ttlSeconds", "forever", "expect", "required")
     KVPathPutIn,
     {200: KVWriteOut | KVPreconditionOut},
     summary="Write one key",
-    openapi_extra=_KEY_PATH,
+    openapi_extra=_PUT_KEY_PATH,
 )
 def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     _no_query(request)

@@ -330,16 +330,6 @@ def _stats_or_404(
 
 
 @router.get(
-    "/resources/queues/{queue}",
-    response={200: QueueDetailOut, 404: QueueNotFoundOut, 400: EngineBadRequestOut},
-    summary="One queue with its partitions",
-)
-def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
-    grants.require(request, "queue", queue, grants.READ)
-    return json_response(wire.render_queue(_stats_or_404(queue, with_messages=True)))
-
-
-@router.get(
     "/resources/queues/{queue}/depth",
     response={200: QueueDepthOut, 404: QueueNotFoundOut, **ENGINE_ERRORS},
     summary="Pending, in flight and ready, per partition (arithmetic on cursors)",
@@ -350,8 +340,21 @@ def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
     return json_response(wire.render_depth(_stats_or_404(queue, group, with_age=True)))
 
 
+# ``path:``, so that a name holding ``/`` (sent as is or as ``%2F``: Django
+# routes on the decoded path) is reached; declared after ``/depth``, which
+# they would otherwise shadow (Django tries the patterns in order).
+@router.get(
+    "/resources/queues/{path:queue}",
+    response={200: QueueDetailOut, 404: QueueNotFoundOut, 400: EngineBadRequestOut},
+    summary="One queue with its partitions",
+)
+def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
+    grants.require(request, "queue", queue, grants.READ)
+    return json_response(wire.render_queue(_stats_or_404(queue, with_messages=True)))
+
+
 @router.delete(
-    "/resources/queues/{queue}",
+    "/resources/queues/{path:queue}",
     response={200: QueueDeletedOut | QueueNotDeletedOut, 400: EngineBadRequestOut},
     summary="Delete a queue and everything in it",
 )

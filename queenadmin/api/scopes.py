@@ -31,6 +31,8 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
+from django.urls import register_converter
+from django.urls.converters import PathConverter
 from ninja import Router
 from ninja.constants import NOT_SET
 from pydantic import BaseModel
@@ -71,6 +73,22 @@ def require(request: HttpRequest, need: TokenScope) -> None:
     scope: TokenScope = request.auth.scope  # type: ignore[attr-defined]
     if not scope.covers(need):
         raise refusal(scope, need)
+
+
+class RestOfPath(PathConverter):
+    """Django's ``path`` converter, newlines included.
+
+    ``path`` is ``.+``, and ``.`` stops at a newline, so a route such as
+    ``DELETE /resources/queues/{path:queue}`` answered 404 for a name stored
+    with one (``orders.a/\\nb``) and it could not be deleted. Every router
+    here serves its ``{path:…}`` parameters through this one instead.
+    """
+
+    NAME = "rest"
+    regex = r"[\s\S]+"
+
+
+register_converter(RestOfPath, RestOfPath.NAME)
 
 
 class ScopedRouter(Router):
@@ -150,6 +168,7 @@ class ScopedRouter(Router):
             auth = check_for(need, is_async=inspect.iscoroutinefunction(view_func))
         documented = BY_OPERATION if any(r in PER_OPERATION for r in routes) else need.value
         openapi_extra = {**(openapi_extra or {}), OPENAPI_KEY: documented, grants.OPENAPI_KEY: rule}
+        path = path.replace("{path:", "{" + RestOfPath.NAME + ":")
         super().add_api_operation(path, methods, view_func, auth=auth, openapi_extra=openapi_extra, **kwargs)
 
 

@@ -24,6 +24,7 @@ from queenadmin.api.schemas.timers import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import timers as wire
+from queenadmin.api.wire.common import split_raw_path
 from queenadmin.domain import timers
 from queenadmin.errors import TimersBadRequest
 
@@ -58,12 +59,24 @@ def timers_batch(request: HttpRequest) -> HttpResponse:
     return json_response({"results": [wire.outcome_out(o) for o in timers.timers_call(ops)]})
 
 
+def _queue_and_key(request: HttpRequest, queue: str, timer_key: str) -> tuple[str, str]:
+    """The queue and key as sent: a queue holding ``/`` comes as ``%2F``
+    (the official client quotes it whole), which only the raw path keeps
+    apart from the ``/`` before the key; without one, the route's split."""
+    return split_raw_path(request, _PREFIX) or (queue, timer_key)
+
+
+#: Where the two routes below start, as sent.
+_PREFIX = "/api/v1/timers/"
+
+
 @router.delete(
     "/timers/{queue}/{path:timer_key}",
     response={200: CancelledOut | AbsentOut, 400: TimersBadRequestOut, 413: NameTooLongOut},
     summary="Cancel one timer (absent, with ?txn echoed, when it is not pending)",
 )
 def cancel_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:
+    queue, timer_key = _queue_and_key(request, queue, timer_key)
     txn = request.GET.get("txn") or None
     (op,) = wire.parse_timer_ops([{"op": "cancel", "queue": queue, "timerKey": timer_key, "txn": txn}])
     grants.require_timer_ops(grants.limits(request), [op])
@@ -77,6 +90,7 @@ def cancel_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpRespon
     summary="Peek one timer, with its payload",
 )
 def peek_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:
+    queue, timer_key = _queue_and_key(request, queue, timer_key)
     grants.require(request, "timer", queue, grants.READ)
     ratelimit.admit(request, "read")
     return json_response(wire.peek_out(queue, timer_key, timers.timer_peek(queue=queue, timer_key=timer_key)))

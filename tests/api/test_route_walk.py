@@ -223,9 +223,9 @@ TABLE: dict[str, list[Case]] = {
         (QUEUE, req("GET", "/api/v1/resources/queues")),
         (QUEUE, req("GET", "/api/v1/resources/queues", params={"stats": "lanes"})),
     ],
-    "GET /resources/queues/{queue}": [(QUEUE, req("GET", f"/api/v1/resources/queues/{Q}"))],
+    "GET /resources/queues/{path:queue}": [(QUEUE, req("GET", f"/api/v1/resources/queues/{Q}"))],
     "GET /resources/queues/{queue}/depth": [(QUEUE, req("GET", f"/api/v1/resources/queues/{Q}/depth"))],
-    "DELETE /resources/queues/{queue}": [(QUEUE, req("DELETE", f"/api/v1/resources/queues/{Q}"))],
+    "DELETE /resources/queues/{path:queue}": [(QUEUE, req("DELETE", f"/api/v1/resources/queues/{Q}"))],
     "GET /resources/overview": [(QUEUE, req("GET", "/api/v1/resources/overview"))],
     "GET /dlq": [(QUEUE, req("GET", "/api/v1/dlq")), (QUEUE, req("GET", "/api/v1/dlq", params={"queue": Q}))],
     "GET /status": [
@@ -252,8 +252,8 @@ TABLE: dict[str, list[Case]] = {
     "GET /consumer-groups/lagging": [
         (QUEUE, req("GET", "/api/v1/consumer-groups/lagging", params={"minLagSeconds": 0}))
     ],
-    "GET /consumer-groups/{group}": [(QUEUE, req("GET", f"/api/v1/consumer-groups/{GROUP}"))],
-    "DELETE /consumer-groups/{group}": [(QUEUE, req("DELETE", f"/api/v1/consumer-groups/{GROUP}"))],
+    "GET /consumer-groups/{path:group}": [(QUEUE, req("GET", f"/api/v1/consumer-groups/{GROUP}"))],
+    "DELETE /consumer-groups/{path:group}": [(QUEUE, req("DELETE", f"/api/v1/consumer-groups/{GROUP}"))],
     "POST /consumer-groups/{group}/subscription": [
         (
             QUEUE,
@@ -264,7 +264,7 @@ TABLE: dict[str, list[Case]] = {
             ),
         )
     ],
-    "DELETE /consumer-groups/{group}/queues/{queue}": [
+    "DELETE /consumer-groups/{group}/queues/{path:queue}": [
         (QUEUE, req("DELETE", f"/api/v1/consumer-groups/{GROUP}/queues/{Q}"))
     ],
     "POST /consumer-groups/{group}/queues/{queue}/seek": [
@@ -277,7 +277,7 @@ TABLE: dict[str, list[Case]] = {
         )
     ],
     "GET /traces/names": [(QUEUE, req("GET", "/api/v1/traces/names"))],
-    "GET /traces/by-name/{name}": [(QUEUE, req("GET", f"/api/v1/traces/by-name/{TRACE_NAME}"))],
+    "GET /traces/by-name/{path:name}": [(QUEUE, req("GET", f"/api/v1/traces/by-name/{TRACE_NAME}"))],
     "GET /traces/{partition_id}/{transaction_id}": [(QUEUE, req("GET", "/api/v1/traces/{pid}/txn-billing-0"))],
     "GET /resources/namespaces": [(QUEUE, req("GET", "/api/v1/resources/namespaces"))],
     "GET /resources/tasks": [(QUEUE, req("GET", "/api/v1/resources/tasks"))],

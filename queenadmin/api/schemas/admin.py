@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from queenadmin.api.schemas.common import (
     NAME_BYTES,
-    NO_NUL,
     EngineName,
     GroupName,
     JSONValue,
@@ -18,6 +17,7 @@ from queenadmin.api.schemas.common import (
     nullable,
 )
 from queenadmin.api.wire.admin import MAX_CHANGED_PAGE, MAX_FETCH_BYTES, MAX_FETCH_ENTRIES
+from queenadmin.domain import names
 
 # -- requests -----------------------------------------------------------------
 
@@ -84,8 +84,8 @@ class TraceIn(BaseModel):
     partitionId: str = Field(min_length=1, description="a partition id; one that names none answers 404")
     consumerGroup: GroupName | None = None
     traceNames: (
-        list[Annotated[str, Field(max_length=NAME_BYTES, pattern=NO_NUL)]]
-        | Annotated[str, Field(max_length=NAME_BYTES, pattern=NO_NUL)]
+        list[Annotated[str, Field(max_length=NAME_BYTES, pattern=names.SCHEMA_PATTERN_OR_EMPTY)]]
+        | Annotated[str, Field(max_length=NAME_BYTES, pattern=names.SCHEMA_PATTERN_OR_EMPTY)]
         | None
     ) = Field(None, description="names to find the trace by; empty ones are skipped")
     eventType: str | None = Field(None, description='default "info"')

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
 
 from queenadmin.api.wire.common import TENANT_FIELDS
+from queenadmin.domain import names
 
 #: A key the answer leaves out rather than sending ``null``:
 #: ``already: Literal[True] | Omit = None`` is ``{"const": true}``, not required.
@@ -97,8 +98,11 @@ EngineName = Annotated[
     Field(
         min_length=1,
         max_length=NAME_BYTES,
-        pattern=SOME_TEXT,
-        description=f"no NUL, at most {NAME_BYTES} bytes of UTF-8 (413 name_too_long above)",
+        pattern=names.SCHEMA_PATTERN,
+        description=(
+            f"no control or bidirectional formatting characters, at most {NAME_BYTES} bytes of UTF-8"
+            " (413 name_too_long above)"
+        ),
     ),
 ]
 #: A consumer group: ``null`` or ``""`` is queue mode.
@@ -106,12 +110,13 @@ GroupName = Annotated[
     str,
     Field(
         max_length=NAME_BYTES,
-        pattern=NO_NUL,
+        pattern=names.SCHEMA_PATTERN_OR_EMPTY,
         description=f'"" or null: queue mode; at most {NAME_BYTES} bytes of UTF-8 (413 above)',
     ),
 ]
-#: A path parameter read by Django's ``path`` converter (``.+``): no newline either.
-PATH_TEXT = r"^[^\x00\n]+$"
+#: A path parameter read by the ``path`` converter (``scopes.RestOfPath``:
+#: newlines included): no NUL.
+PATH_TEXT = SOME_TEXT
 #: A text field stored as given: no NUL.
 Text = Annotated[str, Field(pattern=NO_NUL)]
 

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from queenadmin.api.schemas.common import JSONValue, Omit, WireOut
+from queenadmin.domain import names
 
 #: A queue, partition or group name: no control characters, at most 512
 #: bytes of UTF-8 (``maxLength`` is the byte budget, exact for ASCII).
@@ -19,8 +20,8 @@ EphemeralName = Annotated[
     Field(
         min_length=1,
         max_length=512,
-        pattern=r"^[^\x00-\x1f\x7f]+$",
-        description="no control characters, at most 512 bytes",
+        pattern=names.SCHEMA_PATTERN,
+        description="no control or bidirectional formatting characters, at most 512 bytes",
     ),
 ]
 #: A group: "" or null is queue mode.

@@ -25,7 +25,7 @@ from queenadmin.api.schemas.common import (
     nullable,
 )
 from queenadmin.conf import settings
-from queenadmin.domain import kv
+from queenadmin.domain import kv, names
 from queenadmin.domain.kv.ops import INCR_DIGITS
 
 Reason = Literal["exists", "absent", "version", "limit", "type"]
@@ -45,6 +45,20 @@ KVKey = Annotated[
         max_length=_LIMITS.KV_MAX_KEY_BYTES,
         pattern=SOME_TEXT,
         description=f"non-empty, no NUL, at most {_LIMITS.KV_MAX_KEY_BYTES} bytes of UTF-8 (413 above)",
+    ),
+]
+#: A key a put or an incr writes: the rule of every stored name too
+#: (``domain.names``); reads and deletes take any ``KVKey``.
+KVNewKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=_LIMITS.KV_MAX_KEY_BYTES,
+        pattern=names.SCHEMA_PATTERN,
+        description=(
+            f"no control or bidirectional formatting characters, at most {_LIMITS.KV_MAX_KEY_BYTES} bytes"
+            " of UTF-8 (413 above)"
+        ),
     ),
 ]
 #: ``expect``: 0 = must not exist; N = must be at version N.
@@ -135,6 +149,7 @@ class _KVKeepOp(_KVWriteOp):
 
     model_config = ConfigDict(json_schema_extra=_expiry)
 
+    key: KVNewKey
     ttlSeconds: TtlSeconds | None = Field(None, description="exactly one of ttlSeconds or forever: true")
     forever: bool | None = None
 

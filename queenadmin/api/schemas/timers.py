@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from queenadmin.api.schemas.common import NO_NUL, SOME_TEXT, MicrosZTime, WireOut
 from queenadmin.api.wire.timers import SERVER_OWNED
 from queenadmin.conf import settings
+from queenadmin.domain import names
 from queenadmin.domain.timers import ops as timers
 
 #: Standard base64 with its padding (``b64decode(validate=True)``).
@@ -23,8 +24,11 @@ TimerName = Annotated[
     Field(
         min_length=1,
         max_length=timers.MAX_NAME_BYTES,
-        pattern=SOME_TEXT,
-        description=f"no NUL, at most {timers.MAX_NAME_BYTES} bytes of UTF-8 (413 above)",
+        pattern=names.SCHEMA_PATTERN,
+        description=(
+            f"no control or bidirectional formatting characters, at most {timers.MAX_NAME_BYTES} bytes"
+            " of UTF-8 (413 above)"
+        ),
     ),
 ]
 

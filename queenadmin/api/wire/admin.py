@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from queenadmin.api.wire.queues import Params, check_group, check_name, json_object
+from queenadmin.api.wire.queues import Params, check_group, check_name, check_text, json_object
+from queenadmin.api.wire.queues import lookup_group as check_lookup_group
 from queenadmin.domain import clock
 from queenadmin.domain.db import json_text
 from queenadmin.domain.queues import browse, groups, messages, reads, traces
@@ -203,6 +204,21 @@ def parse_group(raw: str) -> str:
     if not raw:
         raise InvalidArgument("consumer group must be a non-empty string")
     return group
+
+
+def lookup_queue(raw: str) -> str:
+    """A queue to look up or delete: a name stored before the rule of
+    stored names (``domain.names``) is still found."""
+    if not raw:
+        raise InvalidArgument("queue must be a non-empty string")
+    return check_text(raw, "queue")  # type: ignore[no-any-return]
+
+
+def lookup_group(raw: str) -> str:
+    """``parse_group`` for a group to look up or delete (``lookup_queue``)."""
+    if not raw:
+        raise InvalidArgument("consumer group must be a non-empty string")
+    return check_lookup_group(raw)
 
 
 def parse_delete_metadata(params: Params) -> bool:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TypeGuard
+from urllib.parse import unquote_to_bytes
+
+from django.http import HttpRequest
 
 from queenadmin.errors import QueenError
 
@@ -50,3 +53,30 @@ def batch_op(
     if not isinstance(op, str) or op not in names:
         raise bad(f"{family}_unknown_op", f"op must be one of {expected}")
     return raw, op
+
+
+def split_raw_path(request: HttpRequest, prefix: str) -> tuple[str, str] | None:
+    """The path after ``prefix`` cut at its first ``/`` as sent, each side
+    percent-decoded; ``None`` when the server kept no raw path, the path
+    does not start with ``prefix`` or has no ``/`` after it.
+
+    Django routes on the decoded path, where ``a%2Fb/k`` and ``a/b/k`` are
+    the same text; clients encode a name's own ``/`` as ``%2F`` in a path
+    segment (the official client's timers do), and only the raw path still
+    tells the two apart. The server hands the ASGI scope on to the WSGI
+    environ (``asgi.scope``, a2wsgi), whose ``raw_path`` is the path as sent.
+    """
+    scope = request.META.get("asgi.scope")
+    raw = scope.get("raw_path") if isinstance(scope, dict) else None
+    if not isinstance(raw, bytes):
+        return None
+    text = raw.decode("latin-1")
+    if not text.startswith(prefix):
+        return None
+    head, slash, tail = text[len(prefix) :].partition("/")
+    if not slash:
+        return None
+    try:
+        return unquote_to_bytes(head).decode(), unquote_to_bytes(tail).decode()
+    except UnicodeDecodeError:
+        return None

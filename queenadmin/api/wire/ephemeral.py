@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from queenadmin.domain import ephemeral
+from queenadmin.domain import ephemeral, names
 from queenadmin.errors import EphemeralBadRequest
 
 #: Edge limits of Queen's ephemeral handlers.
@@ -25,13 +25,28 @@ _encode = msgspec.json.encode
 
 
 def name_of(value: Any, what: str) -> str:
-    """A queue, partition or group name: 1 to 512 bytes, no control characters."""
+    """A queue, partition or group name: 1 to 512 bytes, keeping the rule of
+    every stored name (``domain.names``: no control characters)."""
     if not isinstance(value, str) or not value:
         raise EphemeralBadRequest(f"{what} must be a non-empty string")
+    fault = names.fault(value)
+    if fault is not None:
+        raise EphemeralBadRequest(f"{what} {fault}")
     if len(value.encode()) > MAX_NAME_BYTES:
         raise EphemeralBadRequest(f"{what} is over {MAX_NAME_BYTES} bytes")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-        raise EphemeralBadRequest(f"{what} must not contain control characters")
+    return value
+
+
+def lookup_name(value: str, what: str) -> str:
+    """A queue to look up or delete: ``name_of`` without the rule of stored
+    names, so that a queue stored before it is still found."""
+    if not value:
+        raise EphemeralBadRequest(f"{what} must be a non-empty string")
+    fault = names.unstorable(value)
+    if fault is not None:
+        raise EphemeralBadRequest(f"{what} {fault}")
+    if len(value.encode()) > MAX_NAME_BYTES:
+        raise EphemeralBadRequest(f"{what} is over {MAX_NAME_BYTES} bytes")
     return value
 
 

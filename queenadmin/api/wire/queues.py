@@ -18,10 +18,10 @@ from typing import Any
 
 from queenadmin.api.wire.common import is_json_int
 from queenadmin.conf import settings
-from queenadmin.domain import clock, queues
+from queenadmin.domain import clock, names, queues
 from queenadmin.domain.db import json_text
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS, OptionValue, option_value
-from queenadmin.errors import ConflationRefused, InvalidArgument, NameTooLong
+from queenadmin.errors import ConflationRefused, InvalidArgument
 
 #: Engine names (queue, partition) fit a 511-byte store key (protocol 12).
 MAX_NAME_BYTES = 511
@@ -69,21 +69,22 @@ def json_object(body: Any) -> dict[str, Any]:
 
 
 def check_name(value: Any, what: str) -> str:
-    """A queue or partition name: a non-empty string within the key budget."""
+    """A queue, partition or trace name: a non-empty string within the key
+    budget that keeps the rule of every stored name (``domain.names``)."""
     if not isinstance(value, str) or not value:
         raise InvalidArgument(f"{what} must be a non-empty string")
-    if "\x00" in value:
-        raise InvalidArgument(f"{what} must not contain NUL")
-    if len(value.encode()) > MAX_NAME_BYTES:
-        raise NameTooLong(f"{what} is over {MAX_NAME_BYTES} bytes")
-    return value
+    return names.check_engine_name(value, what, MAX_NAME_BYTES)
 
 
 def check_text(value: Any, what: str) -> Any:
-    """``value`` unless it is a string with a NUL, which PostgreSQL cannot
-    store or compare: refused here so that SQLite answers the same."""
-    if isinstance(value, str) and "\x00" in value:
-        raise InvalidArgument(f"{what} must not contain NUL")
+    """``value`` unless it is a string no database can store or compare (a
+    NUL, which PostgreSQL refuses, or a lone surrogate): refused here so that
+    SQLite answers the same. The check for a name looked up (a read, a
+    delete), so that a name stored before the rule is still found."""
+    if isinstance(value, str):
+        fault = names.unstorable(value)
+        if fault is not None:
+            raise InvalidArgument(f"{what} {fault}")
     return value
 
 
@@ -93,8 +94,16 @@ def check_group(value: Any) -> str:
         return queues.QUEUE_MODE
     if not isinstance(value, str) or "\x00" in value:
         raise InvalidArgument("consumerGroup must be a string")
-    if len(value.encode()) > MAX_GROUP_BYTES:
-        raise NameTooLong(f"consumerGroup is over {MAX_GROUP_BYTES} bytes")
+    return names.check_engine_name(value, "consumerGroup", MAX_GROUP_BYTES)
+
+
+def lookup_group(value: Any) -> str:
+    """A consumer group to look up or delete: ``check_group`` without the
+    rule of stored names, so that a group stored before it is found."""
+    if value is None or value == "":
+        return queues.QUEUE_MODE
+    if not isinstance(value, str) or names.unstorable(value) is not None:
+        raise InvalidArgument("consumerGroup must be a string")
     return value
 
 

@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 from uuid import UUID
 
 from queenadmin.api.wire.queues import check_group, check_name, check_text, json_object
-from queenadmin.domain import db, queues, streams
+from queenadmin.domain import db, names, queues, streams
 from queenadmin.errors import InvalidArgument
 
 #: What an id that names nothing reads as: no query has the nil UUID, no
@@ -76,7 +76,7 @@ def partition_id_of(body: dict[str, Any]) -> int:
 def parse_query(body: Any) -> QueryCall:
     """``POST /streams/v1/queries``."""
     body = json_object(body)
-    name = _required_text(body, "name")
+    name = names.check_engine_name(_required_text(body, "name"), "name")
     source = check_name(body.get("source_queue") or None, "source_queue")
     sink = body.get("sink_queue")
     sink = None if sink is None or sink == "" else check_name(sink, "sink_queue")

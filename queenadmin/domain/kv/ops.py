@@ -16,6 +16,7 @@ from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow
 from typing import Any, ClassVar, Literal
 
 from queenadmin.conf import settings
+from queenadmin.domain import names
 from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
 
 NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -93,6 +94,9 @@ class KVPut:
     required: bool = False
     if_absent: bool = False
 
+    def __post_init__(self) -> None:
+        check_new_key(self.key)
+
     @property
     def name(self) -> WriteOpName:
         return "putIfAbsent" if self.if_absent else "put"
@@ -127,6 +131,9 @@ class KVIncr:
     required: bool = False
 
     name: ClassVar[WriteOpName] = "incr"
+
+    def __post_init__(self) -> None:
+        check_new_key(self.key)
 
 
 def check_incr_number(number: Decimal, what: str) -> Decimal:
@@ -289,6 +296,17 @@ def check_key(key: str, what: str = "key", *, limits: Limits | None = None) -> s
     max_bytes = limits.key_bytes if limits is not None else settings.KV_MAX_KEY_BYTES
     if len(key.encode()) > max_bytes:
         raise KVPayloadTooLarge(f"{what} is over {max_bytes} bytes", reason="kv_key_too_large")
+    return key
+
+
+def check_new_key(key: str, what: str = "key") -> str:
+    """Return ``key`` if a row may be written under it (a put or an incr),
+    else raise ``kv_bad_key``: the rule of every stored name
+    (``domain.names``). Reads and deletes check only ``check_key``, so that
+    a key stored before the rule can still be read and deleted."""
+    fault = names.fault(key)
+    if fault is not None:
+        raise _bad("kv_bad_key", f"{what} {fault}")
     return key
 
 

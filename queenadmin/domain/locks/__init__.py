@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from queenadmin.domain import clock, db, kv
+from queenadmin.domain import clock, db, kv, names
 from queenadmin.domain.kv.store import store as kv_store
 from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld, LocksBadRequest
 
@@ -258,7 +258,9 @@ def _utf8_len(text: str) -> int | None:
 def check_name(name: str) -> str:
     """Return ``name`` if it is a lock name, else raise ``locks_bad_name``."""
     size = _utf8_len(name)
-    if size is None or not name or size > MAX_NAME_BYTES or any(_is_control(c) or c == "#" for c in name):
+    # The rule of every stored name (domain.names), and no "#": it ends the
+    # name in the permit's key.
+    if size is None or not name or size > MAX_NAME_BYTES or not names.is_name(name) or "#" in name:
         raise _bad(
             "locks_bad_name",
             f"name is a non-empty string of at most {MAX_NAME_BYTES} bytes, without control characters or '#'",

@@ -17,6 +17,7 @@ from django.db import IntegrityError, connection, transaction
 
 from queenadmin.domain import clock, events
 from queenadmin.domain.audit import Who
+from queenadmin.domain.names import check_engine_name
 from queenadmin.domain.queues.options import QueueOptions, merge_options
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.domain.queues.store import store
@@ -77,6 +78,7 @@ def queue_configure_in_txn(*, request: ConfigureRequest, now: datetime) -> Queue
     queue = Queue.objects.select_for_update().filter(name=name).first()
     created = queue is None
     if queue is None:
+        check_engine_name(name, "queue")
         try:
             with transaction.atomic():
                 queue = Queue.objects.create(

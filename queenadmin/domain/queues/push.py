@@ -13,6 +13,7 @@ from typing import Literal
 from django.db import connection, transaction
 
 from queenadmin.domain import clock, events
+from queenadmin.domain.names import check_engine_name
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.ids import uuid7s
 from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS, inferred_namespace_task
@@ -101,6 +102,10 @@ def _ensure_queues(names: Iterable[str], now: datetime) -> dict[str, QueueRef]:
         # A queue deleted since the read counts as missing: the push creates it anew.
         found.update(_read_and_lock_queues([n for n in wanted if n not in found]))
         missing = [n for n in wanted if n not in found]
+        for name in missing:
+            # The floor under every caller (push, transactions, timers'
+            # fires, streams' sinks): a new queue keeps the rule of names.
+            check_engine_name(name, "queue")
         if not missing:
             if created:
                 events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "created": created})
@@ -128,6 +133,8 @@ def _ensure_partitions(pairs: set[tuple[int, str]], now: datetime) -> dict[tuple
     rows = Partition.objects.filter(queue_id__in=queue_ids, name__in=names).values_list("queue_id", "name", "id")
     found = {(q, n): i for q, n, i in rows if (q, n) in pairs}
     missing = pairs - found.keys()
+    for _queue, name in missing:
+        check_engine_name(name, "partition")
     if missing:
         Partition.objects.bulk_create(
             [Partition(queue_id=q, name=n, created_at=now) for q, n in sorted(missing)],

@@ -19,6 +19,7 @@ from django.db.models import Count, F, TextField, Value
 from django.db.models.functions import Cast, Concat, Greatest
 
 from queenadmin.domain import clock, events
+from queenadmin.domain.names import check_engine_name
 from queenadmin.domain.queues.ids import uuid7
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.domain.queues.store import store
@@ -95,6 +96,8 @@ def trace_record_in_txn(
 ) -> str:
     """``trace_record`` inside the caller's transaction (asserted)."""
     assert connection.in_atomic_block
+    for name in names:
+        check_engine_name(name, "traceNames[]")
     queue_id = Partition.objects.filter(id=partition_id).values_list("queue_id", flat=True).first()
     # The queue row first, as every writer of a queue's rows: a queue delete
     # then waits for this trace or makes it find the partition gone.

@@ -36,8 +36,7 @@ from queenadmin.domain.timers.ops import (
     TimerSchedule,
     check_delay,
     check_filter,
-    check_key,
-    check_name,
+    check_lookup,
     check_schedule,
     check_unique_keys,
     payload_json_of,
@@ -136,7 +135,9 @@ def timer_schedule(
 
 def timer_cancel(*, queue: str, timer_key: str, txn: str | None = None, now: datetime | None = None) -> TimerOutcome:
     """Cancel the pending timer: ``cancelled``, or ``absent`` (it may have fired)."""
-    return timers_call([TimerCancel(check_name(queue, "queue"), check_key(timer_key), txn)], now=now)[0]
+    return timers_call([TimerCancel(check_lookup(queue, "queue"), check_lookup(timer_key, "timerKey"), txn)], now=now)[
+        0
+    ]
 
 
 def timer_hold_in_txn(*, queue: str, timer_key: str) -> Held | None:

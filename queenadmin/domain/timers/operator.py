@@ -19,7 +19,7 @@ from queenadmin.domain import clock
 from queenadmin.domain.audit import Who
 from queenadmin.domain.timers.calls import timer_hold_in_txn, timer_move_held_in_txn, timers_call_in_txn
 from queenadmin.domain.timers.fire import timer_fire_held_in_txn
-from queenadmin.domain.timers.ops import TimerCancel, TimerSchedule, check_key, check_name, payload_json_of
+from queenadmin.domain.timers.ops import TimerCancel, TimerSchedule, check_lookup, payload_json_of
 from queenadmin.domain.timers.store import Held
 from queenadmin.errors import TimersBadRequest
 from queenadmin.models import Message, Timer
@@ -76,7 +76,7 @@ class SeenTimer:
 
 
 def _checked(seen: SeenTimer) -> SeenTimer:
-    return replace(seen, queue=check_name(seen.queue, "queue"), timer_key=check_key(seen.timer_key))
+    return replace(seen, queue=check_lookup(seen.queue, "queue"), timer_key=check_lookup(seen.timer_key, "timerKey"))
 
 
 def _hold(seen: SeenTimer) -> Held | None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from queenadmin.conf import settings
-from queenadmin.domain import db
+from queenadmin.domain import db, names
 from queenadmin.errors import NameTooLong, TimerHorizonExceeded, TimersBadRequest, TimersPayloadTooLarge
 
 DEFAULT_PARTITION = "Default"
@@ -157,11 +157,13 @@ class TimerFilter:
 
 
 def check_name(value: str, what: str) -> str:
-    """A queue or partition name: non-empty, no NUL, within the key budget."""
+    """A queue, partition or timer key to store: non-empty, within the key
+    budget, keeping the rule of every stored name (``domain.names``)."""
     if not value:
         raise _bad(f"{what} is required", "timers_queue_required" if what == "queue" else "timers_bad_request")
-    if "\x00" in value:
-        raise _bad(f"{what} must not contain NUL")
+    fault = names.fault(value)
+    if fault is not None:
+        raise _bad(f"{what} {fault}")
     if len(value.encode()) > MAX_NAME_BYTES:
         raise NameTooLong(f"{what} is over {MAX_NAME_BYTES} bytes")
     return value
@@ -170,6 +172,17 @@ def check_name(value: str, what: str) -> str:
 def check_key(value: str) -> str:
     """A timer key: the same rules as a name."""
     return check_name(value, "timerKey")
+
+
+def check_lookup(value: str, what: str) -> str:
+    """A queue or timer key to look up or cancel: ``check_name`` without the
+    rule of stored names, so that a timer stored before it is found."""
+    if not value:
+        raise _bad(f"{what} is required", "timers_queue_required" if what == "queue" else "timers_bad_request")
+    fault = names.unstorable(value)
+    if fault is not None:
+        raise _bad(f"{what} {fault}")
+    return value
 
 
 def check_filter(selection: TimerFilter) -> TimerFilter:
