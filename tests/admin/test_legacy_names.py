@@ -33,6 +33,7 @@ from queenadmin.models import (
     Queue,
     Timer,
 )
+from queenadmin.templatetags.dashboard import shown_text
 from tests.admin.conftest import action
 
 pytestmark = pytest.mark.django_db
@@ -153,6 +154,29 @@ def test_legacy_queues_are_purged_and_their_groups_deleted(staff):
     assert Message.objects.filter(partition__queue=kept).count() == 3
     assert DeadLetter.objects.filter(queue=kept).count() == 1
     assert ConsumerGroup.objects.filter(queue=kept).count() == 1
+
+
+def test_a_name_a_browser_cannot_type_is_confirmed_as_the_page_spells_it(staff):
+    """A text field drops line breaks, so a purge or group delete of a name
+    holding one is confirmed by typing the name as the confirmation page
+    spells it (``orders.\\nboom``): the page shows that spelling, and it
+    purges the messages and the DLQ and deletes the group."""
+    made = [legacy_queue(i, name) for i, name in enumerate(LEGACY)]
+    for queue in made:
+        name, typed = queue.name, shown_text(queue.name)
+        assert "\n" not in typed
+        assert "\r" not in typed
+        for verb in ("purge_dlq", "purge_queue"):
+            asked = staff.post(f"{ADMIN}queue/", {"action": verb, "_selected_action": [str(queue.pk)]})
+            assert_shows(asked, typed)
+            staff.post(f"{ADMIN}queue/", action(verb, [queue.pk], reason="legacy", confirm_name=typed))
+        assert not DeadLetter.objects.filter(queue=queue).exists(), name
+        assert not Message.objects.filter(partition__queue=queue).exists(), name
+        group = ConsumerGroup.objects.get(queue=queue)
+        asked = staff.post(f"{ADMIN}consumergroup/", {"action": "delete_group", "_selected_action": [str(group.pk)]})
+        assert_shows(asked, typed)
+        staff.post(f"{ADMIN}consumergroup/", action("delete_group", [group.pk], reason="legacy", confirm_name=typed))
+        assert not ConsumerGroup.objects.filter(queue=queue).exists(), name
 
 
 def test_legacy_dead_letters_are_replayed_and_purged_by_selection(staff):
