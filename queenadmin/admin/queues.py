@@ -45,6 +45,7 @@ from queenadmin.domain.queues.lifecycle import queue_operator_configure_in_txn
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 from queenadmin.errors import NotFound, QueenError, QueueNotFound
 from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
+from queenadmin.templatetags.dashboard import shown_text
 
 PREVIEW_CHARS = boards.PREVIEW_CHARS
 
@@ -178,8 +179,11 @@ class PurgeForm(ReasonForm):
 
     def clean_confirm_name(self) -> str:
         typed = str(self.cleaned_data["confirm_name"]).strip()
-        if typed != self.expected:
-            raise forms.ValidationError(f"type {self.expected!r} exactly")
+        # A text field drops line breaks: a name stored before the rule of
+        # names is typed as the page spells it (``orders.\\nboom``).
+        spelled = shown_text(self.expected)
+        if typed not in (self.expected, spelled):
+            raise forms.ValidationError(f"type '{spelled}' exactly")
         return typed
 
 
@@ -271,7 +275,7 @@ class QueueAdmin(BoardAdmin):
             queryset,
             perm="delete_deadletter",
             title="Purge the DLQ",
-            warning=f"Every dead letter of {name} now in its DLQ is deleted for good.",
+            warning=f"Every dead letter of {shown_text(name)} now in its DLQ is deleted for good.",
             form_class=PurgeForm,
             form_kwargs={"expected": name},
         )
@@ -303,8 +307,8 @@ class QueueAdmin(BoardAdmin):
             perm="change_queue",
             title="Purge the queue's messages",
             warning=(
-                f"Every message stored in {name} is deleted for good: claimable, parked, in flight and done. "
-                "The queue, its options, its consumer groups and its dead letters stay; each group reads on "
+                f"Every message stored in {shown_text(name)} is deleted for good: claimable, parked, in flight "
+                "and done. The queue, its options, its consumer groups and its dead letters stay; each group reads on "
                 "from what is pushed next, and leases on purged messages end."
             ),
             form_class=PurgeForm,
@@ -501,8 +505,8 @@ class ConsumerGroupAdmin(InQueueAdmin):
             perm="change_queue",
             title="Delete a consumer group",
             warning=(
-                f"The group {row.name} is forgotten on {row.queue.name}: its positions and its registration. "
-                "Its next pop registers it anew, placed by its subscription mode. " + LEASES_END
+                f"The group {shown_text(row.name)} is forgotten on {shown_text(row.queue.name)}: its positions "
+                "and its registration. Its next pop registers it anew, placed by its subscription mode. " + LEASES_END
             ),
             form_class=DeleteGroupForm,
             form_kwargs={"expected": row.name},

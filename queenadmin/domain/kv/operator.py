@@ -35,6 +35,7 @@ from queenadmin.domain.kv.ops import (
     WriteResult,
     check_key,
     check_namespace,
+    check_stored_namespace,
     check_ttl,
     check_value_json,
 )
@@ -175,10 +176,11 @@ def kv_operator_delete_in_txn(
     *, namespace: str, key: str, expect: int, who: Who, now: datetime | None = None
 ) -> OperatorWrite:
     """Delete ``key`` only while it is at version ``expect``, inside the
-    caller's transaction; ``who`` is audited."""
+    caller's transaction; ``who`` is audited. A namespace stored before
+    the namespace pattern held is found too (``check_stored_namespace``)."""
     assert connection.in_atomic_block
     now = now or clock.now()
-    namespace, key = check_namespace(namespace), check_key(key)
+    namespace, key = check_stored_namespace(namespace), check_key(key)
     _refuse_locks(namespace)
     before = _read(namespace, key, now)
     (result,) = kv_call_in_txn([KVDelete(namespace, key, expect=expect)], now=now)

@@ -289,6 +289,18 @@ def check_namespace(namespace: str) -> str:
     return namespace
 
 
+def check_stored_namespace(namespace: str) -> str:
+    """Return ``namespace`` if a stored row may be under it, else raise
+    ``kv_bad_namespace``: for an operator's delete, which must find a row
+    in a namespace stored before ``NAMESPACE_RE`` held (a newline, a
+    capital), so only the empty text and what no database can hold
+    (``names.unstorable``) are refused."""
+    fault = names.unstorable(namespace)
+    if not namespace or fault is not None:
+        raise _bad("kv_bad_namespace", f"ns {fault or 'must be a non-empty string'}")
+    return namespace
+
+
 def check_key(key: str, what: str = "key", *, limits: Limits | None = None) -> str:
     """Return ``key`` if it is one, else raise ``kv_bad_key`` or 413."""
     if not key or "\x00" in key:

@@ -62,6 +62,7 @@ __all__ = [
     "check_name",
     "check_owner",
     "check_slot",
+    "check_stored_name",
     "check_token",
     "check_ttl",
     "guard_check",
@@ -265,6 +266,17 @@ def check_name(name: str) -> str:
             "locks_bad_name",
             f"name is a non-empty string of at most {MAX_NAME_BYTES} bytes, without control characters or '#'",
         )
+    return name
+
+
+def check_stored_name(name: str) -> str:
+    """Return ``name`` if a permit may be stored under it, else raise
+    ``locks_bad_name``: for an operator's release, which must reach a lock
+    named before the rule of names (a newline, a bidi mark), so only the
+    empty text and what no database can hold (``names.unstorable``) are
+    refused."""
+    if not name or names.unstorable(name) is not None:
+        raise _bad("locks_bad_name", "name is a non-empty string without NUL")
     return name
 
 

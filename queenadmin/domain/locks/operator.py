@@ -23,7 +23,14 @@ from django.db.models import Count, Q
 
 from queenadmin.domain import clock, kv
 from queenadmin.domain.audit import Who
-from queenadmin.domain.locks import NAMESPACE, _owner_of, _since_of, _slot_of, check_name, check_slot
+from queenadmin.domain.locks import (
+    NAMESPACE,
+    _owner_of,
+    _since_of,
+    _slot_of,
+    check_slot,
+    check_stored_name,
+)
 from queenadmin.domain.masking import mask_token
 from queenadmin.models import KVEntry
 
@@ -191,7 +198,8 @@ def lock_force_release(*, name: str, slot: int, lease: str, who: Who, now: datet
     the same transaction when it releases. Must be the outermost call.
     """
     now = now or clock.now()
-    name, slot = check_name(name), check_slot(slot)
+    # A lock named before the rule of names is released too.
+    name, slot = check_stored_name(name), check_slot(slot)
     key = f"{name}#{slot}"
     got = kv.kv_call_in_txn([kv.KVGet(NAMESPACE, key)], now=now)[0]
     assert isinstance(got, kv.GetResult)
