@@ -46,3 +46,20 @@ def test_a_queue_named_billing_purge_links_to_itself_not_to_a_purge(client_for, 
     response = client.get("/queues/billing~2Fpurge/")
     assert response.resolver_match.url_name == "queue"
     assert response.context["queue"].name == "billing/purge"
+
+
+@pytest.mark.django_db
+def test_a_queue_with_a_newline_is_purged_by_typing_its_name_as_shown(client_for, operator):
+    """A browser's text field drops line breaks, so the purge of
+    ``orders.\\nboom`` is confirmed by typing ``orders.\\nboom`` as the page
+    spells it (a backslash and an n); a wrong name purges nothing."""
+    _old_queue("orders.\nboom")
+    client = client_for(operator)
+    path = "/queues/orders.~0Aboom/purge/"
+    refused = client.post(path, {"confirm": "orders.boom", "reason": "test"})
+    assert refused.status_code == 422
+    assert "orders.\\nboom" in refused.content.decode()
+    assert Queue.objects.get(name="orders.\nboom").partitions.get().messages.count() == 1
+    done = client.post(path, {"confirm": "orders.\\nboom", "reason": "test"})
+    assert done.status_code in (200, 303)
+    assert Queue.objects.get(name="orders.\nboom").partitions.get().messages.count() == 0

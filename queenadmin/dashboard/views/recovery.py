@@ -24,6 +24,7 @@ from queenadmin.dashboard.views.queues import QUEUE
 from queenadmin.domain.queues import board, recovery
 from queenadmin.errors import InvalidArgument, NotFound, QueueNotFound
 from queenadmin.models.queues import QUEUE_MODE
+from queenadmin.templatetags.dashboard import shown_text
 
 TEMPLATE = "queenadmin/queues/recover.html"
 #: Purge steps one request runs (each one transaction of ``PURGE_BATCH``).
@@ -113,6 +114,14 @@ def _group_of(name: str, group: str) -> board.GroupLag:
     return found
 
 
+def _confirmed(source: Any, name: str) -> bool:
+    """Whether the form's ``confirm`` names ``name``: as stored, or as the
+    page spells it (a text field drops line breaks, so a name stored before
+    the rule of names is typed with its invisible characters written out)."""
+    typed = str(source.get("confirm", "")).strip()
+    return typed in (name, shown_text(name))
+
+
 @staff_action("queue.group")
 def group_recover(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """GET: the confirmation of a group action. POST: do it."""
@@ -142,8 +151,8 @@ def group_recover(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if chosen.to == "time" and at is None:
         ctx["error"] = "Give the time to seek to, e.g. 2026-12-03T10:00 (UTC)."
         return _form(request, ctx, "group-form", 422)
-    if chosen.action == "delete" and source.get("confirm", "").strip() != ctx["label"]:
-        ctx["error"] = f"Not deleted: type the group's name ({ctx['label']}) to confirm."
+    if chosen.action == "delete" and not _confirmed(source, ctx["label"]):
+        ctx["error"] = f"Not deleted: type the group's name ({shown_text(ctx['label'])}) to confirm."
         return _form(request, ctx, "group-form", 422)
     try:
         done = recovery.queue_group_operator(
@@ -179,8 +188,8 @@ def queue_purge(request: HtmxHttpRequest, name: str) -> HttpResponse:
     }
     if request.method == "GET":
         return _form(request, ctx, "purge-form", 200)
-    if source.get("confirm", "").strip() != name:
-        ctx["error"] = f"Not purged: type the queue's name ({name}) to confirm."
+    if not _confirmed(source, name):
+        ctx["error"] = f"Not purged: type the queue's name ({shown_text(name)}) to confirm."
         return _form(request, ctx, "purge-form", 422)
     who = who_of(request)
     deleted = 0
