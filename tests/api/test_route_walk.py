@@ -484,7 +484,15 @@ def db_threads_closed() -> Iterator[None]:
     async def on_every_thread() -> None:
         await asyncio.gather(*(dbthreads.run(close) for _ in range(threads)))
 
-    asyncio.run(on_every_thread())
+    # A loop of its own, never the thread's current one: asyncio.run would
+    # set the current loop to None at its end, dropping the fresh loop
+    # pytest-asyncio leaves there after an async test unclosed (a
+    # ResourceWarning for its socket, raised in whichever test collects it).
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(on_every_thread())
+    finally:
+        loop.close()
 
 
 @pytest.mark.django_db(transaction=True)
