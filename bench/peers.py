@@ -385,8 +385,7 @@ async def _loop_until(
             n += 1
 
     await asyncio.gather(*(task(i) for i in range(concurrency)))
-    elapsed = time.monotonic() - started
-    return {"rate": done / elapsed, "ops": done}
+    return _rate(done, time.monotonic() - started)
 
 
 def _ours_http(env: Env, concurrency: int) -> list[httpx.AsyncClient]:
@@ -405,6 +404,12 @@ async def _closing(clients: list[httpx.AsyncClient], work: Coroutine[Any, Any, F
     finally:
         for client in clients:
             await client.aclose()
+
+
+def _rate(ops: float, seconds: float) -> Figures:
+    if ops <= 0 or seconds <= 0:
+        raise RuntimeError("no operation completed in the round")
+    return {"rate": ops / seconds, "ops": ops}
 
 
 def _ok(response: httpx.Response) -> Any:
@@ -591,7 +596,7 @@ def pgboss_push(batch: int, concurrency: int) -> Callable[[Env], Coroutine[Any, 
         else:
             command = {"cmd": "insert", "queue": queue, "seconds": env.seconds, "concurrency": concurrency}
             answer = env.pgboss.call({**command, "batch": batch})
-        return {"rate": answer["ops"] / answer["seconds"], "ops": answer["ops"]}
+        return _rate(answer["ops"], answer["seconds"])
 
     return run
 
@@ -626,7 +631,7 @@ def ours_pop(batch: int, concurrency: int) -> Callable[[Env], Coroutine[Any, Any
                     last = time.monotonic()
 
             await asyncio.gather(*(consumer() for _ in range(concurrency)))
-        return {"rate": done / (last - started), "ops": done}
+        return _rate(done, last - started)
 
     return run
 
@@ -639,7 +644,7 @@ def pgboss_pop(batch: int, concurrency: int) -> Callable[[Env], Coroutine[Any, A
         env.start_meter()
         command = {"cmd": "fetch", "queue": queue, "seconds": env.seconds, "concurrency": concurrency}
         answer = env.pgboss.call({**command, "batch": batch})
-        return {"rate": answer["ops"] / answer["seconds"], "ops": answer["ops"]}
+        return _rate(answer["ops"], answer["seconds"])
 
     return run
 
@@ -680,14 +685,14 @@ async def ours_job(env: Env) -> Figures:
         await asyncio.gather(*(producer(i) for i in range(concurrency)))
         producing = False
         await asyncio.gather(*consumers)
-    return {"rate": acked / (last - started), "ops": acked}
+    return _rate(acked, last - started)
 
 
 async def procrastinate_job(env: Env) -> Figures:
     assert env.procrastinate is not None
     command = {"cmd": "e2e", "seconds": env.seconds, "concurrency": 8, "pollSeconds": PEER_POLL_S}
     answer = env.procrastinate.call(command)
-    return {"rate": answer["ops"] / answer["seconds"], "ops": answer["ops"]}
+    return _rate(answer["ops"], answer["seconds"])
 
 
 # -- Timers ------------------------------------------------------------------
@@ -753,7 +758,7 @@ async def ours_timer_burst(env: Env) -> Figures:
                     last = time.monotonic()
 
         await asyncio.gather(consumer(), consumer())
-    return {"rate": done / (last - started), "ops": done}
+    return _rate(done, last - started)
 
 
 def peer_timer_burst(peer: str) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
@@ -767,7 +772,7 @@ def peer_timer_burst(peer: str) -> Callable[[Env], Coroutine[Any, Any, Figures]]
         command: dict[str, Any] = {"cmd": "burstDrain", "queue": queue, "count": env.count}
         command.update(concurrency=2 if peer == "pg-boss" else 8, batch=100, pollSeconds=PEER_POLL_S)
         answer = driver.call(command)
-        return {"rate": answer["ops"] / answer["seconds"], "ops": answer["ops"]}
+        return _rate(answer["ops"], answer["seconds"])
 
     return run
 
@@ -1175,7 +1180,7 @@ def main() -> int:
             log(f"{row.name}: {row.work} against {row.peer}")
             try:
                 outcomes.append(run_row(row, env, args.rounds, sides))
-            except (RuntimeError, httpx.HTTPError, KeyError) as exc:
+            except Exception as exc:  # a failed row is reported; the others still run
                 log(f"{row.name} failed: {exc!r}")
                 outcomes.append(Outcome(row, error=repr(exc)))
     meta = {"started": f"{started:%Y-%m-%d %H:%M}", "versions": "; ".join(versions), "durability": durability}
