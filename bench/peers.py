@@ -613,15 +613,16 @@ def ours_pop(batch: int, concurrency: int) -> Callable[[Env], Coroutine[Any, Any
         await _prefill(env, queue, total)
         async with _queen(env) as queen:
             env.start_meter()
-            done = 0
+            done = empty = 0
             last = started = time.monotonic()
             stop_at = started + env.seconds
 
             async def consumer() -> None:
-                nonlocal done, last
+                nonlocal done, empty, last
                 while time.monotonic() < stop_at and done < total:
                     messages = await queen.queue(queue).batch(batch).wait(False).pop()
                     if not messages:
+                        empty += 1
                         await asyncio.sleep(0.005)  # every partition leased this instant
                         continue
                     answer = await queen.ack(messages if batch > 1 else messages[0], True)
@@ -631,7 +632,7 @@ def ours_pop(batch: int, concurrency: int) -> Callable[[Env], Coroutine[Any, Any
                     last = time.monotonic()
 
             await asyncio.gather(*(consumer() for _ in range(concurrency)))
-        return _rate(done, last - started)
+        return {**_rate(done, last - started), "empty pops": empty}
 
     return run
 
@@ -1029,6 +1030,7 @@ def run_row(row: Row, env: Env, rounds: int, sides: dict[str, Side]) -> Outcome:
             (out.ours if who == "ours" else out.peer).append(figures)
             (out.cpu_ours if who == "ours" else out.cpu_peer).append(cpu)
         shown = ", ".join(f"{k} {out.ours[-1][k]:,.1f} / {out.peer[-1][k]:,.1f}" for k in row.figures)
+        shown += "".join(f", {k} {v:,.0f}" for k, v in out.ours[-1].items() if k not in (*row.figures, "ops"))
         log(f"{row.name} round {r + 1}/{rounds}: ours / {row.peer}: {shown} {row.unit}")
     return out
 
