@@ -85,9 +85,10 @@ def log(message: str) -> None:
 
 
 def install() -> None:
-    missing = [pkg for pkg, binary in (("etcd-server", "etcd"), ("etcd-client", "etcdctl")) if not shutil.which(binary)]
+    wanted = (("etcd-server", "etcd"), ("etcd-client", "etcdctl"), ("nodejs", "node"), ("npm", "npm"))
+    missing = [package for package, binary in wanted if not shutil.which(binary)]
     if missing:
-        log(f"installing {' '.join(missing)} (apt)")
+        log(f"installing {' '.join(missing)} (apt; npm installs Node 22 for pg-boss)")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         sudo = [] if os.geteuid() == 0 else ["sudo"]
         subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env)
