@@ -1031,8 +1031,8 @@ def run_row(row: Row, env: Env, rounds: int, sides: dict[str, Side]) -> Outcome:
             (out.ours if who == "ours" else out.peer).append(figures)
             (out.cpu_ours if who == "ours" else out.cpu_peer).append(cpu)
         shown = ", ".join(f"{k} {out.ours[-1][k]:,.1f} / {out.peer[-1][k]:,.1f}" for k in row.figures)
-        shown += "".join(f", {k} {v:,.0f}" for k, v in out.ours[-1].items() if k not in (*row.figures, "ops"))
-        log(f"{row.name} round {r + 1}/{rounds}: ours / {row.peer}: {shown} {row.unit}")
+        extra = "".join(f", ours' {k} {v:,.0f}" for k, v in out.ours[-1].items() if k not in (*row.figures, "ops"))
+        log(f"{row.name} round {r + 1}/{rounds}: ours / {row.peer}: {shown} {row.unit}{extra}")
     return out
 
 
@@ -1133,7 +1133,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.list:
         for row in ROWS:
-            print(f"{row.name:28} {row.work} against {row.peer}")
+            print(f"{row.name:28} {row.work.format(count=args.count, rate=args.rate)} against {row.peer}")
         return 0
     args.rounds = args.rounds or (3 if args.quick else 5)
     args.seconds = args.seconds or (10.0 if args.quick else 20.0)
@@ -1180,7 +1180,7 @@ def main() -> int:
             + f" synchronous_commit per database: {commits}"
         )
         for row in rows:
-            log(f"{row.name}: {row.work} against {row.peer}")
+            log(f"{row.name}: {row.work.format(count=args.count, rate=args.rate)} against {row.peer}")
             try:
                 outcomes.append(run_row(row, env, args.rounds, sides))
             except Exception as exc:  # a failed row is reported; the others still run
