@@ -1069,13 +1069,109 @@ def _measure(side: Side, run: Callable[[Env], Coroutine[Any, Any, Figures]], env
     env.ours = env.instances.get(side.name, env.ours)
     env.start_meter()
     # queen's client prints as it closes ("Closing Queen client..."): not into the table.
+    wall, client = time.monotonic(), time.process_time()
     with contextlib.redirect_stdout(io.StringIO()):
         figures = asyncio.run(run(env))
+    # This process drives ours (the Python clients): near 1.0 core, the client is the limit.
+    figures["client cores"] = (time.process_time() - client) / max(1e-9, time.monotonic() - wall)
     cpu = Side.grown(env.baseline, side.snapshot())
     return figures, cpu / max(1.0, figures["ops"]) * 1e6
 
 
-def run_row(row: Row, env: Env, rounds: int, sides: dict[str, Side]) -> Outcome:
+class Profiler:
+    """``--profile DIR``: per row, py-spy over our serve processes (every
+    round, both sides': the peer's rounds leave ours idle, and idle threads
+    are not sampled) and PostgreSQL's ``pg_stat_statements`` for our
+    database, each summarised into ``DIR/<row>.txt`` beside the raw stacks."""
+
+    def __init__(self, folder: Path, scratch: Scratch, side: Side) -> None:
+        self.folder = folder
+        self.scratch = scratch
+        self.side = side
+        self.spy: subprocess.Popen[Any] | None = None
+        folder.mkdir(parents=True, exist_ok=True)
+        loaded = "pg_stat_statements" in scratch.psql("SHOW shared_preload_libraries")
+        self.statements = loaded and side.database is not None
+        if self.statements:
+            scratch.psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements", side.database or "")
+
+    @staticmethod
+    def binary() -> str:
+        spy = ROOT / ".venv" / "bin" / "py-spy"
+        if not spy.exists():
+            log("installing py-spy into .venv (bench only)")
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=True)
+        return str(spy)
+
+    def start(self, row: str) -> None:
+        argv = [self.binary(), "record", "--subprocesses", "--gil", "--rate", "100", "--format", "raw"]
+        argv += ["--pid", str(self.side.roots[0]), "--output", str(self.folder / f"{row}.folded")]
+        self.spy = self.scratch.start(f"py-spy-{row}", argv)
+        if self.statements:
+            self.scratch.psql("SELECT pg_stat_statements_reset()", self.side.database or "")
+
+    def stop(self, row: str) -> None:
+        lines = [f"# {row}"]
+        if self.spy is not None:
+            self.spy.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.spy.wait(timeout=30)
+            lines += self._stacks(self.folder / f"{row}.folded")
+        if self.statements:
+            lines += ["", "## PostgreSQL: statements by total time (pg_stat_statements)", ""]
+            lines.append(
+                self.scratch.psql(
+                    "SELECT round(total_exec_time::numeric, 1) || ' ms | ' || calls || ' calls | '"
+                    " || round(mean_exec_time::numeric, 3) || ' ms | ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 160)"
+                    " FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+                    f" WHERE d.datname = '{self.side.database}' ORDER BY total_exec_time DESC LIMIT 20",
+                    self.side.database or "",
+                )
+            )
+        else:
+            lines += ["", "(pg_stat_statements is not in shared_preload_libraries: no statement figures)"]
+        (self.folder / f"{row}.txt").write_text("\n".join(lines) + "\n")
+        log(f"profile of {row}: {self.folder / f'{row}.txt'}")
+
+    @staticmethod
+    def _stacks(path: Path) -> list[str]:
+        """The hottest functions, by own samples and by samples under them."""
+        own: dict[str, int] = {}
+        under: dict[str, int] = {}
+        total = 0
+        text = path.read_text(errors="replace") if path.exists() else ""
+        for line in text.splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not count.isdigit():
+                continue
+            n = int(count)
+            total += n
+            frames = [Profiler._frame(frame) for frame in stack.split(";")]
+            own[frames[-1]] = own.get(frames[-1], 0) + n
+            for frame in set(frames):
+                under[frame] = under.get(frame, 0) + n
+        if not total:
+            return ["(no samples)"]
+        out = ["", f"## Python: {total:,} samples; by own samples", ""]
+        out += [f"{n / total:6.1%}  {frame}" for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:25]]
+        out += ["", "## by samples under the function (queenadmin's own code)", ""]
+        ours = [(frame, n) for frame, n in under.items() if "(queenadmin/" in frame]
+        out += [f"{n / total:6.1%}  {frame}" for frame, n in sorted(ours, key=lambda kv: -kv[1])[:40]]
+        return out
+
+    @staticmethod
+    def _frame(frame: str) -> str:
+        """``name (path:line)`` as ``name (queenadmin/x.py)`` or ``name (package/x.py)``."""
+        name, _, where = frame.partition(" (")
+        file = where.rstrip(")").rsplit(":", 1)[0]
+        if "/queenadmin/" in file or file.startswith("queenadmin/"):
+            file = "queenadmin/" + file.split("queenadmin/", 1)[1]
+        else:
+            file = "/".join(file.split("/")[-2:])
+        return f"{name} ({file})"
+
+
+def run_row(row: Row, env: Env, rounds: int, sides: dict[str, Side], profiler: Profiler | None = None) -> Outcome:
     out = Outcome(row)
     if row.warm_up:
         seconds, env.seconds, env.round = env.seconds, min(1.0, env.seconds), -1
@@ -1084,20 +1180,30 @@ def run_row(row: Row, env: Env, rounds: int, sides: dict[str, Side]) -> Outcome:
                 _measure(sides[who], run, env)
         finally:
             env.seconds = seconds
-    for r in range(rounds):
-        env.round = r
-        out.loads.append(os.getloadavg()[0])
-        order = [("ours", row.ours), ("peer", row.theirs)]
-        if r % 2:
-            order.reverse()
-        for who, run in order:
-            side = sides[row.ours_side] if who == "ours" else sides[row.peer]
-            figures, cpu = _measure(side, run, env)
-            (out.ours if who == "ours" else out.peer).append(figures)
-            (out.cpu_ours if who == "ours" else out.cpu_peer).append(cpu)
-        shown = ", ".join(f"{k} {out.ours[-1][k]:,.1f} / {out.peer[-1][k]:,.1f}" for k in row.figures)
-        extra = "".join(f", ours' {k} {v:,.0f}" for k, v in out.ours[-1].items() if k not in (*row.figures, "ops"))
-        log(f"{row.name} round {r + 1}/{rounds}: ours / {row.peer}: {shown} {row.unit}{extra}")
+    if profiler is not None:
+        profiler.start(row.name)
+    try:
+        for r in range(rounds):
+            env.round = r
+            out.loads.append(os.getloadavg()[0])
+            order = [("ours", row.ours), ("peer", row.theirs)]
+            if r % 2:
+                order.reverse()
+            for who, run in order:
+                side = sides[row.ours_side] if who == "ours" else sides[row.peer]
+                figures, cpu = _measure(side, run, env)
+                (out.ours if who == "ours" else out.peer).append(figures)
+                (out.cpu_ours if who == "ours" else out.cpu_peer).append(cpu)
+            shown = ", ".join(f"{k} {out.ours[-1][k]:,.1f} / {out.peer[-1][k]:,.1f}" for k in row.figures)
+            extra = "".join(
+                f", ours' {k} {v:,.{2 if v < 10 else 0}f}"
+                for k, v in out.ours[-1].items()
+                if k not in (*row.figures, "ops")
+            )
+            log(f"{row.name} round {r + 1}/{rounds}: ours / {row.peer}: {shown} {row.unit}{extra}")
+    finally:
+        if profiler is not None:
+            profiler.stop(row.name)
     return out
 
 
@@ -1146,6 +1252,7 @@ def report(outcomes: list[Outcome], meta: dict[str, str], args: argparse.Namespa
                     "ratios": ratios,
                     "cpu_us_per_op_ours": statistics.median(out.cpu_ours),
                     "cpu_us_per_op_peer": statistics.median(out.cpu_peer),
+                    "client_cores_ours": statistics.median(f["client cores"] for f in out.ours),
                     "load_min": min(out.loads),
                     "load_max": max(out.loads),
                     "note": out.row.note,
@@ -1198,6 +1305,20 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the rows as JSON")
     parser.add_argument("--no-install", action="store_true", help="skip the install step")
     parser.add_argument("--sqlite", action="store_true", help="the rows on SQLite against ours on PostgreSQL (no peer)")
+    parser.add_argument(
+        "--serve-from",
+        type=Path,
+        default=ROOT,
+        metavar="CHECKOUT",
+        help="serve queenadmin from another checkout (with its .venv), e.g. a worktree of an older commit",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="py-spy on our serve processes and pg_stat_statements per row into DIR (figures then include py-spy's cost)",
+    )
     args = parser.parse_args()
     table = sqlite_rows() if args.sqlite else ROWS
     if args.list:
@@ -1257,10 +1378,12 @@ def main() -> int:
             + f" synchronous_commit per database: {commits}"
             + "; SQLite synchronous=FULL" * args.sqlite
         )
+        profiled = sides[SQLITE_SIDE if args.sqlite else "queenadmin"]
+        profiler = Profiler(args.profile, scratch, profiled) if args.profile else None
         for row in rows:
             log(f"{row.name}: {row.work.format(count=args.count, rate=args.rate)} against {row.peer}")
             try:
-                outcomes.append(run_row(row, env, args.rounds, sides))
+                outcomes.append(run_row(row, env, args.rounds, sides, profiler))
             except Exception as exc:  # a failed row is reported; the others still run
                 log(f"{row.name} failed: {exc!r}")
                 outcomes.append(Outcome(row, error=repr(exc)))
