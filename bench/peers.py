@@ -34,6 +34,12 @@ load generator's own CPU (this process) is not counted on either side.
 Everything it started (processes, scratch databases, the scratch folder) is
 removed at the end, also on Ctrl-C, SIGTERM or an error. ``--only ROW``
 runs one row (repeatable; names in ``--list``).
+
+``--sqlite`` runs the same rows with no peer: ours on the embedded default
+(SQLite, one process) against ours on PostgreSQL, so a user of the default
+knows what one process gives. ``--serve-from CHECKOUT`` serves another
+checkout (a worktree of an older commit) to compare it with today's. At the
+end it prints each serve process's peak RSS (``VmHWM``).
 """
 
 from __future__ import annotations
@@ -74,6 +80,8 @@ PARTITIONS = 16
 #: Timer rows: due this long after being scheduled, and the peers' polling.
 DELAY_MS = 2000
 PEER_POLL_S = 0.5
+#: ``--sqlite``: the side serving on SQLite, measured against our own on PostgreSQL.
+SQLITE_SIDE = "queenadmin on SQLite"
 
 
 def log(message: str) -> None:
@@ -155,6 +163,22 @@ class Side:
             if walk in self.roots or backend:
                 mine[pid] = seconds
         return mine
+
+    def peak_rss(self) -> dict[int, int]:
+        """Peak resident memory (``VmHWM``, KiB) of each process in the trees."""
+        parents, _, _ = _proc_table()
+        peaks: dict[int, int] = {}
+        for pid in parents:
+            walk = pid
+            while walk > 1 and walk not in self.roots:
+                walk = parents.get(walk, 0)
+            if walk not in self.roots:
+                continue
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peaks[pid] = int(line.split()[1])
+        return peaks
 
     @staticmethod
     def grown(before: dict[int, float], after: dict[int, float]) -> float:
@@ -248,20 +272,25 @@ class Ours:
     version: str
 
     @classmethod
-    def start(cls, scratch: Scratch, workers: int) -> Ours:
-        database = scratch.database("ours")
+    def start(cls, scratch: Scratch, workers: int, sqlite: bool = False, checkout: Path = ROOT) -> Ours:
+        """``serve`` on a scratch PostgreSQL database, or with ``sqlite`` on
+        the embedded default (SQLite in its data folder, one process,
+        ``synchronous=FULL``), whose CPU is all in the process tree."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("QUEENADMIN_", "PYTEST", "DATABASE_"))}
         env.update(
-            DATABASE_URL=f"{scratch.pg}/{database}",
             DJANGO_SECRET_KEY="bench-peers",
-            QUEENADMIN_DATA_DIR=str(scratch.folder / "serve"),
+            QUEENADMIN_DATA_DIR=str(scratch.folder / ("serve-sqlite" if sqlite else "serve")),
             PGOPTIONS="-c client_min_messages=warning",
         )
-        python = str(ROOT / ".venv" / "bin" / "python")
-        subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+        database = None if sqlite else scratch.database("ours")
+        if database is not None:
+            env["DATABASE_URL"] = f"{scratch.pg}/{database}"
+        name = "serve-sqlite" if sqlite else "serve"
+        python = str(checkout / ".venv" / "bin" / "python")
+        subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=checkout, env=env, check=True)
         created = subprocess.run(
             [python, "manage.py", "apitoken", "create", "bench-peers"],
-            cwd=ROOT,
+            cwd=checkout,
             env=env,
             capture_output=True,
             text=True,
@@ -269,13 +298,14 @@ class Ours:
         )
         port = _free_port()
         argv = [python, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
-        process = scratch.start("serve", argv, cwd=ROOT, env=env)
+        process = scratch.start(name, argv, cwd=checkout, env=env)
         url = f"http://127.0.0.1:{port}"
-        _wait_http(f"{url}/health", process, "serve", scratch, "serve")
+        _wait_http(f"{url}/health", process, name, scratch, name)
         commit = subprocess.run(
-            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
+            ["git", "-C", str(checkout), "describe", "--always", "--dirty"], capture_output=True, text=True
         ).stdout.strip()
-        return cls(url, created.stdout.split()[-1], Side("queenadmin", [process.pid], database), commit)
+        side = Side(SQLITE_SIDE if sqlite else "queenadmin", [process.pid], database)
+        return cls(url, created.stdout.split()[-1], side, commit)
 
 
 @dataclass
@@ -353,6 +383,8 @@ class Env:
     #: The side being measured and its CPU at the start of the measured work.
     side: Side | None = None
     baseline: dict[int, float] = field(default_factory=dict)
+    #: Our servers by side name (``--sqlite`` runs two); ``ours`` is the one measured.
+    instances: dict[str, Ours] = field(default_factory=dict)
 
     def start_meter(self) -> None:
         """The measured work starts now (after a prefill or a schedule)."""
@@ -859,6 +891,8 @@ class Row:
     note: str = ""
     #: One unrecorded second per side first (connections, caches, queues).
     warm_up: bool = True
+    #: The side measured as "ours" (``--sqlite``: our server on SQLite).
+    ours_side: str = "queenadmin"
 
 
 KV_NOTE = "both sides: httpx.AsyncClient, one connection per client; etcd through its HTTP/JSON gateway"
@@ -989,6 +1023,36 @@ ROWS = [
 ]
 
 
+def sqlite_rows() -> list[Row]:
+    """Each row's work on the embedded default against the same on
+    PostgreSQL (item 3): no peer; one of each timer row."""
+    rows: list[Row] = []
+    for row in ROWS:
+        name = row.name.removesuffix("-pgboss").removesuffix("-procrastinate")
+        if any(r.name == f"sqlite-{name}" for r in rows):
+            continue
+        parts = [part.strip() for part in row.note.split(";")]
+        ours_part = next((part for part in parts if part.startswith(("ours", "both", "until"))), "")
+        note = "ours on SQLite (one process, synchronous=FULL) against ours on PostgreSQL" + f"; {ours_part}" * bool(
+            ours_part
+        )
+        rows.append(
+            Row(
+                f"sqlite-{name}",
+                row.work,
+                "queenadmin",
+                row.ours,
+                row.ours,
+                figures=row.figures,
+                unit=row.unit,
+                note=note,
+                warm_up=row.warm_up,
+                ours_side=SQLITE_SIDE,
+            )
+        )
+    return rows
+
+
 @dataclass
 class Outcome:
     row: Row
@@ -1002,37 +1066,144 @@ class Outcome:
 
 def _measure(side: Side, run: Callable[[Env], Coroutine[Any, Any, Figures]], env: Env) -> tuple[Figures, float]:
     env.side = side
+    env.ours = env.instances.get(side.name, env.ours)
     env.start_meter()
     # queen's client prints as it closes ("Closing Queen client..."): not into the table.
+    wall, client = time.monotonic(), time.process_time()
     with contextlib.redirect_stdout(io.StringIO()):
         figures = asyncio.run(run(env))
+    # This process drives ours (the Python clients): near 1.0 core, the client is the limit.
+    figures["client cores"] = (time.process_time() - client) / max(1e-9, time.monotonic() - wall)
     cpu = Side.grown(env.baseline, side.snapshot())
     return figures, cpu / max(1.0, figures["ops"]) * 1e6
 
 
-def run_row(row: Row, env: Env, rounds: int, sides: dict[str, Side]) -> Outcome:
+class Profiler:
+    """``--profile DIR``: per row, py-spy over our serve processes (every
+    round, both sides': the peer's rounds leave ours idle, and idle threads
+    are not sampled) and PostgreSQL's ``pg_stat_statements`` for our
+    database, each summarised into ``DIR/<row>.txt`` beside the raw stacks."""
+
+    def __init__(self, folder: Path, scratch: Scratch, side: Side) -> None:
+        self.folder = folder
+        self.scratch = scratch
+        self.side = side
+        self.spy: subprocess.Popen[Any] | None = None
+        folder.mkdir(parents=True, exist_ok=True)
+        loaded = "pg_stat_statements" in scratch.psql("SHOW shared_preload_libraries")
+        self.statements = loaded and side.database is not None
+        if self.statements:
+            scratch.psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements", side.database or "")
+
+    @staticmethod
+    def binary() -> str:
+        spy = ROOT / ".venv" / "bin" / "py-spy"
+        if not spy.exists():
+            log("installing py-spy into .venv (bench only)")
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=True)
+        return str(spy)
+
+    def start(self, row: str) -> None:
+        argv = [self.binary(), "record", "--subprocesses", "--gil", "--rate", "100", "--format", "raw"]
+        argv += ["--pid", str(self.side.roots[0]), "--output", str(self.folder / f"{row}.folded")]
+        self.spy = self.scratch.start(f"py-spy-{row}", argv)
+        if self.statements:
+            self.scratch.psql("SELECT pg_stat_statements_reset()", self.side.database or "")
+
+    def stop(self, row: str) -> None:
+        lines = [f"# {row}"]
+        if self.spy is not None:
+            self.spy.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.spy.wait(timeout=30)
+            lines += self._stacks(self.folder / f"{row}.folded")
+        if self.statements:
+            lines += ["", "## PostgreSQL: statements by total time (pg_stat_statements)", ""]
+            lines.append(
+                self.scratch.psql(
+                    "SELECT round(total_exec_time::numeric, 1) || ' ms | ' || calls || ' calls | '"
+                    " || round(mean_exec_time::numeric, 3) || ' ms | ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 160)"
+                    " FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+                    f" WHERE d.datname = '{self.side.database}' ORDER BY total_exec_time DESC LIMIT 20",
+                    self.side.database or "",
+                )
+            )
+        else:
+            lines += ["", "(pg_stat_statements is not in shared_preload_libraries: no statement figures)"]
+        (self.folder / f"{row}.txt").write_text("\n".join(lines) + "\n")
+        log(f"profile of {row}: {self.folder / f'{row}.txt'}")
+
+    @staticmethod
+    def _stacks(path: Path) -> list[str]:
+        """The hottest functions, by own samples and by samples under them."""
+        own: dict[str, int] = {}
+        under: dict[str, int] = {}
+        total = 0
+        text = path.read_text(errors="replace") if path.exists() else ""
+        for line in text.splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not count.isdigit():
+                continue
+            n = int(count)
+            total += n
+            frames = [Profiler._frame(frame) for frame in stack.split(";")]
+            own[frames[-1]] = own.get(frames[-1], 0) + n
+            for frame in set(frames):
+                under[frame] = under.get(frame, 0) + n
+        if not total:
+            return ["(no samples)"]
+        out = ["", f"## Python: {total:,} samples; by own samples", ""]
+        out += [f"{n / total:6.1%}  {frame}" for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:25]]
+        out += ["", "## by samples under the function (queenadmin's own code)", ""]
+        ours = [(frame, n) for frame, n in under.items() if "(queenadmin/" in frame]
+        out += [f"{n / total:6.1%}  {frame}" for frame, n in sorted(ours, key=lambda kv: -kv[1])[:40]]
+        return out
+
+    @staticmethod
+    def _frame(frame: str) -> str:
+        """``name (path:line)`` as ``name (queenadmin/x.py)`` or ``name (package/x.py)``."""
+        name, _, where = frame.partition(" (")
+        file = where.rstrip(")").rsplit(":", 1)[0]
+        if "/queenadmin/" in file or file.startswith("queenadmin/"):
+            file = "queenadmin/" + file.split("queenadmin/", 1)[1]
+        else:
+            file = "/".join(file.split("/")[-2:])
+        return f"{name} ({file})"
+
+
+def run_row(row: Row, env: Env, rounds: int, sides: dict[str, Side], profiler: Profiler | None = None) -> Outcome:
     out = Outcome(row)
     if row.warm_up:
         seconds, env.seconds, env.round = env.seconds, min(1.0, env.seconds), -1
         try:
-            for run, who in ((row.ours, "queenadmin"), (row.theirs, row.peer)):
+            for run, who in ((row.ours, row.ours_side), (row.theirs, row.peer)):
                 _measure(sides[who], run, env)
         finally:
             env.seconds = seconds
-    for r in range(rounds):
-        env.round = r
-        out.loads.append(os.getloadavg()[0])
-        order = [("ours", row.ours), ("peer", row.theirs)]
-        if r % 2:
-            order.reverse()
-        for who, run in order:
-            side = sides["queenadmin"] if who == "ours" else sides[row.peer]
-            figures, cpu = _measure(side, run, env)
-            (out.ours if who == "ours" else out.peer).append(figures)
-            (out.cpu_ours if who == "ours" else out.cpu_peer).append(cpu)
-        shown = ", ".join(f"{k} {out.ours[-1][k]:,.1f} / {out.peer[-1][k]:,.1f}" for k in row.figures)
-        extra = "".join(f", ours' {k} {v:,.0f}" for k, v in out.ours[-1].items() if k not in (*row.figures, "ops"))
-        log(f"{row.name} round {r + 1}/{rounds}: ours / {row.peer}: {shown} {row.unit}{extra}")
+    if profiler is not None:
+        profiler.start(row.name)
+    try:
+        for r in range(rounds):
+            env.round = r
+            out.loads.append(os.getloadavg()[0])
+            order = [("ours", row.ours), ("peer", row.theirs)]
+            if r % 2:
+                order.reverse()
+            for who, run in order:
+                side = sides[row.ours_side] if who == "ours" else sides[row.peer]
+                figures, cpu = _measure(side, run, env)
+                (out.ours if who == "ours" else out.peer).append(figures)
+                (out.cpu_ours if who == "ours" else out.cpu_peer).append(cpu)
+            shown = ", ".join(f"{k} {out.ours[-1][k]:,.1f} / {out.peer[-1][k]:,.1f}" for k in row.figures)
+            extra = "".join(
+                f", ours' {k} {v:,.{2 if v < 10 else 0}f}"
+                for k, v in out.ours[-1].items()
+                if k not in (*row.figures, "ops")
+            )
+            log(f"{row.name} round {r + 1}/{rounds}: ours / {row.peer}: {shown} {row.unit}{extra}")
+    finally:
+        if profiler is not None:
+            profiler.stop(row.name)
     return out
 
 
@@ -1055,6 +1226,7 @@ def report(outcomes: list[Outcome], meta: dict[str, str], args: argparse.Namespa
             print(f"| {out.row.name} | {out.row.peer} | failed: {out.error[:80]} | | | | |")
             continue
         for figure in out.row.figures:
+            peer_name = "ours on PostgreSQL" if out.row.ours_side == SQLITE_SIDE else out.row.peer
             ours = statistics.median(f[figure] for f in out.ours)
             peer = statistics.median(f[figure] for f in out.peer)
             ratios = _ratios(out, figure)
@@ -1063,14 +1235,14 @@ def report(outcomes: list[Outcome], meta: dict[str, str], args: argparse.Namespa
             cpu = f"{statistics.median(out.cpu_ours):,.0f} / {statistics.median(out.cpu_peer):,.0f}"
             load = f"{min(out.loads):.1f}-{max(out.loads):.1f}"
             print(
-                f"| {label} | {out.row.peer} | {ours:,.1f} {out.row.unit} | {peer:,.1f} {out.row.unit} |"
+                f"| {label} | {peer_name} | {ours:,.1f} {out.row.unit} | {peer:,.1f} {out.row.unit} |"
                 f" **{statistics.median(ratios):.2f}** ({min(ratios):.2f}-{max(ratios):.2f}) | {cpu} | {load} |"
             )
             rows.append(
                 {
                     "row": out.row.name,
                     "work": label,
-                    "peer_name": out.row.peer,
+                    "peer_name": peer_name,
                     "unit": out.row.unit,
                     "ours": ours,
                     "peer": peer,
@@ -1080,6 +1252,7 @@ def report(outcomes: list[Outcome], meta: dict[str, str], args: argparse.Namespa
                     "ratios": ratios,
                     "cpu_us_per_op_ours": statistics.median(out.cpu_ours),
                     "cpu_us_per_op_peer": statistics.median(out.cpu_peer),
+                    "client_cores_ours": statistics.median(f["client cores"] for f in out.ours),
                     "load_min": min(out.loads),
                     "load_max": max(out.loads),
                     "note": out.row.note,
@@ -1090,6 +1263,7 @@ def report(outcomes: list[Outcome], meta: dict[str, str], args: argparse.Namespa
         print(f"- {out.row.name}: {out.row.note}")
     print(f"\nVersions: {meta['versions']}")
     print(f"Durability: {meta['durability']}")
+    print(f"Peak RSS of each serve process, MiB (largest first): {meta['memory']}")
     print(f"Load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return rows
 
@@ -1130,29 +1304,53 @@ def main() -> int:
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432", help="PostgreSQL server URL")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the rows as JSON")
     parser.add_argument("--no-install", action="store_true", help="skip the install step")
+    parser.add_argument("--sqlite", action="store_true", help="the rows on SQLite against ours on PostgreSQL (no peer)")
+    parser.add_argument(
+        "--serve-from",
+        type=Path,
+        default=ROOT,
+        metavar="CHECKOUT",
+        help="serve queenadmin from another checkout (with its .venv), e.g. a worktree of an older commit",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="py-spy on our serve processes and pg_stat_statements per row into DIR (figures then include py-spy's cost)",
+    )
     args = parser.parse_args()
+    table = sqlite_rows() if args.sqlite else ROWS
     if args.list:
-        for row in ROWS:
-            print(f"{row.name:28} {row.work.format(count=args.count, rate=args.rate)} against {row.peer}")
+        for row in table:
+            against = "ours on PostgreSQL" if row.ours_side == SQLITE_SIDE else row.peer
+            print(f"{row.name:28} {row.work.format(count=args.count, rate=args.rate)} against {against}")
         return 0
     args.rounds = args.rounds or (3 if args.quick else 5)
     args.seconds = args.seconds or (10.0 if args.quick else 20.0)
-    unknown = set(args.only) - {row.name for row in ROWS}
+    unknown = set(args.only) - {row.name for row in table}
     if unknown:
         parser.error(f"unknown row(s) {', '.join(sorted(unknown))}; see --list")
-    rows = [row for row in ROWS if not args.only or row.name in args.only]
+    rows = [row for row in table if not args.only or row.name in args.only]
     _own_signals()
-    if not args.no_install:
+    if not args.no_install and not args.sqlite:
         install()
     started = datetime.now(UTC)
     outcomes: list[Outcome] = []
     with scratch_of(args.pg) as scratch:
-        peers = {row.peer for row in rows}
-        log("starting queenadmin" + "".join(f", {p}" for p in sorted(peers)))
-        ours = Ours.start(scratch, args.workers)
+        peers = {row.peer for row in rows} - {"queenadmin"}
+        log(
+            "starting queenadmin" + " on SQLite and PostgreSQL" * args.sqlite + "".join(f", {p}" for p in sorted(peers))
+        )
+        ours = Ours.start(scratch, args.workers, checkout=args.serve_from)
         env = Env(ours, args.seconds, args.count, args.rate)
         sides = {"queenadmin": ours.side}
         versions = [f"queenadmin {ours.version} (serve --workers {args.workers})"]
+        if args.sqlite:
+            embedded = Ours.start(scratch, 1, sqlite=True, checkout=args.serve_from)
+            env.instances = {SQLITE_SIDE: embedded, "queenadmin": ours}
+            sides[SQLITE_SIDE] = embedded.side
+            versions.append("SQLite (serve, one process, synchronous=FULL)")
         if "etcd" in peers:
             env.etcd = Etcd.start(scratch)
             sides["etcd"] = env.etcd.side
@@ -1178,15 +1376,25 @@ def main() -> int:
             ("etcd fsync on (no --unsafe-no-fsync); " if env.etcd else "")
             + f"PostgreSQL fsync={scratch.psql('SHOW fsync')}, wal_sync_method={scratch.psql('SHOW wal_sync_method')},"
             + f" synchronous_commit per database: {commits}"
+            + "; SQLite synchronous=FULL" * args.sqlite
         )
+        profiled = sides[SQLITE_SIDE if args.sqlite else "queenadmin"]
+        profiler = Profiler(args.profile, scratch, profiled) if args.profile else None
         for row in rows:
             log(f"{row.name}: {row.work.format(count=args.count, rate=args.rate)} against {row.peer}")
             try:
-                outcomes.append(run_row(row, env, args.rounds, sides))
+                outcomes.append(run_row(row, env, args.rounds, sides, profiler))
             except Exception as exc:  # a failed row is reported; the others still run
                 log(f"{row.name} failed: {exc!r}")
                 outcomes.append(Outcome(row, error=repr(exc)))
+        # Before the scratch goes: each serve process's peak RSS over the run.
+        memory = "; ".join(
+            f"{name}: " + ", ".join(f"{kib / 1024:.0f}" for kib in sorted(side.peak_rss().values(), reverse=True))
+            for name, side in sides.items()
+            if name in ("queenadmin", SQLITE_SIDE)
+        )
     meta = {"started": f"{started:%Y-%m-%d %H:%M}", "versions": "; ".join(versions), "durability": durability}
+    meta["memory"] = memory
     rows_out = report(outcomes, meta, args)
     if args.json:
         for item in rows_out:
