@@ -17,6 +17,7 @@ on its leading column from a one-row outer side.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar, cast
@@ -87,16 +88,16 @@ _CLAIM_ONE = (
     " WHERE NOT EXISTS (SELECT FROM u) ORDER BY 4"
 )
 
-#: ``completed`` acknowledgments (index, transactionId, partition id, lease
-#: id, group). Queue rows ``FOR KEY SHARE`` by id, then the named cursors
+#: ``completed`` acknowledgments, a JSON array of [transactionId, partition
+#: id, lease id, group] (their index is their position). Queue rows ``FOR KEY SHARE`` by id, then the named cursors
 #: ``FOR UPDATE`` by (partition, group), as ``consume.queue_ack_in_txn``.
 #: Each item is judged on its cursor as locked (``cls``), each cursor
 #: moves to its highest applied offset (``u``), and the pops of queues
 #: with messages left after a released lease are notified (``n``). A named
 #: cursor that does not exist writes nothing: its verdict is ``general``.
 _ACK_COMPLETED = (
-    "WITH i AS MATERIALIZED (SELECT * FROM unnest(%s::int[], %s::text[], %s::bigint[], %s::text[], %s::text[])"
-    " AS i(idx, txn, pid, lease, grp)),"
+    "WITH i AS MATERIALIZED (SELECT (x.n - 1)::int AS idx, x.e ->> 0 AS txn, (x.e ->> 1)::bigint AS pid,"
+    " x.e ->> 2 AS lease, x.e ->> 3 AS grp FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS x(e, n)),"
     " v AS MATERIALIZED (SELECT %s::timestamptz AS now),"
     " qs AS MATERIALIZED (SELECT q.id, q.name FROM queenadmin_queue AS q WHERE q.id IN"
     " (SELECT p.queue_id FROM queenadmin_partition AS p WHERE p.id IN (SELECT pid FROM i)) ORDER BY q.id FOR KEY SHARE),"
@@ -186,14 +187,9 @@ class PostgresConsume:
     def ack_completed(
         self, *, items: Sequence[tuple[str, int, str | None, str]], now: datetime
     ) -> CompletedAcks | None:
-        params: list[Any] = [
-            list(range(len(items))),
-            [txn for txn, _, _, _ in items],
-            [pid for _, pid, _, _ in items],
-            [lease for _, _, lease, _ in items],
-            [group for _, _, _, group in items],
-            now,
-        ]
+        # One JSON text, not five arrays: psycopg dumps an array element by
+        # element in Python (about 5 us per acknowledgment of a batch).
+        params: list[Any] = [json.dumps(items, separators=(",", ":")), now]
         rows = pg_run(_ACK_COMPLETED, params)
         if any(verdict == "general" for verdict, _, _, _ in rows):
             return None
