@@ -21,7 +21,12 @@ minute to minute; alternating the servers within one run is what makes the
 ratios comparable, not the absolute figures.
 
 ``--work``: ``put`` (one KV put), ``get`` (one KV get), ``push`` (one message),
-``lock`` (acquire + release of a lock: two calls), ``health`` (no database).
+``lock`` (acquire + release of a lock: two calls), ``health`` (no database),
+``popack`` (pop 1 message and ack it: two calls, as the queen client's
+``batch(1).wait(False).pop()`` and ``ack``, from a queue of 16 partitions
+filled before the round), ``popack100`` (pop 100 and ack them in one
+``/ack/batch`` call; per message). Besides the server's CPU, its
+database's PostgreSQL backends' CPU is read from ``/proc`` too.
 ``--scrape-every S`` polls every server's ``/metrics`` meanwhile.
 """
 
@@ -42,27 +47,32 @@ from typing import Any
 import httpx
 
 BASE_PORT = 18100
+#: What one call of ``--work`` counts as: two calls for ``lock`` (acquire,
+#: release), 100 messages for ``popack100``.
+PER_CALL = {"lock": 2, "popack100": 100}
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _tree_cpu(pid: int) -> float:
     """CPU seconds of ``pid`` and its children."""
-    total = 0.0
     children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    for proc in [pid, *map(int, children)]:
-        try:
-            fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    return sum(_proc_cpu(proc) for proc in [pid, *map(int, children)])
 
 
 class Server:
-    def __init__(self, spec: str, index: int, database_url: str) -> None:
+    def __init__(self, spec: str, index: int, database_url: str, base_port: int = BASE_PORT) -> None:
         tree, _, extra = spec.partition("@")
         self.label = spec
         self.tree = Path(tree).resolve()
-        self.port = BASE_PORT + index
+        self.port = base_port + index
         self.db = f"cpu_compare_{os.getpid()}_{index}"
         base = database_url.rsplit("/", 1)[0]
         _psql(database_url, f"DROP DATABASE IF EXISTS {self.db}")
@@ -115,6 +125,21 @@ class Server:
                 raise RuntimeError(f"{spec}: serve did not start")
             time.sleep(0.1)
         self.runs: list[tuple[float, float]] = []
+        self.pg_runs: list[float] = []
+
+    def pg_cpu(self) -> float:
+        """CPU seconds of the PostgreSQL backends connected to this server's database."""
+        out = subprocess.run(
+            [
+                "psql",
+                self.admin_url.rsplit("/", 1)[0] + "/postgres",
+                "-Atc",
+                f"SELECT pid FROM pg_stat_activity WHERE datname = '{self.db}'",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        return sum(_proc_cpu(int(pid)) for pid in out)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -124,6 +149,49 @@ class Server:
 
 def _psql(database_url: str, sql: str) -> None:
     subprocess.run(["psql", database_url.rsplit("/", 1)[0] + "/postgres", "-qc", sql], check=True, capture_output=True)
+
+
+#: Partitions of the ``popack`` queue.
+POP_PARTITIONS = 16
+
+
+def _prefill(server: Server, work: str, count: int) -> None:
+    """Messages for ``count`` pops of ``work`` (``popack``, ``popack100``), 1,000 per push."""
+    if not work.startswith("popack"):
+        return
+    total = count * (100 if work == "popack100" else 1)
+    headers = {"Authorization": f"Bearer {server.token}"}
+    with httpx.Client(base_url=f"{server.url}/api/v1", headers=headers, timeout=120) as client:
+        for first in range(0, total, 1000):
+            items = [
+                {"queue": "bench-pop", "partition": f"p{n % POP_PARTITIONS}", "payload": {"n": n, "pad": "x" * 100}}
+                for n in range(first, min(total, first + 1000))
+            ]
+            client.post("/push", json={"items": items}).raise_for_status()
+
+
+def _popack(client: httpx.Client, batch: int) -> httpx.Response:
+    """Pop ``batch`` (as the queen client does) and ack them; an empty pop tries again."""
+    query = {"autopilot": "true", "batch": str(batch), "wait": "false", "timeout": "30000"}
+    while True:
+        popped = client.get("/pop/queue/bench-pop", params=query)
+        if popped.status_code == 200:
+            break
+        if popped.status_code != 204:
+            return popped
+        time.sleep(0.005)  # every partition leased this instant
+    acks = [
+        {
+            "transactionId": m["transactionId"],
+            "partitionId": m["partitionId"],
+            "leaseId": m["leaseId"],
+            "status": "completed",
+        }
+        for m in popped.json()["messages"]
+    ]
+    if batch == 1:
+        return client.post("/ack", json=acks[0])
+    return client.post("/ack/batch", json={"acknowledgments": acks})
 
 
 def _calls(server: Server, work: str, count: int, seed: int) -> None:
@@ -147,6 +215,8 @@ def _calls(server: Server, work: str, count: int, seed: int) -> None:
                 token = acquire.json()["results"][0]["token"]
                 release = {"op": "release", "name": name, "token": token}
                 answer = client.post("/locks", json={"operations": [release]})
+            elif work in ("popack", "popack100"):
+                answer = _popack(client, 100 if work == "popack100" else 1)
             elif work == "health":
                 answer = httpx.get(f"{server.url}/health")
             else:
@@ -163,6 +233,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--scrape-every", type=float, default=0.0)
+    parser.add_argument("--base-port", type=int, default=BASE_PORT, help="the first server's port (then +1...)")
     args = parser.parse_args()
     database_url = os.environ.get("DATABASE_URL", "")
     if not database_url.startswith("postgres"):
@@ -172,7 +243,7 @@ def main() -> None:
     stop = threading.Event()
     try:
         for index, spec in enumerate(args.trees):
-            servers.append(Server(spec, index, database_url))
+            servers.append(Server(spec, index, database_url, args.base_port))
 
         def scrape(server: Server) -> None:
             while not stop.wait(args.scrape_every):
@@ -182,17 +253,22 @@ def main() -> None:
             for server in servers:
                 threading.Thread(target=scrape, args=(server,), daemon=True).start()
         per_thread = max(1, args.calls // args.concurrency)
+        warm = 3 if args.work == "popack100" else 30
         with ThreadPoolExecutor(args.concurrency) as pool:
             for round_ in range(args.rounds):
                 for server in servers if round_ % 2 == 0 else list(reversed(servers)):
-                    list(pool.map(lambda seed, s=server: _calls(s, args.work, 30, seed), range(args.concurrency)))
+                    _prefill(server, args.work, (warm + per_thread) * args.concurrency)
+                    list(pool.map(lambda seed, s=server: _calls(s, args.work, warm, seed), range(args.concurrency)))
                     before, began = _tree_cpu(server.process.pid), time.monotonic()
+                    pg_before = server.pg_cpu()
                     list(
                         pool.map(lambda seed, s=server: _calls(s, args.work, per_thread, seed), range(args.concurrency))
                     )
                     elapsed = time.monotonic() - began
-                    calls = per_thread * args.concurrency * (2 if args.work == "lock" else 1)
-                    server.runs.append(((_tree_cpu(server.process.pid) - before) / calls * 1e6, calls / elapsed))
+                    calls = per_thread * args.concurrency * PER_CALL.get(args.work, 1)
+                    cpu = (_tree_cpu(server.process.pid) - before) / calls * 1e6
+                    server.runs.append((cpu, calls / elapsed))
+                    server.pg_runs.append((server.pg_cpu() - pg_before) / calls * 1e6)
     finally:
         stop.set()
         for server in servers:
@@ -205,15 +281,16 @@ def main() -> None:
         f"{args.calls} calls at concurrency {args.concurrency}, /metrics scraped "
         f"{scraped}, load average {load:.1f}\n"
     )
-    print("| checkout | CPU us/call (median) | runs | calls/s (median) | CPU vs first |")
-    print("|---|---|---|---|---|")
+    print("| checkout | CPU us/call (median) | runs | calls/s (median) | CPU vs first | PostgreSQL us/call (runs) |")
+    print("|---|---|---|---|---|---|")
     first = statistics.median(cpu for cpu, _ in servers[0].runs)
     for server in servers:
         cpus = [cpu for cpu, _ in server.runs]
         median: Any = statistics.median(cpus)
         rate = statistics.median(rate for _, rate in server.runs)
         runs = ", ".join(f"{cpu:.0f}" for cpu in cpus)
-        print(f"| {server.label} | {median:.0f} | {runs} | {rate:.0f} | {median / first:.2f}x |")
+        pg = f"{statistics.median(server.pg_runs):.0f} ({', '.join(f'{c:.0f}' for c in server.pg_runs)})"
+        print(f"| {server.label} | {median:.0f} | {runs} | {rate:.0f} | {median / first:.2f}x | {pg} |")
 
 
 if __name__ == "__main__":

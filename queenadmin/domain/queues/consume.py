@@ -170,7 +170,6 @@ class LeaseExtension:
 # Pop
 
 
-@transaction.atomic(durable=True)
 def queue_claim(*, request: PopRequest) -> Claim:
     """Lease the next messages for ``request.group``; never blocks on a lock.
 
@@ -186,9 +185,74 @@ def queue_claim(*, request: PopRequest) -> Claim:
     with anything ready. The claim says the policy it applied and whether
     the request disagreed with it. Returns an empty claim when nothing is
     ready or the queue does not exist. Must be the outermost transaction
-    (``queue_claim_in_txn`` runs inside one).
+    (``queue_claim_in_txn`` runs inside one); where the store has
+    ``one_statement_consume`` (PostgreSQL), a plain claim of one queue is
+    one autocommit statement per partition claimed (``_claim_at_once``).
     """
+    if not connection.in_atomic_block and store().one_statement_consume:
+        claim = _claim_at_once(request)
+        if claim is not None:
+            return claim
+    return _claim_atomic(request)
+
+
+@transaction.atomic(durable=True)
+def _claim_atomic(request: PopRequest) -> Claim:
     return queue_claim_in_txn(request=request, now=clock.now())
+
+
+def _claim_at_once(request: PopRequest) -> Claim | None:
+    """``queue_claim`` of the plain case, one statement per partition.
+
+    Each partition is claimed by its own statement (``Store.claim_one``)
+    under the one lease id, until the batch is full, ``max_partitions``
+    are claimed, or none is free: a partition's claim stands alone as in
+    the transactional path, whose one transaction only holds the claimed
+    cursors locked together until commit. None when the first partition
+    needs the transactional path (nothing was claimed); a later one that
+    does ends the claim with what it has.
+    """
+    if request.queue is None or request.conflation:
+        return None
+    the_store = store()
+    now = clock.now()
+    lease_id = "" if request.auto_ack else uuid7()
+    budget = request.batch
+    claimed: list[tuple[int, str]] = []
+    delivered: list[Delivered] = []
+    retry_at: datetime | None = None
+    while budget > 0 and len(claimed) < request.max_partitions:
+        one = the_store.claim_one(
+            queue=request.queue,
+            group=request.group,
+            partition=request.partition,
+            skip=[pid for pid, _ in claimed],
+            budget=budget,
+            lease_id=lease_id,
+            lease_seconds=request.lease_seconds,
+            auto_ack=request.auto_ack,
+            now=now,
+        )
+        if one is None or one.outcome == "general":
+            if not claimed:
+                return None
+            break
+        if not claimed:
+            # As the transactional path: what the candidates said before any claim.
+            retry_at = one.retry_at
+        if one.outcome == "empty":
+            break
+        assert one.partition_id is not None
+        assert one.partition is not None
+        claimed.append((one.partition_id, one.partition))
+        first = one.messages[0][0]
+        budget -= one.messages[-1][0] - first + 1
+        for offset, txn, mid, payload, trace, created in one.messages:
+            delivered.append(Delivered(mid, txn, trace, payload, created, one.partition_id, one.partition, offset, 1))
+    if claimed:
+        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [request.queue]})
+        return Claim(request.queue, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at)
+    return Claim(None, lease_id, request.group, (), (), retry_at, False, False)
 
 
 def queue_claim_in_txn(*, request: PopRequest, now: datetime) -> Claim:
@@ -635,7 +699,6 @@ UNRESOLVABLE = "transaction is unresolvable, already committed, or acknowledgmen
 BAD_LEASE = "invalid or expired lease"
 
 
-@transaction.atomic(durable=True)
 def queue_ack(*, items: Sequence[AckItem]) -> list[AckOutcome]:
     """Apply acknowledgments; return one outcome per item, in order.
 
@@ -647,9 +710,57 @@ def queue_ack(*, items: Sequence[AckItem]) -> list[AckOutcome]:
     stops at the lowest message that will come back. An ack with a
     ``leaseId`` must name the live lease holding the message; without one
     it is unfenced. Refusals are outcomes with ``success: false``. Must be
-    the outermost transaction (``queue_ack_in_txn`` runs inside one).
+    the outermost transaction (``queue_ack_in_txn`` runs inside one); where
+    the store has ``one_statement_consume`` (PostgreSQL), a call of
+    ``completed`` acks only is one autocommit statement (``_ack_at_once``).
     """
+    if items and not connection.in_atomic_block and store().one_statement_consume:
+        outcomes = _ack_at_once(items)
+        if outcomes is not None:
+            return outcomes
+    return _ack_atomic(items)
+
+
+@transaction.atomic(durable=True)
+def _ack_atomic(items: Sequence[AckItem]) -> list[AckOutcome]:
     return queue_ack_in_txn(items=items, now=clock.now())
+
+
+_VERDICT_ERRORS: dict[str, str | None] = {
+    "applied": None,
+    "noop": None,
+    "unresolvable": UNRESOLVABLE,
+    "bad_lease": BAD_LEASE,
+}
+
+
+def _ack_at_once(items: Sequence[AckItem]) -> list[AckOutcome] | None:
+    """``queue_ack`` of ``completed`` acks only, in one statement
+    (``Store.ack_completed``); None for anything else, nothing changed."""
+    if any(item.status != "completed" or not _is_partition_id(item.partition_id) for item in items):
+        return None
+    done = store().ack_completed(
+        items=[(item.transaction_id, int(item.partition_id), item.lease_id, item.group) for item in items],
+        now=clock.now(),
+    )
+    if done is None:
+        return None
+    if done.woken:
+        wakeups.hub.wake_threadsafe(list(done.woken))
+    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed"})
+    outcomes = []
+    for item, (verdict, released) in zip(items, done.verdicts, strict=True):
+        if verdict == "no_partition":
+            error: str | None = f"no partition {int(item.partition_id)}"
+        else:
+            error = _VERDICT_ERRORS[verdict]
+        success = verdict in ("applied", "noop")
+        outcomes.append(AckOutcome(item.index, item.transaction_id, success, error, released, False, verdict == "noop"))
+    return outcomes
+
+
+def _is_partition_id(raw: str) -> bool:
+    return raw.isascii() and raw.isdigit() and len(raw) <= 18
 
 
 def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime, fence_done: bool = False) -> list[AckOutcome]:
@@ -669,7 +780,7 @@ def queue_ack_in_txn(*, items: Sequence[AckItem], now: datetime, fence_done: boo
     wanted: set[int] = set()
     for item in items:
         raw = item.partition_id
-        if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        if not _is_partition_id(raw):
             outcomes[item.index] = AckOutcome(
                 item.index, item.transaction_id, False, "partitionId is not a partition id"
             )

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from django.db import connection
 
@@ -53,6 +53,42 @@ class Append:
     #: The queue's name, for the wake-up of its pops.
     queue: str
     now: datetime
+
+
+#: (offset, transactionId, message id, payload JSON, trace id, pushed at).
+ClaimedRow = tuple[int, str, str, str, str | None, datetime]
+
+
+@dataclass(frozen=True)
+class OneClaim:
+    """What ``Store.claim_one`` did with one free partition."""
+
+    #: ``claimed``: ``messages`` of ``partition_id`` are leased (or
+    #: committed, with auto-ack); ``empty``: no partition was free;
+    #: ``general``: the case needs the transactional claim, nothing changed.
+    outcome: Literal["claimed", "empty", "general"]
+    partition_id: int | None = None
+    partition: str | None = None
+    #: In offset order.
+    messages: tuple[ClaimedRow, ...] = ()
+    #: The earliest end of a live lease on a partition with messages left
+    #: (read before the claim).
+    retry_at: datetime | None = None
+
+
+#: What ``Store.ack_completed`` says of one acknowledgment.
+AckVerdict = Literal["applied", "noop", "unresolvable", "bad_lease", "no_partition"]
+
+
+@dataclass(frozen=True)
+class CompletedAcks:
+    """What ``Store.ack_completed`` did: a verdict per acknowledgment, in order."""
+
+    #: (verdict, lease released) per acknowledgment.
+    verdicts: tuple[tuple[AckVerdict, bool], ...]
+    #: Queues whose released leases left messages to claim (their pops
+    #: were notified).
+    woken: tuple[str, ...]
 
 
 def options_of(value: Any) -> dict[str, Any]:
@@ -250,6 +286,50 @@ class Store:
         with connection.cursor() as cur:
             cur.execute(sql + self._FREE_CURSOR_LOCK, [partition_id, group, to_db_time(now)])
             return cur.fetchone()  # type: ignore[no-any-return]
+
+    #: ``claim_one`` and ``ack_completed`` answer (else they return None).
+    one_statement_consume: ClassVar[bool] = False
+
+    def claim_one(
+        self,
+        *,
+        queue: str,
+        group: str,
+        partition: str | None,
+        skip: Sequence[int],
+        budget: int,
+        lease_id: str,
+        lease_seconds: int | None,
+        auto_ack: bool,
+        now: datetime,
+    ) -> OneClaim | None:
+        """Claim the first free partition of ``queue`` for ``group`` in one
+        autocommit statement, as ``consume._claim_queue`` would.
+
+        Up to ``budget`` messages of the least recently claimed free
+        partition (``partition`` only, when given; not those of ``skip``).
+        Only the plain case: the queue exists without ``delayedProcessing``
+        or ``windowBuffer``, the group is queue mode or registered without
+        conflation, every candidate partition has the group's cursor, and
+        the claimed offsets were never delivered (no redelivery). Anything
+        else answers ``general`` having changed nothing. None where the
+        database has no such statement.
+        """
+        return None
+
+    def ack_completed(
+        self, *, items: Sequence[tuple[str, int, str | None, str]], now: datetime
+    ) -> CompletedAcks | None:
+        """Apply ``completed`` acknowledgments in one autocommit statement.
+
+        ``items`` are (transactionId, partition id, lease id, group). Each
+        cursor moves to the highest message acknowledged on it and releases
+        its lease once past the batch, as ``consume._ack_cursor`` does for
+        ``completed``; pops of queues with messages left are notified. None
+        (nothing changed) where the database has no such statement, or when
+        a named (partition, group) has no cursor row yet.
+        """
+        return None
 
     # ------------------------------------------------------------------
     # Retention

@@ -26,6 +26,7 @@ from queenadmin.domain.queues.store.base import (
     Store,
     options_of,
 )
+from queenadmin.domain.queues.store.postgres_consume import PostgresConsume
 
 #: First argument of the two-int advisory lock that serialises the pushes
 #: to one capped (``maxSize``) queue; the KV store's key locks use 0x51AD.
@@ -81,7 +82,7 @@ _APPEND_ONE = (
 )
 
 
-class PostgresStore(Store):
+class PostgresStore(PostgresConsume, Store):
     appends_one: ClassVar[bool] = True
     _FREE_CURSOR_LOCK: ClassVar[str] = " FOR UPDATE OF c SKIP LOCKED"
     _SWEEP_LOCK: ClassVar[str] = " FOR NO KEY UPDATE SKIP LOCKED"
