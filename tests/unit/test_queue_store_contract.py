@@ -181,7 +181,7 @@ def test_write_messages_appends_and_moves_the_partitions(clock_at):
     rows = [(part.id, 1, "t-1", "m-1", '{"x":"é"}', None), (part.id, 2, "t-2", "m-2", "[]", "trace")]
     with transaction.atomic():
         store().lock_partitions([part.id])
-        store().write_messages(rows, {part.id: (3, len('{"x":"é"}'.encode()) + 2)}, now)
+        store().write_messages(rows, {part.id: (3, len('{"x":"é"}'.encode()) + 2)}, now, ["a"])
     after = partition_of("a", "p1")
     assert after.next_offset == 3
     assert after.retained_bytes == part.retained_bytes + len('{"x":"é"}'.encode()) + 2

@@ -321,9 +321,9 @@ def _append(
         sizes: dict[int, int] = dict.fromkeys(touched, 0)
         for r in rows:
             sizes[r[0]] += len(r[4].encode())
-        store().write_messages(rows, {p: (next_offsets[p], sizes[p]) for p in touched}, now)
         names = sorted({r.queue for r in results if r.status == "queued"})
-        wakeups.notify_on_commit(names)
+        store().write_messages(rows, {p: (next_offsets[p], sizes[p]) for p in touched}, now, names)
+        wakeups.notify_on_commit(names, notified=True)
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
     return results
 
