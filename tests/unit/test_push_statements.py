@@ -183,3 +183,13 @@ def test_the_dedup_read_of_a_large_push_probes_the_index_and_reads_no_table() ->
     plan = json.dumps(plan if not isinstance(plan, str) else json.loads(plan))
     assert '"Seq Scan"' not in plan, plan
     assert "message_partition_txn_idx" in plan, plan
+
+
+def test_the_message_table_keeps_no_index_on_the_partition_alone() -> None:
+    """Each index is one more entry per pushed message; the (partition, offset)
+    constraint's index already leads with the partition."""
+    with connection.cursor() as cur:
+        constraints = connection.introspection.get_constraints(cur, "queenadmin_message")
+    indexed = [c["columns"] for c in constraints.values() if c["index"] or c["unique"]]
+    assert ["partition_id"] not in indexed, indexed
+    assert ["partition_id", "msg_offset"] in indexed, indexed
