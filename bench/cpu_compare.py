@@ -21,7 +21,11 @@ minute to minute; alternating the servers within one run is what makes the
 ratios comparable, not the absolute figures.
 
 ``--work``: ``put`` (one KV put), ``get`` (one KV get), ``push`` (one message),
-``lock`` (acquire + release of a lock: two calls), ``health`` (no database).
+``push1000`` (1,000 messages to one of 16 partitions, each with a
+transactionId, as the official client sends them), ``lock`` (acquire +
+release of a lock: two calls), ``health`` (no database). The PostgreSQL
+column is the CPU of the server's database backends (``pg_stat_activity``),
+read the same way.
 ``--scrape-every S`` polls every server's ``/metrics`` meanwhile.
 """
 
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,29 @@ from typing import Any
 import httpx
 
 BASE_PORT = 18100
+
+
+def _cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _backends_cpu(database_url: str, db: str) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend connected to ``db``."""
+    out = subprocess.run(
+        [
+            "psql",
+            database_url.rsplit("/", 1)[0] + "/postgres",
+            "-Atc",
+            f"SELECT pid FROM pg_stat_activity WHERE datname = '{db}'",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return {int(pid): _cpu(int(pid)) for pid in out}
 
 
 def _tree_cpu(pid: int) -> float:
@@ -115,6 +143,7 @@ class Server:
                 raise RuntimeError(f"{spec}: serve did not start")
             time.sleep(0.1)
         self.runs: list[tuple[float, float]] = []
+        self.pg_runs: list[float] = []
 
     def stop(self) -> None:
         self.process.terminate()
@@ -139,6 +168,18 @@ def _calls(server: Server, work: str, count: int, seed: int) -> None:
             elif work == "push":
                 item = {"queue": "bench", "partition": f"p{seed}", "payload": {"n": n}}
                 answer = client.post("/push", json={"items": [item]})
+            elif work == "push1000":
+                partition = f"p{(seed * 7 + n) % 16}"
+                items = [
+                    {
+                        "queue": "bench",
+                        "partition": partition,
+                        "payload": {"n": k, "pad": "x" * 60},
+                        "transactionId": str(uuid.uuid4()),
+                    }
+                    for k in range(1000)
+                ]
+                answer = client.post("/push", json={"items": items})
             elif work == "lock":
                 name = f"bench-{seed}"
                 acquire = client.post(
@@ -182,10 +223,12 @@ def main() -> None:
             for server in servers:
                 threading.Thread(target=scrape, args=(server,), daemon=True).start()
         per_thread = max(1, args.calls // args.concurrency)
+        warm = 2 if args.work == "push1000" else 30
         with ThreadPoolExecutor(args.concurrency) as pool:
             for round_ in range(args.rounds):
                 for server in servers if round_ % 2 == 0 else list(reversed(servers)):
-                    list(pool.map(lambda seed, s=server: _calls(s, args.work, 30, seed), range(args.concurrency)))
+                    list(pool.map(lambda seed, s=server: _calls(s, args.work, warm, seed), range(args.concurrency)))
+                    pg_before = _backends_cpu(database_url, server.db)
                     before, began = _tree_cpu(server.process.pid), time.monotonic()
                     list(
                         pool.map(lambda seed, s=server: _calls(s, args.work, per_thread, seed), range(args.concurrency))
@@ -193,6 +236,9 @@ def main() -> None:
                     elapsed = time.monotonic() - began
                     calls = per_thread * args.concurrency * (2 if args.work == "lock" else 1)
                     server.runs.append(((_tree_cpu(server.process.pid) - before) / calls * 1e6, calls / elapsed))
+                    pg_after = _backends_cpu(database_url, server.db)
+                    pg = sum(cpu - pg_before.get(pid, 0.0) for pid, cpu in pg_after.items())
+                    server.pg_runs.append(pg / calls * 1e6)
     finally:
         stop.set()
         for server in servers:
@@ -205,15 +251,16 @@ def main() -> None:
         f"{args.calls} calls at concurrency {args.concurrency}, /metrics scraped "
         f"{scraped}, load average {load:.1f}\n"
     )
-    print("| checkout | CPU us/call (median) | runs | calls/s (median) | CPU vs first |")
-    print("|---|---|---|---|---|")
+    print("| checkout | CPU us/call (median) | runs | PostgreSQL us/call (median) | calls/s (median) | CPU vs first |")
+    print("|---|---|---|---|---|---|")
     first = statistics.median(cpu for cpu, _ in servers[0].runs)
     for server in servers:
         cpus = [cpu for cpu, _ in server.runs]
         median: Any = statistics.median(cpus)
         rate = statistics.median(rate for _, rate in server.runs)
         runs = ", ".join(f"{cpu:.0f}" for cpu in cpus)
-        print(f"| {server.label} | {median:.0f} | {runs} | {rate:.0f} | {median / first:.2f}x |")
+        pg_median = statistics.median(server.pg_runs)
+        print(f"| {server.label} | {median:.0f} | {runs} | {pg_median:.0f} | {rate:.0f} | {median / first:.2f}x |")
 
 
 if __name__ == "__main__":
