@@ -46,7 +46,8 @@ from typing import Any
 
 import httpx
 
-BASE_PORT = 18100
+#: The first server's port (``CPU_COMPARE_PORT``): runs side by side need their own.
+BASE_PORT = int(os.environ.get("CPU_COMPARE_PORT", "18100"))
 
 
 def _cpu(pid: int) -> float:
