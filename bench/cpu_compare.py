@@ -25,7 +25,9 @@ ratios comparable, not the absolute figures.
 ``popack`` (pop 1 message and ack it: two calls, as the queen client's
 ``batch(1).wait(False).pop()`` and ``ack``, from a queue of 16 partitions
 filled before the round), ``popack100`` (pop 100 and ack them in one
-``/ack/batch`` call; per message). Besides the server's CPU, its
+``/ack/batch`` call; per message), ``push1000`` (1,000 messages to one of
+16 partitions, each with a transactionId, as the official client sends
+them). Besides the server's CPU, its
 database's PostgreSQL backends' CPU is read from ``/proc`` too.
 ``--scrape-every S`` polls every server's ``/metrics`` meanwhile.
 """
@@ -40,13 +42,15 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-BASE_PORT = 18100
+#: The first server's port (``--base-port``, or ``CPU_COMPARE_PORT``): runs side by side need their own.
+BASE_PORT = int(os.environ.get("CPU_COMPARE_PORT", "18100"))
 #: What one call of ``--work`` counts as: two calls for ``lock`` (acquire,
 #: release), 100 messages for ``popack100``.
 PER_CALL = {"lock": 2, "popack100": 100}
@@ -207,6 +211,18 @@ def _calls(server: Server, work: str, count: int, seed: int) -> None:
             elif work == "push":
                 item = {"queue": "bench", "partition": f"p{seed}", "payload": {"n": n}}
                 answer = client.post("/push", json={"items": [item]})
+            elif work == "push1000":
+                partition = f"p{(seed * 7 + n) % 16}"
+                items = [
+                    {
+                        "queue": "bench",
+                        "partition": partition,
+                        "payload": {"n": k, "pad": "x" * 60},
+                        "transactionId": str(uuid.uuid4()),
+                    }
+                    for k in range(1000)
+                ]
+                answer = client.post("/push", json={"items": items})
             elif work == "lock":
                 name = f"bench-{seed}"
                 acquire = client.post(
@@ -253,7 +269,7 @@ def main() -> None:
             for server in servers:
                 threading.Thread(target=scrape, args=(server,), daemon=True).start()
         per_thread = max(1, args.calls // args.concurrency)
-        warm = 3 if args.work == "popack100" else 30
+        warm = 3 if args.work == "popack100" else 2 if args.work == "push1000" else 30
         with ThreadPoolExecutor(args.concurrency) as pool:
             for round_ in range(args.rounds):
                 for server in servers if round_ % 2 == 0 else list(reversed(servers)):

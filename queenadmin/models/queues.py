@@ -67,7 +67,9 @@ class Partition(models.Model):
 class Message(models.Model):
     """One pushed message. Rows are immutable once written."""
 
-    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, related_name="messages")
+    #: No index of its own: the (partition, offset) constraint's index leads
+    #: with it, and every push would keep a second one up to date.
+    partition = models.ForeignKey(Partition, on_delete=models.CASCADE, related_name="messages", db_index=False)
     #: ``OFFSET`` is an SQL keyword; the column name spares raw SQL quoting.
     offset = models.BigIntegerField(db_column="msg_offset")
     #: The dedup key (protocol section 6); defaults to the message id.

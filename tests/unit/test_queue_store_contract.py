@@ -181,7 +181,7 @@ def test_write_messages_appends_and_moves_the_partitions(clock_at):
     rows = [(part.id, 1, "t-1", "m-1", '{"x":"é"}', None), (part.id, 2, "t-2", "m-2", "[]", "trace")]
     with transaction.atomic():
         store().lock_partitions([part.id])
-        store().write_messages(rows, {part.id: (3, len('{"x":"é"}'.encode()) + 2)}, now)
+        store().write_messages(rows, {part.id: (3, len('{"x":"é"}'.encode()) + 2)}, now, ["a"])
     after = partition_of("a", "p1")
     assert after.next_offset == 3
     assert after.retained_bytes == part.retained_bytes + len('{"x":"é"}'.encode()) + 2
@@ -192,6 +192,23 @@ def test_write_messages_appends_and_moves_the_partitions(clock_at):
         .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
     )
     assert stored == [(1, "t-1", "m-1", '{"x":"é"}', None, now), (2, "t-2", "m-2", "[]", "trace", now)]
+
+
+def test_write_messages_keeps_every_text_as_given(clock_at):
+    """Payloads with a newline of their own, and no traces at all, are stored as given."""
+    push("a", partition="p1")
+    part = partition_of("a", "p1")
+    for first, payloads in ((1, ['"a\nb"', "{}", '"\n"']), (4, ["[1]", "2", '"x"'])):
+        rows = [(part.id, first + n, f"t-{first + n}", f"m-{first + n}", d, None) for n, d in enumerate(payloads)]
+        with transaction.atomic():
+            store().lock_partitions([part.id])
+            store().write_messages(rows, {part.id: (first + 3, 9)}, T0, ["a"])
+        stored = list(
+            Message.objects.filter(partition=part, offset__gte=first, offset__lt=first + 3)
+            .order_by("offset")
+            .values_list("offset", "transaction_id", "message_id", "payload", "trace_id")
+        )
+        assert stored == [(first + n, f"t-{first + n}", f"m-{first + n}", d, None) for n, d in enumerate(payloads)]
 
 
 def test_append_one_writes_once_then_answers_the_original(clock_at):

@@ -3,6 +3,7 @@ every refusal with its class, code and message."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 
@@ -11,6 +12,7 @@ import pytest
 from queenadmin.api.wire import queues as wire
 from queenadmin.conf import settings
 from queenadmin.domain import queues
+from queenadmin.domain.db import json_text
 from queenadmin.errors import ConflationRefused, InvalidArgument, NameTooLong, QueenError
 
 LONG = "q" * 512
@@ -153,6 +155,27 @@ def test_push_items_parse_to_typed_items():
         queues.PushItem("q", "p", '{"a":[1,"é"]}', "t", UUID),
     ]
     assert wire.parse_push({"items": []}) == []
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{"n": 1, "pad": "x" * 60}, [1, 2.5, -0.0, True, None], "é\u2028\x1f", 2**70, 1e16, 1e-7, {"": {"a": []}}, 0.1],
+)
+def test_push_payloads_are_the_compact_json_of_the_value(payload):
+    """The stored text reads back as the value, compact, as ``json_text`` writes it (but for how an exponent is spelled)."""
+    [item] = wire.parse_push({"items": [{"queue": "q", "payload": payload}]})
+    assert json.loads(item.payload_json) == payload
+    assert item.payload_json.replace("e+", "e").replace("e-0", "e-") == json_text(payload).replace("e+", "e").replace(
+        "e-0", "e-"
+    )
+
+
+def test_a_name_refused_after_the_same_name_passed_is_refused_with_its_index():
+    """Names checked once per push still refuse at the item that carries them."""
+    body = {"items": [{"queue": "q", "payload": 1}, {"queue": "q", "partition": "q\x00", "payload": 1}]}
+    assert refusal(wire.parse_push, body) == (*BAD, "items[1].partition must not contain NUL")
+    body = {"items": [{"queue": "q", "partition": "q", "payload": 1}, {"queue": 5, "payload": 1}]}
+    assert refusal(wire.parse_push, body) == (*BAD, "items[1].queue must be a non-empty string")
 
 
 # -- pop ----------------------------------------------------------------------------

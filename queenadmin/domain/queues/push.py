@@ -285,23 +285,29 @@ def _append(
     """Dedup and write ``items`` to their partitions, locked and read by the caller."""
     if len(items) == 1 and store().appends_one:
         return [_append_one(items[0], queues[items[0].queue], partitions, next_offsets, now)]
+    # Per (queue, partition) of the items, once: the partition and its
+    # dedup cutoff (None: no dedup). A push's items share a few of them.
+    where: dict[tuple[str, str], tuple[int, datetime | None]] = {}
+    for item in items:
+        key = (item.queue, item.partition)
+        if key not in where:
+            queue = queues[item.queue]
+            window = queue.dedup_window_seconds
+            cutoff = now - timedelta(seconds=window) if window > 0 else None
+            where[key] = (partitions[(queue.id, item.partition)], cutoff)
+    pids = [where[(item.queue, item.partition)] for item in items]
     cutoffs: dict[int, datetime] = {}
     wanted: set[tuple[int, str]] = set()
-    for item in items:
-        queue = queues[item.queue]
-        pid = partitions[(queue.id, item.partition)]
-        window = queue.dedup_window_seconds
-        if window > 0 and item.transaction_id is not None:
-            cutoffs[pid] = now - timedelta(seconds=window)
+    for item, (pid, cutoff) in zip(items, pids, strict=True):
+        if cutoff is not None and item.transaction_id is not None:
+            cutoffs[pid] = cutoff
             wanted.add((pid, item.transaction_id))
     originals = _recent(wanted, cutoffs)
 
     fresh = iter(uuid7s(len(items)))
     results: list[PushResult] = []
     rows: list[tuple[int, int, str, str, str, str | None]] = []
-    for index, item in enumerate(items):
-        queue = queues[item.queue]
-        pid = partitions[(queue.id, item.partition)]
+    for index, (item, (pid, _)) in enumerate(zip(items, pids, strict=True)):
         txn = item.transaction_id
         if txn is not None and pid in cutoffs and (pid, txn) in originals:
             mid, offset = originals[(pid, txn)]
@@ -320,10 +326,11 @@ def _append(
         touched = sorted({r[0] for r in rows})
         sizes: dict[int, int] = dict.fromkeys(touched, 0)
         for r in rows:
-            sizes[r[0]] += len(r[4].encode())
-        store().write_messages(rows, {p: (next_offsets[p], sizes[p]) for p in touched}, now)
+            text = r[4]
+            sizes[r[0]] += len(text) if text.isascii() else len(text.encode())
         names = sorted({r.queue for r in results if r.status == "queued"})
-        wakeups.notify_on_commit(names)
+        store().write_messages(rows, {p: (next_offsets[p], sizes[p]) for p in touched}, now, names)
+        wakeups.notify_on_commit(names, notified=True)
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
     return results
 

@@ -220,8 +220,13 @@ class Store:
         """
         raise NotImplementedError
 
-    def write_messages(self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime) -> None:
-        """Insert ``rows`` and move each partition's (next offset, added bytes)."""
+    def write_messages(
+        self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime, queues: Sequence[str]
+    ) -> None:
+        """Insert ``rows`` and move each partition's (next offset, added bytes).
+
+        Also wakes the pops of ``queues`` as ``notify`` does.
+        """
         raise NotImplementedError
 
     # ------------------------------------------------------------------

@@ -82,6 +82,24 @@ _APPEND_ONE = (
 )
 
 
+#: Messages of (partition, transactionId) pairs pushed after a time: one
+#: probe of the (partition, transactionId) index per pair. With ANY(pids)
+#: AND ANY(txns), a message table growing faster than autovacuum analyzes
+#: it got a plan that read the whole partition through the partition index
+#: (11-22 ms instead of 0.8 ms at 50,000 rows; bench/timers.py measured the
+#: fire rate halved by it). A plain join of the pairs was planned, for a
+#: 1,000-message push, as a merge join over a sort of every recent message
+#: (a sequential scan: 75-110 ms at 100,000 rows, and growing with the
+#: table). A LATERAL subquery with OFFSET 0 is never pulled up into a join,
+#: so it stays a nested loop of index probes (3-4 ms).
+RECENT = (
+    "SELECT u.p, u.t, m.message_id, m.msg_offset, m.created_at"
+    " FROM unnest(%b::bigint[], %b::text[]) AS u(p, t)"
+    " CROSS JOIN LATERAL (SELECT m.message_id, m.msg_offset, m.created_at FROM queenadmin_message AS m"
+    " WHERE m.partition_id = u.p AND m.transaction_id = u.t AND m.created_at > %s OFFSET 0) AS m"
+)
+
+
 class PostgresStore(PostgresConsume, Store):
     appends_one: ClassVar[bool] = True
     _FREE_CURSOR_LOCK: ClassVar[str] = " FOR UPDATE OF c SKIP LOCKED"
@@ -127,20 +145,12 @@ class PostgresStore(PostgresConsume, Store):
             return dict(cur.fetchall())
 
     def recent_messages(self, pairs: Sequence[tuple[int, str]], since: datetime) -> list[RecentRow]:
-        # The pairs joined to the (partition, transactionId) index: with
-        # ANY(pids) AND ANY(txns), a message table growing faster than
-        # autovacuum analyzes it got a plan that read the whole partition
-        # through the partition index (11-22 ms instead of 0.8 ms at 50,000
-        # rows; bench/timers.py measured the fire rate halved by it).
         if not pairs:
             return []
         ordered = sorted(pairs)
         with connection.wrap_database_errors, server_cursor() as cur:
             cur.execute(
-                "SELECT m.partition_id, m.transaction_id, m.message_id, m.msg_offset, m.created_at"
-                " FROM unnest(%b::bigint[], %b::text[]) AS u(p, t)"
-                " JOIN queenadmin_message AS m ON m.partition_id = u.p AND m.transaction_id = u.t"
-                " WHERE m.created_at > %s",
+                RECENT,
                 [[p for p, _ in ordered], [t for _, t in ordered], since],
                 binary=True,
             )
@@ -167,23 +177,46 @@ class PostgresStore(PostgresConsume, Store):
         assert (notified, updated) == (1, 1), "the partition was locked and read by this transaction"
         return None
 
-    def write_messages(self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime) -> None:
-        cols = [list(c) for c in zip(*rows, strict=True)]
+    def write_messages(
+        self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime, queues: Sequence[str]
+    ) -> None:
+        # One statement, not three (partitions, messages, NOTIFY): the
+        # data-modifying CTEs run to completion whether read or not.
+        pids, offsets, txns, mids, payloads, traces = (list(c) for c in zip(*rows, strict=True))
+        # psycopg dumps an array element by element in Python (6 ms for the
+        # six arrays of a 1,000-message push). Message ids and compact JSON
+        # hold no newline, so they go as one text each, split by PostgreSQL;
+        # traces, when there are none, as NULL (multi-argument unnest pads
+        # with NULLs). A text with a newline of its own goes as an array.
+        mids_in, payloads_in = "\n".join(mids), "\n".join(payloads)
+        lines = len(rows) - 1
+        split = mids_in.count("\n") == lines and payloads_in.count("\n") == lines
+        column = "string_to_array(%b::text, E'\\n')" if split else "%b::text[]"
         with connection.wrap_database_errors, server_cursor() as cur:
             cur.execute(
-                "UPDATE queenadmin_partition AS p"
+                "WITH u AS (UPDATE queenadmin_partition AS p"
                 " SET next_offset = v.n, retained_bytes = p.retained_bytes + v.b, last_push_at = %s"
-                " FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[]) AS v(id, n, b) WHERE p.id = v.id",
-                [now, list(partitions), [n for n, _ in partitions.values()], [b for _, b in partitions.values()]],
-                binary=True,
-            )
-            cur.execute(
-                "INSERT INTO queenadmin_message"
+                " FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[]) AS v(id, n, b) WHERE p.id = v.id),"
+                " i AS (INSERT INTO queenadmin_message"
                 " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
                 " SELECT u.p, u.o, u.t, u.m, u.d, u.r, %s"
-                " FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[])"
-                " AS u(p, o, t, m, d, r)",
-                [now, *cols],
+                f" FROM unnest(%b::bigint[], %b::bigint[], %b::text[], {column}, {column}, %b::text[])"
+                " AS u(p, o, t, m, d, r))"
+                f" SELECT count(pg_notify('{CHANNEL}', q)) FROM unnest(%b::text[]) AS q",
+                [
+                    now,
+                    list(partitions),
+                    [n for n, _ in partitions.values()],
+                    [b for _, b in partitions.values()],
+                    now,
+                    pids,
+                    offsets,
+                    txns,
+                    mids_in if split else mids,
+                    payloads_in if split else payloads,
+                    None if all(r is None for r in traces) else traces,
+                    list(queues),
+                ],
                 binary=True,
             )
 

@@ -72,7 +72,10 @@ class SqliteStore(Store):
                 rows.extend((p, t, m, o, from_db_time(c)) for p, t, m, o, c in cur.fetchall())
         return rows
 
-    def write_messages(self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime) -> None:
+    def write_messages(
+        self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime, queues: Sequence[str]
+    ) -> None:
+        # Nothing to notify: no other process listens (``notify``).
         with connection.cursor() as cur:
             cur.executemany(
                 "UPDATE queenadmin_partition"
