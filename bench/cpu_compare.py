@@ -16,11 +16,14 @@ operation against a token without grants). Then, for
 takes ``--calls`` calls from ``--concurrency`` Python client threads after a
 short warm-up, and the CPU its process tree used is read from ``/proc``.
 Printed: per checkout the median CPU per call and calls/s, and the ratio of
-each median to the first checkout's. The shared machine's speed changes from
+each median to the first checkout's; then the same for the PostgreSQL
+backends serving its database (read from ``/proc``: a local server), and for
+server and backends together. The shared machine's speed changes from
 minute to minute; alternating the servers within one run is what makes the
 ratios comparable, not the absolute figures.
 
-``--work``: ``put`` (one KV put), ``get`` (one KV get), ``push`` (one message),
+``--work``: ``put`` (one KV put), ``cas`` (one KV put at the version the
+last answered), ``get`` (one KV get), ``push`` (one message),
 ``lock`` (acquire + release of a lock: two calls), ``health`` (no database).
 ``--scrape-every S`` polls every server's ``/metrics`` meanwhile.
 """
@@ -44,25 +47,43 @@ import httpx
 BASE_PORT = 18100
 
 
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds of one process (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _tree_cpu(pid: int) -> float:
     """CPU seconds of ``pid`` and its children."""
-    total = 0.0
     children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    for proc in [pid, *map(int, children)]:
-        try:
-            fields = Path(f"/proc/{proc}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    return sum(_proc_cpu(proc) for proc in [pid, *map(int, children)])
+
+
+def _backends_cpu(database_url: str, database: str) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend on ``database`` (a local server)."""
+    pids = subprocess.run(
+        [
+            "psql",
+            database_url.rsplit("/", 1)[0] + "/postgres",
+            "-Atc",
+            f"SELECT pid FROM pg_stat_activity WHERE datname = '{database}'",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return {int(pid): _proc_cpu(int(pid)) for pid in pids}
 
 
 class Server:
-    def __init__(self, spec: str, index: int, database_url: str) -> None:
+    def __init__(self, spec: str, index: int, database_url: str, base_port: int = BASE_PORT) -> None:
         tree, _, extra = spec.partition("@")
         self.label = spec
         self.tree = Path(tree).resolve()
-        self.port = BASE_PORT + index
+        self.port = base_port + index
         self.db = f"cpu_compare_{os.getpid()}_{index}"
         base = database_url.rsplit("/", 1)[0]
         _psql(database_url, f"DROP DATABASE IF EXISTS {self.db}")
@@ -115,6 +136,8 @@ class Server:
                 raise RuntimeError(f"{spec}: serve did not start")
             time.sleep(0.1)
         self.runs: list[tuple[float, float]] = []
+        #: PostgreSQL backends' CPU per call, per run (us).
+        self.backend_runs: list[float] = []
 
     def stop(self) -> None:
         self.process.terminate()
@@ -129,11 +152,25 @@ def _psql(database_url: str, sql: str) -> None:
 def _calls(server: Server, work: str, count: int, seed: int) -> None:
     headers = {"Authorization": f"Bearer {server.token}"}
     with httpx.Client(base_url=f"{server.url}/api/v1", headers=headers) as client:
+        version: int | None = None
         for n in range(count):
             key = f"k{seed}-{n % 100}"
             if work == "put":
                 op = {"op": "put", "ns": "bench", "key": key, "value": {"n": n}, "forever": True}
                 answer = client.post("/kv", json={"operations": [op]})
+            elif work == "cas":
+                # A compare-and-set at the version the last one answered;
+                # the first is a blind put (the key may be left by a round).
+                op = {"op": "put", "ns": "bench", "key": f"cas{seed}", "value": {"n": n}, "forever": True}
+                if version is not None:
+                    op["expect"] = version
+                answer = client.post("/kv", json={"operations": [op]})
+                if answer.status_code >= 300:
+                    raise RuntimeError(f"{server.label}: {answer.status_code} {answer.text[:200]}")
+                result = answer.json()["results"][0]
+                if not result["applied"]:
+                    raise RuntimeError(f"{server.label}: compare-and-set refused: {result}")
+                version = result["version"]
             elif work == "get":
                 answer = client.post("/kv", json={"operations": [{"op": "get", "ns": "bench", "key": key}]})
             elif work == "push":
@@ -163,6 +200,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--scrape-every", type=float, default=0.0)
+    parser.add_argument(
+        "--base-port", type=int, default=BASE_PORT, help="the first server's port (another run may hold the default)"
+    )
     args = parser.parse_args()
     database_url = os.environ.get("DATABASE_URL", "")
     if not database_url.startswith("postgres"):
@@ -172,7 +212,7 @@ def main() -> None:
     stop = threading.Event()
     try:
         for index, spec in enumerate(args.trees):
-            servers.append(Server(spec, index, database_url))
+            servers.append(Server(spec, index, database_url, args.base_port))
 
         def scrape(server: Server) -> None:
             while not stop.wait(args.scrape_every):
@@ -186,6 +226,7 @@ def main() -> None:
             for round_ in range(args.rounds):
                 for server in servers if round_ % 2 == 0 else list(reversed(servers)):
                     list(pool.map(lambda seed, s=server: _calls(s, args.work, 30, seed), range(args.concurrency)))
+                    backends = _backends_cpu(database_url, server.db)
                     before, began = _tree_cpu(server.process.pid), time.monotonic()
                     list(
                         pool.map(lambda seed, s=server: _calls(s, args.work, per_thread, seed), range(args.concurrency))
@@ -193,6 +234,11 @@ def main() -> None:
                     elapsed = time.monotonic() - began
                     calls = per_thread * args.concurrency * (2 if args.work == "lock" else 1)
                     server.runs.append(((_tree_cpu(server.process.pid) - before) / calls * 1e6, calls / elapsed))
+                    # Backends that left meanwhile are not counted; a pool
+                    # of long-lived connections barely changes.
+                    after = _backends_cpu(database_url, server.db)
+                    spent = sum(cpu - backends.get(pid, 0.0) for pid, cpu in after.items())
+                    server.backend_runs.append(spent / calls * 1e6)
     finally:
         stop.set()
         for server in servers:
@@ -214,6 +260,16 @@ def main() -> None:
         rate = statistics.median(rate for _, rate in server.runs)
         runs = ", ".join(f"{cpu:.0f}" for cpu in cpus)
         print(f"| {server.label} | {median:.0f} | {runs} | {rate:.0f} | {median / first:.2f}x |")
+    print("\nPostgreSQL backends of each server's database, and the sum:\n")
+    print("| checkout | backends us/call (median) | runs | server + backends (median) | sum vs first |")
+    print("|---|---|---|---|---|")
+    sums = [[cpu + pg for (cpu, _), pg in zip(server.runs, server.backend_runs, strict=True)] for server in servers]
+    first_sum = statistics.median(sums[0])
+    for server, total in zip(servers, sums, strict=True):
+        pg_median = statistics.median(server.backend_runs)
+        runs = ", ".join(f"{pg:.0f}" for pg in server.backend_runs)
+        both = statistics.median(total)
+        print(f"| {server.label} | {pg_median:.0f} | {runs} | {both:.0f} | {both / first_sum:.2f}x |")
 
 
 if __name__ == "__main__":
