@@ -20,7 +20,8 @@ each median to the first checkout's. The shared machine's speed changes from
 minute to minute; alternating the servers within one run is what makes the
 ratios comparable, not the absolute figures.
 
-``--work``: ``put`` (one KV put), ``get`` (one KV get), ``push`` (one message),
+``--work``: ``put`` (one KV put), ``cas`` (a put with ``expect``: the
+version the last one answered), ``get`` (one KV get), ``push`` (one message),
 ``lock`` (acquire + release of a lock: two calls), ``health`` (no database),
 ``popack`` (pop 1 message and ack it: two calls, as the queen client's
 ``batch(1).wait(False).pop()`` and ``ack``, from a queue of 16 partitions
@@ -200,12 +201,26 @@ def _popack(client: httpx.Client, batch: int) -> httpx.Response:
 
 def _calls(server: Server, work: str, count: int, seed: int) -> None:
     headers = {"Authorization": f"Bearer {server.token}"}
+    version: int | None = None
     with httpx.Client(base_url=f"{server.url}/api/v1", headers=headers) as client:
         for n in range(count):
             key = f"k{seed}-{n % 100}"
             if work == "put":
                 op = {"op": "put", "ns": "bench", "key": key, "value": {"n": n}, "forever": True}
                 answer = client.post("/kv", json={"operations": [op]})
+            elif work == "cas":
+                # A compare-and-set at the version the last one answered;
+                # the first is a blind put (the key may be left by a round).
+                op = {"op": "put", "ns": "bench", "key": f"cas{seed}", "value": {"n": n}, "forever": True}
+                if version is not None:
+                    op["expect"] = version
+                answer = client.post("/kv", json={"operations": [op]})
+                if answer.status_code >= 300:
+                    raise RuntimeError(f"{server.label}: {answer.status_code} {answer.text[:200]}")
+                result = answer.json()["results"][0]
+                if not result["applied"]:
+                    raise RuntimeError(f"{server.label}: compare-and-set refused: {result}")
+                version = result["version"]
             elif work == "get":
                 answer = client.post("/kv", json={"operations": [{"op": "get", "ns": "bench", "key": key}]})
             elif work == "push":

@@ -97,7 +97,7 @@ def _row(ns: str, key: str, before: int) -> tuple[Any, ...] | None:
 def test_the_fast_and_the_planned_path_agree(state, monkeypatch):
     fast_calls: list[str] = []
     if connection.vendor == "postgresql":
-        for name in ("put_fast", "create_fast", "delete_fast"):
+        for name in ("put_fast", "create_fast", "cas_fast", "delete_fast"):
             real = getattr(kv_store.PostgresStore, name)
 
             def spy(self, *args, _real=real, _name=name):

@@ -157,6 +157,12 @@ def _fast(the_store: Store, op: KVOp, now: datetime) -> WriteResult | None:
         if created is None:
             return None
         version = created
+    elif kind == "cas":
+        assert isinstance(op, KVPut)
+        swapped = the_store.cas_fast(op, now)
+        if swapped is None:
+            return None
+        version = swapped
     elif kind == "delete":
         assert isinstance(op, KVDelete)
         deleted = the_store.delete_fast(op, now)

@@ -222,7 +222,7 @@ def decide(position: int, op: KVWrite, stored: Stored | None, now: datetime, pla
     return None
 
 
-FastPath = Literal["put", "create", "delete"]
+FastPath = Literal["put", "create", "cas", "delete"]
 
 
 def fast_path_of(op: KVOp) -> FastPath | None:
@@ -232,6 +232,9 @@ def fast_path_of(op: KVOp) -> FastPath | None:
       (``decide`` never refuses it), so one upsert answers it always;
     - ``create``: a put that must not exist applies when there is no row at
       all; the statement writes only then, and otherwise reports nothing;
+    - ``cas``: a put at a version (``expect`` above 0) applies when the row
+      is live at that version; the statement writes only then, and
+      otherwise reports nothing;
     - ``delete``: a delete of a live key (at ``expect`` when given) applies;
       the statement deletes only such a row, and otherwise reports nothing.
     A ``required`` flag changes nothing for these: an applied op never
@@ -243,7 +246,7 @@ def fast_path_of(op: KVOp) -> FastPath | None:
             return "put"
         if op.expect == 0:
             return "create"
-        return None
+        return "cas"
     if isinstance(op, KVDelete) and op.expect != 0:
         return "delete"
     return None

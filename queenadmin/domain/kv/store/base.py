@@ -78,7 +78,7 @@ class Store:
     """What the KV domain needs of a database. Subclasses fill in the rest."""
 
     #: Whether this store has the one-statement forms below (``put_fast``,
-    #: ``create_fast``, ``delete_fast``, ``put_many_fast``): a lone write
+    #: ``create_fast``, ``cas_fast``, ``delete_fast``, ``put_many_fast``): a lone write
     #: that ``planner.fast_path_of`` names, or a call of unconditional puts
     #: only, as one autocommit statement instead of a transaction.
     one_statement_writes = False
@@ -181,6 +181,11 @@ class Store:
         A row expired at ``now`` is taken over (the key created anew). None
         when a live row exists: nothing is written.
         """
+        raise NotImplementedError
+
+    def cas_fast(self, op: KVPut, now: datetime) -> int | None:
+        """A put at ``expect`` (above 0), when the row is live at that
+        version; its new version. None when nothing was written."""
         raise NotImplementedError
 
     def delete_fast(self, op: KVDelete, now: datetime) -> tuple[int, str] | None:

@@ -225,6 +225,38 @@ class PostgresStore(Store):
         rows = pg_run(sql, [*_locked_insert_params(op, now), now])
         return int(rows[0][0]) if rows else None
 
+    def cas_fast(self, op: KVPut, now: datetime) -> int | None:
+        """A put at ``expect`` (above 0) over a live row at that version; its
+        new version.
+
+        One conditional UPDATE under the key's advisory lock, ``nextval()``
+        drawn after it (the lock's row feeds every output row), like
+        ``put_fast``. The statement's snapshot predates the lock, but the
+        row lock re-checks the newest row version (EvalPlanQual, which
+        draws its version again), so a row changed or deleted meanwhile is
+        not written; a row made meanwhile is not seen. A live row keeps its
+        ``created_at``, as ``planner.decide`` does. None when nothing was
+        written: the planner then answers (``version`` or ``absent``).
+        """
+        rows = pg_run(
+            "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
+            f"UPDATE {TABLE} SET value_json = %s, version = nextval('{SEQUENCE}'), expires_at = %s, "
+            "updated_at = %s FROM lk WHERE namespace = %s AND key = %s AND version = %s "
+            "AND (expires_at IS NULL OR expires_at > %s) RETURNING version",
+            [
+                ADVISORY_CLASS,
+                _lock_name(op.namespace, op.key),
+                op.value_json,
+                expires(op.ttl, now),
+                now,
+                op.namespace,
+                op.key,
+                op.expect,
+                now,
+            ],
+        )
+        return int(rows[0][0]) if rows else None
+
     def delete_fast(self, op: KVDelete, now: datetime) -> tuple[int, str] | None:
         """Delete of a live key (at ``expect`` when given); (version, value_json).
 
