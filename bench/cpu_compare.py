@@ -11,7 +11,8 @@ serve --workers 1``; a checkout may carry server environment after ``@``
 (``.@QUEENADMIN_METRICS_REQUESTS=0+QUEENADMIN_GC_FREEZE=0``), and
 ``BENCH_GRANTS=g1,g2`` there makes its token limited by those grants
 (``.@BENCH_GRANTS=kv:orders=write,*:bench*=write``: a grant check per
-operation against a token without grants). Then, for
+operation against a token without grants), and ``BENCH_WORKERS=N`` serves
+it with ``--workers N`` (a worker's CPU is counted with its parent's). Then, for
 ``--rounds`` rounds, each server in turn (the order alternating per round)
 takes ``--calls`` calls from ``--concurrency`` Python client threads after a
 short warm-up, and the CPU its process tree used is read from ``/proc``.
@@ -21,7 +22,8 @@ minute to minute; alternating the servers within one run is what makes the
 ratios comparable, not the absolute figures.
 
 ``--work``: ``put`` (one KV put), ``get`` (one KV get), ``push`` (one message),
-``lock`` (acquire + release of a lock: two calls), ``health`` (no database).
+``lock`` (acquire + release of a lock: two calls), ``health`` (no database;
+on the kept-alive connection, like the others).
 ``--scrape-every S`` polls every server's ``/metrics`` meanwhile.
 """
 
@@ -58,11 +60,11 @@ def _tree_cpu(pid: int) -> float:
 
 
 class Server:
-    def __init__(self, spec: str, index: int, database_url: str) -> None:
+    def __init__(self, spec: str, index: int, database_url: str, base_port: int = BASE_PORT) -> None:
         tree, _, extra = spec.partition("@")
         self.label = spec
         self.tree = Path(tree).resolve()
-        self.port = BASE_PORT + index
+        self.port = base_port + index
         self.db = f"cpu_compare_{os.getpid()}_{index}"
         base = database_url.rsplit("/", 1)[0]
         _psql(database_url, f"DROP DATABASE IF EXISTS {self.db}")
@@ -72,6 +74,8 @@ class Server:
         env.update(dict(pair.split("=", 1) for pair in extra.split("+") if pair))
         # Not the server's: the bench token's grants, comma-separated.
         grants = [g for g in env.pop("BENCH_GRANTS", "").split(",") if g]
+        # Not the server's either: ``serve --workers`` (1 unless given).
+        workers = env.pop("BENCH_WORKERS", "1")
         env.update(
             DATABASE_URL=f"{base}/{self.db}",
             DJANGO_SECRET_KEY="cpu-compare",
@@ -97,7 +101,7 @@ class Server:
         )
         self.token = created.stdout.split()[-1]
         self.process = subprocess.Popen(
-            [python, "manage.py", "serve", "--port", str(self.port), "--workers", "1"],
+            [python, "manage.py", "serve", "--port", str(self.port), "--workers", workers],
             cwd=self.tree,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -148,7 +152,9 @@ def _calls(server: Server, work: str, count: int, seed: int) -> None:
                 release = {"op": "release", "name": name, "token": token}
                 answer = client.post("/locks", json={"operations": [release]})
             elif work == "health":
-                answer = httpx.get(f"{server.url}/health")
+                # On the kept-alive connection, as the API calls: a new
+                # connection per call measured the client's TLS context.
+                answer = client.get(f"{server.url}/health")
             else:
                 raise SystemExit(f"unknown work {work}")
             if answer.status_code >= 300:
@@ -163,6 +169,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--scrape-every", type=float, default=0.0)
+    parser.add_argument(
+        "--base-port", type=int, default=BASE_PORT, help="the first server's port (another run may hold the default)"
+    )
     args = parser.parse_args()
     database_url = os.environ.get("DATABASE_URL", "")
     if not database_url.startswith("postgres"):
@@ -172,7 +181,7 @@ def main() -> None:
     stop = threading.Event()
     try:
         for index, spec in enumerate(args.trees):
-            servers.append(Server(spec, index, database_url))
+            servers.append(Server(spec, index, database_url, args.base_port))
 
         def scrape(server: Server) -> None:
             while not stop.wait(args.scrape_every):
