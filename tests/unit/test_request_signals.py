@@ -129,6 +129,35 @@ def test_a_receiver_for_one_sender_is_not_one_of_djangos() -> None:
     assert compat.only_receivers(request_started, apihandler.DJANGO_STARTED_RECEIVERS)
 
 
+def test_an_answer_is_freed_without_the_garbage_collector(conn: FakeConnection) -> None:
+    """The handler's ``close`` on the answer refers to the answer: closing
+    it breaks that cycle, so the answer goes when its last reference does."""
+    import gc
+    import weakref
+
+    handler = apihandler.ApiWSGIHandler()
+    _health(handler)  # warm: URL resolving keeps what it keeps
+    gc.disable()
+    try:
+        environ = {
+            "REQUEST_METHOD": "GET",
+            "PATH_INFO": "/health",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "testserver",
+            "SERVER_PORT": "80",
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(b""),
+            "wsgi.errors": io.StringIO(),
+        }
+        answer = handler(environ, lambda status, headers, exc_info=None: None)
+        gone = weakref.ref(answer)
+        answer.close()
+        del answer
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
 def test_close_response_runs_every_closer_then_finished() -> None:
     response = HttpResponse("x")
     done: list[str] = []
