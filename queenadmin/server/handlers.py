@@ -169,9 +169,8 @@ class ApiWSGIHandler(WSGIHandler):
     handling are Django's own, and so are the request signals' receivers.
     While those are the only ones connected (always, when serving), their
     work is done directly (``request_begins``, ``request_ends``): sending the
-    two signals cost half of a ``/health`` answer's CPU in Django (37 against
-    70 us without them), the dispatch (a lock, weak references resolved, the
-    keyword arguments) more than the receivers. Any other receiver (one a
+    two signals was about half of Django's CPU for a ``/health`` answer
+    (bench/README.md, "The request path"). Any other receiver (one a
     deployment connects, or Django's test client disconnecting its own) and
     the signals are sent as Django sends them.
     """
