@@ -11,7 +11,8 @@ serve --workers 1``; a checkout may carry server environment after ``@``
 (``.@QUEENADMIN_METRICS_REQUESTS=0+QUEENADMIN_GC_FREEZE=0``), and
 ``BENCH_GRANTS=g1,g2`` there makes its token limited by those grants
 (``.@BENCH_GRANTS=kv:orders=write,*:bench*=write``: a grant check per
-operation against a token without grants). Then, for
+operation against a token without grants), and ``BENCH_WORKERS=N`` serves
+it with ``--workers N`` (a worker's CPU is counted with its parent's). Then, for
 ``--rounds`` rounds, each server in turn (the order alternating per round)
 takes ``--calls`` calls from ``--concurrency`` Python client threads after a
 short warm-up, and the CPU its process tree used is read from ``/proc``.
@@ -22,7 +23,7 @@ ratios comparable, not the absolute figures.
 
 ``--work``: ``put`` (one KV put), ``cas`` (a put with ``expect``: the
 version the last one answered), ``get`` (one KV get), ``push`` (one message),
-``lock`` (acquire + release of a lock: two calls), ``health`` (no database),
+``lock`` (acquire + release of a lock: two calls), ``health`` (no database; on the kept-alive connection, like the others),
 ``popack`` (pop 1 message and ack it: two calls, as the queen client's
 ``batch(1).wait(False).pop()`` and ``ack``, from a queue of 16 partitions
 filled before the round), ``popack100`` (pop 100 and ack them in one
@@ -87,6 +88,8 @@ class Server:
         env.update(dict(pair.split("=", 1) for pair in extra.split("+") if pair))
         # Not the server's: the bench token's grants, comma-separated.
         grants = [g for g in env.pop("BENCH_GRANTS", "").split(",") if g]
+        # Not the server's either: ``serve --workers`` (1 unless given).
+        workers = env.pop("BENCH_WORKERS", "1")
         env.update(
             DATABASE_URL=f"{base}/{self.db}",
             DJANGO_SECRET_KEY="cpu-compare",
@@ -112,7 +115,7 @@ class Server:
         )
         self.token = created.stdout.split()[-1]
         self.process = subprocess.Popen(
-            [python, "manage.py", "serve", "--port", str(self.port), "--workers", "1"],
+            [python, "manage.py", "serve", "--port", str(self.port), "--workers", workers],
             cwd=self.tree,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -249,7 +252,9 @@ def _calls(server: Server, work: str, count: int, seed: int) -> None:
             elif work in ("popack", "popack100"):
                 answer = _popack(client, 100 if work == "popack100" else 1)
             elif work == "health":
-                answer = httpx.get(f"{server.url}/health")
+                # On the kept-alive connection, as the API calls: a new
+                # connection per call measured the client's TLS context.
+                answer = client.get(f"{server.url}/health")
             else:
                 raise SystemExit(f"unknown work {work}")
             if answer.status_code >= 300:

@@ -14,6 +14,13 @@ Django
     ``load_middleware`` reads only ``settings.MIDDLEWARE``). Used by
     ``middleware_base`` and ``install_middleware``.
 
+    ``Signal.receivers`` (entries ``((receiver id, sender id), receiver or
+    weak reference, is_async)``) and ``_dead_receivers``: the API's handler
+    does the request signals' work itself while only Django's own receivers
+    are connected (``only_receivers``). ``HttpResponseBase._resource_closers``
+    and its ``close``, which sends ``request_finished``: ``close_response``
+    is that ``close`` with the signal's work given.
+
 uvicorn
     Its httptools protocol makes every request cycle a
     ``RequestResponseCycle`` (a module global, no setting chooses the
@@ -47,11 +54,16 @@ the same test): Django's ``BaseHandler.load_middleware`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import weakref
+from collections.abc import Callable, Collection
 from typing import Any
 
 from a2wsgi.wsgi import build_environ
 from django.core.handlers.base import BaseHandler
+from django.dispatch import Signal
+from django.dispatch.dispatcher import NONE_ID
+from django.http.response import HttpResponseBase
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 #: A middleware's ``get_response``: sync or async, request to response.
@@ -81,6 +93,34 @@ def install_middleware(
     handler._template_response_middleware = template_response  # type: ignore[attr-defined]
     handler._exception_middleware = exception  # type: ignore[attr-defined]
     handler._middleware_chain = chain  # type: ignore[attr-defined]
+
+
+def only_receivers(signal: Signal, functions: Collection[Any]) -> bool:
+    """Whether ``signal``'s receivers are ``functions``, each connected
+    (once) for every sender, and nothing else."""
+    receivers = signal.receivers
+    if len(receivers) != len(functions) or signal._dead_receivers:  # type: ignore[attr-defined]
+        return False
+    for (_, sender_key), receiver, _is_async in receivers:
+        if isinstance(receiver, weakref.ReferenceType):
+            receiver = receiver()
+        if sender_key != NONE_ID or receiver not in functions:
+            return False
+    return True  # Django connects a receiver at most once per sender
+
+
+def close_response(response: HttpResponseBase, finished: Callable[[], None]) -> None:
+    """``response.close()`` with ``finished()`` in place of sending
+    ``request_finished``: the request's resources closed, then ``finished``."""
+    for closer in response._resource_closers:  # type: ignore[attr-defined]
+        with contextlib.suppress(Exception):  # as Django's close: every closer runs
+            closer()
+    response._resource_closers.clear()  # type: ignore[attr-defined]
+    response.closed = True
+    # The instance's own ``close`` (a partial holding ``response``) is a
+    # reference cycle: undone, so the answer is freed at once, not by the GC.
+    response.__dict__.pop("close", None)
+    finished()
 
 
 def use_cycle_class(cycle: RequestResponseCycle | None, cls: type[RequestResponseCycle]) -> None:

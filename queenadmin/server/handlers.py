@@ -23,18 +23,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.contrib.staticfiles.handlers import StaticFilesHandler
+from django.core.cache import caches, close_caches
+from django.core.cache.backends.base import BaseCache
 from django.core.exceptions import ImproperlyConfigured, MiddlewareNotUsed, SuspiciousOperation
 from django.core.handlers.asgi import ASGIHandler
-from django.core.handlers.base import BaseHandler
+from django.core.handlers.base import BaseHandler, reset_urlconf
 from django.core.handlers.exception import convert_exception_to_response, response_for_exception
-from django.core.handlers.wsgi import WSGIHandler
+from django.core.handlers.wsgi import WSGIHandler, get_script_name
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections, connections, reset_queries
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
-from django.urls import ResolverMatch, get_resolver
+from django.urls import ResolverMatch, get_resolver, set_script_prefix, set_urlconf
 from django.utils.module_loading import import_string
 
 from queenadmin.api.envelope import ApiErrorMiddleware
@@ -119,12 +124,83 @@ def _sync_middleware(path: str) -> Factory:
     return middleware  # type: ignore[no-any-return]
 
 
+#: Django's own receivers of the request signals (``django.db``,
+#: ``django.core.cache``, ``django.core.handlers.base``).
+DJANGO_STARTED_RECEIVERS = frozenset({reset_queries, close_old_connections})
+DJANGO_FINISHED_RECEIVERS = frozenset({close_old_connections, close_caches, reset_urlconf})
+
+
+def request_begins() -> None:
+    """``request_started``'s Django receivers in one pass over the connections."""
+    for conn in connections.all(initialized_only=True):
+        conn.queries_log.clear()
+        conn.close_if_unusable_or_obsolete()
+
+
+#: ``settings.CACHES`` as last seen, and whether a backend of it has a
+#: ``close`` that does something (``LocMemCache``'s, the default, does not).
+_caches_seen: tuple[Any, bool] = (None, True)
+
+
+def _caches_close() -> bool:
+    global _caches_seen
+    configured = settings.CACHES
+    seen, close = _caches_seen
+    if seen is not configured:
+        close = any(import_string(cache["BACKEND"]).close is not BaseCache.close for cache in configured.values())
+        _caches_seen = (configured, close)
+    return close
+
+
+def request_ends() -> None:
+    """``request_finished``'s Django receivers in one pass over the
+    connections; caches are closed unless no backend's ``close`` does anything."""
+    for conn in connections.all(initialized_only=True):
+        conn.close_if_unusable_or_obsolete()
+    if _caches_close():
+        caches.close_all()
+    set_urlconf(None)
+
+
 class ApiWSGIHandler(WSGIHandler):
     """Django's WSGI handler with ``api_middleware()`` as its chain.
 
-    A sync chain (the WSGI threads run it); the request signals, URL
-    resolving and exception handling are Django's own.
+    A sync chain (the WSGI threads run it); URL resolving and exception
+    handling are Django's own, and so are the request signals' receivers.
+    While those are the only ones connected (always, when serving), their
+    work is done directly (``request_begins``, ``request_ends``): sending the
+    two signals was about half of Django's CPU for a ``/health`` answer
+    (bench/README.md, "The request path"). Any other receiver (one a
+    deployment connects, or Django's test client disconnecting its own) and
+    the signals are sent as Django sends them.
     """
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        # Django's WSGIHandler.__call__, with the signals' work done in place.
+        set_script_prefix(get_script_name(environ))
+        if compat.only_receivers(request_started, DJANGO_STARTED_RECEIVERS):
+            request_begins()
+        else:
+            request_started.send(sender=self.__class__, environ=environ)
+        request = self.request_class(environ)
+        response = self.get_response(request)
+        response._handler_class = self.__class__  # type: ignore[attr-defined]
+        # An instance attribute: the server's close() of the answer (and a file
+        # wrapper's, below) runs it.
+        response.close = partial(compat.close_response, response, self._finished)  # type: ignore[method-assign]
+        status = f"{response.status_code} {response.reason_phrase}"
+        headers = [*response.items(), *(("Set-Cookie", c.output(header="")) for c in response.cookies.values())]
+        start_response(status, headers)
+        if getattr(response, "file_to_stream", None) is not None and environ.get("wsgi.file_wrapper"):
+            response.file_to_stream.close = response.close  # type: ignore[attr-defined]
+            return environ["wsgi.file_wrapper"](response.file_to_stream, response.block_size)  # type: ignore[attr-defined]
+        return response
+
+    def _finished(self) -> None:
+        if compat.only_receivers(request_finished, DJANGO_FINISHED_RECEIVERS):
+            request_ends()
+        else:
+            request_finished.send(sender=self.__class__)
 
     def load_middleware(self, is_async: bool = False) -> None:
         load_chain(self, [(path, _sync_middleware(path)) for path in api_middleware()], is_async=False)

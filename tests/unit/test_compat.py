@@ -232,3 +232,31 @@ def test_prometheus_histogram_children_count_what_compat_adds():
     assert samples[("compat_seconds_bucket", "+Inf")] == 4
     assert samples[("compat_seconds_count", None)] == 4
     assert samples[("compat_seconds_sum", None)] == pytest.approx(1.55)
+
+
+def test_django_signals_keep_their_receivers_as_compat_reads_them():
+    """``only_receivers`` reads ``Signal.receivers``' entries and
+    ``_dead_receivers``; a receiver gone (weakly held) is not counted."""
+    from django.dispatch import Signal
+
+    signal = Signal()
+
+    def first(**kwargs: Any) -> None:
+        pass
+
+    def second(**kwargs: Any) -> None:
+        pass
+
+    assert compat.only_receivers(signal, frozenset())
+    signal.connect(first)
+    assert signal._dead_receivers is False  # type: ignore[attr-defined]
+    assert compat.only_receivers(signal, frozenset({first}))
+    assert not compat.only_receivers(signal, frozenset({first, second}))
+    signal.connect(second, sender=HttpResponse)
+    assert not compat.only_receivers(signal, frozenset({first, second}))
+
+
+def test_django_response_close_is_what_close_response_replaces():
+    source = inspect.getsource(HttpResponse.close)
+    assert "self._resource_closers" in source
+    assert "signals.request_finished.send(sender=self._handler_class)" in source

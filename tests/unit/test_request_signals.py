@@ -1,0 +1,184 @@
+"""The API handler's request signals: Django's receivers' work done in place,
+any other receiver still reached through the signals."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from django.http import HttpResponse
+from django.test import override_settings
+
+from queenadmin.server import compat
+from queenadmin.server import handlers as apihandler
+
+
+class FakeConnection:
+    def __init__(self) -> None:
+        self.queries_log = [{"sql": "SELECT 1"}]
+        self.checks = 0
+
+    def close_if_unusable_or_obsolete(self) -> None:
+        self.checks += 1
+
+
+class FakeConnections:
+    def __init__(self, conn: FakeConnection) -> None:
+        self.conn = conn
+
+    def all(self, initialized_only: bool = False) -> list[FakeConnection]:
+        assert initialized_only
+        return [self.conn]
+
+
+@pytest.fixture
+def conn(monkeypatch: pytest.MonkeyPatch) -> FakeConnection:
+    fake = FakeConnection()
+    monkeypatch.setattr(apihandler, "connections", FakeConnections(fake))
+    return fake
+
+
+@pytest.fixture
+def without_close_old_connections() -> Iterator[None]:
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
+def _health(handler: apihandler.ApiWSGIHandler) -> int:
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": "/health",
+        "QUERY_STRING": "",
+        "SERVER_NAME": "testserver",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(b""),
+        "wsgi.errors": io.StringIO(),
+    }
+    statuses: list[int] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+        statuses.append(int(status.split()[0]))
+
+    answer = handler(environ, start_response)
+    assert b"".join(answer) == b'{"status":"ok"}'
+    answer.close()
+    return statuses[0]
+
+
+def test_django_receivers_alone_are_run_in_place(conn: FakeConnection) -> None:
+    """Each initialized connection has its queries log cleared and its
+    lifetime checked when the request begins, and checked again when it ends."""
+    assert compat.only_receivers(request_started, apihandler.DJANGO_STARTED_RECEIVERS)
+    assert compat.only_receivers(request_finished, apihandler.DJANGO_FINISHED_RECEIVERS)
+    assert _health(apihandler.ApiWSGIHandler()) == 200
+    assert conn.queries_log == []
+    assert conn.checks == 2
+
+
+@pytest.mark.usefixtures("without_close_old_connections")
+def test_another_receiver_gets_both_signals(conn: FakeConnection) -> None:
+    seen: list[tuple[str, Any]] = []
+
+    def started(sender: Any, **kwargs: Any) -> None:
+        seen.append(("started", sender))
+
+    def finished(sender: Any, **kwargs: Any) -> None:
+        seen.append(("finished", sender))
+
+    request_started.connect(started)
+    request_finished.connect(finished)
+    try:
+        assert _health(apihandler.ApiWSGIHandler()) == 200
+    finally:
+        request_started.disconnect(started)
+        request_finished.disconnect(finished)
+    assert seen == [("started", apihandler.ApiWSGIHandler), ("finished", apihandler.ApiWSGIHandler)]
+    # Through the signals, not in place.
+    assert conn.checks == 0
+
+
+@pytest.mark.usefixtures("without_close_old_connections")
+def test_a_receiver_disconnected_is_not_run(conn: FakeConnection) -> None:
+    """Django's test client disconnects ``close_old_connections`` (the
+    test's transaction holds the connection): the handler leaves it alone."""
+    assert not compat.only_receivers(request_started, apihandler.DJANGO_STARTED_RECEIVERS)
+    assert not compat.only_receivers(request_finished, apihandler.DJANGO_FINISHED_RECEIVERS)
+    assert _health(apihandler.ApiWSGIHandler()) == 200
+    assert conn.checks == 0
+
+
+def test_a_receiver_for_one_sender_is_not_one_of_djangos() -> None:
+    request_started.disconnect(close_old_connections)
+    request_started.connect(close_old_connections, sender=apihandler.ApiWSGIHandler)
+    try:
+        assert not compat.only_receivers(request_started, apihandler.DJANGO_STARTED_RECEIVERS)
+    finally:
+        request_started.disconnect(close_old_connections, sender=apihandler.ApiWSGIHandler)
+        request_started.connect(close_old_connections)
+    assert compat.only_receivers(request_started, apihandler.DJANGO_STARTED_RECEIVERS)
+
+
+def test_an_answer_is_freed_without_the_garbage_collector(conn: FakeConnection) -> None:
+    """The handler's ``close`` on the answer refers to the answer: closing
+    it breaks that cycle, so the answer goes when its last reference does."""
+    import gc
+    import weakref
+
+    handler = apihandler.ApiWSGIHandler()
+    _health(handler)  # warm: URL resolving keeps what it keeps
+    gc.disable()
+    try:
+        environ = {
+            "REQUEST_METHOD": "GET",
+            "PATH_INFO": "/health",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "testserver",
+            "SERVER_PORT": "80",
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(b""),
+            "wsgi.errors": io.StringIO(),
+        }
+        answer = handler(environ, lambda status, headers, exc_info=None: None)
+        gone = weakref.ref(answer)
+        answer.close()
+        del answer
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
+def test_close_response_runs_every_closer_then_finished() -> None:
+    response = HttpResponse("x")
+    done: list[str] = []
+
+    def failing() -> None:
+        done.append("failing")
+        raise RuntimeError
+
+    response._resource_closers.extend([failing, lambda: done.append("second")])  # type: ignore[attr-defined]
+    compat.close_response(response, lambda: done.append("finished"))
+    assert done == ["failing", "second", "finished"]
+    assert response.closed
+
+
+@pytest.mark.usefixtures("conn")
+def test_caches_are_closed_when_a_backend_closes_something(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[bool] = []
+    monkeypatch.setattr(apihandler.caches, "close_all", lambda: closed.append(True))
+    apihandler.request_ends()
+    assert closed == []  # LocMemCache's close does nothing
+    with override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.memcached.PyMemcacheCache"}}):
+        closed.clear()  # changing CACHES closes them too
+        apihandler.request_ends()
+        assert closed == [True]
