@@ -64,6 +64,9 @@ class FireStep:
     dead_lettered: int = 0
     #: The batch was full: more may be due now.
     more: bool = False
+    #: When the earliest timer left is due (None: none is), if ``known_next``.
+    next_fire_at: datetime | None = None
+    known_next: bool = False
 
 
 def _backoff(attempts: int) -> timedelta:
@@ -138,6 +141,10 @@ def _fire_one_by_one(due: Sequence[Due], now: datetime) -> FireStep:
     return FireStep(fired=fired, duplicates=duplicates, backed_off=backed_off, dead_lettered=dead)
 
 
+class _PushRefused(Exception):
+    """The fast step's push raised a ``QueenError``: its transaction rolls back."""
+
+
 def timers_fire_due(
     *,
     now: datetime | None = None,
@@ -152,9 +159,51 @@ def timers_fire_due(
     nothing is written. ``deadline`` (``time.monotonic()``) makes it raise
     ``LeaseExpired``, nothing written, when the step ends after it. Must be
     the outermost call.
+
+    The batch is taken (claimed and deleted) in one statement and pushed in
+    one call, without a savepoint. When that push is refused, the step's
+    transaction rolls back and a second one fires the batch timer by timer,
+    so that only the refused ones back off.
     """
     now = now or clock.now()
     limit = limit or settings.TIMER_FIRE_BATCH
+    try:
+        return _step(now, limit, guard, deadline)
+    except _PushRefused:
+        return _step_one_by_one(now, limit, guard, deadline)
+
+
+def _step(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float | None) -> FireStep:
+    with transaction.atomic(durable=True):
+        if guard is not None:
+            kv.kv_call_in_txn([guard], now=now)
+        due, upcoming = store().take_due(now, limit, FIRE_MAX_BYTES)
+        if not due:
+            return FireStep(next_fire_at=upcoming, known_next=True)
+        items = [
+            log_domain.PushItem(
+                queue=d.queue,
+                partition=d.partition,
+                payload_json=d.payload_json,
+                transaction_id=d.txn,
+                message_id=d.message_id,
+            )
+            for d in due
+        ]
+        try:
+            results = log_domain.queue_push_in_txn(items=items, now=now)
+        except QueenError as exc:
+            raise _PushRefused() from exc
+        if deadline is not None and time.monotonic() > deadline:
+            raise LeaseExpired()
+        events.broadcast_on_commit(
+            events.TIMERS_GROUP, {"type": "timers.changed", "queues": sorted({d.queue for d in due})[:20]}
+        )
+    duplicates = sum(1 for r in results if r.status == "duplicate")
+    return FireStep(len(due) - duplicates, duplicates, more=len(due) >= limit, next_fire_at=upcoming, known_next=True)
+
+
+def _step_one_by_one(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float | None) -> FireStep:
     with transaction.atomic(durable=True):
         if guard is not None:
             kv.kv_call_in_txn([guard], now=now)
@@ -272,9 +321,9 @@ class TimerLoop:
                 self._listen.close()
             self._listen = None
 
-    def _next_sleep(self, now: datetime) -> float:
+    def _next_sleep(self, now: datetime, step: FireStep) -> float:
         idle = settings.TIMER_IDLE_SECONDS
-        upcoming = store().next_fire_at()
+        upcoming = step.next_fire_at if step.known_next else store().next_fire_at()
         until_due = idle if upcoming is None else (upcoming - now).total_seconds()
         return max(0.0, min(idle, until_due, self._lease.renew_due_in()))
 
@@ -310,7 +359,7 @@ class TimerLoop:
                 elif result.more:
                     continue
                 else:
-                    wait = self._next_sleep(clock.now())
+                    wait = self._next_sleep(clock.now(), result)
                     if result.fired:
                         wait = max(min(wait, tick), MIN_STEP_GAP_SECONDS)
                     elif wait <= 0:
