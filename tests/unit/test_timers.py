@@ -260,3 +260,26 @@ def test_timers_call_in_txn_runs_inside_a_caller_transaction_and_rolls_back_with
     assert not Timer.objects.exists()
     with pytest.raises(AssertionError):
         timers.timers_call_in_txn([op], now=T0)
+
+
+def test_loops_take_turns_on_one_grid_after_a_step_that_fired(settings):
+    """Loop i of n waits for the grid points (k * n + i) * grid: together
+    they step once a grid period, not n times."""
+    from queenadmin.domain.timers.fire import STEP_GRID_SECONDS, grid_wait
+    from queenadmin.domain.timers.ops import LOOP_LOCK
+
+    assert grid_wait(100.005, 0, 1, 0.025) == pytest.approx(0.02)
+    assert grid_wait(100.01, 0, 1, 0.025) == pytest.approx(0.015)
+    assert grid_wait(100.01, 0, 2, 0.025) == pytest.approx(0.04)
+    assert grid_wait(100.01, 1, 2, 0.025) == pytest.approx(0.015)
+    assert grid_wait(100.03, 1, 2, 0.025) == pytest.approx(0.045)
+    assert grid_wait(100.03, 3, 4, 0.025) == pytest.approx(0.045)
+
+    settings.QUEENADMIN_TIMER_LOOPS = 4
+    loop = timers.TimerLoop()
+    assert loop.turn_wait() <= STEP_GRID_SECONDS
+    assert loop._lease.hold() == "granted"
+    other = locks.lock_acquire(name=LOOP_LOCK, ttl=10, owner="other", limit=4)
+    loop._count_at = 0.0
+    assert loop.turn_wait() <= 2 * STEP_GRID_SECONDS
+    assert (loop._loops, loop._turn) == (2, 0 if loop.lock.slot < other.slot else 1)

@@ -42,12 +42,23 @@ logger = logging.getLogger(__name__)
 
 #: A step stops adding timers past this many payload bytes.
 FIRE_MAX_BYTES = 4 * 1024 * 1024
-#: After a step that fired, the loop waits at least this long before the
-#: next, so a steady stream fires a few timers per step instead of one step
-#: (about 15 round trips) per timer. A full batch does not wait, and a
-#: schedule that wakes the loop cuts the wait short. bench/README.md: at
-#: 200 timers/s it took 22% (PostgreSQL) to 50% (SQLite) off the server's CPU.
-MIN_STEP_GAP_SECONDS = 0.01
+#: While timers keep coming due, the loops holding a permit take turns on
+#: one wall-clock grid of this period: after a step that fired, loop i of n
+#: waits for its next point (k * n + i) * STEP_GRID_SECONDS, so together
+#: they step once a period however many run, each step firing what came
+#: due meanwhile (and waking the consumers once), not one timer a step. A
+#: full batch does not wait; a schedule that wakes the loops, or a loop
+#: that found nothing due, steps off the grid.
+STEP_GRID_SECONDS = 0.025
+
+
+def grid_wait(at: float, turn: int, loops: int, grid: float = STEP_GRID_SECONDS) -> float:
+    """Seconds from ``at`` (``time.time()``) to the next point of ``turn`` (0
+    to ``loops - 1``) on the grid: the points ``(k * loops + turn) * grid``.
+    More than 0, at most ``loops * grid``."""
+    period = grid * loops
+    wait = (turn * grid - at) % period
+    return wait if wait > 0 else period
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +289,11 @@ class TimerLoop:
         self._lease = locks.LoopLease(self.lock)
         self.fired = 0
         self._listen: WakeListener | None = None
+        #: Loops holding a permit and this one's turn among them (by slot),
+        #: as last counted, and when to count again.
+        self._loops = 1
+        self._turn = 0
+        self._count_at = 0.0
 
     # -- waiting ---------------------------------------------------------
 
@@ -327,6 +343,24 @@ class TimerLoop:
         until_due = idle if upcoming is None else (upcoming - now).total_seconds()
         return max(0.0, min(idle, until_due, self._lease.renew_due_in()))
 
+    def turn_wait(self) -> float:
+        """After a step that fired: seconds until this loop's next turn on the
+        grid (``grid_wait``), its turn and the loops holding a permit
+        counted again every third of a lease."""
+        from queenadmin.domain import locks
+
+        at = time.monotonic()
+        if at >= self._count_at:
+            self._count_at = at + self.lease_seconds / 3
+            try:
+                slots = sorted(h.slot for h in locks.lock_holders(name=LOOP_LOCK).holders)
+                mine = self.lock.slot
+                self._loops = max(1, len(slots))
+                self._turn = slots.index(mine) if mine in slots else 0
+            except Exception:
+                logger.warning("counting the timer loops failed", exc_info=True)
+        return grid_wait(time.time(), self._turn, self._loops)
+
     # -- running ---------------------------------------------------------
 
     def step(self) -> FireStep | None:
@@ -361,7 +395,7 @@ class TimerLoop:
                 else:
                     wait = self._next_sleep(clock.now(), result)
                     if result.fired:
-                        wait = max(min(wait, tick), MIN_STEP_GAP_SECONDS)
+                        wait = max(min(wait, tick), self.turn_wait())
                     elif wait <= 0:
                         # Due timers that another step holds (a peer loop, a
                         # cancel or move in flight): look again a tick later,
