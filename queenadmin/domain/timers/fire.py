@@ -42,17 +42,9 @@ logger = logging.getLogger(__name__)
 
 #: A step stops adding timers past this many payload bytes.
 FIRE_MAX_BYTES = 4 * 1024 * 1024
-#: While timers keep coming due, the loops holding a permit take turns on
-#: one wall-clock grid of this period: after a step that fired, loop i of n
-#: waits for its next point (k * n + i) * STEP_GRID_SECONDS, so together
-#: they step once a period however many run, each step firing what came
-#: due meanwhile (and waking the consumers once), not one timer a step. A
-#: full batch does not wait; a schedule that wakes the loops, or a loop
-#: that found nothing due, steps off the grid.
-STEP_GRID_SECONDS = 0.025
 
 
-def grid_wait(at: float, turn: int, loops: int, grid: float = STEP_GRID_SECONDS) -> float:
+def grid_wait(at: float, turn: int, loops: int, grid: float) -> float:
     """Seconds from ``at`` (``time.time()``) to the next point of ``turn`` (0
     to ``loops - 1``) on the grid: the points ``(k * loops + turn) * grid``.
     More than 0, at most ``loops * grid``."""
@@ -344,9 +336,17 @@ class TimerLoop:
         return max(0.0, min(idle, until_due, self._lease.renew_due_in()))
 
     def turn_wait(self) -> float:
-        """After a step that fired: seconds until this loop's next turn on the
-        grid (``grid_wait``), its turn and the loops holding a permit
-        counted again every third of a lease."""
+        """After a step that fired: seconds until this loop's next turn.
+
+        While timers keep coming due, the loops holding a permit take turns
+        on one wall-clock grid of ``TIMER_TICK_SECONDS``: loop i of n steps
+        at the points (k * n + i) * tick (``grid_wait``), so together they
+        step once a tick however many run, each step firing what came due
+        meanwhile and waking the consumers once. A full batch does not wait;
+        a schedule that wakes the loops, or a loop that found nothing due,
+        steps off the grid. The turn and the count are read again every
+        third of a lease.
+        """
         from queenadmin.domain import locks
 
         at = time.monotonic()
@@ -359,7 +359,7 @@ class TimerLoop:
                 self._turn = slots.index(mine) if mine in slots else 0
             except Exception:
                 logger.warning("counting the timer loops failed", exc_info=True)
-        return grid_wait(time.time(), self._turn, self._loops)
+        return grid_wait(time.time(), self._turn, self._loops, settings.TIMER_TICK_SECONDS)
 
     # -- running ---------------------------------------------------------
 
