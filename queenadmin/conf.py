@@ -127,7 +127,8 @@ class _Settings:
     STREAMS_MAX_STATE_KEY_BYTES: int = 1024
     STREAMS_MAX_STATE_VALUE_BYTES: int = 1024 * 1024
     #: The timer loop: seconds between steps while timers keep coming due
-    #: (the loop also wakes at once when a sooner timer is scheduled), the
+    #: (all loops together: they take turns; a loop also wakes at once
+    #: when a sooner timer is scheduled), the
     #: longest it sleeps when none is due, timers fired per transaction,
     #: and how many loops may fire at once (permits of the lock
     #: ``queenadmin.timers``; each holds one for ``TIMER_LEASE_SECONDS``).

@@ -245,6 +245,100 @@ def test_two_claimers_never_claim_the_same_timer(timer_store, new_row):
 
 
 # --------------------------------------------------------------------------
+# take_due: claim and delete at once, with the earliest timer left
+
+
+def test_take_due_takes_due_timers_earliest_first_and_answers_the_earliest_left(timer_store, new_row):
+    """What ``claim_due`` would answer, deleted; the next fire time is that
+    of the earliest timer not taken (a backed-off one by its fire time)."""
+    timer_store.upsert([new_row("c", due=T0 + 2 * S), new_row("a"), new_row("b"), new_row("late", due=T0 + 10 * S)], T0)
+    due, upcoming = timer_store.take_due(T0 + 2 * S, 2, BIG)
+    assert keys(due) == ["a", "b"]
+    assert (due[0].queue, due[0].partition, due[0].txn, due[0].message_id, due[0].payload_json) == (
+        "q",
+        "Default",
+        "txn-a",
+        "m-a",
+        '{"n":1}',
+    )
+    assert upcoming == T0 + 2 * S
+    assert sorted(Timer.objects.values_list("timer_key", flat=True)) == ["c", "late"]
+    due, upcoming = timer_store.take_due(T0 + 2 * S, 10, BIG)
+    assert (keys(due), upcoming) == (["c"], T0 + 10 * S)
+    assert timer_store.take_due(T0 + 2 * S, 10, BIG) == ([], T0 + 10 * S)
+    timer_store.take_due(T0 + 10 * S, 10, BIG)
+    assert timer_store.take_due(T0 + 10 * S, 10, BIG) == ([], None)
+
+
+def test_take_due_stops_at_the_byte_budget_but_always_takes_one(timer_store, new_row):
+    """Those past the budget stay, and the earliest of them is the next due."""
+    payload = b'"' + b"x" * 98 + b'"'  # 100 bytes
+    timer_store.upsert([new_row(f"k{i}", due=T0 + i * S, payload=payload) for i in range(5)], T0)
+    assert keys(timer_store.take_due(T0 + 9 * S, 10, 250)[0]) == ["k0", "k1"]
+    due, upcoming = timer_store.take_due(T0 + 9 * S, 10, 1)
+    assert (keys(due), upcoming) == (["k2"], T0 + 3 * S)
+    assert keys(timer_store.take_due(T0 + 9 * S, 10, 300)[0]) == ["k3", "k4"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_takers_never_take_the_same_timer(timer_store, new_row):
+    """A timer an open transaction took is not taken by another (PostgreSQL's
+    second taker skips it, SQLite's waits for the first to commit); a
+    rollback puts the taken timers back."""
+    with transaction.atomic():
+        timer_store.upsert([new_row(f"k{i}") for i in range(4)], T0)
+    first_took, second_done = threading.Event(), threading.Event()
+    got: dict[str, Any] = {}
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                got["first"] = [d.id for d in timer_store.take_due(T0, 2, BIG)[0]]
+                first_took.set()
+                second_done.wait(1.0)
+        except BaseException as exc:
+            got["error"] = exc
+            first_took.set()
+        finally:
+            connection.close()
+
+    def second() -> None:
+        try:
+            assert first_took.wait(30)
+            with transaction.atomic():
+                got["second"] = [d.id for d in timer_store.take_due(T0, 10, BIG)[0]]
+            second_done.set()
+        except BaseException as exc:
+            got["error"] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert "error" not in got, got.get("error")
+    assert len(got["first"]) == 2
+    assert set(got["first"]).isdisjoint(got["second"])
+    assert len(got["first"]) + len(got["second"]) == 4
+    assert not Timer.objects.exists()
+    with transaction.atomic():
+        timer_store.upsert([new_row("r")], T0)
+    taken: list[Due] = []
+
+    def take_then_fail() -> None:
+        with transaction.atomic():
+            taken.extend(timer_store.take_due(T0, 10, BIG)[0])
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        take_then_fail()
+    assert keys(taken) == ["r"]
+    assert list(Timer.objects.values_list("timer_key", flat=True)) == ["r"]
+
+
+# --------------------------------------------------------------------------
 # delete_ids, back_off, next_fire_at: after a fire
 
 

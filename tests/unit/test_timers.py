@@ -146,6 +146,33 @@ def test_a_stale_guard_or_a_passed_deadline_commits_nothing():
         assert timers.timers_fire_due(guard=renewed.guard).fired == 1
 
 
+def test_a_step_takes_its_timers_in_one_statement_and_pushes_without_a_savepoint():
+    """Claim and delete are one statement (SQLite reads the next due time
+    in a second), whatever the batch size, and the push runs in the step's
+    own transaction, no savepoint. The step also answers when the next
+    timer is due, so the loop reads nothing more before it sleeps."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with time_machine.travel(T0, tick=False):
+        timers.timer_schedule(queue="orders", timer_key="warm", payload={}, delay=0 * S)
+    fire(T0)  # the queue and its partition exist from here on
+    per_step = []
+    for n in (1, 100):
+        with time_machine.travel(T0, tick=False):
+            for i in range(n):
+                schedule(f"k{n}-{i}", delay=S)
+            schedule(f"later{n}", delay=30 * S)
+        with CaptureQueriesContext(connection) as ran:
+            step = fire(T0 + S)
+        assert (step.fired, step.known_next, step.next_fire_at) == (n, True, T0 + 30 * S)
+        sql = [q["sql"] for q in ran.captured_queries]
+        # One SAVEPOINT: the step's own transaction, nested in the test's.
+        assert sum(1 for q in sql if q.upper().startswith("SAVEPOINT")) == 1, sql
+        per_step.append(sum(1 for q in sql if "queenadmin_timer" in q))
+    assert per_step == [1, 1] if connection.vendor == "postgresql" else per_step == [2, 2]
+
+
 def test_fire_now_delivers_once_and_then_answers_absent():
     with time_machine.travel(T0, tick=False):
         scheduled = schedule(delay=timedelta(hours=5))
@@ -233,3 +260,27 @@ def test_timers_call_in_txn_runs_inside_a_caller_transaction_and_rolls_back_with
     assert not Timer.objects.exists()
     with pytest.raises(AssertionError):
         timers.timers_call_in_txn([op], now=T0)
+
+
+def test_loops_take_turns_on_one_grid_after_a_step_that_fired(settings):
+    """Loop i of n waits for the grid points (k * n + i) * grid: together
+    they step once a grid period, not n times."""
+    from queenadmin.domain.timers.fire import grid_wait
+    from queenadmin.domain.timers.ops import LOOP_LOCK
+
+    assert grid_wait(100.005, 0, 1, 0.025) == pytest.approx(0.02)
+    assert grid_wait(100.01, 0, 1, 0.025) == pytest.approx(0.015)
+    assert grid_wait(100.01, 0, 2, 0.025) == pytest.approx(0.04)
+    assert grid_wait(100.01, 1, 2, 0.025) == pytest.approx(0.015)
+    assert grid_wait(100.03, 1, 2, 0.025) == pytest.approx(0.045)
+    assert grid_wait(100.03, 3, 4, 0.025) == pytest.approx(0.045)
+
+    settings.QUEENADMIN_TIMER_LOOPS = 4
+    settings.QUEENADMIN_TIMER_TICK_SECONDS = 0.05
+    loop = timers.TimerLoop()
+    assert loop.turn_wait() <= 0.05
+    assert loop._lease.hold() == "granted"
+    other = locks.lock_acquire(name=LOOP_LOCK, ttl=10, owner="other", limit=4)
+    loop._count_at = 0.0
+    assert loop.turn_wait() <= 0.1
+    assert (loop._loops, loop._turn) == (2, 0 if loop.lock.slot < other.slot else 1)

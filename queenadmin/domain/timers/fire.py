@@ -42,12 +42,15 @@ logger = logging.getLogger(__name__)
 
 #: A step stops adding timers past this many payload bytes.
 FIRE_MAX_BYTES = 4 * 1024 * 1024
-#: After a step that fired, the loop waits at least this long before the
-#: next, so a steady stream fires a few timers per step instead of one step
-#: (about 15 round trips) per timer. A full batch does not wait, and a
-#: schedule that wakes the loop cuts the wait short. bench/README.md: at
-#: 200 timers/s it took 22% (PostgreSQL) to 50% (SQLite) off the server's CPU.
-MIN_STEP_GAP_SECONDS = 0.01
+
+
+def grid_wait(at: float, turn: int, loops: int, grid: float) -> float:
+    """Seconds from ``at`` (``time.time()``) to the next point of ``turn`` (0
+    to ``loops - 1``) on the grid: the points ``(k * loops + turn) * grid``.
+    More than 0, at most ``loops * grid``."""
+    period = grid * loops
+    wait = (turn * grid - at) % period
+    return wait if wait > 0 else period
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,9 @@ class FireStep:
     dead_lettered: int = 0
     #: The batch was full: more may be due now.
     more: bool = False
+    #: When the earliest timer left is due (None: none is), if ``known_next``.
+    next_fire_at: datetime | None = None
+    known_next: bool = False
 
 
 def _backoff(attempts: int) -> timedelta:
@@ -138,6 +144,10 @@ def _fire_one_by_one(due: Sequence[Due], now: datetime) -> FireStep:
     return FireStep(fired=fired, duplicates=duplicates, backed_off=backed_off, dead_lettered=dead)
 
 
+class _PushRefused(Exception):
+    """The fast step's push raised a ``QueenError``: its transaction rolls back."""
+
+
 def timers_fire_due(
     *,
     now: datetime | None = None,
@@ -152,9 +162,51 @@ def timers_fire_due(
     nothing is written. ``deadline`` (``time.monotonic()``) makes it raise
     ``LeaseExpired``, nothing written, when the step ends after it. Must be
     the outermost call.
+
+    The batch is taken (claimed and deleted) in one statement and pushed in
+    one call, without a savepoint. When that push is refused, the step's
+    transaction rolls back and a second one fires the batch timer by timer,
+    so that only the refused ones back off.
     """
     now = now or clock.now()
     limit = limit or settings.TIMER_FIRE_BATCH
+    try:
+        return _step(now, limit, guard, deadline)
+    except _PushRefused:
+        return _step_one_by_one(now, limit, guard, deadline)
+
+
+def _step(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float | None) -> FireStep:
+    with transaction.atomic(durable=True):
+        if guard is not None:
+            kv.kv_call_in_txn([guard], now=now)
+        due, upcoming = store().take_due(now, limit, FIRE_MAX_BYTES)
+        if not due:
+            return FireStep(next_fire_at=upcoming, known_next=True)
+        items = [
+            log_domain.PushItem(
+                queue=d.queue,
+                partition=d.partition,
+                payload_json=d.payload_json,
+                transaction_id=d.txn,
+                message_id=d.message_id,
+            )
+            for d in due
+        ]
+        try:
+            results = log_domain.queue_push_in_txn(items=items, now=now)
+        except QueenError as exc:
+            raise _PushRefused() from exc
+        if deadline is not None and time.monotonic() > deadline:
+            raise LeaseExpired()
+        events.broadcast_on_commit(
+            events.TIMERS_GROUP, {"type": "timers.changed", "queues": sorted({d.queue for d in due})[:20]}
+        )
+    duplicates = sum(1 for r in results if r.status == "duplicate")
+    return FireStep(len(due) - duplicates, duplicates, more=len(due) >= limit, next_fire_at=upcoming, known_next=True)
+
+
+def _step_one_by_one(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float | None) -> FireStep:
     with transaction.atomic(durable=True):
         if guard is not None:
             kv.kv_call_in_txn([guard], now=now)
@@ -229,6 +281,11 @@ class TimerLoop:
         self._lease = locks.LoopLease(self.lock)
         self.fired = 0
         self._listen: WakeListener | None = None
+        #: Loops holding a permit and this one's turn among them (by slot),
+        #: as last counted, and when to count again.
+        self._loops = 1
+        self._turn = 0
+        self._count_at = 0.0
 
     # -- waiting ---------------------------------------------------------
 
@@ -272,11 +329,37 @@ class TimerLoop:
                 self._listen.close()
             self._listen = None
 
-    def _next_sleep(self, now: datetime) -> float:
+    def _next_sleep(self, now: datetime, step: FireStep) -> float:
         idle = settings.TIMER_IDLE_SECONDS
-        upcoming = store().next_fire_at()
+        upcoming = step.next_fire_at if step.known_next else store().next_fire_at()
         until_due = idle if upcoming is None else (upcoming - now).total_seconds()
         return max(0.0, min(idle, until_due, self._lease.renew_due_in()))
+
+    def turn_wait(self) -> float:
+        """After a step that fired: seconds until this loop's next turn.
+
+        While timers keep coming due, the loops holding a permit take turns
+        on one wall-clock grid of ``TIMER_TICK_SECONDS``: loop i of n steps
+        at the points (k * n + i) * tick (``grid_wait``), so together they
+        step once a tick however many run, each step firing what came due
+        meanwhile and waking the consumers once. A full batch does not wait;
+        a schedule that wakes the loops, or a loop that found nothing due,
+        steps off the grid. The turn and the count are read again every
+        third of a lease.
+        """
+        from queenadmin.domain import locks
+
+        at = time.monotonic()
+        if at >= self._count_at:
+            self._count_at = at + self.lease_seconds / 3
+            try:
+                slots = sorted(h.slot for h in locks.lock_holders(name=LOOP_LOCK).holders)
+                mine = self.lock.slot
+                self._loops = max(1, len(slots))
+                self._turn = slots.index(mine) if mine in slots else 0
+            except Exception:
+                logger.warning("counting the timer loops failed", exc_info=True)
+        return grid_wait(time.time(), self._turn, self._loops, settings.TIMER_TICK_SECONDS)
 
     # -- running ---------------------------------------------------------
 
@@ -310,9 +393,9 @@ class TimerLoop:
                 elif result.more:
                     continue
                 else:
-                    wait = self._next_sleep(clock.now())
+                    wait = self._next_sleep(clock.now(), result)
                     if result.fired:
-                        wait = max(min(wait, tick), MIN_STEP_GAP_SECONDS)
+                        wait = max(min(wait, tick), self.turn_wait())
                     elif wait <= 0:
                         # Due timers that another step holds (a peer loop, a
                         # cancel or move in flight): look again a tick later,

@@ -346,6 +346,16 @@ class Store:
             due.append(Due(*record))
         return due
 
+    def take_due(self, now: datetime, limit: int, max_bytes: int) -> tuple[list[Due], datetime | None]:
+        """``claim_due`` and ``delete_ids`` of what it claimed, at once, with
+        the fire time of the earliest timer left (None when none is).
+
+        The rows are gone for this transaction's later statements and for
+        everyone once it commits; a rollback puts them back. The earliest
+        left may be one another step holds (due already).
+        """
+        raise NotImplementedError
+
     def claim_key(self, queue: str, timer_key: str) -> Held | None:
         """One pending timer, its row locked for this transaction; None if none.
 

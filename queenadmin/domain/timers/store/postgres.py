@@ -18,7 +18,33 @@ import psycopg
 from django.db import connection
 
 from queenadmin.domain import db
-from queenadmin.domain.timers.store.base import TABLE, WAKE_CHANNEL, Key, NewRow, Store, WakeListener
+from queenadmin.domain.timers.store.base import (
+    DUE_COLUMNS,
+    TABLE,
+    WAKE_CHANNEL,
+    Due,
+    Key,
+    NewRow,
+    Store,
+    WakeListener,
+)
+
+_GONE_COLUMNS = ", ".join(f"t.{c.strip()}" for c in DUE_COLUMNS.split(","))
+_NULLS = ", ".join(["NULL"] * len(DUE_COLUMNS.split(",")))
+#: Claim, size and delete the due rows, and read the earliest one left, in
+#: one statement. Every part sees the rows as they were before the DELETE:
+#: the earliest left is read past the ids taken.
+_TAKE_DUE = (
+    f"WITH picked AS (SELECT id, fire_at, length(payload_json) AS n FROM {TABLE}"
+    " WHERE fire_at <= %s ORDER BY fire_at, id LIMIT %s FOR UPDATE SKIP LOCKED),"
+    " sized AS (SELECT id, row_number() OVER w AS k, sum(n) OVER w AS total FROM picked"
+    " WINDOW w AS (ORDER BY fire_at, id)),"
+    " taken AS (SELECT id FROM sized WHERE k = 1 OR total <= %s),"
+    f" gone AS (DELETE FROM {TABLE} t USING taken WHERE t.id = taken.id RETURNING {_GONE_COLUMNS}, t.fire_at)"
+    f" SELECT {DUE_COLUMNS}, fire_at, false FROM gone"
+    f" UNION ALL SELECT {_NULLS}, (SELECT fire_at FROM {TABLE} WHERE id NOT IN (SELECT id FROM taken)"
+    " ORDER BY fire_at, id LIMIT 1), true"
+)
 
 
 class PostgresWakeListener(WakeListener):
@@ -88,6 +114,16 @@ class PostgresStore(Store):
                 [now, now, *cols],
             )
             return {(q, k) for q, k, existed in cur.fetchall() if existed}
+
+    def take_due(self, now: datetime, limit: int, max_bytes: int) -> tuple[list[Due], datetime | None]:
+        """One statement (``_TAKE_DUE``); rows another step holds are skipped."""
+        assert connection.in_atomic_block
+        with connection.cursor() as cur:
+            cur.execute(_TAKE_DUE, [db.to_db_time(now), limit, max_bytes])
+            records = cur.fetchall()
+        taken = sorted((r for r in records if not r[-1]), key=lambda r: (r[-2], r[0]))
+        upcoming = next((r[-2] for r in records if r[-1]), None)
+        return [Due(*r[:-2]) for r in taken], db.from_db_time(upcoming)
 
     def notify_wake(self) -> None:
         assert connection.in_atomic_block

@@ -14,12 +14,28 @@ from datetime import datetime
 from django.db import connection
 
 from queenadmin.domain import db
-from queenadmin.domain.timers.store.base import CHUNK, TABLE, Key, NewRow, Store, where_keys
+from queenadmin.domain.timers.store.base import CHUNK, DUE_COLUMNS, TABLE, Due, Key, NewRow, Store, where_keys
+
+#: Size and delete the due rows in one statement (the writer is alone).
+_TAKE_DUE = (
+    f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER w AS k,"
+    f" sum(length(payload_json)) OVER w AS total FROM (SELECT id, fire_at, payload_json FROM {TABLE}"
+    " WHERE fire_at <= %s ORDER BY fire_at, id LIMIT %s) WINDOW w AS (ORDER BY fire_at, id))"
+    f" WHERE k = 1 OR total <= %s) RETURNING {DUE_COLUMNS}, fire_at"
+)
 
 
 class SqliteStore(Store):
     # Whole seconds on both sides: exact, where julianday's days are floats.
     bucket_sql = "(CAST(strftime('%%s', deliver_at) AS INTEGER) - CAST(strftime('%%s', %s) AS INTEGER)) / %s"
+
+    def take_due(self, now: datetime, limit: int, max_bytes: int) -> tuple[list[Due], datetime | None]:
+        """Two statements: the DELETE (RETURNING in no set order), then the earliest left."""
+        assert connection.in_atomic_block
+        with connection.cursor() as cur:
+            cur.execute(_TAKE_DUE, [db.to_db_time(now), limit, max_bytes])
+            records = sorted(cur.fetchall(), key=lambda r: (db.from_db_time(r[-1]), r[0]))
+        return [Due(*r[:-1]) for r in records], self.next_fire_at()
 
     def upsert(self, rows: Sequence[NewRow], now: datetime) -> set[Key]:
         assert connection.in_atomic_block
