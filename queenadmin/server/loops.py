@@ -166,8 +166,9 @@ def _close_pops_on_stop_signals() -> None:
 def settle_gc() -> None:
     """Freeze what start-up made and collect young objects less often: the
     collector then stops re-walking Django's, ninja's and our long-lived
-    objects during requests (bench/README.md, "The garbage collector")."""
-    gc.collect()
+    objects during requests (bench/README.md, "The garbage collector").
+    No ``gc.collect()`` first: its pause made workers late to answer the
+    supervisor's readiness ping on a loaded machine."""
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
 
