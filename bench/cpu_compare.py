@@ -30,7 +30,8 @@ filled before the round), ``popack100`` (pop 100 and ack them in one
 ``/ack/batch`` call; per message), ``push1000`` (1,000 messages to one of
 16 partitions, each with a transactionId, as the official client sends
 them). Besides the server's CPU, its
-database's PostgreSQL backends' CPU is read from ``/proc`` too.
+database's PostgreSQL backends' CPU is read from ``/proc`` too, and the
+server's peak RSS (the largest ``VmHWM`` of its processes, after the last round).
 ``--scrape-every S`` polls every server's ``/metrics`` meanwhile.
 """
 
@@ -65,6 +66,21 @@ def _proc_cpu(pid: int) -> float:
     except FileNotFoundError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_peak_rss(pid: int) -> int:
+    """The largest peak RSS (``VmHWM``, KiB) of ``pid`` and its children."""
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    peak = 0
+    for proc in [pid, *map(int, children)]:
+        try:
+            status = Path(f"/proc/{proc}/status").read_text()
+        except FileNotFoundError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                peak = max(peak, int(line.split()[1]))
+    return peak
 
 
 def _tree_cpu(pid: int) -> float:
@@ -134,6 +150,7 @@ class Server:
             time.sleep(0.1)
         self.runs: list[tuple[float, float]] = []
         self.pg_runs: list[float] = []
+        self.peak_rss = 0
 
     def pg_cpu(self) -> float:
         """CPU seconds of the PostgreSQL backends connected to this server's database."""
@@ -305,6 +322,7 @@ def main() -> None:
                     cpu = (_tree_cpu(server.process.pid) - before) / calls * 1e6
                     server.runs.append((cpu, calls / elapsed))
                     server.pg_runs.append((server.pg_cpu() - pg_before) / calls * 1e6)
+                    server.peak_rss = _tree_peak_rss(server.process.pid)
     finally:
         stop.set()
         for server in servers:
@@ -317,8 +335,10 @@ def main() -> None:
         f"{args.calls} calls at concurrency {args.concurrency}, /metrics scraped "
         f"{scraped}, load average {load:.1f}\n"
     )
-    print("| checkout | CPU us/call (median) | runs | calls/s (median) | CPU vs first | PostgreSQL us/call (runs) |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| checkout | CPU us/call (median) | runs | calls/s (median) | CPU vs first | PostgreSQL us/call (runs) | peak RSS MiB |"
+    )
+    print("|---|---|---|---|---|---|---|")
     first = statistics.median(cpu for cpu, _ in servers[0].runs)
     for server in servers:
         cpus = [cpu for cpu, _ in server.runs]
@@ -326,7 +346,9 @@ def main() -> None:
         rate = statistics.median(rate for _, rate in server.runs)
         runs = ", ".join(f"{cpu:.0f}" for cpu in cpus)
         pg = f"{statistics.median(server.pg_runs):.0f} ({', '.join(f'{c:.0f}' for c in server.pg_runs)})"
-        print(f"| {server.label} | {median:.0f} | {runs} | {rate:.0f} | {median / first:.2f}x | {pg} |")
+        print(
+            f"| {server.label} | {median:.0f} | {runs} | {rate:.0f} | {median / first:.2f}x | {pg} | {server.peak_rss / 1024:.0f} |"
+        )
 
 
 if __name__ == "__main__":

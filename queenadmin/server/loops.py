@@ -11,6 +11,7 @@ sweep skip locked rows. A loop whose interval is 0 is not started.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -162,6 +163,16 @@ def _close_pops_on_stop_signals() -> None:
         signal.signal(sig, handler)
 
 
+def settle_gc() -> None:
+    """Freeze what start-up made and collect young objects less often: the
+    collector then stops re-walking Django's, ninja's and our long-lived
+    objects during requests (bench/README.md, "The garbage collector").
+    No ``gc.collect()`` first: its pause made workers late to answer the
+    supervisor's readiness ping on a loaded machine."""
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while True:
         message = await receive()
@@ -169,6 +180,7 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
             _close_pops_on_stop_signals()
             metrics.worker_started()
             start()
+            settle_gc()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             stop()
