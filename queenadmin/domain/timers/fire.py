@@ -76,9 +76,9 @@ def _backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(1.0 * 2**attempts, 60.0))
 
 
-def _fire(due: Sequence[Due], now: datetime) -> FireStep:
-    """Push ``due`` and delete the fired rows; inside the caller's transaction."""
-    items = [
+def _push_items(due: Sequence[Due]) -> list[log_domain.PushItem]:
+    """The messages ``due`` timers put in the log."""
+    return [
         log_domain.PushItem(
             queue=d.queue,
             partition=d.partition,
@@ -88,6 +88,11 @@ def _fire(due: Sequence[Due], now: datetime) -> FireStep:
         )
         for d in due
     ]
+
+
+def _fire(due: Sequence[Due], now: datetime) -> FireStep:
+    """Push ``due`` and delete the fired rows; inside the caller's transaction."""
+    items = _push_items(due)
     try:
         with transaction.atomic():
             results = log_domain.queue_push_in_txn(items=items, now=now)
@@ -183,16 +188,7 @@ def _step(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float |
         due, upcoming = store().take_due(now, limit, FIRE_MAX_BYTES)
         if not due:
             return FireStep(next_fire_at=upcoming, known_next=True)
-        items = [
-            log_domain.PushItem(
-                queue=d.queue,
-                partition=d.partition,
-                payload_json=d.payload_json,
-                transaction_id=d.txn,
-                message_id=d.message_id,
-            )
-            for d in due
-        ]
+        items = _push_items(due)
         try:
             results = log_domain.queue_push_in_txn(items=items, now=now)
         except QueenError as exc:
