@@ -132,7 +132,7 @@ class _Settings:
     #: longest it sleeps when none is due, timers fired per transaction,
     #: and how many loops may fire at once (permits of the lock
     #: ``queenadmin.timers``; each holds one for ``TIMER_LEASE_SECONDS``).
-    TIMER_TICK_SECONDS: float = 0.05
+    TIMER_TICK_SECONDS: float = 0.025
     TIMER_IDLE_SECONDS: float = 1.0
     TIMER_FIRE_BATCH: int = 256
     TIMER_LOOPS: int = 4
