@@ -30,9 +30,13 @@ def test_the_lifespan_startup_freezes_the_heap_and_raises_the_young_threshold(mo
         if message["type"] == "lifespan.startup.complete":
             seen.update(frozen=gc.get_freeze_count(), thresholds=gc.get_threshold())
 
+    # A loop of its own, closed here: asyncio.run would also unset the
+    # current loop, which pytest-asyncio's later tests then find orphaned.
+    loop = asyncio.new_event_loop()
     try:
-        asyncio.run(loops.lifespan({"type": "lifespan"}, receive, send))
+        loop.run_until_complete(loops.lifespan({"type": "lifespan"}, receive, send))
     finally:
+        loop.close()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
     assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
