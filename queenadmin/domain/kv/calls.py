@@ -151,18 +151,13 @@ def _fast(the_store: Store, op: KVOp, now: datetime) -> WriteResult | None:
     if kind == "put":
         assert isinstance(op, KVPut)
         version = the_store.put_fast(op, now)
-    elif kind == "create":
+    elif kind in ("create", "cas"):
+        # Both conditional: None when the condition failed (the planner answers why).
         assert isinstance(op, KVPut)
-        created = the_store.create_fast(op, now)
-        if created is None:
+        written = (the_store.create_fast if kind == "create" else the_store.cas_fast)(op, now)
+        if written is None:
             return None
-        version = created
-    elif kind == "cas":
-        assert isinstance(op, KVPut)
-        swapped = the_store.cas_fast(op, now)
-        if swapped is None:
-            return None
-        version = swapped
+        version = written
     elif kind == "delete":
         assert isinstance(op, KVDelete)
         deleted = the_store.delete_fast(op, now)
