@@ -53,8 +53,8 @@ def without_close_old_connections() -> Iterator[None]:
         request_finished.connect(close_old_connections)
 
 
-def _health(handler: apihandler.ApiWSGIHandler) -> int:
-    environ = {
+def _health_environ() -> dict[str, Any]:
+    return {
         "REQUEST_METHOD": "GET",
         "PATH_INFO": "/health",
         "QUERY_STRING": "",
@@ -65,6 +65,10 @@ def _health(handler: apihandler.ApiWSGIHandler) -> int:
         "wsgi.input": io.BytesIO(b""),
         "wsgi.errors": io.StringIO(),
     }
+
+
+def _health(handler: apihandler.ApiWSGIHandler) -> int:
+    environ = _health_environ()
     statuses: list[int] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
@@ -139,17 +143,7 @@ def test_an_answer_is_freed_without_the_garbage_collector(conn: FakeConnection) 
     _health(handler)  # warm: URL resolving keeps what it keeps
     gc.disable()
     try:
-        environ = {
-            "REQUEST_METHOD": "GET",
-            "PATH_INFO": "/health",
-            "QUERY_STRING": "",
-            "SERVER_NAME": "testserver",
-            "SERVER_PORT": "80",
-            "wsgi.url_scheme": "http",
-            "wsgi.input": io.BytesIO(b""),
-            "wsgi.errors": io.StringIO(),
-        }
-        answer = handler(environ, lambda status, headers, exc_info=None: None)
+        answer = handler(_health_environ(), lambda status, headers, exc_info=None: None)
         gone = weakref.ref(answer)
         answer.close()
         del answer
