@@ -22,7 +22,7 @@ from django.db.models import F
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.delivery import runs_trim
-from queenadmin.domain.queues.dlq import replay_transaction_id
+from queenadmin.domain.queues.operator.dlq import replay_transaction_id
 from queenadmin.domain.queues.push import PushItem, PushResult, queue_push_in_txn
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.errors import MessageNotFound, MessageNotNext, NotDeadLettered
