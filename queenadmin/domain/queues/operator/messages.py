@@ -6,7 +6,7 @@ like every writer of a queue's rows, then (moving to the DLQ) the group's
 cursor row, the order claims and acks use.
 
 Offsets have no gaps when pushed; a delete leaves one. Claims skip deleted
-offsets (``consume._skip_deleted``), and depth counts a deleted message as
+offsets (``consume.pop._skip_deleted``), and depth counts a deleted message as
 pending until each group's cursor passes it, since depth is arithmetic on
 offsets.
 """
