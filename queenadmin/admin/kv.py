@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import Confirmed, DomainAdmin, DomainForm, each, parse_json, prefix_search, require
+from queenadmin.admin.domain_admin import Confirmed, DomainAdmin, DomainForm, each, parse_json, prefix_search, require
 from queenadmin.domain import db, kv, locks
 from queenadmin.domain.clock import now as clock_now
 from queenadmin.domain.kv import operator as kv_operator

@@ -27,7 +27,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
-from queenadmin.admin.common import (
+from queenadmin.admin.domain_admin import (
     BATCH,
     Confirmed,
     DomainAdmin,
