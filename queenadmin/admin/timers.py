@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import (
+from queenadmin.admin.domain_admin import (
     Confirmed,
     DomainAdmin,
     DomainForm,

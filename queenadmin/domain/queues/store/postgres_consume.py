@@ -3,7 +3,7 @@
 ``PostgresStore`` takes these from ``PostgresConsume``: each is one
 autocommit statement (one round trip, no BEGIN or COMMIT), which takes
 the same row locks in the same order as the transactional path of
-``consume.py`` (the queue row ``FOR KEY SHARE``, then cursors ``FOR
+``consume/`` (the queue row ``FOR KEY SHARE``, then cursors ``FOR
 UPDATE``, a claim's with ``SKIP LOCKED``) and writes the same columns.
 Every case they do not cover is reported, with nothing changed, and the
 caller takes the transactional path.
