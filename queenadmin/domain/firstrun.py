@@ -2,7 +2,7 @@
 
 ``serve --bootstrap`` makes the ``admin`` account and an admin-scope API
 token on a first start and writes both into the data folder
-(``server.files.FIRST_RUN_NOTES``, 0600), so that an operator who missed
+(``plumbing.files.FIRST_RUN_NOTES``, 0600), so that an operator who missed
 the terminal can read them once. They are removed as soon as they are no
 longer needed: the account named in them has logged in (the dashboard or
 the admin), or their token is revoked. Until then a copy of the data folder
@@ -25,7 +25,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from queenadmin.domain import tokens
-from queenadmin.server import files
+from queenadmin.plumbing import files
 
 #: Why the notes were removed.
 Removed = Literal["admin logged in", "token revoked"]

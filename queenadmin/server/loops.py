@@ -24,7 +24,7 @@ from django.db import close_old_connections, connection
 
 from queenadmin import metrics
 from queenadmin.conf import settings
-from queenadmin.domain import db
+from queenadmin.plumbing import db
 
 log = logging.getLogger(__name__)
 

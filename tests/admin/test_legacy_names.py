@@ -22,7 +22,6 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from queenadmin.domain import kv, locks, queues, timers
-from queenadmin.domain.db import json_text
 from queenadmin.models import (
     ConsumerCursor,
     ConsumerGroup,
@@ -33,6 +32,7 @@ from queenadmin.models import (
     Queue,
     Timer,
 )
+from queenadmin.plumbing.db import json_text
 from queenadmin.templatetags.dashboard import shown_text
 from tests.admin.conftest import action
 

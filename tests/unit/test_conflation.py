@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
 from queenadmin.domain.queues import groups, messages
 from queenadmin.errors import InvalidArgument
 from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
+from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
 

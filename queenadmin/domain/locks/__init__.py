@@ -38,9 +38,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from queenadmin.domain import clock, db, kv, names
+from queenadmin.domain import clock, kv, names
 from queenadmin.domain.kv.store import store as kv_store
 from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld, LocksBadRequest
+from queenadmin.plumbing import db
 
 __all__ = [
     "Acquire",

@@ -34,10 +34,11 @@ from django.db import DatabaseError, connection
 
 from queenadmin.api import openmode
 from queenadmin.conf import settings as app_settings
-from queenadmin.domain import db, firstrun, procmetrics, tokens
+from queenadmin.domain import firstrun, procmetrics, tokens
 from queenadmin.models import TokenScope
+from queenadmin.plumbing import db
+from queenadmin.plumbing.files import FIRST_RUN_NOTES, FIRST_RUN_REMOVAL, first_run_notes_write
 from queenadmin.server import logs
-from queenadmin.server.files import FIRST_RUN_NOTES, FIRST_RUN_REMOVAL, first_run_notes_write
 from queenadmin.server.wsgi_bridge import http_threads
 
 log = logging.getLogger("queenadmin.serve")
