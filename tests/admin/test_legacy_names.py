@@ -21,6 +21,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from queenadmin.dashboard.text import shown_text
 from queenadmin.domain import kv, locks, queues, timers
 from queenadmin.models import (
     ConsumerCursor,
@@ -33,7 +34,6 @@ from queenadmin.models import (
     Timer,
 )
 from queenadmin.plumbing.db import json_text
-from queenadmin.templatetags.dashboard import shown_text
 from tests.admin.conftest import action
 
 pytestmark = pytest.mark.django_db
