@@ -17,10 +17,11 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from queenadmin.admin.common import Confirmed, DomainAdmin, DomainForm, each, parse_json, prefix_search, require
-from queenadmin.domain import kv, locks
+from queenadmin.domain import kv
 from queenadmin.domain.clock import now as clock_now
 from queenadmin.domain.kv import operator as kv_operator
 from queenadmin.domain.locks import operator as lock_operator
+from queenadmin.domain.locks import ops as lock_ops
 from queenadmin.domain.masking import mask_token
 from queenadmin.models import KVEntry, VersionCounter
 from queenadmin.plumbing import db
@@ -46,7 +47,7 @@ def _row(entry: KVEntry) -> kv.KVRow:
 def lock_summary(entry: KVEntry) -> str:
     """A lock permit as the admin shows it: who holds it, masked."""
     value = json.loads(entry.value_json)
-    owner = locks._owner_of(value)
+    owner = lock_ops._owner_of(value)
     return f"lock permit held by owner {mask_token(owner) or '(none)'}, token {mask_token(entry.version)}"
 
 
@@ -280,7 +281,7 @@ class KVEntryAdmin(DomainAdmin):
             if not sep or not tail.isdigit():
                 return "not a permit"
             row = _row(entry)
-            mark = lock_operator.lease_mark(owner=locks._owner_of(row.value), since=locks._since_of(row))
+            mark = lock_operator.lease_mark(owner=lock_ops._owner_of(row.value), since=lock_ops._since_of(row))
             result = lock_operator.lock_force_release(name=name, slot=int(tail), lease=mark, who=page.who)
             return None if result.released else str(result.reason)
 

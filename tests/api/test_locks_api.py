@@ -179,7 +179,7 @@ def test_semaphore_admits_limit_holders_then_answers_held(client):
 
 
 def test_semaphore_that_keeps_losing_its_free_slot_answers_contended(client, monkeypatch):
-    from queenadmin.domain import locks
+    from queenadmin.domain.locks import ops as locks
 
     real_put = locks._put
     stolen: list[str] = []
@@ -202,7 +202,7 @@ def test_semaphore_that_keeps_losing_its_free_slot_answers_contended(client, mon
 
 
 def test_a_lock_never_answers_contended(client, monkeypatch):
-    from queenadmin.domain import locks
+    from queenadmin.domain.locks import ops as locks
 
     real_put = locks._put
 

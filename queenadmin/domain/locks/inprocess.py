@@ -4,7 +4,7 @@ The flexiq style of the seeds: ``hold()``/``ahold()`` scoped forms that wait,
 renew in the background every ttl/3 and report a lost lease; an explicit
 ``Lock`` handle; ``info()`` for people, with owners and tokens masked; and
 ``reap_expired()``. Everything goes through the wire operations of
-``queenadmin.domain.locks``, so a lease taken here and one taken over HTTP
+``queenadmin.domain.locks.ops``, so a lease taken here and one taken over HTTP
 are the same KV row.
 """
 
@@ -28,7 +28,7 @@ from django.db import connection
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv
-from queenadmin.domain.locks import (
+from queenadmin.domain.locks.ops import (
     RETRY_INTERVAL,
     check_limit,
     check_name,

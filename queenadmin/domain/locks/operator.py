@@ -23,7 +23,7 @@ from django.db.models import Count, Q
 
 from queenadmin.domain import clock, kv
 from queenadmin.domain.audit import Who
-from queenadmin.domain.locks import (
+from queenadmin.domain.locks.ops import (
     NAMESPACE,
     _owner_of,
     _since_of,
