@@ -1,4 +1,4 @@
-"""The ground floor: what every layer above may use, and nothing above it.
+"""The ground floor: plumbing every layer may use, importing none of them.
 
 - ``db``: the database seam (the vendor, the time adapters, the JSON text
   we store, statements prepared on the server, the pooler's rules).
@@ -9,8 +9,8 @@
 - ``files``: the data folder and its private files (no Django imports:
   ``settings.py`` uses them before Django is configured).
 
-Nothing here imports from another queenadmin package but ``conf`` and
-``errors``.
+``tests/unit/test_layers.py`` keeps it there: no module here imports one
+from a layer above.
 """
 
 from __future__ import annotations
