@@ -17,12 +17,13 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from queenadmin.admin.domain_admin import Confirmed, DomainAdmin, DomainForm, each, parse_json, prefix_search, require
-from queenadmin.domain import db, kv, locks
+from queenadmin.domain import kv, locks
 from queenadmin.domain.clock import now as clock_now
 from queenadmin.domain.kv import operator as kv_operator
 from queenadmin.domain.locks import operator as lock_operator
 from queenadmin.domain.masking import mask_token
 from queenadmin.models import KVEntry, VersionCounter
+from queenadmin.plumbing import db
 
 LOCKS = kv.LOCKS_NAMESPACE
 PREVIEW_CHARS = 80

@@ -36,6 +36,7 @@ from queenadmin.admin.domain_admin import (
     ReasonForm,
     parse_json,
 )
+from queenadmin.dashboard.text import shown_text
 from queenadmin.domain import clock
 from queenadmin.domain.audit import Who
 from queenadmin.domain.masking import mask_token
@@ -45,7 +46,6 @@ from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 from queenadmin.errors import NotFound, QueenError, QueueNotFound
 from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
-from queenadmin.templatetags.dashboard import shown_text
 
 PREVIEW_CHARS = boards.PREVIEW_CHARS
 

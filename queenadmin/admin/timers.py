@@ -25,11 +25,11 @@ from queenadmin.admin.domain_admin import (
     prefix_search,
     require,
 )
-from queenadmin.domain import db
 from queenadmin.domain.audit import Who
 from queenadmin.domain.timers import operator
 from queenadmin.errors import QueenError
 from queenadmin.models import Queue, Timer
+from queenadmin.plumbing import db
 
 PREVIEW_CHARS = 80
 #: Queues whose timer keys a search looks at.

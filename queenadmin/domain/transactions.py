@@ -25,8 +25,8 @@ from typing import Any, Literal
 from django.db import transaction
 
 from queenadmin.domain import clock, kv, queues, timers
-from queenadmin.domain.streams import calls as stream_calls
 from queenadmin.domain.streams.ops import StreamStateOps
+from queenadmin.domain.streams.state import stream_state_apply_in_txn
 from queenadmin.errors import PreconditionFailed, QueueFull, QueueNotFound, StreamNotFound
 
 RollbackReason = Literal[
@@ -194,7 +194,7 @@ def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now
     out: list[TxnResult] = []
     if bundle.stream is not None:
         try:
-            stream_calls.stream_state_apply_in_txn(ops=bundle.stream, now=now)
+            stream_state_apply_in_txn(ops=bundle.stream, now=now)
         except StreamNotFound as exc:
             raise _Rollback("stream_not_found", exc.detail) from exc
     out += _acks(bundle.acks, now, advance=bundle.stream is not None)

@@ -23,7 +23,6 @@ import pytest
 from queenadmin.dashboard import links
 from queenadmin.domain import ephemeral, kv, locks, queues, timers
 from queenadmin.domain.audit import Who
-from queenadmin.domain.db import json_text
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues.traces import trace_record
 from queenadmin.models import (
@@ -38,6 +37,7 @@ from queenadmin.models import (
     Timer,
     TraceName,
 )
+from queenadmin.plumbing.db import json_text
 from queenadmin.templatetags.dashboard import shown
 from tests.conftest import IS_POSTGRES
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
 from queenadmin.domain.queues import groups
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument
 from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
+from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
 

@@ -11,11 +11,11 @@ import time_machine
 
 from queenadmin.domain import queues
 from queenadmin.domain.audit import Who
-from queenadmin.domain.db import json_text
 from queenadmin.domain.masking import mask_token
 from queenadmin.domain.queues import board, leases, traces
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.models import DeadLetter, Message
+from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
 

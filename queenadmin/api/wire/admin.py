@@ -17,10 +17,10 @@ from typing import Any, get_args
 from queenadmin.api.wire.queues import Params, check_group, check_name, check_text, json_object
 from queenadmin.api.wire.queues import lookup_group as check_lookup_group
 from queenadmin.domain import clock
-from queenadmin.domain.db import json_text
 from queenadmin.domain.queues import browse, groups, reads, traces
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, MessageNotFound
+from queenadmin.plumbing.db import json_text
 
 #: The broker refuses more than this many entries in one call.
 MAX_FETCH_ENTRIES = 1024

@@ -12,8 +12,9 @@ from typing import Any
 
 from queenadmin.api.wire.common import batch_op, is_json_int, is_json_number, to_decimal
 from queenadmin.conf import settings
-from queenadmin.domain import clock, db, kv, masking
+from queenadmin.domain import clock, kv, masking
 from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
+from queenadmin.plumbing import db
 
 OP_NAMES = frozenset({"get", "getMany", "getPrefix", "put", "putIfAbsent", "delete", "incr", "check"})
 MAX_TTL_SECONDS = int(kv.MAX_TTL.total_seconds())

@@ -19,13 +19,13 @@ from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 
 from queenadmin.dashboard import links, live
+from queenadmin.dashboard.text import shown_text
 from queenadmin.dashboard.views.common import HtmxHttpRequest, staff_action, who_of
 from queenadmin.dashboard.views.queues import QUEUE
 from queenadmin.domain.queues import board
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, NotFound, QueueNotFound
 from queenadmin.models.queues import QUEUE_MODE
-from queenadmin.templatetags.dashboard import shown_text
 
 TEMPLATE = "queenadmin/queues/recover.html"
 #: Purge steps one request runs (each one transaction of ``PURGE_BATCH``).

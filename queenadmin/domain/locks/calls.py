@@ -19,7 +19,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from queenadmin.domain import clock, db, kv
+from queenadmin.domain import clock, kv
 from queenadmin.domain.kv.store import store as kv_store
 from queenadmin.domain.locks.ops import (
     ACQUIRE_ATTEMPTS,
@@ -46,6 +46,7 @@ from queenadmin.domain.locks.ops import (
     since_of,
     slot_of,
 )
+from queenadmin.plumbing import db
 
 
 def _write(op: kv.KVWrite, now: datetime | None) -> kv.WriteResult:

@@ -2,7 +2,7 @@
 
 ``ops`` holds the commands, results and rules (of a registration, a cycle
 and its state ops), ``calls`` the register, the atomic cycle and the state
-rows' writes and reads, ``store`` every statement, one class per database.
+rows' reads, ``state`` their writes inside a cycle's transaction, ``store`` every statement, one class per database.
 Callers import this package.
 """
 
@@ -13,7 +13,6 @@ from queenadmin.domain.streams.calls import (
     stream_queues,
     stream_register,
     stream_require,
-    stream_state_apply_in_txn,
     stream_state_get,
 )
 from queenadmin.domain.streams.ops import (
@@ -30,6 +29,7 @@ from queenadmin.domain.streams.ops import (
     check_state_op,
     ripe_at_ms,
 )
+from queenadmin.domain.streams.state import stream_state_apply_in_txn
 from queenadmin.domain.streams.store import StateFilter, StateRow
 
 __all__ = [

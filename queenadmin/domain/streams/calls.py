@@ -1,37 +1,30 @@
 """Streams: register a query, run a cycle, apply and read its state.
 
-``stream_state_apply_in_txn`` is the in-transaction form a cycle's bundle
-runs (``domain/transactions.py``); ``stream_state_get`` the read. Every
-statement is the store's.
+A cycle's state ops are applied inside its bundle's transaction by
+``state.stream_state_apply_in_txn``; ``stream_state_get`` is the read.
+Every statement is the store's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from uuid import UUID
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from queenadmin.domain import clock, queues
 from queenadmin.domain import transactions as txn
-from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.domain.streams.ops import (
     Cycle,
     CycleAcked,
     CycleOutcome,
     CyclePushed,
     Registration,
-    StateDelete,
-    StateOp,
-    StateUpsert,
     StreamStateOps,
-    check_state_op,
 )
 from queenadmin.domain.streams.store import StateFilter, StateRow, store
 from queenadmin.domain.tokens import Grants, NotGranted
-from queenadmin.errors import StreamNotFound
-from queenadmin.models import Partition, StreamQuery, TokenScope
+from queenadmin.models import StreamQuery, TokenScope
 
 
 def stream_queues(*, query_id: UUID) -> tuple[str, ...]:
@@ -160,42 +153,6 @@ def stream_cycle(*, cycle: Cycle) -> CycleOutcome:
 def _reason(error: str) -> str:
     # The transaction machinery's wording carries its wire prefix ("QTXN ").
     return error.removeprefix("QTXN ").removeprefix("QFULL ")
-
-
-def stream_state_apply_in_txn(*, ops: StreamStateOps, now: datetime) -> int:
-    """Apply ``ops`` inside the caller's transaction (asserted); the ops applied.
-
-    Holds the source queue's row (as every writer of its partitions does)
-    and the lock of (query, partition) until the caller commits, so the
-    cycles of a partition take turns. An upsert stores its value (``{}``
-    when the client sent none), a delete of a missing key is fine; the
-    last op of a key decides it. Raises ``StreamNotFound`` for an unknown
-    query or partition, ``StreamStateTooLarge`` for a key or value over
-    its limit.
-    """
-    assert connection.in_atomic_block
-    for op in ops.ops:
-        check_state_op(op)
-    source = StreamQuery.objects.filter(pk=ops.query_id).values_list("source_queue", flat=True).first()
-    if source is None:
-        raise StreamNotFound("query not found")
-    # Only a partition of the query's source queue: state elsewhere would be
-    # out of reach of the grants that guard the source.
-    found = Partition.objects.filter(pk=ops.partition_id, queue__name=source).values_list("queue_id", flat=True).first()
-    if found is None or not lock_queue_rows([found]):
-        raise StreamNotFound("partition not found")
-    store().lock_partition(ops.query_id, ops.partition_id)
-    final: dict[str, StateOp] = {}
-    for op in ops.ops:
-        final.pop(op.key, None)
-        final[op.key] = op
-    upserts = [
-        StateRow(op.key, op.value_json, op.ripe_at_ms, now) for op in final.values() if isinstance(op, StateUpsert)
-    ]
-    deletes = [op.key for op in final.values() if isinstance(op, StateDelete)]
-    store().delete(ops.query_id, ops.partition_id, deletes)
-    store().upsert(ops.query_id, ops.partition_id, upserts)
-    return len(ops.ops)
 
 
 def stream_state_get(*, query_id: UUID, partition_id: int, which: StateFilter) -> list[StateRow]:

@@ -16,8 +16,8 @@ from typing import Any, ClassVar, Literal
 
 from django.db import connection
 
-from queenadmin.domain.db import from_db_time, to_db_time
 from queenadmin.models.queues import Queue
+from queenadmin.plumbing.db import from_db_time, to_db_time
 
 #: The NOTIFY channel of pushes (``wakeups``): the payload is a queue name.
 CHANNEL = "queenadmin_queues"

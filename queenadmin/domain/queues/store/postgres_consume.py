@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar, cast
 
-from queenadmin.domain.db import from_db_time, pg_run
 from queenadmin.domain.queues.store.base import CHANNEL, AckVerdict, ClaimedRow, CompletedAcks, OneClaim
+from queenadmin.plumbing.db import from_db_time, pg_run
 
 #: One partition's claim. ``ok`` is false (take the transactional path)
 #: when the queue is missing, has ``delayedProcessing`` or
