@@ -28,7 +28,7 @@ def _text(path=None) -> str:
 def test_the_docs_are_there():
     """README.md is the five-minute read; the rest lives in docs/."""
     names = {p.name for p in DOCS}
-    assert {"README.md", "clients.md", "concepts.md", "operations.md"} <= names
+    assert {"README.md", "clients.md", "concepts.md", "operations.md", "routes.md"} <= names
     assert (ROOT / "README.md").stat().st_size <= 20_000
 
 
