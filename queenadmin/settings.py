@@ -179,7 +179,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         # -shm files the database file's mode.
         create_private_file(Path(_db["NAME"]))
     # FULL: a write acknowledged is on disk, even through a power loss
-    # (NORMAL may lose the last ones in WAL mode). README measures the cost;
+    # (NORMAL may lose the last ones in WAL mode). bench/README.md measures the cost;
     # QUEENADMIN_SQLITE_SYNCHRONOUS=NORMAL relaxes it.
     _synchronous = os.environ.get("QUEENADMIN_SQLITE_SYNCHRONOUS", "FULL").upper()
     if _synchronous not in ("FULL", "NORMAL", "EXTRA"):
@@ -199,7 +199,7 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
     _db["ENGINE"] = "queenadmin.pgbackend"
     _db.setdefault("OPTIONS", {})
     #: Connections a serving process opens at most, shared by its HTTP
-    #: threads, pop threads and loops (README: the connection budget).
+    #: threads, pop threads and loops (docs/operations.md: the connection budget).
     #: A thread holds one only while it works, so 8 serve 16+ threads.
     #: Off by default for now: with it on, the timer test of a loop frozen
     #: mid-step (tests/unit/test_timers_concurrency.py) fails; see issue 13.
