@@ -5,12 +5,13 @@ Run on demand (not part of CI)::
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python bench/connections.py
 
 For each ``QUEENADMIN_DB_POOL_SIZE`` given (default ``0 8``: no pool, and
-README's production example) it starts one ``manage.py serve --workers 1``
+docs/operations.md's production example) it starts one ``manage.py serve --workers 1``
 on a scratch database (``tests.conftest.run_server``) with every loop of a
 default start (reaper, retention, ephemeral idle check, timer loop,
 sampler), drives KV puts, durable and ephemeral pushes and waiting pops at
 once, samples ``pg_stat_activity`` for the database every 0.1 s, and prints
-the peak beside README's figure for it (the connection budget):
+the peak beside the documented figure for it (docs/operations.md, the
+connection budget):
 ``QUEENADMIN_HTTP_THREADS`` + ``QUEENADMIN_POP_DB_THREADS`` + 7 unpooled,
 the pool size + 2 pooled.
 """
@@ -58,7 +59,7 @@ def _waiter(url: str, token: str, n: int) -> None:
 
 
 def peak(pool: int, writers: int, waiters: int, calls: int) -> tuple[int, int]:
-    """The peak connections of one worker, and README's budget for it."""
+    """The peak connections of one worker, and the documented budget for it."""
     from tests.conftest import run_server
 
     env = {"QUEENADMIN_DB_POOL_SIZE": str(pool)}
@@ -94,7 +95,7 @@ def main() -> None:
     for pool in args.pools:
         seen, budget = peak(pool, args.writers, args.waiters, args.calls)
         label = f"pool {pool}" if pool else "no pool"
-        print(f"{label:>8}: peak {seen} connections for one worker; README's budget {budget}")
+        print(f"{label:>8}: peak {seen} connections for one worker; the documented budget {budget}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ one CI's pooler leg uses) in front of ``DATABASE_URL``'s server, and
 ``pooled_server()`` starts ``manage.py serve`` on a scratch database through
 it, with ``QUEENADMIN_DB_POOLER=transaction`` and, unless told otherwise,
 ``DATABASE_LISTEN_URL`` at the database directly (as the README's production
-section sets it up).
+screen sets it up).
 
 Import this module before ``tests.conftest``: it points
 ``QUEENADMIN_TEST_DIRECT_URL`` at PostgreSQL itself, so that the scratch

@@ -1,52 +1,10 @@
 """Django settings for queenadmin.
 
-The environment is read once, here:
-
-- ``DATABASE_URL``: ``postgresql://...`` or ``sqlite:///path``; unset means
-  SQLite in ``QUEENADMIN_DATA_DIR`` (default ``./data``).
-- ``REDIS_URL``: set means the channels-redis layer, else in-memory.
-- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``
-  (comma-separated).
-- ``QUEENADMIN_ORIGINS``: the origins (``https://queen.example.com``,
-  comma-separated) browsers reach this site at besides the address a
-  request came to, i.e. a proxy's public address. It is Django's
-  ``CSRF_TRUSTED_ORIGINS``, which the live socket's origin check reads too
-  (``server/origins.py``), so forms and the socket trust the same pages.
-  ``DJANGO_CSRF_TRUSTED_ORIGINS``, its older name, is added to it.
-- ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens, for
-  local development only; nothing turns it on by itself (not ``make run``).
-  ``serve`` prints a warning when it is on, and refuses it on a host other
-  than a loopback address unless ``QUEENADMIN_OPEN_API_ANY_HOST=1`` says
-  so. Requests a browser could send from another site's page are refused
-  in that mode (``api/openmode.py``).
-- ``QUEENADMIN_DB_POOLER``: ``transaction`` when ``DATABASE_URL`` reaches
-  PostgreSQL through a pooler in transaction pooling (PgBouncer's
-  ``pool_mode = transaction``): nothing then relies on a server session
-  outliving a transaction. ``QUEENADMIN_DB_POOLER_PREPARED=1`` says the
-  pooler tracks protocol-level prepared statements (PgBouncer 1.21 and
-  later with ``max_prepared_statements``), so the hot ones stay prepared.
-- ``DATABASE_LISTEN_URL``: a direct PostgreSQL connection (not through the
-  pooler) used only to ``LISTEN`` for wake-ups. Without it in transaction
-  pooling, wake-ups of other replicas come by a poll every
-  ``QUEENADMIN_DB_POOLER_POLL_SECONDS`` (default 0.5).
-- ``QUEENADMIN_HTTPS``: ``1`` when browsers reach this server over HTTPS
-  only (a TLS-terminating proxy): the session and CSRF cookies are
-  ``Secure`` on every answer and HSTS is on (one year unless
-  ``DJANGO_SECURE_HSTS_SECONDS`` says otherwise). Without it, an answer to a
-  request that arrived over HTTPS still marks its cookies ``Secure``
-  (``server.secure_cookies``).
-- ``DJANGO_SECURE_HSTS_SECONDS`` (default 0: no HSTS, or one year with
-  ``QUEENADMIN_HTTPS=1``), ``DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS`` and
-  ``DJANGO_SECURE_HSTS_PRELOAD`` (``1``): Django's HSTS settings, sent on
-  answers to HTTPS requests only. A request is HTTPS when it came over TLS
-  or through a proxy in uvicorn's ``FORWARDED_ALLOW_IPS`` that said so in
-  ``X-Forwarded-Proto``; a header from anyone else is ignored.
-- ``QUEENADMIN_CSP_REPORT_ONLY``: ``1`` sends the browser pages'
-  Content-Security-Policy as ``Content-Security-Policy-Report-Only``
-  (reported, not enforced); see ``server/csp.py``.
-- ``QUEENADMIN_FRAMED_POP``: ``1`` answers a pop that asks for
-  ``frames=true`` with the framed answer instead of JSON (off: it measured
-  no cheaper, ``conf.py``).
+The environment is read once, here: ``DATABASE_URL``, ``REDIS_URL``,
+``DATABASE_LISTEN_URL``, the ``DJANGO_*`` variables and the
+``QUEENADMIN_*`` ones that shape Django itself (origins, HTTPS and HSTS,
+the pooler, open-API mode, CSP). What each means: docs/reference.md
+("Environment settings"); every app setting of ``conf.py``: docs/settings.md.
 """
 
 from __future__ import annotations
@@ -100,7 +58,7 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-#: Browsers reach this server over HTTPS only (see the module's docstring).
+#: Browsers reach this server over HTTPS only (docs/security.md, "HTTPS behind a proxy").
 QUEENADMIN_HTTPS = _env_flag("QUEENADMIN_HTTPS")
 # No SECURE_PROXY_SSL_HEADER: uvicorn already turned a trusted proxy's
 # X-Forwarded-Proto into the request's scheme, and the setting would trust
@@ -192,8 +150,9 @@ TEMPLATES = [
 ]
 
 _database_url = os.environ.get("DATABASE_URL", "")
-#: "transaction": PostgreSQL is reached through a transaction pooler (see the
-#: module's docstring); "" (or "session", where nothing differs): directly.
+#: "transaction": PostgreSQL is reached through a transaction pooler, so
+#: nothing may rely on a session outliving a transaction (docs/reference.md);
+#: "" (or "session", where nothing differs): directly.
 QUEENADMIN_DB_POOLER = os.environ.get("QUEENADMIN_DB_POOLER", "").strip().lower()
 if QUEENADMIN_DB_POOLER in ("none", "session"):
     QUEENADMIN_DB_POOLER = ""
@@ -223,7 +182,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         # -shm files the database file's mode.
         create_private_file(Path(_db["NAME"]))
     # FULL: a write acknowledged is on disk, even through a power loss
-    # (NORMAL may lose the last ones in WAL mode). README measures the cost;
+    # (NORMAL may lose the last ones in WAL mode). bench/README.md measures the cost;
     # QUEENADMIN_SQLITE_SYNCHRONOUS=NORMAL relaxes it.
     _synchronous = os.environ.get("QUEENADMIN_SQLITE_SYNCHRONOUS", "FULL").upper()
     if _synchronous not in ("FULL", "NORMAL", "EXTRA"):
@@ -243,7 +202,7 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
     _db["ENGINE"] = "queenadmin.pgbackend"
     _db.setdefault("OPTIONS", {})
     #: Connections a serving process opens at most, shared by its HTTP
-    #: threads, pop threads and loops (README: the connection budget).
+    #: threads, pop threads and loops (docs/operations.md: the connection budget).
     #: A thread holds one only while it works, so 8 serve 16+ threads.
     #: Off by default for now: with it on, the timer test of a loop frozen
     #: mid-step (tests/unit/test_timers_concurrency.py) fails; see issue 13.

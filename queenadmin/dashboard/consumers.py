@@ -1,27 +1,16 @@
 """The dashboard's websocket: one consumer for every live page.
 
 ``/ws/<page>/?<query>`` joins the event groups of the page's regions
-(``pages.PAGES[page]``), sends every region at once (so a reconnect resyncs
-whatever was missed), and from then on re-renders the regions an event made
-stale. Renders are coalesced: events only mark regions dirty, and one task
-per socket renders them no sooner than ``DASHBOARD_LIVE_GAP_SECONDS`` after
-the previous render, so a hot write load costs a few renders a second per
-socket whatever the event rate.
+(``pages.PAGES[page]``), sends every region at once (a reconnect resyncs),
+then re-renders the regions an event made stale, coalesced to one render
+per ``DASHBOARD_LIVE_GAP_SECONDS`` per socket whatever the event rate.
 
-Auth: ``server/app.py`` wraps the router in ``SiteOriginValidator`` (origins)
-and ``AuthMiddlewareStack``; ``connect`` accepts staff with the page's view
-permission only; a logout closes the login's sockets at once (code 4401,
-``sessions.py``), and every render checks the session is still alive
-(an expired or deleted session closes it too). With ``QUEENADMIN_REQUIRE_2FA``
-on, a session that owes its second factor is refused as signed out (4401),
-at connect and at every render: the pages log such a session out
-(``twofactor.SecondFactorMiddleware``), and the badge's "signed out: reload"
-then leads to the login and its code. A refused socket is accepted and
-closed at once with its code (4401 signed out, 4403 no permission, 4404 no
-such page, 4400 a query string no page sends: see ``live.socket_query``), since the htmx ws extension retries a refused handshake (1006)
-forever but stops on these; the badge then says why. A channel layer that
-cannot be reached (Redis down) refuses the handshake itself: the browser
-retries until it is back.
+Only staff with the page's view permission connect, and every render
+checks the session (logout, expiry, a second factor owed under
+``QUEENADMIN_REQUIRE_2FA``). A refused socket is accepted and closed with
+its code (4401 signed out, 4403 no permission, 4404 no such page, 4400 a
+query string no page sends: ``live.socket_query``), because htmx's ws
+extension retries a refused handshake forever but stops on these.
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
 """How a stored name travels in a dashboard URL, and how it is read back.
 
-Any name the store holds has a link to its own page, and that link names
-nothing else: databases from before the name rule hold names with ``/``,
-``..``, ``%2F``, ``?``, ``#``, newlines and NUL. A name in a path is one
-segment, spelled by ``segment``:
+Any stored name has a link to its own page that names nothing else, even
+names from before the name rule (``/``, ``..``, ``%2F``, ``?``, newlines).
+A name in a path is one segment, spelled by ``segment``:
 
-- ``~`` and ``/`` and every character ``str.isprintable`` rejects
-  (controls, bidi and other format marks, separators other than the
-  space) become ``~XX``, one per UTF-8 byte; a name that is exactly ``.``
-  or ``..`` is spelled ``~2E`` / ``~2E~2E``, and the empty name ``~``;
-- the rest is percent-quoted (``quote``), so ``?``, ``#``, ``%``, ``\\``
-  and spaces stay inside the segment.
+- ``~``, ``/`` and every character ``str.isprintable`` rejects become
+  ``~XX``, one per UTF-8 byte; ``.`` and ``..`` are ``~2E`` / ``~2E~2E``,
+  the empty name ``~``;
+- the rest is percent-quoted, so ``?``, ``#``, ``%`` and spaces stay inside.
 
-Why not ``%2F`` for ``/``: Django decodes the path before routing, so it
-would split the segment. Why not ``%2E`` for dots: browsers treat ``.``,
-``..``, ``%2e`` and ``%2e%2e`` segments as dot-segments and drop them (or
-the segment before). The spelled form holds no ``/``, no dot-segment and
-no raw control character (so no NUL: ``middleware.RefuseUnstorable``
-refuses those in requests), and plain names (``orders.new``) read as
-themselves, which keeps bookmarks of them working.
-
-Names in a query string (``?partition=``, ``?name=``) are quoted by
-``urlencode``: browsers do not normalise a query and Django decodes each
-value once. URLs are built here by string formatting, never by
-``reverse`` (which refuses what its pattern does not match); ``urls.py``
-reads segments back with ``NameConverter``.
+Plain names (``orders.new``) read as themselves, so bookmarks keep working.
+Names in a query string are quoted by ``urlencode``. URLs are built here by
+string formatting, never by ``reverse``; ``urls.py`` reads segments back
+with ``NameConverter``. Why not ``%2F`` and ``%2E``: docs/design.md.
 """
 
 from __future__ import annotations

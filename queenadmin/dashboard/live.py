@@ -1,62 +1,14 @@
 """Live pages: a registry of page -> live regions -> how to render them.
 
-One mechanism serves the three ways a region is drawn, so they render the
-same HTML: the full page (``render_page``), an htmx request for one region
-(the same view, answered with the partial its ``HX-Target`` names), and a
-websocket push (``consumers.DashboardConsumer`` renders the regions an event
-made stale).
-
-To make a page live:
-
-1. Write its template with each live region as a named partial whose root
-   element has the partial's name as its ``id`` (htmx's ws extension swaps
-   pushed HTML by id)::
-
-       {% partialdef locks-holders inline %}
-         <section id="locks-holders">...</section>
-       {% endpartialdef locks-holders %}
-
-   A region must not read ``request`` (a push has none): use the context.
-   If what it shows goes stale with no event (a lease expires), put the
-   moment in the context as ``stale_at``: the socket re-renders then.
-
-2. Write a context function ``(user, params) -> dict``: ``params`` is the
-   page's query string as a ``QueryDict`` (filters and cursor, so a push
-   renders the page the viewer is on). It runs in a thread that may use
-   the ORM; read through the domain, with a number of queries that does not
-   grow with the data.
-
-3. Declare it, and render it from the view::
-
-       LOCKS = live.LivePage(
-           name="locks", template="queenadmin/locks.html", context=locks_context,
-           regions=(live.Region("locks-holders", groups=(events.LOCKS_GROUP,)),),
-       )
-       locks = page_view(LOCKS)  # views/common.py: staff_page + render_page
-
-   (``one_region_page`` declares the common page of one region.)
-
-   ``name`` is a key of ``permissions.VIEW`` (the socket checks it too) and
-   the socket's path: ``/ws/<name>/?<the page's query string>``; the base
-   template connects it when the context has ``live_page``, which
-   ``render_page`` sets. A region goes stale when any of its ``groups``
-   (``domain/events.py``) publishes (``Region.match`` narrows that to the
-   events about what the viewer looks at). ``name`` need not be the
-   permission: ``perm="kv"`` lets ``/kv/<ns>/`` be the live page
-   ``kv-keys``; pass what its path names into ``params``
-   (``render_page(request, KV_KEYS, params=...)``) so the socket gets it.
-   Finally add it to the list in ``dashboard/pages.py`` (the registry the
-   socket serves: a page not listed there has no socket) and its URLs to
-   ``dashboard/urls.py``.
-
-4. Actions (``views/common.staff_action``): the row's button is a link to
-   the action's URL with ``hx-get`` into ``#dialog-body``; GET answers the
-   confirmation (a form with a ``reason`` field), POST does it through a
-   domain function that writes its audit entry in the same transaction, and
-   answers ``answer_action(request, PAGE, "<template>#outcome", ctx)``: the
-   outcome in the dialog plus every region of the page, out of band, so the
-   page is right even with its socket down. Without htmx, redirect with a
-   ``django.contrib.messages`` note.
+The full page (``render_page``), an htmx request for one region (the same
+view, answered with the partial its ``HX-Target`` names) and a websocket
+push (``consumers.DashboardConsumer``) render a region the same way, so
+they show the same HTML. A region is a named partial whose root element's
+``id`` is its name; it never reads ``request`` (a push has none); a page's
+context function ``(user, params) -> dict`` reads through the domain with a
+number of queries that does not grow with the data. A page is live once it
+is listed in ``dashboard/pages.py``. How to write one, step by step:
+docs/design.md, "The dashboard's live pages".
 """
 
 from __future__ import annotations

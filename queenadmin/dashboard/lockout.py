@@ -3,7 +3,7 @@
 - ``client_address``: the address failures are counted for. It is
   ``REMOTE_ADDR``, which the server set: uvicorn replaces the peer's
   address with the one in ``X-Forwarded-For`` only when the peer is a proxy
-  listed in ``FORWARDED_ALLOW_IPS`` (the README's "Behind a reverse proxy"),
+  listed in ``FORWARDED_ALLOW_IPS`` (docs/operations.md, "Behind a reverse proxy"),
   so a header a client sends itself never counts. No other header is read.
 - ``failure_limit`` and ``cool_off``: ``QUEENADMIN_LOGIN_FAILURE_LIMIT`` and
   ``QUEENADMIN_LOGIN_LOCKOUT_MINUTES``, read at each use.

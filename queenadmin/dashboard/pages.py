@@ -2,7 +2,7 @@
 
 A page is live when it is in ``PAGES``: ``routing.py`` gives each a
 ``/ws/<name>/`` route and ``consumers.DashboardConsumer`` looks the page up
-here. How to write a live page: ``dashboard/live.py``.
+here. How to write a live page: docs/design.md, "The dashboard's live pages".
 """
 
 from __future__ import annotations

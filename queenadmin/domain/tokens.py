@@ -1,34 +1,18 @@
 """API tokens: created once, stored hashed, compared in constant time.
 
-A token may carry **grants** that limit it to some resources. A grant is
-``KIND:PATTERN=SCOPE``:
-
-- ``KIND`` is ``kv`` (KV namespaces), ``queue``, ``lock`` (lock names) or
-  ``timer`` (timer queues), or ``*`` for all four;
-- ``PATTERN`` is an exact name (``orders``) or a prefix ending in ``*``
-  (``orders.*`` covers every name that starts with ``orders.``; ``*``
-  covers every name);
-- ``SCOPE`` is ``read``, ``write`` or ``admin``, and may not be above the
-  token's own scope.
-
-``*=read`` is short for ``*:*=read``. Grants only add: a resource's scope is
-the highest of the grants that cover it, and a resource no grant covers is
-out of reach (403). A token without grants reaches the whole store, as
-tokens did before grants. The KV rows of locks (namespace ``queen-locks``,
-key ``<name>#<slot>``) count as the lock ``<name>``.
+A token may carry **grants** ``KIND:PATTERN=SCOPE`` that limit it to some
+KV namespaces, queues, lock names or timer queues (docs/security.md,
+"Per-resource token grants"). Grants only add; a resource no grant covers is
+out of reach; a token without grants reaches the whole store. The KV rows
+of locks (``queen-locks``, ``<name>#<slot>``) count as the lock ``<name>``.
 
 **No account mints more power than it has.** Whoever makes a token or sets
-its grants is a ``Maker``, which every caller passes. Superusers, and the
-host's shell (``HOST``: ``manage.py`` and ``serve``, which can read the
-database anyway), give any scope and any grants. Any other account (the
-operators) gives at most ``write``, and only grants that name what the token
-reaches: no token without grants, no grant on ``*`` (every name of a kind).
-Operators have no reach of their own narrower than that: Django's
-permissions are per model, and through the dashboard an operator touches
-every queue and namespace. A refusal raises ``BeyondReach`` and is audited
-(``token.refuse``). A token made by an account names it (``created_by``) and
-is revoked when the account is deleted or deactivated
-(``token_revoke_made_by``): its maker saw the secret.
+its grants is a ``Maker``: superusers and the host's shell (``HOST``) give
+anything; any other account at most ``write``, with grants that name what
+the token reaches (none without grants, none on ``*``), else
+``BeyondReach``, audited. A token made by an account is revoked when the
+account is deleted or deactivated (``token_revoke_made_by``): its maker saw
+the secret.
 """
 
 from __future__ import annotations

@@ -759,7 +759,7 @@ async def group_admin(queen: Queen, server: LiveServer, unique, seen: Seen) -> N
     pid = None
 
     health = await admin.health()
-    # Ours answers {"status": "ok"} (README: Health); Queen's says "healthy" with more keys.
+    # Ours answers {"status": "ok"} (README: the Where table); Queen's says "healthy" with more keys.
     assert health == {"status": "ok"}
     seen("Admin.health")
     # The client's HTTP layer decodes only JSON, so the Prometheus text reads as None

@@ -1,9 +1,9 @@
-"""The README's several-replica setup stays inside PostgreSQL's connections.
+"""The several-replica setup of docs/operations.md stays inside PostgreSQL's connections.
 
 Three ``serve`` replicas with ``--workers 2`` on one database, 96 KV clients
-and 240 waiting pops at once, with the README's ``QUEENADMIN_DB_POOL_SIZE=8``:
+and 240 waiting pops at once, with docs/operations.md's ``QUEENADMIN_DB_POOL_SIZE=8``:
 every answer is below 500, and the replicas together never hold more
-connections than the README's budget (per worker process: the pool plus
+connections than the documented budget (per worker process: the pool plus
 two LISTEN connections). Before the pool each worker kept one connection per HTTP
 thread and per pop thread, and this setup exhausted max_connections=100
 ("too many clients": 110 answers of 500).
@@ -36,7 +36,7 @@ WORKERS = 2
 KV_CLIENTS = sized(ci=48, full=96)
 KV_CALLS_EACH = sized(ci=10, full=20)
 WAITING_POPS = sized(ci=120, full=240)
-#: Per worker process (README, "The connection budget").
+#: Per worker process (docs/operations.md, "The connection budget").
 BUDGET_PER_PROCESS = 8 + 2
 
 

@@ -1,4 +1,8 @@
-"""The README runs as written: its client examples and every shell snippet, against a live server."""
+"""The README and docs/ run as written: their client examples and every shell snippet, against a live server.
+
+The same rules hold in README.md and in every ``docs/*.md``: a shell or Python
+block is run here, or a marker before it says why not.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,24 @@ from tests.conftest import IS_POSTGRES, ROOT
 
 pytestmark = pytest.mark.live
 
+#: Every file whose commands a newcomer may copy: the README first, then docs/.
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _text(path=None) -> str:
+    """One file's text, or all of them (README first) when ``path`` is None."""
+    return "\n".join(p.read_text() for p in ([path] if path else DOCS))
+
+
+def test_the_docs_are_there():
+    """README.md is the five-minute read; the rest lives in docs/."""
+    names = {p.name for p in DOCS}
+    assert {"README.md", "clients.md", "concepts.md", "operations.md", "routes.md"} <= names
+    assert (ROOT / "README.md").stat().st_size <= 20_000
+
 
 def test_the_readme_client_example_runs(live_server):
-    readme = (ROOT / "README.md").read_text()
+    readme = _text(ROOT / "README.md")
     example = re.search(r"```python\n(import asyncio\nfrom queen import Queen\n.*?)```", readme, re.S).group(1)
     assert 'url="http://127.0.0.1:8000"' in example
     assert 'bearer_token="qa_..."' in example
@@ -30,8 +49,8 @@ def test_the_readme_client_example_runs(live_server):
 
 def test_the_readme_consumer_example_runs(live_server):
     """The message-log example, exactly as printed: push, pop and ack, then a
-    new group consumes the three orders one at a time."""
-    readme = (ROOT / "README.md").read_text()
+    new group consumes the three orders one at a time (docs/concepts.md)."""
+    readme = _text()
     blocks = re.findall(r"```python\n(import asyncio\nfrom queen import Queen\n.*?)```", readme, re.S)
     (example,) = [b for b in blocks if ".consume(handler)" in b]
     code = example.replace("http://127.0.0.1:8000", live_server.url).replace("qa_...", live_server.token)
@@ -43,8 +62,8 @@ def test_the_readme_consumer_example_runs(live_server):
 
 def test_the_readme_streams_example_runs(live_server):
     """The streams example, as printed: three of five orders pass the filter,
-    the map turns them into invoices on the sink queue."""
-    readme = (ROOT / "README.md").read_text()
+    the map turns them into invoices on the sink queue (docs/concepts.md)."""
+    readme = _text()
     blocks = re.findall(r"```python\n(import asyncio\nfrom queen import Queen, Stream\n.*?)```", readme, re.S)
     (example,) = blocks
     code = example.replace("http://127.0.0.1:8000", live_server.url).replace("qa_...", live_server.token)
@@ -66,17 +85,21 @@ def test_the_readme_streams_example_runs(live_server):
 #: ``<!-- readme: postgresql -->`` or ``<!-- readme: sqlite -->`` (run on that database only).
 FENCE = re.compile(r"(?:<!-- readme: (?P<mark>[^\n]*?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)```", re.S)
 RUNNABLE = ("sh", "python")
+#: docs/ files with no shell or Python block (reference tables).
+QUIET = ("dashboard.md", "design.md", "reference.md", "routes.md", "settings.md", "testing.md")
 
 
-def _snippets() -> list[tuple[str, str | None, str]]:
-    readme = (ROOT / "README.md").read_text()
-    return [(m["lang"], m["mark"], m["code"]) for m in FENCE.finditer(readme)]
+def _snippets(path=None) -> list[tuple[str, str | None, str]]:
+    """The fenced blocks of one file, or of README.md and every docs/*.md."""
+    return [(m["lang"], m["mark"], m["code"]) for m in FENCE.finditer(_text(path))]
 
 
 def test_every_readme_snippet_is_run_or_says_why():
     """Each shell and Python block is run by a test here, or its marker says why not."""
     snippets = [s for s in _snippets() if s[0] in RUNNABLE]
     assert len(snippets) > 10
+    for path in DOCS:  # each file holds some, so a file dropped from DOCS shows here
+        assert [s for s in _snippets(path) if s[0] in RUNNABLE] or path.name in QUIET, path.name
     for lang, mark, code in snippets:
         if mark is None or mark in ("postgresql", "sqlite"):
             assert lang == "sh", f"unmarked {lang} snippets are not run:\n{code}"
@@ -87,7 +110,7 @@ def test_every_readme_snippet_is_run_or_says_why():
 
 
 def test_the_readme_shell_snippets_run(live_server, tmp_path):
-    """Every shell block not marked otherwise runs as printed against a live server.
+    """Every shell block of README.md and docs/*.md not marked otherwise runs as printed against a live server.
 
     Three things are pointed at the test's server: its URL for
     ``http://127.0.0.1:8000``, its data directory for ``data/``, and its

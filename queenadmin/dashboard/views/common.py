@@ -1,30 +1,13 @@
 """What every dashboard view shares: who may look, who may act, and how.
 
-- ``page_view(live_page)``: the view of a live page whose path names
-  nothing: ``staff_page`` around ``live.render_page``.
-- ``staff_page(page)``: a GET page. Anonymous users go to the login page;
-  a signed-in user who is not staff or lacks the page's view permission
-  (``permissions.VIEW``) gets 403.
-- ``staff_action(action)``: a POST-only action (CSRF checked by the
-  middleware; never exempt). It needs staff and the action's change
-  permission (``permissions.CHANGE``), else 403, anonymous included: an
-  action is never a redirect to the login page. Its GET shows the
-  confirmation (the same permission applies), so every action asks first,
-  with or without JavaScript.
-- ``reason_of(request)``: the optional reason an operator typed;
-  ``who_of(request)``: the operator and that reason, as the domain's
-  operator functions take them (``audit.Who``).
-- ``paging(params, next_after)``: a keyset page's links to the next and
-  the first page, keeping the page's filters.
-- ``can(user)``: which actions a user may do, for templates (a viewer sees
-  no buttons; the server refuses anyway).
-
-How a refused or conflicting action comes back (style.md section 6): a
-lost compare-and-set or a timer that already fired is an ordinary outcome
-and answers 200 with its explanation; bad input (an unreadable time) answers
-422 with the form and its error, and ``base.html`` tells htmx to swap 422;
-no permission answers 403, which htmx does not swap (``dashboard.js`` shows
-a notice instead).
+``staff_page`` (a GET page: staff with the page's view permission, else the
+login page or 403), ``page_view`` (that around ``live.render_page``),
+``staff_action`` (POST with CSRF, the action's change permission, else 403
+even when anonymous; its GET is the confirmation), ``who_of`` /
+``reason_of`` (the operator and their reason, for the audit), ``paging``
+and ``can``. A lost compare-and-set or a timer that already fired answers
+200 with its explanation, bad input 422 with the form, no permission 403
+(style.md section 6).
 """
 
 from __future__ import annotations

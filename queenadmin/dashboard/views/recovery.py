@@ -3,7 +3,7 @@ reset or delete, and a queue purge.
 
 Each is an action (``staff_action``): GET shows its confirmation (in the
 page's dialog with htmx, a page of its own without), POST does it through
-``domain/queues/recovery.py``, which writes the audit entry. Deleting a
+``domain/queues/operator/recovery.py``, which writes the audit entry. Deleting a
 group and purging a queue also ask for its name typed, as the DLQ purge
 does: they cannot be undone.
 """

@@ -1,14 +1,10 @@
 """Counts for the dashboard's overview that belong to no single concept.
 
-Reads only, a fixed number of statements whatever the data holds, and a
-bounded amount of work in each: a count stops at a cap and says so
-(``Bounded.capped``), because an exact count costs a scan of everything
-counted (measured: 40-70 ms for 100,000 timers or KV keys on a loaded
-PostgreSQL, most of the overview's 100 ms budget). Past the cap, PostgreSQL
-gives the planner's estimate of the table (``Bounded.estimate``).
-
-The statements are the overview store's (``store/``, one class per
-database); this module turns their counts into ``Bounded`` figures.
+Reads only, a fixed number of statements whatever the data holds. A count
+stops at a cap and says so (``Bounded.capped``), because an exact count
+scans everything counted; past the cap, PostgreSQL gives the planner's
+estimate of the table (``Bounded.estimate``). The statements are the
+overview store's (``store/``); this module turns them into ``Bounded``.
 """
 
 from __future__ import annotations

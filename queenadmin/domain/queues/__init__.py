@@ -1,40 +1,12 @@
 """The message log: the only writer of queues, partitions, messages,
 cursors and dead letters. Callers import this package
-(``from queenadmin.domain import queues``); the submodules are:
+(``from queenadmin.domain import queues``); what each submodule holds:
+docs/design.md, "The message log's modules". SQL lives in ``store/`` only.
 
-- ``push``: append with dedup (``queue_push``);
-- ``consume``: claim (pop), ack, lease extend;
-- ``lifecycle``: create or configure a queue, delete one;
-- ``retention``: delete old messages, move each partition's log start;
-- ``stats``: the reads: depth, queue lists, the overview, the DLQ;
-- ``history``: statistics over time (``queue_series``, ``queues_series``, ``stats_refresh``);
-  ``sampler`` is the loop that samples them;
-- ``reads``: reads by offset (``queue_fetch``) and partition discovery;
-- ``browse``: the operator's reads: namespaces, tasks, partitions,
-  consumer groups, messages one by one;
-- ``groups``: consumer-group delete, seek and re-subscribe;
-- ``operator``: an operator's actions, audited: a queue's options
-  (``configure``), a group's seek, reset and delete and a queue purge
-  (``recovery``), DLQ replay and purge (``dlq``), and one message's delete,
-  retry and move to the DLQ (``messages``);
-- ``leases``: the operator's reads of message leases (holders masked) and
-  of one message's delivery state per consumer group;
-- ``traces``: message trace events (the one writer of ``Trace``);
-- ``options``: option defaults, the rules on values, merging;
-- ``delivery``: the per-offset delivery counts a cursor keeps;
-- ``refs``, ``ids``: a queue as the writers read it; UUIDv7 ids;
-- ``wakeups``: how a push wakes long-poll pops, here and on other replicas;
-- ``store``: every SQL statement of the above, one class per database
-  (``store/base.py`` the interface and the shared statements, one module
-  per database the rest); the modules above call its typed methods and
-  hold no SQL and never ask which database they run on.
-
-Every function takes typed commands (``PushItem``, ``PopRequest``,
-``AckItem``, ``ConfigureRequest``...) built by the caller; the protocol's
-JSON is parsed in ``api/wire/queues.py``. Every write comes in two forms:
-``queue_<verb>`` opens its own durable transaction, and
-``queue_<verb>_in_txn`` runs inside the caller's (asserting one is open)
-at a time the caller gives, so several writes can share one transaction.
+Every function takes typed commands (``PushItem``, ``PopRequest``, ...)
+built by the caller. Every write comes in two forms: ``queue_<verb>``
+opens its own durable transaction, and ``queue_<verb>_in_txn`` runs inside
+the caller's (asserting one is open), so several writes share one.
 """
 
 from __future__ import annotations

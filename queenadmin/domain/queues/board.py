@@ -1,27 +1,13 @@
 """The dashboard's reads of the log: depth split by state, lag, pages.
 
-Depth is arithmetic on offsets and cursors (design.md section 2); what is
-read from the messages table is a handful of indexed lookups per partition
-(the head message's push time; a binary search for where the parked tail of
-a delayed queue starts), never a scan or a ``COUNT(*)`` of messages. Each
-read costs a fixed number of statements whatever the data holds: they take
-whole lists of queues and partitions at once. Nothing here writes or locks.
-
-The states of a message a consumer group has not finished:
-
-- *in flight*: leased to a consumer whose lease is live. Every group
-  leases its own copy, so a partition's and a queue's in flight is the sum
-  over all its groups' live leases, not the slowest group's;
-- *parked*: not leased, but pushed less than ``delayedProcessing`` seconds
-  ago, so no pop may take it yet (the claim reads only the prefix of a
-  partition that is old enough, ``consume.pop._claim_queue``);
-- *claimable*: the rest; a pop would take it now.
-
-A partition's claimable and parked describe its slowest consumer group
-(the one with the most pending), as ``stats.queue_stats`` does; in flight
-counts every group's leases; the groups table gives each group's own lag
-and leases. The raw statements (push times, the parked search,
-the bounded dead-letter counts) are the queue store's (``store/``).
+Depth is arithmetic on offsets and cursors; each read is a fixed number of
+statements whatever the data holds (a handful of indexed lookups per
+partition, never a scan or ``COUNT(*)`` of messages). Nothing here writes
+or locks. Of the messages a group has not finished: *in flight* are leased
+under a live lease (summed over every group: each leases its own copy);
+*parked* are not yet old enough for ``delayedProcessing``; *claimable* are
+the rest. A partition's claimable and parked describe its slowest group,
+as ``stats.queue_stats`` does.
 """
 
 from __future__ import annotations

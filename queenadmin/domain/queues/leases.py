@@ -2,20 +2,12 @@
 
 A lease belongs to a consumer group's cursor on one partition: the batch
 ``committed_offset + 1 .. batch_last`` is out under ``lease_id`` until
-``leased_until`` (``models.queues.ConsumerCursor``). ``lease_id`` is what a
-consumer acks and extends with, a bearer credential like a lock's owner, so
-these reads hand it out only as a fingerprint (``masking.mask_token``).
-
-Both reads cost a fixed number of statements whatever the data holds:
-``lease_page`` reads one page of cursors (keyset on the cursor id, no
-count) and their batches' first message ids, ``message_delivery`` one message through the ``message_id`` index,
-then its partition's cursors, its dead letters (through the partition
-index), its queue's groups and its first traces. Nothing here writes or
-locks. With ``bench/dashboard.py``'s million messages, on 2 shared cores
-at load 12: the leases page of 30 leases in a median 86 ms (15 ms of
-Django's CPU) with 6 queries, as with 3 leases (24 ms); a message's page
-in 48-56 ms (10 ms CPU) with 7 queries, leased or not, with or without
-named groups.
+``leased_until``. ``lease_id`` is a bearer credential (a consumer acks and
+extends with it), so these reads hand it out only as a fingerprint
+(``masking.mask_token``). Both reads cost a fixed number of statements
+whatever the data holds (``lease_page`` keyset-paged, no count;
+``message_delivery`` through the ``message_id`` index); nothing here writes
+or locks.
 """
 
 from __future__ import annotations

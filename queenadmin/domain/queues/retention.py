@@ -1,42 +1,19 @@
 """Retention: delete old messages and move each partition's log start.
 
-Queen's rules (its retention internals and queue-options pages), per queue
-and opt-in with ``retentionEnabled``:
+Queen's rules, per queue: ``retentionSeconds`` deletes a message older than
+that, consumed or not; ``completedRetentionSeconds`` one that every consumer
+of the partition is past (the queue's named groups, and queue mode once
+anyone popped the queue in queue mode; a partition nobody consumes keeps
+everything); ``maxWaitTimeSeconds`` evicts like the first (the shorter
+window wins), ``retentionEnabled`` or not.
 
-- rule 1, ``retentionSeconds``: a message older than that is deleted,
-  consumed or not (leased ones included: their acks then answer that the
-  message is unknown, a lease whose whole batch is gone is released, and
-  the next pop starts at the log start);
-- rule 2, ``completedRetentionSeconds``: a message older than that is
-  deleted once every consumer of the partition is past it. The consumers
-  are the queue's named groups, and queue mode once a pop in queue mode
-  made a cursor anywhere on the queue (Queen counts the partition's cursor
-  rows only, so a group that has not reached a partition yet would not
-  protect it); a consumer with no cursor on the partition has consumed
-  nothing there, and a partition nobody consumes keeps everything under
-  this rule;
-- ``maxWaitTimeSeconds`` evicts like rule 1 (the shorter window wins), and
-  applies whether ``retentionEnabled`` is set or not.
-
-Only a prefix of each partition goes: the sweep walks up from the log
-start while rule 1 or rule 2 allows, deletes that range and moves
-``log_start`` past it in the same transaction, so every offset below the
-log start is gone and every offset from it on is still stored. Depth is
-``last_offset - max(committed_offset, log_start - 1)`` everywhere.
-
-Each step is one short transaction over one partition and at most
-``batch`` messages. It takes the queue row (``FOR KEY SHARE``) and then the
-partition row (``FOR NO KEY UPDATE SKIP LOCKED``), the order pushes take
-them: a partition another sweeper or a push holds is left for the next
-pass, so any number of replicas can sweep at once without waiting on each
-other or deleting anything twice. Claims and acks take no partition row
-lock, so they never wait on a sweep, and the sweep skips the cursor rows
-they hold. On SQLite the IMMEDIATE transaction makes the step the only
-writer, and the log start is moved with a compare-and-set all the same.
-The statements are the queue store's (``store/``).
-
-Dedup (``dedupWindowSeconds``) looks for the original message in the log,
-so a message deleted by retention no longer deduplicates a later push.
+Only a prefix of each partition goes, and ``log_start`` moves past it in
+the same transaction: every offset below it is gone, every offset from it
+on is stored. Each step is one short transaction over one partition and at
+most ``batch`` messages, taking the queue row and then the partition row
+``SKIP LOCKED`` as pushes do, so replicas sweep at once without waiting or
+deleting twice (docs/design.md, "The message log's modules"). A message
+deleted here no longer deduplicates a later push.
 """
 
 from __future__ import annotations

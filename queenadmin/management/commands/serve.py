@@ -53,7 +53,7 @@ GRACEFUL_SHUTDOWN_SECONDS = 3
 
 #: ``serve``'s default workers directly on PostgreSQL, at the most: each
 #: costs up to 19 PostgreSQL connections without a pool and the pool + 2
-#: with one (README, "Connection budget"; bench/connections.py).
+#: with one (docs/operations.md, "The connection budget"; bench/connections.py).
 DIRECT_WORKERS_CAP = 2
 
 
@@ -65,8 +65,8 @@ def default_workers() -> int:
     (one process only).
 
     A process keeps about one core busy (one GIL), so a worker per core
-    serves more: measured with bench/workers.py (see README, "How many
-    workers").
+    serves more: measured with bench/workers.py (docs/design.md, "Serving
+    requests").
     """
     configured = os.environ.get("QUEENADMIN_WORKERS", "")
     if configured:

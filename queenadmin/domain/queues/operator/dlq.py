@@ -1,33 +1,17 @@
 """Operator actions on a queue's dead letters: replay and purge.
 
-Both act on the dead letters a ``board.DeadLetterFilter`` names, at most
-``batch`` of them per call (oldest id first), and write the audit entry in
-the same transaction, so an entry exists exactly when the change committed.
-A caller acting on "all that match" calls again while ``more`` is true;
-each call is its own short transaction, so a large DLQ never holds locks
-for long. The filter's ``upto`` keeps the selection to what the operator
-saw: a replayed message that fails again lands above it and is left alone.
+Both act on what a ``board.DeadLetterFilter`` names, at most ``batch`` per
+call (oldest id first; call again while ``more``), each call one short
+transaction with its audit entry; the filter's ``upto`` keeps a replayed
+message that fails again out of the selection.
 
-A replay appends a copy of the dead letter to its partition and removes
-the dead letter. The copy gets a new message id and the transactionId
-``dlq:<dead letter id>`` (``replay_transaction_id``), Queen's documented
-rule for ``POST /dlq/:id/replay``: deterministic, so the partition's dedup
-answers "duplicate" to a second append of the same dead letter instead of
-delivering it twice, and distinct from the original's, which the dedup
-would otherwise take it for.
-
-By default (``target="group"``) only the consumer group that gave up on
-the message is handed the copy. The log has one sequence per partition and
-a group's position is one committed offset, so the copy cannot be left out
-of the other groups' sequences; instead it is marked with the group
-(``Message.for_group``) and a claim of any other group passes over it as
-over an operator-deleted offset (``consume.pop._read_range``): those groups
-commit past it without receiving it, and the failed group reads it in
-order, after what the partition already holds. A dead letter whose group
-no longer consumes the queue (deleted since, or ``__timer__``: a timer's
-message that never reached the queue) would then reach nobody, so it is
-handed to every group and the result counts it. ``target="all"`` hands
-every copy to every group of the queue.
+A replay appends a copy to its partition with transactionId
+``dlq:<dead letter id>`` (Queen's rule; a second replay is a duplicate)
+and removes the dead letter. By default (``target="group"``) the copy is
+marked for the group that gave up on it (``Message.for_group``) and other
+groups pass over it as over a deleted offset; a dead letter whose group no
+longer consumes the queue goes to every group, as ``target="all"`` does.
+Why this shape: docs/design.md, "A DLQ replay for one group".
 """
 
 from __future__ import annotations
