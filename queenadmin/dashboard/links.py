@@ -22,15 +22,23 @@ themselves, which keeps bookmarks of them working.
 
 Names in a query string (``?partition=``, ``?name=``) are quoted by
 ``urlencode``: browsers do not normalise a query and Django decodes each
-value once. URLs are built here by string formatting, never by
-``reverse`` (which refuses what its pattern does not match); ``urls.py``
-reads segments back with ``NameConverter``.
+value once.
+
+Every URL is ``reverse`` / ``{% url %}`` of a name in ``urls.py``: its
+``<storedname:...>`` segments go through ``NameConverter``, whose
+``to_url`` gives the spelling (``reverse`` then percent-quotes it, leaving
+RFC 3986's sub-delimiters such as ``&`` and ``'`` as they are, which a
+path segment may hold) and whose ``to_python`` reads it back. So a
+template writes ``{% url 'dashboard:queue' q.name %}`` and Python
+``queue_url(q.name)``, and no module spells a path by hand.
 """
 
 from __future__ import annotations
 
 import re
 from urllib.parse import quote
+
+from django.urls import reverse
 
 from queenadmin.plumbing import db
 
@@ -88,22 +96,28 @@ class NameConverter:
         return segment(value) if value in ("", ".", "..") else spell(value)
 
 
-def queue_url(name: str, *tail: str) -> str:
-    """``/queues/<name>/`` and its sub-pages: ``queue_url(q, "purge")``."""
-    return "/queues/" + segment(name) + "/" + "".join(f"{part}/" for part in tail)
+#: A queue's sub-page -> its URL name (``queue_url(q, "purge")``).
+_QUEUE_PAGES = {"": "dashboard:queue", "leases": "dashboard:queue_leases", "purge": "dashboard:queue_purge"}
+#: A namespace's action -> its URL name (``kv_url(ns, "edit")``).
+_KV_PAGES = {"": "dashboard:kv_keys", "edit": "dashboard:kv_edit", "delete": "dashboard:kv_delete"}
+
+
+def queue_url(name: str, page: str = "") -> str:
+    """``/queues/<name>/`` or one of its sub-pages: ``queue_url(q, "purge")``."""
+    return reverse(_QUEUE_PAGES[page], kwargs={"name": name})
 
 
 def message_url(queue: str, message_id: str) -> str:
-    return queue_url(queue, "messages", segment(message_id))
+    return reverse("dashboard:queue_message", kwargs={"name": queue, "message_id": message_id})
 
 
-def kv_url(namespace: str, *tail: str) -> str:
-    """``/kv/<ns>/`` and its actions: ``kv_url(ns, "edit")``."""
-    return "/kv/" + segment(namespace) + "/" + "".join(f"{part}/" for part in tail)
+def kv_url(namespace: str, action: str = "") -> str:
+    """``/kv/<ns>/`` or one of its actions: ``kv_url(ns, "edit")``."""
+    return reverse(_KV_PAGES[action], kwargs={"namespace": namespace})
 
 
 def kv_key_url(namespace: str, key: str) -> str:
-    return kv_url(namespace) + "key/" + segment(key)
+    return reverse("dashboard:kv_key", kwargs={"namespace": namespace, "key": key})
 
 
 class TailNameConverter(NameConverter):

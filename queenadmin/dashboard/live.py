@@ -32,14 +32,15 @@ To make a page live:
            name="locks", template="queenadmin/locks.html", context=locks_context,
            regions=(live.Region("locks-holders", groups=(events.LOCKS_GROUP,)),),
        )
-       locks = page_view(LOCKS)  # views/common.py: staff_page + render_page
+       locks = page_view(LOCKS)  # views/access.py: staff_page + render_page
 
    (``one_region_page`` declares the common page of one region.)
 
    ``name`` is a key of ``permissions.VIEW`` (the socket checks it too) and
    the socket's path: ``/ws/<name>/?<the page's query string>``; the base
-   template connects it when the context has ``live_page``, which
-   ``render_page`` sets. A region goes stale when any of its ``groups``
+   template connects it (``live_socket_url``) when the context has
+   ``live_page``, which ``page_context`` sets. A region goes stale when any
+   of its ``groups``
    (``domain/events.py``) publishes (``Region.match`` narrows that to the
    events about what the viewer looks at). ``name`` need not be the
    permission: ``perm="kv"`` lets ``/kv/<ns>/`` be the live page
@@ -47,9 +48,10 @@ To make a page live:
    (``render_page(request, KV_KEYS, params=...)``) so the socket gets it.
    Finally add it to the list in ``dashboard/pages.py`` (the registry the
    socket serves: a page not listed there has no socket) and its URLs to
-   ``dashboard/urls.py``.
+   ``dashboard/urls.py``; a page of the nav gets its entry in
+   ``pages.NAV`` too. Templates link to it with ``{% url %}``.
 
-4. Actions (``views/common.staff_action``): the row's button is a link to
+4. Actions (``views/access.staff_action``): the row's button is a link to
    the action's URL with ``hx-get`` into ``#dialog-body``; GET answers the
    confirmation (a form with a ``reason`` field), POST does it through a
    domain function that writes its audit entry in the same transaction, and
@@ -77,6 +79,10 @@ from queenadmin.dashboard.permissions import VIEW, User, can
 from queenadmin.domain import clock
 
 Context = Callable[[User, QueryDict], dict[str, Any]]
+
+#: Where every live page's socket is: ``/ws/<name>/``. Channels' routes
+#: have no ``reverse``: ``socket_url`` and ``routing.py`` both read this.
+SOCKET_PATH = "ws/"
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,7 @@ def page_context(page: LivePage, user: User, params: QueryDict) -> dict[str, Any
     ctx: dict[str, Any] = {
         "page": page.nav or page.permission,
         "live_page": page.name,
+        "live_socket_url": socket_url(page, params),
         "can": can(user),
         "now": clock.now(),
         "environment": app_settings.ENVIRONMENT_NAME,
@@ -169,6 +176,13 @@ def socket_query(params: QueryDict) -> str:
     by ``links.spell``, so a stored name with NUL or a newline (SQLite,
     from before the name rule) reaches the socket as it reached the page."""
     return urlencode([(key, links.spell(value)) for key, values in params.lists() for value in values])
+
+
+def socket_url(page: LivePage, params: QueryDict) -> str:
+    """Where ``page``'s socket is, for the page showing ``params``:
+    ``/ws/<name>/?<socket_query>`` (``routing.py`` routes it)."""
+    query = socket_query(params)
+    return f"/{SOCKET_PATH}{page.name}/" + (f"?{query}" if query else "")
 
 
 def socket_params(query_string: bytes) -> QueryDict:
@@ -196,7 +210,6 @@ def render_page(
     """
     params = request.GET if params is None else params
     ctx = page_context(page, request.user, params)
-    ctx["live_query"] = socket_query(params)
     htmx = getattr(request, "htmx", None)
     target = htmx.target if htmx else None
     names = {region.name for region in page.regions}

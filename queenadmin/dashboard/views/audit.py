@@ -99,7 +99,7 @@ def revert(request: HtmxHttpRequest, entry_id: int) -> HttpResponse:
     entry = AuditEntry.objects.filter(pk=entry_id).first()
     htmx = bool(request.htmx)
     template = "queenadmin/audit_revert.html"
-    ctx: dict[str, Any] = {"entry": entry, "page": "audit"}
+    ctx: dict[str, Any] = {"entry": entry, "entry_id": entry_id, "page": "audit"}
     plan = kv_revertible(entry) if entry is not None else None
     ctx["plan"] = plan
     if plan is not None:
@@ -122,4 +122,4 @@ def revert(request: HtmxHttpRequest, entry_id: int) -> HttpResponse:
         messages.success(request, f"Reverted {entry.target} (audit entry {entry_id}).")
     else:
         messages.warning(request, f"Not reverted: {entry.target} changed since that edit; a newer write wins.")
-    return redirect("/audit/")
+    return redirect("dashboard:audit")

@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
@@ -110,4 +111,4 @@ def lock_release(request: HtmxHttpRequest) -> HttpResponse:
         messages.warning(request, f"{name}#{slot} was no longer held: it expired or was released.")
     else:
         messages.warning(request, f"{name}#{slot} is held by another lease now; nothing was released.")
-    return redirect("/locks/" + (query({"name": name}) if name else ""))
+    return redirect(reverse("dashboard:locks") + (query({"name": name}) if name else ""))

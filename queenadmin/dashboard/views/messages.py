@@ -85,7 +85,6 @@ def _render(request: HtmxHttpRequest, page: live.LivePage, params: QueryDict) ->
     ctx = live.page_context(page, request.user, params)
     if "missing" in ctx:
         raise Http404(ctx["missing"])
-    ctx["live_query"] = live.socket_query(params)
     target = request.htmx.target if request.htmx else None
     if target in {region.name for region in page.regions}:
         return render(request, f"{page.template}#{target}", ctx)
