@@ -14,7 +14,8 @@ from django.shortcuts import redirect, render
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, staff_action, who_of
+from queenadmin.dashboard.views.access import HtmxHttpRequest, page_view, staff_action, who_of
+from queenadmin.dashboard.views.querystring import paging
 from queenadmin.domain import events
 from queenadmin.domain.audit import KINDS
 from queenadmin.domain.kv.operator import kv_operator_revert, kv_revertible

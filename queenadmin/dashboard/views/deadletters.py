@@ -20,8 +20,8 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views.common import HtmxHttpRequest, User, may_do, page_view, staff_action, who_of
-from queenadmin.dashboard.views.ops_common import int_param
+from queenadmin.dashboard.views.access import HtmxHttpRequest, User, may_do, page_view, staff_action, who_of
+from queenadmin.dashboard.views.querystring import int_param
 from queenadmin.dashboard.views.queues import MAX_BATCHES_PER_REQUEST, _ids, replay_target, replayed_to
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues import board

@@ -14,15 +14,8 @@ from django.urls import Resolver404, resolve, reverse
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import links, live
-from queenadmin.dashboard.views.common import (
-    HtmxHttpRequest,
-    User,
-    paging,
-    query,
-    staff_action,
-    staff_page,
-    who_of,
-)
+from queenadmin.dashboard.views.access import HtmxHttpRequest, User, staff_action, staff_page, who_of
+from queenadmin.dashboard.views.querystring import paging, query
 from queenadmin.domain import events, kv
 from queenadmin.domain.kv.operator import Expiry, OperatorWrite, kv_operator_delete, kv_operator_edit
 from queenadmin.domain.locks.operator import _split

@@ -12,7 +12,8 @@ from django.urls import reverse
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, query, staff_action, who_of
+from queenadmin.dashboard.views.access import HtmxHttpRequest, page_view, staff_action, who_of
+from queenadmin.dashboard.views.querystring import paging, query
 from queenadmin.domain import events
 from queenadmin.domain.locks.operator import Permit, lease_mark, lock_force_release, locks_page, server_lock
 from queenadmin.domain.masking import mask_token

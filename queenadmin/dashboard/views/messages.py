@@ -17,8 +17,8 @@ from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
 
 from queenadmin.dashboard import links, live
-from queenadmin.dashboard.views.common import HtmxHttpRequest, User, query, staff_page
-from queenadmin.dashboard.views.ops_common import int_param
+from queenadmin.dashboard.views.access import HtmxHttpRequest, User, staff_page
+from queenadmin.dashboard.views.querystring import int_param, query
 from queenadmin.dashboard.views.queues import queue_page
 from queenadmin.domain import clock
 from queenadmin.domain.queues import leases

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from queenadmin.dashboard import links
-from queenadmin.dashboard.views.common import may_view, staff_page
+from queenadmin.dashboard.views.access import may_view, staff_page
 from queenadmin.domain import clock
 from queenadmin.domain.search import LIMIT, Hit, search
 

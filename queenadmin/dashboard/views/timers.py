@@ -18,7 +18,8 @@ from django.utils.safestring import SafeString
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live, svg
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, query, staff_action, staff_page, who_of
+from queenadmin.dashboard.views.access import HtmxHttpRequest, staff_action, staff_page, who_of
+from queenadmin.dashboard.views.querystring import query
 from queenadmin.domain import clock, events, timers
 from queenadmin.domain.timers.bulk import (
     BULK_BATCH,

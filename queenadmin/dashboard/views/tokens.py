@@ -16,7 +16,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from queenadmin.dashboard.views.common import staff_page
+from queenadmin.dashboard.views.access import staff_page
 from queenadmin.domain.tokens import TokenInfo, token_list
 
 
