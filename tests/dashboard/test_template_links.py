@@ -20,17 +20,25 @@ absolute links to other sites (``https://...``).
 So a literal ``/`` at the start of a value (``href="/locks/"``), a literal
 path after a tag (``{% url 'dashboard:timers' %}move/``) and a link to this
 site by host (``http://localhost/...``, ``//host/...``) all fail. The
-dashboard's script (``static/queenadmin/*.js``) builds no path either.
+dashboard's script (``static/queenadmin/*.js``) builds no path either, nor
+does its Python (``queenadmin/dashboard``, ``queenadmin/templatetags``):
+no string there starts a path, save in ``PATH_CLASSIFIERS``.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
 SCRIPTS = ROOT / "static" / "queenadmin"
+PYTHON = [ROOT / "queenadmin" / "dashboard", ROOT / "queenadmin" / "templatetags"]
+#: Modules that name paths to sort requests by them, not to link: which
+#: answers are for machines (the API, /metrics, /health: not dashboard
+#: routes, so none of ``dashboard:``'s names).
+PATH_CLASSIFIERS = {"queenadmin/dashboard/views/errors.py"}
 
 #: Attributes whose value is a URL.
 URL_ATTRIBUTES = re.compile(
@@ -110,6 +118,22 @@ def test_the_dashboards_scripts_build_no_path():
     for path in sorted(SCRIPTS.glob("*.js")):
         text = path.read_text()
         assert not re.findall(r"""["'`]/(?![/*])""", text), path.name
+
+
+def test_the_dashboards_python_builds_no_path():
+    """No string constant in the dashboard's modules starts a path
+    (``"/locks/"``, ``"/timers/?"``): views link and redirect by
+    ``reverse``."""
+    found = []
+    for folder in PYTHON:
+        for path in sorted(folder.rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            if name in PATH_CLASSIFIERS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.match(r"/\w", node.value):
+                    found.append(f"{name}:{node.lineno}: {node.value!r}")
+    assert found == []
 
 
 def test_the_check_finds_what_it_is_for():
