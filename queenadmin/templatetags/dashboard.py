@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from queenadmin.dashboard import links
+from queenadmin.dashboard import links, pages
 from queenadmin.dashboard.text import escape_char, shown_text
 from queenadmin.domain.masking import mask_token
 
@@ -117,11 +117,7 @@ def stamp(moment: datetime | None, empty: str = "—") -> SafeString:
 def nav_links(context: template.Context) -> list[Any]:
     """The nav the signed-in user may see (``pages.NAV``), the current page
     (the context's ``page``) marked: ``{% nav_links as nav %}``."""
-    # Imported here: the page registry imports the views, and a view imports
-    # this module.
-    from queenadmin.dashboard.pages import nav_links as links_of
-
-    return links_of(context.get("user"), str(context.get("page") or ""))
+    return pages.nav_links(context.get("user"), str(context.get("page") or ""))
 
 
 @register.filter
