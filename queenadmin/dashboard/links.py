@@ -10,15 +10,19 @@ A name in a path is one segment, spelled by ``segment``:
 - the rest is percent-quoted, so ``?``, ``#``, ``%`` and spaces stay inside.
 
 Plain names (``orders.new``) read as themselves, so bookmarks keep working.
-Names in a query string are quoted by ``urlencode``. URLs are built here by
-string formatting, never by ``reverse``; ``urls.py`` reads segments back
-with ``NameConverter``. Why not ``%2F`` and ``%2E``: docs/design.md.
+Names in a query string are quoted by ``urlencode``. Every URL is
+``reverse`` / ``{% url %}`` of a name in ``urls.py``, whose
+``<storedname:...>`` segments go through ``NameConverter`` (``to_url``
+spells, ``to_python`` reads back), so no module spells a path by hand.
+Why not ``%2F`` and ``%2E``: docs/design.md.
 """
 
 from __future__ import annotations
 
 import re
 from urllib.parse import quote
+
+from django.urls import reverse
 
 from queenadmin.plumbing import db
 
@@ -76,22 +80,28 @@ class NameConverter:
         return segment(value) if value in ("", ".", "..") else spell(value)
 
 
-def queue_url(name: str, *tail: str) -> str:
-    """``/queues/<name>/`` and its sub-pages: ``queue_url(q, "purge")``."""
-    return "/queues/" + segment(name) + "/" + "".join(f"{part}/" for part in tail)
+#: A queue's sub-page -> its URL name (``queue_url(q, "purge")``).
+_QUEUE_PAGES = {"": "dashboard:queue", "leases": "dashboard:queue_leases", "purge": "dashboard:queue_purge"}
+#: A namespace's action -> its URL name (``kv_url(ns, "edit")``).
+_KV_PAGES = {"": "dashboard:kv_keys", "edit": "dashboard:kv_edit", "delete": "dashboard:kv_delete"}
+
+
+def queue_url(name: str, page: str = "") -> str:
+    """``/queues/<name>/`` or one of its sub-pages: ``queue_url(q, "purge")``."""
+    return reverse(_QUEUE_PAGES[page], kwargs={"name": name})
 
 
 def message_url(queue: str, message_id: str) -> str:
-    return queue_url(queue, "messages", segment(message_id))
+    return reverse("dashboard:queue_message", kwargs={"name": queue, "message_id": message_id})
 
 
-def kv_url(namespace: str, *tail: str) -> str:
-    """``/kv/<ns>/`` and its actions: ``kv_url(ns, "edit")``."""
-    return "/kv/" + segment(namespace) + "/" + "".join(f"{part}/" for part in tail)
+def kv_url(namespace: str, action: str = "") -> str:
+    """``/kv/<ns>/`` or one of its actions: ``kv_url(ns, "edit")``."""
+    return reverse(_KV_PAGES[action], kwargs={"namespace": namespace})
 
 
 def kv_key_url(namespace: str, key: str) -> str:
-    return kv_url(namespace) + "key/" + segment(key)
+    return reverse("dashboard:kv_key", kwargs={"namespace": namespace, "key": key})
 
 
 class TailNameConverter(NameConverter):

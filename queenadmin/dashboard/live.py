@@ -30,6 +30,10 @@ from queenadmin.domain import clock
 
 Context = Callable[[User, QueryDict], dict[str, Any]]
 
+#: Where every live page's socket is: ``/ws/<name>/``. Channels' routes
+#: have no ``reverse``: ``socket_url`` and ``routing.py`` both read this.
+SOCKET_PATH = "ws/"
+
 
 @dataclass(frozen=True)
 class Region:
@@ -107,6 +111,7 @@ def page_context(page: LivePage, user: User, params: QueryDict) -> dict[str, Any
     ctx: dict[str, Any] = {
         "page": page.nav or page.permission,
         "live_page": page.name,
+        "live_socket_url": socket_url(page, params),
         "can": can(user),
         "now": clock.now(),
         "environment": app_settings.ENVIRONMENT_NAME,
@@ -121,6 +126,13 @@ def socket_query(params: QueryDict) -> str:
     by ``links.spell``, so a stored name with NUL or a newline (SQLite,
     from before the name rule) reaches the socket as it reached the page."""
     return urlencode([(key, links.spell(value)) for key, values in params.lists() for value in values])
+
+
+def socket_url(page: LivePage, params: QueryDict) -> str:
+    """Where ``page``'s socket is, for the page showing ``params``:
+    ``/ws/<name>/?<socket_query>`` (``routing.py`` routes it)."""
+    query = socket_query(params)
+    return f"/{SOCKET_PATH}{page.name}/" + (f"?{query}" if query else "")
 
 
 def socket_params(query_string: bytes) -> QueryDict:
@@ -148,7 +160,6 @@ def render_page(
     """
     params = request.GET if params is None else params
     ctx = page_context(page, request.user, params)
-    ctx["live_query"] = socket_query(params)
     htmx = getattr(request, "htmx", None)
     target = htmx.target if htmx else None
     names = {region.name for region in page.regions}

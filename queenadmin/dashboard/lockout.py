@@ -28,6 +28,7 @@ from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, logins
@@ -48,7 +49,7 @@ def cool_off(request: HttpRequest | None) -> timedelta:
 
 def via_of(request: HttpRequest) -> str:
     """Which login a request is: ``admin`` or ``dashboard``."""
-    return "admin" if request.path.startswith("/admin/") else "dashboard"
+    return "admin" if request.path.startswith(reverse("admin:index")) else "dashboard"
 
 
 def _username(request: HttpRequest, credentials: dict[str, Any] | None) -> str | None:

@@ -17,10 +17,11 @@ from typing import Any
 from django.urls import re_path
 
 from queenadmin.dashboard.consumers import DashboardConsumer
+from queenadmin.dashboard.live import SOCKET_PATH
 from queenadmin.dashboard.pages import PAGES
 
 _PAGE_NAMES = "|".join(re.escape(name) for name in sorted(PAGES))
 
 websocket_urlpatterns: list[Any] = [
-    re_path(rf"^ws/(?P<page>{_PAGE_NAMES})/$", DashboardConsumer.as_asgi()),  # type: ignore[arg-type]
+    re_path(rf"^{SOCKET_PATH}(?P<page>{_PAGE_NAMES})/$", DashboardConsumer.as_asgi()),  # type: ignore[arg-type]
 ]

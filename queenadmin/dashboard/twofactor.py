@@ -21,10 +21,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model, logout
 from django.contrib.auth.views import redirect_to_login
 from django.contrib.sessions.backends.base import SessionBase
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django_otp import DEVICE_ID_SESSION_KEY
 from django_otp.models import Device
 
@@ -36,8 +38,15 @@ from queenadmin.domain.twofactor import twofactor_enrolled
 PENDING = "queenadmin.login.pending"
 #: How long a pending login waits for its code.
 PENDING_SECONDS = 300
-#: Paths a session that still owes its second factor may reach.
-OPEN_PATHS = ("/login/", "/logout/", "/account/two-factor/", "/static/")
+
+
+def open_paths() -> tuple[str, ...]:
+    """Paths a session that still owes its second factor may reach (and
+    what lies below them: ``login/code/``, the static files)."""
+    paths = [reverse("dashboard:login"), reverse("dashboard:logout"), reverse("dashboard:two_factor")]
+    if django_settings.STATIC_URL:
+        paths.append(django_settings.STATIC_URL)
+    return tuple(paths)
 
 
 def required(user: User) -> bool:
@@ -114,7 +123,7 @@ class SecondFactorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not request.path.startswith(OPEN_PATHS) and unverified(request):
+        if not request.path.startswith(open_paths()) and unverified(request):
             logout(request)
             return redirect_to_login(request.get_full_path())
         return self.get_response(request)

@@ -1,4 +1,4 @@
-"""Template helpers of the dashboard: times, countdowns and masking.
+"""Template helpers of the dashboard: times, countdowns, masking and the nav.
 
 Times render as ``<time>`` elements with the exact UTC instant in
 ``datetime``; ``static/queenadmin/dashboard.js`` turns them into "in 4 min"
@@ -13,12 +13,14 @@ import re
 import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from django import template
+from django.urls import reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from queenadmin.dashboard import links
+from queenadmin.dashboard import links, pages
 from queenadmin.dashboard.text import escape_char, shown_text
 from queenadmin.domain.masking import mask_token
 
@@ -111,11 +113,16 @@ def stamp(moment: datetime | None, empty: str = "—") -> SafeString:
     )
 
 
+@register.simple_tag(takes_context=True)
+def nav_links(context: template.Context) -> list[Any]:
+    """The nav the signed-in user may see (``pages.NAV``), the current page
+    (the context's ``page``) marked: ``{% nav_links as nav %}``."""
+    return pages.nav_links(context.get("user"), str(context.get("page") or ""))
+
+
 @register.filter
 def timer_query(row: Any) -> str:
     """The query string naming a timer as shown (for its action links)."""
-    from urllib.parse import urlencode
-
     return urlencode(
         {
             "queue": row.queue,
@@ -156,22 +163,17 @@ def audit_target_link(target: str, kind: str, action: str = "") -> SafeString:
     ``action``: a queue's group actions write ``<queue>/<group>``, every
     other queue action the queue's name alone (which may hold ``/``).
     """
-    from urllib.parse import quote
-
     if kind == "kv" and "/" in target:
         namespace, _, key = target.partition("/")
         return format_html('<a href="{}">{}</a>', links.kv_key_url(namespace, key), shown(target))
     if kind == "lock":
         name = target.rpartition("#")[0] or target
-        return format_html('<a href="/locks/?name={}">{}</a>', quote(name, safe=""), shown(target))
+        url = reverse("dashboard:locks") + "?" + urlencode({"name": name}, quote_via=quote)
+        return format_html('<a href="{}">{}</a>', url, shown(target))
     if kind == "timer" and "/" in target:
         queue, _, key = target.partition("/")
-        return format_html(
-            '<a href="/timers/?queue={}&amp;prefix={}">{}</a>',
-            quote(queue, safe=""),
-            quote(key, safe=""),
-            shown(target),
-        )
+        url = reverse("dashboard:timers") + "?" + urlencode({"queue": queue, "prefix": key}, quote_via=quote)
+        return format_html('<a href="{}">{}</a>', url, shown(target))
     if kind in ("queue", "dlq"):
         queue = target.rpartition("/")[0] if action.startswith("queue.group_") else target
         return format_html('<a href="{}">{}</a>', links.queue_url(queue or target), shown(target))
@@ -214,28 +216,6 @@ def with_times(text: object) -> SafeString:
     parts.append(conditional_escape(raw[last:]))
     # Every part is escaped above.
     return mark_safe("".join(parts))
-
-
-@register.filter(name="queue_url")
-def queue_url_filter(name: str, tail: str = "") -> str:
-    """``/queues/<name>/`` (``links.queue_url``); ``tail``: a sub-page ("purge")."""
-    return links.queue_url(name, *([tail] if tail else []))
-
-
-@register.simple_tag(name="message_url")
-def message_url_tag(queue: str, message_id: str) -> str:
-    return links.message_url(queue, message_id)
-
-
-@register.filter(name="kv_url")
-def kv_url_filter(namespace: str, tail: str = "") -> str:
-    """``/kv/<ns>/`` (``links.kv_url``); ``tail``: an action ("edit")."""
-    return links.kv_url(namespace, *([tail] if tail else []))
-
-
-@register.simple_tag(name="kv_key_url")
-def kv_key_url_tag(namespace: str, key: str) -> str:
-    return links.kv_key_url(namespace, key)
 
 
 register.filter("shown_text", shown_text)

@@ -187,15 +187,6 @@
     var field = filler.form.elements[filler.dataset.fill];
     if (field) { field.value = filler.dataset.value; field.focus(); }
   });
-  // The KV page's "Open" form goes to /kv/<namespace>/ (no inline handler:
-  // the Content-Security-Policy allows none).
-  document.addEventListener("submit", function (event) {
-    var form = event.target;
-    if (!form.hasAttribute || !form.hasAttribute("data-kv-open")) return;
-    event.preventDefault();
-    var ns = form.elements.ns.value.trim(), prefix = form.elements.prefix.value;
-    if (ns) window.location = "/kv/" + encodeURIComponent(ns) + "/" + (prefix ? "?prefix=" + encodeURIComponent(prefix) : "");
-  });
   document.addEventListener("htmx:responseError", function (event) {
     var xhr = event.detail.xhr, box = document.getElementById("notice");
     if (!box) return;

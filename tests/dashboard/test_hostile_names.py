@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import pytest
+from django.urls import resolve, reverse
 
 from queenadmin.dashboard import links
 from queenadmin.domain import ephemeral, kv, locks, queues, timers
@@ -98,6 +99,23 @@ def test_names_spell_into_one_segment_and_back():
         assert_survives_browsers("/queues/" + spelled + "/")
         assert links.name_of(unquote(spelled)) == name
     assert links.segment("orders.new") == "orders.new"
+
+
+def test_reverse_spells_every_name_into_the_page_of_that_name():
+    """``reverse`` (and so ``{% url %}``) spells a name through its converter:
+    every name, sub-delimiters (``&``, ``'``, ``;``) included, gives a URL a
+    browser sends as it is and that resolves to that name's page."""
+    for name in [*HOSTILE, "", ".", "~", "a&b=c+d;e:f@g!$'()*,", "//x", "a\\b"]:
+        for url_name, kwargs in (
+            ("dashboard:queue", {"name": name}),
+            ("dashboard:queue_message", {"name": name, "message_id": name}),
+            ("dashboard:kv_keys", {"namespace": name}),
+            ("dashboard:kv_key", {"namespace": name, "key": name}),
+        ):
+            url = reverse(url_name, kwargs=kwargs)
+            assert_survives_browsers(url)
+            found = resolve(unquote(url))
+            assert (found.view_name, found.kwargs) == (url_name, kwargs), (url_name, name)
 
 
 @pytest.fixture

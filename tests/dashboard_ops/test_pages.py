@@ -89,7 +89,7 @@ def test_csrf_is_enforced_on_actions(make_client, action, data):
 
 
 def test_get_on_an_action_leads_to_its_confirmation_and_does_nothing(operator, viewer, client, data):
-    """As every dashboard action (``common.staff_action``): GET asks first
+    """As every dashboard action (``views.access.staff_action``): GET asks first
     (here: the DLQ section's confirmations), needs the action's permission,
     and an anonymous caller gets 403, not the login page."""
     for action in ("replay", "purge"):

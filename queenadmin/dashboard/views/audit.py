@@ -14,7 +14,8 @@ from django.shortcuts import redirect, render
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, staff_action, who_of
+from queenadmin.dashboard.views.access import HtmxHttpRequest, page_view, staff_action, who_of
+from queenadmin.dashboard.views.querystring import paging
 from queenadmin.domain import events
 from queenadmin.domain.audit import KINDS
 from queenadmin.domain.kv.operator import kv_operator_revert, kv_revertible
@@ -99,7 +100,7 @@ def revert(request: HtmxHttpRequest, entry_id: int) -> HttpResponse:
     entry = AuditEntry.objects.filter(pk=entry_id).first()
     htmx = bool(request.htmx)
     template = "queenadmin/audit_revert.html"
-    ctx: dict[str, Any] = {"entry": entry, "page": "audit"}
+    ctx: dict[str, Any] = {"entry": entry, "entry_id": entry_id, "page": "audit"}
     plan = kv_revertible(entry) if entry is not None else None
     ctx["plan"] = plan
     if plan is not None:
@@ -122,4 +123,4 @@ def revert(request: HtmxHttpRequest, entry_id: int) -> HttpResponse:
         messages.success(request, f"Reverted {entry.target} (audit entry {entry_id}).")
     else:
         messages.warning(request, f"Not reverted: {entry.target} changed since that edit; a newer write wins.")
-    return redirect("/audit/")
+    return redirect("dashboard:audit")

@@ -16,11 +16,12 @@ from django.contrib import messages
 from django.http import HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.http import urlencode
 
 from queenadmin.dashboard import live
-from queenadmin.dashboard.views.common import HtmxHttpRequest, User, may_do, page_view, staff_action, who_of
-from queenadmin.dashboard.views.ops_common import int_param
+from queenadmin.dashboard.views.access import HtmxHttpRequest, User, may_do, page_view, staff_action, who_of
+from queenadmin.dashboard.views.querystring import int_param
 from queenadmin.dashboard.views.queues import MAX_BATCHES_PER_REQUEST, _ids, replay_target, replayed_to
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues import board
@@ -73,7 +74,7 @@ def _answer(request: HtmxHttpRequest, data: Any) -> HttpResponse:
     queue, group = _filters(data)
     query = {k: v for k, v in (("queue", queue), ("group", group)) if v}
     if not request.htmx:
-        return HttpResponseRedirect("/dlq/" + ("?" + urlencode(query) if query else ""), status=303)
+        return HttpResponseRedirect(reverse("dashboard:dlq") + ("?" + urlencode(query) if query else ""), status=303)
     params = QueryDict(mutable=True)
     params.update(query)
     ctx = live.page_context(DLQ, request.user, params)

@@ -14,7 +14,7 @@ from django.http import QueryDict
 
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import page_view
+from queenadmin.dashboard.views.access import page_view
 from queenadmin.domain import clock, ephemeral
 
 #: How often the live page re-reads the gauges.

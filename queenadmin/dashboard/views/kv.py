@@ -5,24 +5,17 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import Resolver404, resolve, reverse
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import links, live
-from queenadmin.dashboard.views.common import (
-    HtmxHttpRequest,
-    User,
-    page_view,
-    paging,
-    query,
-    staff_action,
-    staff_page,
-    who_of,
-)
+from queenadmin.dashboard.views.access import HtmxHttpRequest, User, staff_action, staff_page, who_of
+from queenadmin.dashboard.views.querystring import paging, query
 from queenadmin.domain import events, kv
 from queenadmin.domain.kv.operator import Expiry, OperatorWrite, kv_operator_delete, kv_operator_edit
 from queenadmin.domain.locks.operator import _split
@@ -99,7 +92,17 @@ def _namespace_page(name: str, template: str, context: live.Context) -> live.Liv
 
 
 KV_KEYS = _namespace_page("kv-keys", "queenadmin/kv_keys.html", keys_context)
-namespaces = page_view(KV)
+
+
+@staff_page("kv")
+def namespaces(request: HtmxHttpRequest) -> HttpResponse:
+    """The namespaces; with ``?ns=`` (the page's "Open" form), that
+    namespace's page, from the key ``prefix`` if one is given."""
+    namespace = request.GET.get("ns", "").strip()
+    if namespace:
+        prefix = request.GET.get("prefix", "")
+        return redirect(links.kv_url(namespace) + (query({"prefix": prefix}) if prefix else ""))
+    return live.render_page(request, KV)
 
 
 def _namespace_ok(namespace: str) -> bool:
@@ -147,7 +150,7 @@ KV_KEY = _namespace_page("kv-key", "queenadmin/kv_key.html", key_context)
 def key_detail(request: HtmxHttpRequest, namespace: str, key: str) -> HttpResponse:
     if namespace == LOCKS_NS:
         split = _split(key)
-        return redirect(f"/locks/?{query({'name': split[0] if split else key})[1:]}")
+        return redirect(reverse("dashboard:locks") + query({"name": split[0] if split else key}))
     params = QueryDict(mutable=True)
     params.update({"ns": namespace, "key": key})
     found = kv.kv_get_stored(namespace=namespace, key=key) is not None
@@ -180,13 +183,24 @@ def _version(raw: str) -> int:
         return -1
 
 
+def _from_key_page(request: HtmxHttpRequest) -> bool:
+    """Whether an htmx request came from a key's own page (``kv_key``)."""
+    path = unquote(urlsplit(request.headers.get("HX-Current-URL", "")).path)
+    try:
+        return resolve(path).view_name == "dashboard:kv_key"
+    except Resolver404:
+        return False
+
+
 def _outcome(request: HtmxHttpRequest, namespace: str, ctx: dict[str, Any], result: OperatorWrite) -> HttpResponse:
     ctx["result"] = result
     ctx["current_text"] = _pretty(result.current_value) if result.current_version else ""
     if request.htmx:
         # Acting from the key's own page refreshes that page, else the list.
-        on_key_page = "/key/" in urlsplit(request.headers.get("HX-Current-URL", "")).path
-        page, extra = (KV_KEY, {"ns": namespace, "key": ctx["key"]}) if on_key_page else (KV_KEYS, {"ns": namespace})
+        if _from_key_page(request):
+            page, extra = KV_KEY, {"ns": namespace, "key": ctx["key"]}
+        else:
+            page, extra = KV_KEYS, {"ns": namespace}
         return live.answer_action(request, page, "queenadmin/kv_action.html#outcome", ctx, extra=extra)
     verb = ctx["verb"]
     if result.applied:

@@ -7,11 +7,13 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, page_view, paging, query, staff_action, who_of
+from queenadmin.dashboard.views.access import HtmxHttpRequest, page_view, staff_action, who_of
+from queenadmin.dashboard.views.querystring import paging, query
 from queenadmin.domain import events
 from queenadmin.domain.locks.operator import Permit, lease_mark, lock_force_release, locks_page, server_lock
 from queenadmin.domain.masking import mask_token
@@ -110,4 +112,4 @@ def lock_release(request: HtmxHttpRequest) -> HttpResponse:
         messages.warning(request, f"{name}#{slot} was no longer held: it expired or was released.")
     else:
         messages.warning(request, f"{name}#{slot} is held by another lease now; nothing was released.")
-    return redirect("/locks/" + (query({"name": name}) if name else ""))
+    return redirect(reverse("dashboard:locks") + (query({"name": name}) if name else ""))

@@ -17,8 +17,8 @@ from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
 
 from queenadmin.dashboard import links, live
-from queenadmin.dashboard.views.common import HtmxHttpRequest, User, query, staff_page
-from queenadmin.dashboard.views.ops_common import int_param
+from queenadmin.dashboard.views.access import HtmxHttpRequest, User, staff_page
+from queenadmin.dashboard.views.querystring import int_param, query
 from queenadmin.dashboard.views.queues import queue_page
 from queenadmin.domain import clock
 from queenadmin.domain.queues import leases
@@ -85,7 +85,6 @@ def _render(request: HtmxHttpRequest, page: live.LivePage, params: QueryDict) ->
     ctx = live.page_context(page, request.user, params)
     if "missing" in ctx:
         raise Http404(ctx["missing"])
-    ctx["live_query"] = live.socket_query(params)
     target = request.htmx.target if request.htmx else None
     if target in {region.name for region in page.regions}:
         return render(request, f"{page.template}#{target}", ctx)

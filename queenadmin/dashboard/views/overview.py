@@ -10,8 +10,8 @@ from django.http import QueryDict
 from django.utils.safestring import SafeString
 
 from queenadmin.dashboard import live, svg
-from queenadmin.dashboard.views.common import User, page_view
-from queenadmin.dashboard.views.ops_common import age_seconds, short_duration
+from queenadmin.dashboard.views.access import User, page_view
+from queenadmin.dashboard.views.durations import age_seconds, short_duration
 from queenadmin.dashboard.views.queues import CHART_WINDOW, rate_unit, series_points
 from queenadmin.domain import clock, events
 from queenadmin.domain.kv import LOCKS_NAMESPACE, kv_namespaces

@@ -25,7 +25,7 @@ from django.utils.safestring import SafeString
 
 from queenadmin.conf import settings
 from queenadmin.dashboard import links, live, svg
-from queenadmin.dashboard.views.common import (
+from queenadmin.dashboard.views.access import (
     HtmxHttpRequest,
     User,
     actor_of,
@@ -34,7 +34,8 @@ from queenadmin.dashboard.views.common import (
     staff_action,
     staff_page,
 )
-from queenadmin.dashboard.views.ops_common import age_seconds, int_param, short_duration
+from queenadmin.dashboard.views.durations import age_seconds, short_duration
+from queenadmin.dashboard.views.querystring import int_param
 from queenadmin.domain import clock, events
 from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import board

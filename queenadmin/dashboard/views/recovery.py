@@ -20,7 +20,7 @@ from django.shortcuts import render
 
 from queenadmin.dashboard import links, live
 from queenadmin.dashboard.text import shown_text
-from queenadmin.dashboard.views.common import HtmxHttpRequest, staff_action, who_of
+from queenadmin.dashboard.views.access import HtmxHttpRequest, staff_action, who_of
 from queenadmin.dashboard.views.queues import QUEUE
 from queenadmin.domain.queues import board
 from queenadmin.domain.queues import operator as queue_operator

@@ -7,10 +7,11 @@ from itertools import groupby
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.http import urlencode
 
 from queenadmin.dashboard import links
-from queenadmin.dashboard.views.common import may_view, staff_page
+from queenadmin.dashboard.views.access import may_view, staff_page
 from queenadmin.domain import clock
 from queenadmin.domain.search import LIMIT, Hit, search
 
@@ -47,10 +48,10 @@ def url_of(hit: Hit) -> str:
     if hit.kind == "message":
         return links.message_url(hit.ref[0], hit.ref[1])
     if hit.kind == "lock":
-        return "/locks/?" + urlencode({"prefix": hit.ref[0]})
+        return reverse("dashboard:locks") + "?" + urlencode({"prefix": hit.ref[0]})
     if hit.kind == "kv":
         return links.kv_key_url(hit.ref[0], hit.ref[1])
-    return "/timers/?" + urlencode({"queue": hit.ref[0], "prefix": hit.ref[1]})
+    return reverse("dashboard:timers") + "?" + urlencode({"queue": hit.ref[0], "prefix": hit.ref[1]})
 
 
 @staff_page("overview")

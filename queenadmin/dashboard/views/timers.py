@@ -12,12 +12,14 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.safestring import SafeString
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live, svg
 from queenadmin.dashboard.permissions import User
-from queenadmin.dashboard.views.common import HtmxHttpRequest, query, staff_action, staff_page, who_of
+from queenadmin.dashboard.views.access import HtmxHttpRequest, staff_action, staff_page, who_of
+from queenadmin.dashboard.views.querystring import query
 from queenadmin.domain import clock, events, timers
 from queenadmin.domain.timers.bulk import (
     BULK_BATCH,
@@ -247,7 +249,13 @@ _ACTION = {"cancel": "timer.cancel", "move": "timer.move", "fire": "timer.fire"}
 def _timer_action(request: HtmxHttpRequest, verb: Verb) -> HttpResponse:
     source = request.POST if request.method == "POST" else request.GET
     ident = {k: source.get(k, "") for k in ("queue", "key", "message_id", "txn", "partition")}
-    ctx: dict[str, Any] = {**ident, "verb": verb, "page": "timers", "when": source.get("when", "")}
+    ctx: dict[str, Any] = {
+        **ident,
+        "verb": verb,
+        "action_url": reverse(f"dashboard:timer_{verb}"),
+        "page": "timers",
+        "when": source.get("when", ""),
+    }
     row = timers.timer_peek(queue=ident["queue"], timer_key=ident["key"]) if ident["queue"] and ident["key"] else None
     ctx["row"] = row if row is not None and row.message_id == ident["message_id"] else None
     template = "queenadmin/timers_action.html"
@@ -290,7 +298,7 @@ def _timer_action(request: HtmxHttpRequest, verb: Verb) -> HttpResponse:
     if htmx:
         return live.answer_action(request, TIMERS, template + "#outcome", ctx)
     messages.add_message(request, messages.SUCCESS if outcome.done else messages.WARNING, summary(outcome))
-    return redirect("/timers/" + query({"queue": ident["queue"]}))
+    return redirect(reverse("dashboard:timers") + query({"queue": ident["queue"]}))
 
 
 def summary(outcome: OperatorOutcome) -> str:
@@ -338,6 +346,7 @@ def _bulk_action(request: HtmxHttpRequest, verb: BulkVerb) -> HttpResponse:
     filtered = parse_filter(source, now=clock.now())
     ctx: dict[str, Any] = {
         "verb": verb,
+        "action_url": reverse(f"dashboard:timers_bulk_{verb}"),
         "page": "timers",
         # The filter as resolved now: a relative time (+1d) is sent back as
         # the moment the operator confirmed, not read again later.
@@ -396,7 +405,7 @@ def _bulk_action(request: HtmxHttpRequest, verb: BulkVerb) -> HttpResponse:
         return refuse(exc.detail)
     level = messages.SUCCESS if outcome.done and not outcome.missing else messages.WARNING
     messages.add_message(request, level, bulk_summary(outcome))
-    return redirect(f"/timers/{ctx['back_query']}", permanent=False)
+    return redirect(reverse("dashboard:timers") + ctx["back_query"], permanent=False)
 
 
 def _verb_view(act: Callable[[HtmxHttpRequest, Any], HttpResponse], verb: str) -> Callable[..., HttpResponse]:

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.http import urlencode
 
-from queenadmin.dashboard.views.common import staff_page
+from queenadmin.dashboard.views.access import staff_page
 from queenadmin.domain.tokens import TokenInfo, token_list
 
 
@@ -30,10 +31,13 @@ class TokenRow:
 @staff_page("tokens")
 def tokens_page(request: HttpRequest) -> HttpResponse:
     rows = [
-        TokenRow(t, [line for line in t.grants.splitlines() if line.strip()],
-                 "/admin/queenadmin/apitoken/?" + urlencode({"q": t.name}))
+        TokenRow(
+            t,
+            [line for line in t.grants.splitlines() if line.strip()],
+            reverse("admin:queenadmin_apitoken_changelist") + "?" + urlencode({"q": t.name}),
+        )
         for t in token_list()
-    ]  # fmt: skip
+    ]
     ctx = {
         "page": "tokens",
         "active": [r for r in rows if r.token.revoked_at is None],

@@ -1,23 +1,12 @@
-"""Small helpers of the overview, queues and search pages (ages, durations, ints).
-
-Access is ``views/common.py``'s ``staff_page`` / ``staff_action``, as on
-every other page.
-"""
+"""Ages and durations as the overview and queue pages show them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 
 
 def age_seconds(moment: datetime | None, now: datetime) -> float | None:
     return None if moment is None else max(0.0, (now - moment).total_seconds())
-
-
-def int_param(params: Mapping[str, str], name: str) -> int | None:
-    """A non-negative integer parameter, or None when absent or bad."""
-    raw = params.get(name, "")
-    return int(raw) if raw.isdigit() and len(raw) < 19 else None
 
 
 def short_duration(seconds: float | None) -> str:

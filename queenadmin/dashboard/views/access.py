@@ -1,13 +1,13 @@
-"""What every dashboard view shares: who may look, who may act, and how.
+"""Who may use a dashboard view, and who acts through it.
 
 ``staff_page`` (a GET page: staff with the page's view permission, else the
 login page or 403), ``page_view`` (that around ``live.render_page``),
 ``staff_action`` (POST with CSRF, the action's change permission, else 403
 even when anonymous; its GET is the confirmation), ``who_of`` /
-``reason_of`` (the operator and their reason, for the audit), ``paging``
-and ``can``. A lost compare-and-set or a timer that already fired answers
-200 with its explanation, bad input 422 with the form, no permission 403
-(style.md section 6).
+``reason_of`` (the operator and their reason, for the audit). A lost
+compare-and-set or a timer that already fired answers 200 with its
+explanation, bad input 422 with the form, no permission 403 (style.md
+section 6).
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.middleware import HtmxDetails
 
@@ -35,8 +34,6 @@ __all__ = [
     "may_do",
     "may_view",
     "page_view",
-    "paging",
-    "query",
     "reason_of",
     "staff_action",
     "staff_page",
@@ -115,28 +112,3 @@ def actor_of(request: HttpRequest) -> str:
 def who_of(request: HttpRequest) -> Who:
     """Who acts through the dashboard, and the reason they typed."""
     return Who(actor_of(request), reason_of(request))
-
-
-def query(params: dict[str, Any] | Any, **changes: Any) -> str:
-    """``?a=1&b=2`` from ``params`` with ``changes`` applied; empty values dropped.
-
-    For links that keep a page's filters (``after`` is reset by default,
-    since a new filter starts at the first page).
-    """
-    merged = {k: params.get(k, "") for k in params}
-    merged.setdefault("after", "")
-    if "after" not in changes:
-        merged["after"] = ""
-    merged.update(changes)
-    kept = {k: v for k, v in merged.items() if v not in ("", None)}
-    return "?" + urlencode(kept) if kept else "?"
-
-
-def paging(params: QueryDict, next_after: str | None) -> dict[str, str]:
-    """A keyset page's links, keeping ``params``' filters: ``next_query``
-    (after ``next_after``; empty on the last page) and ``first_query``
-    (empty on the first page)."""
-    return {
-        "next_query": query(params, after=next_after) if next_after else "",
-        "first_query": query(params) if params.get("after") else "",
-    }
