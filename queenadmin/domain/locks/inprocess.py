@@ -26,7 +26,6 @@ from typing import Literal
 from channels.db import database_sync_to_async
 from django.db import connection
 
-from queenadmin.conf import settings
 from queenadmin.domain import clock, kv
 from queenadmin.domain.locks import (
     RETRY_INTERVAL,
@@ -108,7 +107,7 @@ def reap_expired(*, before: datetime | None = None) -> int:
     ``serve``'s reaper runs the same KV reap every few seconds.
     """
     total = 0
-    batch = settings.REAPER_BATCH_SIZE
+    batch = kv.REAPER_BATCH_SIZE
     while True:
         removed = kv.kv_reap_expired(before=before, batch_size=batch)
         total += removed

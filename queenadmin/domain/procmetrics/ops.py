@@ -32,6 +32,8 @@ from queenadmin.domain.procmetrics.store import SampleRow, store
 
 #: The environment variable ``serve`` sets to the port it listens on.
 PORT_ENV = "QUEENADMIN_SERVE_PORT"
+#: Rows deleted per pruning statement. Internal, not a setting (docs/settings.md, "Internal constants").
+PRUNE_BATCH = 1000
 
 
 def _proc_stat() -> tuple[int, int, int] | None:
@@ -81,13 +83,13 @@ def retention() -> timedelta:
 def procmetrics_record(*, now: datetime | None = None, row: SampleRow | None = None) -> int:
     """Write this process's reading (or ``row``) and prune old rows.
 
-    Returns the rows pruned (at most ``SAMPLES_PRUNE_BATCH`` a call).
+    Returns the rows pruned (at most ``PRUNE_BATCH`` a call).
     """
     now = now or clock.now()
     row = row or procmetrics_read_self(now=now)
     with transaction.atomic(durable=True):
         store().insert(row)
-        return store().delete_before(now - retention(), batch=settings.SAMPLES_PRUNE_BATCH)
+        return store().delete_before(now - retention(), batch=PRUNE_BATCH)
 
 
 @dataclass(frozen=True)
