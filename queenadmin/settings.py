@@ -1,7 +1,10 @@
 """Django settings for queenadmin.
 
 The environment is read once, here (``ENV`` below), for the variables
-``queenadmin/conf.py`` declares (its list, and docs/settings.md made from it):
+``queenadmin/conf.py`` declares: its list is every setting, and
+docs/settings.md is made from it. The app settings (``QUEENADMIN_OPEN_API``,
+``QUEENADMIN_FRAMED_POP``, ...) become Django's ``QUEENADMIN_<NAME>``, which
+``conf.settings`` reads; the others make Django's own settings:
 
 - ``DATABASE_URL``: ``postgresql://...`` or ``sqlite:///path``; unset means
   SQLite in ``QUEENADMIN_DATA_DIR`` (default ``./data``).
@@ -14,12 +17,6 @@ The environment is read once, here (``ENV`` below), for the variables
   ``CSRF_TRUSTED_ORIGINS``, which the live socket's origin check reads too
   (``server/origins.py``), so forms and the socket trust the same pages.
   ``DJANGO_CSRF_TRUSTED_ORIGINS``, its older name, is added to it.
-- ``QUEENADMIN_OPEN_API``: ``1`` serves ``/api/v1`` without tokens, for
-  local development only; nothing turns it on by itself (not ``make run``).
-  ``serve`` prints a warning when it is on, and refuses it on a host other
-  than a loopback address unless ``QUEENADMIN_OPEN_API_ANY_HOST=1`` says
-  so. Requests a browser could send from another site's page are refused
-  in that mode (``api/openmode.py``).
 - ``QUEENADMIN_DB_POOLER``: ``transaction`` when ``DATABASE_URL`` reaches
   PostgreSQL through a pooler in transaction pooling (PgBouncer's
   ``pool_mode = transaction``): nothing then relies on a server session
@@ -45,9 +42,6 @@ The environment is read once, here (``ENV`` below), for the variables
 - ``QUEENADMIN_CSP_REPORT_ONLY``: ``1`` sends the browser pages'
   Content-Security-Policy as ``Content-Security-Policy-Report-Only``
   (reported, not enforced); see ``server/csp.py``.
-- ``QUEENADMIN_FRAMED_POP``: ``1`` answers a pop that asks for
-  ``frames=true`` with the framed answer instead of JSON (off: it measured
-  no cheaper, ``conf.py``).
 """
 
 from __future__ import annotations
