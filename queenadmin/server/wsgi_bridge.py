@@ -56,7 +56,8 @@ def http_threads() -> int:
 
 
 #: The body limit of every route but the API's writes (login, dashboard,
-#: static files; ``MAX_BODY_BYTES`` for those). Internal, not a setting (docs/settings.md, "Internal constants").
+#: static files; ``MAX_BODY_BYTES`` for those). Internal, not a setting
+#: (docs/settings.md, "Internal constants").
 SMALL_BODY_BYTES = 1024 * 1024
 
 #: Methods whose body the API's write routes read.

@@ -32,7 +32,8 @@ from queenadmin.domain.procmetrics.store import SampleRow, store
 
 #: The environment variable ``serve`` sets to the port it listens on.
 PORT_ENV = "QUEENADMIN_SERVE_PORT"
-#: Rows deleted per pruning statement. Internal, not a setting (docs/settings.md, "Internal constants").
+#: Rows deleted per pruning statement. Internal, not a setting
+#: (docs/settings.md, "Internal constants").
 PRUNE_BATCH = 1000
 
 

@@ -45,8 +45,9 @@ __all__ = ["ANY", "CHANNEL", "PRIVATE_KEY_PREFIX", "Hub", "Lane", "hub", "notify
 ANY = "*"
 
 #: A waiting pop re-tries its claim at least this often, in case a wake-up
-#: was lost (a push wakes it at once). Internal, not a setting (docs/settings.md, "Internal constants"); a test hook
-#: (conf.TEST_HOOKS): the pooler tests make it slow.
+#: was lost (a push wakes it at once). Internal, not a setting
+#: (docs/settings.md, "Internal constants"); a test hook (conf.TEST_HOOKS):
+#: the pooler tests make it slow.
 POP_RECHECK_SECONDS = 2.0
 
 

@@ -42,8 +42,9 @@ logger = logging.getLogger(__name__)
 
 #: A step stops adding timers past this many payload bytes.
 FIRE_MAX_BYTES = 4 * 1024 * 1024
-#: The lease of a loop's permit of ``LOOP_LOCK``, in seconds. Internal, not a setting (docs/settings.md, "Internal constants");
-#: a test hook (conf.TEST_HOOKS): the frozen-loop test makes it short.
+#: The lease of a loop's permit of ``LOOP_LOCK``, in seconds. Internal, not
+#: a setting (docs/settings.md, "Internal constants"); a test hook
+#: (conf.TEST_HOOKS): the frozen-loop test makes it short.
 TIMER_LEASE_SECONDS = 10.0
 
 
