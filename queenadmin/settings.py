@@ -1,10 +1,11 @@
 """Django settings for queenadmin.
 
-The environment is read once, here: ``DATABASE_URL``, ``REDIS_URL``,
-``DATABASE_LISTEN_URL``, the ``DJANGO_*`` variables and the
-``QUEENADMIN_*`` ones that shape Django itself (origins, HTTPS and HSTS,
-the pooler, open-API mode, CSP). What each means: docs/reference.md
-("Environment settings"); every app setting of ``conf.py``: docs/settings.md.
+The environment is read once, here (``ENV`` below), for the variables
+``queenadmin/conf.py`` declares: its list is every setting, and
+docs/settings.md, made from it, says what each means. The app settings
+become Django's ``QUEENADMIN_<NAME>``, which ``conf.settings`` reads; the
+others (``DATABASE_URL``, ``REDIS_URL``, the ``DJANGO_*`` variables,
+origins, HTTPS and HSTS, the pooler, CSP) make Django's own settings.
 """
 
 from __future__ import annotations
@@ -15,19 +16,35 @@ from typing import Any
 
 import dj_database_url
 
+from queenadmin import conf
 from queenadmin.plumbing.files import create_private_file, private_data_dir
 from queenadmin.server.csp import csp_settings
 from queenadmin.server.origins import parse_origins
 
+#: Every variable conf.py declares that the environment sets (not empty),
+#: typed, by setting name: the one read of the environment.
+ENV = conf.read_environ(os.environ)
+
+
+def _env(name: str) -> Any:
+    """A declared setting: the environment's value, else its default."""
+    return ENV[name] if name in ENV else conf.default(name)
+
+
+# The app settings the environment gives (conf.settings reads them as
+# QUEENADMIN_<NAME>; the few this module works out itself are set again
+# below), and the internal constants a test changes (conf.TEST_HOOKS).
+globals().update({f"QUEENADMIN_{name}": value for name, value in ENV.items() if conf.app_or_hook(name)})
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(os.environ.get("QUEENADMIN_DATA_DIR", BASE_DIR / "data"))
+DATA_DIR = Path(_env("DATA_DIR") or BASE_DIR / "data")
 
 
 if DATA_DIR.exists():
     # A folder an older version left 0755 is tightened on every start.
     private_data_dir(DATA_DIR)
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+SECRET_KEY = _env("DJANGO_SECRET_KEY")
 #: True when no DJANGO_SECRET_KEY was given and the key below is this
 #: install's own (serve refuses that on PostgreSQL).
 SECRET_KEY_GENERATED = not SECRET_KEY
@@ -42,37 +59,31 @@ if not SECRET_KEY:
     create_private_file(_key_file, secrets.token_urlsafe(50))
     SECRET_KEY = _key_file.read_text().strip()
 
-DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
+DEBUG = _env("DJANGO_DEBUG") == "1"
+ALLOWED_HOSTS = _env("DJANGO_ALLOWED_HOSTS").split(",")
 #: Origins the dashboard's and the admin's forms, and the live socket, may
 #: come from when they are not the address the server sees, e.g.
 #: "https://queen.example.com" behind a proxy that rewrites Host or the port
 #: (QUEENADMIN_ORIGINS, then the older DJANGO_CSRF_TRUSTED_ORIGINS).
 CSRF_TRUSTED_ORIGINS = [
-    *parse_origins(os.environ.get("QUEENADMIN_ORIGINS", ""), name="QUEENADMIN_ORIGINS"),
-    *parse_origins(os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", ""), name="DJANGO_CSRF_TRUSTED_ORIGINS"),
+    *parse_origins(_env("ORIGINS"), name="QUEENADMIN_ORIGINS"),
+    *parse_origins(_env("DJANGO_CSRF_TRUSTED_ORIGINS"), name="DJANGO_CSRF_TRUSTED_ORIGINS"),
 ]
 
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
 #: Browsers reach this server over HTTPS only (docs/security.md, "HTTPS behind a proxy").
-QUEENADMIN_HTTPS = _env_flag("QUEENADMIN_HTTPS")
+QUEENADMIN_HTTPS = _env("HTTPS")
 # No SECURE_PROXY_SSL_HEADER: uvicorn already turned a trusted proxy's
 # X-Forwarded-Proto into the request's scheme, and the setting would trust
 # the header from any client.
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = QUEENADMIN_HTTPS
-SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "") or (31536000 if QUEENADMIN_HTTPS else 0))
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS")
-SECURE_HSTS_PRELOAD = _env_flag("DJANGO_SECURE_HSTS_PRELOAD")
+SECURE_HSTS_SECONDS = ENV.get("DJANGO_SECURE_HSTS_SECONDS", 31536000 if QUEENADMIN_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = _env("DJANGO_SECURE_HSTS_PRELOAD")
 #: The browser pages' Content-Security-Policy is only reported, not enforced.
-QUEENADMIN_CSP_REPORT_ONLY = _env_flag("QUEENADMIN_CSP_REPORT_ONLY")
+QUEENADMIN_CSP_REPORT_ONLY = _env("CSP_REPORT_ONLY")
 # CONTENT_SECURITY_POLICY and its _REPORT_ONLY twin (server/csp.py). Read
 # here, not through conf.py: django-csp reads these two settings itself.
 globals().update(csp_settings(report_only=QUEENADMIN_CSP_REPORT_ONLY))
-QUEENADMIN_FRAMED_POP = _env_flag("QUEENADMIN_FRAMED_POP")
 
 INSTALLED_APPS = [
     # django.contrib.admin with queenadmin's site (second factor at login).
@@ -123,13 +134,13 @@ MIDDLEWARE = [
     # Last, as axes asks: turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
-if os.environ.get("QUEENADMIN_RECORD_ANSWERS"):  # a test hook: see queenadmin/api/recording.py
+if "QUEENADMIN_RECORD_ANSWERS" in ENV:  # a test hook: see queenadmin/api/recording.py
     MIDDLEWARE.append("queenadmin.api.recording.RecordAnswersMiddleware")
 
 ROOT_URLCONF = "queenadmin.urls"
 #: The websocket routes, named as ROOT_URLCONF is: the server (server/app.py)
 #: serves them without importing the dashboard, which stands above it.
-QUEENADMIN_WEBSOCKET_ROUTES = "queenadmin.dashboard.routing.websocket_urlpatterns"
+QUEENADMIN_WEBSOCKET_ROUTES = _env("WEBSOCKET_ROUTES")
 WSGI_APPLICATION = "queenadmin.wsgi.application"
 ASGI_APPLICATION = "queenadmin.asgi.application"
 
@@ -149,28 +160,23 @@ TEMPLATES = [
     },
 ]
 
-_database_url = os.environ.get("DATABASE_URL", "")
+_database_url = _env("DATABASE_URL")
 #: "transaction": PostgreSQL is reached through a transaction pooler, so
 #: nothing may rely on a session outliving a transaction (docs/reference.md);
 #: "" (or "session", where nothing differs): directly.
-QUEENADMIN_DB_POOLER = os.environ.get("QUEENADMIN_DB_POOLER", "").strip().lower()
+QUEENADMIN_DB_POOLER = _env("DB_POOLER").strip().lower()
 if QUEENADMIN_DB_POOLER in ("none", "session"):
     QUEENADMIN_DB_POOLER = ""
 if QUEENADMIN_DB_POOLER not in ("", "transaction"):
     raise ValueError("QUEENADMIN_DB_POOLER must be transaction, session or none")
 #: The pooler keeps prepared statements per client (PgBouncer >= 1.21 with
 #: max_prepared_statements > 0): the hot statements may stay prepared.
-QUEENADMIN_DB_POOLER_PREPARED = os.environ.get("QUEENADMIN_DB_POOLER_PREPARED", "").strip().lower() in (
-    "1",
-    "true",
-    "yes",
-    "on",
-)
+QUEENADMIN_DB_POOLER_PREPARED = _env("DB_POOLER_PREPARED")
 #: A direct connection's URL, only for LISTEN (plumbing/db.listen_params).
-QUEENADMIN_DB_LISTEN_URL = os.environ.get("DATABASE_LISTEN_URL", "").strip()
+QUEENADMIN_DB_LISTEN_URL = _env("DB_LISTEN_URL").strip()
 #: Transaction pooling without DATABASE_LISTEN_URL: waiting pops and the
 #: timer loops look for other replicas' writes this often, in seconds.
-QUEENADMIN_DB_POOLER_POLL_SECONDS = float(os.environ.get("QUEENADMIN_DB_POOLER_POLL_SECONDS", "0.5"))
+QUEENADMIN_DB_POOLER_POLL_SECONDS = _env("DB_POOLER_POLL_SECONDS")
 if _database_url:
     _db = dj_database_url.parse(_database_url)
 else:
@@ -184,7 +190,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     # FULL: a write acknowledged is on disk, even through a power loss
     # (NORMAL may lose the last ones in WAL mode). bench/README.md measures the cost;
     # QUEENADMIN_SQLITE_SYNCHRONOUS=NORMAL relaxes it.
-    _synchronous = os.environ.get("QUEENADMIN_SQLITE_SYNCHRONOUS", "FULL").upper()
+    _synchronous = _env("SQLITE_SYNCHRONOUS").upper()
     if _synchronous not in ("FULL", "NORMAL", "EXTRA"):
         raise ValueError("QUEENADMIN_SQLITE_SYNCHRONOUS must be FULL, NORMAL or EXTRA")
     # Writers queue at BEGIN instead of failing halfway with "database is
@@ -196,7 +202,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         "init_command": sqlite_init_command(_synchronous),
     }
-    _db["CONN_MAX_AGE"] = 0 if os.environ.get("QUEENADMIN_SQLITE_NO_PERSIST") else 600
+    _db["CONN_MAX_AGE"] = 0 if _env("SQLITE_NO_PERSIST") else 600
 elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
     # Django's backend with the health check only after idle (pgbackend/base.py).
     _db["ENGINE"] = "queenadmin.pgbackend"
@@ -206,7 +212,7 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
     #: A thread holds one only while it works, so 8 serve 16+ threads.
     #: Off by default for now: with it on, the timer test of a loop frozen
     #: mid-step (tests/unit/test_timers_concurrency.py) fails; see issue 13.
-    _pool_size = int(os.environ.get("QUEENADMIN_DB_POOL_SIZE", "0"))
+    _pool_size = _env("DB_POOL_SIZE")
     if _pool_size > 0:
         # Pooled connections are reused, never re-opened per request
         # (framework-ceilings.md: opening one costs 5-6 ms of PostgreSQL
@@ -221,7 +227,7 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
     else:
         # Persistent connections, one per thread (framework-ceilings.md:
         # never CONN_MAX_AGE=0 unpooled).
-        _db["CONN_MAX_AGE"] = int(os.environ.get("QUEENADMIN_CONN_MAX_AGE", "60"))
+        _db["CONN_MAX_AGE"] = _env("CONN_MAX_AGE")
         _db["CONN_HEALTH_CHECKS"] = True
     if QUEENADMIN_DB_POOLER == "transaction":
         # A transaction pooler hands each transaction whichever server
@@ -239,15 +245,15 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
         # keeps the automatic kind off and lets plumbing/db.pg_run prepare its
         # hot statements.
         _db["OPTIONS"].setdefault("prepare_threshold", 2**62)
-if _db["ENGINE"] == "queenadmin.pgbackend" and os.environ.get("QUEENADMIN_TEST_DB_NAME"):
+if _db["ENGINE"] == "queenadmin.pgbackend" and "QUEENADMIN_TEST_DB_NAME" in ENV:
     # Lets several test runs share one PostgreSQL server without sharing a
     # test database.
-    _db["TEST"] = {"NAME": os.environ["QUEENADMIN_TEST_DB_NAME"]}
+    _db["TEST"] = {"NAME": ENV["QUEENADMIN_TEST_DB_NAME"]}
 DATABASES = {"default": _db}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-_redis_url = os.environ.get("REDIS_URL", "")
+_redis_url = _env("REDIS_URL")
 if _redis_url:
     CHANNEL_LAYERS = {
         "default": {
@@ -310,36 +316,11 @@ LOGOUT_REDIRECT_URL = "/login/"
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024 + 1
 
 
-def _app_settings_from_env() -> dict[str, Any]:
-    """Every app setting of ``queenadmin/conf.py`` may come from the
-    environment as ``QUEENADMIN_<NAME>``, typed by its default (booleans:
-    ``1``/``true``/``yes``/``on``)."""
-    from queenadmin.conf import _Settings
-
-    found: dict[str, Any] = {}
-    for name, default in vars(_Settings).items():
-        raw = os.environ.get(f"QUEENADMIN_{name}", "") if name.isupper() else ""
-        if not raw:
-            continue
-        if isinstance(default, bool):
-            found[f"QUEENADMIN_{name}"] = raw.strip().lower() in ("1", "true", "yes", "on")
-        elif isinstance(default, int):
-            found[f"QUEENADMIN_{name}"] = int(raw)
-        elif isinstance(default, float):
-            found[f"QUEENADMIN_{name}"] = float(raw)
-        else:
-            found[f"QUEENADMIN_{name}"] = raw
-    return found
-
-
-globals().update(_app_settings_from_env())
-
-
 def _logging() -> dict[str, Any]:
     # QUEENADMIN_LOG_FORMAT (text or json) and QUEENADMIN_LOG_LEVEL: see server/logs.py.
     from queenadmin.server.logs import logging_config
 
-    return logging_config()
+    return logging_config(log_format=_env("LOG_FORMAT"), level=_env("LOG_LEVEL"))
 
 
 LOGGING = _logging()

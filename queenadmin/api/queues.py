@@ -144,7 +144,7 @@ async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
         if claim.retry_at is not None:
             until_free = (claim.retry_at - clock.now()).total_seconds() + 0.01
             recheck_at = loop.time() + max(0.01, until_free)
-        empty_until = loop.time() + settings.POP_RECHECK_SECONDS
+        empty_until = loop.time() + wakeups.pop_recheck_seconds()
         hub.note_empty(key, shape, generation, empty_until if recheck_at is None else min(recheck_at, empty_until))
         woken = await hub.wait(key, generation, remaining, lane=lane, recheck_at=recheck_at)
         if not woken:

@@ -29,9 +29,10 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import psycopg
-from django.conf import settings as django_settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg import Cursor as PgCursor
+
+from queenadmin.conf import settings as app_settings
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def database_label() -> str:
 
 def pooler() -> str:
     """``"transaction"`` behind a transaction pooler, else ``""`` (settings.py)."""
-    return str(getattr(django_settings, "QUEENADMIN_DB_POOLER", ""))
+    return app_settings.DB_POOLER
 
 
 def may_prepare() -> bool:
@@ -86,7 +87,7 @@ def may_prepare() -> bool:
     Not behind a transaction pooler, unless it tracks prepared statements
     per client (``QUEENADMIN_DB_POOLER_PREPARED``).
     """
-    return pooler() != "transaction" or bool(getattr(django_settings, "QUEENADMIN_DB_POOLER_PREPARED", False))
+    return pooler() != "transaction" or app_settings.DB_POOLER_PREPARED
 
 
 #: Advisory lock that serialises ``migrate`` among replicas starting
@@ -195,7 +196,7 @@ def connect_params() -> dict[str, Any]:
 
 
 def _listen_url() -> str:
-    return str(getattr(django_settings, "QUEENADMIN_DB_LISTEN_URL", ""))
+    return app_settings.DB_LISTEN_URL
 
 
 def listen_params() -> dict[str, Any] | None:
@@ -222,7 +223,7 @@ def wake_poll_seconds() -> float | None:
     where notifications come (or, on SQLite, where one process serves)."""
     if not is_postgres() or pooler() != "transaction" or _listen_url():
         return None
-    return float(getattr(django_settings, "QUEENADMIN_DB_POOLER_POLL_SECONDS", 0.5))
+    return app_settings.DB_POOLER_POLL_SECONDS
 
 
 #: SQLSTATEs of a prepared statement missing from the server session, or

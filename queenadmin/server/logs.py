@@ -1,7 +1,9 @@
 """Logging of a serving process: text for people, JSON lines for collectors.
 
 ``QUEENADMIN_LOG_FORMAT`` picks ``text`` (the default) or ``json``;
-``QUEENADMIN_LOG_LEVEL`` the level of our own loggers (default ``INFO``).
+``QUEENADMIN_LOG_LEVEL`` the level of our own loggers (default ``INFO``),
+``QUEENADMIN_UVICORN_LOG_LEVEL`` uvicorn's (queenadmin/conf.py; settings.py
+passes them in, before ``conf.settings`` can be read).
 The same configuration goes to Django (``settings.LOGGING``) and to uvicorn
 (``serve`` passes it as uvicorn's ``log_config``, which every worker process
 applies), so ``serve``'s own lines, the access log and errors all come out
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,19 +39,17 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-def log_format() -> str:
-    return "json" if os.environ.get("QUEENADMIN_LOG_FORMAT", "").strip().lower() == "json" else "text"
-
-
-def logging_config(*, uvicorn: bool = False, access_log: bool = False) -> dict[str, Any]:
+def logging_config(
+    *, log_format: str, level: str, uvicorn_level: str = "WARNING", uvicorn: bool = False, access_log: bool = False
+) -> dict[str, Any]:
     """A ``logging.config.dictConfig`` dictionary for the current environment.
 
     ``uvicorn`` adds uvicorn's loggers (``serve`` passes this one to uvicorn;
     Django's own configuration leaves them alone, or it would turn the
     access log back on in each worker).
     """
-    level = os.environ.get("QUEENADMIN_LOG_LEVEL", "INFO").upper()
-    json_lines = log_format() == "json"
+    level = level.upper()
+    json_lines = log_format.strip().lower() == "json"
     formatters: dict[str, Any] = {
         "plain": {"format": "%(message)s"},
         "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
@@ -69,7 +68,7 @@ def logging_config(*, uvicorn: bool = False, access_log: bool = False) -> dict[s
     if uvicorn:
         loggers["uvicorn.error"] = {
             "handlers": ["console"],
-            "level": os.environ.get("QUEENADMIN_UVICORN_LOG_LEVEL", "WARNING").upper(),
+            "level": uvicorn_level.upper(),
             "propagate": False,
         }
         loggers["uvicorn.access"] = {

@@ -39,7 +39,7 @@ def reap_once() -> int:
     while True:
         removed = kv.kv_reap_expired()
         total += removed
-        if removed < settings.REAPER_BATCH_SIZE:
+        if removed < kv.REAPER_BATCH_SIZE:
             return total
 
 

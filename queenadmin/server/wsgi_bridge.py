@@ -14,7 +14,7 @@ Every body is read here, on the event loop, before any thread is involved
 thread, so ``/health`` and the API stopped answering):
 
 - the API's write routes take bodies up to ``MAX_BODY_BYTES``; every other
-  route (login, dashboard, static) up to ``SMALL_BODY_BYTES``; a declared
+  route (login, dashboard, static) up to ``SMALL_BODY_BYTES`` (1 MiB); a declared
   length over the limit is refused (413) before a byte is read;
 - after ``BODY_GRACE_SECONDS`` the body must keep arriving at an average of
   ``BODY_MIN_RATE`` bytes a second, else 408;
@@ -40,21 +40,25 @@ from queenadmin.plumbing import compat
 Message = dict[str, Any]
 T = TypeVar("T")
 
-#: WSGI threads per process unless ``QUEENADMIN_HTTP_THREADS`` says otherwise.
-#: Every thread that runs Python wants the GIL: with 8 threads, one process
-#: made ~10 voluntary context switches per single KV put in its worker
-#: threads (most of them GIL hand-offs) and 59 futex calls, and served
-#: 1,554 puts/s at 16 connections against 1,907 with 4 threads and 1,793
-#: with 2 (bench/README.md, 2026-12-01). A transaction (several statements,
-#: so more time waiting on PostgreSQL) measured the same with 4 as with 8.
-#: Raise it when PostgreSQL is far away: each thread waits out its round trips.
-DEFAULT_HTTP_THREADS = 4
 
-
+# WSGI threads per process: QUEENADMIN_HTTP_THREADS, 4 by default
+# (queenadmin/conf.py). Every thread that runs Python wants the GIL: with 8
+# threads, one process made ~10 voluntary context switches per single KV put
+# in its worker threads (most of them GIL hand-offs) and 59 futex calls, and
+# served 1,554 puts/s at 16 connections against 1,907 with 4 threads and
+# 1,793 with 2 (bench/README.md, 2026-12-01). A transaction (several
+# statements, so more time waiting on PostgreSQL) measured the same with 4 as
+# with 8. Raise it when PostgreSQL is far away: each thread waits out its
+# round trips.
 def http_threads() -> int:
-    """WSGI threads per process: ``QUEENADMIN_HTTP_THREADS`` or the default."""
-    return int(os.environ.get("QUEENADMIN_HTTP_THREADS", DEFAULT_HTTP_THREADS))
+    """WSGI threads per process: ``QUEENADMIN_HTTP_THREADS`` (default 4)."""
+    return settings.HTTP_THREADS
 
+
+#: The body limit of every route but the API's writes (login, dashboard,
+#: static files; ``MAX_BODY_BYTES`` for those). Internal, not a setting
+#: (docs/settings.md, "Internal constants").
+SMALL_BODY_BYTES = 1024 * 1024
 
 #: Methods whose body the API's write routes read.
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -87,7 +91,7 @@ def body_limit(scope: dict[str, Any]) -> int:
     """The largest body a request may send: large only on API writes."""
     if scope.get("method") in _WRITE_METHODS and scope["path"].startswith(("/api/", "/streams/")):
         return settings.MAX_BODY_BYTES
-    return settings.SMALL_BODY_BYTES
+    return SMALL_BODY_BYTES
 
 
 async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:

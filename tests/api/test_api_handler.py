@@ -138,12 +138,14 @@ def test_serve_answers_the_websocket_routes_the_settings_name(settings):
     assert asgi._websocket_routes() == []
 
 
-def test_the_wsgi_threads_default_to_four_and_follow_the_environment(monkeypatch):
+def test_the_wsgi_threads_default_to_four_and_follow_the_setting(settings):
+    """QUEENADMIN_HTTP_THREADS (the environment reaches it through
+    settings.py: tests/unit/test_settings_list.py)."""
     from queenadmin.server import wsgi_bridge
 
-    monkeypatch.delenv("QUEENADMIN_HTTP_THREADS", raising=False)
+    del settings.QUEENADMIN_HTTP_THREADS
     assert wsgi_bridge.http_threads() == 4
-    monkeypatch.setenv("QUEENADMIN_HTTP_THREADS", "12")
+    settings.QUEENADMIN_HTTP_THREADS = 12
     assert wsgi_bridge.http_threads() == 12
 
 

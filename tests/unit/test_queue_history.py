@@ -12,7 +12,7 @@ import time_machine
 from django.db import transaction
 
 from queenadmin.domain import clock, queues
-from queenadmin.domain.queues import history
+from queenadmin.domain.queues import history, sampler
 from queenadmin.domain.queues.sampler import SamplerLoop
 from queenadmin.models import QueueSample
 from queenadmin.plumbing.db import json_text
@@ -164,12 +164,12 @@ def test_a_deleted_group_never_makes_a_counter_negative():
 
 
 @pytest.mark.django_db
-def test_rollup_and_pruning_keep_the_table_bounded(settings):
+def test_rollup_and_pruning_keep_the_table_bounded(settings, monkeypatch):
     """Ticks roll up into coarse rows (sums, last gauges); fine rows go once
     older than their retention and rolled up, coarse ones after theirs; the
     series reads fine rows for recent spans and coarse ones beyond."""
     settings.QUEENADMIN_SAMPLER_INTERVAL_SECONDS = 10
-    settings.QUEENADMIN_SAMPLES_COARSE_SECONDS = 60
+    monkeypatch.setattr(history, "SAMPLES_COARSE_SECONDS", 60)  # internal: a module constant
     settings.QUEENADMIN_SAMPLES_FINE_RETENTION_SECONDS = 300
     settings.QUEENADMIN_SAMPLES_COARSE_RETENTION_SECONDS = 1200
     with time_machine.travel(T0, tick=False) as traveller:
@@ -203,10 +203,10 @@ def test_rollup_and_pruning_keep_the_table_bounded(settings):
 
 
 @pytest.mark.django_db
-def test_rollup_and_prune_work_in_bounded_batches(settings):
+def test_rollup_and_prune_work_in_bounded_batches(settings, monkeypatch):
     """A backlog is worked through a bounded number of buckets and rows per
     call, and later calls finish it."""
-    settings.QUEENADMIN_SAMPLES_COARSE_SECONDS = 60
+    monkeypatch.setattr(history, "SAMPLES_COARSE_SECONDS", 60)  # internal: a module constant
     settings.QUEENADMIN_SAMPLES_FINE_RETENTION_SECONDS = 60
     with time_machine.travel(T0, tick=False) as traveller:
         configure("a")
@@ -239,12 +239,12 @@ def wait_until(condition, seconds: float, what: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_loops_sample_each_tick_once_and_the_other_takes_over(settings):
+def test_two_loops_sample_each_tick_once_and_the_other_takes_over(settings, monkeypatch):
     """Two sampler loops, each on its own connection: one holds the lock and
     samples every tick, the other writes nothing; when the first stops, the
     second samples the following ticks. No tick is sampled twice."""
     settings.QUEENADMIN_SAMPLER_INTERVAL_SECONDS = 1
-    settings.QUEENADMIN_SAMPLER_LEASE_SECONDS = 3
+    monkeypatch.setattr(sampler, "SAMPLER_LEASE_SECONDS", 3)  # internal: a module constant
     push("loops", 1)
     written: list[tuple[str, datetime]] = []
     lock = threading.Lock()

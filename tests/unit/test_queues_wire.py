@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 import pytest
 
 from queenadmin.api.wire import queues as wire
-from queenadmin.conf import settings
 from queenadmin.domain import queues
 from queenadmin.errors import ConflationRefused, InvalidArgument, NameTooLong, QueenError
 from queenadmin.plumbing.db import json_text
@@ -317,8 +316,8 @@ def test_pop_parses_groups_subscriptions_and_auto_ack():
 def test_autopilot_fills_batch_and_partitions_and_is_echoed():
     """Autopilot fills what the query leaves out, and the choice is kept for the answer."""
     call = wire.parse_pop_queue({"autopilot": "true", "batch": "7"}, "q")
-    assert call.autopilot == wire.Autopilot(7, settings.AUTOPILOT_PARTITIONS)
-    assert (call.request.batch, call.request.max_partitions) == (7, settings.AUTOPILOT_PARTITIONS)
+    assert call.autopilot == wire.Autopilot(7, wire.AUTOPILOT_PARTITIONS)
+    assert (call.request.batch, call.request.max_partitions) == (7, wire.AUTOPILOT_PARTITIONS)
     assert wire.parse_pop_queue({}, "q").autopilot is None
 
 

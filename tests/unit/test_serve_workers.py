@@ -12,8 +12,8 @@ from tests.conftest import IS_POSTGRES
 
 
 @pytest.fixture
-def eight_cores(monkeypatch):
-    monkeypatch.delenv("QUEENADMIN_WORKERS", raising=False)
+def eight_cores(monkeypatch, settings):
+    settings.QUEENADMIN_WORKERS = 0
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
 
 
@@ -37,7 +37,8 @@ def test_a_single_core_gets_one_worker(monkeypatch):
     assert serve.default_workers() == 1
 
 
-def test_queenadmin_workers_sets_the_default(monkeypatch):
-    """QUEENADMIN_WORKERS is the default when set, on either database."""
-    monkeypatch.setenv("QUEENADMIN_WORKERS", "5")
+def test_queenadmin_workers_sets_the_default(settings):
+    """QUEENADMIN_WORKERS is the default when set, on either database (the
+    environment reaches it through settings.py: tests/unit/test_settings_list.py)."""
+    settings.QUEENADMIN_WORKERS = 5
     assert serve.default_workers() == 5

@@ -19,7 +19,6 @@ from typing import Any
 import msgspec
 
 from queenadmin.api.wire.common import is_json_int
-from queenadmin.conf import settings
 from queenadmin.domain import clock, names, queues
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS, OptionValue, option_value
 from queenadmin.errors import ConflationRefused, InvalidArgument
@@ -41,6 +40,10 @@ AUTO_ACK_CONFLATION = (
     " retires the older ones"
 )
 DEFAULT_BATCH = 200
+#: What pop autopilot chooses when the client leaves batch/partitions unset.
+#: Internal, not a setting (docs/settings.md, "Internal constants").
+AUTOPILOT_BATCH = 100
+AUTOPILOT_PARTITIONS = 4
 MAX_PARTITIONS = 64
 MAX_TIMEOUT_MS = 60_000
 DEFAULT_TIMEOUT_MS = 30_000
@@ -387,7 +390,7 @@ def _pop_call(
     # pop asked. Autopilot never resizes a conflating pop.
     width = max(1, min(partitions or batch or DEFAULT_BATCH, MAX_CONFLATION_WIDTH))
     if on_autopilot and not conflation:
-        autopilot = Autopilot(batch or settings.AUTOPILOT_BATCH, partitions or settings.AUTOPILOT_PARTITIONS)
+        autopilot = Autopilot(batch or AUTOPILOT_BATCH, partitions or AUTOPILOT_PARTITIONS)
         batch, partitions = autopilot.batch, autopilot.partitions
     timeout_ms = _number(params, "timeout")
     timeout_ms = DEFAULT_TIMEOUT_MS if timeout_ms is None else max(0, min(timeout_ms, MAX_TIMEOUT_MS))

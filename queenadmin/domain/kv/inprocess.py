@@ -7,12 +7,12 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from queenadmin.conf import settings
 from queenadmin.domain import clock, events
 from queenadmin.domain.kv.calls import kv_call
 from queenadmin.domain.kv.ops import (
     DEFAULT_PAGE_LIMIT,
     MAX_PAGE_LIMIT,
+    REAPER_BATCH_SIZE,
     GetResult,
     KVDelete,
     KVGet,
@@ -196,7 +196,7 @@ def kv_reap_expired(*, before: datetime | None = None, batch_size: int | None = 
     Returns how many it removed. Rows a writer holds are skipped on
     PostgreSQL (SKIP LOCKED), so the reaper never waits on a write.
     """
-    removed = store().reap(before=before or clock.now(), batch_size=batch_size or settings.REAPER_BATCH_SIZE)
+    removed = store().reap(before=before or clock.now(), batch_size=batch_size or REAPER_BATCH_SIZE)
     if removed:
         events.broadcast_on_commit(events.KV_GROUP, {"type": "kv.changed", "namespaces": []})
     return removed

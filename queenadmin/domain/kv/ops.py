@@ -24,6 +24,9 @@ NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 #: not an overflow.
 MAX_TTL = timedelta(days=100 * 365)
 MAX_PAGE_LIMIT = 1000
+#: Expired rows the reaper deletes per statement. Internal, not a setting
+#: (docs/settings.md, "Internal constants").
+REAPER_BATCH_SIZE = 500
 DEFAULT_PAGE_LIMIT = 100
 #: A page of rows stops early once it carries this many value bytes.
 PAGE_READ_BUDGET = 4 * 1024 * 1024

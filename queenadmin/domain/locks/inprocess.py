@@ -26,7 +26,6 @@ from typing import Literal
 from channels.db import database_sync_to_async
 from django.db import connection
 
-from queenadmin.conf import settings
 from queenadmin.domain import clock, kv
 from queenadmin.domain.locks.calls import lock_acquire, lock_holders, lock_release, lock_renew
 from queenadmin.domain.locks.ops import RETRY_INTERVAL, check_limit, check_name, check_owner, check_ttl, guard_check
@@ -98,7 +97,7 @@ def reap_expired(*, before: datetime | None = None) -> int:
     ``serve``'s reaper runs the same KV reap every few seconds.
     """
     total = 0
-    batch = settings.REAPER_BATCH_SIZE
+    batch = kv.REAPER_BATCH_SIZE
     while True:
         removed = kv.kv_reap_expired(before=before, batch_size=batch)
         total += removed

@@ -26,6 +26,10 @@ from queenadmin.conf import settings
 from queenadmin.domain import clock
 from queenadmin.domain.procmetrics.store import SampleRow, store
 
+#: Rows deleted per pruning statement. Internal, not a setting
+#: (docs/settings.md, "Internal constants").
+PRUNE_BATCH = 1000
+
 
 def retention() -> timedelta:
     return timedelta(seconds=settings.SAMPLES_FINE_RETENTION_SECONDS)
@@ -35,13 +39,13 @@ def procmetrics_record(*, row: SampleRow, now: datetime | None = None) -> int:
     """Write a process's reading ``row`` and prune the rows older than the
     retention before ``now``.
 
-    Returns the rows pruned (at most ``SAMPLES_PRUNE_BATCH`` a call). Must be
-    the outermost call.
+    Returns the rows pruned (at most ``PRUNE_BATCH`` a call). Must be the
+    outermost call.
     """
     now = now or clock.now()
     with transaction.atomic(durable=True):
         store().insert(row)
-        return store().delete_before(now - retention(), batch=settings.SAMPLES_PRUNE_BATCH)
+        return store().delete_before(now - retention(), batch=PRUNE_BATCH)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,14 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: (partition, offset) pairs per message lookup statement.
 _LOOKUP_CHUNK = 400
 
+# Internal, not settings (docs/settings.md, "Internal constants"): the
+# roll-up's row size in seconds (a multiple of the sampler's interval; rows of
+# another size already stored would not be rolled up again), the most coarse
+# intervals one step rolls up, and rows deleted per pruning statement.
+SAMPLES_COARSE_SECONDS = 300
+SAMPLES_ROLLUP_BUCKETS = 48
+SAMPLES_PRUNE_BATCH = 1000
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -102,7 +110,7 @@ def _fine_seconds() -> int:
 
 def _coarse_seconds() -> int:
     fine = _fine_seconds()
-    coarse = max(fine, int(settings.SAMPLES_COARSE_SECONDS))
+    coarse = max(fine, int(SAMPLES_COARSE_SECONDS))
     # A coarse bucket holds whole fine ticks.
     return coarse - coarse % fine
 
@@ -338,7 +346,7 @@ def stats_rollup_in_txn(*, now: datetime, max_buckets: int | None = None) -> int
     """
     assert connection.in_atomic_block
     fine, coarse = _fine_seconds(), _coarse_seconds()
-    max_buckets = max_buckets or settings.SAMPLES_ROLLUP_BUCKETS
+    max_buckets = max_buckets or SAMPLES_ROLLUP_BUCKETS
     complete = clock.align(now, coarse)
     done = QueueSample.objects.filter(resolution=coarse).order_by("-at").values_list("at", flat=True).first()
     pending = QueueSample.objects.filter(resolution=fine, at__lt=complete)
@@ -374,7 +382,7 @@ def stats_prune_in_txn(*, now: datetime, batch: int | None = None, max_batches: 
     """
     assert connection.in_atomic_block
     fine, coarse = _fine_seconds(), _coarse_seconds()
-    batch = batch or settings.SAMPLES_PRUNE_BATCH
+    batch = batch or SAMPLES_PRUNE_BATCH
     rolled = QueueSample.objects.filter(resolution=coarse).order_by("-at").values_list("at", flat=True).first()
     fine_cutoff = now - timedelta(seconds=settings.SAMPLES_FINE_RETENTION_SECONDS)
     if rolled is None:

@@ -30,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 #: The lock whose one permit makes a loop the sampler.
 SAMPLER_LOCK = "queenadmin.sampler"
+#: The lease of ``SAMPLER_LOCK`` that makes one replica the sampler, in
+#: seconds. Internal, not a setting (docs/settings.md, "Internal constants").
+SAMPLER_LEASE_SECONDS = 30.0
 
 
 def _owner() -> str:
@@ -60,7 +63,7 @@ class SamplerLoop:
     ) -> None:
         from queenadmin.domain import locks
 
-        self.lease_seconds = float(settings.SAMPLER_LEASE_SECONDS)
+        self.lease_seconds = float(SAMPLER_LEASE_SECONDS)
         self.lock = locks.Lock(SAMPLER_LOCK, ttl=self.lease_seconds, limit=1, owner=owner or _owner())
         self._lease = locks.LoopLease(self.lock)
         self.on_step = on_step

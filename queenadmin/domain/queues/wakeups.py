@@ -33,7 +33,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from queenadmin.conf import settings
+from queenadmin.conf import internal
 from queenadmin.domain.queues.store import CHANNEL, store
 from queenadmin.plumbing import db
 
@@ -43,6 +43,18 @@ __all__ = ["ANY", "CHANNEL", "PRIVATE_KEY_PREFIX", "Hub", "Lane", "hub", "notify
 
 #: The key of waiters that take any queue (the namespace/task pop).
 ANY = "*"
+
+#: A waiting pop re-tries its claim at least this often, in case a wake-up
+#: was lost (a push wakes it at once). Internal, not a setting
+#: (docs/settings.md, "Internal constants"); a test hook (conf.TEST_HOOKS):
+#: the pooler tests make it slow.
+POP_RECHECK_SECONDS = 2.0
+
+
+def pop_recheck_seconds() -> float:
+    return internal("POP_RECHECK_SECONDS", POP_RECHECK_SECONDS)
+
+
 #: Keys that start with this are not durable queues (an ephemeral queue's
 #: waiters, ``ephemeral.wake_key``): their wake-ups leave ``ANY`` alone. A
 #: durable queue named so (a control character first) would wake the
@@ -253,7 +265,7 @@ class Hub:
 
     def _plan_recheck(self, key: str, at: float | None) -> None:
         loop = self.loop or asyncio.get_running_loop()
-        every = settings.POP_RECHECK_SECONDS
+        every = pop_recheck_seconds()
         poll = db.wake_poll_seconds()
         if poll is not None:
             every = min(every, poll)

@@ -30,7 +30,7 @@ from typing import Any
 
 from django.db import close_old_connections, connection, transaction
 
-from queenadmin.conf import settings
+from queenadmin.conf import internal, settings
 from queenadmin.domain import clock, events, kv
 from queenadmin.domain import queues as log_domain
 from queenadmin.domain.timers import wake
@@ -43,6 +43,10 @@ logger = logging.getLogger(__name__)
 
 #: A step stops adding timers past this many payload bytes.
 FIRE_MAX_BYTES = 4 * 1024 * 1024
+#: The lease of a loop's permit of ``LOOP_LOCK``, in seconds. Internal, not
+#: a setting (docs/settings.md, "Internal constants"); a test hook
+#: (conf.TEST_HOOKS): the frozen-loop test makes it short.
+TIMER_LEASE_SECONDS = 10.0
 
 
 def grid_wait(at: float, turn: int, loops: int, grid: float) -> float:
@@ -272,7 +276,7 @@ class TimerLoop:
     def __init__(self, *, on_step: Callable[[FireStep], Any] | None = None) -> None:
         from queenadmin.domain import locks
 
-        self.lease_seconds = settings.TIMER_LEASE_SECONDS
+        self.lease_seconds = internal("TIMER_LEASE_SECONDS", TIMER_LEASE_SECONDS)
         self.lock = locks.Lock(LOOP_LOCK, ttl=self.lease_seconds, limit=settings.TIMER_LOOPS, owner=_owner())
         self.on_step = on_step
         self._lease = locks.LoopLease(self.lock)
@@ -295,7 +299,7 @@ class TimerLoop:
         except Exception:
             logger.warning(
                 "listening for timer wakes failed; timers of other replicas wake this loop within %s s",
-                settings.TIMER_IDLE_SECONDS,
+                wake.idle_seconds(),
                 exc_info=True,
             )
 
@@ -327,7 +331,7 @@ class TimerLoop:
             self._listen = None
 
     def _next_sleep(self, now: datetime, step: FireStep) -> float:
-        idle = settings.TIMER_IDLE_SECONDS
+        idle = wake.idle_seconds()
         upcoming = step.next_fire_at if step.known_next else store().next_fire_at()
         until_due = idle if upcoming is None else (upcoming - now).total_seconds()
         return max(0.0, min(idle, until_due, self._lease.renew_due_in()))
@@ -386,7 +390,7 @@ class TimerLoop:
                 self._open_listen()
                 result = self.step()
                 if result is None:
-                    wait = min(settings.TIMER_IDLE_SECONDS, self.lease_seconds / 3)
+                    wait = min(wake.idle_seconds(), self.lease_seconds / 3)
                 elif result.more:
                     continue
                 else:

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
-from queenadmin.conf import settings
+from queenadmin.conf import internal
 from queenadmin.domain.timers.store import store
 from queenadmin.plumbing import db
 
@@ -61,6 +61,17 @@ def drain_local() -> None:
             pass
 
 
+#: The longest a loop sleeps with nothing due, in seconds (a loop also wakes
+#: at once when a sooner timer is scheduled). Internal, not a setting
+#: (docs/settings.md, "Internal constants"); a test hook (conf.TEST_HOOKS):
+#: the pooler tests make it slow.
+TIMER_IDLE_SECONDS = 1.0
+
+
+def idle_seconds() -> float:
+    return internal("TIMER_IDLE_SECONDS", TIMER_IDLE_SECONDS)
+
+
 def wait_local(seen: int, timeout: float) -> None:
     """Sleep up to ``timeout`` seconds unless woken after ``seen`` was read.
 
@@ -81,7 +92,7 @@ def on_commit(due: datetime, now: datetime) -> None:
     Must run inside the writing transaction.
     """
     assert connection.in_atomic_block
-    if due - now > timedelta(seconds=settings.TIMER_IDLE_SECONDS):
+    if due - now > timedelta(seconds=idle_seconds()):
         return
     store().notify_wake()
     transaction.on_commit(wake_local)

@@ -68,9 +68,9 @@ def default_workers() -> int:
     serves more: measured with bench/workers.py (docs/design.md, "Serving
     requests").
     """
-    configured = os.environ.get("QUEENADMIN_WORKERS", "")
+    configured = app_settings.WORKERS
     if configured:
-        return int(configured)
+        return configured
     if not db.is_postgres():
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -273,7 +273,7 @@ class Command(BaseCommand):
         if not db.is_postgres() and workers > 1:
             log.warning("SQLite is served by one process; ignoring --workers %d.", workers)
             workers = 1
-        redis_url = os.environ.get("REDIS_URL", "")
+        redis_url = app_settings.REDIS_URL
         layer = f"redis, {redis_label(redis_url)}" if redis_url else "in-memory (this process only)"
         log.info("queenadmin %s", version())
         log.info("  database:      %s", db.database_label())
@@ -350,7 +350,13 @@ class Command(BaseCommand):
             port=port,
             workers=workers,
             lifespan="on",
-            log_config=logs.logging_config(uvicorn=True, access_log=access_log),
+            log_config=logs.logging_config(
+                log_format=app_settings.LOG_FORMAT,
+                level=app_settings.LOG_LEVEL,
+                uvicorn_level=app_settings.UVICORN_LOG_LEVEL,
+                uvicorn=True,
+                access_log=access_log,
+            ),
             log_level=None,
             access_log=access_log,
             ws="websockets-sansio",
