@@ -20,11 +20,8 @@ from typing import Any
 
 import httpx
 import psycopg
-import pytest
 
 from tests.conftest import IS_POSTGRES, SQLITE_FILE, run_server
-
-pytestmark = pytest.mark.timeout(180)
 
 CLIENTS = 16
 KEYS_PER_CLIENT = 4
