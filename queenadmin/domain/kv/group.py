@@ -46,7 +46,8 @@ class _Waiter:
     def __init__(self, item: GroupItem) -> None:
         self.item = item
         self.ident = (item[1].namespace, item[1].key)
-        self.ready = threading.Event()
+        #: Made only when the caller queues: a leader never waits.
+        self.ready: threading.Event | None = None
         #: Set (before ``ready``) when this caller is to lead the next group.
         self.lead = False
         self.outcome: Written | None = None
@@ -81,11 +82,12 @@ class Combiner:
         me = _Waiter(item)
         with self._mutex:
             if self._busy:
+                me.ready = threading.Event()
                 self._queue.append(me)
             else:
                 self._busy = True
                 me.lead = True
-        if not me.lead:
+        if me.ready is not None:
             me.ready.wait()
         if me.lead:
             self._lead(me)
@@ -130,8 +132,10 @@ class Combiner:
                 else:
                     nxt.lead = True
             for waiter in group[1:]:
+                assert waiter.ready is not None
                 waiter.ready.set()
             if nxt is not None:
+                assert nxt.ready is not None
                 nxt.ready.set()
 
 
