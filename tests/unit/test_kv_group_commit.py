@@ -21,9 +21,10 @@ import pytest
 from django.db import connection
 
 from queenadmin.api.wire import kv as kv_wire
-from queenadmin.domain import db, kv
+from queenadmin.domain import kv
 from queenadmin.domain.kv import group
 from queenadmin.domain.kv.store import store
+from queenadmin.plumbing import db
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
