@@ -129,9 +129,10 @@ def _in_thread(fn, *args) -> tuple[threading.Thread, list[Any]]:
     return thread, out
 
 
-def test_writes_queued_behind_one_in_flight_share_one_statement(grouping, counted):
+def test_writes_queued_behind_one_in_flight_share_one_statement(grouping, counted, monkeypatch):
     """Writes that arrive while one is in flight go out together, each with
     its own answer; a second write of a key waits for the next group."""
+    monkeypatch.setattr(group, "PATIENCE_SECONDS", 60.0)
     casme = one({"op": "put", "key": "casme", "value": 0, "forever": True})
     taken = one({"op": "put", "key": "taken", "value": 0, "forever": True})
     combiner = group.combiner_of(store())
@@ -187,6 +188,7 @@ def test_writes_queued_behind_one_in_flight_share_one_statement(grouping, counte
 
 def test_a_failed_statement_fails_every_member(grouping, counted, monkeypatch):
     """A group's error reaches each of its callers: none is answered applied."""
+    monkeypatch.setattr(group, "PATIENCE_SECONDS", 60.0)
     the_store = store()
 
     def broken(items):
@@ -214,6 +216,29 @@ def test_a_failed_statement_fails_every_member(grouping, counted, monkeypatch):
     assert len(counted) == 1
     assert not combiner._busy
     assert kv.kv_get(namespace="grp", key="f0") is None
+
+
+def test_a_write_behind_a_stuck_group_writes_alone(grouping, counted):
+    """A group waiting for a key lock held elsewhere holds up writes of
+    other keys for ``PATIENCE_SECONDS`` at most: they then write alone."""
+    combiner = group.combiner_of(store())
+    holder = _hold_key_lock("stuck")
+    try:
+        gate, gate_out = _in_thread(one, {"op": "put", "key": "stuck", "value": 0, "forever": True})
+        time.sleep(0.2)
+        assert combiner._busy
+        began = time.monotonic()
+        other = one({"op": "put", "key": "free", "value": 1, "forever": True})
+        assert time.monotonic() - began < 5
+        assert other.applied
+        assert gate.is_alive()
+    finally:
+        holder.commit()
+        holder.close()
+    gate.join(timeout=30)
+    assert gate_out[0].applied
+    assert gate_out[0].version > other.version
+    assert counted == []
 
 
 def _writer(seed: int, keys: list[str], until: float, log: list[tuple[Any, ...]]) -> None:

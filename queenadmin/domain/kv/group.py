@@ -17,7 +17,10 @@ given for a write that can still be lost.
 
 Two writes of one key never share a group: the later stays queued for the
 next, so same-key writes run one after another in arrival order and their
-versions rise in that order, as if each had run alone.
+versions rise in that order, as if each had run alone. A write whose key is
+in the statement in flight, or that has waited ``PATIENCE_SECONDS`` for it,
+runs alone at once instead, beside the group: the keys' advisory locks
+order it as they order the writes of other processes.
 
 If the group's statement fails, every member gets the error (a failed
 statement rolls back all of it; after a lost connection whether it
@@ -38,6 +41,10 @@ from queenadmin.domain.kv.store.base import GroupItem, Store, Written
 
 #: The most writes in one statement; more stay queued for the next.
 MAX_GROUP = 128
+#: How long a queued write waits for the group in flight to end before it
+#: writes alone: a group may wait for a key lock that a guarded step holds,
+#: and writes of other keys must not all wait with it.
+PATIENCE_SECONDS = 0.05
 
 
 class _Waiter:
@@ -76,18 +83,36 @@ class Combiner:
         self._queue: list[_Waiter] = []
         #: A group is in flight (its leader has not handed over yet).
         self._busy = False
+        #: The keys of the group in flight.
+        self._flying: frozenset[tuple[str, str]] = frozenset()
 
     def write(self, item: GroupItem) -> Written | None:
         """Write ``item`` alone or in a group; what its one-statement form answers."""
         me = _Waiter(item)
+        alone = False
         with self._mutex:
-            if self._busy:
-                me.ready = threading.Event()
-                self._queue.append(me)
-            else:
+            if not self._busy:
                 self._busy = True
                 me.lead = True
-        if me.ready is not None:
+            elif me.ident in self._flying:
+                # Its key is in the statement in flight, which may be waiting
+                # for that key's lock (a guarded step holds it): queue for the
+                # key in PostgreSQL, in order, as a lone call does.
+                alone = True
+            else:
+                me.ready = threading.Event()
+                self._queue.append(me)
+        if alone:
+            return self._run_one(item)
+        if me.ready is not None and not me.ready.wait(PATIENCE_SECONDS):
+            with self._mutex:
+                alone = not me.lead and me in self._queue
+                if alone:
+                    self._queue.remove(me)
+            if alone:
+                # The group in flight is stuck (a key lock held elsewhere):
+                # no write of another key waits for it longer than this.
+                return self._run_one(item)
             me.ready.wait()
         if me.lead:
             self._lead(me)
@@ -114,6 +139,7 @@ class Combiner:
     def _lead(self, me: _Waiter) -> None:
         with self._mutex:
             group = self._take(me)
+            self._flying = frozenset(waiter.ident for waiter in group)
         try:
             if len(group) == 1:
                 me.outcome = self._run_one(me.item)
@@ -127,6 +153,7 @@ class Combiner:
         finally:
             with self._mutex:
                 nxt = self._queue[0] if self._queue else None
+                self._flying = frozenset()
                 if nxt is None:
                     self._busy = False
                 else:
