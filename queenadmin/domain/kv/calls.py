@@ -23,7 +23,7 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from queenadmin.domain import clock, events
-from queenadmin.domain.kv import planner
+from queenadmin.domain.kv import group, planner
 from queenadmin.domain.kv.ops import (
     LOCKS_NAMESPACE,
     WRITES,
@@ -146,30 +146,22 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime, permits: bool = False)
 
 
 def _fast(the_store: Store, op: KVOp, now: datetime) -> WriteResult | None:
-    """The one-statement answer of a lone write, or None to plan it."""
+    """The one-statement answer of a lone write, or None to plan it.
+
+    Concurrent lone writes of this process share one statement and one
+    commit (``group``); each is answered only after that commit.
+    """
     kind = planner.fast_path_of(op)
-    if kind == "put":
-        assert isinstance(op, KVPut)
-        version = the_store.put_fast(op, now)
-    elif kind in ("create", "cas"):
-        # Both conditional: None when the condition failed (the planner answers why).
-        assert isinstance(op, KVPut)
-        written = (the_store.create_fast if kind == "create" else the_store.cas_fast)(op, now)
-        if written is None:
-            return None
-        version = written
-    elif kind == "delete":
-        assert isinstance(op, KVDelete)
-        deleted = the_store.delete_fast(op, now)
-        if deleted is None:
-            return None
-        version, value_json = deleted
-        _changed([op.namespace])
-        return WriteResult("delete", True, op.key, json.loads(value_json), version)
-    else:
+    if kind is None:
         return None
+    assert isinstance(op, KVPut | KVDelete)
+    written = group.write(the_store, kind, op, now)
+    if written is None:
+        # A conditional form whose condition failed: the planner answers why.
+        return None
+    version, value_json = written
     _changed([op.namespace])
-    return WriteResult(op.name, True, op.key, json.loads(op.value_json), version)
+    return WriteResult(op.name, True, op.key, json.loads(value_json), version)
 
 
 def _put_many_fast(the_store: Store, ops: Sequence[KVPut], now: datetime) -> list[KVResult]:

@@ -11,12 +11,16 @@ from django.db import connection
 from django.db.models import Q
 
 from queenadmin.domain.kv.ops import PAGE_READ_BUDGET, KVDelete, KVPut, KVRow
-from queenadmin.domain.kv.planner import Stored, Upsert
+from queenadmin.domain.kv.planner import FastPath, Stored, Upsert
 from queenadmin.plumbing import db
 
 TABLE = "queenadmin_kventry"
 COLUMNS = "id, namespace, key, value_json, version, expires_at, created_at, updated_at"
 Ident = tuple[str, str]
+#: A lone write for ``write_group``: its one-statement form, the command, its ``now``.
+GroupItem = tuple[FastPath, KVPut | KVDelete, datetime]
+#: What a one-statement write did: the version and value written or deleted.
+Written = tuple[int, str]
 
 
 def stored_of(record: Sequence[Any], now: datetime) -> Stored:
@@ -197,6 +201,17 @@ class Store:
 
     def put_many_fast(self, ops: Sequence[KVPut], now: datetime) -> dict[Ident, int]:
         """A call of unconditional puts only, as one statement; the versions."""
+        raise NotImplementedError
+
+    def write_group(self, items: Sequence[GroupItem]) -> list[Written | None]:
+        """Several lone writes of other callers, of distinct keys, as one
+        statement and one commit (``group``): one answer per item, in order.
+
+        Each item is what its one-statement form would do alone (``put_fast``,
+        ``create_fast``, ``cas_fast``, ``delete_fast``) at its own ``now``:
+        (version, value_json) when written or deleted, None when its
+        condition failed and nothing of it was written.
+        """
         raise NotImplementedError
 
     # ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ trip instead of BEGIN, lock, read, write, COMMIT).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -21,7 +22,7 @@ from typing import Any
 
 from queenadmin.domain.kv.ops import KVDelete, KVPut
 from queenadmin.domain.kv.planner import Stored, Upsert, expires
-from queenadmin.domain.kv.store.base import COLUMNS, TABLE, Ident, Store, stored_of
+from queenadmin.domain.kv.store.base import COLUMNS, TABLE, GroupItem, Ident, Store, Written, stored_of
 from queenadmin.plumbing.db import pg_run
 
 SEQUENCE = "queenadmin_kv_version"
@@ -306,6 +307,85 @@ class PostgresStore(Store):
             [ADVISORY_CLASS, names, now, now, json.dumps(rows, ensure_ascii=False), now],
         )
         return {(ns, key): int(version) for ns, key, version in stored}
+
+    def write_group(self, items: Sequence[GroupItem]) -> list[Written | None]:
+        """Several lone writes of distinct keys as one statement (``group``).
+
+        Each kind keeps its one-statement form's SQL, as one data-modifying
+        CTE over the rows of its kind (only the kinds present): ``put`` the
+        upsert of ``put_fast``, ``create`` the guarded upsert of
+        ``create_fast``, ``cas`` the conditional UPDATE of ``cas_fast``
+        (EvalPlanQual re-checks a row changed after the statement's
+        snapshot, as there), ``delete`` the DELETE of ``delete_fast``. Every
+        CTE joins ``lk``, which takes all the keys' advisory locks in sorted
+        hash order (as ``lock_keys``) before any row comes out of it, so
+        every ``nextval()`` is drawn after the locks: pattern 4.1 of
+        ``shared/pg-version-ordering.md`` for each key. Each row carries its
+        caller's ``now``. The keys are distinct (``group`` makes sure), so
+        the CTEs never touch one row twice. Prepared only when no CTE joins
+        the table (puts and creates): a generic plan of the UPDATE's or the
+        DELETE's join may scan it (see ``pg_run``).
+        """
+        rows = [
+            [
+                kind,
+                op.namespace,
+                op.key,
+                op.value_json if isinstance(op, KVPut) else None,
+                None if not isinstance(op, KVPut) or op.ttl is None else (now + op.ttl).isoformat(),
+                now.isoformat(),
+                op.expect,
+            ]
+            for kind, op, now in items
+        ]
+        kinds = frozenset(kind for kind, _, _ in items)
+        stored = pg_run(
+            _group_sql(kinds),
+            [json.dumps(rows, ensure_ascii=False), ADVISORY_CLASS],
+            prepare=kinds <= {"put", "create"},
+        )
+        done = {(ns, key): (int(version), value_json) for ns, key, version, value_json in stored}
+        return [done.get((op.namespace, op.key)) for _, op, _ in items]
+
+
+_GROUP_ROWS = (
+    "WITH w AS MATERIALIZED (SELECT r->>0 AS kind, r->>1 AS ns, r->>2 AS k, r->>3 AS val, "
+    "(r->>4)::timestamptz AS exp, (r->>5)::timestamptz AS at, (r->>6)::bigint AS expect "
+    "FROM jsonb_array_elements(%s::jsonb) AS r), "
+    "lk AS (SELECT count(pg_advisory_xact_lock(%s, h)) AS held FROM "
+    "(SELECT DISTINCT hashtext(w.ns || '/' || w.k) AS h FROM w ORDER BY 1) AS s)"
+)
+_GROUP_INSERT = (
+    f"INSERT INTO {TABLE} AS t (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+    f"SELECT w.ns, w.k, w.val, nextval('{SEQUENCE}'), w.exp, w.at, w.at FROM lk, w WHERE w.kind = '{{kind}}' "
+    "ON CONFLICT (namespace, key) DO UPDATE SET "
+    "value_json = excluded.value_json, version = excluded.version, "
+    "expires_at = excluded.expires_at, updated_at = excluded.updated_at, "
+)
+_GROUP_RETURNING = "RETURNING t.namespace, t.key, t.version, t.value_json"
+#: One data-modifying CTE per kind of lone write (see ``write_group``).
+_GROUP_PARTS = {
+    "put": _GROUP_INSERT.format(kind="put")
+    + "created_at = CASE WHEN t.expires_at IS NULL OR t.expires_at > excluded.updated_at "
+    "THEN t.created_at ELSE excluded.created_at END " + _GROUP_RETURNING,
+    "create": _GROUP_INSERT.format(kind="create") + "created_at = excluded.created_at "
+    "WHERE t.expires_at IS NOT NULL AND t.expires_at <= excluded.updated_at " + _GROUP_RETURNING,
+    "cas": f"UPDATE {TABLE} AS t SET value_json = w.val, version = nextval('{SEQUENCE}'), expires_at = w.exp, "
+    "updated_at = w.at FROM lk, w WHERE w.kind = 'cas' AND t.namespace = w.ns AND t.key = w.k "
+    "AND t.version = w.expect AND (t.expires_at IS NULL OR t.expires_at > w.at) " + _GROUP_RETURNING,
+    "delete": f"DELETE FROM {TABLE} AS t USING lk, w WHERE w.kind = 'delete' AND t.namespace = w.ns "
+    "AND t.key = w.k AND (t.expires_at IS NULL OR t.expires_at > w.at) "
+    "AND (w.expect IS NULL OR t.version = w.expect) " + _GROUP_RETURNING,
+}
+
+
+@functools.cache
+def _group_sql(kinds: frozenset[str]) -> str:
+    """``write_group``'s statement for the kinds of a group: the rows as one
+    JSON parameter, then the advisory lock class."""
+    names = [kind for kind in _GROUP_PARTS if kind in kinds]
+    ctes = ", ".join(f"{kind}_done AS ({_GROUP_PARTS[kind]})" for kind in names)
+    return f"{_GROUP_ROWS}, {ctes} " + " UNION ALL ".join(f"SELECT * FROM {kind}_done" for kind in names)
 
 
 def _upsert_rows(upserts: list[Upsert], *, with_version: bool) -> list[list[Any]]:
