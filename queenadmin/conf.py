@@ -132,7 +132,7 @@ class _Settings:
         shown="`./data`",
     )
     #: FULL: a write acknowledged is on disk, even through a power loss
-    #: (NORMAL may lose the last ones in WAL mode). README measures the cost.
+    #: (NORMAL may lose the last ones in WAL mode). bench/README.md measures the cost.
     SQLITE_SYNCHRONOUS: str = setting(
         "FULL",
         "database",

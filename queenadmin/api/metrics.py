@@ -16,7 +16,7 @@ from queenadmin.errors import QueenError, Unauthorized
 
 def _caller(request: HttpRequest) -> tokens.TokenAuth | None:
     # A valid API token of any scope may read the metrics (the API's own
-    # bearer check; README: API token scopes); its grants decide which.
+    # bearer check; docs/clients.md, "API token scopes"); its grants decide which.
     if settings.OPEN_API:
         return tokens.OPEN
     token = bearer_token(request)  # the API's one parser of the header

@@ -169,7 +169,7 @@ class ApiWSGIHandler(WSGIHandler):
     While those are the only ones connected (always, when serving), their
     work is done directly (``request_begins``, ``request_ends``): sending the
     two signals was about half of Django's CPU for a ``/health`` answer
-    (bench/README.md, "The request path"). Any other receiver (one a
+    (bench/README.md, "Where the time goes"). Any other receiver (one a
     deployment connects, or Django's test client disconnecting its own) and
     the signals are sent as Django sends them.
     """

@@ -168,7 +168,7 @@ def _close_pops_on_stop_signals() -> None:
 def settle_gc() -> None:
     """Freeze what start-up made and collect young objects less often: the
     collector then stops re-walking Django's, ninja's and our long-lived
-    objects during requests (bench/README.md, "The garbage collector").
+    objects during requests (bench/README.md, "Where the time goes").
     No ``gc.collect()`` first: its pause made workers late to answer the
     supervisor's readiness ping on a loaded machine."""
     gc.freeze()

@@ -46,7 +46,7 @@ T = TypeVar("T")
 # threads, one process made ~10 voluntary context switches per single KV put
 # in its worker threads (most of them GIL hand-offs) and 59 futex calls, and
 # served 1,554 puts/s at 16 connections against 1,907 with 4 threads and
-# 1,793 with 2 (bench/README.md, 2026-12-01). A transaction (several
+# 1,793 with 2 (measured 2026-12-01). A transaction (several
 # statements, so more time waiting on PostgreSQL) measured the same with 4 as
 # with 8. Raise it when PostgreSQL is far away: each thread waits out its
 # round trips.

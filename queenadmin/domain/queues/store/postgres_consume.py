@@ -9,7 +9,7 @@ Every case they do not cover is reported, with nothing changed, and the
 caller takes the transactional path.
 
 Both run prepared (``db.pg_run``): planning either costs PostgreSQL more
-than running it (bench/README.md, "Single pop and ack"). Every value
+than running it (bench/README.md, "Where the time goes"). Every value
 reaches them through a one-row ``MATERIALIZED`` CTE or ``unnest``, so a
 custom plan is the generic one; each table is reached by an index equal
 on its leading column from a one-row outer side. On tables analyzed while
