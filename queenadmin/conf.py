@@ -188,6 +188,42 @@ class _Settings:
     #: up on the dashboard at the next login. Others may opt in.
     REQUIRE_2FA: bool = False
 
+    # -- Queen's JWTs on the API (issue 40; domain/identity/jwt.py) --------------
+    # Queen's own variable names, read from the environment WITHOUT the
+    # QUEENADMIN_ prefix (settings.py, ``JWT_NAMES``), so an operator moving
+    # from Queen keeps their configuration; the meanings are Queen's.
+    #: Verify a bearer JWT beside our own tokens (``qa_...``) on the API.
+    JWT_ENABLED: bool = False
+    #: ``HS256``, ``HS384``, ``HS512``, ``RS256`` (RS256/384/512), ``RS384``,
+    #: ``RS512``, ``EdDSA`` or ``auto`` (all of them).
+    JWT_ALGORITHM: str = "HS256"
+    #: The HMAC key (its bytes as given) for HS*.
+    JWT_SECRET: str = ""
+    #: A PEM public key (RSA or Ed25519); wins over the JWKS when set.
+    JWT_PUBLIC_KEY: str = ""
+    #: A JWKS document, fetched at start and cached by ``kid``.
+    JWT_JWKS_URL: str = ""
+    #: Seconds between refreshes of the JWKS; milliseconds a fetch may take.
+    JWT_JWKS_REFRESH_INTERVAL: int = 3600
+    JWT_JWKS_TIMEOUT_MS: int = 5000
+    #: Seconds of leeway for ``exp``, ``nbf`` and ``iat``.
+    JWT_CLOCK_SKEW: int = 30
+    #: Checked only when set; the audience may be a string or an array.
+    JWT_ISSUER: str = ""
+    JWT_AUDIENCE: str = ""
+    #: The claim with one role, and the claim with an array of roles.
+    JWT_ROLES_CLAIM: str = "role"
+    JWT_ROLES_ARRAY_CLAIM: str = "roles"
+    #: The role values of each level (``domain/identity/jwt.py``: a role set).
+    JWT_ROLE_ADMIN: str = "admin"
+    JWT_ROLE_READ_WRITE: str = "read-write"
+    JWT_ROLE_READ_ONLY: str = "read-only"
+    JWT_ROLE_WRITE_ONLY: str = "write-only"
+    #: Paths served without a token when JWTs are on, comma-separated: exact,
+    #: or a prefix for an entry ending in ``/`` (longer than one character).
+    JWT_SKIP_PATHS: str = "/health,/metrics/prometheus,/metrics,/"
+    # -- end of Queen's JWTs ------------------------------------------------------
+
     def __getattribute__(self, name: str) -> Any:
         try:
             return _values[name]

@@ -373,6 +373,31 @@ def _app_settings_from_env() -> dict[str, Any]:
 globals().update(_app_settings_from_env())
 
 
+# -- Queen's JWTs on the API (issue 40) -------------------------------------------
+def _jwt_settings_from_env() -> dict[str, Any]:
+    """Queen's JWT variables (``JWT_ENABLED``, ``JWT_SECRET``, ...), read from
+    the environment under Queen's own names (no ``QUEENADMIN_`` prefix) into
+    the app settings of the same names (``conf.py``'s JWT block)."""
+    from queenadmin.conf import _Settings
+
+    found: dict[str, Any] = {}
+    for name, default in vars(_Settings).items():
+        raw = os.environ.get(name) if name.startswith("JWT_") else None
+        if raw is None:
+            continue
+        if isinstance(default, bool):
+            found[f"QUEENADMIN_{name}"] = raw.strip().lower() in ("1", "true", "yes", "on")
+        elif isinstance(default, int):
+            found[f"QUEENADMIN_{name}"] = int(raw) if raw.strip() else default
+        else:
+            found[f"QUEENADMIN_{name}"] = raw
+    return found
+
+
+globals().update(_jwt_settings_from_env())
+# -- end of Queen's JWTs ----------------------------------------------------------
+
+
 def _logging() -> dict[str, Any]:
     # QUEENADMIN_LOG_FORMAT (text or json) and QUEENADMIN_LOG_LEVEL: see server/logs.py.
     from queenadmin.server.logs import logging_config
