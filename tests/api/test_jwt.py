@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -30,6 +31,18 @@ pytestmark = pytest.mark.django_db
 
 SECRET = "queen-jwt-tests-secret-of-at-least-64-bytes-for-hs512-keys-0123456789"
 HS = {"QUEENADMIN_JWT_ENABLED": True, "QUEENADMIN_JWT_SECRET": SECRET, "QUEENADMIN_JWT_ALGORITHM": "HS256"}
+
+
+@pytest.fixture(autouse=True)
+def short_connections() -> Iterator[None]:
+    """The pops' database threads close their connection after each job, so
+    the test database can be dropped (PostgreSQL refuses while in use)."""
+    from django.db import connections
+
+    saved = connections.settings["default"].get("CONN_MAX_AGE", 0)
+    connections.settings["default"]["CONN_MAX_AGE"] = 0
+    yield
+    connections.settings["default"]["CONN_MAX_AGE"] = saved
 
 
 def pem_of(private: Any) -> str:
