@@ -12,7 +12,10 @@ serve --workers 1``; a checkout may carry server environment after ``@``
 ``BENCH_GRANTS=g1,g2`` there makes its token limited by those grants
 (``.@BENCH_GRANTS=kv:orders=write,*:bench*=write``: a grant check per
 operation against a token without grants), and ``BENCH_WORKERS=N`` serves
-it with ``--workers N`` (a worker's CPU is counted with its parent's). Then, for
+it with ``--workers N`` (a worker's CPU is counted with its parent's), and
+``BENCH_JWT=1`` serves it as a JWT-enabled Queen broker (``JWT_ENABLED``,
+an HS256 ``JWT_SECRET``) and calls it with a read-write JWT instead of an
+API token (``. .@BENCH_JWT=1``: the cost of a JWT beside our token). Then, for
 ``--rounds`` rounds, each server in turn (the order alternating per round)
 takes ``--calls`` calls from ``--concurrency`` Python client threads after a
 short warm-up, and the CPU its process tree used is read from ``/proc``.
@@ -89,6 +92,14 @@ def _tree_cpu(pid: int) -> float:
     return sum(_proc_cpu(proc) for proc in [pid, *map(int, children)])
 
 
+def _jwt(secret: str) -> str:
+    """A read-write HS256 JWT good for a day, as an identity provider would sign it."""
+    import jwt
+
+    now = int(time.time())
+    return jwt.encode({"sub": "bench", "role": "read-write", "iat": now, "exp": now + 86400}, secret, "HS256")
+
+
 class Server:
     def __init__(self, spec: str, index: int, database_url: str, base_port: int = BASE_PORT) -> None:
         tree, _, extra = spec.partition("@")
@@ -106,6 +117,10 @@ class Server:
         grants = [g for g in env.pop("BENCH_GRANTS", "").split(",") if g]
         # Not the server's either: ``serve --workers`` (1 unless given).
         workers = env.pop("BENCH_WORKERS", "1")
+        # Not the server's: call it with a JWT (and make it verify them).
+        jwt_secret = secrets.token_urlsafe(48) if env.pop("BENCH_JWT", "") else None
+        if jwt_secret is not None:
+            env.update(JWT_ENABLED="true", JWT_SECRET=jwt_secret, JWT_ALGORITHM="HS256")
         env.update(
             DATABASE_URL=f"{base}/{self.db}",
             DJANGO_SECRET_KEY="cpu-compare",
@@ -129,7 +144,7 @@ class Server:
             text=True,
             check=True,
         )
-        self.token = created.stdout.split()[-1]
+        self.token = created.stdout.split()[-1] if jwt_secret is None else _jwt(jwt_secret)
         self.process = subprocess.Popen(
             [python, "manage.py", "serve", "--port", str(self.port), "--workers", workers],
             cwd=self.tree,

@@ -18,6 +18,12 @@ What it does:
    ``QUEENADMIN_OPEN_API=1``. The tests assume a Queen broker without JWT:
    some of them call ``/api/v1`` with httpx and no token, and the JWT ones
    skip unless ``JWT_SECRET`` is set (it is removed from their environment).
+   Then ``tests/test_auth.py`` runs again against a second server started
+   as a JWT-enabled Queen broker (``JWT_ENABLED=true JWT_SECRET=...
+   JWT_ALGORITHM=HS256``, no open API), with the same ``JWT_SECRET`` given
+   to the tests: its JWT tests run there, and its one test for a broker
+   without JWT skips. Each test counts once: passed in either run and
+   failed in neither is passed (``Outcome.merge``).
 3. Runs pytest on a copy of the tests plus ``bench/queen_client_conftest.py``
    as their ``conftest.py`` (the ``client`` fixture, the only one they use),
    with the sdist's own pytest options (``asyncio_mode = auto``), the
@@ -38,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -67,6 +74,8 @@ asyncio_default_fixture_loop_scope = function
 """
 #: Variables of ours or of the tests that must not reach the test process.
 DROPPED_ENV = ("JWT_SECRET", "DJANGO_SETTINGS_MODULE", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "DATABASE_URL")
+#: The tests that need a JWT-enabled broker (run a second time against one).
+JWT_TESTS = "tests/test_auth.py"
 
 
 # --------------------------------------------------------------------------
@@ -106,9 +115,15 @@ def run_dir(tests: Path) -> Path:
 # The server
 
 
+def jwt_env(secret: str) -> dict[str, str]:
+    """A JWT-enabled Queen broker's variables, as ``test_auth.py`` expects one."""
+    return {"JWT_ENABLED": "true", "JWT_SECRET": secret, "JWT_ALGORITHM": "HS256"}
+
+
 @contextlib.contextmanager
-def server_on(db: str, workers: int) -> Iterator[Any]:
-    """``run_server`` on a scratch database of ``db``, the API open (no tokens)."""
+def server_on(db: str, workers: int, extra_env: dict[str, str] | None = None) -> Iterator[Any]:
+    """``run_server`` on a scratch database of ``db``: the API open (no
+    tokens), or configured by ``extra_env`` (a JWT-enabled broker)."""
     from tests import conftest
 
     saved = os.environ.get("DATABASE_URL")
@@ -119,7 +134,8 @@ def server_on(db: str, workers: int) -> Iterator[Any]:
         os.environ.pop("DATABASE_URL", None)
         conftest.IS_POSTGRES = False
     try:
-        with conftest.run_server(extra_env={"QUEENADMIN_OPEN_API": "1"}, workers=workers) as live:
+        env = {"QUEENADMIN_OPEN_API": "1"} if extra_env is None else extra_env
+        with conftest.run_server(extra_env=env, workers=workers) as live:
             yield live
     finally:
         if saved is None:
@@ -146,6 +162,23 @@ class Outcome:
     @property
     def total(self) -> int:
         return len(self.passed) + len(self.failed) + len(self.skipped)
+
+    def merge(self, other: Outcome) -> None:
+        """Take in a second run of some of the same tests: each test counts
+        once, failed if it failed in either run, else passed if it passed in
+        either, else skipped (with the first reason)."""
+        failed = dict(self.failed)
+        for name, reason in other.failed:
+            failed.setdefault(name, reason)
+        passed = [n for n in dict.fromkeys([*self.passed, *other.passed]) if n not in failed]
+        skipped = dict(self.skipped)
+        for name, reason in other.skipped:
+            skipped.setdefault(name, reason)
+        self.failed = list(failed.items())
+        self.passed = passed
+        self.skipped = [(n, r) for n, r in skipped.items() if n not in failed and n not in passed]
+        self.seconds += other.seconds
+        self.status = max(self.status, other.status)
 
 
 #: Lines of pytest's assertion explanations that say nothing about the failure.
@@ -183,20 +216,55 @@ def read_junit(path: Path, outcome: Outcome) -> None:
 
 
 def run_db(db: str, tests: Path, args: argparse.Namespace, stamp: str) -> Outcome:
+    outcome = run_tests(db, tests, args, stamp, ["tests"])
+    jwt_paths = jwt_selection(args.pytest_args)
+    if jwt_paths is not None:
+        jwt = run_tests(db, tests, args, f"{stamp}-jwt", jwt_paths, jwt_secret=secrets.token_urlsafe(48))
+        if jwt.status == NO_TESTS_COLLECTED:
+            jwt.status = 0
+        outcome.merge(jwt)
+    return outcome
+
+
+#: pytest's exit status when a selection (``-k``) leaves no test.
+NO_TESTS_COLLECTED = 5
+
+
+def jwt_selection(pytest_args: list[str]) -> list[str] | None:
+    """The paths of the JWT run: ``JWT_TESTS``, unless the arguments name
+    test paths, then those of them in it; None when none is."""
+    named = [a for a in pytest_args if a.startswith("tests/")]
+    if not named:
+        return [JWT_TESTS]
+    chosen = [a for a in named if a.split("::", 1)[0] == JWT_TESTS]
+    return chosen or None
+
+
+def run_tests(
+    db: str, tests: Path, args: argparse.Namespace, stamp: str, paths: list[str], *, jwt_secret: str | None = None
+) -> Outcome:
+    """One pytest run of ``paths`` against a fresh server: the open API, or a
+    JWT-enabled broker when ``jwt_secret`` is given (the tests get it too)."""
     outcome = Outcome(db)
     folder = run_dir(tests)
     RESULTS.mkdir(parents=True, exist_ok=True)
     junit = RESULTS / f"queen-client-{db}-{stamp}.xml"
+    server_env = None if jwt_secret is None else jwt_env(jwt_secret)
+    extra = [a for a in args.pytest_args if not a.startswith("tests/")]
     try:
-        with server_on(db, args.workers) as live:
-            print(f"[{db}] serve at {live.url}, running {PACKAGE} {VERSION}'s tests", flush=True)
+        with server_on(db, args.workers, server_env) as live:
+            kind = "JWT-enabled " if jwt_secret else ""
+            print(f"[{db}] {kind}serve at {live.url}, running {PACKAGE} {VERSION}'s {' '.join(paths)}", flush=True)
             env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
             env["QUEEN_URL"] = env["QUEEN_SERVER_URL"] = live.url
+            if jwt_secret is not None:
+                env["JWT_SECRET"] = jwt_secret
+            named = [a for a in args.pytest_args if a.startswith("tests/")]
             command = [
                 sys.executable,
                 "-m",
                 "pytest",
-                "tests",
+                *(paths if jwt_secret is not None or not named else named),
                 "-p",
                 "no:cacheprovider",
                 "-p",
@@ -205,7 +273,7 @@ def run_db(db: str, tests: Path, args: argparse.Namespace, stamp: str) -> Outcom
                 str(args.timeout),
                 f"--junitxml={junit}",
                 "-q",
-                *args.pytest_args,
+                *extra,
             ]
             started = time.monotonic()
             result = subprocess.run(command, cwd=folder, env=env, stdout=None if args.verbose else subprocess.DEVNULL)

@@ -43,6 +43,7 @@ GROUPS: dict[str, str] = {
     "database": "Database",
     "server": "HTTP server and processes",
     "api": "API",
+    "jwt": "Queen's JWTs on the API",
     "queues": "Queues",
     "retention": "Retention",
     "kv": "KV and locks",
@@ -369,6 +370,57 @@ class _Settings:
     )
     SAMPLER_IN_SERVE: bool = setting(
         True, "statistics", "`serve` runs the sampler in every worker (one samples at a time); 0 turns it off."
+    )
+
+    # -- Queen's JWTs on the API (domain/identity/jwt.py) --------------------
+    # Queen's own variable names (no QUEENADMIN_ prefix), so an operator
+    # moving from Queen keeps their configuration; the meanings are Queen's.
+    JWT_ENABLED: bool = setting(
+        False, "jwt", "Verify a bearer JWT beside our own tokens (`qa_...`).", env="JWT_ENABLED"
+    )
+    JWT_ALGORITHM: str = setting(
+        "HS256",
+        "jwt",
+        "`HS256`, `HS384`, `HS512`, `RS256` (RS256/384/512), `RS384`, `RS512`, `EdDSA` or `auto` (all of them).",
+        env="JWT_ALGORITHM",
+    )
+    JWT_SECRET: str = setting("", "jwt", "The HMAC key (its bytes as given) for HS*.", env="JWT_SECRET")
+    JWT_PUBLIC_KEY: str = setting(
+        "", "jwt", "A PEM public key (RSA or Ed25519); wins over the JWKS when set.", env="JWT_PUBLIC_KEY"
+    )
+    JWT_JWKS_URL: str = setting("", "jwt", "A JWKS document, fetched at start and cached by `kid`.", env="JWT_JWKS_URL")
+    JWT_JWKS_REFRESH_INTERVAL: int = setting(
+        3600, "jwt", "Seconds between refreshes of the JWKS.", env="JWT_JWKS_REFRESH_INTERVAL"
+    )
+    JWT_JWKS_TIMEOUT_MS: int = setting(5000, "jwt", "Milliseconds a JWKS fetch may take.", env="JWT_JWKS_TIMEOUT_MS")
+    JWT_CLOCK_SKEW: int = setting(30, "jwt", "Seconds of leeway for `exp`, `nbf` and `iat`.", env="JWT_CLOCK_SKEW")
+    JWT_ISSUER: str = setting("", "jwt", "The `iss` a token must carry; checked only when set.", env="JWT_ISSUER")
+    JWT_AUDIENCE: str = setting(
+        "",
+        "jwt",
+        "An `aud` a token must carry (a string or one of an array); checked only when set.",
+        env="JWT_AUDIENCE",
+    )
+    JWT_ROLES_CLAIM: str = setting("role", "jwt", "The claim with one role.", env="JWT_ROLES_CLAIM")
+    JWT_ROLES_ARRAY_CLAIM: str = setting(
+        "roles", "jwt", "The claim with an array of roles.", env="JWT_ROLES_ARRAY_CLAIM"
+    )
+    JWT_ROLE_ADMIN: str = setting("admin", "jwt", "The role value of the admin level.", env="JWT_ROLE_ADMIN")
+    JWT_ROLE_READ_WRITE: str = setting(
+        "read-write", "jwt", "The role value of the read-write level.", env="JWT_ROLE_READ_WRITE"
+    )
+    JWT_ROLE_READ_ONLY: str = setting(
+        "read-only", "jwt", "The role value of the read-only level.", env="JWT_ROLE_READ_ONLY"
+    )
+    JWT_ROLE_WRITE_ONLY: str = setting(
+        "write-only", "jwt", "The role value of the write-only level.", env="JWT_ROLE_WRITE_ONLY"
+    )
+    JWT_SKIP_PATHS: str = setting(
+        "/health,/metrics/prometheus,/metrics,/",
+        "jwt",
+        "Paths served without a token when JWTs are on, comma-separated: exact, or a prefix for an entry"
+        " ending in `/` (longer than one character).",
+        env="JWT_SKIP_PATHS",
     )
 
     # -- metrics --------------------------------------------------------------

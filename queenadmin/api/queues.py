@@ -86,7 +86,7 @@ def push_messages(request: HttpRequest) -> HttpResponse:
     limits = grants.limits(request)
     if limits is not None:
         grants.require_queues(limits, {item.queue for item in items}, grants.WRITE)
-    results = queues.queue_push(items=items) if items else []
+    results = queues.queue_push(items=items, producer_sub=request.auth.producer_sub) if items else []  # type: ignore[attr-defined]
     return json_response(wire.render_push(results), 201)
 
 

@@ -67,6 +67,11 @@ def check_row(route: str, row: Route) -> None:
         raise LookupError(f"{route}: the rule {row.rule!r} does not fit what it touches {row.touches}")
 
 
+#: The routes a JWT of Queen's ``write-only`` level may call: they push
+#: and read nothing back (``domain/identity/jwt.py``).
+WRITE_ONLY: frozenset[str] = frozenset({"POST /push", "POST /timers", "POST /ephemeral/push"})
+
+
 #: "METHOD /path" (as the routers spell it) -> its row.
 ROUTES: dict[str, Route] = {
     # KV: reads, writes; a single-key DELETE is a KV write, not a resource.

@@ -38,6 +38,7 @@ from ninja.constants import NOT_SET
 from pydantic import BaseModel
 
 from queenadmin.api import grants, routes
+from queenadmin.api import routes as routes_table
 from queenadmin.api.bearer import check_for, refusal
 from queenadmin.api.openapi import body_of
 from queenadmin.domain import kv
@@ -165,7 +166,8 @@ class ScopedRouter(Router):
             raise ImproperlyConfigured(str(exc)) from None
         self.routes.update(routes)
         if auth is NOT_SET:
-            auth = check_for(need, is_async=inspect.iscoroutinefunction(view_func))
+            write_only = all(route in routes_table.WRITE_ONLY for route in routes)
+            auth = check_for(need, is_async=inspect.iscoroutinefunction(view_func), write_only=write_only)
         documented = BY_OPERATION if any(r in PER_OPERATION for r in routes) else need.value
         openapi_extra = {**(openapi_extra or {}), OPENAPI_KEY: documented, grants.OPENAPI_KEY: rule}
         path = path.replace("{path:", "{" + RestOfPath.NAME + ":")

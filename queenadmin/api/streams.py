@@ -101,5 +101,5 @@ def commit_cycle(request: HttpRequest) -> HttpResponse:
         grants.require_partitions(limits, [cycle.partition_id], grants.WRITE)
         grants.require_queues(limits, [p.queue for p in cycle.pushes], grants.WRITE)
         streams.stream_require(limits, streams.stream_queues(query_id=cycle.query_id), grants.WRITE)
-    outcome = streams.stream_cycle(cycle=cycle)
+    outcome = streams.stream_cycle(cycle=cycle, producer_sub=request.auth.producer_sub)  # type: ignore[attr-defined]
     return json_response(wire.render_cycle(cycle, outcome, body))

@@ -56,7 +56,8 @@ def timers_batch(request: HttpRequest) -> HttpResponse:
     ratelimit.admit(request, "write")
     if not ops:
         return json_response({"results": []})
-    return json_response({"results": [wire.outcome_out(o) for o in timers.timers_call(ops)]})
+    outcomes = timers.timers_call(ops, producer_sub=request.auth.producer_sub)  # type: ignore[attr-defined]
+    return json_response({"results": [wire.outcome_out(o) for o in outcomes]})
 
 
 def _queue_and_key(request: HttpRequest, queue: str, timer_key: str) -> tuple[str, str]:

@@ -53,5 +53,5 @@ def commit_transaction(request: HttpRequest) -> HttpResponse:
     if bundle.kv or bundle.timers:
         # KV ops and schedules spend the KV write rate, as on their own routes.
         ratelimit.admit(request, "write")
-    outcome = transactions.txn_commit(bundle=bundle)
+    outcome = transactions.txn_commit(bundle=bundle, producer_sub=request.auth.producer_sub)  # type: ignore[attr-defined]
     return json_response(wire.outcome_out(outcome, sees_permit=grants.sees_permit(request)))

@@ -223,6 +223,12 @@ class TokenAuth:
     scope: TokenScope
     #: None: the whole store (a token without grants).
     grants: Grants | None = None
+    #: Who a push by this caller names as its producer (``producerSub``):
+    #: our token's name, a JWT's ``sub``; None without either (open mode).
+    producer_sub: str | None = None
+    #: A JWT's Queen levels (``domain/identity/jwt.py``), which decide the
+    #: routes it passes; None: our token, whose ``scope`` decides.
+    levels: frozenset[str] | None = None
 
 
 #: ``request.auth`` when ``QUEENADMIN_OPEN_API`` serves the API without tokens.
@@ -620,7 +626,7 @@ def token_check(token: str) -> TokenAuth | None:
     )
     if row is None or not hmac.compare_digest(row[0], digest):
         return None
-    auth = TokenAuth(name=row[1], scope=TokenScope(row[2]), grants=_stored_grants(row[3]))
+    auth = TokenAuth(name=row[1], scope=TokenScope(row[2]), grants=_stored_grants(row[3]), producer_sub=row[1])
     if ttl > 0:
         with _cache_lock:
             if len(_cache) > 10_000:

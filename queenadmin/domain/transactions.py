@@ -161,8 +161,12 @@ def txn_commit(
     bundle: TxnBundle,
     guard: kv.KVCheck | Any | None = None,
     now: datetime | None = None,
+    producer_sub: str | None = None,
 ) -> TxnOutcome:
     """Commit ``bundle`` all or nothing; must be the outermost call.
+
+    ``producer_sub`` (the caller's identity) is stamped on what the bundle
+    pushes and on the timers it schedules (``producerSub``).
 
     ``guard`` (a ``locks.Lock`` handle, e.g. from ``locks.hold()``, or a
     ``KVCheck``) goes first in the KV part: the bundle commits only while
@@ -180,13 +184,15 @@ def txn_commit(
         kv_ops = (check, *kv_ops)
     try:
         with transaction.atomic(durable=True):
-            results = _apply(bundle, kv_ops, guarded=guard is not None, now=now)
+            results = _apply(bundle, kv_ops, guarded=guard is not None, now=now, producer_sub=producer_sub)
     except _Rollback as exc:
         return TxnOutcome(transaction_id, False, (), exc.reason, exc.error, exc.precondition)
     return TxnOutcome(transaction_id, True, tuple(sorted(results, key=lambda r: r.index)))
 
 
-def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now: datetime) -> list[TxnResult]:
+def _apply(
+    bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now: datetime, producer_sub: str | None
+) -> list[TxnResult]:
     if bundle.invalid is not None:
         raise _Rollback("bad_request", f"QTXN {bundle.invalid}")
     if bundle.empty and not guarded:
@@ -200,7 +206,7 @@ def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now
     out += _acks(bundle.acks, now, advance=bundle.stream is not None)
     if bundle.stream is not None and bundle.stream.release_lease:
         out = _complete_batches(bundle.acks, out, now)
-    out += _pushes(bundle.pushes, now)
+    out += _pushes(bundle.pushes, now, producer_sub)
     out += _positions(bundle.positions, now)
     kv_base = bundle.operations
     if kv_ops:
@@ -221,7 +227,7 @@ def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now
         out += [KVDone(kv_base + i, i, r) for i, r in enumerate(own)]
     timer_base = kv_base + len(bundle.kv)
     if bundle.timers:
-        outcomes = timers.timers_call_in_txn(bundle.timers, now=now)
+        outcomes = timers.timers_call_in_txn(bundle.timers, now=now, producer_sub=producer_sub)
         out += [TimerDone(timer_base + i, i, o) for i, o in enumerate(outcomes)]
     return out
 
@@ -265,11 +271,11 @@ def _complete_batches(acks: tuple[queues.AckItem, ...], out: list[TxnResult], no
     return completed
 
 
-def _pushes(pushes: tuple[TxnPush, ...], now: datetime) -> list[TxnResult]:
+def _pushes(pushes: tuple[TxnPush, ...], now: datetime, producer_sub: str | None) -> list[TxnResult]:
     if not pushes:
         return []
     try:
-        results = queues.queue_push_in_txn(items=[p.item for p in pushes], now=now)
+        results = queues.queue_push_in_txn(items=[p.item for p in pushes], now=now, producer_sub=producer_sub)
     except QueueFull as exc:
         raise _Rollback("queue_full", f"QFULL {exc.detail}; the transaction rolled back") from exc
     fresh = {r.message_id for r in results if r.status == "queued"}

@@ -79,6 +79,10 @@ class Message(models.Model):
     #: The payload as compact JSON text, returned verbatim.
     payload = models.TextField()
     trace_id = models.CharField(max_length=36, null=True, blank=True)  # noqa: DJ001
+    #: Who pushed it (``producerSub``): the JWT's ``sub`` or our API token's
+    #: name, stamped by the server (a value in the push body is ignored);
+    #: None when the caller had neither (open mode, the dashboard).
+    producer_sub = models.TextField(null=True, blank=True)  # noqa: DJ001
     #: The one consumer group a DLQ replay meant the message for
     #: (``dlq.queue_dlq_action_in_txn``): a claim of any other group passes
     #: over it as over a deleted offset. Null: every group (every push).
@@ -176,6 +180,8 @@ class DeadLetter(models.Model):
     transaction_id = models.TextField()
     message_id = models.CharField(max_length=36)
     payload = models.TextField()
+    #: The message's ``producer_sub``, filed with it.
+    producer_sub = models.TextField(null=True, blank=True)  # noqa: DJ001
     error = models.TextField(null=True, blank=True)  # noqa: DJ001
     retry_count = models.IntegerField(default=0)
     #: When the message was pushed.

@@ -202,7 +202,7 @@ def test_pop_answers_the_protocol_shape(http, unique):
     (message,) = body["messages"]
     assert message == {
         "id": pushed["message_id"], "transactionId": "t-0", "traceId": None, "data": {"x": 1},
-        "producerSub": None, "createdAt": message["createdAt"], "partitionId": body["partitionId"],
+        "producerSub": "live-tests", "createdAt": message["createdAt"], "partitionId": body["partitionId"],
         "partition": "Default", "leaseId": body["leaseId"], "consumerGroup": "__QUEUE_MODE__",
         "deliveryAttempt": 1, "offset": 0,
     }  # fmt: skip

@@ -105,6 +105,20 @@ async def test_map_filter_to(queen, live_server, unique):
     assert got == [{"n": i * 10} for i in range(0, 30, 2)]
 
 
+async def test_the_sink_pushes_carry_the_workers_identity(queen, live_server, unique):
+    """A stream's sink messages name the worker's token as their producer (``producerSub``)."""
+    src, sink = unique("src"), unique("sink")
+    push(live_server, src, [{"n": i} for i in range(3)])
+    runner = await run(Stream.from_(queen.queue(src)).to(queen.queue(sink)), live_server, unique("q"))
+    try:
+        await asyncio.to_thread(drain, live_server, sink, 3, group="peek")
+    finally:
+        await runner.stop()
+    with admin(live_server) as http:
+        answer = http.get(f"/api/v1/pop/queue/{sink}", params={"batch": 10, "wait": "false", "autoAck": "true"})
+    assert [m["producerSub"] for m in answer.json()["messages"]] == ["live-tests"] * 3
+
+
 async def test_a_conflating_stream_maps_only_the_newest_message_of_each_partition(queen, live_server, unique):
     """With ``conflation=True`` the runner's source pops deliver each partition's newest message only."""
     src, sink = unique("src"), unique("sink")

@@ -175,3 +175,14 @@ def test_query_counts_do_not_grow_with_leases_groups_or_dead_letters(client_for,
     claim("orders", "g1", 1, "p")
     assert _queries(client, "/queues/orders/leases/") == leases_before
     assert _queries(client, f"/queues/orders/messages/{orders['mid']}/") == message_before
+
+
+def test_the_message_page_names_who_pushed_it(client_for, viewer):
+    """The producer's identity (``producerSub``) shows; a message pushed by nobody shows a dash."""
+    (named,) = queues.queue_push(items=[queues.PushItem("who", "p", "{}")], producer_sub="billing-service")
+    (anonymous,) = queues.queue_push(items=[queues.PushItem("who", "p", "{}")])
+    client = client_for(viewer)
+    html = client.get(f"/queues/who/messages/{named.message_id}/").content.decode()
+    assert re.search(r"<dt>Pushed by</dt><dd class=\"mono\" data-producer-sub>billing-service</dd>", html)
+    html = client.get(f"/queues/who/messages/{anonymous.message_id}/").content.decode()
+    assert re.search(r"<dt>Pushed by</dt><dd class=\"mono\" data-producer-sub>—</dd>", html)

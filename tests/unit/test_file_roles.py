@@ -63,8 +63,8 @@ ROLES: dict[str, frozenset[str]] = {
 
 #: Packages under domain/ that are no concept: ``overview`` reads across
 #: the concepts for the dashboard, ``procmetrics`` is the process metrics'
-#: plumbing.
-NOT_CONCEPTS = frozenset({"overview", "procmetrics"})
+#: plumbing, ``identity`` verifies Queen's JWTs (no rows, no operator).
+NOT_CONCEPTS = frozenset({"overview", "procmetrics", "identity"})
 
 
 def _has(domain: Path, concept: str, role: str) -> bool:

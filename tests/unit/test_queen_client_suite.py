@@ -87,3 +87,42 @@ def test_the_run_folder_is_the_tests_our_conftest_and_the_sdists_pytest_options(
         assert ini == ["[pytest]", "asyncio_mode = auto", "asyncio_default_fixture_loop_scope = function"]
     finally:
         shutil.rmtree(folder)
+
+
+def test_a_second_run_counts_each_test_once(suite: ModuleType) -> None:
+    """test_auth.py's JWT tests skip against the open server and pass against the JWT one: passed, once."""
+    first = suite.Outcome("sqlite", seconds=10, status=0)
+    first.passed = ["tests/test_kv.py::a", "tests/test_auth.py::test_producer_sub_ignored_from_body_without_auth"]
+    first.skipped = [
+        ("tests/test_auth.py::test_producer_sub_stamped_from_jwt", "set JWT_SECRET to run"),
+        ("tests/test_auth.py::test_producer_sub_spoofing_ignored_with_jwt", "set JWT_SECRET to run"),
+    ]
+    jwt = suite.Outcome("sqlite", seconds=2, status=0)
+    jwt.passed = [
+        "tests/test_auth.py::test_producer_sub_stamped_from_jwt",
+        "tests/test_auth.py::test_producer_sub_spoofing_ignored_with_jwt",
+    ]
+    jwt.skipped = [("tests/test_auth.py::test_producer_sub_ignored_from_body_without_auth", "JWT_SECRET set")]
+    first.merge(jwt)
+    assert first.total == 4
+    assert (len(first.passed), first.failed, first.skipped) == (4, [], [])
+    assert (first.seconds, first.status) == (12, 0)
+
+
+def test_a_failure_in_either_run_stays_a_failure(suite: ModuleType) -> None:
+    first = suite.Outcome("postgres")
+    first.passed = ["tests/test_auth.py::x"]
+    second = suite.Outcome("postgres", status=1)
+    second.failed = [("tests/test_auth.py::x", "assert None == 'alice'")]
+    first.merge(second)
+    assert (first.passed, first.failed, first.status) == ([], [("tests/test_auth.py::x", "assert None == 'alice'")], 1)
+
+
+def test_the_jwt_run_takes_test_auth_unless_other_tests_are_named(suite: ModuleType) -> None:
+    assert suite.jwt_selection([]) == ["tests/test_auth.py"]
+    assert suite.jwt_selection(["-k", "kv"]) == ["tests/test_auth.py"]
+    assert suite.jwt_selection(["tests/test_kv.py"]) is None
+    assert suite.jwt_selection(["tests/test_auth.py::test_producer_sub_stamped_from_jwt", "tests/test_kv.py"]) == [
+        "tests/test_auth.py::test_producer_sub_stamped_from_jwt"
+    ]
+    assert suite.jwt_env("s") == {"JWT_ENABLED": "true", "JWT_SECRET": "s", "JWT_ALGORITHM": "HS256"}

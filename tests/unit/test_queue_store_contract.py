@@ -178,7 +178,7 @@ def test_write_messages_appends_and_moves_the_partitions(clock_at):
     push("a", partition="p1")
     part = partition_of("a", "p1")
     now = T0 + timedelta(seconds=5)
-    rows = [(part.id, 1, "t-1", "m-1", '{"x":"é"}', None), (part.id, 2, "t-2", "m-2", "[]", "trace")]
+    rows = [(part.id, 1, "t-1", "m-1", '{"x":"é"}', None, None), (part.id, 2, "t-2", "m-2", "[]", "trace", None)]
     with transaction.atomic():
         store().lock_partitions([part.id])
         store().write_messages(rows, {part.id: (3, len('{"x":"é"}'.encode()) + 2)}, now, ["a"])
@@ -199,7 +199,7 @@ def test_write_messages_keeps_every_text_as_given(clock_at):
     push("a", partition="p1")
     part = partition_of("a", "p1")
     for first, payloads in ((1, ['"a\nb"', "{}", '"\n"']), (4, ["[1]", "2", '"x"'])):
-        rows = [(part.id, first + n, f"t-{first + n}", f"m-{first + n}", d, None) for n, d in enumerate(payloads)]
+        rows = [(part.id, first + n, f"t-{first + n}", f"m-{first + n}", d, None, None) for n, d in enumerate(payloads)]
         with transaction.atomic():
             store().lock_partitions([part.id])
             store().write_messages(rows, {part.id: (first + 3, 9)}, T0, ["a"])
@@ -209,6 +209,34 @@ def test_write_messages_keeps_every_text_as_given(clock_at):
             .values_list("offset", "transaction_id", "message_id", "payload", "trace_id")
         )
         assert stored == [(first + n, f"t-{first + n}", f"m-{first + n}", d, None) for n, d in enumerate(payloads)]
+
+
+@pytest.mark.parametrize(
+    "producers",
+    [("alice", "alice", "alice"), ("alice", None, "bob"), (None, None, None)],
+    ids=["one", "mixed", "none"],
+)
+def test_write_messages_stores_each_producer(clock_at, producers):
+    """One producer for every row, a mix (timers' fires), or none: each row keeps its own."""
+    push("a", partition="p1")
+    part = partition_of("a", "p1")
+    rows = [(part.id, 1 + n, f"t-{n}", f"m-{n}", "{}", None, sub) for n, sub in enumerate(producers)]
+    with transaction.atomic():
+        store().lock_partitions([part.id])
+        store().write_messages(rows, {part.id: (4, 6)}, T0, ["a"])
+    stored = Message.objects.filter(partition=part, offset__gte=1).order_by("offset")
+    assert tuple(stored.values_list("producer_sub", flat=True)) == producers
+
+
+def test_append_one_stores_its_producer(clock_at):
+    if not store().appends_one:
+        pytest.skip(f"{type(store()).__name__} has no one-statement append: push writes with write_messages")
+    push("a")
+    part = partition_of("a")
+    with transaction.atomic():
+        store().lock_partitions([part.id])
+        store().append_one(Append(part.id, "t", None, 1, "m-1", "{}", None, "a", T0, "alice"))
+    assert Message.objects.get(partition=part, offset=1).producer_sub == "alice"
 
 
 def test_append_one_writes_once_then_answers_the_original(clock_at):

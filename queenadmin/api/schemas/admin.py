@@ -346,7 +346,7 @@ class _MessageOut(WireOut):
     task: str | None
     status: Status
     traceId: str | None
-    producerSub: None
+    producerSub: str | None
     createdAt: MicrosZTime
     leaseExpiresAt: MicrosZTime | None
 

@@ -184,7 +184,7 @@ class PopMessageOut(WireOut):
     transactionId: str
     traceId: str | None
     data: JSONValue
-    producerSub: None
+    producerSub: str | None
     createdAt: MicrosZTime
     partitionId: str = Field(description="a decimal string; acks echo it")
     partition: str
@@ -434,6 +434,7 @@ class DeadLetterOut(WireOut):
     data: JSONValue
     errorMessage: str | None
     retryCount: int
+    producerSub: str | None
     createdAt: MicrosZTime
     failedAt: MicrosZTime
 

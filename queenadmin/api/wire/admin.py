@@ -522,7 +522,7 @@ def _message(row: browse.MessageRow) -> dict[str, Any]:
         "task": row.task,
         "status": row.status,
         "traceId": row.trace_id,
-        "producerSub": None,
+        "producerSub": row.producer_sub,
         "createdAt": clock.iso_micros_z(row.created_at),
         "leaseExpiresAt": clock.iso_micros_z(row.lease_until),
     }

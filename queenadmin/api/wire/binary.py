@@ -349,15 +349,21 @@ def render_pop_frames(claim: queues.Claim, autopilot: Autopilot | None, waited_m
                 payload = m.payload_json.encode()
                 txn = m.transaction_id.encode()
                 trace = b"" if m.trace_id is None else uuid.UUID(m.trace_id).bytes
+                producer = None if m.producer_sub is None else m.producer_sub.encode()
                 size = 1 + 16 + len(trace) + 2 + len(txn) + len(payload)
+                if producer is not None:
+                    size += 2 + len(producer)
                 created_us = (m.created_at - _EPOCH) // _MICROSECOND
                 out += _RECORD.pack(m.offset, created_us, 1, 0, 4 + size)
                 out += _U32.pack(size)
-                out.append(_FRAME_TRACE if trace else 0)
+                out.append((_FRAME_TRACE if trace else 0) | (0 if producer is None else _FRAME_PRODUCER))
                 out += uuid.UUID(m.message_id).bytes
                 out += trace
                 out += _U16.pack(len(txn))
                 out += txn
+                if producer is not None:
+                    out += _U16.pack(len(producer))
+                    out += producer
                 out += payload
     except ValueError:
         return None

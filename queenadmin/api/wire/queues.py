@@ -434,7 +434,7 @@ def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: in
             "transactionId": m.transaction_id,
             "traceId": m.trace_id,
             "data": json.loads(m.payload_json),
-            "producerSub": None,
+            "producerSub": m.producer_sub,
             "createdAt": clock.iso_micros_z(m.created_at),
             "partitionId": str(m.partition_id),
             "partition": m.partition,
@@ -798,6 +798,7 @@ def render_dlq(rows: Sequence[queues.DeadLetterRow], total: int) -> dict[str, An
             "data": json.loads(r.payload_json),
             "errorMessage": r.error,
             "retryCount": r.retry_count,
+            "producerSub": r.producer_sub,
             "createdAt": clock.iso_micros_z(r.created_at),
             "failedAt": clock.iso_micros_z(r.failed_at),
         }

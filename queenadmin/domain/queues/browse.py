@@ -318,6 +318,8 @@ class MessageRow:
     cursors: tuple[CursorView, ...]
     error: str | None = None
     retry_count: int | None = None
+    #: Who pushed it (``producerSub``).
+    producer_sub: str | None = None
 
 
 def _cursor_views(pids: set[int], now: datetime) -> dict[int, list[CursorView]]:
@@ -363,7 +365,7 @@ def _rows(raw: list[tuple[Any, ...]], now: datetime) -> list[MessageRow]:
         ).values_list("partition_id", "offset", "error", "retry_count"):
             dead[(pid, off)] = (err, retries)
     result = []
-    for mid, pid, off, txn, trace, payload, created, qname, pname, ns, task, options in raw:
+    for mid, pid, off, txn, trace, payload, created, qname, pname, ns, task, options, sub in raw:
         d = dead.get((pid, off))
         status, queue_status, consumed, groups, has_qm, lease = _status(off, cursors.get(pid, []), d is not None)
         result.append(
@@ -389,6 +391,7 @@ def _rows(raw: list[tuple[Any, ...]], now: datetime) -> list[MessageRow]:
                 tuple(cursors.get(pid, [])),
                 d[0] if d else None,
                 d[1] if d else None,
+                sub,
             )
         )
     return result
@@ -407,6 +410,7 @@ _MESSAGE_FIELDS = (
     "partition__queue__namespace",
     "partition__queue__task",
     "partition__queue__options",
+    "producer_sub",
 )
 
 

@@ -254,6 +254,8 @@ class MessageDelivery:
     #: The one group a DLQ replay meant the message for (None: every group);
     #: the others' claims pass over it (their state is ``skipped``).
     for_group: str | None = None
+    #: Who pushed it (``producerSub``): a JWT's ``sub`` or an API token's name.
+    producer_sub: str | None = None
 
     @property
     def replay_of(self) -> int | None:
@@ -301,13 +303,14 @@ def message_delivery(*, queue: str, message_id: str) -> MessageDelivery | None:
             "created_at",
             "head",
             "chars",
+            "producer_sub",
         )
         .order_by("id")
         .first()
     )
     if row is None:
         return None
-    qid, namespace, task, options, pname, pid, offset, txn, trace_id, for_group, created, head, chars = row
+    qid, namespace, task, options, pname, pid, offset, txn, trace_id, for_group, created, head, chars, sub = row
     cut = chars > PAYLOAD_CAP
     payload = head[:PAYLOAD_CAP] if cut else _pretty(head)
 
@@ -379,4 +382,5 @@ def message_delivery(*, queue: str, message_id: str) -> MessageDelivery | None:
         namespace=namespace,
         task=task,
         for_group=for_group,
+        producer_sub=sub,
     )

@@ -45,6 +45,9 @@ class PushItem:
     #: The id the message gets; None mints a UUIDv7. Timers pass the id they
     #: promised at schedule time.
     message_id: str | None = None
+    #: Who pushes it, when the items of one call differ (a timer's fire: its
+    #: scheduler); None takes the call's ``producer_sub``.
+    producer_sub: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,11 @@ class PushResult:
 
 
 @transaction.atomic(durable=True)
-def queue_push(*, items: Sequence[PushItem]) -> list[PushResult]:
+def queue_push(*, items: Sequence[PushItem], producer_sub: str | None = None) -> list[PushResult]:
     """Append ``items`` in order; return one result per item, index-aligned.
+
+    ``producer_sub`` is the caller's identity (a JWT's ``sub``, our token's
+    name), stored with each message whose item names none (``producerSub``).
 
     Queues and partitions are created on first use. An item whose
     (queue, partition, transactionId) is already in the log inside the
@@ -77,7 +83,7 @@ def queue_push(*, items: Sequence[PushItem]) -> list[PushResult]:
     not written; the other queues' items are (Queen's push answer). Must
     be the outermost transaction (``queue_push_in_txn`` runs inside one).
     """
-    return queue_push_in_txn(items=items, now=clock.now(), partial=True)
+    return queue_push_in_txn(items=items, now=clock.now(), partial=True, producer_sub=producer_sub)
 
 
 #: Tries at reading, creating and locking the queues of a push before it
@@ -236,7 +242,9 @@ def _full_queues(queues: dict[str, QueueRef], items: Sequence[PushItem], now: da
     return full
 
 
-def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool = False) -> list[PushResult]:
+def queue_push_in_txn(
+    *, items: Sequence[PushItem], now: datetime, partial: bool = False, producer_sub: str | None = None
+) -> list[PushResult]:
     """``queue_push`` inside the caller's transaction, at time ``now``.
 
     Same outcomes as ``queue_push``, but for a queue's ``maxSize``: it
@@ -252,14 +260,14 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool
     located = _locate(items)
     if located is not None:
         queues, partitions, next_offsets = located
-        return _append(items, queues, partitions, next_offsets, now)
+        return _append(items, queues, partitions, next_offsets, now, producer_sub)
     queues = _ensure_queues((i.queue for i in items), now)
     full = _full_queues(queues, items, now) if any(q.max_size for q in queues.values()) else {}
     if full and not partial:
         raise QueueFull(next(iter(full.values())))
     if full:
         kept = [item for item in items if item.queue not in full]
-        written = iter(queue_push_in_txn(items=kept, now=now) if kept else [])
+        written = iter(queue_push_in_txn(items=kept, now=now, producer_sub=producer_sub) if kept else [])
         results: list[PushResult] = []
         for index, item in enumerate(items):
             if item.queue in full:
@@ -272,7 +280,7 @@ def queue_push_in_txn(*, items: Sequence[PushItem], now: datetime, partial: bool
     pairs = {(queues[i.queue].id, i.partition) for i in items}
     partitions = _ensure_partitions(pairs, now)
     next_offsets = _lock_partitions(sorted(set(partitions.values())))
-    return _append(items, queues, partitions, next_offsets, now)
+    return _append(items, queues, partitions, next_offsets, now, producer_sub)
 
 
 def _append(
@@ -281,10 +289,11 @@ def _append(
     partitions: dict[tuple[int, str], int],
     next_offsets: dict[int, int],
     now: datetime,
+    producer_sub: str | None,
 ) -> list[PushResult]:
     """Dedup and write ``items`` to their partitions, locked and read by the caller."""
     if len(items) == 1 and store().appends_one:
-        return [_append_one(items[0], queues[items[0].queue], partitions, next_offsets, now)]
+        return [_append_one(items[0], queues[items[0].queue], partitions, next_offsets, now, producer_sub)]
     # Per (queue, partition) of the items, once: the partition and its
     # dedup cutoff (None: no dedup). A push's items share a few of them.
     where: dict[tuple[str, str], tuple[int, datetime | None]] = {}
@@ -306,7 +315,7 @@ def _append(
 
     fresh = iter(uuid7s(len(items)))
     results: list[PushResult] = []
-    rows: list[tuple[int, int, str, str, str, str | None]] = []
+    rows: list[tuple[int, int, str, str, str, str | None, str | None]] = []
     for index, (item, (pid, _)) in enumerate(zip(items, pids, strict=True)):
         txn = item.transaction_id
         if txn is not None and pid in cutoffs and (pid, txn) in originals:
@@ -319,7 +328,8 @@ def _append(
         next_offsets[pid] = offset + 1
         if pid in cutoffs:
             originals[(pid, txn)] = (mid, offset)
-        rows.append((pid, offset, txn, mid, item.payload_json, item.trace_id))
+        sub = producer_sub if item.producer_sub is None else item.producer_sub
+        rows.append((pid, offset, txn, mid, item.payload_json, item.trace_id, sub))
         results.append(PushResult(index, mid, txn, item.queue, "queued", offset))
 
     if rows:
@@ -341,6 +351,7 @@ def _append_one(
     partitions: dict[tuple[int, str], int],
     next_offsets: dict[int, int],
     now: datetime,
+    producer_sub: str | None,
 ) -> PushResult:
     pid = partitions[(queue.id, item.partition)]
     window = queue.dedup_window_seconds
@@ -349,7 +360,8 @@ def _append_one(
     mid = uuid7s(1)[0] if item.message_id is None else item.message_id
     txn = txn if txn is not None else mid
     offset = next_offsets[pid]
-    append = Append(pid, txn, cutoff, offset, mid, item.payload_json, item.trace_id, item.queue, now)
+    sub = producer_sub if item.producer_sub is None else item.producer_sub
+    append = Append(pid, txn, cutoff, offset, mid, item.payload_json, item.trace_id, item.queue, now, sub)
     duplicate = store().append_one(append)
     if duplicate is not None:
         return PushResult(0, duplicate[0], txn, item.queue, "duplicate", duplicate[1])
@@ -369,6 +381,7 @@ def queue_dead_letter_in_txn(
     error: str,
     retry_count: int,
     now: datetime,
+    producer_sub: str | None = None,
 ) -> None:
     """File a message that never reached the log in its queue's DLQ.
 
@@ -392,6 +405,7 @@ def queue_dead_letter_in_txn(
         payload=payload_json,
         error=error,
         retry_count=retry_count,
+        producer_sub=producer_sub,
         created_at=now,
         failed_at=now,
     )

@@ -333,6 +333,8 @@ class DeadLetterRow:
     retry_count: int
     created_at: datetime
     failed_at: datetime
+    #: Who pushed the message (``producerSub``).
+    producer_sub: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -391,5 +393,6 @@ def dlq_list(*, query: DeadLetterQuery) -> tuple[list[DeadLetterRow], int]:
         "retry_count",
         "created_at",
         "failed_at",
+        "producer_sub",
     )[query.offset : query.offset + query.limit]
     return [DeadLetterRow(*r) for r in page], total

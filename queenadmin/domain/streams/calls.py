@@ -101,8 +101,10 @@ def stream_register(
         return Registration(row.id, name, config_hash, fresh=False, reset=wiped)
 
 
-def stream_cycle(*, cycle: Cycle) -> CycleOutcome:
+def stream_cycle(*, cycle: Cycle, producer_sub: str | None = None) -> CycleOutcome:
     """Commit one cycle's state ops, ack and sink pushes, all or nothing; outermost.
+
+    The sink pushes carry ``producer_sub``, the worker's identity.
 
     One ``txn_commit`` bundle: the state ops (serialised per query and
     partition), the ack (fenced by its lease; with ``release_lease``
@@ -137,7 +139,7 @@ def stream_cycle(*, cycle: Cycle) -> CycleOutcome:
             release_lease=cycle.ack is not None and cycle.release_lease,
         ),
     )
-    outcome = txn.txn_commit(bundle=bundle)
+    outcome = txn.txn_commit(bundle=bundle, producer_sub=producer_sub)
     if not outcome.success:
         return CycleOutcome(False, error=_reason(outcome.error or ""))
     acked: CycleAcked | None = None

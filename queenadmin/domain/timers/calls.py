@@ -47,8 +47,11 @@ from queenadmin.models import Timer
 from queenadmin.plumbing import db
 
 
-def timers_call_in_txn(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOutcome]:
+def timers_call_in_txn(ops: Sequence[TimerOp], *, now: datetime, producer_sub: str | None = None) -> list[TimerOutcome]:
     """Apply timer ops inside the caller's transaction; one outcome per op.
+
+    A schedule keeps ``producer_sub`` (the caller's identity) unless its op
+    names one: the message it fires carries it (``producerSub``).
 
     A schedule over a pending timer replaces it (``rescheduled``; it keeps
     ``created_at``, its attempts start again); a cancel that finds nothing
@@ -76,7 +79,7 @@ def timers_call_in_txn(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOu
             payload=op.payload,
             payload_json=payload_json_of(op.payload),
             encrypted=op.encrypted,
-            producer_sub=op.producer_sub,
+            producer_sub=producer_sub if op.producer_sub is None else op.producer_sub,
         )
         for op in schedules
     ]
@@ -101,9 +104,11 @@ def timers_call_in_txn(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOu
 
 
 @transaction.atomic(durable=True)
-def timers_call(ops: Sequence[TimerOp], *, now: datetime | None = None) -> list[TimerOutcome]:
+def timers_call(
+    ops: Sequence[TimerOp], *, now: datetime | None = None, producer_sub: str | None = None
+) -> list[TimerOutcome]:
     """``timers_call_in_txn`` as its own transaction; must be the outermost call."""
-    return timers_call_in_txn(ops, now=now or clock.now())
+    return timers_call_in_txn(ops, now=now or clock.now(), producer_sub=producer_sub)
 
 
 def _changed(queues: list[str]) -> None:

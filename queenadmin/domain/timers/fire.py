@@ -90,6 +90,7 @@ def _push_items(due: Sequence[Due]) -> list[log_domain.PushItem]:
             payload_json=d.payload_json,
             transaction_id=d.txn,
             message_id=d.message_id,
+            producer_sub=d.producer_sub,
         )
         for d in due
     ]
@@ -120,6 +121,7 @@ def _fire_one_by_one(due: Sequence[Due], now: datetime) -> FireStep:
             payload_json=d.payload_json,
             transaction_id=d.txn,
             message_id=d.message_id,
+            producer_sub=d.producer_sub,
         )
         try:
             with transaction.atomic():
@@ -138,6 +140,7 @@ def _fire_one_by_one(due: Sequence[Due], now: datetime) -> FireStep:
                     error=error,
                     retry_count=attempts,
                     now=now,
+                    producer_sub=d.producer_sub,
                 )
                 done.append(d.id)
                 dead += 1

@@ -34,7 +34,7 @@ from django.db import DatabaseError, connection
 
 from queenadmin.api import openmode
 from queenadmin.conf import settings as app_settings
-from queenadmin.domain import firstrun, tokens
+from queenadmin.domain import firstrun, identity, tokens
 from queenadmin.metrics import process
 from queenadmin.models import TokenScope
 from queenadmin.plumbing import db
@@ -103,6 +103,23 @@ def _first_line(exc: BaseException) -> str:
 def _fail(message: str, *args: Any) -> NoReturn:
     log.error(message, *args)
     sys.exit(1)
+
+
+def _check_jwt() -> None:
+    """Refuse the JWT settings Queen's broker refuses (``domain/identity/jwt.py``)."""
+    if not app_settings.JWT_ENABLED:
+        return
+    refused = identity.jwt_start_refusal()
+    if refused:
+        _fail("%s", refused)
+    if app_settings.OPEN_API:
+        _fail("JWT_ENABLED=true and QUEENADMIN_OPEN_API=1 contradict each other: the open API takes no token")
+    for warning in identity.jwt_start_warnings():
+        log.warning("%s", warning)
+    failed = identity.jwt_prefetch()
+    if failed:
+        log.warning("JWT_JWKS_URL could not be fetched (%s); the first token that needs a key fetches again", failed)
+    log.info("  JWTs:          %s, beside API tokens", app_settings.JWT_ALGORITHM)
 
 
 def _check_database() -> None:
@@ -285,6 +302,7 @@ class Command(BaseCommand):
             if refused:
                 _fail("%s", refused)
             log.warning("%s", openmode.start_warning(host, port))
+        _check_jwt()
         _check_database()
         if redis_url:
             _check_redis(redis_url)

@@ -299,7 +299,7 @@ def _dead_letter(
 ) -> None:
     errors = {offset: item.error for offset, item in dead}
     rows = Message.objects.filter(partition_id=pid, offset__in=list(errors)).values_list(
-        "offset", "transaction_id", "message_id", "payload", "created_at"
+        "offset", "transaction_id", "message_id", "payload", "created_at", "producer_sub"
     )
     DeadLetter.objects.bulk_create(
         [
@@ -313,10 +313,11 @@ def _dead_letter(
                 payload=payload,
                 error=errors[offset],
                 retry_count=retries,
+                producer_sub=sub,
                 created_at=created,
                 failed_at=now,
             )
-            for offset, txn, mid, payload, created in rows
+            for offset, txn, mid, payload, created, sub in rows
         ]
     )
 

@@ -28,6 +28,8 @@ class Delivered:
     partition: str
     offset: int
     delivery_attempt: int
+    #: Who pushed it (``producerSub``); None when nobody was named.
+    producer_sub: str | None = None
 
 
 @dataclass(frozen=True)

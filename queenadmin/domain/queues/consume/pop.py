@@ -111,8 +111,10 @@ def _claim_at_once(request: PopRequest) -> Claim | None:
         claimed.append((one.partition_id, one.partition))
         first = one.messages[0][0]
         budget -= one.messages[-1][0] - first + 1
-        for offset, txn, mid, payload, trace, created in one.messages:
-            delivered.append(Delivered(mid, txn, trace, payload, created, one.partition_id, one.partition, offset, 1))
+        for offset, txn, mid, payload, trace, created, sub in one.messages:
+            delivered.append(
+                Delivered(mid, txn, trace, payload, created, one.partition_id, one.partition, offset, 1, sub)
+            )
     if claimed:
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [request.queue]})
         return Claim(request.queue, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at)
@@ -353,8 +355,8 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
             continue
         budget -= take
         claimed.append((pid, name))
-        for offset, txn, mid, payload, trace, created in rows:
-            delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, offset, seen[offset - first]))
+        for offset, txn, mid, payload, trace, created, sub in rows:
+            delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, offset, seen[offset - first], sub))
     if claimed:
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue.name]})
     return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at, **policy)
@@ -438,7 +440,7 @@ def _claim_newest(
         visible = pending.filter(created_at__lte=now - delay) if delay else pending
         newest = (
             visible.order_by("-offset")
-            .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
+            .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at", "producer_sub")
             .first()
         )
         if newest is None:
@@ -464,7 +466,7 @@ def _claim_newest(
                     },
                 )
             continue
-        last, txn, mid, payload, trace, created = newest
+        last, txn, mid, payload, trace, created, sub = newest
         first = head + 1
         runs = runs_deliver(runs_trim(_load_runs(stored_runs), head), first, last)
         fields: dict[str, Any] = {"last_claim_at": now, "delivered": F("delivered") + 1, "batch_last": last}
@@ -484,7 +486,7 @@ def _claim_newest(
             continue
         claimed.append((pid, name))
         (attempt,) = runs_attempts(runs, last, last)
-        delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, last, attempt))
+        delivered.append(Delivered(mid, txn, trace, payload, created, pid, name, last, attempt, sub))
     if claimed:
         events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue.name]})
     return Claim(queue.name, lease_id, request.group, tuple(claimed), tuple(delivered), retry_at, **policy)
@@ -495,13 +497,15 @@ def _for(group: str) -> Q:
     return Q(for_group__isnull=True) | Q(for_group=group)
 
 
-def _read_range(pid: int, first: int, last: int, group: str) -> list[tuple[int, str, str, str, str | None, datetime]]:
+def _read_range(
+    pid: int, first: int, last: int, group: str
+) -> list[tuple[int, str, str, str, str | None, datetime, str | None]]:
     """The stored messages of ``pid`` from ``first`` to ``last`` that ``group``
     is handed (gaps: deleted ones, and replays meant for another group)."""
     return list(
         Message.objects.filter(_for(group), partition_id=pid, offset__gte=first, offset__lte=last)
         .order_by("offset")
-        .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at")
+        .values_list("offset", "transaction_id", "message_id", "payload", "trace_id", "created_at", "producer_sub")
     )
 
 

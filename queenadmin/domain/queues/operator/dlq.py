@@ -150,6 +150,8 @@ def _replay(rows: list[DeadLetter], queue: str, target: ReplayTarget, now: datet
             partition=row.partition.name,
             payload_json=row.payload,
             transaction_id=replay_transaction_id(row.pk),
+            # The copy keeps who pushed the message.
+            producer_sub=row.producer_sub,
         )
         for row in rows
     ]

@@ -117,13 +117,14 @@ def queue_message_retry_in_txn(*, partition_id: int, transaction_id: str, now: d
     dead = list(
         DeadLetter.objects.filter(partition_id=partition_id, transaction_id=transaction_id)
         .order_by("id")
-        .values_list("id", "payload")
+        .values_list("id", "payload", "producer_sub")
     )
     if not dead:
         raise NotDeadLettered()
-    (pushed,) = queue_push_in_txn(
-        items=[PushItem(queue, partition, dead[0][1], transaction_id=replay_transaction_id(dead[0][0]))], now=now
-    )
+    # The copy keeps who pushed the message.
+    first_id, payload, sub = dead[0]
+    item = PushItem(queue, partition, payload, transaction_id=replay_transaction_id(first_id), producer_sub=sub)
+    (pushed,) = queue_push_in_txn(items=[item], now=now)
     DeadLetter.objects.filter(id__in=[d[0] for d in dead]).delete()
     wakeups.notify_on_commit([queue])
     return MessageRetried(queue, partition, partition_id, transaction_id, pushed, len(dead))
@@ -157,12 +158,12 @@ def queue_message_dead_letter_in_txn(
     message = (
         Message.objects.filter(partition_id=partition_id, transaction_id=transaction_id)
         .order_by("offset")
-        .values_list("offset", "message_id", "payload", "created_at")
+        .values_list("offset", "message_id", "payload", "created_at", "producer_sub")
         .first()
     )
     if message is None:
         raise MessageNotFound()
-    offset, message_id, payload, created_at = message
+    offset, message_id, payload, created_at, producer_sub = message
     cursors = ConsumerCursor.objects.filter(partition_id=partition_id, group=group)
     cursor = cursors.select_for_update().first()
     if cursor is None:
@@ -187,6 +188,7 @@ def queue_message_dead_letter_in_txn(
         payload=payload,
         error=error,
         retry_count=cursor.retry_count,
+        producer_sub=producer_sub,
         created_at=created_at,
         failed_at=now,
     )

@@ -29,8 +29,8 @@ QueueRow = tuple[str, int, dict[str, Any]]
 LocatedRow = tuple[str, int, dict[str, Any], str | None, int | None, int | None]
 #: (partition id, transactionId, message id, offset, pushed at).
 RecentRow = tuple[int, str, str, int, datetime]
-#: (partition id, offset, transactionId, message id, payload JSON, trace id).
-MessageRow = tuple[int, int, str, str, str, str | None]
+#: (partition id, offset, transactionId, message id, payload JSON, trace id, producer sub).
+MessageRow = tuple[int, int, str, str, str, str | None, str | None]
 #: (partition id, cursor id or None, lease id, leased until, last claim, last push).
 CandidateRow = tuple[int, int | None, str | None, datetime | None, datetime | None, datetime | None]
 #: (cursor id, committed offset, delivery runs as stored, next offset,
@@ -53,10 +53,12 @@ class Append:
     #: The queue's name, for the wake-up of its pops.
     queue: str
     now: datetime
+    #: Who pushed it (``producerSub``).
+    producer_sub: str | None = None
 
 
-#: (offset, transactionId, message id, payload JSON, trace id, pushed at).
-ClaimedRow = tuple[int, str, str, str, str | None, datetime]
+#: (offset, transactionId, message id, payload JSON, trace id, pushed at, producer sub).
+ClaimedRow = tuple[int, str, str, str, str | None, datetime, str | None]
 
 
 @dataclass(frozen=True)

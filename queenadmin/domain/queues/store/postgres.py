@@ -64,7 +64,8 @@ _LOCATE = (
 #: the NOTIFY for waiting pops (``notify``).
 _APPEND_ONE = (
     "WITH v AS (SELECT %s::bigint AS p, %s::text AS t, %s::timestamptz AS cutoff, %s::bigint AS o,"
-    " %s::bigint AS b, %s::timestamptz AS now, %s::text AS m, %s::text AS d, %s::text AS r, %s::text AS q),"
+    " %s::bigint AS b, %s::timestamptz AS now, %s::text AS m, %s::text AS d, %s::text AS r, %s::text AS q,"
+    " %s::text AS s),"
     # OFFSET 0 keeps the ORDER BY ... LIMIT from steering a generic plan to
     # the (partition, offset) index, which would read the whole partition
     # whenever the transactionId is new (the common case).
@@ -75,8 +76,8 @@ _APPEND_ONE = (
     " retained_bytes = retained_bytes + v.b, last_push_at = v.now"
     " FROM v WHERE id = v.p AND NOT EXISTS (SELECT FROM d) RETURNING id),"
     " i AS (INSERT INTO queenadmin_message"
-    " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
-    " SELECT v.p, v.o, v.t, v.m, v.d, v.r, v.now FROM v WHERE NOT EXISTS (SELECT FROM d) RETURNING 1),"
+    " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, producer_sub, created_at)"
+    " SELECT v.p, v.o, v.t, v.m, v.d, v.r, v.s, v.now FROM v WHERE NOT EXISTS (SELECT FROM d) RETURNING 1),"
     f" n AS (SELECT pg_notify('{CHANNEL}', v.q) FROM v, i)"
     " SELECT (SELECT message_id FROM d), (SELECT msg_offset FROM d), (SELECT count(*) FROM n), (SELECT count(*) FROM u)"
 )
@@ -170,6 +171,7 @@ class PostgresStore(PostgresConsume, Store):
             a.payload_json,
             a.trace_id,
             a.queue,
+            a.producer_sub,
         ]
         [(dup_mid, dup_offset, notified, updated)] = pg_run(_APPEND_ONE, params)
         if dup_mid is not None:
@@ -182,7 +184,11 @@ class PostgresStore(PostgresConsume, Store):
     ) -> None:
         # One statement, not three (partitions, messages, NOTIFY): the
         # data-modifying CTEs run to completion whether read or not.
-        pids, offsets, txns, mids, payloads, traces = (list(c) for c in zip(*rows, strict=True))
+        pids, offsets, txns, mids, payloads, traces, subs = (list(c) for c in zip(*rows, strict=True))
+        # One producer for the whole push (the usual case: one caller) goes
+        # as one text; mixed ones (timers' fires) as an array.
+        one_sub = subs[0] if subs.count(subs[0]) == len(subs) else None
+        many_subs = None if one_sub is not None or all(s is None for s in subs) else subs
         # psycopg dumps an array element by element in Python (6 ms for the
         # six arrays of a 1,000-message push). Message ids and compact JSON
         # hold no newline, so they go as one text each, split by PostgreSQL;
@@ -198,16 +204,17 @@ class PostgresStore(PostgresConsume, Store):
                 " SET next_offset = v.n, retained_bytes = p.retained_bytes + v.b, last_push_at = %s"
                 " FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[]) AS v(id, n, b) WHERE p.id = v.id),"
                 " i AS (INSERT INTO queenadmin_message"
-                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
-                " SELECT u.p, u.o, u.t, u.m, u.d, u.r, %s"
-                f" FROM unnest(%b::bigint[], %b::bigint[], %b::text[], {column}, {column}, %b::text[])"
-                " AS u(p, o, t, m, d, r))"
+                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, producer_sub, created_at)"
+                " SELECT u.p, u.o, u.t, u.m, u.d, u.r, COALESCE(u.s, %s::text), %s"
+                f" FROM unnest(%b::bigint[], %b::bigint[], %b::text[], {column}, {column}, %b::text[], %b::text[])"
+                " AS u(p, o, t, m, d, r, s))"
                 f" SELECT count(pg_notify('{CHANNEL}', q)) FROM unnest(%b::text[]) AS q",
                 [
                     now,
                     list(partitions),
                     [n for n, _ in partitions.values()],
                     [b for _, b in partitions.values()],
+                    one_sub,
                     now,
                     pids,
                     offsets,
@@ -215,6 +222,7 @@ class PostgresStore(PostgresConsume, Store):
                     mids_in if split else mids,
                     payloads_in if split else payloads,
                     None if all(r is None for r in traces) else traces,
+                    many_subs,
                     list(queues),
                 ],
                 binary=True,

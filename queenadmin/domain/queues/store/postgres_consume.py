@@ -67,7 +67,8 @@ _CLAIM_ONE = (
     " r AS MATERIALIZED (SELECT l.*, l.head + 1 AS first, l.head + LEAST((SELECT budget FROM v), l.next_offset - 1 - l.head)"
     " AS last FROM l WHERE NOT EXISTS (SELECT FROM jsonb_array_elements(l.delivery_runs) AS e"
     " WHERE (e ->> 1)::bigint > l.head)),"
-    " m AS MATERIALIZED (SELECT m.msg_offset, m.transaction_id, m.message_id, m.payload, m.trace_id, m.created_at"
+    " m AS MATERIALIZED (SELECT m.msg_offset, m.transaction_id, m.message_id, m.payload, m.trace_id, m.created_at,"
+    " m.producer_sub"
     " FROM r JOIN queenadmin_message AS m ON m.partition_id = r.pid AND m.msg_offset >= r.first"
     " AND m.msg_offset <= r.last WHERE m.for_group IS NULL OR m.for_group = (SELECT grp FROM v)),"
     " mm AS (SELECT count(*) AS n, max(msg_offset) AS top FROM m),"
@@ -85,9 +86,9 @@ _CLAIM_ONE = (
     " t AS (SELECT min(leased_until) AS until FROM cand"
     " WHERE lease_id IS NOT NULL AND leased_until > (SELECT now FROM v))"
     " SELECT 1, r.pid, r.name, m.msg_offset, m.transaction_id, m.message_id, m.payload, m.trace_id, m.created_at,"
-    " (SELECT until FROM t) FROM r, m WHERE EXISTS (SELECT FROM u)"
+    " (SELECT until FROM t), m.producer_sub FROM r, m WHERE EXISTS (SELECT FROM u)"
     " UNION ALL SELECT CASE WHEN NOT (SELECT ok FROM ok) OR EXISTS (SELECT FROM l) THEN 2 ELSE 0 END,"
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT until FROM t)"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT until FROM t), NULL"
     " WHERE NOT EXISTS (SELECT FROM u) ORDER BY 4"
 )
 
@@ -182,8 +183,8 @@ class PostgresConsume:
         if status == 0:
             return OneClaim("empty", retry_at=from_db_time(rows[0][9]))
         messages = tuple(
-            cast(ClaimedRow, (offset, txn, mid, payload, trace, from_db_time(created)))
-            for _, _, _, offset, txn, mid, payload, trace, created, _ in rows
+            cast(ClaimedRow, (offset, txn, mid, payload, trace, from_db_time(created), sub))
+            for _, _, _, offset, txn, mid, payload, trace, created, _, sub in rows
         )
         return OneClaim("claimed", int(rows[0][1]), rows[0][2], messages, from_db_time(rows[0][9]))
 

@@ -84,7 +84,7 @@ class SqliteStore(Store):
             )
             cur.executemany(
                 "INSERT INTO queenadmin_message"
-                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, producer_sub, created_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                 [(*r, to_db_time(now)) for r in rows],
             )

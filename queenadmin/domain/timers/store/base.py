@@ -26,9 +26,9 @@ CHUNK = 200
 Key = tuple[str, str]
 
 #: The columns of a ``Due``, in its field order.
-DUE_COLUMNS = "id, queue, timer_key, partition, txn, message_id, payload_json, attempts"
+DUE_COLUMNS = "id, queue, timer_key, partition, txn, message_id, payload_json, attempts, producer_sub"
 #: The columns of a ``Held``, in its field order.
-HELD_COLUMNS = DUE_COLUMNS + ", deliver_at, payload, encrypted, producer_sub"
+HELD_COLUMNS = DUE_COLUMNS + ", deliver_at, payload, encrypted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,8 @@ class Due:
     message_id: str
     payload_json: str
     attempts: int
+    #: Who scheduled it: the fire's ``producerSub``.
+    producer_sub: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +70,6 @@ class Held(Due):
     deliver_at: datetime
     payload: bytes
     encrypted: bool
-    producer_sub: str | None
 
 
 class WakeListener:
@@ -159,10 +160,10 @@ def held_of(record: Sequence[Any]) -> Held:
         message_id=record[5],
         payload_json=record[6],
         attempts=int(record[7]),
-        deliver_at=db.from_db_time(record[8]),
-        payload=bytes(record[9]),
-        encrypted=bool(record[10]),
-        producer_sub=record[11],
+        producer_sub=record[8],
+        deliver_at=db.from_db_time(record[9]),
+        payload=bytes(record[10]),
+        encrypted=bool(record[11]),
     )
 
 
