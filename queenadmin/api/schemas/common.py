@@ -183,5 +183,5 @@ class NameTooLongOut(WireOut):
 
 
 #: The refusals every message-log route may answer (``api/queues.py``,
-#: ``api/admin.py``): the engine's 400 and a name over the key budget.
+#: ``api/messages.py``): the engine's 400 and a name over the key budget.
 ENGINE_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}
