@@ -21,13 +21,21 @@ from queenadmin.api.schemas.common import (
     UnavailableOut,
     UnsupportedMediaTypeOut,
 )
+from queenadmin.api.wire.fields import Declared
 
 #: Component schemas collected from ``body_of``; merged into /api/openapi.json.
 SCHEMAS: dict[str, Any] = {}
 
 
-def component(model: type[BaseModel]) -> dict[str, Any]:
-    """Register ``model`` (and the models it uses) as components; return its ``$ref``."""
+def component(model: type[BaseModel] | Declared) -> dict[str, Any]:
+    """Register ``model`` (and the models it uses) as components; return its ``$ref``.
+
+    ``model`` is a ninja ``Schema`` (pydantic), or the declaration a wire
+    parser reads (``wire.fields``).
+    """
+    if not isinstance(model, type):
+        SCHEMAS.update(model.components())
+        return {"$ref": f"#/components/schemas/{model.name}"}
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     for name, definition in schema.pop("$defs", {}).items():
         SCHEMAS[name] = definition
@@ -35,7 +43,7 @@ def component(model: type[BaseModel]) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
-def body_of(model: type[BaseModel], *, array_too: bool = False, required: bool = True) -> dict[str, Any]:
+def body_of(model: type[BaseModel] | Declared, *, array_too: bool = False, required: bool = True) -> dict[str, Any]:
     """``openapi_extra`` naming ``model`` as the JSON request body.
 
     ``array_too``: the body may also be the bare ``operations`` array.
@@ -44,7 +52,7 @@ def body_of(model: type[BaseModel], *, array_too: bool = False, required: bool =
     """
     ref = component(model)
     if array_too:
-        operations = SCHEMAS[model.__name__]["properties"]["operations"]
+        operations = SCHEMAS[ref["$ref"].rpartition("/")[2]]["properties"]["operations"]
         ref = {"oneOf": [ref, {k: v for k, v in operations.items() if k != "description"}]}
     return {"requestBody": {"required": required, "content": {"application/json": {"schema": ref}}}}
 

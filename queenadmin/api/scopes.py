@@ -40,6 +40,7 @@ from pydantic import BaseModel
 from queenadmin.api import grants, routes
 from queenadmin.api.bearer import check_for, refusal
 from queenadmin.api.openapi import body_of
+from queenadmin.api.wire.fields import Declared
 from queenadmin.domain import kv
 from queenadmin.models import TokenScope
 
@@ -116,7 +117,7 @@ class ScopedRouter(Router):
         self,
         method: str,
         path: str,
-        body: type[BaseModel],
+        body: type[BaseModel] | Declared,
         answers: dict[int | str, Any],
         *,
         summary: str,
