@@ -98,6 +98,8 @@ class Field:
     def _in_bounds(self, value: Any) -> bool:
         if self.const is not _ABSENT and value != self.const:
             return False
+        if self.min_length is not None and len(value) < self.min_length:
+            return False
         if self.ge is not None and value < self.ge:
             return False
         return self.le is None or value <= self.le
