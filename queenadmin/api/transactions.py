@@ -16,6 +16,7 @@ from queenadmin.api.schemas.transactions import TxnCommitOut, TxnIn, TxnPrecondi
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
 from queenadmin.api.wire import kv as kv_wire
+from queenadmin.api.wire import timers as timers_wire
 from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
 
@@ -30,6 +31,7 @@ _ERRORS: dict[int | str, Any] = {
 router = ScopedRouter(tags=["transactions"], errors=_ERRORS)
 # TxnIn names the declarations of the KV ops it carries.
 openapi.component(kv_wire.TXN_OPS)
+openapi.component(timers_wire.OPERATIONS)
 
 
 @router.with_body(

@@ -23,14 +23,16 @@ from queenadmin.api.schemas.kv import (
     Reason,
 )
 from queenadmin.api.schemas.queues import AckIn, PushItemIn
-from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut, TimerOpIn
+from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut
 from queenadmin.api.wire import kv as kv_wire
+from queenadmin.api.wire import timers as timers_wire
 from queenadmin.api.wire.queues import MAX_TXN_BYTES
 from queenadmin.api.wire.transactions import MAX_POSITIONS
 from queenadmin.domain import kv
 
 #: The KV ops of a transaction, as ``api/wire/kv.py`` declares them.
 KVTxnOpIn = Annotated[Any, declared(kv_wire.TXN_OPS)]
+TimerOpIn = Annotated[Any, declared(timers_wire.OPERATIONS)]
 
 
 class TxnPushOpIn(BaseModel):

@@ -74,7 +74,10 @@ class Field:
     max_length: int | None = None
     pattern: str | None = None
     const: Any = _ABSENT
+    #: What the document says of the field (``rule`` when empty).
     doc: str = ""
+    #: The rule in words, for a refusal's detail (and the document's).
+    rule: str = ""
     #: ``null`` is a bad value (``reason``), not an absent one.
     null_is_bad: bool = False
     check: Callable[[Any], Any] | None = None
@@ -106,8 +109,8 @@ class Field:
 
     def describe(self) -> str:
         """The rule in words, for a refusal's detail."""
-        if self.doc:
-            return self.doc
+        if self.rule:
+            return self.rule
         what = {"integer": "an integer", "number": "a number", "boolean": "a boolean", "string": "a string"}
         text = what.get(self.kind, f"a JSON {self.kind}")
         if self.ge is not None and self.le is not None:
@@ -134,8 +137,8 @@ class Field:
             documented = out
         else:
             documented = {"anyOf": [out, {"type": "null"}]}
-        if self.doc:
-            documented["description"] = self.doc
+        if self.doc or self.rule:
+            documented["description"] = self.doc or self.rule
         return documented
 
 
@@ -198,7 +201,7 @@ class Ops:
 
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "oneOf": [ref(op.name) for op in self.ops.values()],
+            "oneOf": [ref(name) for name in dict.fromkeys(op.name for op in self.ops.values())],
             "discriminator": {"propertyName": "op", "mapping": {k: ref(op.name)["$ref"] for k, op in self.ops.items()}},
             "title": self.name,
         }

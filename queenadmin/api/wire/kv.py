@@ -78,7 +78,7 @@ PREFIX = Field("string", "kv_prefix_required", "kv_prefix_required", min_length=
 AFTER = Field("string", "kv_bad_request", pattern=NO_NUL, doc="exclusive cursor")
 LIMIT = Field("number", "kv_bad_request", doc="clamped to 1..1000, default 100")
 FLAG = Field("boolean", "kv_bad_request")
-INCR_EXPECT = Field("null", "kv_bad_expect", doc="absent: incr takes no expect")
+INCR_EXPECT = Field("null", "kv_bad_expect", rule="absent: incr takes no expect")
 
 #: Writes that keep a key: exactly one of ``ttlSeconds`` or ``forever: true``.
 _EXPIRY = [

@@ -32,24 +32,24 @@ NAME = Field(
     max_length=locks.MAX_NAME_BYTES,
     # The rule of every stored name (``domain.names``), and no "#".
     pattern=names.SCHEMA_PATTERN.replace("]+$", "#]+$"),
-    doc=_NAME_DOC,
+    rule=_NAME_DOC,
     null_is_bad=True,
     check=locks.check_name,
 )
 #: A null ttlSeconds is a bad value, not a missing one (protocol 3.4).
-TTL = Field("integer", "locks_bad_ttl", "locks_ttl_required", ge=1, le=MAX_TTL_SECONDS, null_is_bad=True, doc=_TTL_DOC)
+TTL = Field("integer", "locks_bad_ttl", "locks_ttl_required", ge=1, le=MAX_TTL_SECONDS, null_is_bad=True, rule=_TTL_DOC)
 #: null counts as absent (as on the KV routes); anything else is refused.
-FOREVER = Field("null", "locks_ttl_required", doc="absent: a lock has no forever (give ttlSeconds, and renew)")
+FOREVER = Field("null", "locks_ttl_required", rule="absent: a lock has no forever (give ttlSeconds, and renew)")
 OWNER = Field(
     "string",
     "locks_bad_owner",
     min_length=1,
     max_length=locks.MAX_OWNER_BYTES,
     pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
-    doc=_OWNER_DOC,
+    rule=_OWNER_DOC,
     check=locks.check_owner,
 )
-TOKEN = Field("integer", "locks_bad_token", "locks_token_required", ge=1, null_is_bad=True, doc="an integer above 0")
+TOKEN = Field("integer", "locks_bad_token", "locks_token_required", ge=1, null_is_bad=True, rule="an integer above 0")
 SLOT = Field("integer", "locks_bad_slot", default=0, ge=0, le=locks.MAX_SLOT)
 LIMIT = Field("integer", "locks_bad_limit", default=1, ge=1, le=locks.MAX_LIMIT)
 
