@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, RootModel
 
 from queenadmin.api.openapi import declared
-from queenadmin.api.schemas.common import SOME_TEXT, EngineName, JSONValue, Omit, Text, WireOut
+from queenadmin.api.schemas.common import EngineName, JSONValue, Omit, Text, WireOut
 from queenadmin.api.schemas.kv import (
     KVCheckHeldOut,
     KVGetFoundOut,
@@ -26,6 +26,7 @@ from queenadmin.api.schemas.queues import AckIn, PushItemIn
 from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut
 from queenadmin.api.wire import kv as kv_wire
 from queenadmin.api.wire import timers as timers_wire
+from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.api.wire.queues import MAX_TXN_BYTES
 from queenadmin.api.wire.transactions import MAX_POSITIONS
 from queenadmin.domain import kv
