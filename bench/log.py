@@ -220,7 +220,8 @@ def count_statements(queue: str, pushes: int) -> None:
     import django
 
     django.setup()
-    from queenadmin.domain import db, queues
+    from queenadmin.domain import queues
+    from queenadmin.plumbing import db
     from tests.unit.test_push_statements import counted
 
     def push(n: int) -> None:

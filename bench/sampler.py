@@ -61,9 +61,9 @@ def main() -> None:
 
         call_command("migrate", verbosity=0)
         from queenadmin.domain import queues
-        from queenadmin.domain.db import json_text
         from queenadmin.domain.queues import history
         from queenadmin.models import QueueSample
+        from queenadmin.plumbing.db import json_text
 
         for q in range(args.queues):
             name = f"q{q}"

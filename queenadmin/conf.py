@@ -28,6 +28,11 @@ class _Settings:
     #: ``settings.py`` into Django's ``CSRF_TRUSTED_ORIGINS``, which the live
     #: socket and open-API mode read (``server/origins.py``).
     ORIGINS: str = ""
+    #: The websocket routes ``serve`` answers (``server/app.py``): the
+    #: dotted path of a list of Channels URL patterns. ``settings.py`` names
+    #: the dashboard's, as ``ROOT_URLCONF`` names the pages; empty, every
+    #: websocket is closed at the handshake.
+    WEBSOCKET_ROUTES: str = ""
     #: Seconds a validated API token is trusted without asking the database
     #: again; a revocation reaches every replica within this time.
     TOKEN_CACHE_SECONDS: float = 1.0

@@ -57,8 +57,8 @@ from typing import Any
 
 import dj_database_url
 
+from queenadmin.plumbing.files import create_private_file, private_data_dir
 from queenadmin.server.csp import csp_settings
-from queenadmin.server.files import create_private_file, private_data_dir
 from queenadmin.server.origins import parse_origins
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -169,6 +169,9 @@ if os.environ.get("QUEENADMIN_RECORD_ANSWERS"):  # a test hook: see queenadmin/a
     MIDDLEWARE.append("queenadmin.api.recording.RecordAnswersMiddleware")
 
 ROOT_URLCONF = "queenadmin.urls"
+#: The websocket routes, named as ROOT_URLCONF is: the server (server/app.py)
+#: serves them without importing the dashboard, which stands above it.
+QUEENADMIN_WEBSOCKET_ROUTES = "queenadmin.dashboard.routing.websocket_urlpatterns"
 WSGI_APPLICATION = "queenadmin.wsgi.application"
 ASGI_APPLICATION = "queenadmin.asgi.application"
 
@@ -204,7 +207,7 @@ QUEENADMIN_DB_POOLER_PREPARED = os.environ.get("QUEENADMIN_DB_POOLER_PREPARED", 
     "yes",
     "on",
 )
-#: A direct connection's URL, only for LISTEN (domain/db.listen_params).
+#: A direct connection's URL, only for LISTEN (plumbing/db.listen_params).
 QUEENADMIN_DB_LISTEN_URL = os.environ.get("DATABASE_LISTEN_URL", "").strip()
 #: Transaction pooling without DATABASE_LISTEN_URL: waiting pops and the
 #: timer loops look for other replicas' writes this often, in seconds.
@@ -227,7 +230,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         raise ValueError("QUEENADMIN_SQLITE_SYNCHRONOUS must be FULL, NORMAL or EXTRA")
     # Writers queue at BEGIN instead of failing halfway with "database is
     # locked"; WAL lets readers run beside the one writer.
-    from queenadmin.domain.db import sqlite_init_command
+    from queenadmin.plumbing.db import sqlite_init_command
 
     _db["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
@@ -274,7 +277,7 @@ elif _db["ENGINE"].startswith("django.db.backends.postgresql"):
     else:
         # Django passes None (no automatic preparing), which makes psycopg
         # ignore an explicit prepare=True too. A threshold nothing reaches
-        # keeps the automatic kind off and lets domain/db.pg_run prepare its
+        # keeps the automatic kind off and lets plumbing/db.pg_run prepare its
         # hot statements.
         _db["OPTIONS"].setdefault("prepare_threshold", 2**62)
 if _db["ENGINE"] == "queenadmin.pgbackend" and os.environ.get("QUEENADMIN_TEST_DB_NAME"):

@@ -7,7 +7,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from queenadmin.api import api, streams_api
 from queenadmin.api.http import json_response
-from queenadmin.metrics.views import metrics_view
+from queenadmin.api.metrics import metrics_view
 
 
 def health(request: HttpRequest) -> HttpResponse:

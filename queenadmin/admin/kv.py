@@ -16,13 +16,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import Confirmed, DomainAdmin, DomainForm, each, parse_json, prefix_search, require
-from queenadmin.domain import db, kv, locks
+from queenadmin.admin.domain_admin import Confirmed, DomainAdmin, DomainForm, each, parse_json, prefix_search, require
+from queenadmin.domain import kv, locks
 from queenadmin.domain.clock import now as clock_now
 from queenadmin.domain.kv import operator as kv_operator
 from queenadmin.domain.locks import operator as lock_operator
 from queenadmin.domain.masking import mask_token
 from queenadmin.models import KVEntry, VersionCounter
+from queenadmin.plumbing import db
 
 LOCKS = kv.LOCKS_NAMESPACE
 PREVIEW_CHARS = 80
@@ -45,7 +46,7 @@ def _row(entry: KVEntry) -> kv.KVRow:
 def lock_summary(entry: KVEntry) -> str:
     """A lock permit as the admin shows it: who holds it, masked."""
     value = json.loads(entry.value_json)
-    owner = locks._owner_of(value)
+    owner = locks.owner_of(value)
     return f"lock permit held by owner {mask_token(owner) or '(none)'}, token {mask_token(entry.version)}"
 
 
@@ -279,7 +280,7 @@ class KVEntryAdmin(DomainAdmin):
             if not sep or not tail.isdigit():
                 return "not a permit"
             row = _row(entry)
-            mark = lock_operator.lease_mark(owner=locks._owner_of(row.value), since=locks._since_of(row))
+            mark = lock_operator.lease_mark(owner=locks.owner_of(row.value), since=locks.since_of(row))
             result = lock_operator.lock_force_release(name=name, slot=int(tail), lease=mark, who=page.who)
             return None if result.released else str(result.reason)
 

@@ -17,7 +17,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import ReadOnlyAdmin
+from queenadmin.admin.domain_admin import ReadOnlyAdmin
 from queenadmin.domain import clock, logins
 
 UNLOCK_PERM = "axes.delete_accessattempt"

@@ -27,7 +27,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
-from queenadmin.admin.common import (
+from queenadmin.admin.domain_admin import (
     BATCH,
     Confirmed,
     DomainAdmin,
@@ -36,16 +36,16 @@ from queenadmin.admin.common import (
     ReasonForm,
     parse_json,
 )
+from queenadmin.dashboard.text import shown_text
 from queenadmin.domain import clock
 from queenadmin.domain.audit import Who
 from queenadmin.domain.masking import mask_token
-from queenadmin.domain.queues import QueueOptions, dlq, recovery
+from queenadmin.domain.queues import QueueOptions
 from queenadmin.domain.queues import board as boards
-from queenadmin.domain.queues.lifecycle import queue_operator_configure_in_txn
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 from queenadmin.errors import NotFound, QueenError, QueueNotFound
 from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition, Queue
-from queenadmin.templatetags.dashboard import shown_text
 
 PREVIEW_CHARS = boards.PREVIEW_CHARS
 
@@ -220,7 +220,7 @@ def purge_all(*, queue: str, who: Who, upto: int | None) -> int:
     total = 0
     selection = boards.DeadLetterFilter(queue=queue, upto=upto)
     while True:
-        result = dlq.queue_dlq_action(verb="purge", selection=selection, who=who, batch=BATCH)
+        result = queue_operator.queue_dlq_action(verb="purge", selection=selection, who=who, batch=BATCH)
         total += result.done
         if not result.more:
             return total
@@ -257,7 +257,7 @@ class QueueAdmin(BoardAdmin):
         data = form.cleaned_data
         self.in_view(
             request,
-            lambda: queue_operator_configure_in_txn(
+            lambda: queue_operator.queue_operator_configure_in_txn(
                 name=obj.name, options=data["options_text"], who=self.who(request, data["reason"])
             ),
         )
@@ -320,7 +320,7 @@ class QueueAdmin(BoardAdmin):
         step = None
         try:
             while step is None or step.more:
-                step = recovery.queue_purge(queue=name, who=page.who, resume_at=step.resume_at if step else None)
+                step = queue_operator.queue_purge(queue=name, who=page.who, resume_at=step.resume_at if step else None)
                 deleted += step.deleted
         except QueueNotFound:
             self.message_user(request, f"The queue {name} is gone.", messages.ERROR)
@@ -411,8 +411,8 @@ class ConsumerGroupAdmin(InQueueAdmin):
         request: HttpRequest,
         queryset: QuerySet[ConsumerGroup],
         *,
-        action: recovery.GroupAction,
-        to: recovery.SeekTo = "start",
+        action: queue_operator.GroupAction,
+        to: queue_operator.SeekTo = "start",
         title: str,
         warning: str,
         done: str,
@@ -423,7 +423,7 @@ class ConsumerGroupAdmin(InQueueAdmin):
 
         def act(row: ConsumerGroup, page: Confirmed) -> str | None:
             try:
-                recovery.queue_group_operator(
+                queue_operator.queue_group_operator(
                     queue=row.queue.name,
                     group=row.name,
                     action=action,
@@ -514,7 +514,7 @@ class ConsumerGroupAdmin(InQueueAdmin):
         if isinstance(page, TemplateResponse):
             return page
         try:
-            recovery.queue_group_operator(queue=row.queue.name, group=row.name, action="delete", who=page.who)
+            queue_operator.queue_group_operator(queue=row.queue.name, group=row.name, action="delete", who=page.who)
         except NotFound:
             self.message_user(request, f"The group {row.name} is no longer on {row.queue.name}.", messages.WARNING)
             return None
@@ -704,18 +704,20 @@ class DeadLetterAdmin(LogRowsAdmin):
         request: HttpRequest,
         queryset: QuerySet[DeadLetter],
         page: Confirmed,
-        verb: dlq.DLQVerb,
+        verb: queue_operator.DLQVerb,
         past: str,
     ) -> None:
         """Replay or purge (``verb``) the selected ids, queue by queue,
         ``BATCH`` ids to a transaction."""
         done = to_every_group = 0
-        target: dlq.ReplayTarget = "all" if page.data.get("target") == "all" else "group"
+        target: queue_operator.ReplayTarget = "all" if page.data.get("target") == "all" else "group"
         for name, ids in self._by_queue(queryset).items():
             for start in range(0, len(ids), BATCH):
                 chunk = tuple(ids[start : start + BATCH])
                 selection = boards.DeadLetterFilter(queue=name)
-                result = dlq.queue_dlq_action(verb=verb, selection=selection, who=page.who, ids=chunk, target=target)
+                result = queue_operator.queue_dlq_action(
+                    verb=verb, selection=selection, who=page.who, ids=chunk, target=target
+                )
                 done += result.done
                 to_every_group += result.to_every_group
         note = ""

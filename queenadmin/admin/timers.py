@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
-from queenadmin.admin.common import (
+from queenadmin.admin.domain_admin import (
     Confirmed,
     DomainAdmin,
     DomainForm,
@@ -25,11 +25,11 @@ from queenadmin.admin.common import (
     prefix_search,
     require,
 )
-from queenadmin.domain import db
 from queenadmin.domain.audit import Who
 from queenadmin.domain.timers import operator
 from queenadmin.errors import QueenError
 from queenadmin.models import Queue, Timer
+from queenadmin.plumbing import db
 
 PREVIEW_CHARS = 80
 #: Queues whose timer keys a search looks at.

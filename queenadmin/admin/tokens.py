@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.safestring import SafeString
 
-from queenadmin.admin.common import (
+from queenadmin.admin.domain_admin import (
     Confirmed,
     DomainAdmin,
     DomainForm,

@@ -16,7 +16,7 @@ from django.http.response import HttpResponseBase
 from django.urls import Resolver404, resolve
 
 from queenadmin.api import errors as error_table
-from queenadmin.domain import db, names
+from queenadmin.domain import names
 from queenadmin.errors import (
     EphemeralBadRequest,
     InvalidArgument,
@@ -25,7 +25,8 @@ from queenadmin.errors import (
     QueenError,
     TimersBadRequest,
 )
-from queenadmin.server.middleware import DualModeMiddleware, payload_too_large
+from queenadmin.plumbing import db
+from queenadmin.plumbing.middleware import DualModeMiddleware, payload_too_large
 
 
 class BodyTooLarge(Exception):

@@ -26,9 +26,10 @@ from queenadmin.api.schemas.kv import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import kv as wire
-from queenadmin.domain import clock, db, kv, masking, tokens
+from queenadmin.domain import clock, kv, masking, tokens
 from queenadmin.errors import KVBadRequest
 from queenadmin.models import TokenScope
+from queenadmin.plumbing import db
 
 _ERRORS: dict[int | str, Any] = {400: KVBadRequestOut, 413: KVTooLargeOut, 429: RateLimitedOut}
 

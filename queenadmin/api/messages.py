@@ -51,7 +51,8 @@ from queenadmin.api.schemas.messages import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import messages as wire
-from queenadmin.domain.queues import browse, groups, messages, reads, traces
+from queenadmin.domain.queues import browse, groups, reads, traces
+from queenadmin.domain.queues import operator as queue_operator
 
 #: A group or queue name a route stores (the rule of names, ``domain.names``).
 _NAME = json_schema_of(EngineName)
@@ -308,7 +309,7 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
     grants.require_partition(request, partition_id, grants.ADMIN)
     result = None
     if partition_id.isascii() and partition_id.isdigit() and len(partition_id) <= 18:
-        result = messages.queue_message_delete(partition_id=int(partition_id), transaction_id=transaction_id)
+        result = queue_operator.queue_message_delete(partition_id=int(partition_id), transaction_id=transaction_id)
     return json_response(wire.render_message_deleted(result, partition_id, transaction_id))
 
 
@@ -320,7 +321,7 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
 def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     grants.require_partition(request, partition_id, grants.WRITE)
     return json_response(
-        wire.render_message_retried(messages.queue_message_retry(**_message(partition_id, transaction_id)))
+        wire.render_message_retried(queue_operator.queue_message_retry(**_message(partition_id, transaction_id)))
     )
 
 
@@ -335,5 +336,7 @@ def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) 
 def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     group, error = wire.parse_move_to_dlq(read_engine_json(request, optional=True))
     grants.require_partition(request, partition_id, grants.WRITE)
-    result = messages.queue_message_dead_letter(**_message(partition_id, transaction_id), group=group, error=error)
+    result = queue_operator.queue_message_dead_letter(
+        **_message(partition_id, transaction_id), group=group, error=error
+    )
     return json_response(wire.render_dead_lettered(result))

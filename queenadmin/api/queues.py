@@ -53,7 +53,7 @@ from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import QueueNotFound
-from queenadmin.server import ARRIVED_KEY
+from queenadmin.plumbing import ARRIVED_KEY
 
 router = ScopedRouter(tags=["queues"], errors=ENGINE_ERRORS)
 
@@ -97,7 +97,7 @@ def push_messages(request: HttpRequest) -> HttpResponse:
 
 async def _pop(request: HttpRequest, call: wire.PopCall) -> HttpResponse:
     loop = asyncio.get_running_loop()
-    # The timeout runs from the pop's arrival (``server.ARRIVED_KEY``).
+    # The timeout runs from the pop's arrival (``plumbing.ARRIVED_KEY``).
     started = getattr(request, "scope", {}).get(ARRIVED_KEY) or loop.time()
     deadline = started + call.timeout_seconds
     key = call.request.queue if call.request.queue is not None else wakeups.ANY

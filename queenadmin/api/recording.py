@@ -26,7 +26,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
-from queenadmin.server.middleware import DualModeMiddleware
+from queenadmin.plumbing.middleware import DualModeMiddleware
 
 #: The environment variable that turns recording on and names the folder.
 ENV = "QUEENADMIN_RECORD_ANSWERS"

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from queenadmin.domain import db
+from queenadmin.plumbing import db
 
 #: ``~XX``: one escaped UTF-8 byte.
 _ESCAPED = re.compile(rb"~([0-9A-Fa-f]{2})")

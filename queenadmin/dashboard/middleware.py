@@ -19,7 +19,7 @@ from django.template import loader
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard.views.errors import for_machines
 from queenadmin.domain import clock
-from queenadmin.server.middleware import DualModeMiddleware
+from queenadmin.plumbing.middleware import DualModeMiddleware
 
 #: Characters no stored name holds on every database.
 UNSTORABLE = ("\x00",)

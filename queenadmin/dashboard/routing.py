@@ -4,7 +4,8 @@ Only the live pages (``dashboard/pages.py``) have a route: any other path
 is refused at the handshake with one log line (``server/app.py``), like
 every unknown websocket path.
 
-``server/app.py`` wraps these in ``SiteOriginValidator(AuthMiddlewareStack(...))``:
+``settings.py`` names this list (``QUEENADMIN_WEBSOCKET_ROUTES``) and
+``server/app.py`` wraps it in ``SiteOriginValidator(AuthMiddlewareStack(...))``:
 only the site's own origins (``server/origins.py``) get a socket.
 """
 

@@ -16,10 +16,10 @@ from datetime import datetime
 
 from django.db.models import Model, Q
 
-from queenadmin.domain import db
 from queenadmin.domain.kv import LOCKS_NAMESPACE
 from queenadmin.domain.kv.store.base import prefix_range
 from queenadmin.models import KVEntry, Message, Partition, Queue, Timer
+from queenadmin.plumbing import db
 
 #: Results per kind.
 LIMIT = 10

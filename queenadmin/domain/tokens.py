@@ -34,7 +34,6 @@ is revoked when the account is deleted or deactivated
 from __future__ import annotations
 
 import functools
-import hashlib
 import hmac
 import secrets
 import threading
@@ -50,6 +49,7 @@ from django.db.models import Q
 from queenadmin.conf import settings
 from queenadmin.domain import clock
 from queenadmin.domain.audit import Who
+from queenadmin.domain.firstrun import first_run_settle
 from queenadmin.errors import Forbidden, InvalidArgument, NotFound
 from queenadmin.models import ApiToken, TokenScope
 
@@ -254,10 +254,6 @@ def scope_of(value: str) -> TokenScope:
         raise InvalidArgument(f"unknown scope {value!r}: a token's scope is one of {names}") from None
 
 
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 _cache: dict[str, tuple[float, TokenAuth]] = {}
 _cache_lock = threading.Lock()
 
@@ -413,7 +409,7 @@ def token_create_in_txn(
         with transaction.atomic():
             ApiToken.objects.create(
                 name=name,
-                token_hash=_hash(token),
+                token_hash=ApiToken.hash_of(token),
                 prefix=token[:10],
                 scope=granted,
                 created_at=now,
@@ -462,9 +458,6 @@ def token_revoke(*, name: str, who: Who | None = None) -> None:
     Must be the outermost call. Revoking the token of the first-run notes
     removes them after the commit (``domain.firstrun``).
     """
-    # Imported here: firstrun checks tokens with this module.
-    from queenadmin.domain.firstrun import first_run_settle
-
     now = clock.now()
     updated = ApiToken.objects.filter(name=name, revoked_at__isnull=True).update(revoked_at=now)
     if not updated:
@@ -610,14 +603,7 @@ def token_check_cached(token: str) -> TokenAuth | None:
     Async views try this on the event loop before handing the full check
     to a database thread (a hop that cost a long-poll pop ~10% of its CPU).
     """
-    return _cached(_hash(token), time.monotonic()) if token else None
-
-
-def token_revoked(token: str) -> bool | None:
-    """Whether the token ``token`` is revoked, read from the database (no
-    cache); None when this store never made it."""
-    found = list(ApiToken.objects.filter(token_hash=_hash(token)).values_list("revoked_at", flat=True)[:1])
-    return found[0] is not None if found else None
+    return _cached(ApiToken.hash_of(token), time.monotonic()) if token else None
 
 
 def token_check(token: str) -> TokenAuth | None:
@@ -632,7 +618,7 @@ def token_check(token: str) -> TokenAuth | None:
     """
     if not token:
         return None
-    digest = _hash(token)
+    digest = ApiToken.hash_of(token)
     ttl = settings.TOKEN_CACHE_SECONDS
     now = time.monotonic()
     cached = _cached(digest, now)

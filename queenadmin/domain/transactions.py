@@ -25,7 +25,8 @@ from typing import Any, Literal
 from django.db import transaction
 
 from queenadmin.domain import clock, kv, queues, timers
-from queenadmin.domain.streams import state as stream_state
+from queenadmin.domain.streams.ops import StreamStateOps
+from queenadmin.domain.streams.state import stream_state_apply_in_txn
 from queenadmin.errors import PreconditionFailed, QueueFull, QueueNotFound, StreamNotFound
 
 RollbackReason = Literal[
@@ -77,7 +78,7 @@ class TxnBundle:
     #: A stream cycle's state ops; with it, an ack that would change
     #: nothing (its messages were acked already, under a lease still held)
     #: rolls the bundle back instead of applying the rest a second time.
-    stream: stream_state.StreamStateOps | None = None
+    stream: StreamStateOps | None = None
     #: Why the bundle cannot apply although its shape was readable (an
     #: inline push without a queue, a partition id that is no number):
     #: the protocol answers those as a ``bad_request`` rollback, not a 400.
@@ -193,7 +194,7 @@ def _apply(bundle: TxnBundle, kv_ops: tuple[kv.KVOp, ...], *, guarded: bool, now
     out: list[TxnResult] = []
     if bundle.stream is not None:
         try:
-            stream_state.stream_state_apply_in_txn(ops=bundle.stream, now=now)
+            stream_state_apply_in_txn(ops=bundle.stream, now=now)
         except StreamNotFound as exc:
             raise _Rollback("stream_not_found", exc.detail) from exc
     out += _acks(bundle.acks, now, advance=bundle.stream is not None)

@@ -32,7 +32,7 @@ from typing import Any
 
 from queenadmin.conf import settings
 from queenadmin.domain.tokens import Grants
-from queenadmin.server import compat
+from queenadmin.plumbing import compat
 
 log = logging.getLogger(__name__)
 

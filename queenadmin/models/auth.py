@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+
 from django.conf import settings
 from django.db import models
 
@@ -57,6 +59,11 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         state = "revoked" if self.revoked_at else "active"
         return f"{self.name} ({self.prefix}…, {self.scope}, {state})"
+
+    @staticmethod
+    def hash_of(token: str) -> str:
+        """The ``token_hash`` a token is stored as: its hex SHA-256."""
+        return hashlib.sha256(token.encode()).hexdigest()
 
 
 class AuditEntry(models.Model):

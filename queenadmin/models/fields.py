@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
-from queenadmin.domain import db
+from queenadmin.plumbing import db
 
 if TYPE_CHECKING:
     _TextField = models.TextField[str, str]

@@ -1,7 +1,7 @@
 """Process samples: what each serving process measured of itself.
 
 Every worker of ``serve`` writes one row per tick of the statistics
-sampler (``domain.procmetrics``); ``/api/v1/analytics/system-metrics``
+sampler (``metrics.process`` reads, ``domain.procmetrics`` writes); ``/api/v1/analytics/system-metrics``
 reads them per replica. Counters are cumulative since the process
 started, so a reader takes differences between a process's consecutive
 rows. Rows go after ``SAMPLES_FINE_RETENTION_SECONDS``.

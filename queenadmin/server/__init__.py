@@ -13,20 +13,15 @@ is the few-line entry point that sets Django up and names the app):
   handler run with one thread hop per request.
 - ``handlers``: the Django handlers ``app`` uses (the API's, the pops',
   the static files') and the one function that builds a middleware chain.
-- ``middleware``: the body limit, the sync/async middleware base, and the
-  inline hooks pops use (the API's error envelope is ``api/envelope.py``).
+- ``middleware``: the body limit and the inline hooks pops use (the base
+  every middleware of ours shares is ``plumbing/middleware.py``, the API's
+  error envelope ``api/envelope.py``).
 - ``loops``: the lifespan, which starts the background loops.
 - ``logs``: the logging configuration (text or JSON, the access log).
-- ``files``: the data folder and its private files.
-- ``compat``: every private name of Django, uvicorn, a2wsgi and
-  prometheus_client that the above relies on, each behind a function.
 
-This module holds only what the product's views also read.
+The private framework names these rely on, the data folder's files and the
+request's arrival stamp (``ARRIVED_KEY``) are on the ground floor,
+``queenadmin/plumbing/``: the product's views read them too.
 """
 
 from __future__ import annotations
-
-#: The ASGI scope key where ``serve``'s protocol (``httpproto``) notes when
-#: a request began to arrive (event-loop time); ``handlers.PopHandler``
-#: sets it for other servers. A long-poll pop's timeout runs from then.
-ARRIVED_KEY = "queenadmin.arrived"

@@ -10,6 +10,8 @@ whole one. Websockets (the dashboard) and long-poll pops, which must wait
 without holding a thread, go through ASGI: pops through
 ``handlers.PopHandler``, a trimmed Django ASGI handler. The lifespan starts
 the background loops (reaper, timers) in each worker (``loops``).
+Websocket routes are the ones ``QUEENADMIN_WEBSOCKET_ROUTES`` names (the
+dashboard's): the server stands below the dashboard and imports none of it.
 
 Importing this module needs Django set up (``queenadmin/asgi.py`` does it).
 """
@@ -24,8 +26,9 @@ from urllib.parse import unquote_to_bytes
 from channels.auth import AuthMiddlewareStack
 from channels.routing import URLRouter
 from django.core.wsgi import get_wsgi_application
+from django.utils.module_loading import import_string
 
-from queenadmin.dashboard.routing import websocket_urlpatterns
+from queenadmin.conf import settings
 from queenadmin.server import loops
 from queenadmin.server.handlers import ASYNC_PREFIXES, ApiWSGIHandler, PopHandler, StaticFiles, is_api_path
 from queenadmin.server.origins import SiteOriginValidator
@@ -40,9 +43,17 @@ wsgi_app = BufferedWSGI(_django_wsgi, _wsgi_threads)
 #: The API, /health and /metrics: MIDDLEWARE without the browser's entries.
 api_app = BufferedWSGI(ApiWSGIHandler(), _wsgi_threads)
 pop_app = PopHandler()
+
+
+def _websocket_routes() -> list[Any]:
+    # Named by the settings (the dashboard's), as ROOT_URLCONF names the pages.
+    path = settings.WEBSOCKET_ROUTES
+    return list(import_string(path)) if path else []
+
+
 #: A handshake from another origin (another port of the host included) is
 #: refused before the session is read (``origins``).
-websocket_app = SiteOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+websocket_app = SiteOriginValidator(AuthMiddlewareStack(URLRouter(_websocket_routes())))
 
 
 def _path_is_utf8(scope: dict[str, Any]) -> bool:

@@ -42,8 +42,7 @@ from django.http.response import HttpResponseBase
 from django.urls import ResolverMatch, get_resolver, set_script_prefix, set_urlconf
 from django.utils.module_loading import import_string
 
-from queenadmin.api.envelope import ApiErrorMiddleware
-from queenadmin.server import ARRIVED_KEY, compat
+from queenadmin.plumbing import ARRIVED_KEY, compat
 from queenadmin.server.middleware import BodyLimitMiddleware, InlineHooks
 
 #: A middleware factory: the next step of the chain in, the step out.
@@ -263,7 +262,7 @@ POP_INLINE_MIDDLEWARE = frozenset(
 POP_ASYNC_MIDDLEWARE = frozenset(
     {
         f"{BodyLimitMiddleware.__module__}.{BodyLimitMiddleware.__qualname__}",
-        f"{ApiErrorMiddleware.__module__}.{ApiErrorMiddleware.__qualname__}",
+        "queenadmin.api.envelope.ApiErrorMiddleware",
         "queenadmin.api.recording.RecordAnswersMiddleware",
     }
 )

@@ -31,7 +31,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from queenadmin.conf import settings
-from queenadmin.server import ARRIVED_KEY, compat
+from queenadmin.plumbing import ARRIVED_KEY, compat
 
 #: Bodies up to this size are joined to their head (one small copy); larger
 #: ones go out with the head in one vectored write, uncopied.

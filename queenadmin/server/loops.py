@@ -24,7 +24,7 @@ from django.db import close_old_connections, connection
 
 from queenadmin import metrics
 from queenadmin.conf import settings
-from queenadmin.domain import db
+from queenadmin.plumbing import db
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,12 @@ def retention_once() -> int:
 
 
 def process_sample_once() -> int:
-    from queenadmin.domain import procmetrics
+    from queenadmin.domain import clock, procmetrics
+    from queenadmin.metrics import process
 
     try:
-        pruned = procmetrics.procmetrics_record()
+        now = clock.now()
+        pruned = procmetrics.procmetrics_record(now=now, row=process.read_self(now=now))
     except Exception:
         metrics.loop_step("process-sampler", ok=False, at=time.time())
         raise

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from queenadmin.conf import settings
-from queenadmin.server import compat
+from queenadmin.plumbing import compat
 
 Message = dict[str, Any]
 T = TypeVar("T")

@@ -19,6 +19,7 @@ from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from queenadmin.dashboard import links
+from queenadmin.dashboard.text import escape_char, shown_text
 from queenadmin.domain.masking import mask_token
 
 register = template.Library()
@@ -237,24 +238,7 @@ def kv_key_url_tag(namespace: str, key: str) -> str:
     return links.kv_key_url(namespace, key)
 
 
-#: How the common invisible characters are written (the rest: ``\xNN``,
-#: ``\uNNNN``, ``\UNNNNNNNN``, as Python writes them).
-_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\x00": "\\0"}
-
-
-def _escape(char: str) -> str:
-    if char in _ESCAPES:
-        return _ESCAPES[char]
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-@register.filter
-def shown_text(value: object) -> str:
-    """A stored name as plain text (a title, an attribute): every character
-    ``str.isprintable`` rejects written as its escape (``\\n``, ``\\u202e``)."""
-    text = "" if value is None else str(value)
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
+register.filter("shown_text", shown_text)
 
 
 @register.filter
@@ -272,7 +256,7 @@ def shown(value: object) -> SafeString:
     parts = [
         conditional_escape(c)
         if c.isprintable()
-        else format_html('<span class="ctl" title="U+{}">{}</span>', f"{ord(c):04X}", _escape(c))
+        else format_html('<span class="ctl" title="U+{}">{}</span>', f"{ord(c):04X}", escape_char(c))
         for c in text
     ]
     # Every part is escaped above.

@@ -21,8 +21,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from queenadmin.dashboard.text import shown_text
 from queenadmin.domain import kv, locks, queues, timers
-from queenadmin.domain.db import json_text
 from queenadmin.models import (
     ConsumerCursor,
     ConsumerGroup,
@@ -33,7 +33,7 @@ from queenadmin.models import (
     Queue,
     Timer,
 )
-from queenadmin.templatetags.dashboard import shown_text
+from queenadmin.plumbing.db import json_text
 from tests.admin.conftest import action
 
 pytestmark = pytest.mark.django_db

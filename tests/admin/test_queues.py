@@ -172,9 +172,9 @@ def test_lists_count_no_further_than_the_cap(operator, log, monkeypatch):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from queenadmin.admin import common
+    from queenadmin.admin import domain_admin
 
-    monkeypatch.setattr(common, "COUNT_CAP", 4)
+    monkeypatch.setattr(domain_admin, "COUNT_CAP", 4)
     with CaptureQueriesContext(connection) as captured:
         page = operator.get(f"{ADMIN}message/").content.decode()
     assert "more than 4 messages (not counted further)" in page

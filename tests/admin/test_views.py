@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.contrib.admin import ModelAdmin
 from django.contrib.auth.models import User
 
-from queenadmin.admin.common import DomainAdmin
+from queenadmin.admin.domain_admin import DomainAdmin
 from queenadmin.domain import kv
 from queenadmin.domain.audit import Who
 from queenadmin.errors import InvalidArgument

@@ -127,6 +127,17 @@ def test_serve_routes_the_api_to_its_own_handler():
     assert asgi.api_app.threads is asgi.wsgi_app.threads
 
 
+def test_serve_answers_the_websocket_routes_the_settings_name(settings):
+    """The server takes its websocket routes from ``QUEENADMIN_WEBSOCKET_ROUTES``
+    (the dashboard's), not from an import of the dashboard; none named, none served."""
+    from queenadmin.dashboard.routing import websocket_urlpatterns
+    from queenadmin.server import app as asgi
+
+    assert asgi._websocket_routes() == websocket_urlpatterns
+    settings.QUEENADMIN_WEBSOCKET_ROUTES = ""
+    assert asgi._websocket_routes() == []
+
+
 def test_the_wsgi_threads_default_to_four_and_follow_the_environment(monkeypatch):
     from queenadmin.server import wsgi_bridge
 

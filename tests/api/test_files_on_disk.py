@@ -14,7 +14,7 @@ from django.db import connection
 
 from queenadmin.domain import firstrun, tokens
 from queenadmin.models import TokenScope
-from queenadmin.server import files
+from queenadmin.plumbing import files
 from tests.conftest import IS_POSTGRES, ROOT, requires_postgres, run_server
 
 pytestmark = pytest.mark.live

@@ -180,8 +180,9 @@ def test_semaphore_admits_limit_holders_then_answers_held(client):
 
 def test_semaphore_that_keeps_losing_its_free_slot_answers_contended(client, monkeypatch):
     from queenadmin.domain import locks
+    from queenadmin.domain.locks import calls
 
-    real_put = locks._put
+    real_put = calls._put
     stolen: list[str] = []
 
     def put_after_a_thief(key, value, ttl, *, expect, op="put", now):
@@ -191,7 +192,7 @@ def test_semaphore_that_keeps_losing_its_free_slot_answers_contended(client, mon
             stolen.append(key)
         return real_put(key, value, ttl, expect=expect, op=op, now=now)
 
-    monkeypatch.setattr(locks, "_put", put_after_a_thief)
+    monkeypatch.setattr(calls, "_put", put_after_a_thief)
     result = one(client, acquire("pool", owner="me", limit=8))
     assert len(stolen) == locks.ACQUIRE_ATTEMPTS
     assert result["acquired"] is False
@@ -202,15 +203,15 @@ def test_semaphore_that_keeps_losing_its_free_slot_answers_contended(client, mon
 
 
 def test_a_lock_never_answers_contended(client, monkeypatch):
-    from queenadmin.domain import locks
+    from queenadmin.domain.locks import calls
 
-    real_put = locks._put
+    real_put = calls._put
 
     def put_after_a_thief(key, value, ttl, *, expect, op="put", now):
         real_put(key, {"owner": "thief"}, ttl, expect=0, op="putIfAbsent", now=now)
         return real_put(key, value, ttl, expect=expect, op=op, now=now)
 
-    monkeypatch.setattr(locks, "_put", put_after_a_thief)
+    monkeypatch.setattr(calls, "_put", put_after_a_thief)
     result = one(client, acquire("solo", owner="me"))
     assert (result["acquired"], result["reason"]) == (False, "held")
 

@@ -20,6 +20,7 @@ from django.test import Client, override_settings
 
 from queenadmin import metrics
 from queenadmin.domain import clock, procmetrics, tokens
+from queenadmin.metrics import process
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +50,7 @@ def admin() -> Client:
     # A request answered by this process, as the server counts each one.
     metrics.request_started("kv")
     metrics.request_finished("kv", 200, 0.002)
-    sample = procmetrics.procmetrics_read_self(now=clock.now())
+    sample = process.read_self(now=clock.now())
     procmetrics.procmetrics_record(row=dataclasses.replace(sample, host=HOST, pid=PID))
     return client
 

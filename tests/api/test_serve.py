@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from queenadmin.server.files import create_private_file
+from queenadmin.plumbing.files import create_private_file
 from tests.conftest import ROOT, _admin_psql, free_port, requires_postgres, run_server
 
 pytestmark = pytest.mark.live

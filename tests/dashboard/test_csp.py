@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from queenadmin.domain import kv, locks, queues
-from queenadmin.domain.db import json_text
+from queenadmin.plumbing.db import json_text
 from queenadmin.server.csp import csp_settings
 from tests.conftest import ROOT
 

@@ -23,8 +23,7 @@ import pytest
 from queenadmin.dashboard import links
 from queenadmin.domain import ephemeral, kv, locks, queues, timers
 from queenadmin.domain.audit import Who
-from queenadmin.domain.db import json_text
-from queenadmin.domain.queues import recovery
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues.traces import trace_record
 from queenadmin.models import (
     ConsumerCursor,
@@ -38,6 +37,7 @@ from queenadmin.models import (
     Timer,
     TraceName,
 )
+from queenadmin.plumbing.db import json_text
 from queenadmin.templatetags.dashboard import shown
 from tests.conftest import IS_POSTGRES
 
@@ -339,7 +339,7 @@ def test_audit_targets_link_to_the_queue_they_name(client_for, operator, stored_
     who = Who("otto", "")
     for name in HOSTILE:
         if "\x00" not in name:
-            recovery.queue_purge(queue=name, who=who, resume_at=None)
+            queue_operator.queue_purge(queue=name, who=who, resume_at=None)
     page = assert_page(client_for(operator).get("/audit/"))
     found = hrefs(page)
     for name in HOSTILE:

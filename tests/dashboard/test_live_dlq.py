@@ -7,7 +7,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from queenadmin.domain.audit import Who
-from queenadmin.domain.queues import board, dlq, recovery
+from queenadmin.domain.queues import board
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.models import DeadLetter
 from tests.dashboard.test_live import _connect, _frames_until, _short_connections, redis_layer
 from tests.dashboard_ops.conftest import dead_letter, push
@@ -32,7 +33,7 @@ async def test_a_dead_letter_and_its_replay_reach_the_dlq_page(viewer):
     frames = await _frames_until(communicator, newest)
     assert frames[-1].count('name="ids"') == 0  # a viewer gets no checkboxes
     selection = board.DeadLetterFilter(queue="live-dlq")
-    await sync_to_async(dlq.queue_dlq_action)(verb="replay", selection=selection, who=Who("ann"))
+    await sync_to_async(queue_operator.queue_dlq_action)(verb="replay", selection=selection, who=Who("ann"))
     frames = await _frames_until(communicator, "No dead letters.")
     assert newest not in frames[-1]
     await communicator.disconnect()
@@ -44,7 +45,7 @@ async def test_a_purge_reaches_the_queue_page(viewer):
     assert connected
     first = await communicator.receive_from(timeout=10)
     assert '<span class="qa-tile-value tone-ready">3</span>' in first
-    await sync_to_async(recovery.queue_purge)(queue="live-purge", who=Who("ann"))
+    await sync_to_async(queue_operator.queue_purge)(queue="live-purge", who=Who("ann"))
     frames = await _frames_until(communicator, '<span class="qa-tile-value tone-ready">0</span>')
     assert 'id="queue-summary"' in frames[-1]
     await communicator.disconnect()

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
+from queenadmin.plumbing.db import json_text
 from tests.dashboard.test_live import _connect, _frames_until, _short_connections, redis_layer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -12,8 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
 from queenadmin.domain.masking import mask_token
+from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
 

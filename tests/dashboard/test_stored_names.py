@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
 from queenadmin.models import Queue
+from queenadmin.plumbing.db import json_text
 
 
 def _old_queue(name: str) -> None:

@@ -15,7 +15,7 @@ from django.test import Client
 
 from queenadmin.dashboard.permissions import OPERATORS_GROUP, VIEWERS_GROUP
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
+from queenadmin.plumbing.db import json_text
 
 
 @pytest.fixture

@@ -181,11 +181,12 @@ def test_operator_replays_selected_dead_letters(operator, data):
 
 
 def test_replay_all_matching_crosses_batches(operator, data, monkeypatch):
-    from queenadmin.domain.queues import dlq
+    from queenadmin.domain.queues import operator as queue_operator
+    from queenadmin.domain.queues.operator import dlq
 
     monkeypatch.setattr(dlq, "DLQ_BATCH", 2)
     defaults = {"ids": None, "batch": 2, "now": None}
-    monkeypatch.setattr(dlq.queue_dlq_action.__wrapped__, "__kwdefaults__", defaults)  # type: ignore[attr-defined]
+    monkeypatch.setattr(queue_operator.queue_dlq_action.__wrapped__, "__kwdefaults__", defaults)  # type: ignore[attr-defined]
     upto = DeadLetter.objects.order_by("-id").values_list("id", flat=True)[0]
     response = operator.post("/queues/q/dlq/replay/", {"all": "1", "upto": str(upto)})
     assert response.status_code == 303

@@ -263,6 +263,11 @@ class Http:
             raise
 
     async def _request(self, method: str, path: str, body: Any, params: dict[str, Any] | None) -> Answer:
+        if self.reader is not None and self.reader.at_eof():
+            # The server closed the kept-alive connection while it was idle
+            # (uvicorn's keep-alive timeout): open a new one, as HTTP
+            # clients do before they reuse a pooled connection.
+            self.close()
         if self.writer is None or self.reader is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         if params:

@@ -34,7 +34,7 @@ import pytest
 from django.db import ProgrammingError, connection
 
 from queenadmin.api.envelope import ApiErrorMiddleware
-from queenadmin.domain import db
+from queenadmin.plumbing import db
 from tests.conftest import DIRECT_URL, IS_POSTGRES, ROOT, LiveServer, requires_postgres, run_server
 
 #: DATABASE_URL is a pooler in front of QUEENADMIN_TEST_DIRECT_URL.

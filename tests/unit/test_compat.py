@@ -1,5 +1,5 @@
 """The private names of Django, uvicorn, a2wsgi and prometheus_client that
-``queenadmin/server/compat.py`` relies on still exist, with the shape relied
+``queenadmin/plumbing/compat.py`` relies on still exist, with the shape relied
 on: an upgrade that moves one fails here first, and by name.
 
 Also pinned: the undocumented hooks our subclasses override (their names are
@@ -23,7 +23,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import Server, ServerState
 
-from queenadmin.server import compat
+from queenadmin.plumbing import compat
 from queenadmin.server.httpproto import HeaderDeadlineProtocol, OneWriteCycle
 
 

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
-from queenadmin.domain.queues import groups, messages
+from queenadmin.domain.queues import groups
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument
 from queenadmin.models import ConsumerCursor, ConsumerGroup, DeadLetter, Message, Partition
+from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
 
@@ -268,7 +269,7 @@ def test_a_partition_whose_pending_messages_were_all_deleted_is_passed_over():
     push(values=["c"], partition="kept")
     gone = Partition.objects.get(name="gone").pk
     for r in results:
-        messages.queue_message_delete(partition_id=gone, transaction_id=r.transaction_id)
+        queue_operator.queue_message_delete(partition_id=gone, transaction_id=r.transaction_id)
     c = conflating()
     assert values(c) == [("kept", '"c"')]
     ack(c)

@@ -34,7 +34,7 @@ TOTAL = PRODUCERS * sum(1 + n % 3 for n in range(ROUNDS))
 def produce(worker: int) -> dict[str, int]:
     """Push ``ROUNDS`` batches of 1..3 messages to each partition in turn."""
     from queenadmin.domain import queues
-    from queenadmin.domain.db import json_text
+    from queenadmin.plumbing.db import json_text
 
     start_together()
     pushed: dict[str, int] = defaultdict(int)

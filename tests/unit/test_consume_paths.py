@@ -23,9 +23,9 @@ import time_machine
 from django.db import transaction
 
 from queenadmin.domain import clock, queues
-from queenadmin.domain.db import is_postgres, json_text
 from queenadmin.domain.queues.store.postgres_consume import PostgresConsume
 from queenadmin.models import ConsumerCursor
+from queenadmin.plumbing.db import is_postgres, json_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

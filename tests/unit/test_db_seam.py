@@ -1,4 +1,4 @@
-"""What ``domain/db.py`` answers for the code outside the domain that
+"""What ``plumbing/db.py`` answers for the code outside the domain that
 differs by database: ``serve``, ``settings`` and ``models.fields``."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from queenadmin.domain import db
+from queenadmin.plumbing import db
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

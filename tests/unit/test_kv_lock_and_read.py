@@ -13,9 +13,10 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
-from queenadmin.domain import clock, db
+from queenadmin.domain import clock
 from queenadmin.domain.kv.store import PostgresStore, store
 from queenadmin.domain.kv.store.postgres import ADVISORY_CLASS
+from queenadmin.plumbing import db
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

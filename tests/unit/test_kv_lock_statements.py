@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from queenadmin.domain import db, kv, locks
+from queenadmin.domain import kv, locks
+from queenadmin.plumbing import db
 from tests.conftest import start_together
 from tests.unit.test_push_statements import counted
 

@@ -1,7 +1,7 @@
 """Where SQL and database branches may live (issue 29's seam, kept by a test).
 
 SQL text and checks of which database is in use belong to each concept's
-``store/`` package, to ``domain/db.py`` (the one module that knows the
+``store/`` package, to ``plumbing/db.py`` (the one module that knows the
 connection), to migrations and, for the vendor, to settings. Anywhere else
 they are rules mixed with one database's dialect: this test names the file
 and the line.
@@ -29,7 +29,7 @@ SQL = re.compile(
 
 def _allowed_sql(path: Path) -> bool:
     rel = path.relative_to(PACKAGE).as_posix()
-    return "/store/" in f"/{rel}" or rel == "domain/db.py" or rel.startswith("migrations/")
+    return "/store/" in f"/{rel}" or rel == "plumbing/db.py" or rel.startswith("migrations/")
 
 
 def _allowed_vendor(path: Path) -> bool:
@@ -78,6 +78,6 @@ def test_no_database_branch_outside_the_stores_the_db_seam_and_settings():
 def test_the_checks_see_what_they_look_for():
     """The scanners find a statement and a vendor branch where there is one
     (a seam module holds both), so an empty answer above means something."""
-    db = PACKAGE / "domain" / "db.py"
+    db = PACKAGE / "plumbing" / "db.py"
     assert _sql_literals(db)
     assert _vendor_checks(db)

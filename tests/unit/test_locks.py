@@ -15,6 +15,7 @@ from django.db import connections
 
 from queenadmin.api.wire import locks as locks_wire
 from queenadmin.domain import kv, locks
+from queenadmin.domain.locks import calls as lock_calls
 from queenadmin.domain.masking import mask_token
 from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld, LocksBadRequest
 
@@ -86,7 +87,7 @@ def test_a_renew_that_read_its_permit_just_before_it_passed_to_another_is_lost(m
     the lease and rarely meet this moment, so it is made here.)"""
     with time_machine.travel(T0, tick=False) as traveller:
         first = locks.lock_acquire(name="report", ttl=TTL, owner="w-1")
-        real_get = locks._get
+        real_get = lock_calls._get
         taken: list[locks.Acquire] = []
 
         def get_then_lose_the_lease(key, now):
@@ -96,7 +97,7 @@ def test_a_renew_that_read_its_permit_just_before_it_passed_to_another_is_lost(m
                 taken.append(locks.lock_acquire(name="report", ttl=TTL, owner="w-2"))
             return row
 
-        monkeypatch.setattr(locks, "_get", get_then_lose_the_lease)
+        monkeypatch.setattr(lock_calls, "_get", get_then_lose_the_lease)
         renewal = locks.lock_renew(name="report", token=first.token, ttl=TTL, owner="w-1")
         (thief,) = taken
         assert thief.acquired

@@ -15,6 +15,7 @@ from queenadmin import metrics
 from queenadmin.domain import procmetrics
 from queenadmin.domain.procmetrics.store import SampleRow
 from queenadmin.domain.queues.sampler import SamplerLoop
+from queenadmin.metrics import process
 from queenadmin.models import ProcessSample
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +47,7 @@ def test_read_self_measures_this_process():
     """A reading names this process, its CPU seconds, memory, threads and the requests its tally counted."""
     metrics.tally.started("push")
     metrics.tally.finished("push", 201, 0.001)
-    mine = procmetrics.procmetrics_read_self(now=T0)
+    mine = process.read_self(now=T0)
     assert mine.pid == os.getpid()
     assert mine.cpu_user_seconds > 0
     assert mine.rss_bytes is not None
@@ -56,6 +57,17 @@ def test_read_self_measures_this_process():
     assert mine.threads >= 1
     assert mine.push_requests >= 1
     assert mine.requests >= mine.push_requests
+
+
+def test_a_step_of_the_serve_sampler_stores_this_process_reading():
+    """The loop step ``serve`` runs stores one row: this process's reading of
+    itself, at the clock's now."""
+    from queenadmin.server.loops import process_sample_once
+
+    with time_machine.travel(T0, tick=False):
+        assert process_sample_once() == 0
+    (stored,) = ProcessSample.objects.all()
+    assert (stored.pid, stored.at) == (os.getpid(), T0)
 
 
 def test_served_survives_a_flush():

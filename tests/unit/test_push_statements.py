@@ -18,8 +18,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from queenadmin.domain import db, queues
+from queenadmin.domain import queues
 from queenadmin.models import Message, Queue
+from queenadmin.plumbing import db
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +93,8 @@ def test_a_duplicate_of_one_message_answers_the_original_in_as_few_statements() 
 
 def _elsewhere(step: str) -> str | None:
     """In another process: change queue ``q`` behind the test's back."""
-    from queenadmin.domain import db, queues
+    from queenadmin.domain import queues
+    from queenadmin.plumbing import db
 
     if step == "recreate":
         assert queues.queue_delete(name="q")

@@ -8,7 +8,8 @@ import pytest
 import time_machine
 
 from queenadmin.domain.audit import Who
-from queenadmin.domain.queues import board, dlq
+from queenadmin.domain.queues import board
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import QueueNotFound
 from queenadmin.models import AuditEntry, DeadLetter, Message
 from tests.dashboard_ops.conftest import ack, claim, configure, dead_letter, push
@@ -170,7 +171,7 @@ def test_replay_appends_copies_removes_dead_letters_and_audits():
     dead_letter("r", 3, error="bad payload")
     selection = board.DeadLetterFilter(queue="r")
     originals = list(DeadLetter.objects.order_by("id").values_list("message_id", "payload"))
-    result = dlq.queue_dlq_action(verb="replay", selection=selection, who=Who("ann", "fixed the bug"))
+    result = queue_operator.queue_dlq_action(verb="replay", selection=selection, who=Who("ann", "fixed the bug"))
     assert (result.done, result.more) == (3, False)
     assert not DeadLetter.objects.exists()
     copies = list(Message.objects.filter(message_id__in=result.message_ids).order_by("offset"))
@@ -195,13 +196,13 @@ def test_replay_in_batches_goes_beyond_one_page_and_stops_at_upto():
     dead_letter("r", 7)
     upto = DeadLetter.objects.order_by("-id").values_list("id", flat=True)[0]
     selection = board.DeadLetterFilter(queue="r", upto=upto)
-    first = dlq.queue_dlq_action(verb="replay", selection=selection, who=Who("ann"), batch=3)
+    first = queue_operator.queue_dlq_action(verb="replay", selection=selection, who=Who("ann"), batch=3)
     assert (first.done, first.more) == (3, True)
     # Replayed copies that fail again land above ``upto`` and are left alone.
     c = claim("r", batch=3)
     ack(c, "dlq", "again")
-    second = dlq.queue_dlq_action(verb="replay", selection=selection, who=Who("ann"), batch=3)
-    third = dlq.queue_dlq_action(verb="replay", selection=selection, who=Who("ann"), batch=3)
+    second = queue_operator.queue_dlq_action(verb="replay", selection=selection, who=Who("ann"), batch=3)
+    third = queue_operator.queue_dlq_action(verb="replay", selection=selection, who=Who("ann"), batch=3)
     assert [(second.done, second.more), (third.done, third.more)] == [(3, True), (1, False)]
     assert DeadLetter.objects.count() == 3
     assert not DeadLetter.objects.filter(id__lte=upto).exists()
@@ -212,11 +213,11 @@ def test_replay_of_chosen_ids_and_filters():
     dead_letter("r", 2, "p1")
     dead_letter("r", 2, "p2")
     p2 = list(DeadLetter.objects.filter(partition__name="p2").values_list("id", flat=True))
-    result = dlq.queue_dlq_action(
+    result = queue_operator.queue_dlq_action(
         verb="replay", selection=board.DeadLetterFilter(queue="r", partition="p1"), who=Who("ann"), ids=tuple(p2)
     )
     assert result.done == 0  # the filter still applies to chosen ids
-    result = dlq.queue_dlq_action(
+    result = queue_operator.queue_dlq_action(
         verb="replay", selection=board.DeadLetterFilter(queue="r"), who=Who("ann"), ids=(p2[0],)
     )
     assert result.done == 1
@@ -228,18 +229,20 @@ def test_replay_of_chosen_ids_and_filters():
 def test_purge_deletes_and_audits_and_an_empty_selection_writes_nothing():
     dead_letter("p", 4)
     dead_letter("other", 1)
-    result = dlq.queue_dlq_action(verb="purge", selection=board.DeadLetterFilter(queue="p"), who=Who("bob", "junk"))
+    result = queue_operator.queue_dlq_action(
+        verb="purge", selection=board.DeadLetterFilter(queue="p"), who=Who("bob", "junk")
+    )
     assert (result.done, result.more) == (4, False)
     assert list(DeadLetter.objects.values_list("queue__name", flat=True)) == ["other"]
     entry = AuditEntry.objects.get()
     assert (entry.action, entry.target, entry.reason) == ("dlq.purge", "p", "junk")
-    again = dlq.queue_dlq_action(verb="purge", selection=board.DeadLetterFilter(queue="p"), who=Who("bob"))
+    again = queue_operator.queue_dlq_action(verb="purge", selection=board.DeadLetterFilter(queue="p"), who=Who("bob"))
     assert (again.done, again.more) == (0, False)
     assert AuditEntry.objects.count() == 1
 
 
 def test_dlq_actions_on_a_missing_queue_raise():
     with pytest.raises(QueueNotFound):
-        dlq.queue_dlq_action(verb="purge", selection=board.DeadLetterFilter(queue="nope"), who=Who("bob"))
+        queue_operator.queue_dlq_action(verb="purge", selection=board.DeadLetterFilter(queue="nope"), who=Who("bob"))
     with pytest.raises(QueueNotFound):
-        dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="nope"), who=Who("bob"))
+        queue_operator.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="nope"), who=Who("bob"))

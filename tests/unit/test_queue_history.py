@@ -12,10 +12,10 @@ import time_machine
 from django.db import transaction
 
 from queenadmin.domain import clock, queues
-from queenadmin.domain.db import json_text
 from queenadmin.domain.queues import history
 from queenadmin.domain.queues.sampler import SamplerLoop
 from queenadmin.models import QueueSample
+from queenadmin.plumbing.db import json_text
 
 T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
 

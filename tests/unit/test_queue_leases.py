@@ -11,10 +11,11 @@ import time_machine
 
 from queenadmin.domain import queues
 from queenadmin.domain.audit import Who
-from queenadmin.domain.db import json_text
 from queenadmin.domain.masking import mask_token
-from queenadmin.domain.queues import board, dlq, leases, traces
+from queenadmin.domain.queues import board, leases, traces
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.models import DeadLetter, Message
+from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
 
@@ -237,7 +238,9 @@ def test_a_replay_for_the_failed_group_is_skipped_by_the_others():
     ack(claim("orders", "billing", 1))
     ack(claim("orders", "analytics", 1), "failed")
     (dead_id,) = DeadLetter.objects.values_list("id", flat=True)
-    result = dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="orders"), who=Who("ann"))
+    result = queue_operator.queue_dlq_action(
+        verb="replay", selection=board.DeadLetterFilter(queue="orders"), who=Who("ann")
+    )
     (copy_id,) = result.message_ids
     found = leases.message_delivery(queue="orders", message_id=copy_id)
     assert found is not None

@@ -11,7 +11,8 @@ import time_machine
 
 from queenadmin.domain import queues
 from queenadmin.domain.audit import Who
-from queenadmin.domain.queues import board, dlq, recovery
+from queenadmin.domain.queues import board
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, NotFound, QueueNotFound
 from queenadmin.models import AuditEntry, DeadLetter, Message, Partition
 from tests.dashboard_ops.conftest import ack, claim, push
@@ -49,7 +50,9 @@ def test_a_replay_goes_to_the_failed_group_only_with_transaction_id_dlq_id():
     """The copy is pushed as dlq:<id>; group a is handed it, b passes over it
     and stays caught up, and both read what is pushed after it."""
     dead_id = two_groups_one_failed()
-    result = dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann", "fixed"))
+    result = queue_operator.queue_dlq_action(
+        verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann", "fixed")
+    )
     assert (result.done, result.to_every_group) == (1, 0)
     copy = Message.objects.get(message_id=result.message_ids[0])
     assert (copy.transaction_id, copy.for_group, copy.offset) == (f"dlq:{dead_id}", "a", 3)
@@ -70,7 +73,7 @@ def test_a_group_behind_the_copy_reads_around_it():
     """A group that has not read the partition yet gets everything but the
     copy meant for another group, and its cursor passes it."""
     two_groups_one_failed()
-    dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann"))
+    queue_operator.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann"))
     push("q", 1)
     late = claim("q", group="c", subscription_mode="all", batch=10)
     assert [m.offset for m in late.messages] == [0, 1, 2, 4]
@@ -80,7 +83,7 @@ def test_a_group_behind_the_copy_reads_around_it():
 
 def test_a_replay_to_every_group():
     dead_id = two_groups_one_failed()
-    result = dlq.queue_dlq_action(
+    result = queue_operator.queue_dlq_action(
         verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann"), target="all"
     )
     copy = Message.objects.get(message_id=result.message_ids[0])
@@ -94,9 +97,11 @@ def test_the_copy_of_a_dead_letter_is_appended_once():
     """The transactionId is deterministic: a second append of the same dead
     letter's copy is the partition's duplicate, not a second delivery."""
     dead_id = two_groups_one_failed()
-    dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann"))
+    queue_operator.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann"))
     again = queues.queue_push(
-        items=[queues.PushItem("q", queues.DEFAULT_PARTITION, '{"i": 2}', dlq.replay_transaction_id(dead_id))]
+        items=[
+            queues.PushItem("q", queues.DEFAULT_PARTITION, '{"i": 2}', queue_operator.replay_transaction_id(dead_id))
+        ]
     )
     assert again[0].status == "duplicate"
     assert Message.objects.filter(transaction_id=f"dlq:{dead_id}").count() == 1
@@ -104,8 +109,8 @@ def test_the_copy_of_a_dead_letter_is_appended_once():
 
 def test_a_dead_letter_of_a_group_that_no_longer_consumes_goes_to_every_group():
     two_groups_one_failed()
-    recovery.queue_group_operator(queue="q", group="a", action="delete", who=Who("ann"))
-    result = dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann"))
+    queue_operator.queue_group_operator(queue="q", group="a", action="delete", who=Who("ann"))
+    result = queue_operator.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="q"), who=Who("ann"))
     assert result.to_every_group == 1
     assert Message.objects.get(message_id=result.message_ids[0]).for_group is None
     assert len(claim("q", group="b", batch=10).messages) == 1
@@ -115,7 +120,7 @@ def test_queue_mode_dead_letters_replay_to_queue_mode():
     push("m", 2)
     c = claim("m", batch=2)
     ack(c, "dlq", "boom")
-    result = dlq.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="m"), who=Who("ann"))
+    result = queue_operator.queue_dlq_action(verb="replay", selection=board.DeadLetterFilter(queue="m"), who=Who("ann"))
     assert {m.for_group for m in Message.objects.filter(message_id__in=result.message_ids)} == {queues.QUEUE_MODE}
     assert len(claim("m", batch=10).messages) == 2
 
@@ -130,12 +135,14 @@ def test_seek_to_start_end_and_a_time_moves_the_group_and_audits():
         push("s", 2)
         ack(claim("s", group="g", batch=10))
         assert lag("s", "g") == 0
-        done = recovery.queue_group_operator(queue="s", group="g", action="seek", to="start", who=Who("ann", "redo"))
+        done = queue_operator.queue_group_operator(
+            queue="s", group="g", action="seek", to="start", who=Who("ann", "redo")
+        )
         assert (done.lag_before, done.lag_after, done.cursors) == (0, 5, 1)
         assert lag("s", "g") == 5
-        recovery.queue_group_operator(queue="s", group="g", action="seek", to="time", at=T0, who=Who("ann"))
+        queue_operator.queue_group_operator(queue="s", group="g", action="seek", to="time", at=T0, who=Who("ann"))
         assert [m.offset for m in claim("s", group="g", batch=10).messages] == [3, 4]
-        recovery.queue_group_operator(queue="s", group="g", action="seek", to="end", who=Who("ann"))
+        queue_operator.queue_group_operator(queue="s", group="g", action="seek", to="end", who=Who("ann"))
         assert lag("s", "g") == 0
         assert claim("s", group="g", batch=10).messages == ()
     entries = list(AuditEntry.objects.filter(action="queue.group_seek").order_by("id"))
@@ -149,7 +156,7 @@ def test_seek_to_start_end_and_a_time_moves_the_group_and_audits():
 def test_seek_releases_the_groups_lease():
     push("l", 3)
     held = claim("l", group="g", batch=3)
-    recovery.queue_group_operator(queue="l", group="g", action="seek", to="start", who=Who("ann"))
+    queue_operator.queue_group_operator(queue="l", group="g", action="seek", to="start", who=Who("ann"))
     again = claim("l", group="g", batch=3)
     assert [m.offset for m in again.messages] == [0, 1, 2]
     outcomes = ack(held)
@@ -160,9 +167,9 @@ def test_reset_rewinds_to_the_subscription_start_and_delete_forgets_the_group():
     push("r", 2)
     ack(claim("r", group="g", batch=10))
     push("r", 1)
-    reset = recovery.queue_group_operator(queue="r", group="g", action="reset", who=Who("ann"))
+    reset = queue_operator.queue_group_operator(queue="r", group="g", action="reset", who=Who("ann"))
     assert (reset.lag_before, reset.lag_after) == (1, 3)
-    gone = recovery.queue_group_operator(queue="r", group="g", action="delete", who=Who("ann", "retired"))
+    gone = queue_operator.queue_group_operator(queue="r", group="g", action="delete", who=Who("ann", "retired"))
     assert gone.cursors == 1
     qb = board.queue_board(name="r")
     assert qb is not None
@@ -174,12 +181,12 @@ def test_reset_rewinds_to_the_subscription_start_and_delete_forgets_the_group():
 def test_group_actions_refuse_unknown_names_and_write_nothing():
     push("u", 1)
     with pytest.raises(NotFound):
-        recovery.queue_group_operator(queue="u", group="typo", action="seek", to="end", who=Who("ann"))
+        queue_operator.queue_group_operator(queue="u", group="typo", action="seek", to="end", who=Who("ann"))
     with pytest.raises(QueueNotFound):
-        recovery.queue_group_operator(queue="nope", group="g", action="delete", who=Who("ann"))
+        queue_operator.queue_group_operator(queue="nope", group="g", action="delete", who=Who("ann"))
     ack(claim("u", group="g"))
     with pytest.raises(InvalidArgument):
-        recovery.queue_group_operator(queue="u", group="g", action="seek", to="time", who=Who("ann"))
+        queue_operator.queue_group_operator(queue="u", group="g", action="seek", to="time", who=Who("ann"))
     assert not AuditEntry.objects.exists()
 
 
@@ -192,12 +199,12 @@ def test_purge_deletes_every_stored_message_in_steps_and_keeps_groups_and_dlq():
     held = claim("p", group="g", partition="one", batch=2)
     c = claim("p", group="g", partition="two", batch=1)
     ack(c, "dlq", "bad")
-    first = recovery.queue_purge(queue="p", who=Who("ann", "poison"), batch=4)
+    first = queue_operator.queue_purge(queue="p", who=Who("ann", "poison"), batch=4)
     assert (first.deleted, first.more) == (4, True)
     total = first.deleted
     step = first
     while step.more:
-        step = recovery.queue_purge(queue="p", who=Who("ann", "poison"), resume_at=step.resume_at, batch=4)
+        step = queue_operator.queue_purge(queue="p", who=Who("ann", "poison"), resume_at=step.resume_at, batch=4)
         total += step.deleted
     assert total == 9
     assert not Message.objects.filter(partition__queue__name="p").exists()
@@ -208,7 +215,7 @@ def test_purge_deletes_every_stored_message_in_steps_and_keeps_groups_and_dlq():
     ]
     assert lag("p", "g") == 0
     assert not any(o.success for o in ack(held))
-    assert recovery.queue_purge(queue="p", who=Who("ann")).deleted == 0
+    assert queue_operator.queue_purge(queue="p", who=Who("ann")).deleted == 0
     push("p", 1, "one")
     assert [m.offset for m in claim("p", group="g", batch=10).messages] == [5]
     entries = AuditEntry.objects.filter(action="queue.purge")
@@ -218,14 +225,14 @@ def test_purge_deletes_every_stored_message_in_steps_and_keeps_groups_and_dlq():
 
 def test_purge_of_a_missing_queue_raises():
     with pytest.raises(QueueNotFound):
-        recovery.queue_purge(queue="nope", who=Who("ann"))
+        queue_operator.queue_purge(queue="nope", who=Who("ann"))
 
 
 def test_the_board_counts_from_the_log_start_for_a_consumer_without_a_cursor():
     """A purge makes no cursor for a consumer that has none; depth and lag
     still count only what is stored (last - max(committed, log_start - 1))."""
     push("b", 4)
-    recovery.queue_purge(queue="b", who=Who("ann"))
+    queue_operator.queue_purge(queue="b", who=Who("ann"))
     qb = board.queue_board(name="b")
     assert qb is not None
     assert (qb.claimable, [g.lag for g in qb.groups]) == (0, [0])
@@ -239,7 +246,7 @@ def test_the_board_counts_from_the_log_start_for_a_consumer_without_a_cursor():
 def test_the_board_counts_from_a_log_start_of_1():
     """Only offset 0 purged: the log start is 1 and the board counts from it."""
     push("one", 1)
-    recovery.queue_purge(queue="one", who=Who("ann"))
+    queue_operator.queue_purge(queue="one", who=Who("ann"))
     push("one", 2)
     qb = board.queue_board(name="one")
     assert qb is not None
@@ -256,11 +263,11 @@ def test_a_nul_in_a_name_finds_nothing():
     assert board.dead_letters_across(queue="n\x00") == []
     assert board.dead_letter_page(selection=board.DeadLetterFilter(queue="n", group="g\x00")) == []
     with pytest.raises(QueueNotFound):
-        recovery.queue_group_operator(queue="n\x00", group="g", action="reset", who=Who("ann"))
+        queue_operator.queue_group_operator(queue="n\x00", group="g", action="reset", who=Who("ann"))
     with pytest.raises(NotFound):
-        recovery.queue_group_operator(queue="n", group="g\x00", action="reset", who=Who("ann"))
+        queue_operator.queue_group_operator(queue="n", group="g\x00", action="reset", who=Who("ann"))
     with pytest.raises(QueueNotFound):
-        recovery.queue_purge(queue="n\x00", who=Who("ann"))
+        queue_operator.queue_purge(queue="n\x00", who=Who("ann"))
     with pytest.raises(QueueNotFound):
-        dlq.queue_dlq_action(verb="purge", selection=board.DeadLetterFilter(queue="n\x00"), who=Who("ann"))
+        queue_operator.queue_dlq_action(verb="purge", selection=board.DeadLetterFilter(queue="n\x00"), who=Who("ann"))
     assert not AuditEntry.objects.exists()

@@ -19,11 +19,11 @@ import pytest
 from django.db import connection, connections, transaction
 
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
 from queenadmin.domain.queues.push import queue_dead_letter_in_txn
 from queenadmin.domain.queues.store import Append, PostgresStore, SqliteStore, Store, store
 from queenadmin.domain.queues.traces import trace_record
 from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue, Trace, TraceName
+from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
 

@@ -12,10 +12,10 @@ import time_machine
 from django.db import transaction
 
 from queenadmin.domain import clock, queues
-from queenadmin.domain.db import json_text
 from queenadmin.domain.queues import delivery, groups
 from queenadmin.errors import InvalidArgument
 from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue
+from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
 

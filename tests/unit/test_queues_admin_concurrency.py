@@ -24,7 +24,8 @@ def _worker(role: str, seed: int, rounds: int) -> dict[str, Any]:
     database error.
     """
     from queenadmin.domain import queues
-    from queenadmin.domain.queues import groups, messages
+    from queenadmin.domain.queues import groups
+    from queenadmin.domain.queues import operator as queue_operator
     from queenadmin.errors import QueenError
     from queenadmin.models import Message
 
@@ -65,9 +66,11 @@ def _worker(role: str, seed: int, rounds: int) -> dict[str, Any]:
                     continue
                 try:
                     if pick == 2:
-                        messages.queue_message_delete(partition_id=row[0], transaction_id=row[1])
+                        queue_operator.queue_message_delete(partition_id=row[0], transaction_id=row[1])
                     else:
-                        messages.queue_message_dead_letter(partition_id=row[0], transaction_id=row[1], group=GROUP)
+                        queue_operator.queue_message_dead_letter(
+                            partition_id=row[0], transaction_id=row[1], group=GROUP
+                        )
                 except QueenError:
                     pass  # Not the group's next message: a refusal, not a failure.
             done["operations"] += 1

@@ -8,9 +8,9 @@ import pytest
 import time_machine
 
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
 from queenadmin.domain.queues import browse, groups, reads, traces
 from queenadmin.models import ConsumerCursor, Trace, TraceName, TraceNameSummary
+from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
 

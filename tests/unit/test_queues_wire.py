@@ -12,8 +12,8 @@ import pytest
 from queenadmin.api.wire import queues as wire
 from queenadmin.conf import settings
 from queenadmin.domain import queues
-from queenadmin.domain.db import json_text
 from queenadmin.errors import ConflationRefused, InvalidArgument, NameTooLong, QueenError
+from queenadmin.plumbing.db import json_text
 
 LONG = "q" * 512
 UUID = "0190f1a2-7b3c-7d4e-8f50-123456789abc"

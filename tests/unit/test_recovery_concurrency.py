@@ -24,18 +24,18 @@ GROUP = "audit"
 def worker(role: str, seed: int) -> dict[str, Any]:
     from queenadmin.domain import queues, transactions
     from queenadmin.domain.audit import Who
-    from queenadmin.domain.queues import recovery
+    from queenadmin.domain.queues import operator as queue_operator
 
     rng = random.Random(seed)
     start_together()
     done: dict[str, Any] = {"role": role, "committed": 0, "deleted": 0, "moved": 0}
     for n in range(50):
         if role == "purge":
-            step = recovery.queue_purge(queue=QUEUE, who=Who("ann"), batch=rng.randint(1, 20))
+            step = queue_operator.queue_purge(queue=QUEUE, who=Who("ann"), batch=rng.randint(1, 20))
             done["deleted"] += step.deleted
         elif role == "seek":
             to = rng.choice(["start", "end"])
-            done["moved"] += recovery.queue_group_operator(
+            done["moved"] += queue_operator.queue_group_operator(
                 queue=QUEUE, group=GROUP, action="seek", to=to, who=Who("ann")
             ).cursors
         elif role == "push":

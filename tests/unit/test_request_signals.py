@@ -13,7 +13,7 @@ from django.db import close_old_connections
 from django.http import HttpResponse
 from django.test import override_settings
 
-from queenadmin.server import compat
+from queenadmin.plumbing import compat
 from queenadmin.server import handlers as apihandler
 
 

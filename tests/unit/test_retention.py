@@ -11,9 +11,9 @@ import time_machine
 from django.db import transaction
 
 from queenadmin.domain import queues, transactions
-from queenadmin.domain.db import json_text
 from queenadmin.errors import InvalidArgument, QueueFull
 from queenadmin.models import ConsumerCursor, Message, Partition, Queue
+from queenadmin.plumbing.db import json_text
 from tests.scale import scaled, sized
 
 pytestmark = pytest.mark.django_db

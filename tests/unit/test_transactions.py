@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import time_machine
 
-from queenadmin.domain import db, events, kv, locks, queues, timers
+from queenadmin.domain import events, kv, locks, queues, timers
 from queenadmin.domain.transactions import KVDone, Pushed, TimerDone, TxnBundle, TxnPosition, TxnPush, txn_commit
 from queenadmin.errors import LockLost, TimersBadRequest
 from queenadmin.models import (
@@ -26,6 +26,7 @@ from queenadmin.models import (
     Queue,
     Timer,
 )
+from queenadmin.plumbing import db
 
 T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)

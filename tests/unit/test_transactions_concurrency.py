@@ -76,8 +76,9 @@ KIND_WEIGHTS = (50, 20, 20, 10)
 
 def _guarded_commit(lock: str, token: int, tag: dict[str, Any]) -> Any:
     """Push ``tag`` to the lock's partition, put it in KV and count it, guarded by ``token``."""
-    from queenadmin.domain import db, kv, locks, queues
+    from queenadmin.domain import kv, locks, queues
     from queenadmin.domain import transactions as txn
+    from queenadmin.plumbing import db
 
     payload = db.json_text(tag)
     bundle = txn.TxnBundle(
@@ -304,8 +305,9 @@ def _fill_input() -> None:
 
 def _process(claim: Any) -> Any:
     """Ack the batch, push one output per input, count it: one transaction."""
-    from queenadmin.domain import db, kv, queues
+    from queenadmin.domain import kv, queues
     from queenadmin.domain import transactions as txn
+    from queenadmin.plumbing import db
 
     acks = tuple(
         queues.AckItem(i, m.transaction_id, str(m.partition_id), "completed", claim.lease_id)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from queenadmin.domain import db, kv, locks, queues
+from queenadmin.domain import kv, locks, queues
 from queenadmin.domain.transactions import TxnBundle, TxnPush, txn_commit
+from queenadmin.plumbing import db
 from tests.unit.test_push_statements import counted
 
 pytestmark = pytest.mark.django_db

@@ -14,9 +14,10 @@ from typing import Any
 from queenadmin.api.wire.common import batch_op, is_json_int, to_decimal
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
-from queenadmin.domain import clock, db, kv, masking, names
+from queenadmin.domain import clock, kv, masking, names
 from queenadmin.domain.kv.ops import INCR_DIGITS
 from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
+from queenadmin.plumbing import db
 
 OP_NAMES = frozenset({"get", "getMany", "getPrefix", "put", "putIfAbsent", "delete", "incr", "check"})
 MAX_TTL_SECONDS = int(kv.MAX_TTL.total_seconds())

@@ -17,9 +17,10 @@ from typing import Any, get_args
 from queenadmin.api.wire.queues import Params, check_group, check_name, check_text, json_object
 from queenadmin.api.wire.queues import lookup_group as check_lookup_group
 from queenadmin.domain import clock
-from queenadmin.domain.db import json_text
-from queenadmin.domain.queues import browse, groups, messages, reads, traces
+from queenadmin.domain.queues import browse, groups, reads, traces
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, MessageNotFound
+from queenadmin.plumbing.db import json_text
 
 #: The broker refuses more than this many entries in one call.
 MAX_FETCH_ENTRIES = 1024
@@ -584,7 +585,7 @@ def render_message(row: browse.MessageRow | None) -> dict[str, Any]:
 
 
 def render_message_deleted(
-    result: messages.MessageDeleted | None, partition_id: str, transaction_id: str
+    result: queue_operator.MessageDeleted | None, partition_id: str, transaction_id: str
 ) -> dict[str, Any]:
     deleted = result is not None and result.deleted
     return {
@@ -595,7 +596,7 @@ def render_message_deleted(
     }
 
 
-def render_message_retried(result: messages.MessageRetried) -> dict[str, Any]:
+def render_message_retried(result: queue_operator.MessageRetried) -> dict[str, Any]:
     pushed = result.pushed
     return {
         "success": True,
@@ -625,7 +626,7 @@ def parse_move_to_dlq(body: Any) -> tuple[str, str | None]:
     return check_group(body.get("consumerGroup")), error
 
 
-def render_dead_lettered(result: messages.MessageDeadLettered) -> dict[str, Any]:
+def render_dead_lettered(result: queue_operator.MessageDeadLettered) -> dict[str, Any]:
     return {
         "success": True,
         "queue": result.queue,

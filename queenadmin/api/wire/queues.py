@@ -21,9 +21,9 @@ import msgspec
 from queenadmin.api.wire.common import is_json_int
 from queenadmin.conf import settings
 from queenadmin.domain import clock, names, queues
-from queenadmin.domain.db import json_text
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS, OptionValue, option_value
 from queenadmin.errors import ConflationRefused, InvalidArgument
+from queenadmin.plumbing.db import json_text
 
 #: Engine names (queue, partition) fit a 511-byte store key (protocol 12).
 MAX_NAME_BYTES = 511

@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from queenadmin.api.wire.queues import iso_time
-from queenadmin.domain import db, procmetrics, queues
+from queenadmin.domain import procmetrics, queues
 from queenadmin.domain.queues import history, status
 from queenadmin.errors import InvalidArgument
+from queenadmin.plumbing import db
 
 Params = Mapping[str, str]
 Interval = Literal["minute", "hour", "day"]

@@ -15,8 +15,9 @@ from typing import Any, TypedDict
 from uuid import UUID
 
 from queenadmin.api.wire.queues import check_group, check_name, check_text, json_object
-from queenadmin.domain import db, names, queues, streams
+from queenadmin.domain import names, queues, streams
 from queenadmin.errors import InvalidArgument
+from queenadmin.plumbing import db
 
 #: What an id that names nothing reads as: no query has the nil UUID, no
 #: partition the id 0.

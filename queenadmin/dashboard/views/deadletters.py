@@ -23,7 +23,8 @@ from queenadmin.dashboard.views.common import HtmxHttpRequest, User, may_do, pag
 from queenadmin.dashboard.views.ops_common import int_param
 from queenadmin.dashboard.views.queues import MAX_BATCHES_PER_REQUEST, _ids, replay_target, replayed_to
 from queenadmin.domain import clock, events
-from queenadmin.domain.queues import board, dlq
+from queenadmin.domain.queues import board
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import QueenError
 
 #: Rows of a page.
@@ -82,7 +83,7 @@ def _answer(request: HtmxHttpRequest, data: Any) -> HttpResponse:
     return table
 
 
-def _act(request: HtmxHttpRequest, verb: dlq.DLQVerb, past: str) -> HttpResponse:
+def _act(request: HtmxHttpRequest, verb: queue_operator.DLQVerb, past: str) -> HttpResponse:
     """Replay or purge the selected ids (queue by queue) or, with a queue
     filter, all that match up to the newest the operator saw."""
     queue, group = _filters(request.POST)
@@ -116,7 +117,9 @@ def _act(request: HtmxHttpRequest, verb: dlq.DLQVerb, past: str) -> HttpResponse
     try:
         for selection, chosen in plan:
             for _ in range(MAX_BATCHES_PER_REQUEST):
-                result = dlq.queue_dlq_action(verb=verb, selection=selection, who=who, ids=chosen, target=target)
+                result = queue_operator.queue_dlq_action(
+                    verb=verb, selection=selection, who=who, ids=chosen, target=target
+                )
                 done += result.done
                 to_every_group += result.to_every_group
                 more = result.more

@@ -37,14 +37,15 @@ from queenadmin.dashboard.views.common import (
 from queenadmin.dashboard.views.ops_common import age_seconds, int_param, short_duration
 from queenadmin.domain import clock, events
 from queenadmin.domain.audit import Who
-from queenadmin.domain.queues import board, dlq
+from queenadmin.domain.queues import board
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues.history import SamplePoint, queue_series
 from queenadmin.errors import QueenError, QueueNotFound
 
 #: Rows of a messages or DLQ page.
 PAGE = 25
 #: Batches one replay or purge request runs before it asks to be sent
-#: again (each batch is its own transaction of ``dlq.DLQ_BATCH``).
+#: again (each batch is its own transaction of ``queue_operator.DLQ_BATCH``).
 MAX_BATCHES_PER_REQUEST = 100
 #: The window of the per-queue charts.
 CHART_WINDOW = timedelta(hours=1)
@@ -282,7 +283,7 @@ def _finish(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return HttpResponseRedirect(_back(name, request.POST), status=303)
 
 
-def _run(request: HtmxHttpRequest, name: str, verb: dlq.DLQVerb, past: str) -> HttpResponse:
+def _run(request: HtmxHttpRequest, name: str, verb: queue_operator.DLQVerb, past: str) -> HttpResponse:
     selection = _selection(name, request.POST)
     ids = _ids(request.POST)
     if ids is None and request.POST.get("all") != "1":
@@ -298,7 +299,7 @@ def _run(request: HtmxHttpRequest, name: str, verb: dlq.DLQVerb, past: str) -> H
     to_every_group = 0
     try:
         for _ in range(MAX_BATCHES_PER_REQUEST):
-            result = dlq.queue_dlq_action(
+            result = queue_operator.queue_dlq_action(
                 verb=verb, selection=selection, who=Who(actor_of(request), reason), ids=ids, target=target
             )
             done += result.done
@@ -323,13 +324,13 @@ def _run(request: HtmxHttpRequest, name: str, verb: dlq.DLQVerb, past: str) -> H
     return _finish(request, name)
 
 
-def replay_target(data: Any) -> dlq.ReplayTarget | None:
+def replay_target(data: Any) -> queue_operator.ReplayTarget | None:
     """Who a replay's copies are for, as the form says (the failed group by default)."""
     value = data.get("target", "group") or "group"
     return "group" if value == "group" else "all" if value == "all" else None
 
 
-def replayed_to(verb: str, target: dlq.ReplayTarget | None, to_every_group: int) -> str:
+def replayed_to(verb: str, target: queue_operator.ReplayTarget | None, to_every_group: int) -> str:
     """What a replay's outcome says of who gets the copies (nothing for a purge)."""
     if verb != "replay":
         return ""

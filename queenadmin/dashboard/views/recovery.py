@@ -19,12 +19,13 @@ from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 
 from queenadmin.dashboard import links, live
+from queenadmin.dashboard.text import shown_text
 from queenadmin.dashboard.views.common import HtmxHttpRequest, staff_action, who_of
 from queenadmin.dashboard.views.queues import QUEUE
-from queenadmin.domain.queues import board, recovery
+from queenadmin.domain.queues import board
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, NotFound, QueueNotFound
 from queenadmin.models.queues import QUEUE_MODE
-from queenadmin.templatetags.dashboard import shown_text
 
 TEMPLATE = "queenadmin/queues/recover.html"
 #: Purge steps one request runs (each one transaction of ``PURGE_BATCH``).
@@ -34,8 +35,8 @@ MAX_PURGE_STEPS = 100
 @dataclass(frozen=True)
 class Choice:
     value: str
-    action: recovery.GroupAction
-    to: recovery.SeekTo
+    action: queue_operator.GroupAction
+    to: queue_operator.SeekTo
     label: str
     effect: str
 
@@ -155,7 +156,7 @@ def group_recover(request: HtmxHttpRequest, name: str) -> HttpResponse:
         ctx["error"] = f"Not deleted: type the group's name ({shown_text(ctx['label'])}) to confirm."
         return _form(request, ctx, "group-form", 422)
     try:
-        done = recovery.queue_group_operator(
+        done = queue_operator.queue_group_operator(
             queue=name, group=group, action=chosen.action, to=chosen.to, at=at, who=who_of(request)
         )
     except QueueNotFound as exc:
@@ -196,7 +197,7 @@ def queue_purge(request: HtmxHttpRequest, name: str) -> HttpResponse:
     step = None
     try:
         for _ in range(MAX_PURGE_STEPS):
-            step = recovery.queue_purge(queue=name, who=who, resume_at=step.resume_at if step else None)
+            step = queue_operator.queue_purge(queue=name, who=who, resume_at=step.resume_at if step else None)
             deleted += step.deleted
             if not step.more:
                 break

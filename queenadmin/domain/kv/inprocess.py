@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from queenadmin.conf import settings
-from queenadmin.domain import clock, db, events
+from queenadmin.domain import clock, events
 from queenadmin.domain.kv.calls import kv_call
 from queenadmin.domain.kv.ops import (
     DEFAULT_PAGE_LIMIT,
@@ -29,6 +29,7 @@ from queenadmin.domain.kv.ops import (
 )
 from queenadmin.domain.kv.store import store
 from queenadmin.errors import KVBadRequest
+from queenadmin.plumbing import db
 
 
 def lifetime(ttl: timedelta | float | None) -> timedelta | None:

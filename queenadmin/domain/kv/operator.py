@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from django.db import connection, transaction
 
-from queenadmin.domain import clock, db
+from queenadmin.domain import clock
 from queenadmin.domain.audit import Who
 from queenadmin.domain.kv.calls import kv_call_in_txn
 from queenadmin.domain.kv.ops import (
@@ -41,6 +41,7 @@ from queenadmin.domain.kv.ops import (
 )
 from queenadmin.errors import KVBadRequest, NotFound
 from queenadmin.models import AuditEntry
+from queenadmin.plumbing import db
 
 Expiry = Literal["keep", "forever"] | timedelta
 #: Audit actions a revert can undo.

@@ -4,7 +4,7 @@ The flexiq style of the seeds: ``hold()``/``ahold()`` scoped forms that wait,
 renew in the background every ttl/3 and report a lost lease; an explicit
 ``Lock`` handle; ``info()`` for people, with owners and tokens masked; and
 ``reap_expired()``. Everything goes through the wire operations of
-``queenadmin.domain.locks``, so a lease taken here and one taken over HTTP
+``queenadmin.domain.locks.calls``, so a lease taken here and one taken over HTTP
 are the same KV row.
 """
 
@@ -28,18 +28,8 @@ from django.db import connection
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv
-from queenadmin.domain.locks import (
-    RETRY_INTERVAL,
-    check_limit,
-    check_name,
-    check_owner,
-    check_ttl,
-    guard_check,
-    lock_acquire,
-    lock_holders,
-    lock_release,
-    lock_renew,
-)
+from queenadmin.domain.locks.calls import lock_acquire, lock_holders, lock_release, lock_renew
+from queenadmin.domain.locks.ops import RETRY_INTERVAL, check_limit, check_name, check_owner, check_ttl, guard_check
 from queenadmin.domain.masking import mask_token
 from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld
 

@@ -23,14 +23,7 @@ from django.db.models import Count, Q
 
 from queenadmin.domain import clock, kv
 from queenadmin.domain.audit import Who
-from queenadmin.domain.locks import (
-    NAMESPACE,
-    _owner_of,
-    _since_of,
-    _slot_of,
-    check_slot,
-    check_stored_name,
-)
+from queenadmin.domain.locks.ops import NAMESPACE, check_slot, check_stored_name, owner_of, since_of, slot_of
 from queenadmin.domain.masking import mask_token
 from queenadmin.models import KVEntry
 
@@ -117,7 +110,7 @@ def _split(key: str) -> tuple[str, int] | None:
     name, sep, _tail = key.rpartition("#")
     if not sep:
         return None
-    slot = _slot_of(name, key)
+    slot = slot_of(name, key)
     return None if slot is None else (name, slot)
 
 
@@ -144,9 +137,9 @@ def locks_page(*, prefix: str = "", after: str = "", limit: int = 50, now: datet
         Permit(
             name=split[0],
             slot=split[1],
-            owner=_owner_of(row.value),
+            owner=owner_of(row.value),
             token=row.version,
-            since=_since_of(row),
+            since=since_of(row),
             renewed_at=row.updated_at,
             expires_at=row.expires_at,
             held=held.get(split[0], 1),
@@ -206,7 +199,7 @@ def lock_force_release(*, name: str, slot: int, lease: str, who: Who, now: datet
     row = got.row
     if row is None:
         return ForceRelease(name, slot, False, "gone")
-    owner, since = _owner_of(row.value), _since_of(row)
+    owner, since = owner_of(row.value), since_of(row)
     if lease_mark(owner=owner, since=since) != lease:
         current = Permit(name, slot, owner, row.version, since, row.updated_at, row.expires_at, 1)
         return ForceRelease(name, slot, False, "changed", current=current)

@@ -1,28 +1,27 @@
-"""Process metrics (Queen's ``system-metrics``): ``ops`` samples and reads,
+"""Process metrics (Queen's ``system-metrics``): ``ops`` stores the samples
+each process reads of itself (``metrics.process``) and reads them back,
 ``store`` holds every statement, one class per database."""
 
 from __future__ import annotations
 
 from queenadmin.domain.procmetrics.ops import (
-    PORT_ENV,
     Replica,
     ReplicaPoint,
     RequestCounts,
     Stat,
-    procmetrics_read_self,
     procmetrics_record,
     procmetrics_replicas,
     procmetrics_requests,
     retention,
 )
+from queenadmin.domain.procmetrics.store import SampleRow
 
 __all__ = [
-    "PORT_ENV",
     "Replica",
     "ReplicaPoint",
     "RequestCounts",
+    "SampleRow",
     "Stat",
-    "procmetrics_read_self",
     "procmetrics_record",
     "procmetrics_replicas",
     "procmetrics_requests",

@@ -1,10 +1,10 @@
 """Process metrics: each serving process samples itself; readers bucket them.
 
 ``procmetrics_record`` runs once per tick of ``SAMPLER_INTERVAL_SECONDS`` in
-every ``serve`` worker (``server.loops``): CPU seconds (``os.times``),
-memory and threads (``/proc/self/stat`` where there is one), and the
-requests this process answered (``metrics.tally``), as one row, then
-removes rows older than ``SAMPLES_FINE_RETENTION_SECONDS``.
+every ``serve`` worker (``server.loops``): it writes the process's reading
+of itself (``metrics.process.read_self``: CPU seconds, memory, threads and
+the requests it answered) as one row, then removes rows older than
+``SAMPLES_FINE_RETENTION_SECONDS``.
 
 ``procmetrics_replicas`` groups the rows of a time range per process and per
 bucket, the shape of Queen's ``get_system_metrics``: CPU as Queen counts
@@ -15,9 +15,6 @@ pop and ack requests every process answered per bucket.
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,66 +22,23 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from queenadmin import metrics
 from queenadmin.conf import settings
 from queenadmin.domain import clock
 from queenadmin.domain.procmetrics.store import SampleRow, store
-
-#: The environment variable ``serve`` sets to the port it listens on.
-PORT_ENV = "QUEENADMIN_SERVE_PORT"
-
-
-def _proc_stat() -> tuple[int, int, int] | None:
-    """(threads, virtual bytes, resident bytes) from ``/proc/self/stat``."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            text = f.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces: count after its ")".
-    fields = text[text.rindex(")") + 2 :].split()
-    # fields[0] is field 3 (state): field n is fields[n - 3].
-    threads, vsize, rss_pages = int(fields[17]), int(fields[20]), int(fields[21])
-    return threads, vsize, rss_pages * os.sysconf("SC_PAGE_SIZE")
-
-
-def procmetrics_read_self(*, now: datetime) -> SampleRow:
-    """This process's reading of itself at ``now``."""
-    times = os.times()
-    stat = _proc_stat()
-    served = metrics.tally.served()
-    try:
-        port = int(os.environ.get(PORT_ENV, "0"))
-    except ValueError:
-        port = 0
-    return SampleRow(
-        host=socket.gethostname()[:255],
-        port=port,
-        pid=os.getpid(),
-        at=now,
-        cpu_user_seconds=times.user,
-        cpu_system_seconds=times.system,
-        rss_bytes=stat[2] if stat else None,
-        virtual_bytes=stat[1] if stat else None,
-        threads=stat[0] if stat else threading.active_count(),
-        push_requests=served.get("push", 0),
-        pop_requests=served.get("pop", 0),
-        ack_requests=served.get("ack", 0),
-        requests=sum(served.values()),
-    )
 
 
 def retention() -> timedelta:
     return timedelta(seconds=settings.SAMPLES_FINE_RETENTION_SECONDS)
 
 
-def procmetrics_record(*, now: datetime | None = None, row: SampleRow | None = None) -> int:
-    """Write this process's reading (or ``row``) and prune old rows.
+def procmetrics_record(*, row: SampleRow, now: datetime | None = None) -> int:
+    """Write a process's reading ``row`` and prune the rows older than the
+    retention before ``now``.
 
-    Returns the rows pruned (at most ``SAMPLES_PRUNE_BATCH`` a call).
+    Returns the rows pruned (at most ``SAMPLES_PRUNE_BATCH`` a call). Must be
+    the outermost call.
     """
     now = now or clock.now()
-    row = row or procmetrics_read_self(now=now)
     with transaction.atomic(durable=True):
         store().insert(row)
         return store().delete_before(now - retention(), batch=settings.SAMPLES_PRUNE_BATCH)

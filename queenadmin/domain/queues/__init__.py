@@ -13,12 +13,12 @@ cursors and dead letters. Callers import this package
 - ``browse``: the operator's reads: namespaces, tasks, partitions,
   consumer groups, messages one by one;
 - ``groups``: consumer-group delete, seek and re-subscribe;
-- ``recovery``: an operator's group seek, reset and delete and queue purge,
-  audited; ``dlq``: an operator's DLQ replay (``dlq:<id>``, to the failed
-  group or every group) and purge, audited;
+- ``operator``: an operator's actions, audited: a queue's options
+  (``configure``), a group's seek, reset and delete and a queue purge
+  (``recovery``), DLQ replay and purge (``dlq``), and one message's delete,
+  retry and move to the DLQ (``messages``);
 - ``leases``: the operator's reads of message leases (holders masked) and
   of one message's delivery state per consumer group;
-- ``messages``: an operator's message delete, retry and move to the DLQ;
 - ``traces``: message trace events (the one writer of ``Trace``);
 - ``options``: option defaults, the rules on values, merging;
 - ``delivery``: the per-offset delivery counts a cursor keeps;
@@ -76,8 +76,8 @@ from queenadmin.domain.queues.lifecycle import (
     queue_configure_in_txn,
     queue_delete,
     queue_delete_in_txn,
-    queue_operator_configure,
 )
+from queenadmin.domain.queues.operator import queue_operator_configure
 from queenadmin.domain.queues.options import QueueOptions
 from queenadmin.domain.queues.push import (
     DEFAULT_PARTITION,

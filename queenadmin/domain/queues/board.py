@@ -14,7 +14,7 @@ The states of a message a consumer group has not finished:
   over all its groups' live leases, not the slowest group's;
 - *parked*: not leased, but pushed less than ``delayedProcessing`` seconds
   ago, so no pop may take it yet (the claim reads only the prefix of a
-  partition that is old enough, ``consume._claim_queue``);
+  partition that is old enough, ``consume.pop._claim_queue``);
 - *claimable*: the rest; a pop would take it now.
 
 A partition's claimable and parked describe its slowest consumer group

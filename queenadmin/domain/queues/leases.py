@@ -29,7 +29,7 @@ from django.db.models.functions import Length, Substr
 
 from queenadmin.domain import clock
 from queenadmin.domain.masking import mask_token
-from queenadmin.domain.queues.dlq import REPLAY_PREFIX
+from queenadmin.domain.queues.operator.dlq import REPLAY_PREFIX
 from queenadmin.domain.queues.traces import TraceRow, traces_for_message
 from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, DeadLetter, Message, Queue
 

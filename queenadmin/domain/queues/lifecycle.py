@@ -7,7 +7,6 @@ A delete removes the messages with one statement of the queue store
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,13 +15,11 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from queenadmin.domain import clock, events
-from queenadmin.domain.audit import Who
 from queenadmin.domain.names import check_engine_name
 from queenadmin.domain.queues.options import QueueOptions, merge_options
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.domain.queues.store import store
 from queenadmin.domain.queues.traces import traces_delete_for_queue_in_txn
-from queenadmin.errors import QueueNotFound
 from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Partition, Queue
 
 
@@ -132,34 +129,3 @@ def queue_delete_in_txn(*, name: str) -> bool:
     Queue.objects.filter(pk=queue_id).delete()
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "deleted": [name]})
     return True
-
-
-def queue_operator_configure_in_txn(
-    *, name: str, options: QueueOptions, who: Who, now: datetime | None = None
-) -> QueueConfig:
-    """Change the options of the existing queue ``name`` on an operator's word.
-
-    The same change as a ``configure`` (merged, not replaced), with
-    ``who``'s audit entry (options before and after, as JSON) in the same
-    transaction. Raises ``QueueNotFound`` when there is no such queue (an
-    operator changes queues; creating one is the clients' business). Runs inside
-    the caller's transaction.
-    """
-    assert connection.in_atomic_block
-    now = now or clock.now()
-    before = Queue.objects.select_for_update().filter(name=name).values_list("options", flat=True).first()
-    if before is None:
-        raise QueueNotFound(f"no queue {name}")
-    config = queue_configure_in_txn(request=ConfigureRequest(name=name, options=options), now=now)
-    who.record_in_txn(
-        now=now,
-        action="queue.configure",
-        target=name,
-        before=json.dumps(before, sort_keys=True),
-        after=json.dumps(dict(config.options), sort_keys=True),
-    )
-    return config
-
-
-#: ``queue_operator_configure_in_txn`` as its own transaction: must be the outermost call.
-queue_operator_configure = transaction.atomic(durable=True)(queue_operator_configure_in_txn)

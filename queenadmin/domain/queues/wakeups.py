@@ -34,8 +34,8 @@ from typing import Any
 from django.db import connection, transaction
 
 from queenadmin.conf import settings
-from queenadmin.domain import db
 from queenadmin.domain.queues.store import CHANNEL, store
+from queenadmin.plumbing import db
 
 log = logging.getLogger(__name__)
 

@@ -1,75 +1,20 @@
-"""Stream state: rows of (query, source partition, key), and the state part of a cycle.
+"""A stream cycle's state ops, applied inside the caller's transaction.
 
-``stream_state_apply_in_txn`` is the in-transaction form a cycle's bundle
-runs (``domain/transactions.py``); ``stream_state_get`` the read.
+Apart from ``calls`` because the transaction machinery
+(``domain/transactions.py``) runs it, and ``calls`` runs the machinery.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-from uuid import UUID
 
 from django.db import connection
 
-from queenadmin.conf import settings
 from queenadmin.domain.queues.refs import lock_queue_rows
-from queenadmin.domain.streams.store import StateFilter, StateRow, store
-from queenadmin.errors import StreamNotFound, StreamStateTooLarge
+from queenadmin.domain.streams.ops import StateDelete, StateOp, StateUpsert, StreamStateOps, check_state_op
+from queenadmin.domain.streams.store import StateRow, store
+from queenadmin.errors import StreamNotFound
 from queenadmin.models import Partition, StreamQuery
-
-
-@dataclass(frozen=True, slots=True)
-class StateUpsert:
-    key: str
-    #: The value as compact JSON text.
-    value_json: str
-    #: ``ripe_at_ms(value)``: when its window ends, if it is one.
-    ripe_at_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StateDelete:
-    key: str
-
-
-StateOp = StateUpsert | StateDelete
-
-
-@dataclass(frozen=True)
-class StreamStateOps:
-    """The state part of one cycle: ``ops`` in order, on one source partition."""
-
-    query_id: UUID
-    partition_id: int
-    ops: tuple[StateOp, ...] = ()
-    #: The cycle's ack completes the lease's whole batch (Queen's log
-    #: engine): the runner sends the last message in its own order, which
-    #: need not be the batch's last offset.
-    release_lease: bool = False
-
-
-def ripe_at_ms(value: Any) -> int | None:
-    """``value.windowEnd`` when it is a JSON number, rounded up to a whole ms."""
-    if not isinstance(value, dict):
-        return None
-    end = value.get("windowEnd")
-    if isinstance(end, bool) or not isinstance(end, int | float) or not math.isfinite(end):
-        return None
-    # Clamped to what a BIGINT holds; a whole number of ms stays exact.
-    return int(max(-(2**63), min(2**63 - 1, math.ceil(end))))
-
-
-def check_state_op(op: StateOp) -> None:
-    """Raise ``StreamStateTooLarge`` for a key or value over its limit."""
-    if len(op.key.encode()) > settings.STREAMS_MAX_STATE_KEY_BYTES:
-        raise StreamStateTooLarge(f"a state key is over {settings.STREAMS_MAX_STATE_KEY_BYTES} bytes")
-    if isinstance(op, StateUpsert) and len(op.value_json.encode()) > settings.STREAMS_MAX_STATE_VALUE_BYTES:
-        raise StreamStateTooLarge(
-            f"the state value of {op.key[:64]!r} is over {settings.STREAMS_MAX_STATE_VALUE_BYTES} bytes"
-        )
 
 
 def stream_state_apply_in_txn(*, ops: StreamStateOps, now: datetime) -> int:
@@ -106,11 +51,3 @@ def stream_state_apply_in_txn(*, ops: StreamStateOps, now: datetime) -> int:
     store().delete(ops.query_id, ops.partition_id, deletes)
     store().upsert(ops.query_id, ops.partition_id, upserts)
     return len(ops.ops)
-
-
-def stream_state_get(*, query_id: UUID, partition_id: int, which: StateFilter) -> list[StateRow]:
-    """The state rows of (query, partition) that ``which`` selects, by key.
-
-    An unknown query or partition has no rows. Never locks.
-    """
-    return store().read(query_id, partition_id, which)

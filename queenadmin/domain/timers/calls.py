@@ -17,7 +17,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, Min, Q
 
-from queenadmin.domain import clock, db, events
+from queenadmin.domain import clock, events
 from queenadmin.domain.kv.store.base import prefix_range
 from queenadmin.domain.queues import uuid7
 from queenadmin.domain.timers import wake
@@ -44,6 +44,7 @@ from queenadmin.domain.timers.ops import (
 from queenadmin.domain.timers.store import Held, NewRow, selected, store
 from queenadmin.errors import TimersBadRequest
 from queenadmin.models import Timer
+from queenadmin.plumbing import db
 
 
 def timers_call_in_txn(ops: Sequence[TimerOp], *, now: datetime) -> list[TimerOutcome]:

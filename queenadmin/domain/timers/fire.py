@@ -31,12 +31,13 @@ from typing import Any
 from django.db import close_old_connections, connection, transaction
 
 from queenadmin.conf import settings
-from queenadmin.domain import clock, db, events, kv
+from queenadmin.domain import clock, events, kv
 from queenadmin.domain import queues as log_domain
 from queenadmin.domain.timers import wake
 from queenadmin.domain.timers.ops import DLQ_GROUP, LOOP_LOCK, MAX_ATTEMPTS, TimerOutcome
 from queenadmin.domain.timers.store import Due, Held, WakeListener, store
 from queenadmin.errors import LeaseExpired, PreconditionFailed, QueenError
+from queenadmin.plumbing import db
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from queenadmin.conf import settings
-from queenadmin.domain import db, names
+from queenadmin.domain import names
 from queenadmin.errors import NameTooLong, TimerHorizonExceeded, TimersBadRequest, TimersPayloadTooLarge
+from queenadmin.plumbing import db
 
 DEFAULT_PARTITION = "Default"
 #: A timer that keeps failing is dead-lettered under this consumer group, at

@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 
 from queenadmin.conf import settings
-from queenadmin.domain import db
 from queenadmin.domain.timers.store import store
+from queenadmin.plumbing import db
 
 _cond = threading.Condition()
 _generation = 0

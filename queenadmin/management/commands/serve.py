@@ -34,10 +34,12 @@ from django.db import DatabaseError, connection
 
 from queenadmin.api import openmode
 from queenadmin.conf import settings as app_settings
-from queenadmin.domain import db, firstrun, procmetrics, tokens
+from queenadmin.domain import firstrun, tokens
+from queenadmin.metrics import process
 from queenadmin.models import TokenScope
+from queenadmin.plumbing import db
+from queenadmin.plumbing.files import FIRST_RUN_NOTES, FIRST_RUN_REMOVAL, first_run_notes_write
 from queenadmin.server import logs
-from queenadmin.server.files import FIRST_RUN_NOTES, FIRST_RUN_REMOVAL, first_run_notes_write
 from queenadmin.server.wsgi_bridge import http_threads
 
 log = logging.getLogger("queenadmin.serve")
@@ -293,7 +295,7 @@ class Command(BaseCommand):
             port = sock.getsockname()[1]
             sock.close()
         # The workers' process samples name the port (Queen's replica port).
-        os.environ[procmetrics.PORT_ENV] = str(sock.getsockname()[1] if workers > 1 else port)
+        os.environ[process.PORT_ENV] = str(sock.getsockname()[1] if workers > 1 else port)
         if db.is_postgres() and settings.SECRET_KEY_GENERATED:
             # Each replica would invent a key of its own: sessions and signed
             # values made by one would be refused by the others.

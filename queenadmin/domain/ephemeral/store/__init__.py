@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from queenadmin.domain import db
 from queenadmin.domain.ephemeral.store.base import (
     Delivery,
     Due,
@@ -15,6 +14,7 @@ from queenadmin.domain.ephemeral.store.base import (
 )
 from queenadmin.domain.ephemeral.store.postgres import PostgresStore
 from queenadmin.domain.ephemeral.store.sqlite import SqliteStore
+from queenadmin.plumbing import db
 
 __all__ = [
     "Delivery",

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 from django.db import connection
 
-from queenadmin.domain.db import pg_run
 from queenadmin.domain.ephemeral.store.base import (
     _QUEUE_COLUMNS,
     CFG,
@@ -26,6 +25,7 @@ from queenadmin.domain.ephemeral.store.base import (
     _rows,
     _run,
 )
+from queenadmin.plumbing.db import pg_run
 
 #: Ends the group's live leases of the seqs an ack names (params: queue,
 #: group, seqs, now_ms); answers (seq, partition) of each lease it ended.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from queenadmin.domain import db
 from queenadmin.domain.kv.store.base import TABLE, Store
 from queenadmin.domain.kv.store.postgres import PostgresStore
 from queenadmin.domain.kv.store.sqlite import SqliteStore
+from queenadmin.plumbing import db
 
 __all__ = ["TABLE", "PostgresStore", "SqliteStore", "Store", "store"]
 

@@ -10,9 +10,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q
 
-from queenadmin.domain import db
 from queenadmin.domain.kv.ops import PAGE_READ_BUDGET, KVDelete, KVPut, KVRow
 from queenadmin.domain.kv.planner import Stored, Upsert
+from queenadmin.plumbing import db
 
 TABLE = "queenadmin_kventry"
 COLUMNS = "id, namespace, key, value_json, version, expires_at, created_at, updated_at"

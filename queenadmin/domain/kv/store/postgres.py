@@ -19,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from queenadmin.domain.db import pg_run
 from queenadmin.domain.kv.ops import KVDelete, KVPut
 from queenadmin.domain.kv.planner import Stored, Upsert, expires
 from queenadmin.domain.kv.store.base import COLUMNS, TABLE, Ident, Store, stored_of
+from queenadmin.plumbing.db import pg_run
 
 SEQUENCE = "queenadmin_kv_version"
 #: First argument of the two-int advisory lock form, so our key locks live

@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db import connection
 
-from queenadmin.domain.db import to_db_time
 from queenadmin.domain.kv.planner import Stored, Upsert
 from queenadmin.domain.kv.store.base import COLUMNS, TABLE, Ident, Store, stored_of
+from queenadmin.plumbing.db import to_db_time
 
 #: SQLite's host parameter limit is 32766; stay far below it.
 _CHUNK = 500

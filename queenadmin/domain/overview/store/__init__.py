@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from queenadmin.domain import db
 from queenadmin.domain.overview.store.base import Store
 from queenadmin.domain.overview.store.postgres import PostgresStore
 from queenadmin.domain.overview.store.sqlite import SqliteStore
+from queenadmin.plumbing import db
 
 __all__ = ["PostgresStore", "SqliteStore", "Store", "store"]
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from django.db import connection
 
-from queenadmin.domain.db import from_db_time, to_db_time
+from queenadmin.plumbing.db import from_db_time, to_db_time
 
 KV_TABLE = "queenadmin_kventry"
 TIMER_TABLE = "queenadmin_timer"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from queenadmin.domain import db
 from queenadmin.domain.procmetrics.store.base import SampleRow, Store
 from queenadmin.domain.procmetrics.store.postgres import PostgresStore
 from queenadmin.domain.procmetrics.store.sqlite import SqliteStore
+from queenadmin.plumbing import db
 
 __all__ = ["PostgresStore", "SampleRow", "SqliteStore", "Store", "store"]
 

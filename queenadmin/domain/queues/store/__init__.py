@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from queenadmin.domain import db
 from queenadmin.domain.queues.store.base import CHANNEL, Append, Store
 from queenadmin.domain.queues.store.postgres import PostgresStore
 from queenadmin.domain.queues.store.sqlite import SqliteStore
+from queenadmin.plumbing import db
 
 __all__ = ["CHANNEL", "Append", "PostgresStore", "SqliteStore", "Store", "store"]
 

@@ -16,8 +16,8 @@ from typing import Any, ClassVar, Literal
 
 from django.db import connection
 
-from queenadmin.domain.db import from_db_time, to_db_time
 from queenadmin.models.queues import Queue
+from queenadmin.plumbing.db import from_db_time, to_db_time
 
 #: The NOTIFY channel of pushes (``wakeups``): the payload is a queue name.
 CHANNEL = "queenadmin_queues"
@@ -309,7 +309,7 @@ class Store:
         now: datetime,
     ) -> OneClaim | None:
         """Claim the first free partition of ``queue`` for ``group`` in one
-        autocommit statement, as ``consume._claim_queue`` would.
+        autocommit statement, as ``consume.pop._claim_queue`` would.
 
         Up to ``budget`` messages of the least recently claimed free
         partition (``partition`` only, when given; not those of ``skip``).
@@ -329,7 +329,7 @@ class Store:
 
         ``items`` are (transactionId, partition id, lease id, group). Each
         cursor moves to the highest message acknowledged on it and releases
-        its lease once past the batch, as ``consume._ack_cursor`` does for
+        its lease once past the batch, as ``consume.ack._ack_cursor`` does for
         ``completed``; pops of queues with messages left are notified. None
         (nothing changed) where the database has no such statement, or when
         a named (partition, group) has no cursor row yet.

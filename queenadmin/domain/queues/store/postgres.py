@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 from django.db import connection
 
-from queenadmin.domain.db import from_db_time, listen_params, pg_run, server_cursor
 from queenadmin.domain.queues.store.base import (
     CHANNEL,
     Append,
@@ -27,6 +26,7 @@ from queenadmin.domain.queues.store.base import (
     options_of,
 )
 from queenadmin.domain.queues.store.postgres_consume import PostgresConsume
+from queenadmin.plumbing.db import from_db_time, listen_params, pg_run, server_cursor
 
 #: First argument of the two-int advisory lock that serialises the pushes
 #: to one capped (``maxSize``) queue; the KV store's key locks use 0x51AD.

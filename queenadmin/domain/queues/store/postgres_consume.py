@@ -3,7 +3,7 @@
 ``PostgresStore`` takes these from ``PostgresConsume``: each is one
 autocommit statement (one round trip, no BEGIN or COMMIT), which takes
 the same row locks in the same order as the transactional path of
-``consume.py`` (the queue row ``FOR KEY SHARE``, then cursors ``FOR
+``consume/`` (the queue row ``FOR KEY SHARE``, then cursors ``FOR
 UPDATE``, a claim's with ``SKIP LOCKED``) and writes the same columns.
 Every case they do not cover is reported, with nothing changed, and the
 caller takes the transactional path.
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar, cast
 
-from queenadmin.domain.db import from_db_time, pg_run
 from queenadmin.domain.queues.store.base import CHANNEL, AckVerdict, ClaimedRow, CompletedAcks, OneClaim
+from queenadmin.plumbing.db import from_db_time, pg_run
 
 #: One partition's claim. ``ok`` is false (take the transactional path)
 #: when the queue is missing, has ``delayedProcessing`` or

@@ -15,8 +15,8 @@ from typing import ClassVar
 
 from django.db import connection
 
-from queenadmin.domain.db import from_db_time, to_db_time
 from queenadmin.domain.queues.store.base import LocatedRow, MessageRow, RecentRow, Store, chunks, options_of
+from queenadmin.plumbing.db import from_db_time, to_db_time
 
 #: SQLite's host parameter limit is 32766; stay far below it.
 CHUNK = 500

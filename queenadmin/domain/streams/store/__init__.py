@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from queenadmin.domain import db
 from queenadmin.domain.streams.store.base import StateFilter, StateRow, Store
 from queenadmin.domain.streams.store.postgres import PostgresStore
 from queenadmin.domain.streams.store.sqlite import SqliteStore
+from queenadmin.plumbing import db
 
 __all__ = ["PostgresStore", "SqliteStore", "StateFilter", "StateRow", "Store", "store"]
 

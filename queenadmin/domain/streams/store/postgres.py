@@ -6,8 +6,8 @@ from uuid import UUID
 
 from django.db import connection
 
-from queenadmin.domain.db import pg_run
 from queenadmin.domain.streams.store.base import Store
+from queenadmin.plumbing.db import pg_run
 
 #: First argument of the two-int advisory lock form for stream cycles
 #: (the KV store's key locks use 0x51AD, capped queues 0x51AD_0002).

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from queenadmin.domain import db
 from queenadmin.domain.timers.store.base import (
     TABLE,
     Due,
@@ -25,6 +24,7 @@ from queenadmin.domain.timers.store.base import (
 )
 from queenadmin.domain.timers.store.postgres import PostgresStore
 from queenadmin.domain.timers.store.sqlite import SqliteStore
+from queenadmin.plumbing import db
 
 __all__ = [
     "TABLE",

@@ -11,10 +11,10 @@ from typing import Any
 from django.db import connection
 from django.db.models import F, QuerySet
 
-from queenadmin.domain import db
 from queenadmin.domain.kv.store.base import prefix_range, prefix_upper_bound
 from queenadmin.domain.timers.ops import TimerFilter
 from queenadmin.models import Timer
+from queenadmin.plumbing import db
 
 TABLE = "queenadmin_timer"
 #: The PostgreSQL channel a timer write notifies and the firing loops

@@ -17,7 +17,6 @@ from typing import Any
 import psycopg
 from django.db import connection
 
-from queenadmin.domain import db
 from queenadmin.domain.timers.store.base import (
     DUE_COLUMNS,
     TABLE,
@@ -28,6 +27,7 @@ from queenadmin.domain.timers.store.base import (
     Store,
     WakeListener,
 )
+from queenadmin.plumbing import db
 
 _GONE_COLUMNS = ", ".join(f"t.{c.strip()}" for c in DUE_COLUMNS.split(","))
 _NULLS = ", ".join(["NULL"] * len(DUE_COLUMNS.split(",")))

@@ -13,8 +13,8 @@ from datetime import datetime
 
 from django.db import connection
 
-from queenadmin.domain import db
 from queenadmin.domain.timers.store.base import CHUNK, DUE_COLUMNS, TABLE, Due, Key, NewRow, Store, where_keys
+from queenadmin.plumbing import db
 
 #: Size and delete the due rows in one statement (the writer is alone).
 _TAKE_DUE = (

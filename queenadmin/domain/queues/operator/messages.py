@@ -6,7 +6,7 @@ like every writer of a queue's rows, then (moving to the DLQ) the group's
 cursor row, the order claims and acks use.
 
 Offsets have no gaps when pushed; a delete leaves one. Claims skip deleted
-offsets (``consume._skip_deleted``), and depth counts a deleted message as
+offsets (``consume.pop._skip_deleted``), and depth counts a deleted message as
 pending until each group's cursor passes it, since depth is arithmetic on
 offsets.
 """
@@ -22,7 +22,7 @@ from django.db.models import F
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.delivery import runs_trim
-from queenadmin.domain.queues.dlq import replay_transaction_id
+from queenadmin.domain.queues.operator.dlq import replay_transaction_id
 from queenadmin.domain.queues.push import PushItem, PushResult, queue_push_in_txn
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.errors import MessageNotFound, MessageNotNext, NotDeadLettered

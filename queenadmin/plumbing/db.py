@@ -7,7 +7,7 @@ connection (so inside its transaction, with its error wrapping). The few
 things outside the domain that differ by database ask here too: ``serve``
 (the database's label, migrations one replica at a time, the pool),
 ``settings`` (SQLite's connection pragmas) and ``models.fields`` (the byte
-order collation).
+order collation, which is why the seam stands on the ground floor).
 
 Behind a transaction pooler (``QUEENADMIN_DB_POOLER=transaction``, issue
 25) each transaction may run on another server session, so nothing here

@@ -21,7 +21,7 @@ the message is handed the copy. The log has one sequence per partition and
 a group's position is one committed offset, so the copy cannot be left out
 of the other groups' sequences; instead it is marked with the group
 (``Message.for_group``) and a claim of any other group passes over it as
-over an operator-deleted offset (``consume._read_range``): those groups
+over an operator-deleted offset (``consume.pop._read_range``): those groups
 commit past it without receiving it, and the failed group reads it in
 order, after what the partition already holds. A dead letter whose group
 no longer consumes the queue (deleted since, or ``__timer__``: a timer's

@@ -1,0 +1,84 @@
+"""A queue's operator actions: what a person does to a queue, its consumer
+groups, its dead letters and its messages, as the admin, the dashboard and
+Queen's console routes ask. Callers import this package
+(``from queenadmin.domain.queues import operator as queue_operator``); the
+submodules are:
+
+- ``configure``: change a queue's options, audited;
+- ``recovery``: a consumer group's seek, reset and delete, and a queue
+  purge, audited;
+- ``dlq``: replay (``dlq:<id>``, to the failed group or every group) and
+  purge of dead letters, audited;
+- ``messages``: one message's delete, retry from the DLQ and move to the
+  DLQ (the console's routes under ``/api/v1/admin``).
+
+Each write comes as ``<verb>_in_txn`` (inside the caller's transaction)
+and as ``<verb>``, its own outermost transaction.
+"""
+
+from __future__ import annotations
+
+from queenadmin.domain.queues.operator.configure import queue_operator_configure, queue_operator_configure_in_txn
+from queenadmin.domain.queues.operator.dlq import (
+    DLQ_BATCH,
+    REPLAY_PREFIX,
+    DLQAction,
+    DLQVerb,
+    ReplayTarget,
+    queue_dlq_action,
+    queue_dlq_action_in_txn,
+    replay_transaction_id,
+)
+from queenadmin.domain.queues.operator.messages import (
+    MessageDeadLettered,
+    MessageDeleted,
+    MessageRetried,
+    queue_message_dead_letter,
+    queue_message_dead_letter_in_txn,
+    queue_message_delete,
+    queue_message_delete_in_txn,
+    queue_message_retry,
+    queue_message_retry_in_txn,
+)
+from queenadmin.domain.queues.operator.recovery import (
+    PURGE_BATCH,
+    GroupAction,
+    GroupRecovery,
+    QueuePurge,
+    SeekTo,
+    queue_group_operator,
+    queue_group_operator_in_txn,
+    queue_purge,
+    queue_purge_in_txn,
+)
+
+__all__ = [
+    "DLQ_BATCH",
+    "PURGE_BATCH",
+    "REPLAY_PREFIX",
+    "DLQAction",
+    "DLQVerb",
+    "GroupAction",
+    "GroupRecovery",
+    "MessageDeadLettered",
+    "MessageDeleted",
+    "MessageRetried",
+    "QueuePurge",
+    "ReplayTarget",
+    "SeekTo",
+    "queue_dlq_action",
+    "queue_dlq_action_in_txn",
+    "queue_group_operator",
+    "queue_group_operator_in_txn",
+    "queue_message_dead_letter",
+    "queue_message_dead_letter_in_txn",
+    "queue_message_delete",
+    "queue_message_delete_in_txn",
+    "queue_message_retry",
+    "queue_message_retry_in_txn",
+    "queue_operator_configure",
+    "queue_operator_configure_in_txn",
+    "queue_purge",
+    "queue_purge_in_txn",
+    "replay_transaction_id",
+]
