@@ -21,18 +21,13 @@ from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import json_schema_of
 from queenadmin.api.schemas.ephemeral import (
-    EphemeralAckIn,
     EphemeralAckOut,
-    EphemeralConfigureIn,
     EphemeralConfigureOut,
     EphemeralDeleteOut,
     EphemeralDepthOut,
     EphemeralErrorOut,
-    EphemeralName,
     EphemeralPopOut,
-    EphemeralPushIn,
     EphemeralPushOut,
-    EphemeralQueueIn,
     EphemeralQueuesOut,
     EphemeralResetOut,
 )
@@ -58,7 +53,7 @@ def _iso(ms: int) -> str:
 @router.with_body(
     "POST",
     "/ephemeral/configure",
-    EphemeralConfigureIn,
+    wire.EphemeralConfigureIn,
     {201: EphemeralConfigureOut},
     summary="Declare an ephemeral queue and its bounds (the declaration survives; contents never do)",
 )
@@ -72,7 +67,7 @@ def configure_ephemeral(request: HttpRequest) -> HttpResponse:
 @router.with_body(
     "POST",
     "/ephemeral/reset",
-    EphemeralQueueIn,
+    wire.EphemeralQueueIn,
     {200: EphemeralResetOut},
     summary="Drop every message, void every lease, move cursors to the tail (a missing queue: dropped 0)",
 )
@@ -83,7 +78,7 @@ def reset_ephemeral(request: HttpRequest) -> HttpResponse:
 
 
 #: A queue name in the path: the names rule of the parser (``wire.name_of``).
-_NAME_IN_PATH = parameters(path={"queue": json_schema_of(EphemeralName)})
+_NAME_IN_PATH = parameters(path={"queue": json_schema_of(wire.Name)})
 
 
 @router.delete(
@@ -102,7 +97,7 @@ def delete_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:
 @router.with_body(
     "POST",
     "/ephemeral/push",
-    EphemeralPushIn,
+    wire.EphemeralPushIn,
     {201: EphemeralPushOut, 429: EphemeralErrorOut, 503: EphemeralErrorOut},
     summary="Push messages to an ephemeral queue, all or nothing (429 queue_full at its bounds)",
 )
@@ -118,7 +113,7 @@ def push_ephemeral(request: HttpRequest) -> HttpResponse:
     response={200: EphemeralPopOut, **_BAD},
     # The one query parameter every pop needs (the others: the protocol's
     # section B and tests/api/test_ephemeral_client.py).
-    openapi_extra=parameters(query={"queue": {**json_schema_of(EphemeralName), "required": True}}),
+    openapi_extra=parameters(query={"queue": {**json_schema_of(wire.Name), "required": True}}),
     summary="Take messages (redeliveries first); an empty list when none, also after a wait",
 )
 async def pop_ephemeral(request: HttpRequest) -> HttpResponse:
@@ -157,7 +152,7 @@ async def pop_ephemeral(request: HttpRequest) -> HttpResponse:
 @router.with_body(
     "POST",
     "/ephemeral/ack",
-    EphemeralAckIn,
+    wire.EphemeralAckIn,
     {200: EphemeralAckOut},
     summary="Settle popped messages: acked, redelivered, stale or unknown per id (never an error per id)",
 )

@@ -13,16 +13,12 @@ from queenadmin.api.openapi import etag_header, parameters
 from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
 from queenadmin.api.schemas.kv import (
     KVBadRequestOut,
-    KVCallIn,
     KVCallOut,
     KVGetOut,
     KVKey,
-    KVListIn,
     KVListOut,
     KVNamespacesOut,
     KVNewKey,
-    KVPathDeleteIn,
-    KVPathPutIn,
     KVPreconditionOut,
     KVTooLargeOut,
     KVWriteOut,
@@ -43,7 +39,7 @@ router = ScopedRouter(tags=["kv"], errors=_ERRORS)
 @router.with_body(
     "POST",
     "/kv",
-    KVCallIn,
+    wire.CALL,
     {200: KVCallOut | KVPreconditionOut},
     summary="Apply a batch of KV operations",
     array_too=True,
@@ -105,7 +101,7 @@ _PATH_FIELDS = ("value", "ttlSeconds", "forever", "expect", "required")
 @router.with_body(
     "PUT",
     "/kv/{ns}/{path:key}",
-    KVPathPutIn,
+    wire.PATH_PUT,
     {200: KVWriteOut | KVPreconditionOut},
     summary="Write one key",
     openapi_extra=_PUT_KEY_PATH,
@@ -120,7 +116,7 @@ def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 @router.with_body(
     "DELETE",
     "/kv/{ns}/{path:key}",
-    KVPathDeleteIn,
+    wire.PATH_DELETE,
     {200: KVWriteOut | KVPreconditionOut},
     summary="Delete one key",
     required=False,
@@ -148,7 +144,7 @@ def list_namespaces(request: HttpRequest) -> HttpResponse:
 @router.with_body(
     "POST",
     "/resources/kv/list",
-    KVListIn,
+    wire.LIST,
     {200: KVListOut},
     summary="One console page of a namespace",
     errors={400: KVBadRequestOut, 429: RateLimitedOut},

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import grants, ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.schemas.common import RateLimitedOut
-from queenadmin.api.schemas.locks import LocksBadRequestOut, LocksCallIn, LocksCallOut
+from queenadmin.api.schemas.locks import LocksBadRequestOut, LocksCallOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import locks as wire
 from queenadmin.domain import locks
@@ -19,7 +19,7 @@ router = ScopedRouter(tags=["locks"], errors={400: LocksBadRequestOut, 429: Rate
 @router.with_body(
     "POST",
     "/locks",
-    LocksCallIn,
+    wire.CALL,
     {200: LocksCallOut},
     summary="Acquire, renew, release or read locks and semaphores",
     description=(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 
 from queenadmin.api import grants, routes
 from queenadmin.api.schemas.common import (
@@ -21,21 +21,50 @@ from queenadmin.api.schemas.common import (
     UnavailableOut,
     UnsupportedMediaTypeOut,
 )
+from queenadmin.api.wire.fields import Declared
 
 #: Component schemas collected from ``body_of``; merged into /api/openapi.json.
 SCHEMAS: dict[str, Any] = {}
 
 
-def component(model: type[BaseModel]) -> dict[str, Any]:
-    """Register ``model`` (and the models it uses) as components; return its ``$ref``."""
-    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+def component(model: type[BaseModel] | Declared) -> dict[str, Any]:
+    """Register ``model`` (and the models it uses) as components; return its ``$ref``.
+
+    ``model`` is a ninja ``Schema`` (pydantic), or the declaration a wire
+    parser reads (``wire.fields``).
+    """
+    if not isinstance(model, type):
+        SCHEMAS.update(model.components())
+        return {"$ref": f"#/components/schemas/{model.name}"}
+    schema = _declared_refs(model.model_json_schema(ref_template="#/components/schemas/{model}"))
     for name, definition in schema.pop("$defs", {}).items():
         SCHEMAS[name] = definition
     SCHEMAS[model.__name__] = schema
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
-def body_of(model: type[BaseModel], *, array_too: bool = False, required: bool = True) -> dict[str, Any]:
+def declared(item: Declared) -> Any:
+    """A field of a ``Schema`` whose values ``item`` declares (its ``$ref``,
+    once ``component`` has registered ``item``)."""
+    return WithJsonSchema({DECLARED_KEY: item.name})
+
+
+#: The mark ``declared`` leaves, which ``component`` turns into a ``$ref``
+#: (pydantic resolves a ``$ref`` among its own models only).
+DECLARED_KEY = "x-queenadmin-declared"
+
+
+def _declared_refs(node: Any) -> Any:
+    if isinstance(node, dict):
+        if DECLARED_KEY in node:
+            return {"$ref": f"#/components/schemas/{node[DECLARED_KEY]}"}
+        return {key: _declared_refs(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_declared_refs(item) for item in node]
+    return node
+
+
+def body_of(model: type[BaseModel] | Declared, *, array_too: bool = False, required: bool = True) -> dict[str, Any]:
     """``openapi_extra`` naming ``model`` as the JSON request body.
 
     ``array_too``: the body may also be the bare ``operations`` array.
@@ -44,7 +73,7 @@ def body_of(model: type[BaseModel], *, array_too: bool = False, required: bool =
     """
     ref = component(model)
     if array_too:
-        operations = SCHEMAS[model.__name__]["properties"]["operations"]
+        operations = SCHEMAS[ref["$ref"].rpartition("/")[2]]["properties"]["operations"]
         ref = {"oneOf": [ref, {k: v for k, v in operations.items() if k != "description"}]}
     return {"requestBody": {"required": required, "content": {"application/json": {"schema": ref}}}}
 

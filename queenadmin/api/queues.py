@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import dbthreads, grants
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import parameters
-from queenadmin.api.schemas.common import ENGINE_ERRORS, SOME_TEXT, EngineBadRequestOut, EngineName, json_schema_of
+from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.schemas.queues import (
     AckBatchIn,
     AckIn,
@@ -48,6 +48,7 @@ from queenadmin.api.schemas.queues import (
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
 from queenadmin.api.wire import queues as wire
+from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import wakeups

@@ -41,6 +41,7 @@ from queenadmin.api import grants, routes
 from queenadmin.api import routes as routes_table
 from queenadmin.api.bearer import check_for, refusal
 from queenadmin.api.openapi import body_of
+from queenadmin.api.wire.fields import Declared
 from queenadmin.domain import kv
 from queenadmin.models import TokenScope
 
@@ -117,7 +118,7 @@ class ScopedRouter(Router):
         self,
         method: str,
         path: str,
-        body: type[BaseModel],
+        body: type[BaseModel] | Declared,
         answers: dict[int | str, Any],
         *,
         summary: str,

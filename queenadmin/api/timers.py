@@ -17,7 +17,6 @@ from queenadmin.api.schemas.timers import (
     TimerListOut,
     TimerMissingOut,
     TimersBadRequestOut,
-    TimersCallIn,
     TimersCallOut,
     TimersHorizonOut,
     TimersTooLargeOut,
@@ -42,7 +41,7 @@ _READ_ERRORS: dict[int | str, Any] = {400: TimersBadRequestOut, 429: RateLimited
 @router.with_body(
     "POST",
     "/timers",
-    TimersCallIn,
+    wire.CALL,
     {200: TimersCallOut},
     summary="Schedule, reschedule or cancel timers (all-or-nothing validation)",
     errors=_WRITE_ERRORS,

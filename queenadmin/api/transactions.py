@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from queenadmin.api import grants, ratelimit
+from queenadmin.api import grants, openapi, ratelimit
 from queenadmin.api.http import json_response
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
 from queenadmin.api.schemas.kv import KVBadRequestOut, KVTooLargeOut
@@ -15,6 +15,8 @@ from queenadmin.api.schemas.timers import TimersBadRequestOut, TimersHorizonOut,
 from queenadmin.api.schemas.transactions import TxnCommitOut, TxnIn, TxnPreconditionOut, TxnRollbackOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
+from queenadmin.api.wire import kv as kv_wire
+from queenadmin.api.wire import timers as timers_wire
 from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
 
@@ -27,6 +29,9 @@ _ERRORS: dict[int | str, Any] = {
 }
 
 router = ScopedRouter(tags=["transactions"], errors=_ERRORS)
+# TxnIn names the declarations of the KV ops it carries.
+openapi.component(kv_wire.TXN_OPS)
+openapi.component(timers_wire.OPERATIONS)
 
 
 @router.with_body(

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
 
-from queenadmin.api.wire.common import TENANT_FIELDS
+from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT
 from queenadmin.domain import names
 
 #: A key the answer leaves out rather than sending ``null``:
@@ -61,16 +61,11 @@ JSONNumber = Annotated[
 JSONValue = Annotated[Any, Field(description="any JSON value, null included")]
 
 # -- requests -----------------------------------------------------------------
-# The routers parse bodies by hand; the ``In`` models say what those parsers
-# accept, constraint for constraint, so that a client generated from the
-# OpenAPI document is not refused (schemathesis ``--checks all`` holds the
-# two to each other: tests/api/test_schemathesis.py).
-
-#: Text without NUL: PostgreSQL can neither store nor compare one, so every
-#: parser refuses it, on SQLite too.
-NO_NUL = r"^[^\x00]*$"
-#: Non-empty text without NUL.
-SOME_TEXT = r"^[^\x00]+$"
+# A body parsed by hand is declared once, in its wire module (``wire.fields``):
+# the parser reads the declaration and the document shows it. The ``In``
+# models left say what their parsers accept, constraint for constraint
+# (schemathesis ``--checks all`` holds the two to each other:
+# tests/api/test_schemathesis.py).
 
 
 def json_schema_of(annotation: Any, **override: Any) -> dict[str, Any]:
@@ -81,11 +76,6 @@ def json_schema_of(annotation: Any, **override: Any) -> dict[str, Any]:
 def nullable(schema: dict[str, Any]) -> None:
     """``json_schema_extra`` of an optional body: JSON ``null`` reads as ``{}``."""
     schema["type"] = ["object", "null"]
-
-
-def no_tenant(schema: dict[str, Any]) -> None:
-    """``json_schema_extra``: the tenant is never a body field (refused by name)."""
-    schema["not"] = {"anyOf": [{"required": [name]} for name in TENANT_FIELDS]}
 
 
 #: The engine's key budget for a queue, partition or group name (protocol 12).
@@ -183,5 +173,5 @@ class NameTooLongOut(WireOut):
 
 
 #: The refusals every message-log route may answer (``api/queues.py``,
-#: ``api/admin.py``): the engine's 400 and a name over the key budget.
+#: ``api/messages.py``): the engine's 400 and a name over the key budget.
 ENGINE_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}

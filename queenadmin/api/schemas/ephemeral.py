@@ -1,59 +1,17 @@
 """Ephemeral queue wire schemas (``/api/v1/ephemeral``, protocol-wave3.md B).
 
-The routes parse by hand (``api/wire/ephemeral.py``); the ``In`` models
-document the requests, the ``Out`` models are the exact answers.
+The requests are ninja Schemas in ``api/wire/ephemeral.py`` (they parse
+the bodies, and the document shows them); the ``Out`` models are the
+exact answers.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from queenadmin.api.schemas.common import JSONValue, Omit, WireOut
-from queenadmin.domain import names
-
-#: A queue, partition or group name: no control characters, at most 512
-#: bytes of UTF-8 (``maxLength`` is the byte budget, exact for ASCII).
-EphemeralName = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=512,
-        pattern=names.SCHEMA_PATTERN,
-        description="no control or bidirectional formatting characters, at most 512 bytes",
-    ),
-]
-#: A group: "" or null is queue mode.
-EphemeralGroup = Annotated[
-    str, Field(max_length=512, pattern=r"^[^\x00-\x1f\x7f]*$", description='"" or null: queue mode')
-]
-
-
-class EphemeralWindowBufferIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    ms: int | None = Field(None, ge=0)
-    count: int | None = Field(None, ge=0)
-
-
-class EphemeralOptionsIn(BaseModel):
-    """Unknown options are refused; a null option reads as absent."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    maxBytes: int | None = Field(None, ge=0, description="clamped to 1 to 16 MiB")
-    maxLength: int | None = Field(None, ge=0, description="clamped to 1 to 10000")
-    policy: Literal["reject", "dropOldest"] | None = None
-    ttlSeconds: int | None = Field(None, ge=0, description="0: off")
-    leaseSeconds: int | None = Field(None, ge=0, description="clamped to 1 s to 24 h")
-    retryLimit: int | None = Field(None, ge=0, description="clamped to 1 to 1000")
-    windowBuffer: EphemeralWindowBufferIn | None = None
-
-
-class EphemeralConfigureIn(BaseModel):
-    queue: EphemeralName
-    options: EphemeralOptionsIn | None = None
 
 
 class EphemeralWindowBufferEchoOut(WireOut):
@@ -79,10 +37,6 @@ class EphemeralConfigureOut(WireOut):
     updatedAt: str
 
 
-class EphemeralQueueIn(BaseModel):
-    queue: EphemeralName
-
-
 class EphemeralResetOut(WireOut):
     queue: str
     dropped: int
@@ -92,16 +46,6 @@ class EphemeralDeleteOut(WireOut):
     queue: str
     deleted: bool
     declared: bool
-
-
-class EphemeralMessageIn(BaseModel):
-    payload: JSONValue
-
-
-class EphemeralPushIn(BaseModel):
-    queue: EphemeralName
-    partition: EphemeralName | None = Field(None, description="default: Default")
-    messages: list[EphemeralMessageIn] = Field(min_length=1, max_length=10_000)
 
 
 class EphemeralPushOut(WireOut):
@@ -118,18 +62,6 @@ class EphemeralMessageOut(WireOut):
 class EphemeralPopOut(WireOut):
     queue: str
     messages: list[EphemeralMessageOut]
-
-
-class EphemeralAckEntryIn(BaseModel):
-    id: str = Field(min_length=1)
-    status: str | None = Field(None, description="completed (default), retry or failed")
-    error: JSONValue = None
-
-
-class EphemeralAckIn(BaseModel):
-    queue: EphemeralName
-    group: EphemeralGroup | None = None
-    acks: list[EphemeralAckEntryIn] = Field(max_length=10_000)
 
 
 class EphemeralAckResultOut(WireOut):

@@ -1,96 +1,17 @@
 """Locks wire schemas (protocol.md section 3).
 
-``POST /api/v1/locks`` parses its body by hand (protocol.md 3.4 names a
-reason for every kind of bad input), so ``LocksCallIn`` documents the
-request; the ``Out`` models are the exact answers, checked by
-``tests/api/test_contract.py``.
+The request is declared once, in ``api/wire/locks.py`` (its parser reads
+the declaration and the document shows it); the ``Out`` models are the
+exact answers, checked by ``tests/api/test_contract.py``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import Field
 
-from queenadmin.api.schemas.common import JsonbTime, Omit, WireOut, no_tenant
-from queenadmin.api.schemas.kv import MAX_TTL_SECONDS
-from queenadmin.domain import locks
-
-#: A lock name or owner: no control characters (C0, DEL, C1); names no '#'.
-LOCK_NAME = r"^[^\x00-\x1f\x7f-\x9f#]+$"
-LOCK_OWNER = r"^[^\x00-\x1f\x7f-\x9f]+$"
-
-LockName = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=locks.MAX_NAME_BYTES,
-        pattern=LOCK_NAME,
-        description=f"at most {locks.MAX_NAME_BYTES} bytes of UTF-8, no control characters, no '#'",
-    ),
-]
-Owner = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=locks.MAX_OWNER_BYTES,
-        pattern=LOCK_OWNER,
-        description=f"the holder's identity, at most {locks.MAX_OWNER_BYTES} bytes; a resend answers already",
-    ),
-]
-LockTtl = Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS, description="the lease's lifetime (a lock has no forever)")]
-Token = Annotated[int, Field(ge=1, description="the token of the last grant or renew")]
-Slot = Annotated[int, Field(ge=0, le=locks.MAX_SLOT, description="the permit, default 0")]
-
-
-class _LockOp(BaseModel):
-    model_config = ConfigDict(json_schema_extra=no_tenant)
-
-    name: LockName
-
-
-class LockGetIn(_LockOp):
-    op: Literal["get"]
-
-
-class LockAcquireIn(_LockOp):
-    op: Literal["acquire"]
-    ttlSeconds: LockTtl
-    owner: Owner | None = None
-    limit: int | None = Field(None, ge=1, le=locks.MAX_LIMIT, description="permits of the semaphore, default 1")
-    forever: None = Field(None, description="refused: a lock has no forever")
-
-
-class LockRenewIn(_LockOp):
-    op: Literal["renew"]
-    ttlSeconds: LockTtl
-    owner: Owner | None = None
-    token: Token
-    slot: Slot | None = None
-    forever: None = Field(None, description="refused: a lock has no forever")
-
-
-class LockReleaseIn(_LockOp):
-    op: Literal["release"]
-    token: Token
-    slot: Slot | None = None
-
-
-class LockOpIn(
-    RootModel[Annotated[LockGetIn | LockAcquireIn | LockRenewIn | LockReleaseIn, Field(discriminator="op")]]
-):
-    """One operation; ``op`` says which fields it takes."""
-
-
-class LocksCallIn(BaseModel):
-    operations: list[LockOpIn] = Field(
-        max_length=locks.MAX_OPS,
-        description=(
-            f"at most {locks.MAX_KEYS} slot rows in all (acquire counts its limit, get {locks.GET_KEYS});"
-            " no lock named twice"
-        ),
-    )
-
+from queenadmin.api.schemas.common import JsonbTime, Omit, WireOut
 
 # -- answers ------------------------------------------------------------------
 

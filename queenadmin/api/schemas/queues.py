@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from queenadmin.api.schemas.common import (
-    SOME_TEXT,
     EngineName,
     GroupName,
     JSONNumber,
@@ -23,6 +22,7 @@ from queenadmin.api.schemas.common import (
     WireOut,
     nullable,
 )
+from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.api.wire.queues import MAX_LEASE_SECONDS, MAX_TXN_BYTES
 from queenadmin.domain.queues.options import BOOL_OPTIONS, CLAMPS, INT_OPTIONS, MAX_INT_OPTION, RANGES, UNSUPPORTED
 

@@ -1,94 +1,18 @@
 """Timer wire schemas (protocol.md section 4).
 
-The timer routes parse their bodies by hand (every refusal has its own
-reason), so ``TimerOpIn`` documents the request; the ``Out`` models are the
-exact answers, checked by ``tests/api/test_contract.py``.
+The requests are declared once, in ``api/wire/timers.py`` (its parser reads
+the declarations, with the reason of each refusal, and the document shows
+them); the ``Out`` models are the exact answers, checked by
+``tests/api/test_contract.py``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import Field
 
-from queenadmin.api.schemas.common import NO_NUL, SOME_TEXT, MicrosZTime, WireOut
-from queenadmin.api.wire.timers import SERVER_OWNED
-from queenadmin.conf import settings
-from queenadmin.domain import names
-from queenadmin.domain.timers import ops as timers
-
-#: Standard base64 with its padding (``b64decode(validate=True)``).
-BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-TimerName = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=timers.MAX_NAME_BYTES,
-        pattern=names.SCHEMA_PATTERN,
-        description=(
-            f"no control or bidirectional formatting characters, at most {timers.MAX_NAME_BYTES} bytes"
-            " of UTF-8 (413 above)"
-        ),
-    ),
-]
-
-
-def _no_server_fields(schema: dict[str, Any]) -> None:
-    """Fields only the server sets, and any starting with ``_``, are refused by name."""
-    schema["propertyNames"] = {"not": {"anyOf": [{"enum": sorted(SERVER_OWNED)}, {"pattern": "^_"}]}}
-
-
-class TimerScheduleIn(BaseModel):
-    model_config = ConfigDict(json_schema_extra=_no_server_fields)
-
-    queue: TimerName
-    timerKey: TimerName
-
-    op: Literal["schedule", "reschedule"]
-    delayMs: int | float = Field(
-        le=type(settings).TIMERS_HORIZON_SECONDS * 1000,
-        description="relative milliseconds; a past (negative) delay fires at once; 403 past the horizon (90 days)",
-    )
-    txn: str = Field(
-        min_length=1,
-        max_length=timers.MAX_TXN_BYTES,
-        pattern=SOME_TEXT,
-        description="the fired message's transactionId",
-    )
-    payload: str = Field(
-        pattern=BASE64, description="base64 of the message body (JSON text), at most 1 MiB; zstd with payloadZstd"
-    )
-    partition: TimerName = Field("Default", description="not null when present")
-    payloadZstd: Literal[False] | None = Field(
-        None,
-        description=(
-            "true: the payload is a zstd frame, stored decompressed (400 timers_payload_not_zstd"
-            " otherwise); JSON Schema cannot describe a zstd frame, so only the plain form is shown"
-        ),
-    )
-    encrypted: bool | None = None
-
-
-class TimerCancelIn(BaseModel):
-    """A cancel looks its timer up: a name over the budget is simply absent."""
-
-    model_config = ConfigDict(json_schema_extra=_no_server_fields)
-
-    queue: str = Field(min_length=1, pattern=SOME_TEXT)
-    timerKey: str = Field(min_length=1, pattern=SOME_TEXT)
-    op: Literal["cancel"]
-    partition: str = Field("Default", min_length=1, pattern=SOME_TEXT, description="not null when present; unused")
-    txn: str | None = Field(None, pattern=NO_NUL, description="echoed in the answer")
-
-
-class TimerOpIn(RootModel[Annotated[TimerScheduleIn | TimerCancelIn, Field(discriminator="op")]]):
-    """One operation; ``op`` says which fields it takes."""
-
-
-class TimersCallIn(BaseModel):
-    operations: list[TimerOpIn] = Field(
-        max_length=type(settings).TIMERS_MAX_OPS_PER_CALL, description="no (queue, timerKey) twice"
-    )
+from queenadmin.api.schemas.common import MicrosZTime, WireOut
 
 
 class ScheduledOut(WireOut):

@@ -11,22 +11,29 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, RootModel
 
-from queenadmin.api.schemas.common import SOME_TEXT, EngineName, JSONValue, Omit, Text, WireOut
+from queenadmin.api.openapi import declared
+from queenadmin.api.schemas.common import EngineName, JSONValue, Omit, Text, WireOut
 from queenadmin.api.schemas.kv import (
     KVCheckHeldOut,
     KVGetFoundOut,
     KVGetManyOut,
     KVGetMissOut,
-    KVTxnOpIn,
     KVWriteAppliedOut,
     KVWriteRefusedOut,
     Reason,
 )
 from queenadmin.api.schemas.queues import AckIn, PushItemIn
-from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut, TimerOpIn
+from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut
+from queenadmin.api.wire import kv as kv_wire
+from queenadmin.api.wire import timers as timers_wire
+from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.api.wire.queues import MAX_TXN_BYTES
 from queenadmin.api.wire.transactions import MAX_POSITIONS
 from queenadmin.domain import kv
+
+#: The KV ops of a transaction, as ``api/wire/kv.py`` declares them.
+KVTxnOpIn = Annotated[Any, declared(kv_wire.TXN_OPS)]
+TimerOpIn = Annotated[Any, declared(timers_wire.OPERATIONS)]
 
 
 class TxnPushOpIn(BaseModel):

@@ -8,9 +8,11 @@ kept as their compact JSON text and put back into answers verbatim
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
+from ninja import Schema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 
 from queenadmin.domain import ephemeral, names
 from queenadmin.errors import EphemeralBadRequest
@@ -50,15 +52,104 @@ def lookup_name(value: str, what: str) -> str:
     return value
 
 
-def _object(body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise EphemeralBadRequest("the body must be a JSON object")
-    return body
+def _name(value: str, info: ValidationInfo) -> str:
+    return name_of(value, info.field_name or "name")
 
 
-def _optional_name(body: dict[str, Any], key: str) -> str | None:
-    value = body.get(key)
-    return None if value is None else name_of(value, key)
+def _group(value: str | None) -> str | None:
+    return None if value in (None, "") else name_of(value, "group")
+
+
+#: A queue, partition or group name: no control characters, at most 512
+#: bytes of UTF-8 (``maxLength`` is the byte budget, exact for ASCII).
+Name = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_NAME_BYTES,
+        pattern=names.SCHEMA_PATTERN,
+        description=f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes",
+    ),
+    AfterValidator(_name),
+]
+#: A group: "" or null is queue mode.
+Group = Annotated[
+    str | None,
+    Field(max_length=MAX_NAME_BYTES, pattern=names.SCHEMA_PATTERN_OR_EMPTY, description='"" or null: queue mode'),
+    AfterValidator(_group),
+]
+
+# The bodies are these ninja Schemas, validated strictly (``1.0`` is no
+# integer, as everywhere on the wire): each is both the parser and what
+# the document shows. Every refusal is ``ephemeral_bad_request``.
+
+
+class _In(Schema):
+    model_config = ConfigDict(strict=True)
+
+
+class EphemeralWindowBufferIn(_In):
+    model_config = ConfigDict(extra="forbid")
+
+    ms: int | None = Field(None, ge=0)
+    count: int | None = Field(None, ge=0)
+
+
+class EphemeralOptionsIn(_In):
+    """Unknown options are refused; a null option reads as absent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    maxBytes: int | None = Field(None, ge=0, description="clamped to 1 to 16 MiB")
+    maxLength: int | None = Field(None, ge=0, description="clamped to 1 to 10000")
+    policy: Literal["reject", "dropOldest"] | None = None
+    ttlSeconds: int | None = Field(None, ge=0, description="0: off")
+    leaseSeconds: int | None = Field(None, ge=0, description="clamped to 1 s to 24 h")
+    retryLimit: int | None = Field(None, ge=0, description="clamped to 1 to 1000")
+    windowBuffer: EphemeralWindowBufferIn | None = None
+
+
+class EphemeralConfigureIn(_In):
+    queue: Name
+    options: EphemeralOptionsIn | None = None
+
+
+class EphemeralQueueIn(_In):
+    queue: Name
+
+
+class EphemeralMessageIn(_In):
+    payload: Any = Field(description="any JSON value, null included")
+
+
+class EphemeralPushIn(_In):
+    queue: Name
+    partition: Name | None = Field(None, description="default: Default")
+    messages: list[EphemeralMessageIn] = Field(min_length=1, max_length=MAX_ITEMS)
+
+
+class EphemeralAckEntryIn(_In):
+    id: str = Field(min_length=1)
+    status: str | None = Field(None, description="completed (default), retry or failed")
+    error: Any = Field(None, description="any JSON value")
+
+
+class EphemeralAckIn(_In):
+    queue: Name
+    group: Group = None
+    acks: list[EphemeralAckEntryIn] = Field(max_length=MAX_ITEMS)
+
+
+_Body = TypeVar("_Body", bound=BaseModel)
+
+
+def _validated(model: type[_Body], body: Any) -> _Body:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise EphemeralBadRequest(f"{where}: {first['msg']}" if where else first["msg"]) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,15 +159,13 @@ class ConfigureCall:
 
 
 def parse_configure(body: Any) -> ConfigureCall:
-    body = _object(body)
-    options = body.get("options")
-    return ConfigureCall(
-        name_of(body.get("queue"), "queue"), ephemeral.check_options({} if options is None else options)
-    )
+    call = _validated(EphemeralConfigureIn, body)
+    # The domain keeps its own rule of options (and what was sent of them).
+    return ConfigureCall(call.queue, ephemeral.check_options(body.get("options") or {}))
 
 
 def parse_queue(body: Any) -> str:
-    return name_of(_object(body).get("queue"), "queue")
+    return _validated(EphemeralQueueIn, body).queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,20 +176,9 @@ class PushCall:
 
 
 def parse_push(body: Any) -> PushCall:
-    body = _object(body)
-    queue = name_of(body.get("queue"), "queue")
-    partition = _optional_name(body, "partition") or ephemeral.DEFAULT_PARTITION
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise EphemeralBadRequest("messages must be a non-empty array")
-    if len(messages) > MAX_ITEMS:
-        raise EphemeralBadRequest(f"at most {MAX_ITEMS} messages per push")
-    payloads = []
-    for i, item in enumerate(messages):
-        if not isinstance(item, dict) or "payload" not in item:
-            raise EphemeralBadRequest(f"messages[{i}] must be an object with a payload")
-        payloads.append(_encode(item["payload"]).decode())
-    return PushCall(queue, partition, payloads)
+    call = _validated(EphemeralPushIn, body)
+    payloads = [_encode(message.payload).decode() for message in call.messages]
+    return PushCall(call.queue, call.partition or ephemeral.DEFAULT_PARTITION, payloads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,24 +237,8 @@ class AckCall:
 
 
 def parse_ack(body: Any) -> AckCall:
-    body = _object(body)
-    queue = name_of(body.get("queue"), "queue")
-    group = body.get("group")
-    group = None if group in (None, "") else name_of(group, "group")
-    raw = body.get("acks")
-    if not isinstance(raw, list):
-        raise EphemeralBadRequest("acks must be an array")
-    if len(raw) > MAX_ITEMS:
-        raise EphemeralBadRequest(f"at most {MAX_ITEMS} acks per call")
-    acks = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
-            raise EphemeralBadRequest(f"acks[{i}] must be an object with an id")
-        status = item.get("status")
-        if status is not None and not isinstance(status, str):
-            raise EphemeralBadRequest(f"acks[{i}].status must be a string")
-        acks.append(ephemeral.AckItem(item["id"], status or None))
-    return AckCall(queue, group, acks)
+    call = _validated(EphemeralAckIn, body)
+    return AckCall(call.queue, call.group, [ephemeral.AckItem(item.id, item.status or None) for item in call.acks])
 
 
 def render_pop(queue: str, take: ephemeral.Take) -> dict[str, Any]:

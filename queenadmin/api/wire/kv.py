@@ -7,12 +7,15 @@ all-or-nothing: one bad op refuses the whole call, before anything runs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from queenadmin.api.wire.common import batch_op, is_json_int, is_json_number, to_decimal
+from queenadmin.api.wire.common import batch_op, is_json_int, to_decimal
+from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
-from queenadmin.domain import clock, kv, masking
+from queenadmin.domain import clock, kv, masking, names
+from queenadmin.domain.kv.ops import INCR_DIGITS
 from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
 from queenadmin.plumbing import db
 
@@ -22,6 +25,146 @@ MAX_TTL_SECONDS = int(kv.MAX_TTL.total_seconds())
 
 def _bad(reason: str, detail: str) -> KVBadRequest:
     return KVBadRequest(detail, reason=reason)
+
+
+# --------------------------------------------------------------------------
+# The fields of a KV operation (protocol 2.2, 2.12), declared once: the
+# parser below reads them and the document shows them (``CALL``).
+
+#: ``kv.NAMESPACE_RE``.
+NAMESPACE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+_KEY_BYTES = type(settings).KV_MAX_KEY_BYTES
+NS = Field("string", "kv_bad_namespace", "kv_bad_namespace", pattern=NAMESPACE, null_is_bad=True)
+KEY = Field(
+    "string",
+    "kv_bad_request",
+    "kv_bad_request",
+    min_length=1,
+    max_length=_KEY_BYTES,
+    pattern=SOME_TEXT,
+    null_is_bad=True,
+    doc=f"non-empty, no NUL, at most {_KEY_BYTES} bytes of UTF-8 (413 above)",
+)
+#: A key a put or an incr writes: the rule of every stored name too
+#: (``domain.names``); reads and deletes take any ``KEY``.
+NEW_KEY = replace(
+    KEY,
+    pattern=names.SCHEMA_PATTERN,
+    doc=f"no control or bidirectional formatting characters, at most {_KEY_BYTES} bytes of UTF-8 (413 above)",
+)
+TTL = Field("integer", "kv_bad_ttl", ge=1, le=MAX_TTL_SECONDS, doc="exactly one of ttlSeconds or forever: true")
+FOREVER = Field("boolean", "kv_bad_request")
+EXPECT = Field("integer", "kv_bad_expect", ge=0, doc="0 = must not exist; N = must be at version N")
+REQUIRED = Field("boolean", "kv_bad_request", default=False, doc="abort the whole call if this op does not apply")
+VALUE = Field("any", "kv_bad_request", "kv_bad_request", null_is_bad=True, doc="any JSON value, null included")
+#: Floats from this magnitude up have their last digit (of 17 at most)
+#: within ``INCR_DIGITS`` decimal places.
+_SMALLEST_SURE = 10.0 ** (17 - 1 - INCR_DIGITS)
+#: A number ``incr`` computes with exactly (``kv.check_incr_number``): below
+#: 1e100 in magnitude, at most 100 decimal places. JSON Schema cannot count
+#: decimal places, so the document names the numbers that surely keep them:
+#: integers, 0, and magnitudes from 1e-84 (a smaller one passes only with
+#: few digits: 1e-100 does, 1.5e-100 does not).
+_INCR_NUMBER = {
+    "anyOf": [
+        {"type": "integer", "exclusiveMinimum": -(10**INCR_DIGITS), "exclusiveMaximum": 10**INCR_DIGITS},
+        {"type": "number", "minimum": _SMALLEST_SURE, "exclusiveMaximum": 10**INCR_DIGITS},
+        {"type": "number", "maximum": -_SMALLEST_SURE, "exclusiveMinimum": -(10**INCR_DIGITS)},
+    ],
+}
+_INCR_DOC = f"kept as an exact decimal: magnitude below 1e{INCR_DIGITS}, at most {INCR_DIGITS} decimal places"
+DELTA = Field("number", "kv_bad_request", "kv_bad_request", null_is_bad=True, schema_extra=_INCR_NUMBER, doc=_INCR_DOC)
+BOUND = Field("number", "kv_bad_request", schema_extra=_INCR_NUMBER, doc="refuse (reason limit) past it; " + _INCR_DOC)
+PREFIX = Field("string", "kv_prefix_required", "kv_prefix_required", min_length=1, pattern=SOME_TEXT)
+AFTER = Field("string", "kv_bad_request", pattern=NO_NUL, doc="exclusive cursor")
+LIMIT = Field("number", "kv_bad_request", doc="clamped to 1..1000, default 100")
+FLAG = Field("boolean", "kv_bad_request")
+INCR_EXPECT = Field("null", "kv_bad_expect", rule="absent: incr takes no expect")
+
+#: Writes that keep a key: exactly one of ``ttlSeconds`` or ``forever: true``.
+_EXPIRY = [
+    {"required": ["ttlSeconds"], "properties": {"ttlSeconds": {"type": "integer"}, "forever": {"enum": [False, None]}}},
+    {"required": ["forever"], "properties": {"forever": {"const": True}, "ttlSeconds": {"type": "null"}}},
+]
+
+
+def _op(op: str, doc: str = "", extra: dict[str, Any] | None = None, keep: bool = False, **fields: Field) -> Op:
+    if keep:
+        extra, fields = {"anyOf": _EXPIRY}, {**fields, "required": REQUIRED, "ttlSeconds": TTL, "forever": FOREVER}
+    const = Field("string", "kv_unknown_op", "kv_unknown_op", const=op)
+    name = f"KV{op[0].upper()}{op[1:]}In"
+    return Op(name, {"op": const, "ns": NS, **fields}, doc=doc, extra=extra or {})
+
+
+_OPS = {
+    "get": _op("get", key=KEY),
+    "getMany": _op(
+        "getMany",
+        keys=Field("array", "kv_bad_request", "kv_bad_request", schema_extra={"items": KEY.schema(), "minItems": 1}),
+    ),
+    "getPrefix": _op("getPrefix", "Not inside a transaction.", prefix=PREFIX, after=AFTER, limit=LIMIT, keysOnly=FLAG),
+    "put": _op("put", keep=True, key=NEW_KEY, value=VALUE, expect=EXPECT),
+    "putIfAbsent": _op(
+        "putIfAbsent",
+        keep=True,
+        key=NEW_KEY,
+        value=VALUE,
+        expect=Field("integer", "kv_bad_expect", const=0),
+    ),
+    "delete": _op("delete", key=KEY, required=REQUIRED, expect=EXPECT),
+    "check": _op("check", key=KEY, required=REQUIRED, expect=replace(EXPECT, missing="kv_bad_expect")),
+    "incr": _op(
+        "incr",
+        keep=True,
+        key=NEW_KEY,
+        delta=DELTA,
+        min=BOUND,
+        max=BOUND,
+        expect=INCR_EXPECT,
+    ),
+}
+_ONE = "One operation; ``op`` says which fields it takes."
+CALL = Call(
+    "KVCallIn",
+    Ops("KVOpIn", _OPS, doc=_ONE),
+    type(settings).KV_MAX_OPS_PER_CALL,
+    doc=f"at most {type(settings).KV_MAX_KEYS_PER_CALL} keys in all (getMany its keys, getPrefix its limit);"
+    " no key written or checked twice",
+)
+#: A transaction's KV ops: any but ``getPrefix``.
+TXN_OPS = Ops(
+    "KVTxnOpIn",
+    {k: v for k, v in _OPS.items() if k != "getPrefix"},
+    doc="One KV operation of a transaction: any but ``getPrefix``.",
+)
+#: ``op``, ``ns`` and ``key`` come from the path: naming one in the body is refused.
+_NOT_IN_PATH = {"not": {"anyOf": [{"required": [name]} for name in ("op", "ns", "namespace", "key")]}}
+PATH_PUT = Op(
+    "KVPathPutIn",
+    {"value": VALUE, "ttlSeconds": TTL, "forever": FOREVER, "expect": EXPECT, "required": REQUIRED},
+    extra={"anyOf": _EXPIRY, **_NOT_IN_PATH},
+    tenant_free=False,
+)
+PATH_DELETE = Op(
+    "KVPathDeleteIn",
+    {"expect": EXPECT, "required": REQUIRED},
+    doc="Optional: no body or ``null`` means neither.",
+    extra={"type": ["object", "null"], **_NOT_IN_PATH},
+    tenant_free=False,
+)
+_ANY_FLAG = Field("any", "kv_bad_request")
+LIST = Op(
+    "KVListIn",
+    {
+        "namespace": NS,
+        "prefix": Field("string", "kv_bad_request", pattern=NO_NUL),
+        "after": Field("string", "kv_bad_request", pattern=NO_NUL),
+        "limit": Field("number", "kv_bad_request"),
+        "keysOnly": replace(_ANY_FLAG, doc="true lists keys only (anything else: with values)"),
+        "includeExpired": replace(_ANY_FLAG, doc="true includes expired rows (anything else: live rows only)"),
+    },
+    tenant_free=False,
+)
 
 
 def namespace_of(raw: Any) -> str:
@@ -36,55 +179,46 @@ def key_of(raw: Any, what: str = "key", *, limits: kv.Limits | None = None) -> s
     return kv.check_key(raw, what, limits=limits)
 
 
+# Hand-parsed on the hot path (a put), with the reasons and bounds that
+# TTL, FOREVER and EXPECT declare.
 def _expiry(raw: dict[str, Any]) -> timedelta | None:
     ttl = raw.get("ttlSeconds")
     forever = raw.get("forever")
     if forever is not None and not isinstance(forever, bool):
-        raise _bad("kv_bad_request", "forever must be a boolean")
+        raise _bad(FOREVER.reason, "forever must be a boolean")
     if (ttl is None) == (forever is not True):
         raise _bad("kv_expiry_not_specified", "give exactly one of ttlSeconds or forever: true")
     if forever:
         return None
     if not is_json_int(ttl) or ttl <= 0 or ttl > MAX_TTL_SECONDS:
-        raise _bad("kv_bad_ttl", f"ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS}")
+        raise _bad(TTL.reason, f"ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS}")
     return timedelta(seconds=ttl)
 
 
 def _expect(raw: dict[str, Any], *, mandatory: bool = False) -> int | None:
     if "expect" not in raw or raw["expect"] is None:
         if mandatory:
-            raise _bad("kv_bad_expect", "expect is required")
+            raise _bad(EXPECT.reason, "expect is required")
         return None
     expect = raw["expect"]
     if not is_json_int(expect) or expect < 0:
-        raise _bad("kv_bad_expect", "expect must be an integer >= 0")
+        raise _bad(EXPECT.reason, "expect must be an integer >= 0")
     return int(expect)
 
 
 def _required(raw: dict[str, Any]) -> bool:
-    required = raw.get("required", False)
-    if required is None:
-        return False
-    if not isinstance(required, bool):
-        raise _bad("kv_bad_request", "required must be a boolean")
-    return required
+    return bool(REQUIRED.read(raw, "required", _bad))
 
 
 def _bound(raw: dict[str, Any], name: str) -> Any:
-    value = raw.get(name)
-    if value is None:
-        return None
-    if not is_json_number(value):
-        raise _bad("kv_bad_request", f"{name} must be a number")
-    return kv.check_incr_number(to_decimal(value), name)
+    value = BOUND.read(raw, name, _bad)
+    return None if value is None else kv.check_incr_number(to_decimal(value), name)
 
 
 def _page_limit(raw: dict[str, Any]) -> int:
-    limit = raw.get("limit")
+    limit = LIMIT.read(raw, "limit", _bad)
     if limit is None:
         return kv.DEFAULT_PAGE_LIMIT
-    if not is_json_number(limit):
-        raise _bad("kv_bad_request", "limit must be a number")
     # Clamped, never refused (protocol 2.10).
     return int(max(1, min(kv.MAX_PAGE_LIMIT, int(limit))))
 
@@ -92,19 +226,13 @@ def _page_limit(raw: dict[str, Any]) -> int:
 def _get_prefix(raw: dict[str, Any], ns: str, *, in_transaction: bool) -> kv.KVGetPrefix:
     if in_transaction:
         raise _bad("kv_get_prefix_not_allowed_in_transaction", "getPrefix is not allowed inside a transaction")
-    prefix = raw.get("prefix")
-    if not isinstance(prefix, str) or not prefix:
-        raise _bad("kv_prefix_required", "getPrefix needs a non-empty prefix")
+    prefix = PREFIX.read(raw, "prefix", _bad)
     if "\x00" in prefix:
         raise _bad("kv_bad_key", "prefix must not contain NUL")
-    after = raw.get("after")
-    if after is not None and not isinstance(after, str):
-        raise _bad("kv_bad_request", "after must be a string")
+    after = AFTER.read(raw, "after", _bad)
     if after is not None and "\x00" in after:
         raise _bad("kv_bad_key", "after must not contain NUL")
-    keys_only = raw.get("keysOnly", False)
-    if keys_only is not None and not isinstance(keys_only, bool):
-        raise _bad("kv_bad_request", "keysOnly must be a boolean")
+    keys_only = FLAG.read(raw, "keysOnly", _bad)
     return kv.KVGetPrefix(ns, prefix, after or "", _page_limit(raw), bool(keys_only))
 
 
@@ -130,14 +258,10 @@ def _put(raw: dict[str, Any], op: str, ns: str, key: str, required: bool, limits
 
 
 def _incr(raw: dict[str, Any], ns: str, key: str, required: bool) -> kv.KVIncr:
-    if raw.get("expect") is not None:
-        raise _bad("kv_bad_expect", "incr takes no expect")
-    delta = raw.get("delta")
-    if not is_json_number(delta):
-        raise _bad("kv_bad_request", "incr needs a numeric delta")
-    delta_dec = kv.check_incr_number(to_decimal(delta), "delta")
+    INCR_EXPECT.read(raw, "expect", _bad)
+    delta = kv.check_incr_number(to_decimal(DELTA.read(raw, "delta", _bad)), "delta")
     ttl = _expiry(raw)
-    return kv.KVIncr(ns, key, delta_dec, ttl, _bound(raw, "min"), _bound(raw, "max"), required)
+    return kv.KVIncr(ns, key, delta, ttl, _bound(raw, "min"), _bound(raw, "max"), required)
 
 
 def parse_op(index: int, raw: Any, *, in_transaction: bool = False, limits: kv.Limits | None = None) -> kv.KVOp:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from queenadmin.api.wire.common import batch_op, is_json_int
-from queenadmin.domain import clock, kv, locks, masking
+from queenadmin.api.wire.common import batch_op
+from queenadmin.api.wire.fields import Call, Field, Op, Ops
+from queenadmin.domain import clock, kv, locks, masking, names
 from queenadmin.errors import LocksBadRequest
 
 VERBS: frozenset[str] = frozenset({"acquire", "renew", "release", "get"})
@@ -18,78 +18,84 @@ def _bad(reason: str, detail: str) -> LocksBadRequest:
     return LocksBadRequest(detail, reason=reason)
 
 
-def _ttl(raw: dict[str, Any]) -> timedelta:
-    # null counts as absent for forever (as on the KV routes), but a null
-    # ttlSeconds is a bad value, not a missing one (protocol 3.4).
-    if raw.get("forever") is not None:
-        raise _bad("locks_ttl_required", "a lock has no forever: give ttlSeconds, and renew")
-    if "ttlSeconds" not in raw:
-        raise _bad("locks_ttl_required", "acquire and renew need ttlSeconds")
-    ttl = raw["ttlSeconds"]
-    if not is_json_int(ttl) or ttl <= 0 or ttl > MAX_TTL_SECONDS:
-        raise _bad("locks_bad_ttl", f"ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS}")
-    return timedelta(seconds=ttl)
+_TTL_DOC = f"an integer from 1 to {MAX_TTL_SECONDS}"
+_NAME_DOC = f"a non-empty string of at most {locks.MAX_NAME_BYTES} bytes, without control characters or '#'"
+_OWNER_DOC = f"a non-empty string of at most {locks.MAX_OWNER_BYTES} bytes, without control characters"
+
+#: Every field a lock operation may carry (protocol 3.2, 3.4), once: the
+#: parser below reads them, and the document shows them (``CALL``).
+NAME = Field(
+    "string",
+    "locks_bad_name",
+    "locks_bad_name",
+    min_length=1,
+    max_length=locks.MAX_NAME_BYTES,
+    # The rule of every stored name (``domain.names``), and no "#".
+    pattern=names.SCHEMA_PATTERN.replace("]+$", "#]+$"),
+    rule=_NAME_DOC,
+    null_is_bad=True,
+    check=locks.check_name,
+)
+#: A null ttlSeconds is a bad value, not a missing one (protocol 3.4).
+TTL = Field("integer", "locks_bad_ttl", "locks_ttl_required", ge=1, le=MAX_TTL_SECONDS, null_is_bad=True, rule=_TTL_DOC)
+#: null counts as absent (as on the KV routes); anything else is refused.
+FOREVER = Field("null", "locks_ttl_required", rule="absent: a lock has no forever (give ttlSeconds, and renew)")
+OWNER = Field(
+    "string",
+    "locks_bad_owner",
+    min_length=1,
+    max_length=locks.MAX_OWNER_BYTES,
+    pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
+    rule=_OWNER_DOC,
+    check=locks.check_owner,
+)
+TOKEN = Field("integer", "locks_bad_token", "locks_token_required", ge=1, null_is_bad=True, rule="an integer above 0")
+SLOT = Field("integer", "locks_bad_slot", default=0, ge=0, le=locks.MAX_SLOT)
+LIMIT = Field("integer", "locks_bad_limit", default=1, ge=1, le=locks.MAX_LIMIT)
 
 
-def _token(raw: dict[str, Any]) -> int:
-    if "token" not in raw:
-        raise _bad("locks_token_required", "renew and release need the token of the last grant or renew")
-    token = raw["token"]
-    if not is_json_int(token):
-        raise _bad("locks_bad_token", "token must be an integer above 0")
-    return locks.check_token(token)
+def _op(op: str, **fields: Field) -> Op:
+    const = Field("string", "locks_unknown_op", "locks_unknown_op", const=op)
+    return Op(f"Lock{op.capitalize()}In", {"name": NAME, "op": const, **fields})
 
 
-def _small_int(raw: dict[str, Any], name: str, default: int, check: Callable[[int], int], low: int, high: int) -> int:
-    value = raw.get(name)
-    if value is None:
-        return default
-    if not is_json_int(value):
-        raise _bad(f"locks_bad_{name}", f"{name} must be an integer from {low} to {high}")
-    return check(value)
-
-
-def _slot(raw: dict[str, Any]) -> int:
-    return _small_int(raw, "slot", 0, locks.check_slot, 0, locks.MAX_SLOT)
-
-
-def _limit(raw: dict[str, Any]) -> int:
-    return _small_int(raw, "limit", 1, locks.check_limit, 1, locks.MAX_LIMIT)
-
-
-def _name(raw: dict[str, Any]) -> str:
-    name = raw.get("name")
-    if not isinstance(name, str):
-        raise _bad(
-            "locks_bad_name",
-            f"name is a non-empty string of at most {locks.MAX_NAME_BYTES} bytes, without control characters or '#'",
-        )
-    return locks.check_name(name)
-
-
-def _owner(raw: dict[str, Any]) -> str | None:
-    owner = raw.get("owner")
-    if owner is not None and not isinstance(owner, str):
-        raise _bad(
-            "locks_bad_owner",
-            f"owner is a non-empty string of at most {locks.MAX_OWNER_BYTES} bytes, without control characters",
-        )
-    return locks.check_owner(owner)
+OPS = Ops(
+    "LockOpIn",
+    {
+        "get": _op("get"),
+        "acquire": _op("acquire", ttlSeconds=TTL, owner=OWNER, limit=LIMIT, forever=FOREVER),
+        "renew": _op("renew", ttlSeconds=TTL, owner=OWNER, token=TOKEN, slot=SLOT, forever=FOREVER),
+        "release": _op("release", token=TOKEN, slot=SLOT),
+    },
+    doc="One operation; ``op`` says which fields it takes.",
+)
+CALL = Call(
+    "LocksCallIn",
+    OPS,
+    locks.MAX_OPS,
+    doc=f"at most {locks.MAX_KEYS} slot rows in all (acquire counts its limit, get {locks.GET_KEYS}); no lock named twice",
+)
 
 
 def parse_lock_op(index: int, raw: Any) -> locks.LockOp:
     """One wire operation as a ``LockOp``; raise ``LocksBadRequest`` with its reason."""
     raw, op = batch_op(index, raw, VERBS, _bad, "locks", "acquire, renew, release, get")
-    name = _name(raw)
+    name = NAME.read(raw, "name", _bad)
     if op == "get":
         return locks.LockOp(op="get", name=name)
     if op == "release":
-        return locks.LockOp(op="release", name=name, token=_token(raw), slot=_slot(raw))
-    ttl = _ttl(raw)
-    owner = _owner(raw)
+        return locks.LockOp(op="release", name=name, token=_token(raw), slot=SLOT.read(raw, "slot", _bad))
+    FOREVER.read(raw, "forever", _bad)
+    ttl = timedelta(seconds=TTL.read(raw, "ttlSeconds", _bad))
+    owner = OWNER.read(raw, "owner", _bad)
     if op == "renew":
-        return locks.LockOp(op="renew", name=name, ttl=ttl, owner=owner, token=_token(raw), slot=_slot(raw))
-    return locks.LockOp(op="acquire", name=name, ttl=ttl, owner=owner, limit=_limit(raw))
+        token = _token(raw)
+        return locks.LockOp(op="renew", name=name, ttl=ttl, owner=owner, token=token, slot=SLOT.read(raw, "slot", _bad))
+    return locks.LockOp(op="acquire", name=name, ttl=ttl, owner=owner, limit=LIMIT.read(raw, "limit", _bad))
+
+
+def _token(raw: dict[str, Any]) -> int:
+    return locks.check_token(TOKEN.read(raw, "token", _bad))
 
 
 def parse_lock_ops(raw_ops: Any) -> list[locks.LockOp]:

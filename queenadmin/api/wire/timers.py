@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from queenadmin.api.wire.common import is_json_number
+from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
-from queenadmin.domain import clock, timers
+from queenadmin.domain import clock, names, timers
+from queenadmin.domain.timers import ops as timer_ops
 from queenadmin.errors import TimersBadRequest
 
 OPS = frozenset({"schedule", "reschedule", "cancel"})
@@ -46,13 +48,100 @@ def _bad(reason: str, detail: str) -> TimersBadRequest:
     return TimersBadRequest(detail, reason=reason)
 
 
-def _flag(raw: dict[str, Any], name: str, index: int) -> bool:
-    value = raw.get(name)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise _bad("timers_bad_request", f"op {index}: {name} must be a boolean")
-    return value
+# --------------------------------------------------------------------------
+# The fields of a timer operation (protocol 4.2, 4.6), declared once: the
+# parser below reads them and the document shows them (``CALL``).
+
+#: Standard base64 with its padding (``b64decode(validate=True)``).
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+_NAME_DOC = (
+    f"no control or bidirectional formatting characters, at most {timer_ops.MAX_NAME_BYTES} bytes of UTF-8 (413 above)"
+)
+TIMER_KEY = Field(
+    "string",
+    "timers_bad_request",
+    "timers_bad_request",
+    min_length=1,
+    max_length=timer_ops.MAX_NAME_BYTES,
+    pattern=names.SCHEMA_PATTERN,
+    null_is_bad=True,
+    doc=_NAME_DOC,
+)
+QUEUE = replace(TIMER_KEY, reason="timers_queue_required", missing="timers_queue_required")
+#: Not null when present.
+PARTITION = replace(TIMER_KEY, missing=None, default=timers.DEFAULT_PARTITION)
+_HORIZON_MS = type(settings).TIMERS_HORIZON_SECONDS * 1000
+#: Past the horizon the domain answers 403 (``timers.check_schedule``).
+DELAY = Field(
+    "number",
+    "timers_delay_required",
+    "timers_delay_required",
+    null_is_bad=True,
+    schema_extra={"maximum": _HORIZON_MS},
+    doc="relative milliseconds; a past (negative) delay fires at once; 403 past the horizon (90 days)",
+)
+TXN = Field(
+    "string",
+    "timers_bad_request",
+    "timers_bad_request",
+    min_length=1,
+    max_length=timer_ops.MAX_TXN_BYTES,
+    pattern=SOME_TEXT,
+    null_is_bad=True,
+    doc="the fired message's transactionId",
+)
+PAYLOAD = Field(
+    "string",
+    "timers_payload_required",
+    "timers_payload_required",
+    pattern=BASE64,
+    null_is_bad=True,
+    doc="base64 of the message body (JSON text), at most 1 MiB; zstd with payloadZstd",
+)
+#: JSON Schema cannot describe a zstd frame, so only the plain form is shown.
+PAYLOAD_ZSTD = Field(
+    "boolean",
+    "timers_bad_request",
+    default=False,
+    schema_extra={"const": False},
+    doc="true: the payload is a zstd frame, stored decompressed (400 timers_payload_not_zstd otherwise)",
+)
+ENCRYPTED = Field("boolean", "timers_bad_request", default=False)
+#: A cancel looks its timer up: a name over the budget is simply absent.
+CANCEL_QUEUE = replace(QUEUE, max_length=None, pattern=SOME_TEXT, doc="")
+CANCEL_KEY = replace(TIMER_KEY, max_length=None, pattern=SOME_TEXT, doc="")
+CANCEL_PARTITION = replace(PARTITION, max_length=None, pattern=SOME_TEXT, doc="not null when present; unused")
+CANCEL_TXN = Field("string", "timers_bad_request", pattern=NO_NUL, doc="echoed in the answer")
+#: Fields only the server sets, and any starting with ``_``, are refused by name.
+_NO_SERVER_FIELDS = {"propertyNames": {"not": {"anyOf": [{"enum": sorted(SERVER_OWNED)}, {"pattern": "^_"}]}}}
+
+
+def _op(name: str, ops: tuple[str, ...], **fields: Field) -> Op:
+    kind = Field("string", "timers_bad_op", "timers_bad_op", schema_extra={"enum": list(ops)})
+    return Op(name, {"op": kind, **fields}, extra=_NO_SERVER_FIELDS, tenant_free=False)
+
+
+_SCHEDULE = _op(
+    "TimerScheduleIn",
+    ("schedule", "reschedule"),
+    queue=QUEUE,
+    timerKey=TIMER_KEY,
+    delayMs=DELAY,
+    txn=TXN,
+    payload=PAYLOAD,
+    partition=PARTITION,
+    payloadZstd=PAYLOAD_ZSTD,
+    encrypted=ENCRYPTED,
+)
+_CANCEL = _op(
+    "TimerCancelIn", ("cancel",), queue=CANCEL_QUEUE, timerKey=CANCEL_KEY, partition=CANCEL_PARTITION, txn=CANCEL_TXN
+)
+OPERATIONS = Ops(
+    "TimerOpIn",
+    {"schedule": _SCHEDULE, "reschedule": _SCHEDULE, "cancel": _CANCEL},
+    doc="One operation; ``op`` says which fields it takes.",
+)
+CALL = Call("TimersCallIn", OPERATIONS, type(settings).TIMERS_MAX_OPS_PER_CALL, doc="no (queue, timerKey) twice")
 
 
 def _validate(index: int, raw: Any) -> dict[str, Any]:
@@ -68,27 +157,19 @@ def _validate(index: int, raw: Any) -> dict[str, Any]:
                 f"op {index}: field {name} is server-owned and cannot be supplied (the message id is minted "
                 "by the broker, and deliverAt is not expressible: send the relative delayMs)",
             )
-    queue = raw.get("queue")
-    if not isinstance(queue, str) or not queue:
-        raise _bad("timers_queue_required", f"op {index}: queue is required")
-    key = raw.get("timerKey")
-    if not isinstance(key, str) or not key:
-        raise _bad("timers_bad_request", f"op {index}: timerKey is required")
-    if "partition" in raw and (not isinstance(raw["partition"], str) or not raw["partition"]):
-        raise _bad("timers_bad_request", f"op {index}: partition, when present, must be a non-empty string")
+
+    def bad(reason: str, detail: str) -> TimersBadRequest:
+        return _bad(reason, f"op {index}: {detail}")
+
+    QUEUE.read(raw, "queue", bad)
+    TIMER_KEY.read(raw, "timerKey", bad)
+    PARTITION.read(raw, "partition", bad)
     if op != "cancel":
-        if not is_json_number(raw.get("delayMs")):
-            raise _bad(
-                "timers_delay_required",
-                f"op {index}: delayMs (a number of milliseconds, relative; a past one fires at once) is required",
-            )
-        txn = raw.get("txn")
-        if not isinstance(txn, str) or not txn:
-            raise _bad("timers_bad_request", f"op {index}: txn is required")
-        if not isinstance(raw.get("payload"), str):
-            raise _bad("timers_payload_required", f"op {index}: payload (base64) is required")
-    elif raw.get("txn") is not None and not isinstance(raw["txn"], str):
-        raise _bad("timers_bad_request", f"op {index}: txn must be a string")
+        DELAY.read(raw, "delayMs", bad)
+        TXN.read(raw, "txn", bad)
+        PAYLOAD.read(raw, "payload", bad)
+    else:
+        CANCEL_TXN.read(raw, "txn", bad)
     for name in ("queue", "timerKey", "partition", "txn"):
         # PostgreSQL cannot store NUL in text; SQLite could, so both refuse.
         if "\x00" in (raw.get(name) or ""):
@@ -101,7 +182,7 @@ def _payload(raw: dict[str, Any], index: int) -> bytes:
         payload = base64.b64decode(raw["payload"], validate=True)
     except (binascii.Error, ValueError) as exc:
         raise _bad("timers_payload_not_base64", f"op {index}: payload is not valid base64") from exc
-    if _flag(raw, "payloadZstd", index):
+    if PAYLOAD_ZSTD.read(raw, "payloadZstd", lambda reason, detail: _bad(reason, f"op {index}: {detail}")):
         import zstandard
 
         limit = settings.TIMERS_MAX_PAYLOAD_BYTES
@@ -133,7 +214,7 @@ def _command(index: int, raw: dict[str, Any]) -> timers.TimerOp:
         delay=_delay(raw["delayMs"]),
         txn=raw["txn"],
         partition=raw.get("partition") or timers.DEFAULT_PARTITION,
-        encrypted=_flag(raw, "encrypted", index),
+        encrypted=ENCRYPTED.read(raw, "encrypted", lambda reason, detail: _bad(reason, f"op {index}: {detail}")),
     )
 
 

@@ -1,5 +1,5 @@
 """Wire schemas of the offset reads, discovery, consumer groups, traces and
-the operator reads (``api/admin.py``). Answers are closed (``WireOut``)."""
+the operator reads (``api/messages.py``). Answers are closed (``WireOut``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from queenadmin.api.schemas.common import (
     WireOut,
     nullable,
 )
-from queenadmin.api.wire.admin import MAX_CHANGED_PAGE, MAX_FETCH_BYTES, MAX_FETCH_ENTRIES
+from queenadmin.api.wire.messages import MAX_CHANGED_PAGE, MAX_FETCH_BYTES, MAX_FETCH_ENTRIES
 from queenadmin.domain import names
 
 # -- requests -----------------------------------------------------------------

@@ -2,7 +2,7 @@
 discovery (``changed_since()``), consumer groups, message traces and the
 operator reads of ``queen.admin``.
 
-Each route parses with ``api/wire/admin.py``, calls the domain
+Each route parses with ``api/wire/messages.py``, calls the domain
 (``domain/queues``: ``reads``, ``groups``, ``traces``, ``browse``) and
 renders the result with the same wire module.
 """
@@ -16,7 +16,8 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import grants
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import parameters
-from queenadmin.api.schemas.admin import (
+from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
+from queenadmin.api.schemas.messages import (
     ChangedIn,
     ChangedOut,
     FetchIn,
@@ -48,9 +49,8 @@ from queenadmin.api.schemas.admin import (
     TraceRecordedOut,
     TracesByNameOut,
 )
-from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.scopes import ScopedRouter
-from queenadmin.api.wire import admin as wire
+from queenadmin.api.wire import messages as wire
 from queenadmin.domain.queues import browse, groups, reads, traces
 from queenadmin.domain.queues import operator as queue_operator
 

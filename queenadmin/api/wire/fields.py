@@ -1,0 +1,232 @@
+"""One declaration per wire body: the parser's checks and its JSON Schema.
+
+A ``Field`` names a body field's type, bounds and the protocol's reason code
+for each refusal; ``Field.read`` is the parser's check of it, and
+``Field.schema`` what ``/api/v1/openapi.json`` publishes. An ``Op`` is an
+object of fields (one operation of a batch, or a whole body), ``Ops`` a
+batch of operations picked by ``op``: both publish their components
+(``openapi.body_of``) from the same fields the parsers read, so the two
+cannot drift. Rules of the domain (a name's byte budget, answered 413)
+stay in the domain: a field hands its value to ``check`` after its own
+checks, and its bounds document that check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from queenadmin.api.wire.common import TENANT_FIELDS, is_json_int, is_json_number
+from queenadmin.errors import QueenError
+
+Kind = Literal["integer", "number", "boolean", "string", "array", "object", "null", "any"]
+#: Makes the refusal of a reason code: ``bad(reason, detail)``.
+Bad = Callable[[str, str], QueenError]
+
+#: Text without NUL: PostgreSQL can neither store nor compare one, so every
+#: parser refuses it, on SQLite too.
+NO_NUL = r"^[^\x00]*$"
+#: Non-empty text without NUL.
+SOME_TEXT = r"^[^\x00]+$"
+
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "integer": is_json_int,
+    "number": is_json_number,
+    "boolean": lambda value: isinstance(value, bool),
+    "string": lambda value: isinstance(value, str),
+    "array": lambda value: isinstance(value, list),
+    "object": lambda value: isinstance(value, dict),
+    "null": lambda value: value is None,
+    "any": lambda value: True,
+}
+_ABSENT: Any = object()
+
+
+class Declared(Protocol):
+    """A declaration the document shows: its component and those it uses."""
+
+    @property
+    def name(self) -> str: ...
+
+    def components(self) -> dict[str, dict[str, Any]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field: its JSON type, bounds and the reasons of its refusals.
+
+    ``reason`` answers a value of the wrong type or out of ``ge``/``le``;
+    ``missing`` one that is absent (``null`` too unless ``null_is_bad``),
+    and makes the field required; an optional absent field reads as
+    ``default``. ``check`` runs on a value of the right type (the domain's
+    rule). ``schema`` adds or replaces JSON Schema keywords the checks
+    need (what ``check`` refuses, in the document's words).
+    """
+
+    kind: Kind
+    reason: str = ""
+    missing: str | None = None
+    default: Any = None
+    ge: float | None = None
+    le: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+    const: Any = _ABSENT
+    #: What the document says of the field (``rule`` when empty).
+    doc: str = ""
+    #: The rule in words, for a refusal's detail (and the document's).
+    rule: str = ""
+    #: ``null`` is a bad value (``reason``), not an absent one.
+    null_is_bad: bool = False
+    check: Callable[[Any], Any] | None = None
+    schema_extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def required(self) -> bool:
+        return self.missing is not None
+
+    def read(self, raw: Mapping[str, Any], name: str, bad: Bad) -> Any:
+        """The value of ``name`` in ``raw``, checked; raise ``bad(reason)``."""
+        value = raw.get(name, _ABSENT)
+        if value is _ABSENT or (value is None and not self.null_is_bad and self.kind != "null"):
+            if self.missing is not None:
+                raise bad(self.missing, f"{name} is required")
+            return self.default
+        if not _TYPES[self.kind](value) or not self._in_bounds(value):
+            raise bad(self.reason, f"{name} must be {self.describe()}")
+        return value if self.check is None else self.check(value)
+
+    def _in_bounds(self, value: Any) -> bool:
+        if self.const is not _ABSENT and value != self.const:
+            return False
+        if self.min_length is not None and len(value) < self.min_length:
+            return False
+        if self.ge is not None and value < self.ge:
+            return False
+        return self.le is None or value <= self.le
+
+    def describe(self) -> str:
+        """The rule in words, for a refusal's detail."""
+        if self.rule:
+            return self.rule
+        what = {"integer": "an integer", "number": "a number", "boolean": "a boolean", "string": "a string"}
+        text = what.get(self.kind, f"a JSON {self.kind}")
+        if self.ge is not None and self.le is not None:
+            text += f" from {_num(self.ge)} to {_num(self.le)}"
+        elif self.ge is not None:
+            text += f" >= {_num(self.ge)}"
+        return text
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of a value (``null`` added where it reads as absent)."""
+        out: dict[str, Any] = {} if self.kind == "any" else {"type": self.kind}
+        keywords = {
+            "minimum": self.ge,
+            "maximum": self.le,
+            "minLength": self.min_length,
+            "maxLength": self.max_length,
+            "pattern": self.pattern,
+        }
+        out.update((key, value) for key, value in keywords.items() if value is not None)
+        if self.const is not _ABSENT:
+            out["const"] = self.const
+        out.update(self.schema_extra)
+        if self.required or self.null_is_bad or self.kind in ("null", "any"):
+            documented = out
+        else:
+            documented = {"anyOf": [out, {"type": "null"}]}
+        if self.doc or self.rule:
+            documented["description"] = self.doc or self.rule
+        return documented
+
+
+def _num(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
+def no_tenant(schema: dict[str, Any]) -> dict[str, Any]:
+    """The tenant is never a body field (refused by name)."""
+    schema["not"] = {"anyOf": [{"required": [name]} for name in TENANT_FIELDS]}
+    return schema
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """An object of fields: one operation of a batch, or a body.
+
+    ``name`` is its component in the document; ``extra`` adds keywords
+    across its fields (``anyOf`` of the ones that go together);
+    ``tenant_free``: a body naming the tenant is refused.
+    """
+
+    name: str
+    fields: Mapping[str, Field]
+    doc: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    tenant_free: bool = True
+
+    def schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "properties": {name: f.schema() for name, f in self.fields.items()},
+            "required": [name for name, f in self.fields.items() if f.required],
+            "title": self.name,
+            "type": "object",
+        }
+        if not out["required"]:
+            del out["required"]
+        if self.doc:
+            out["description"] = self.doc
+        if self.tenant_free:
+            no_tenant(out)
+        out.update(self.extra)
+        return out
+
+    def components(self) -> dict[str, dict[str, Any]]:
+        return {self.name: self.schema()}
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+@dataclass(frozen=True, slots=True)
+class Ops:
+    """Operations picked by ``op``: one ``Op`` each (``op`` their ``const``)."""
+
+    name: str
+    ops: Mapping[str, Op]
+    doc: str = ""
+
+    def schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "oneOf": [ref(name) for name in dict.fromkeys(op.name for op in self.ops.values())],
+            "discriminator": {"propertyName": "op", "mapping": {k: ref(op.name)["$ref"] for k, op in self.ops.items()}},
+            "title": self.name,
+        }
+        if self.doc:
+            out["description"] = self.doc
+        return out
+
+    def components(self) -> dict[str, dict[str, Any]]:
+        out = {name: schema for op in self.ops.values() for name, schema in op.components().items()}
+        out[self.name] = self.schema()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A batch body: ``{"operations": [...]}`` (or the bare array, ``array_too``)."""
+
+    name: str
+    operations: Ops
+    max_ops: int
+    doc: str = ""
+
+    def components(self) -> dict[str, dict[str, Any]]:
+        operations: dict[str, Any] = {"items": ref(self.operations.name), "maxItems": self.max_ops, "type": "array"}
+        if self.doc:
+            operations["description"] = self.doc
+        body = {"properties": {"operations": operations}, "required": ["operations"], "title": self.name}
+        return {**self.operations.components(), self.name: {**body, "type": "object"}}
