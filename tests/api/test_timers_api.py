@@ -115,7 +115,7 @@ def test_peek_list_and_count(client):
         "txn": "t2",
         "payloadZstd": False,
         "encrypted": False,
-        "producerSub": None,
+        "producerSub": "timer-tests",  # the scheduling token's name (issue 40)
         "attempts": 0,
         "lastError": None,
         "claimed": False,
