@@ -22,7 +22,7 @@ def test_a_token_is_stored_only_as_its_hash():
     row = ApiToken.objects.get(name="svc")
     assert row.token_hash == hashlib.sha256(token.encode()).hexdigest()
     assert token not in (row.token_hash, row.prefix)
-    assert tokens.token_check(token) == tokens.TokenAuth("svc", TokenScope.WRITE)
+    assert tokens.token_check(token) == tokens.TokenAuth("svc", TokenScope.WRITE, producer_sub="svc")
     assert tokens.token_check(token + "x") is None
     assert tokens.token_check("") is None
 
@@ -40,7 +40,7 @@ def test_names_are_unique_and_revoke_needs_an_active_token():
 
 def test_revoking_in_this_process_takes_effect_at_once():
     token = tokens.token_create(by=tokens.HOST, name="svc")
-    assert tokens.token_check(token) == tokens.TokenAuth("svc", TokenScope.WRITE)  # now cached
+    assert tokens.token_check(token) == tokens.TokenAuth("svc", TokenScope.WRITE, producer_sub="svc")  # now cached
     tokens.token_revoke(name="svc")
     assert tokens.token_check(token) is None
 
@@ -82,9 +82,9 @@ def test_a_token_carries_its_scope_through_the_cache():
     reader = tokens.token_create(by=tokens.HOST, name="reader", scope="read")
     default = tokens.token_create(by=tokens.HOST, name="svc")
     assert tokens.token_check_cached(reader) is None  # not checked yet: no database here
-    assert tokens.token_check(reader) == tokens.TokenAuth("reader", TokenScope.READ)
-    assert tokens.token_check_cached(reader) == tokens.TokenAuth("reader", TokenScope.READ)
-    assert tokens.token_check(default) == tokens.TokenAuth("svc", TokenScope.WRITE)
+    assert tokens.token_check(reader) == tokens.TokenAuth("reader", TokenScope.READ, producer_sub="reader")
+    assert tokens.token_check_cached(reader) == tokens.TokenAuth("reader", TokenScope.READ, producer_sub="reader")
+    assert tokens.token_check(default) == tokens.TokenAuth("svc", TokenScope.WRITE, producer_sub="svc")
     assert [(t.name, t.scope) for t in tokens.token_list()] == [("reader", "read"), ("svc", "write")]
 
 
@@ -98,7 +98,7 @@ def test_apitoken_create_takes_a_scope(capsys):
     """``apitoken create NAME --scope read`` makes a read token; ``list`` shows scopes."""
     call_command("apitoken", "create", "reporting", "--scope", "read")
     secret = capsys.readouterr().out.strip().splitlines()[-1]
-    assert tokens.token_check(secret) == tokens.TokenAuth("reporting", TokenScope.READ)
+    assert tokens.token_check(secret) == tokens.TokenAuth("reporting", TokenScope.READ, producer_sub="reporting")
     call_command("apitoken", "create", "svc")
     assert ApiToken.objects.get(name="svc").scope == TokenScope.WRITE
     capsys.readouterr()
@@ -196,7 +196,7 @@ def test_a_token_carries_its_grants_and_a_token_without_any_reaches_everything()
     assert auth is not None
     assert auth.grants is not None
     assert [str(g) for g in auth.grants.grants] == ["queue:orders.*=write", "*=read"]
-    assert tokens.token_check(unlimited) == tokens.TokenAuth("all", TokenScope.WRITE, None)
+    assert tokens.token_check(unlimited) == tokens.TokenAuth("all", TokenScope.WRITE, None, producer_sub="all")
     assert ApiToken.objects.get(name="svc").grants == "queue:orders.*=write\n*=read"
 
 
