@@ -244,7 +244,10 @@ def test_the_openapi_document_names_each_operations_scope_and_its_403():
         for method, op in methods.items()
     }
     assert ops["GET /resources/queues"]["x-token-scope"] == "read"
-    assert "403" not in ops["GET /resources/queues"]["responses"]
+    # A read route refuses only a JWT of Queen's write-only level (issue 40).
+    assert ops["GET /resources/queues"]["responses"]["403"]["description"] == (
+        "Forbidden: the token is a JWT of the write-only level, which reads nothing"
+    )
     assert ops["DELETE /resources/queues/{queue}"]["x-token-scope"] == "admin"
     forbidden = {"$ref": "#/components/schemas/ForbiddenOut"}
     assert ops["DELETE /resources/queues/{queue}"]["responses"]["403"]["content"]["application/json"]["schema"] == (
