@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
+from queenadmin.dashboard import sso
 from queenadmin.dashboard.links import NameConverter, TailNameConverter
 from queenadmin.dashboard.views import (
     audit,
@@ -31,6 +31,8 @@ urlpatterns = [
     path("", overview.overview, name="overview"),
     path("login/", login.LoginView.as_view(), name="login"),
     path("login/code/", login.login_code, name="login_code"),
+    path("login/sso/", sso.SsoBegin.as_view(), name="sso_begin"),
+    path("login/sso/callback/", sso.SsoCallback.as_view(), name="sso_callback"),
     path("account/two-factor/", login.two_factor, name="two_factor"),
     path("locks/", locks.locks, name="locks"),
     path("locks/release/", locks.lock_release, name="lock_release"),
@@ -47,7 +49,7 @@ urlpatterns = [
     path("kv/<storedname:namespace>/key/<storedpath:key>", kv.key_detail, name="kv_key"),
     path("audit/", audit.audit, name="audit"),
     path("audit/<int:entry_id>/revert/", audit.revert, name="audit_revert"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", login.LogoutView.as_view(), name="logout"),
     path("queues/", queues.queue_list, name="queues"),
     path("queues/<storedname:name>/dlq/replay/", queues.dlq_replay, name="dlq_replay"),
     path("queues/<storedname:name>/dlq/purge/", queues.dlq_purge, name="dlq_purge"),
