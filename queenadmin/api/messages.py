@@ -14,6 +14,7 @@ from typing import TypedDict
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
+from queenadmin.api.audit import who_of
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
@@ -120,7 +121,7 @@ def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
     body = read_engine_json(request)
     timestamp = wire.parse_subscription(body)
     grants.require_every(request, "queue", grants.WRITE)
-    result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp)
+    result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp, who=who_of(request))
     return json_response(wire.render_resubscribed(result, body["subscriptionTimestamp"]))
 
 
@@ -136,7 +137,11 @@ def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
     to_end, timestamp = wire.parse_seek(read_engine_json(request, optional=True))
     grants.require(request, "queue", queue, grants.WRITE)
     result = groups.queue_group_seek(
-        group=wire.parse_group(group), queue=wire.parse_queue(queue), to_end=to_end, timestamp=timestamp
+        group=wire.parse_group(group),
+        queue=wire.parse_queue(queue),
+        to_end=to_end,
+        timestamp=timestamp,
+        who=who_of(request),
     )
     return json_response(wire.render_seek(result))
 
@@ -183,6 +188,7 @@ def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -
         group=wire.lookup_group(group),
         queue=None if queue is None else wire.lookup_queue(queue),
         delete_metadata=wire.parse_delete_metadata(request.GET),
+        who=who_of(request),
     )
     return json_response(wire.render_group_deleted(result))
 
@@ -309,7 +315,9 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
     grants.require_partition(request, partition_id, grants.ADMIN)
     result = None
     if partition_id.isascii() and partition_id.isdigit() and len(partition_id) <= 18:
-        result = queue_operator.queue_message_delete(partition_id=int(partition_id), transaction_id=transaction_id)
+        result = queue_operator.queue_message_delete(
+            partition_id=int(partition_id), transaction_id=transaction_id, who=who_of(request)
+        )
     return json_response(wire.render_message_deleted(result, partition_id, transaction_id))
 
 
@@ -320,9 +328,8 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
 )
 def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     grants.require_partition(request, partition_id, grants.WRITE)
-    return json_response(
-        wire.render_message_retried(queue_operator.queue_message_retry(**_message(partition_id, transaction_id)))
-    )
+    result = queue_operator.queue_message_retry(**_message(partition_id, transaction_id), who=who_of(request))
+    return json_response(wire.render_message_retried(result))
 
 
 @router.with_body(
@@ -337,6 +344,6 @@ def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id:
     group, error = wire.parse_move_to_dlq(read_engine_json(request, optional=True))
     grants.require_partition(request, partition_id, grants.WRITE)
     result = queue_operator.queue_message_dead_letter(
-        **_message(partition_id, transaction_id), group=group, error=error
+        **_message(partition_id, transaction_id), group=group, error=error, who=who_of(request)
     )
     return json_response(wire.render_dead_lettered(result))

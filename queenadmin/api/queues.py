@@ -17,6 +17,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
+from queenadmin.api.audit import who_of
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
@@ -67,7 +68,7 @@ router = ScopedRouter(tags=["queues"], errors=ENGINE_ERRORS)
 def configure_queue(request: HttpRequest) -> HttpResponse:
     command = wire.parse_configure(read_engine_json(request))
     grants.require(request, "queue", command.name, grants.WRITE)
-    config = queues.queue_configure(request=command)
+    config = queues.queue_configure(request=command, who=who_of(request))
     return json_response(wire.render_configure(config))
 
 
@@ -362,7 +363,8 @@ def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
 def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
     wire.check_text(queue, "queue")
     grants.require(request, "queue", queue, grants.ADMIN)
-    return json_response(wire.render_delete(queue, existed=queues.queue_delete(name=queue)))
+    existed = queues.queue_delete(name=queue, who=who_of(request))
+    return json_response(wire.render_delete(queue, existed=existed))
 
 
 @router.get("/resources/overview", response=OverviewOut, summary="Counts across every queue")

@@ -46,7 +46,7 @@ User.objects.create_user("nico", password="pw", is_staff=False)
 
 # Operator actions through the domain, so the audit trail has entries whose
 # before and after hold times (a key's expiry, a timer's due time), and one
-# made in the admin (its row says "via admin" beside the actor's link).
+# made in the admin (its row's Source column says "admin").
 AUDIT = f"""
 from datetime import timedelta
 from queenadmin.domain import kv, timers
