@@ -232,7 +232,18 @@ class QueueAdmin(BoardAdmin):
     list_display = ("name", "namespace", "task", "depth", "claimable", "in_flight", "oldest_claimable", "dead_letters")
     search_fields = ("=name", "name__startswith")
     ordering = ("name",)
-    readonly_fields = ("name", "namespace", "task", "created_at", "depth", "oldest_claimable", "dead_letters")
+    readonly_fields = (
+        "name",
+        "namespace",
+        "task",
+        "created_at",
+        "depth",
+        "oldest_claimable",
+        "dead_letters",
+        # Paused and resumed on the dashboard's queue page or through the API.
+        "paused",
+        "paused_groups",
+    )
     fields = (*readonly_fields, "options_text", "reason")
     actions = ("purge_dlq", "purge_queue")
 

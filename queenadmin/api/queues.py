@@ -1,4 +1,5 @@
-"""Message-log routes: configure, push, pop, ack, lease extend, resources, DLQ.
+"""Message-log routes: configure, push, pop, ack, lease extend, resources,
+pause and resume, DLQ.
 
 Each route parses with ``api/wire/queues.py``, calls the domain
 (``domain/queues``) with the typed command, and renders its result with the
@@ -32,6 +33,8 @@ from queenadmin.api.schemas.queues import (
     LeaseExtendIn,
     LeaseExtendOut,
     OverviewOut,
+    PauseIn,
+    PauseOut,
     PopEmptyOut,
     PopOut,
     PushIn,
@@ -48,10 +51,13 @@ from queenadmin.api.schemas.queues import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
+from queenadmin.api.wire import messages as messages_wire
 from queenadmin.api.wire import queues as wire
 from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
+from queenadmin.domain.audit import Who
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import QueueNotFound
 from queenadmin.plumbing import ARRIVED_KEY
@@ -340,6 +346,80 @@ def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
     group = wire.parse_depth_group(request.GET)
     grants.require(request, "queue", queue, grants.READ)
     return json_response(wire.render_depth(_stats_or_404(queue, group, with_age=True)))
+
+
+# --------------------------------------------------------------------------
+# Pause and resume (``domain/queues/operator/pause.py``): declared before the
+# ``path:`` routes below and the messages router's consumer-group routes,
+# which would otherwise shadow them (Django tries the patterns in order).
+
+_PAUSE_ANSWERS: dict[int | str, Any] = {200: PauseOut, 404: QueueNotFoundOut}
+
+
+def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) -> HttpResponse:
+    reason = wire.parse_pause(read_engine_json(request, optional=True))
+    wire.check_text(queue, "queue")
+    grants.require(request, "queue", queue, grants.ADMIN)
+    # The token's name (a JWT's) is who acts, as the dashboard's operator is.
+    who = Who(request.auth.name, reason, "api")  # type: ignore[attr-defined]
+    if group is None:
+        change = (queue_operator.queue_pause if pause else queue_operator.queue_resume)(queue=queue, who=who)
+    else:
+        verb = queue_operator.queue_group_pause if pause else queue_operator.queue_group_resume
+        change = verb(queue=queue, group=group, who=who)
+    return json_response(wire.render_pause(change))
+
+
+@router.with_body(
+    "POST",
+    "/resources/queues/{queue}/pause",
+    PauseIn,
+    _PAUSE_ANSWERS,
+    summary="Pause every pop of a queue (they answer as an empty queue; pushes and acks go on)",
+    required=False,
+    openapi_extra=parameters(path={"queue": _NAME}),
+)
+def pause_queue(request: HttpRequest, queue: str) -> HttpResponse:
+    return _paused(request, queue, None, True)
+
+
+@router.with_body(
+    "POST",
+    "/resources/queues/{queue}/resume",
+    PauseIn,
+    _PAUSE_ANSWERS,
+    summary="Resume the pops of a paused queue and wake the waiting ones",
+    required=False,
+    openapi_extra=parameters(path={"queue": _NAME}),
+)
+def resume_queue(request: HttpRequest, queue: str) -> HttpResponse:
+    return _paused(request, queue, None, False)
+
+
+@router.with_body(
+    "POST",
+    "/consumer-groups/{group}/queues/{queue}/pause",
+    PauseIn,
+    _PAUSE_ANSWERS,
+    summary="Pause one consumer group's pops of a queue (other groups read on)",
+    required=False,
+    openapi_extra=parameters(path={"group": _NAME, "queue": _NAME}),
+)
+def pause_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    return _paused(request, queue, messages_wire.parse_group(group), True)
+
+
+@router.with_body(
+    "POST",
+    "/consumer-groups/{group}/queues/{queue}/resume",
+    PauseIn,
+    _PAUSE_ANSWERS,
+    summary="Resume one consumer group's pops of a queue and wake its waiting ones",
+    required=False,
+    openapi_extra=parameters(path={"group": _NAME, "queue": _NAME}),
+)
+def resume_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    return _paused(request, queue, messages_wire.parse_group(group), False)
 
 
 # ``path:``, so that a name holding ``/`` (sent as is or as ``%2F``: Django

@@ -102,6 +102,11 @@ ROUTES: dict[str, Route] = {
     "GET /resources/queues/{path:queue}": Route(READ, NAMED, QUEUE),
     "GET /resources/queues/{queue}/depth": Route(READ, NAMED, QUEUE),
     "DELETE /resources/queues/{path:queue}": Route(ADMIN, NAMED, QUEUE),
+    # An operator's pause and resume of a queue, or of one group's pops of it.
+    "POST /resources/queues/{queue}/pause": Route(ADMIN, NAMED, QUEUE),
+    "POST /resources/queues/{queue}/resume": Route(ADMIN, NAMED, QUEUE),
+    "POST /consumer-groups/{group}/queues/{queue}/pause": Route(ADMIN, NAMED, QUEUE),
+    "POST /consumer-groups/{group}/queues/{queue}/resume": Route(ADMIN, NAMED, QUEUE),
     "GET /resources/overview": Route(READ, EVERY, QUEUE),
     # Named with ?queue=; without it, a total over every queue.
     "GET /dlq": Route(READ, NAMED, QUEUE),

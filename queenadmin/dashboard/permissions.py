@@ -41,6 +41,7 @@ CHANGE: Final = {
     "dlq.purge": "queenadmin.delete_deadletter",
     "queue.group": "queenadmin.change_queue",
     "queue.purge": "queenadmin.change_queue",
+    "queue.pause": "queenadmin.change_queue",
 }
 
 __all__ = [

@@ -257,6 +257,14 @@ TABLE: dict[str, list[tuple[str, Callable[[World], tuple[str, str, dict[str, Any
     "POST /consumer-groups/{group}/queues/{queue}/seek": [
         ("refused", req("POST", "/consumer-groups/{g}/queues/{b}/seek", json={"toEnd": True}))
     ],
+    "POST /resources/queues/{queue}/pause": [("refused", req("POST", "/resources/queues/{b}/pause"))],
+    "POST /resources/queues/{queue}/resume": [("refused", req("POST", "/resources/queues/{b}/resume"))],
+    "POST /consumer-groups/{group}/queues/{queue}/pause": [
+        ("refused", req("POST", "/consumer-groups/{g}/queues/{b}/pause", json={"reason": "x"}))
+    ],
+    "POST /consumer-groups/{group}/queues/{queue}/resume": [
+        ("refused", req("POST", "/consumer-groups/{g}/queues/{b}/resume"))
+    ],
     "POST /traces": [
         ("refused", req("POST", "/traces", json={"transactionId": "t0", "partitionId": "{pid}", "data": {}}))
     ],

@@ -226,6 +226,14 @@ TABLE: dict[str, list[Case]] = {
     "GET /resources/queues/{path:queue}": [(QUEUE, req("GET", f"/api/v1/resources/queues/{Q}"))],
     "GET /resources/queues/{queue}/depth": [(QUEUE, req("GET", f"/api/v1/resources/queues/{Q}/depth"))],
     "DELETE /resources/queues/{path:queue}": [(QUEUE, req("DELETE", f"/api/v1/resources/queues/{Q}"))],
+    "POST /resources/queues/{queue}/pause": [(QUEUE, req("POST", f"/api/v1/resources/queues/{Q}/pause"))],
+    "POST /resources/queues/{queue}/resume": [(QUEUE, req("POST", f"/api/v1/resources/queues/{Q}/resume"))],
+    "POST /consumer-groups/{group}/queues/{queue}/pause": [
+        (QUEUE, req("POST", f"/api/v1/consumer-groups/{GROUP}/queues/{Q}/pause", body={"reason": "walk"}))
+    ],
+    "POST /consumer-groups/{group}/queues/{queue}/resume": [
+        (QUEUE, req("POST", f"/api/v1/consumer-groups/{GROUP}/queues/{Q}/resume"))
+    ],
     "GET /resources/overview": [(QUEUE, req("GET", "/api/v1/resources/overview"))],
     "GET /dlq": [(QUEUE, req("GET", "/api/v1/dlq")), (QUEUE, req("GET", "/api/v1/dlq", params={"queue": Q}))],
     "GET /status": [

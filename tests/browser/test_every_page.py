@@ -93,6 +93,9 @@ def _seed(server: Any) -> None:
         assert (
             client.post("/api/v1/ack/batch", json={"acknowledgments": acks, "consumerGroup": None}).status_code == 200
         )
+        # Paused badges: on the whole of one queue, and on one group of the other.
+        assert client.post(f"/api/v1/resources/queues/{DEAD_Q}/pause").status_code == 200
+        assert client.post(f"/api/v1/consumer-groups/analytics/queues/{Q}/pause").status_code == 200
         ops = [
             {
                 "op": "put",
@@ -187,6 +190,7 @@ def confirmations(pages: dict[str, Any], seeded: Any) -> dict[str, str]:
         ),
         "queue-recover": _href(page, f"{base}/queues/{Q}/", "#queue-summary td.actions a:has-text('Seek, reset')"),
         "queue-purge": _href(page, f"{base}/queues/{Q}/", "a:has-text('Purge the queue')"),
+        "queue-pause": _href(page, f"{base}/queues/{Q}/", "#queue-summary a:has-text('Pause the queue')"),
     }
 
 
@@ -195,11 +199,13 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "overview": ("otto", "/", "main h1"),
     "queues": ("otto", "/queues/", "#queue-table tbody tr"),
     "queue": ("otto", f"/queues/{Q}/", "#queue-messages tbody tr"),
+    # Paused: the badge, and Resume the queue.
     "queue-dlq": ("otto", f"/queues/{DEAD_Q}/#queue-dlq", "#queue-dlq tbody tr input[type=checkbox]"),
     "queue-leases": ("otto", f"/queues/{Q}/leases/", 'tr[data-lease^="fulfillment/"]'),
     "queue-message": ("otto", "@queue-message", 'tr[data-group="fulfillment"][data-state="leased"] time'),
     "queue-recover": ("otto", "@queue-recover", "form.confirm input[name=do]"),
     "queue-purge": ("otto", "@queue-purge", "form.confirm input[name=confirm]"),
+    "queue-pause": ("otto", "@queue-pause", "form.confirm input[name=do]"),
     "dlq": ("otto", "/dlq/", "#dlq-table tbody tr input[type=checkbox]"),
     "dlq-by-queue": ("otto", f"/dlq/?queue={DEAD_Q}", "#dlq-table tbody tr input[type=checkbox]"),
     "ephemeral": ("otto", "/ephemeral/", f'tr[data-eph-queue="{EPH_Q}"]'),

@@ -198,6 +198,9 @@ def queue_context(user: User, params: QueryDict) -> dict[str, Any]:
         "can_purge": may_do(user, "dlq.purge"),
         "can_group": may_do(user, "queue.group"),
         "can_purge_queue": may_do(user, "queue.purge"),
+        "can_pause": may_do(user, "queue.pause"),
+        # Groups paused before their first pop (no row of their own yet).
+        "paused_ahead": [g for g in qb.paused_groups if g not in {lag.name for lag in qb.groups}],
         "charts": queue_charts(queue=name, now=now),
     }
 

@@ -77,6 +77,9 @@ class GroupLag:
     last_claim_at: datetime | None
     #: The group's stored conflation policy (last-value delivery).
     conflation: bool = False
+    #: The group's pops of the queue are paused on their own (the queue's
+    #: pause is ``QueueBoard.paused``).
+    paused: bool = False
 
     @property
     def is_queue_mode(self) -> bool:
@@ -100,6 +103,10 @@ class QueueBoard:
     groups: tuple[GroupLag, ...] = ()
     #: The ``priority`` option: namespace and task pops serve higher first.
     priority: int = 0
+    #: Every pop of the queue is paused (``operator/pause.py``).
+    paused: bool = False
+    #: The consumer groups paused on it, sorted: registered or not yet.
+    paused_groups: tuple[str, ...] = ()
 
     @property
     def claimable(self) -> int:
@@ -158,14 +165,16 @@ def _above(cursor: _Cursor, floor: int) -> _Cursor:
     return replace(cursor, committed=floor, batch_last=max(cursor.batch_last, floor))
 
 
+#: The queue row's columns a board reads.
+_QUEUE_FIELDS = ("id", "name", "namespace", "task", "options", "paused", "paused_groups")
+
+
 def queue_boards(*, after: str = "", limit: int = QUEUE_PAGE) -> list[QueueBoard]:
     """A page of queues with their depth by state, in a fixed number of queries.
 
     The page is ``limit`` queues named after ``after``, in byte order.
     """
-    rows = (
-        Queue.objects.order_by("name").filter(name__gt=after).values_list("id", "name", "namespace", "task", "options")
-    )
+    rows = Queue.objects.order_by("name").filter(name__gt=after).values_list(*_QUEUE_FIELDS)
     return _boards(list(rows[:limit]), with_groups=False)
 
 
@@ -173,7 +182,7 @@ def queue_board(*, name: str) -> QueueBoard | None:
     """One queue with its depth by state and its consumer groups' lag."""
     if has_nul(name):
         return None
-    rows = list(Queue.objects.filter(name=name).values_list("id", "name", "namespace", "task", "options"))
+    rows = list(Queue.objects.filter(name=name).values_list(*_QUEUE_FIELDS))
     boards = _boards(rows, with_groups=True)
     return boards[0] if boards else None
 
@@ -184,7 +193,7 @@ def queue_boards_named(*, names: Iterable[str], with_groups: bool = False) -> di
     For a list page that shows some queues (the admin's changelists): the
     same fixed number of queries as ``queue_boards`` whatever the count.
     """
-    rows = list(Queue.objects.filter(name__in=list(names)).values_list("id", "name", "namespace", "task", "options"))
+    rows = list(Queue.objects.filter(name__in=list(names)).values_list(*_QUEUE_FIELDS))
     return {board.name: board for board in _boards(rows, with_groups=with_groups)}
 
 
@@ -272,7 +281,8 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
     times = store().push_times(sorted(wanted))
 
     boards = []
-    for qid, name, namespace, task, options in queues:
+    for qid, name, namespace, task, options, paused, paused_groups in queues:
+        held = tuple(paused_groups or ())
         mine = [p for p in parts if p[1] == qid]
         count, capped = dlq.get(qid, ({}, False))
         partitions = []
@@ -295,7 +305,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
         groups: tuple[GroupLag, ...] = ()
         if with_groups:
             lags = _group_lags(mine, considered, times)
-            groups = tuple(replace(g, conflation=(qid, g.name) in conflating) for g in lags)
+            groups = tuple(replace(g, conflation=(qid, g.name) in conflating, paused=g.name in held) for g in lags)
         boards.append(
             QueueBoard(
                 qid,
@@ -308,6 +318,8 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
                 capped,
                 groups,
                 int((options or {}).get("priority") or 0),
+                paused,
+                held,
             )
         )
     return boards

@@ -10,7 +10,9 @@ submodules are:
 - ``dlq``: replay (``dlq:<id>``, to the failed group or every group) and
   purge of dead letters, audited;
 - ``messages``: one message's delete, retry from the DLQ and move to the
-  DLQ (the console's routes under ``/api/v1/admin``).
+  DLQ (the console's routes under ``/api/v1/admin``);
+- ``pause``: pause and resume a queue's pops, or one consumer group's,
+  audited.
 
 Each write comes as ``<verb>_in_txn`` (inside the caller's transaction)
 and as ``<verb>``, its own outermost transaction.
@@ -40,6 +42,19 @@ from queenadmin.domain.queues.operator.messages import (
     queue_message_retry,
     queue_message_retry_in_txn,
 )
+from queenadmin.domain.queues.operator.pause import (
+    PauseChange,
+    PauseState,
+    queue_group_pause,
+    queue_group_pause_in_txn,
+    queue_group_resume,
+    queue_group_resume_in_txn,
+    queue_pause,
+    queue_pause_in_txn,
+    queue_pause_state,
+    queue_resume,
+    queue_resume_in_txn,
+)
 from queenadmin.domain.queues.operator.recovery import (
     PURGE_BATCH,
     GroupAction,
@@ -63,6 +78,8 @@ __all__ = [
     "MessageDeadLettered",
     "MessageDeleted",
     "MessageRetried",
+    "PauseChange",
+    "PauseState",
     "QueuePurge",
     "ReplayTarget",
     "SeekTo",
@@ -70,6 +87,10 @@ __all__ = [
     "queue_dlq_action_in_txn",
     "queue_group_operator",
     "queue_group_operator_in_txn",
+    "queue_group_pause",
+    "queue_group_pause_in_txn",
+    "queue_group_resume",
+    "queue_group_resume_in_txn",
     "queue_message_dead_letter",
     "queue_message_dead_letter_in_txn",
     "queue_message_delete",
@@ -78,7 +99,12 @@ __all__ = [
     "queue_message_retry_in_txn",
     "queue_operator_configure",
     "queue_operator_configure_in_txn",
+    "queue_pause",
+    "queue_pause_in_txn",
+    "queue_pause_state",
     "queue_purge",
     "queue_purge_in_txn",
+    "queue_resume",
+    "queue_resume_in_txn",
     "replay_transaction_id",
 ]
