@@ -80,7 +80,7 @@ class AuditEntry(models.Model):
     #: What kind of object ``target`` names: ``lock``, ``timer``, ``kv``, ``queue``, ``dlq``, ``token``,
     #: ``login`` (an account or a client address: lockouts, unlocks, second factors).
     kind = models.CharField(max_length=16, blank=True, default="")
-    #: Where the action came from: ``dashboard``, ``admin`` or ``command``.
+    #: Where the action came from: ``dashboard``, ``admin``, ``command`` or ``api``.
     via = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:

@@ -7,8 +7,10 @@ submodules are:
 - ``configure``: change a queue's options, audited;
 - ``recovery``: a consumer group's seek, reset and delete, and a queue
   purge, audited;
-- ``dlq``: replay (``dlq:<id>``, to the failed group or every group) and
-  purge of dead letters, audited;
+- ``dlq``: replay (``dlq:<id>``, to the failed group or every group, into
+  the dead letter's own queue or another one; one by id, as Queen's
+  ``POST /dlq/:id/replay``, or in batches) and purge of dead letters,
+  audited;
 - ``messages``: one message's delete, retry from the DLQ and move to the
   DLQ (the console's routes under ``/api/v1/admin``).
 
@@ -21,12 +23,17 @@ from __future__ import annotations
 from queenadmin.domain.queues.operator.configure import queue_operator_configure, queue_operator_configure_in_txn
 from queenadmin.domain.queues.operator.dlq import (
     DLQ_BATCH,
+    OWN_PLACE,
     REPLAY_PREFIX,
     DLQAction,
+    DLQReplayed,
     DLQVerb,
+    ReplayDestination,
     ReplayTarget,
     queue_dlq_action,
     queue_dlq_action_in_txn,
+    queue_dlq_replay,
+    queue_dlq_replay_in_txn,
     replay_transaction_id,
 )
 from queenadmin.domain.queues.operator.messages import (
@@ -54,9 +61,11 @@ from queenadmin.domain.queues.operator.recovery import (
 
 __all__ = [
     "DLQ_BATCH",
+    "OWN_PLACE",
     "PURGE_BATCH",
     "REPLAY_PREFIX",
     "DLQAction",
+    "DLQReplayed",
     "DLQVerb",
     "GroupAction",
     "GroupRecovery",
@@ -64,10 +73,13 @@ __all__ = [
     "MessageDeleted",
     "MessageRetried",
     "QueuePurge",
+    "ReplayDestination",
     "ReplayTarget",
     "SeekTo",
     "queue_dlq_action",
     "queue_dlq_action_in_txn",
+    "queue_dlq_replay",
+    "queue_dlq_replay_in_txn",
     "queue_group_operator",
     "queue_group_operator_in_txn",
     "queue_message_dead_letter",
