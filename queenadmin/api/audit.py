@@ -20,8 +20,9 @@ from queenadmin.models import AuditEntry
 ACTOR_CHARS: Final = AuditEntry._meta.get_field("actor").max_length or 150
 
 
-def who_of(request: HttpRequest) -> Who:
+def who_of(request: HttpRequest, reason: str = "") -> Who:
     """The caller as the audit trail names it (``via="api"``): the token's
-    name, ``jwt:<sub>`` for a Queen JWT, ``open`` in open mode."""
+    name, ``jwt:<sub>`` for a Queen JWT, ``open`` in open mode; with the
+    ``reason`` the call gives, if any (pause, resume, DLQ replay)."""
     name: str = request.auth.name  # type: ignore[attr-defined]
-    return Who(names.label_of(name, ACTOR_CHARS), via=API)
+    return Who(names.label_of(name, ACTOR_CHARS), reason, via=API)

@@ -1,6 +1,6 @@
 """The client's remaining routes: offset reads (``queue.fetch()``), partition
-discovery (``changed_since()``), consumer groups, message traces and the
-operator reads of ``queen.admin``.
+discovery (``changed_since()``), consumer groups, message traces, the
+operator reads and writes of ``queen.admin`` and Queen's DLQ replay.
 
 Each route parses with ``api/wire/messages.py``, calls the domain
 (``domain/queues``: ``reads``, ``groups``, ``traces``, ``browse``) and
@@ -21,6 +21,9 @@ from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, En
 from queenadmin.api.schemas.messages import (
     ChangedIn,
     ChangedOut,
+    DeadLetterGoneOut,
+    DLQReplayedOut,
+    DLQReplayIn,
     FetchIn,
     FetchOut,
     GroupDeletedOut,
@@ -40,6 +43,7 @@ from queenadmin.api.schemas.messages import (
     NamespacesOut,
     NotDeadLetteredOut,
     PartitionsOut,
+    QueueFullOut,
     SeekIn,
     SeekOut,
     SubscriptionIn,
@@ -54,6 +58,7 @@ from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import messages as wire
 from queenadmin.domain.queues import browse, groups, reads, traces
 from queenadmin.domain.queues import operator as queue_operator
+from queenadmin.errors import DeadLetterGone
 
 #: A group or queue name a route stores (the rule of names, ``domain.names``).
 _NAME = json_schema_of(EngineName)
@@ -323,7 +328,7 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
 
 @router.post(
     "/messages/{partition_id}/{transaction_id}/retry",
-    response={200: MessageRetriedOut, 404: MessageNotFoundOut, 409: NotDeadLetteredOut},
+    response={200: MessageRetriedOut, 404: MessageNotFoundOut, 409: NotDeadLetteredOut | QueueFullOut},
     summary="Push a dead-lettered message again and drop its dead letters",
 )
 def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
@@ -347,3 +352,29 @@ def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id:
         **_message(partition_id, transaction_id), group=group, error=error, who=who_of(request)
     )
     return json_response(wire.render_dead_lettered(result))
+
+
+# --------------------------------------------------------------------------
+# Queen's DLQ replay
+
+
+@router.with_body(
+    "POST",
+    "/dlq/{id}/replay",
+    DLQReplayIn,
+    {200: DLQReplayedOut, 404: DeadLetterGoneOut, 409: QueueFullOut},
+    summary="Replay a dead letter into its own queue or another (transactionId dlq:<id>), audited",
+    required=False,
+)
+def replay_dead_letter(request: HttpRequest, id: str) -> HttpResponse:
+    to, reason = wire.parse_replay(read_engine_json(request, optional=True))
+    dead_letter = wire.dead_letter_id(id)
+    # The dead letter's queue is read from and the destination written:
+    # a grant must cover both.
+    grants.require_dead_letter(request, dead_letter, grants.WRITE)
+    if to.queue is not None:
+        grants.require(request, "queue", to.queue, grants.WRITE)
+    if dead_letter is None:
+        raise DeadLetterGone()
+    result = queue_operator.queue_dlq_replay(dead_letter_id=dead_letter, who=who_of(request, reason), to=to)
+    return json_response(wire.render_replayed(result))

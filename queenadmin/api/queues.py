@@ -56,7 +56,6 @@ from queenadmin.api.wire import queues as wire
 from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
-from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import QueueNotFound
@@ -360,8 +359,7 @@ def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) ->
     reason = wire.parse_pause(read_engine_json(request, optional=True))
     wire.check_text(queue, "queue")
     grants.require(request, "queue", queue, grants.ADMIN)
-    # The token's name (a JWT's) is who acts, as the dashboard's operator is.
-    who = Who(request.auth.name, reason, "api")  # type: ignore[attr-defined]
+    who = who_of(request, reason)
     if group is None:
         change = (queue_operator.queue_pause if pause else queue_operator.queue_resume)(queue=queue, who=who)
     else:

@@ -140,6 +140,8 @@ ROUTES: dict[str, Route] = {
     "DELETE /messages/{partition_id}/{transaction_id}": Route(ADMIN, NAMED, QUEUE),
     "POST /messages/{partition_id}/{transaction_id}/retry": Route(WRITE, NAMED, QUEUE),
     "POST /messages/{partition_id}/{transaction_id}/dlq": Route(WRITE, NAMED, QUEUE),
+    # Queen's DLQ replay: the dead letter's stored queue and the destination.
+    "POST /dlq/{id}/replay": Route(WRITE, NAMED, QUEUE),
     # Streams (api/streams.py, served beside /api/v1 with full paths): a
     # worker registers, reads its state and commits cycles.
     # A stream's source and sink queues, those the body names and those

@@ -207,6 +207,21 @@
     }
   });
 
+  // A "select all" box (data-select-all="<name>") ticks or clears every box
+  // of that name in its form, and shows whether some, all or none are.
+  document.addEventListener("change", function (event) {
+    var box = event.target;
+    if (!box || !box.form || box.type !== "checkbox") return;
+    var name = box.dataset.selectAll || box.name;
+    var head = box.form.querySelector('input[data-select-all="' + name + '"]');
+    if (!head) return;
+    var boxes = Array.prototype.slice.call(box.form.querySelectorAll('input[type=checkbox][name="' + name + '"]'));
+    if (box === head) boxes.forEach(function (b) { b.checked = head.checked; });
+    var ticked = boxes.filter(function (b) { return b.checked; }).length;
+    head.checked = ticked > 0 && ticked === boxes.length;
+    head.indeterminate = ticked > 0 && ticked < boxes.length;
+  });
+
   // ---- dialogs and notices ---------------------------------------------
   function dialog() { return document.getElementById("dialog"); }
   document.addEventListener("htmx:afterSwap", function (event) {

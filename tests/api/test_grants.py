@@ -288,6 +288,8 @@ TABLE: dict[str, list[tuple[str, Callable[[World], tuple[str, str, dict[str, Any
     "POST /messages/{partition_id}/{transaction_id}/dlq": [
         ("refused", req("POST", "/messages/{pid}/t1/dlq", json={"consumerGroup": "{g}"}))
     ],
+    # Into billing: refused by the destination whatever the dead letter.
+    "POST /dlq/{id}/replay": [("refused", req("POST", "/dlq/999999999/replay", json={"queue": "{b}"}))],
     # A stream touches its source and its sink queue.
     "POST /streams/v1/queries": [
         (

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.db.models.functions import Substr
 
 from queenadmin.domain import clock
@@ -473,7 +473,9 @@ def find_messages(*, text: str, partitions: dict[int, str], limit: int = 20) -> 
 
 @dataclass(frozen=True)
 class DeadLetterFilter:
-    """Which dead letters of a queue: by consumer group and partition (None: any).
+    """Which dead letters of a queue: by consumer group and partition (None:
+    any), error text (holding ``error``, case aside) and error signature
+    (``store.error_signature_of``: exactly ``signature``).
 
     ``upto`` bounds the selection to the ids the operator saw (the highest
     id on the page they confirmed), so an action on "all that match" does
@@ -484,6 +486,8 @@ class DeadLetterFilter:
     group: str | None = None
     partition: str | None = None
     upto: int | None = None
+    error: str | None = None
+    signature: str | None = None
 
     def describe(self) -> str:
         parts = [f"queue={self.queue}"]
@@ -491,6 +495,10 @@ class DeadLetterFilter:
             parts.append(f"group={self.group}")
         if self.partition is not None:
             parts.append(f"partition={self.partition}")
+        if self.error is not None:
+            parts.append(f"error~{self.error!r}")
+        if self.signature is not None:
+            parts.append(f"signature={self.signature!r}")
         if self.upto is not None:
             parts.append(f"id<={self.upto}")
         return " ".join(parts)
@@ -511,13 +519,24 @@ class DeadLetterItem:
     failed_at: datetime
 
 
+def _by_error(rows: Any, error: str | None, signature: str | None) -> Any:
+    """``rows`` whose error holds ``error`` (case aside) and whose error
+    signature is ``signature`` (None: any)."""
+    if error:
+        rows = rows.filter(error__icontains=error)
+    if signature is not None:
+        rows = rows.alias(signature=store().error_signature("error")).filter(signature=signature)
+    return rows
+
+
 def dead_letters_matching(selection: DeadLetterFilter) -> Any:
     """The queryset of dead letters ``selection`` names (for reads and writes)."""
-    if has_nul(selection.queue, selection.group, selection.partition):
+    s = selection
+    if has_nul(s.queue, s.group, s.partition, s.error, s.signature):
         return DeadLetter.objects.none()
-    rows = dead_letters_where(queue=selection.queue, group=selection.group, partition=selection.partition)
-    if selection.upto is not None:
-        rows = rows.filter(id__lte=selection.upto)
+    rows = _by_error(dead_letters_where(queue=s.queue, group=s.group, partition=s.partition), s.error, s.signature)
+    if s.upto is not None:
+        rows = rows.filter(id__lte=s.upto)
     return rows
 
 
@@ -568,18 +587,101 @@ class DeadLetterAnywhere:
     item: DeadLetterItem
 
 
+@dataclass(frozen=True)
+class AcrossQueues:
+    """Which dead letters of every queue (or ``queue``): ``DeadLetterFilter``'s
+    fields but the partition, each None for any."""
+
+    queue: str | None = None
+    group: str | None = None
+    error: str | None = None
+    signature: str | None = None
+    upto: int | None = None
+
+    def rows(self) -> Any:
+        """The queryset of the dead letters named (none for a name with NUL)."""
+        if has_nul(self.queue, self.group, self.error, self.signature):
+            return DeadLetter.objects.none()
+        rows = _by_error(
+            dead_letters_where(queue=self.queue, group=self.group, partition=None), self.error, self.signature
+        )
+        return rows if self.upto is None else rows.filter(id__lte=self.upto)
+
+    def of_queue(self, queue: str) -> DeadLetterFilter:
+        """The same filter on one queue."""
+        return DeadLetterFilter(
+            queue=queue, group=self.group, upto=self.upto, error=self.error, signature=self.signature
+        )
+
+
 def dead_letters_across(
-    *, queue: str | None = None, group: str | None = None, before: int | None = None, limit: int = 50
+    *,
+    queue: str | None = None,
+    group: str | None = None,
+    before: int | None = None,
+    limit: int = 50,
+    error: str | None = None,
+    signature: str | None = None,
 ) -> list[DeadLetterAnywhere]:
     """Dead letters of every queue (or ``queue``), of ``group`` (None: any),
-    newest first, ids below ``before``: one indexed statement a page."""
-    if has_nul(queue, group):
-        return []
-    rows = dead_letters_where(queue=queue, group=group, partition=None)
+    with ``error`` in their error text and of error ``signature`` (None:
+    any), newest first, ids below ``before``: one statement a page (indexed
+    unless an error filter has to read rows until the page is full)."""
+    rows = AcrossQueues(queue, group, error, signature).rows()
     return [
         DeadLetterAnywhere(row[0], _dead_letter_item(row[1:]))
         for row in _dead_letter_rows(rows, before, limit, "queue__name")
     ]
+
+
+#: Dead letters the signature counts look at: the newest that match.
+SIGNATURE_SAMPLE = 10_000
+
+
+@dataclass(frozen=True)
+class SignatureCount:
+    signature: str
+    count: int
+
+
+@dataclass(frozen=True)
+class SignatureCounts:
+    """The most frequent error signatures among the newest ``examined``
+    dead letters that match; ``capped``: more match than were examined."""
+
+    counts: tuple[SignatureCount, ...]
+    examined: int
+    capped: bool
+
+
+def dead_letter_signatures(
+    *, selection: AcrossQueues, sample: int = SIGNATURE_SAMPLE, limit: int = 20
+) -> SignatureCounts:
+    """The ``limit`` most frequent error signatures (``store.error_signature_of``)
+    of the newest ``sample`` dead letters ``selection`` names, with their
+    counts, most frequent first. Three statements, whatever the DLQ holds:
+    the sample's lowest id (keyset, on the id index), its size, the counts."""
+    rows = selection.rows()
+    floor = list(rows.order_by("-id").values_list("id", flat=True)[sample - 1 : sample + 1])
+    capped = len(floor) > 1
+    if capped:
+        rows = rows.filter(id__gte=floor[0])
+    examined = rows.count()
+    if not examined:
+        return SignatureCounts((), 0, False)
+    grouped = (
+        rows.annotate(signature=store().error_signature("error"))
+        .values("signature")
+        .annotate(n=Count("id"))
+        .order_by("-n", "signature")[:limit]
+    )
+    return SignatureCounts(tuple(SignatureCount(g["signature"], g["n"]) for g in grouped), examined, capped)
+
+
+def dead_letter_queue_names(*, selection: AcrossQueues, limit: int = 100) -> list[str]:
+    """The queues holding dead letters ``selection`` names, by name, at most ``limit``."""
+    names = selection.rows().order_by("queue__name").values_list("queue__name", flat=True).distinct()
+    return list(names[:limit])
 
 
 def dead_letter_queues(*, ids: Iterable[int]) -> dict[str, tuple[int, ...]]:

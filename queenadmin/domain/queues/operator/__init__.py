@@ -7,8 +7,10 @@ submodules are:
 - ``configure``: change a queue's options, audited;
 - ``recovery``: a consumer group's seek, reset and delete, and a queue
   purge, audited;
-- ``dlq``: replay (``dlq:<id>``, to the failed group or every group) and
-  purge of dead letters, audited;
+- ``dlq``: replay (``dlq:<id>``, to the failed group or every group, into
+  the dead letter's own queue or another one; one by id, as Queen's
+  ``POST /dlq/:id/replay``, or in batches) and purge of dead letters,
+  audited;
 - ``messages``: one message's delete, retry from the DLQ and move to the
   DLQ (the console's routes under ``/api/v1/admin``);
 - ``pause``: pause and resume a queue's pops, or one consumer group's,
@@ -23,12 +25,17 @@ from __future__ import annotations
 from queenadmin.domain.queues.operator.configure import queue_operator_configure, queue_operator_configure_in_txn
 from queenadmin.domain.queues.operator.dlq import (
     DLQ_BATCH,
+    OWN_PLACE,
     REPLAY_PREFIX,
     DLQAction,
+    DLQReplayed,
     DLQVerb,
+    ReplayDestination,
     ReplayTarget,
     queue_dlq_action,
     queue_dlq_action_in_txn,
+    queue_dlq_replay,
+    queue_dlq_replay_in_txn,
     replay_transaction_id,
 )
 from queenadmin.domain.queues.operator.messages import (
@@ -69,9 +76,11 @@ from queenadmin.domain.queues.operator.recovery import (
 
 __all__ = [
     "DLQ_BATCH",
+    "OWN_PLACE",
     "PURGE_BATCH",
     "REPLAY_PREFIX",
     "DLQAction",
+    "DLQReplayed",
     "DLQVerb",
     "GroupAction",
     "GroupRecovery",
@@ -81,10 +90,13 @@ __all__ = [
     "PauseChange",
     "PauseState",
     "QueuePurge",
+    "ReplayDestination",
     "ReplayTarget",
     "SeekTo",
     "queue_dlq_action",
     "queue_dlq_action_in_txn",
+    "queue_dlq_replay",
+    "queue_dlq_replay_in_txn",
     "queue_group_operator",
     "queue_group_operator_in_txn",
     "queue_group_pause",
