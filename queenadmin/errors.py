@@ -98,6 +98,12 @@ class QueueBusy(QueenError):
     code = "queue_busy"
 
 
+class QueueExists(QueenError):
+    """The queue already exists."""
+
+    code = "queue_exists"
+
+
 class QueueFull(QueenError):
     """The queue's maxSize would be exceeded."""
 

@@ -32,6 +32,9 @@ STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.EphemeralQueueFull: (429, "engine"),
     errors.EphemeralUnavailable: (503, "engine"),
     errors.QueueBusy: (409, "engine"),
+    # Only an operator's create (the dashboard's) refuses an existing
+    # queue; a client's configure changes it.
+    errors.QueueExists: (409, "engine"),
     # A push answers ``failed`` per item instead; an operator's move (a
     # retry, a DLQ replay) is refused whole, 409 as Queen's replay answers.
     errors.QueueFull: (409, "engine"),

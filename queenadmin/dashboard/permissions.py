@@ -42,6 +42,12 @@ CHANGE: Final = {
     "queue.group": "queenadmin.change_queue",
     "queue.purge": "queenadmin.change_queue",
     "queue.pause": "queenadmin.change_queue",
+    # A queue's settings, a new queue, a message pushed from its page: the
+    # operators group holds change_queue (the migrations give it no
+    # add_queue or add_message), so these are changes to the queue too.
+    "queue.configure": "queenadmin.change_queue",
+    "queue.create": "queenadmin.change_queue",
+    "queue.push": "queenadmin.change_queue",
 }
 
 __all__ = [

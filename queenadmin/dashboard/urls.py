@@ -14,9 +14,11 @@ from queenadmin.dashboard.views import (
     messages,
     overview,
     pause,
+    push,
     queues,
     recovery,
     search,
+    settings,
     timers,
     tokens,
 )
@@ -52,6 +54,9 @@ urlpatterns = [
     path("audit/<int:entry_id>/revert/", audit.revert, name="audit_revert"),
     path("logout/", login.LogoutView.as_view(), name="logout"),
     path("queues/", queues.queue_list, name="queues"),
+    # "~new" spells no name (a lone "~" escapes nothing: links.name_of), so
+    # no queue's page is ever this one, not even a queue named "new".
+    path("queues/~new/", settings.queue_create, name="queue_create"),
     path("queues/<storedname:name>/dlq/replay/", queues.dlq_replay, name="dlq_replay"),
     path("queues/<storedname:name>/dlq/purge/", queues.dlq_purge, name="dlq_purge"),
     path("queues/<storedname:name>/leases/", messages.queue_leases, name="queue_leases"),
@@ -59,6 +64,8 @@ urlpatterns = [
     path("queues/<storedname:name>/groups/recover/", recovery.group_recover, name="queue_group_recover"),
     path("queues/<storedname:name>/purge/", recovery.queue_purge, name="queue_purge"),
     path("queues/<storedname:name>/pause/", pause.queue_pause, name="queue_pause"),
+    path("queues/<storedname:name>/settings/", settings.queue_settings_edit, name="queue_settings"),
+    path("queues/<storedname:name>/push/", push.queue_push, name="queue_push"),
     path("queues/<storedname:name>/", queues.queue_detail, name="queue"),
     path("dlq/", deadletters.dlq_page, name="dlq"),
     path("ephemeral/", ephemeral.ephemeral_page, name="ephemeral"),

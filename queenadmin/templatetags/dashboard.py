@@ -222,6 +222,12 @@ register.filter("shown_text", shown_text)
 
 
 @register.filter
+def wire_value(value: object) -> str:
+    """A queue option's value as the API writes it (JSON: ``true``, ``300``)."""
+    return json.dumps(value)
+
+
+@register.filter
 def shown(value: object) -> SafeString:
     """A stored name as an operator reads it, distinct from every other name.
 

@@ -191,6 +191,9 @@ def confirmations(pages: dict[str, Any], seeded: Any) -> dict[str, str]:
         "queue-recover": _href(page, f"{base}/queues/{Q}/", "#queue-summary td.actions a:has-text('Seek, reset')"),
         "queue-purge": _href(page, f"{base}/queues/{Q}/", "a:has-text('Purge the queue')"),
         "queue-pause": _href(page, f"{base}/queues/{Q}/", "#queue-summary a:has-text('Pause the queue')"),
+        "queue-settings": _href(page, f"{base}/queues/{Q}/", "#queue-settings a:has-text('Edit settings')"),
+        "queue-push": _href(page, f"{base}/queues/{Q}/", "a:has-text('Push a message')"),
+        "queue-create": _href(page, f"{base}/queues/", "a:has-text('Create a queue')"),
     }
 
 
@@ -206,6 +209,10 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "queue-recover": ("otto", "@queue-recover", "form.confirm input[name=do]"),
     "queue-purge": ("otto", "@queue-purge", "form.confirm input[name=confirm]"),
     "queue-pause": ("otto", "@queue-pause", "form.confirm input[name=do]"),
+    # Every option a field, with its value and default beside it.
+    "queue-settings": ("otto", "@queue-settings", "form.confirm input[name=option-leaseTime]"),
+    "queue-push": ("otto", "@queue-push", "form.confirm textarea[name=payload]"),
+    "queue-create": ("otto", "@queue-create", "form.confirm input[name=name]"),
     "dlq": ("otto", "/dlq/", "#dlq-table tbody tr input[type=checkbox]"),
     "dlq-by-queue": ("otto", f"/dlq/?queue={DEAD_Q}", "#dlq-table tbody tr input[type=checkbox]"),
     "ephemeral": ("otto", "/ephemeral/", f'tr[data-eph-queue="{EPH_Q}"]'),

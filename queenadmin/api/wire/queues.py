@@ -186,12 +186,15 @@ def parse_configure(body: Any) -> queues.ConfigureRequest:
         name=name,
         namespace=namespace,
         task=task,
-        options=queues.QueueOptions(_option_changes({**flat, **nested})),
+        options=queues.QueueOptions(option_changes({**flat, **nested})),
         replace=mode == "replace",
     )
 
 
-def _option_changes(given: dict[str, Any]) -> tuple[tuple[str, OptionValue | None], ...]:
+def option_changes(given: dict[str, Any]) -> tuple[tuple[str, OptionValue | None], ...]:
+    """The changes ``given`` (option name -> JSON value) asks for, checked
+    in order as ``parse_configure`` checks them: the dashboard's settings
+    form checks each of its fields with this, so its texts are the API's."""
     changes: list[tuple[str, OptionValue | None]] = []
     for name, value in given.items():
         if name not in INT_OPTIONS and name not in BOOL_OPTIONS:

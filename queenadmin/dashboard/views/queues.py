@@ -1,9 +1,11 @@
-"""``/queues/`` and ``/queues/<name>/``: depth by state, lag, messages, DLQ.
+"""``/queues/`` and ``/queues/<name>/``: depth by state, lag, settings,
+messages, DLQ.
 
 Both are live pages (``dashboard/live.py``). The list is one region,
-``queue-table``. The queue page has three, each a named partial of
+``queue-table``. The queue page has four, each a named partial of
 ``queues/queue.html``: ``queue-summary`` (tiles, charts, partitions and
-consumer groups), ``queue-messages`` (recent messages of one partition,
+consumer groups), ``queue-settings`` (every option with its value and
+default; edited in ``views/settings.py``), ``queue-messages`` (recent messages of one partition,
 keyset-paged by offset, or the messages a search found) and ``queue-dlq``
 (dead letters, keyset-paged by id, with replay and purge). A queue event
 about another queue leaves a queue page alone.
@@ -41,6 +43,7 @@ from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import board
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues.history import SamplePoint, queue_series
+from queenadmin.domain.queues.lifecycle import queue_settings
 from queenadmin.errors import QueenError, QueueNotFound
 
 #: Rows of a messages or DLQ page.
@@ -199,6 +202,9 @@ def queue_context(user: User, params: QueryDict) -> dict[str, Any]:
         "can_group": may_do(user, "queue.group"),
         "can_purge_queue": may_do(user, "queue.purge"),
         "can_pause": may_do(user, "queue.pause"),
+        "can_configure": may_do(user, "queue.configure"),
+        "can_push": may_do(user, "queue.push"),
+        "settings": queue_settings(name=name),
         # Groups paused before their first pop (no row of their own yet).
         "paused_ahead": [g for g in qb.paused_groups if g not in {lag.name for lag in qb.groups}],
         "charts": queue_charts(queue=name, now=now),
@@ -236,7 +242,13 @@ def queue_page(name: str, template: str, context: live.Context, *regions: str) -
 
 
 QUEUE = queue_page(
-    "queue", "queenadmin/queues/queue.html", queue_context, "queue-summary", "queue-messages", "queue-dlq"
+    "queue",
+    "queenadmin/queues/queue.html",
+    queue_context,
+    "queue-summary",
+    "queue-settings",
+    "queue-messages",
+    "queue-dlq",
 )
 
 

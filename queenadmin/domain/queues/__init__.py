@@ -44,10 +44,12 @@ from queenadmin.domain.queues.ids import is_uuid, uuid7
 from queenadmin.domain.queues.lifecycle import (
     ConfigureRequest,
     QueueConfig,
+    QueueSettings,
     queue_configure,
     queue_configure_in_txn,
     queue_delete,
     queue_delete_in_txn,
+    queue_settings,
 )
 from queenadmin.domain.queues.operator import queue_operator_configure
 from queenadmin.domain.queues.options import QueueOptions
@@ -97,6 +99,7 @@ __all__ = [
     "QueueConfig",
     "QueueCounters",
     "QueueOptions",
+    "QueueSettings",
     "QueueStats",
     "QueueTotals",
     "RetentionSweep",
@@ -126,6 +129,7 @@ __all__ = [
     "queue_push_in_txn",
     "queue_retention_sweep",
     "queue_series",
+    "queue_settings",
     "queue_stats",
     "queues_series",
     "stats_refresh",

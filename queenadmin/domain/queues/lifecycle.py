@@ -1,4 +1,5 @@
-"""A queue's life: create or configure it, and delete it with its contents.
+"""A queue's life: create or configure it, read its settings, and delete it
+with its contents.
 
 (A push also creates the queues it names, with ``AUTO_CREATE_OPTIONS``.)
 A delete removes the messages with one statement of the queue store
@@ -24,10 +25,11 @@ from django.db.models import Count, F, Sum
 from queenadmin.domain import clock, events
 from queenadmin.domain.audit import Who
 from queenadmin.domain.names import check_engine_name
-from queenadmin.domain.queues.options import QueueOptions, merge_options
+from queenadmin.domain.queues.options import OptionSetting, QueueOptions, merge_options, option_settings
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.domain.queues.store import store
 from queenadmin.domain.queues.traces import traces_delete_for_queue_in_txn
+from queenadmin.errors import QueueExists, QueueNotFound
 from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, DeadLetter, Partition, Queue
 
 
@@ -60,24 +62,66 @@ class QueueConfig:
     created: bool
 
 
+@dataclass(frozen=True)
+class QueueSettings:
+    """A queue's settings as its page shows them: every declared option
+    with its value (``options.OPTIONS`` order), namespace and task."""
+
+    name: str
+    namespace: str | None
+    task: str | None
+    options: tuple[OptionSetting, ...]
+
+    @property
+    def changed(self) -> int:
+        """How many options are not at their default."""
+        return sum(1 for s in self.options if s.differs)
+
+
+def queue_settings(*, name: str) -> QueueSettings | None:
+    """The settings of queue ``name`` (one query), or None when there is none."""
+    if "\x00" in name:
+        # No stored name holds one, and PostgreSQL refuses it in a query.
+        return None
+    row = Queue.objects.filter(name=name).values_list("options", "namespace", "task").first()
+    if row is None:
+        return None
+    options, namespace, task = row
+    return QueueSettings(name, namespace, task, option_settings(options or {}))
+
+
 @transaction.atomic(durable=True)
-def queue_configure(*, request: ConfigureRequest, who: Who | None = None) -> QueueConfig:
+def queue_configure(*, request: ConfigureRequest, who: Who | None = None, exists: bool | None = None) -> QueueConfig:
     """Create the queue ``request`` names or change it; return the result.
 
     A new queue gets ``request.options`` over the defaults, whatever
     ``replace`` says. Refusals happened earlier: ``QueueOptions`` holds only
     valid values. With ``who``, a configure that made or changed the queue
     writes ``who``'s audit entry (``queue.configure``, before and after).
-    Must be the outermost transaction (``queue_configure_in_txn`` runs
-    inside one).
+
+    ``exists`` narrows what a caller means (the dashboard's edit and create
+    forms; a client's configure leaves it None, either): True raises
+    ``QueueNotFound`` when there is no such queue, False raises
+    ``QueueExists`` when there is one (also when another configure made it
+    first, and then this one changes nothing). Must be the outermost
+    transaction (``queue_configure_in_txn`` runs inside one).
     """
     now = clock.now()
-    if who is None:
+    if who is None and exists is None:
         return queue_configure_in_txn(request=request, now=now)
     # Locked first, so "before" is what this configure changes.
     found = Queue.objects.select_for_update().filter(name=request.name).values_list("options", "namespace", "task")
     before = found.first()
+    if exists is True and before is None:
+        raise QueueNotFound(f"no queue {request.name}")
+    if exists is False and before is not None:
+        raise QueueExists(f"queue {request.name} already exists")
     config = queue_configure_in_txn(request=request, now=now)
+    if exists is False and not config.created:
+        # Made by another configure since the look above: roll this one back.
+        raise QueueExists(f"queue {request.name} already exists")
+    if who is None:
+        return config
     after = (dict(config.options), config.namespace, config.task)
     if before is None or (dict(before[0]), before[1], before[2]) != after:
         who.record_in_txn(

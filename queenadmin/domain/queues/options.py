@@ -1,4 +1,9 @@
-"""Queue options (protocol section 10): defaults, the rules on values, merging.
+"""Queue options (protocol section 10): the declaration, the rules on values, merging.
+
+``OPTIONS`` declares every option once: its name, default (whose type is
+its kind), label, unit and what it does here. ``INT_OPTIONS`` and
+``BOOL_OPTIONS`` are read from it, and so are the API's schema
+(``api/schemas/queues.py``) and the dashboard's settings table and forms.
 
 Options are stored in ``Queue.options`` under the protocol's own option
 names (``leaseTime``, ``retryLimit``...), every option with its value, so
@@ -33,31 +38,181 @@ from queenadmin.errors import InvalidArgument
 #: A stored option value.
 OptionValue = int | bool
 
-#: Integer options and their defaults on configure (protocol section 10).
-INT_OPTIONS: dict[str, int] = {
-    "leaseTime": 300,
-    "retryLimit": 3,
-    "retryDelay": 1000,
-    "priority": 0,
-    "maxSize": 0,
-    "ttl": 3600,
-    "delayedProcessing": 0,
-    "windowBuffer": 0,
-    "retentionSeconds": 0,
-    "completedRetentionSeconds": 0,
-    "maxWaitTimeSeconds": 0,
-    "minPopWaitTime": 0,
-    "dedupWindowSeconds": 3600,
-    "retentionSinkHoldMaxSeconds": 604800,
-    "maxQueueSize": 0,
-}
-BOOL_OPTIONS: dict[str, bool] = {
-    "deadLetterQueue": True,
-    "dlqAfterMaxRetries": True,
-    "retentionEnabled": False,
-    "encryptionEnabled": False,
-    "retentionSinkHold": False,
-}
+
+@dataclass(frozen=True)
+class Option:
+    """One queue option as declared: its stored name, its default on
+    configure, and what it does here, for the people who set it (the
+    dashboard's settings table reads these, so the table cannot miss one)."""
+
+    #: The protocol's name, stored as is in ``Queue.options``.
+    name: str
+    #: Its value on configure when not given (an int or a bool: its kind).
+    default: OptionValue
+    #: A short label ("Lease time").
+    label: str
+    #: What a value counts ("s", "ms", "messages"); "" for a flag or a rank.
+    unit: str
+    #: What it does here, one sentence.
+    meaning: str
+    #: Whether anything here acts on it; False: stored and answered back
+    #: (Queen's clients and console read it), with no effect of its own.
+    enforced: bool = True
+
+    @property
+    def is_flag(self) -> bool:
+        return isinstance(self.default, bool)
+
+
+#: Every queue option, in the order the dashboard shows them; defaults on
+#: configure (protocol section 10). ``INT_OPTIONS`` and ``BOOL_OPTIONS``
+#: below are read from this one declaration.
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "leaseTime",
+        300,
+        "Lease time",
+        "s",
+        "How long a popped batch stays leased before it is handed out again (0: 60 s).",
+    ),
+    Option(
+        "retryLimit",
+        3,
+        "Retry limit",
+        "",
+        "Failed deliveries of a message a consumer group retries before it goes to the dead-letter queue.",
+    ),
+    Option(
+        "retryDelay",
+        1000,
+        "Retry delay",
+        "ms",
+        "A failed message is retried at once here; the value is kept for Queen's clients.",
+        enforced=False,
+    ),
+    Option(
+        "deadLetterQueue",
+        True,
+        "Dead-letter queue",
+        "",
+        "Queen's switch for the DLQ; here a message past its retry limit always goes to the DLQ.",
+        enforced=False,
+    ),
+    Option(
+        "dlqAfterMaxRetries",
+        True,
+        "DLQ after max retries",
+        "",
+        "Queen's switch for dead-lettering past the retry limit; here it always happens.",
+        enforced=False,
+    ),
+    Option(
+        "ttl",
+        3600,
+        "Time to live",
+        "s",
+        "Kept for Queen's clients; messages are deleted by the retention windows below.",
+        enforced=False,
+    ),
+    Option(
+        "retentionEnabled",
+        False,
+        "Retention enabled",
+        "",
+        "Queen's opt-in for the retention windows; needed here only with QUEENADMIN_RETENTION_REQUIRES_ENABLED.",
+    ),
+    Option("retentionSeconds", 0, "Retention", "s", "Messages older than this are deleted, consumed or not (0: kept)."),
+    Option(
+        "completedRetentionSeconds",
+        0,
+        "Completed retention",
+        "s",
+        "Messages older than this are deleted once every consumer of the partition is past them (0: kept).",
+    ),
+    Option(
+        "maxWaitTimeSeconds",
+        0,
+        "Max wait time",
+        "s",
+        "Like retention (the shorter wins), even without retentionEnabled: Queen's eviction (0: off).",
+    ),
+    Option(
+        "priority", 0, "Priority", "", "Pops by namespace or task serve higher-priority queues first (-1000 to 1000)."
+    ),
+    Option(
+        "delayedProcessing",
+        0,
+        "Delayed processing",
+        "s",
+        "A message becomes claimable this long after its push; until then it is parked.",
+    ),
+    Option(
+        "windowBuffer",
+        0,
+        "Window buffer",
+        "s",
+        "A partition pushed to within this many seconds delivers nothing until it has been quiet that long.",
+    ),
+    Option(
+        "maxSize",
+        0,
+        "Max size",
+        "messages",
+        "Most messages the queue holds unconsumed; a push past it fails (0: no cap).",
+    ),
+    Option(
+        "dedupWindowSeconds",
+        3600,
+        "Dedup window",
+        "s",
+        "A push whose transactionId the partition took within this window is a duplicate (0: off).",
+    ),
+    Option(
+        "maxQueueSize",
+        0,
+        "Max queue size",
+        "messages",
+        "Kept for Queen's console; maxSize is the cap enforced here.",
+        enforced=False,
+    ),
+    Option(
+        "minPopWaitTime",
+        0,
+        "Min pop wait",
+        "ms",
+        "Kept for Queen's clients (clamped to 0..60000); pops here are not held back by it.",
+        enforced=False,
+    ),
+    Option(
+        "encryptionEnabled",
+        False,
+        "Encryption",
+        "",
+        "Kept for Queen's clients; payloads are stored as sent here.",
+        enforced=False,
+    ),
+    Option(
+        "retentionSinkHold",
+        False,
+        "Retention sink hold",
+        "",
+        "Kept for Queen's retention sink, which this server has none of.",
+        enforced=False,
+    ),
+    Option(
+        "retentionSinkHoldMaxSeconds",
+        604800,
+        "Sink hold max",
+        "s",
+        "Kept for Queen's retention sink (clamped to 60..31536000).",
+        enforced=False,
+    ),
+)
+
+#: Integer options and their defaults on configure (from ``OPTIONS``).
+INT_OPTIONS: dict[str, int] = {o.name: o.default for o in OPTIONS if not isinstance(o.default, bool)}
+#: Boolean options and their defaults on configure (from ``OPTIONS``).
+BOOL_OPTIONS: dict[str, bool] = {o.name: o.default for o in OPTIONS if isinstance(o.default, bool)}
 #: An auto-created queue (first push) leases for 60 s, not 300.
 AUTO_CREATE_OPTIONS: dict[str, OptionValue] = {**INT_OPTIONS, **BOOL_OPTIONS, "leaseTime": 60}
 
@@ -149,3 +304,23 @@ def merge_options(current: Mapping[str, Any], options: QueueOptions, *, replace:
     for name, value in options.changes:
         result[name] = defaults[name] if value is None else value
     return result
+
+
+@dataclass(frozen=True)
+class OptionSetting:
+    """One option of a queue: its declaration and the value stored."""
+
+    option: Option
+    value: OptionValue
+
+    @property
+    def differs(self) -> bool:
+        """Whether the value is not the option's default."""
+        return self.value != self.option.default or type(self.value) is not type(self.option.default)
+
+
+def option_settings(stored: Mapping[str, Any]) -> tuple[OptionSetting, ...]:
+    """Every declared option with its value in ``stored`` (a queue's
+    options), in ``OPTIONS`` order; an option stored before it was declared
+    (absent) has its default, as ``merge_options`` reads it."""
+    return tuple(OptionSetting(o, stored.get(o.name, o.default)) for o in OPTIONS)

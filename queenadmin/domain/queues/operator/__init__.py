@@ -14,7 +14,9 @@ submodules are:
 - ``messages``: one message's delete, retry from the DLQ and move to the
   DLQ (the console's routes under ``/api/v1/admin``);
 - ``pause``: pause and resume a queue's pops, or one consumer group's,
-  audited.
+  audited;
+- ``push``: push one message into a queue, stamped with the operator as
+  its producer, audited.
 
 Each write comes as ``<verb>_in_txn`` (inside the caller's transaction)
 and as ``<verb>``, its own outermost transaction.
@@ -62,6 +64,7 @@ from queenadmin.domain.queues.operator.pause import (
     queue_resume,
     queue_resume_in_txn,
 )
+from queenadmin.domain.queues.operator.push import queue_operator_push, queue_operator_push_in_txn
 from queenadmin.domain.queues.operator.recovery import (
     PURGE_BATCH,
     GroupAction,
@@ -111,6 +114,8 @@ __all__ = [
     "queue_message_retry_in_txn",
     "queue_operator_configure",
     "queue_operator_configure_in_txn",
+    "queue_operator_push",
+    "queue_operator_push_in_txn",
     "queue_pause",
     "queue_pause_in_txn",
     "queue_pause_state",
