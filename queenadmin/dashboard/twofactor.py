@@ -104,7 +104,11 @@ def end_pending(request: HttpRequest) -> None:
 
 def unverified(request: HttpRequest) -> bool:
     """A logged-in session that lacks the second factor its user needs, or
-    that logged in with a password while password login is off."""
+    that logged in with a password while password login is off. With
+    neither rule on, it reads nothing: a request whose session is not read
+    answers without ``Vary: Cookie`` (the API's answers)."""
+    if not settings.REQUIRE_2FA and local_login_allowed():
+        return False
     if by_sso(request.session):
         return False
     user = request.user
