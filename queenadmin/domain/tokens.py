@@ -31,7 +31,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
 from queenadmin.conf import settings
-from queenadmin.domain import clock
+from queenadmin.domain import clock, names
 from queenadmin.domain.audit import Who
 from queenadmin.domain.firstrun import first_run_settle
 from queenadmin.errors import Forbidden, InvalidArgument, NotFound
@@ -224,7 +224,8 @@ class TokenAuth:
     #: None: the whole store (a token without grants).
     grants: Grants | None = None
     #: Who a push by this caller names as its producer (``producerSub``):
-    #: our token's name, a JWT's ``sub``; None without either (open mode).
+    #: our token's name, a JWT's ``sub`` (each as ``names.identity_label``
+    #: makes it); None without either (open mode).
     producer_sub: str | None = None
     #: A JWT's Queen levels (``domain/identity/jwt.py``), which decide the
     #: routes it passes; None: our token, whose ``scope`` decides.
@@ -626,7 +627,9 @@ def token_check(token: str) -> TokenAuth | None:
     )
     if row is None or not hmac.compare_digest(row[0], digest):
         return None
-    auth = TokenAuth(name=row[1], scope=TokenScope(row[2]), grants=_stored_grants(row[3]), producer_sub=row[1])
+    auth = TokenAuth(
+        name=row[1], scope=TokenScope(row[2]), grants=_stored_grants(row[3]), producer_sub=names.identity_label(row[1])
+    )
     if ttl > 0:
         with _cache_lock:
             if len(_cache) > 10_000:

@@ -49,6 +49,7 @@ from django.core.signals import setting_changed
 from jwt.warnings import InsecureKeyLengthWarning
 
 from queenadmin.conf import settings
+from queenadmin.domain import names
 from queenadmin.domain.identity.jwks import Jwks
 from queenadmin.domain.tokens import TOKEN_PREFIX, TokenAuth
 from queenadmin.errors import Forbidden, Unauthorized
@@ -429,6 +430,6 @@ def auth_of(identity: Identity) -> TokenAuth:
     return TokenAuth(
         name=f"jwt:{identity.sub or '-'}",
         scope=scope,
-        producer_sub=identity.sub,
+        producer_sub=None if identity.sub is None else names.identity_label(identity.sub),
         levels=levels,
     )
