@@ -51,7 +51,7 @@ from jwt.warnings import InsecureKeyLengthWarning
 from queenadmin.conf import settings
 from queenadmin.domain import names
 from queenadmin.domain.identity.jwks import Jwks
-from queenadmin.domain.tokens import TOKEN_PREFIX, TokenAuth
+from queenadmin.domain.tokens import TOKEN_PREFIX, WRITE_ONLY_LEVELS, TokenAuth
 from queenadmin.errors import Forbidden, Unauthorized
 from queenadmin.models import TokenScope
 
@@ -69,7 +69,8 @@ ROLE_LEVELS: dict[Level, frozenset[Level]] = {
     ADMIN: frozenset(LEVELS),
     READ_WRITE: frozenset({READ_WRITE, READ_ONLY, WRITE_ONLY}),
     READ_ONLY: frozenset({READ_ONLY}),
-    WRITE_ONLY: frozenset({WRITE_ONLY}),
+    # Our own write-only tokens pass the same routes (``domain/tokens.py``).
+    WRITE_ONLY: WRITE_ONLY_LEVELS,
 }
 
 HMAC = ("HS256", "HS384", "HS512")
