@@ -172,3 +172,21 @@ def test_our_token_with_a_control_character_in_its_name_is_stamped_printable():
     client = client_of(tokens.token_create(by=tokens.HOST, name="tab\tservice"))
     push(client, "ps-tab")
     assert [m["producerSub"] for m in pop(client, "ps-tab")] == ["tab\ufffdservice"]
+
+
+@override_settings(**HS)
+def test_ephemeral_messages_carry_no_producer_and_a_body_value_is_ignored():
+    """Queen's ephemeral pop answers ``{id, partition, attempts, payload}``
+    (protocol-wave3.md B.1): no producer, whoever pushed. A ``producerSub``
+    beside the payload is ignored, not stored nor shown, and not refused (a
+    buffered client retries a 400 for ever)."""
+    writer = client_of(jwt_for("alice", role="read-write"))
+    body = {"queue": "ps-eph", "messages": [{"payload": {"n": 1}, "producerSub": "mallory"}]}
+    pushed = writer.post("/api/v1/ephemeral/push", data=json.dumps(body), content_type="application/json")
+    assert pushed.status_code == 201, pushed.content
+    popped = writer.get("/api/v1/ephemeral/pop?queue=ps-eph&batch=10&autoAck=true")
+    assert popped.status_code == 200, popped.content
+    (message,) = popped.json()["messages"]
+    assert sorted(message) == ["attempts", "id", "partition", "payload"]
+    assert message["payload"] == {"n": 1}
+    assert b"mallory" not in popped.content
