@@ -1,4 +1,4 @@
-"""The ``/metrics`` view: any valid token, the series its grants cover."""
+"""The ``/metrics`` view: any valid token but a write-only one, the series its grants cover."""
 
 from __future__ import annotations
 
