@@ -29,9 +29,9 @@ test-deps:
 run: setup
 	@$(BIN)/python manage.py serve --bootstrap --host $(HOST) --port $(PORT)
 
-## A new API token, printed once: make token NAME=my-service [SCOPE=read|write|admin]
+## A new API token, printed once: make token NAME=my-service [SCOPE=read|write-only|write|admin]
 token: setup
-	@test -n "$(NAME)" || { echo "usage: make token NAME=my-service [SCOPE=read|write|admin]"; exit 2; }
+	@test -n "$(NAME)" || { echo "usage: make token NAME=my-service [SCOPE=read|write-only|write|admin]"; exit 2; }
 	@$(BIN)/python manage.py apitoken create "$(NAME)" --scope "$(or $(SCOPE),write)"
 
 ## The whole suite, on SQLite unless DATABASE_URL points at PostgreSQL; race,

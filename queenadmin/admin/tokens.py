@@ -35,7 +35,7 @@ from queenadmin.templatetags.dashboard import with_times
 GRANTS_HELP = (
     "One grant a line, KIND:PATTERN=SCOPE: KIND is kv, queue, lock, timer or * (all four); "
     "PATTERN an exact name or a prefix ending in * (orders.* covers orders.eu; * covers every name); "
-    "SCOPE read, write or admin, at most the token's scope. *=read is short for *:*=read. "
+    "SCOPE read, write or admin, at most the token's scope (write for a write-only token). *=read is short for *:*=read. "
     "The highest covering grant counts; a resource no grant covers is refused (403). "
     "Empty: the whole store."
 )
@@ -49,7 +49,7 @@ def _grant_lines(text: str, scope: str) -> list[str]:
     """The form's grants, one a line, or the ``ValidationError`` the domain's parser gives."""
     lines = text.splitlines()
     try:
-        tokens.grants_parse(lines, ceiling=tokens.scope_of(scope))
+        tokens.grants_parse(lines, ceiling=tokens.rung_of(scope))
     except QueenError as exc:
         raise forms.ValidationError(exc.detail) from None
     return lines
@@ -76,9 +76,10 @@ class TokenCreateForm(MadeBy, forms.ModelForm):  # type: ignore[type-arg]
         model = ApiToken
         fields = ["name", "scope", "grants"]
         help_texts = {
-            "scope": "read: GETs and reads. write: also writes, pops and acks. "
-            "admin: also deletes queues, consumer groups and messages (a superuser's to give, "
-            "as are tokens without grants and grants on *)."
+            "scope": "read: GETs and reads. write-only: Queen's level, pushes, timers and ephemeral "
+            "pushes and nothing that reads (no pop, no read of what it pushed). write: also writes, "
+            "pops and acks. admin: also deletes queues, consumer groups and messages (a superuser's "
+            "to give, as are tokens without grants and grants on *)."
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

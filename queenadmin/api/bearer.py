@@ -9,6 +9,10 @@ two dots, no ``qa_`` prefix) is Queen's and checked by
 JWT passes a route when its levels hold the route's Queen level
 (``LEVELS``: read-only, write-only, read-write, admin), else 403
 ``Insufficient permissions``; the paths of ``JWT_SKIP_PATHS`` need no token.
+Our token of the ``write-only`` scope carries the levels of a JWT of that
+role (``tokens.WRITE_ONLY_LEVELS``) and meets the same check
+(``require_level``), so one rule decides what write-only may call: the
+routes of ``routes.WRITE_ONLY``.
 """
 
 from __future__ import annotations
@@ -53,6 +57,15 @@ def bearer_token(request: HttpRequest) -> str | None:
     return token
 
 
+def require_level(auth: tokens.TokenAuth, level: identity.Level) -> None:
+    """Raise 403 ``Insufficient permissions`` unless ``auth`` may call what
+    needs Queen's ``level``: the one check of a caller's levels (a JWT's, our
+    write-only token's); a caller without levels (our other tokens) passes,
+    its scope decides."""
+    if auth.levels is not None and level not in auth.levels:
+        raise identity.InsufficientPermissions()
+
+
 def refusal(scope: TokenScope, need: TokenScope) -> Forbidden:
     return Forbidden(f"this token's scope is {scope.value}; the call needs {need.value}")
 
@@ -61,10 +74,13 @@ class BearerToken(HttpBearer):
     """The bearer check of a sync operation: a known token whose scope covers ``need``.
 
     No token or an unknown one answers 401; a token below ``need`` answers
-    403. A JWT must hold ``level`` (``LEVELS``, or ``write-only``).
+    403. A JWT, or our write-only token, must hold ``level`` (``LEVELS``, or
+    ``write-only``).
     """
 
-    openapi_description = "Create one with `python manage.py apitoken create NAME [--scope read|write|admin]`."
+    openapi_description = (
+        "Create one with `python manage.py apitoken create NAME [--scope read|write-only|write|admin]`."
+    )
 
     def __init__(self, need: TokenScope = TokenScope.ADMIN, *, write_only: bool = False) -> None:
         super().__init__()
@@ -99,8 +115,7 @@ class BearerToken(HttpBearer):
         if auth is None:
             return None
         if auth.levels is not None:
-            if self.level not in auth.levels:
-                raise identity.InsufficientPermissions()
+            require_level(auth, self.level)
             return auth
         if not auth.scope.covers(self.need):
             raise refusal(auth.scope, self.need)
@@ -138,6 +153,7 @@ CHECKS: dict[tuple[TokenScope, bool, bool], BearerToken] = {
 def check_for(need: TokenScope, *, is_async: bool, write_only: bool = False) -> BearerToken:
     """The bearer check admitting tokens that cover ``need``, for a sync or an async view.
 
-    ``write_only``: the route is one a JWT of Queen's write-only level may call.
+    ``write_only``: the route is one Queen's write-only level may call (a
+    JWT of that role, our write-only token).
     """
     return CHECKS[need, write_only, is_async]

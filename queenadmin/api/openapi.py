@@ -139,7 +139,8 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     - 401 from the bearer check on every operation behind it;
     - 403 from the scope check on every operation a ``read`` token cannot
       always call (``x-token-scope``, set by ``scopes.ScopedRouter``), from
-      the JWT level check on every other one (write-only reads nothing), and from
+      the level check on every other one (Queen's write-only level, of a JWT
+      or of our token, reads nothing), and from
       a token's grants on every operation whose rule can refuse
       (``x-token-grants``, ``grants.ROUTES``); merged with a 403 the
       operation declares itself (the timer horizon);
@@ -176,9 +177,9 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
             if operation.get("x-token-scope", "read") != "read":
                 refusals.append(f"the token's scope is below what the call needs ({operation['x-token-scope']})")
             elif operation.get("security"):
-                # Queen's write-only JWT level reaches only its pushes: every
-                # read-scope route refuses it (domain/identity/jwt.py).
-                refusals.append("the token is a JWT of the write-only level, which reads nothing")
+                # Queen's write-only level (a JWT's, our token's) reaches only
+                # its pushes: every read-scope route refuses it (api/bearer.py).
+                refusals.append("the token is of the write-only level (a JWT or ours), which reads nothing")
             if operation.get(grants.OPENAPI_KEY) == routes.NAMED:
                 refusals.append("no grant of the token covers a resource the call names")
             elif operation.get(grants.OPENAPI_KEY) == routes.EVERY:

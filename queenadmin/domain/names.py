@@ -94,6 +94,19 @@ def label_of(text: str, max_chars: int) -> str:
     return _REFUSED.sub("\ufffd", text[:max_chars])
 
 
+#: The most characters of a caller's identity a store records.
+IDENTITY_CHARS: Final = 256
+
+
+def identity_label(identity: str) -> str:
+    """A caller's identity (a JWT's ``sub``, our token's name) as the stores
+    record it: the ``producerSub`` a push stamps, the holder a lock's permit
+    names. ``label_of`` cut to ``IDENTITY_CHARS``: the one rule for both, so
+    one caller is one label, and a ``sub`` holding NUL (which PostgreSQL
+    refuses in text) stores on both databases."""
+    return label_of(identity, IDENTITY_CHARS)
+
+
 def utf8_length(text: str) -> int | None:
     """``text``'s length in UTF-8 bytes, or ``None`` for a lone surrogate."""
     try:

@@ -13,6 +13,13 @@ the token reaches (none without grants, none on ``*``), else
 ``BeyondReach``, audited. A token made by an account is revoked when the
 account is deleted or deactivated (``token_revoke_made_by``): its maker saw
 the secret.
+
+A token's scope is a rung of ``TokenScope``'s ladder (read, write, admin),
+or Queen's **write-only** level (``WRITE_ONLY``): such a token carries the
+levels of a JWT of that role (``WRITE_ONLY_LEVELS``), so the API's one
+level check lets it push, schedule timers and push ephemeral messages, and
+call nothing that reads; inside a route, for its grants and for its maker
+it stands on the ``write`` rung (``rung_of``).
 """
 
 from __future__ import annotations
@@ -31,11 +38,11 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
 from queenadmin.conf import settings
-from queenadmin.domain import clock
+from queenadmin.domain import clock, names
 from queenadmin.domain.audit import Who
 from queenadmin.domain.firstrun import first_run_settle
 from queenadmin.errors import Forbidden, InvalidArgument, NotFound
-from queenadmin.models import ApiToken, TokenScope
+from queenadmin.models import WRITE_ONLY_SCOPE, ApiToken, TokenScope
 
 TOKEN_PREFIX = "qa_"
 
@@ -56,7 +63,8 @@ class TokenExists(InvalidArgument):
 class TokenInfo:
     name: str
     prefix: str
-    scope: TokenScope
+    #: read, write-only, write or admin (``ApiToken.scope``).
+    scope: str
     created_at: datetime
     revoked_at: datetime | None
     #: The grants, one a line; empty for a token that reaches the whole store.
@@ -224,24 +232,60 @@ class TokenAuth:
     #: None: the whole store (a token without grants).
     grants: Grants | None = None
     #: Who a push by this caller names as its producer (``producerSub``):
-    #: our token's name, a JWT's ``sub``; None without either (open mode).
+    #: our token's name, a JWT's ``sub`` (each as ``names.identity_label``
+    #: makes it); None without either (open mode).
     producer_sub: str | None = None
-    #: A JWT's Queen levels (``domain/identity/jwt.py``), which decide the
-    #: routes it passes; None: our token, whose ``scope`` decides.
+    #: The Queen levels of a JWT (``domain/identity/jwt.py``) or of our
+    #: write-only token (``WRITE_ONLY_LEVELS``), which decide the routes it
+    #: passes (``api/bearer.py``); None: our token, whose ``scope`` decides.
     levels: frozenset[str] | None = None
+
+
+#: Queen's write-only level (``models.WRITE_ONLY_SCOPE``): our token's scope
+#: and a JWT's level share the name.
+WRITE_ONLY: Final = WRITE_ONLY_SCOPE
+#: The levels of our write-only token, which are those of a JWT of Queen's
+#: write-only role (``identity.jwt.ROLE_LEVELS`` takes them from here): the
+#: bearer check lets both through the same routes, ``api/routes.py``'s
+#: ``WRITE_ONLY`` (push, timers, ephemeral push), and nothing that reads.
+WRITE_ONLY_LEVELS: Final[frozenset[Literal["write-only"]]] = frozenset({WRITE_ONLY})
 
 
 #: ``request.auth`` when ``QUEENADMIN_OPEN_API`` serves the API without tokens.
 OPEN = TokenAuth(name="open", scope=TokenScope.ADMIN)
 
 
+_SCOPE_NAMES: Final = ", ".join(TokenScope.values)
+
+
 def scope_of(value: str) -> TokenScope:
-    """The scope named ``value``; raise ``InvalidArgument`` for anything else."""
+    """The rung of ``TokenScope`` named ``value`` (a grant's scope, a ceiling);
+    raise ``InvalidArgument`` for anything else."""
     try:
         return TokenScope(value)
     except ValueError:
-        names = ", ".join(TokenScope.values)
-        raise InvalidArgument(f"unknown scope {value!r}: a token's scope is one of {names}") from None
+        raise InvalidArgument(f"unknown scope {value!r}: a token's scope is one of {_SCOPE_NAMES}") from None
+
+
+def token_scope_of(value: str) -> str:
+    """The token scope named ``value``: a rung of ``TokenScope`` or
+    ``WRITE_ONLY``; raise ``InvalidArgument`` for anything else."""
+    if value == WRITE_ONLY:
+        return WRITE_ONLY
+    try:
+        return TokenScope(value).value
+    except ValueError:
+        raise InvalidArgument(
+            f"unknown scope {value!r}: a token's scope is one of {_SCOPE_NAMES}, or {WRITE_ONLY} "
+            "(push, timers and ephemeral push; nothing that reads)"
+        ) from None
+
+
+def rung_of(scope: str) -> TokenScope:
+    """The rung of ``TokenScope`` a token of ``scope`` stands on: ``write`` for
+    ``WRITE_ONLY`` (the checks inside a route, the ceiling of its grants, what
+    its maker gives), else the rung of that name. Raises as ``token_scope_of``."""
+    return TokenScope.WRITE if scope == WRITE_ONLY else scope_of(token_scope_of(scope))
 
 
 _cache: dict[str, tuple[float, TokenAuth]] = {}
@@ -310,7 +354,7 @@ def token_refusal(
     if before == NEW and not MAKER_CEILING.covers(scope):
         return (
             f"only a superuser may make a token of {scope.value} scope; "
-            f"{maker} may make read and {MAKER_CEILING.value} tokens"
+            f"{maker} may make read, {WRITE_ONLY} and {MAKER_CEILING.value} tokens"
         )
     if grants is None:
         if before is None:
@@ -337,8 +381,8 @@ def token_refusal(
     return None
 
 
-def _asked(scope: TokenScope, grants: Grants | None) -> str:
-    return f"scope {scope.value}, {_grants_text(grants)}"
+def _asked(scope: str, grants: Grants | None) -> str:
+    return f"scope {scope}, {_grants_text(grants)}"
 
 
 def _refused_in_txn(*, who: Who | None, name: str, asked: str, refused: str | None) -> str | None:
@@ -361,9 +405,9 @@ def token_create_refusal_in_txn(
     grant. Runs inside the caller's transaction.
     """
     assert connection.in_atomic_block
-    granted = scope_of(scope)
-    limits = grants_parse(grants, ceiling=granted)
-    refused = token_refusal(by=by, scope=granted, grants=limits)
+    granted = token_scope_of(scope)
+    limits = grants_parse(grants, ceiling=rung_of(granted))
+    refused = token_refusal(by=by, scope=rung_of(granted), grants=limits)
     return _refused_in_txn(who=who, name=name.strip(), asked=_asked(granted, limits), refused=refused)
 
 
@@ -372,11 +416,11 @@ def token_create_in_txn(
 ) -> str:
     """Create a token named ``name`` and return it; it is never shown again.
 
-    ``scope`` is ``read``, ``write`` (the default) or ``admin``; anything
-    else raises ``InvalidArgument``. ``grants`` limit the token to some
-    resources (the module's docstring has the syntax); none means the whole
-    store. A grant that does not parse, or gives more than ``scope``, raises
-    ``InvalidArgument``. ``by`` makes it: a token beyond its reach raises
+    ``scope`` is ``read``, ``write`` (the default), ``admin`` or
+    ``write-only`` (``WRITE_ONLY``); anything else raises ``InvalidArgument``.
+    ``grants`` limit the token to some resources (the module's docstring has
+    the syntax); none means the whole store. A grant that does not parse, or
+    gives more than ``scope`` (``rung_of``), raises ``InvalidArgument``. ``by`` makes it: a token beyond its reach raises
     ``BeyondReach`` (``token_create_refusal_in_txn`` records why), and an
     account is kept as the token's maker. With ``who`` (an operator's
     action), the audit entry is written in the same transaction (the
@@ -388,9 +432,9 @@ def token_create_in_txn(
     name = name.strip()
     if not name or len(name) > 100:
         raise InvalidArgument("a token name is 1 to 100 characters")
-    granted = scope_of(scope)
-    limits = grants_parse(grants, ceiling=granted)
-    refused = token_refusal(by=by, scope=granted, grants=limits)
+    granted = token_scope_of(scope)
+    limits = grants_parse(grants, ceiling=rung_of(granted))
+    refused = token_refusal(by=by, scope=rung_of(granted), grants=limits)
     if refused is not None:
         raise BeyondReach(refused)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -416,7 +460,7 @@ def token_create_in_txn(
             now=now,
             action="token.create",
             target=name,
-            after=f"active, scope {granted.value}, prefix {token[:10]}, {_grants_text(limits)}{maker}",
+            after=f"active, scope {granted}, prefix {token[:10]}, {_grants_text(limits)}{maker}",
         )
     return token
 
@@ -502,7 +546,7 @@ def _active_grants(name: str, *, lock: bool = False) -> tuple[TokenScope, str]:
     row = rows.values_list("scope", "grants").first()
     if row is None:
         raise NotFound(f"no active token named {name!r}")
-    return TokenScope(row[0]), row[1]
+    return rung_of(row[0]), row[1]
 
 
 def token_grants_refusal_in_txn(*, name: str, grants: Sequence[str], by: Maker, who: Who | None = None) -> str | None:
@@ -576,7 +620,7 @@ def _forget_cached() -> None:
 
 def token_list() -> list[TokenInfo]:
     return [
-        TokenInfo(t.name, t.prefix, TokenScope(t.scope), t.created_at, t.revoked_at, t.grants, made_by_text(t))
+        TokenInfo(t.name, t.prefix, t.scope, t.created_at, t.revoked_at, t.grants, made_by_text(t))
         for t in ApiToken.objects.select_related("created_by").order_by("name")
     ]
 
@@ -626,7 +670,13 @@ def token_check(token: str) -> TokenAuth | None:
     )
     if row is None or not hmac.compare_digest(row[0], digest):
         return None
-    auth = TokenAuth(name=row[1], scope=TokenScope(row[2]), grants=_stored_grants(row[3]), producer_sub=row[1])
+    auth = TokenAuth(
+        name=row[1],
+        scope=rung_of(row[2]),
+        grants=_stored_grants(row[3]),
+        producer_sub=names.identity_label(row[1]),
+        levels=WRITE_ONLY_LEVELS if row[2] == WRITE_ONLY else None,
+    )
     if ttl > 0:
         with _cache_lock:
             if len(_cache) > 10_000:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from queenadmin.models.auth import ApiToken, AuditEntry, TokenScope
+from queenadmin.models.auth import WRITE_ONLY_SCOPE, ApiToken, AuditEntry, TokenScope
 from queenadmin.models.ephemeral import (
     EphemeralConfig,
     EphemeralCursor,
@@ -27,6 +27,7 @@ from queenadmin.models.streams import StreamQuery, StreamState
 from queenadmin.models.timers import Timer
 
 __all__ = [
+    "WRITE_ONLY_SCOPE",
     "ApiToken",
     "AuditEntry",
     "ConsumerCursor",

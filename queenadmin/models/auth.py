@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Final, Literal
 
 from django.conf import settings
 from django.db import models
@@ -26,6 +27,22 @@ class TokenScope(models.TextChoices):
 #: On every API call: a dict, not a walk of the enum (3 us -> 0.2 us).
 _RANK = {scope: rank for rank, scope in enumerate(TokenScope)}
 
+#: Queen's write-only level as an API token's scope (issue 40): the token
+#: pushes, schedules timers and pushes ephemeral messages, and calls nothing
+#: that reads, exactly as a JWT of Queen's write-only role (``api/routes.py``'s
+#: ``WRITE_ONLY``, checked by ``api/bearer.py`` for both). Not a rung of
+#: ``TokenScope``'s ladder, so no route needs it and no grant gives it; inside
+#: a route, and as the ceiling of its grants, it counts as ``write``.
+WRITE_ONLY_SCOPE: Final[Literal["write-only"]] = "write-only"
+
+#: What ``ApiToken.scope`` holds, in the order forms list them.
+TOKEN_SCOPE_CHOICES: Final = [
+    (TokenScope.READ.value, TokenScope.READ.label),
+    (WRITE_ONLY_SCOPE, "Write-only"),
+    (TokenScope.WRITE.value, TokenScope.WRITE.label),
+    (TokenScope.ADMIN.value, TokenScope.ADMIN.label),
+]
+
 
 class ApiToken(models.Model):
     """A bearer token for /api/v1. Only the SHA-256 of the secret is kept."""
@@ -36,8 +53,9 @@ class ApiToken(models.Model):
     #: The first characters of the token, enough to recognise it in a list.
     prefix = models.CharField(max_length=12)
     #: Tokens made before scopes existed became ``admin`` when scopes came (migration 0013),
-    #: so nothing they did is refused; new ones default to ``write``.
-    scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.WRITE)
+    #: so nothing they did is refused; new ones default to ``write``. A rung of
+    #: ``TokenScope``, or ``WRITE_ONLY_SCOPE``.
+    scope = models.CharField(max_length=10, choices=TOKEN_SCOPE_CHOICES, default=TokenScope.WRITE)
     created_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
     #: The resources the token may reach, one grant a line (``queue:orders.*=write``;

@@ -99,7 +99,7 @@ def test_an_operator_cannot_make_an_admin_or_whole_store_token_in_the_admin(otto
     assert entries[0].before == "scope admin, no grants (the whole store)"
     assert (
         entries[0].after
-        == "refused: only a superuser may make a token of admin scope; otto may make read and write tokens"
+        == "refused: only a superuser may make a token of admin scope; otto may make read, write-only and write tokens"
     )
     assert Queue.objects.filter(name="orders").exists()
 
@@ -121,6 +121,29 @@ def test_an_operator_makes_a_write_token_with_grants_that_name_its_reach(otto):
     listing = client.get(TOKENS).content.decode()
     assert '<td class="field-made_by">otto</td>' in listing
     assert _api(secret).delete("/api/v1/resources/queues/orders.eu").status_code == 403
+
+
+def test_an_operator_makes_a_write_only_token_in_the_admin_and_edits_its_grants(otto):
+    """Queen's write-only level is below write: an operator's to give, with
+    grants up to write; the token pushes and is refused a read (403), and
+    the tokens page and the admin list show its scope."""
+    _, client = otto
+    assert '<option value="write-only">Write-only</option>' in client.get(f"{TOKENS}add/").content.decode()
+    secret = _secret(_add(client, "pusher", "write-only", "queue:orders.*=write"))
+    assert ApiToken.objects.get(name="pusher").scope == "write-only"
+    entry = AuditEntry.objects.get(action="token.create", target="pusher")
+    assert entry.after.startswith("active, scope write-only, prefix ")
+    # The grants field's own error: a grant above the token's ceiling.
+    above = _edit(client, "pusher", "queue:orders.*=admin").replace("&#x27;", "'")
+    assert "gives more than the token's scope, write" in above
+    _edit(client, "pusher", "queue:orders.eu=write")
+    assert ApiToken.objects.get(name="pusher").grants == "queue:orders.eu=write"
+    body = '{"items": [{"queue": "orders.eu", "payload": 1}]}'
+    assert _api(secret).post("/api/v1/push", body, content_type="application/json").status_code == 201
+    assert _api(secret).get("/api/v1/resources/queues").status_code == 403
+    assert '<td class="field-scope">Write-only</td>' in client.get(TOKENS).content.decode()
+    page = client.get("/tokens/").content.decode()
+    assert re.search(r'<tr data-token="pusher">.*?<td>write-only</td>', page, re.S)
 
 
 def test_an_operator_cannot_widen_an_existing_token(otto):

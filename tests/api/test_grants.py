@@ -479,9 +479,9 @@ def test_the_openapi_document_names_each_routes_rule_and_documents_its_403():
     get_key = ops["GET /kv/{ns}/{key}"]["responses"]["403"]
     assert get_key["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ForbiddenOut"}
     assert "no grant of the token covers a resource the call names" in get_key["description"]
-    # A filtered list refuses no grant: its only 403 is the write-only JWT's (issue 40).
+    # A filtered list refuses no grant: its only 403 is the write-only level's (issue 40).
     assert ops["GET /resources/queues"]["responses"]["403"]["description"] == (
-        "Forbidden: the token is a JWT of the write-only level, which reads nothing"
+        "Forbidden: the token is of the write-only level (a JWT or ours), which reads nothing"
     )
     assert "queue:*" in ops["GET /resources/overview"]["responses"]["403"]["description"]
 

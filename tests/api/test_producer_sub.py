@@ -143,3 +143,50 @@ def test_message_reads_and_the_dlq_show_it():
     )
     assert retried.status_code == 200, retried.content
     assert [m["producerSub"] for m in pop(client, "ps-reads")] == ["reader-writer"]
+
+
+@override_settings(**HS)
+def test_a_sub_with_control_characters_is_stamped_as_a_printable_label():
+    """PostgreSQL refuses NUL in text: a JWT's ``sub`` holding one (or a
+    control or bidi character) is stamped as a lock records its holder
+    (``names.label_of``: each replaced by U+FFFD, cut to 256 characters), on
+    both databases, by a push, a transaction and a timer's fire."""
+    sub = "ali\x00ce\n\u202e"
+    shown = "ali\ufffdce\ufffd\ufffd"
+    writer = client_of(jwt_for(sub))
+    push(writer, "ps-nul")
+    body = {"operations": [{"type": "push", "items": [{"queue": "ps-nul-txn", "partition": "p", "payload": {}}]}]}
+    answer = writer.post("/api/v1/transaction", data=json.dumps(body), content_type="application/json")
+    assert answer.status_code == 200, answer.content
+    op = {"op": "schedule", "queue": "ps-nul-timer", "timerKey": "k", "txn": "t", "delayMs": 1000, "payload": "e30="}
+    answer = writer.post("/api/v1/timers", data=json.dumps({"operations": [op]}), content_type="application/json")
+    assert answer.status_code == 200, answer.content
+    timers.timers_fire_due(now=clock.now() + timedelta(seconds=5))
+    for queue in ("ps-nul", "ps-nul-txn", "ps-nul-timer"):
+        assert [m["producerSub"] for m in pop(writer, queue)] == [shown], queue
+    push(client_of(jwt_for("x" * 300 + "\x00")), "ps-long")
+    assert [m["producerSub"] for m in pop(writer, "ps-long")] == ["x" * 256]
+
+
+def test_our_token_with_a_control_character_in_its_name_is_stamped_printable():
+    client = client_of(tokens.token_create(by=tokens.HOST, name="tab\tservice"))
+    push(client, "ps-tab")
+    assert [m["producerSub"] for m in pop(client, "ps-tab")] == ["tab\ufffdservice"]
+
+
+@override_settings(**HS)
+def test_ephemeral_messages_carry_no_producer_and_a_body_value_is_ignored():
+    """Queen's ephemeral pop answers ``{id, partition, attempts, payload}``
+    (protocol-wave3.md B.1): no producer, whoever pushed. A ``producerSub``
+    beside the payload is ignored, not stored nor shown, and not refused (a
+    buffered client retries a 400 for ever)."""
+    writer = client_of(jwt_for("alice", role="read-write"))
+    body = {"queue": "ps-eph", "messages": [{"payload": {"n": 1}, "producerSub": "mallory"}]}
+    pushed = writer.post("/api/v1/ephemeral/push", data=json.dumps(body), content_type="application/json")
+    assert pushed.status_code == 201, pushed.content
+    popped = writer.get("/api/v1/ephemeral/pop?queue=ps-eph&batch=10&autoAck=true")
+    assert popped.status_code == 200, popped.content
+    (message,) = popped.json()["messages"]
+    assert sorted(message) == ["attempts", "id", "partition", "payload"]
+    assert message["payload"] == {"n": 1}
+    assert b"mallory" not in popped.content

@@ -244,9 +244,9 @@ def test_the_openapi_document_names_each_operations_scope_and_its_403():
         for method, op in methods.items()
     }
     assert ops["GET /resources/queues"]["x-token-scope"] == "read"
-    # A read route refuses only a JWT of Queen's write-only level (issue 40).
+    # A read route refuses only Queen's write-only level, a JWT's or our token's (issue 40).
     assert ops["GET /resources/queues"]["responses"]["403"]["description"] == (
-        "Forbidden: the token is a JWT of the write-only level, which reads nothing"
+        "Forbidden: the token is of the write-only level (a JWT or ours), which reads nothing"
     )
     assert ops["DELETE /resources/queues/{queue}"]["x-token-scope"] == "admin"
     forbidden = {"$ref": "#/components/schemas/ForbiddenOut"}

@@ -11,7 +11,8 @@ from queenadmin.dashboard.views import deadletters
 from queenadmin.domain import queues
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.models import AuditEntry, DeadLetter, Message
-from tests.dashboard_ops.conftest import dead_letter
+from queenadmin.plumbing.db import json_text
+from tests.dashboard_ops.conftest import ack, claim, dead_letter
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +56,20 @@ def test_ids_link_to_the_message_and_operators_get_select_all(operator, failures
     assert f'<td class="num mono">{dead.pk}</td>' in page
     assert 'data-select-all="ids"' in page
     assert 'name="dest_queue"' in page
+
+
+def test_each_dead_letter_names_who_pushed_it(viewer):
+    """The message's ``producerSub``, kept with its dead letter: a JWT's
+    ``sub`` or a token's name, shown as text; a dash when nobody was named."""
+    queues.queue_push(items=[queues.PushItem("who", "p", json_text({"n": 1}))], producer_sub="billing-<svc>")
+    queues.queue_push(items=[queues.PushItem("who", "p", json_text({"n": 2}))])
+    ack(claim("who", batch=2), "dlq", "boom")
+    page = viewer.get("/dlq/").content.decode()
+    table = page[page.index('id="dlq-table"') :]
+    assert "<th>Pushed by</th>" in table
+    cells = table.split('<td class="mono" data-producer-sub>')[1:]
+    # Newest first: the anonymous message, then billing's.
+    assert [cell[: cell.index("</td>")] for cell in cells] == ["—", "billing-&lt;svc&gt;"]
 
 
 def test_replay_selected_into_another_queue_is_audited(operator, failures):

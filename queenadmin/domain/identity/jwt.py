@@ -49,8 +49,9 @@ from django.core.signals import setting_changed
 from jwt.warnings import InsecureKeyLengthWarning
 
 from queenadmin.conf import settings
+from queenadmin.domain import names
 from queenadmin.domain.identity.jwks import Jwks
-from queenadmin.domain.tokens import TOKEN_PREFIX, TokenAuth
+from queenadmin.domain.tokens import TOKEN_PREFIX, WRITE_ONLY_LEVELS, TokenAuth
 from queenadmin.errors import Forbidden, Unauthorized
 from queenadmin.models import TokenScope
 
@@ -68,7 +69,8 @@ ROLE_LEVELS: dict[Level, frozenset[Level]] = {
     ADMIN: frozenset(LEVELS),
     READ_WRITE: frozenset({READ_WRITE, READ_ONLY, WRITE_ONLY}),
     READ_ONLY: frozenset({READ_ONLY}),
-    WRITE_ONLY: frozenset({WRITE_ONLY}),
+    # Our own write-only tokens pass the same routes (``domain/tokens.py``).
+    WRITE_ONLY: WRITE_ONLY_LEVELS,
 }
 
 HMAC = ("HS256", "HS384", "HS512")
@@ -429,6 +431,6 @@ def auth_of(identity: Identity) -> TokenAuth:
     return TokenAuth(
         name=f"jwt:{identity.sub or '-'}",
         scope=scope,
-        producer_sub=identity.sub,
+        producer_sub=None if identity.sub is None else names.identity_label(identity.sub),
         levels=levels,
     )

@@ -26,7 +26,7 @@ MAX_KEYS = 4096
 MAX_NAME_BYTES = 256
 MAX_OWNER_BYTES = 256
 #: The longest caller a permit records (characters; cut beyond).
-MAX_CALLER_CHARS = 256
+MAX_CALLER_CHARS = names.IDENTITY_CHARS
 MAX_LIMIT = 1024
 MAX_SLOT = MAX_LIMIT - 1
 #: What a ``get`` counts against ``MAX_KEYS``, and its page size.
@@ -242,9 +242,9 @@ def check_owner(owner: str | None) -> str | None:
 
 
 def check_caller(caller: str | None) -> str | None:
-    """``caller`` as a permit records it (``names.label_of``): an identity
-    is never refused, only cut and made printable."""
-    return None if caller is None else names.label_of(caller, MAX_CALLER_CHARS)
+    """``caller`` as a permit records it (``names.identity_label``, as a
+    push stamps it): an identity is never refused, only cut and made printable."""
+    return None if caller is None else names.identity_label(caller)
 
 
 def check_ttl(ttl: timedelta | float) -> timedelta:

@@ -517,6 +517,8 @@ class DeadLetterItem:
     error: str | None
     retry_count: int
     failed_at: datetime
+    #: Who pushed the message (``producerSub``); None when nobody was named.
+    producer_sub: str | None = None
 
 
 def _by_error(rows: Any, error: str | None, signature: str | None) -> Any:
@@ -552,6 +554,7 @@ _DEAD_LETTER_COLUMNS = (
     "error",
     "retry_count",
     "failed_at",
+    "producer_sub",
 )
 
 
@@ -568,8 +571,8 @@ def _dead_letter_rows(rows: Any, before: int | None, limit: int, *leading: str) 
 
 
 def _dead_letter_item(row: tuple[Any, ...]) -> DeadLetterItem:
-    i, p, g, o, mid, txn, pre, err, rc, failed = row
-    return DeadLetterItem(i, p, g, o, mid, txn, pre[:PREVIEW_CHARS], len(pre) > PREVIEW_CHARS, err, rc, failed)
+    i, p, g, o, mid, txn, pre, err, rc, failed, sub = row
+    return DeadLetterItem(i, p, g, o, mid, txn, pre[:PREVIEW_CHARS], len(pre) > PREVIEW_CHARS, err, rc, failed, sub)
 
 
 def dead_letter_page(

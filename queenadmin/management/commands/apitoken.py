@@ -28,7 +28,7 @@ grants: limit a token to some resources with --grant KIND:PATTERN=SCOPE, once pe
   KIND     kv (KV namespaces), queue, lock (lock names), timer (timer queues), or * for all four
   PATTERN  an exact name (orders), or a prefix ending in * (orders.* = every name starting
            with "orders."; * = every name)
-  SCOPE    read, write or admin, at most the token's --scope
+  SCOPE    read, write or admin, at most the token's --scope (write for a write-only token)
   *=SCOPE  is short for *:*=SCOPE
 A resource's scope is the highest of the grants that cover it; one no grant covers is out of
 reach (403). A token without grants reaches the whole store. Calls over every queue (GET /pop
@@ -90,8 +90,9 @@ class Command(BaseCommand):
         create.add_argument(
             "--scope",
             default=TokenScope.WRITE.value,
-            help="read (GETs and reads), write (also writes, pops, acks; the default) "
-            "or admin (also deletes queues, consumer groups and messages).",
+            help="read (GETs and reads), write (also writes, pops, acks; the default), "
+            "admin (also deletes queues, consumer groups and messages), or write-only "
+            "(Queen's level: push, timers and ephemeral push, and nothing that reads).",
         )
         _granting(sub, "grants", help="Replace an active token's grants (none: the whole store again).")
         sub.add_parser("list", help="List tokens (never the secrets) with their grants.")
@@ -128,7 +129,7 @@ class Command(BaseCommand):
                     state = f"revoked {clock.iso_micros_z(info.revoked_at)}" if info.revoked_at else "active"
                     grants = ", ".join(info.grants.splitlines()) or "whole store"
                     self.stdout.write(
-                        f"{info.name}\t{info.prefix}…\t{info.scope.value}\t{state}"
+                        f"{info.name}\t{info.prefix}…\t{info.scope}\t{state}"
                         f"\tcreated {clock.iso_micros_z(info.created_at)}\tby {info.made_by or '-'}\t{grants}"
                     )
         except QueenError as exc:
