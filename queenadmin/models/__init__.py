@@ -12,13 +12,16 @@ from queenadmin.models.ephemeral import (
 from queenadmin.models.kv import KVEntry, VersionCounter
 from queenadmin.models.process import ProcessSample
 from queenadmin.models.queues import (
+    AttentionThreshold,
     ConsumerCursor,
     ConsumerGroup,
     DeadLetter,
+    GroupSample,
     Message,
     Partition,
     Queue,
     QueueSample,
+    QueueSampleTotal,
     Trace,
     TraceName,
     TraceNameSummary,
@@ -28,6 +31,7 @@ from queenadmin.models.timers import Timer
 
 __all__ = [
     "ApiToken",
+    "AttentionThreshold",
     "AuditEntry",
     "ConsumerCursor",
     "ConsumerGroup",
@@ -38,12 +42,14 @@ __all__ = [
     "EphemeralMessage",
     "EphemeralPartition",
     "EphemeralQueue",
+    "GroupSample",
     "KVEntry",
     "Message",
     "Partition",
     "ProcessSample",
     "Queue",
     "QueueSample",
+    "QueueSampleTotal",
     "StreamQuery",
     "StreamState",
     "Timer",
