@@ -59,6 +59,8 @@ ROLES: dict[str, frozenset[str]] = {
     # No operator actions yet.
     "streams": frozenset({OPS, CALLS, STORE}),
     "ephemeral": frozenset({OPS, CALLS, STORE}),
+    # When a queue needs attention: its thresholds are rows, set by operators.
+    "attention": frozenset({OPS, CALLS, OPERATOR, STORE}),
 }
 
 #: Packages under domain/ that are no concept: ``overview`` reads across
