@@ -39,6 +39,7 @@ CHANGE: Final = {
     "dlq.purge": "queenadmin.delete_deadletter",
     "queue.group": "queenadmin.change_queue",
     "queue.purge": "queenadmin.change_queue",
+    "queue.attention": "queenadmin.change_queue",
 }
 
 VIEWERS_GROUP: Final = "queenadmin viewers"

@@ -36,6 +36,7 @@ from queenadmin.dashboard.views.access import (
 )
 from queenadmin.dashboard.views.durations import age_seconds, short_duration
 from queenadmin.dashboard.views.querystring import int_param
+from queenadmin.dashboard.views.rates import queue_rates_block
 from queenadmin.domain import clock, events
 from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import board
@@ -199,6 +200,7 @@ def queue_context(user: User, params: QueryDict) -> dict[str, Any]:
         "can_group": may_do(user, "queue.group"),
         "can_purge_queue": may_do(user, "queue.purge"),
         "charts": queue_charts(queue=name, now=now),
+        "rates": queue_rates_block(name=name, groups=qb.groups, now=now),
     }
 
 
