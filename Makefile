@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 ## What the tests need beyond Python (.ci/install-system): Debian's chromium,
-## pgbouncer, node and npm (apt, only what is missing), and tests/browser's
-## axe-core (npm ci, again when its package-lock.json changes)
+## pgbouncer, node and npm (apt, only what is missing), and the npm packages
+## of tests/browser (axe-core) and tests/oidc (oidc-provider) (npm ci, again
+## when a package-lock.json changes)
 test-deps:
 	@.ci/install-system
 

@@ -11,6 +11,11 @@ or must have one (``dashboard/twofactor.py``); an account that must and has
 none is sent to the dashboard's login to set it up. A wrong code counts as a
 failed login for django-axes, as on the dashboard. ``has_permission``
 refuses a session that lacks the second factor its user needs.
+
+With single sign-on configured the login page also offers "Sign in with
+<provider>" (the dashboard's ``/login/sso/``, back to the admin); with
+``LOCAL_LOGIN=0`` it offers only that, and the form refuses a password
+before checking it.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from django import forms
 from django.contrib.admin import AdminSite
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.signals import user_login_failed
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from queenadmin.dashboard import twofactor
+from queenadmin.domain.identity.sso import local_login_allowed, sso_offered
 from queenadmin.domain.twofactor import twofactor_verify
 
 
@@ -38,6 +44,10 @@ class AdminLoginForm(AdminAuthenticationForm):
     )
 
     def clean(self) -> dict[str, Any]:
+        if not local_login_allowed():
+            config = sso_offered()
+            name = config.provider_name if config is not None else "single sign-on"
+            raise forms.ValidationError(f"Password login is off here: sign in with {name}.", code="local_login_off")
         cleaned = super().clean()
         user: Any = self.get_user()
         if user is None:
@@ -70,6 +80,21 @@ class AdminLoginForm(AdminAuthenticationForm):
 class QueenAdminSite(AdminSite):
     login_form = AdminLoginForm
     login_template = "admin/queenadmin/login.html"
+    site_header = "queenadmin admin"
+    site_title = "queenadmin admin"
+    index_title = "Manual fixes, through the same rules as the dashboard"
+    #: The index lists every model; a sidebar repeating it on every page
+    #: would leave a list 290 px less of a 1440 px screen.
+    enable_nav_sidebar = False
+
+    def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        config = sso_offered()
+        context = {
+            "sso_name": config.provider_name if config is not None else "",
+            "local_login": local_login_allowed(),
+            **(extra_context or {}),
+        }
+        return super().login(request, extra_context=context)
 
     def has_permission(self, request: HttpRequest) -> bool:
         return super().has_permission(request) and not twofactor.unverified(request)

@@ -8,7 +8,7 @@ from django.db.models.signals import pre_migrate
 class QueenAdminConfig(AppConfig):
     name = "queenadmin"
     label = "queenadmin"
-    verbose_name = "Queen admin"
+    verbose_name = "queenadmin"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -54,6 +54,7 @@ GROUPS: dict[str, str] = {
     "metrics": "Metrics",
     "logging": "Logging",
     "security": "Security",
+    "sso": "Single sign-on (OpenID Connect)",
 }
 
 #: Who reads a setting (see the module's docstring).
@@ -517,6 +518,70 @@ class _Settings:
         False,
         "security",
         "Superusers and the operators group must log in with a second factor (TOTP or a recovery code).",
+    )
+
+    # -- single sign-on (domain/identity/sso.py, dashboard/sso.py) ------------
+    OIDC_ISSUER: str = setting(
+        "",
+        "sso",
+        "The OpenID provider's issuer URL (`https://accounts.google.com`); set, the login pages offer single"
+        " sign-on. Its `/.well-known/openid-configuration` is read at the first sign-in and kept.",
+    )
+    OIDC_PROVIDER_NAME: str = setting(
+        "", "sso", 'The provider\'s name on the login pages ("Sign in with ...").', shown="the issuer's host name"
+    )
+    OIDC_CLIENT_ID: str = setting("", "sso", "The client id the provider gave queenadmin.")
+    OIDC_CLIENT_SECRET: str = setting("", "sso", "The client secret the provider gave queenadmin.")
+    OIDC_SCOPES: str = setting(
+        "openid email profile",
+        "sso",
+        "The scopes asked for, space-separated (`openid` and `email` at least; add the one that brings the role claim).",
+    )
+    OIDC_SIGNING_ALGORITHM: str = setting(
+        "RS256",
+        "sso",
+        "The `alg` of the provider's ID tokens: `RS256`/`384`/`512`, `ES256`/`384`/`512` or `HS256`/`384`/`512`.",
+    )
+    OIDC_ALLOWED_DOMAINS: str = setting(
+        "",
+        "sso",
+        "E-mail domains whose users may sign in, comma-separated, each exact (`example.com`); `*`: anyone the"
+        " provider signs in. This or `QUEENADMIN_OIDC_ALLOWED_EMAILS` is required.",
+    )
+    OIDC_ALLOWED_EMAILS: str = setting(
+        "", "sso", "E-mail addresses that may sign in besides those domains, comma-separated."
+    )
+    OIDC_ROLE_CLAIM: str = setting(
+        "groups",
+        "sso",
+        "The claim with the user's groups or roles, a string or an array (a dotted path reads a nested one:"
+        " `realm_access.roles`), from the ID token or the userinfo answer.",
+    )
+    OIDC_SUPERUSER_VALUES: str = setting(
+        "", "sso", "Values of the role claim that make a superuser, comma-separated (unset: none does)."
+    )
+    OIDC_OPERATOR_VALUES: str = setting(
+        "queenadmin-operators", "sso", "Values of the role claim that make an operator, comma-separated."
+    )
+    OIDC_VIEWER_VALUES: str = setting(
+        "queenadmin-viewers", "sso", "Values of the role claim that make a viewer, comma-separated."
+    )
+    OIDC_DEFAULT_ROLE: str = setting(
+        "none",
+        "sso",
+        "The role of an allowed user whose claim has none of those values: `none` (refused), `viewers` or `operators`.",
+    )
+    OIDC_LOGOUT_AT_PROVIDER: bool = setting(
+        True,
+        "sso",
+        "Logging out of a single sign-on session ends it at the provider too, when the provider advertises"
+        " an `end_session_endpoint`.",
+    )
+    LOCAL_LOGIN: bool = setting(
+        True,
+        "sso",
+        "Accounts may log in with their password (dashboard and admin); 0 leaves single sign-on alone"
+        " (needs `QUEENADMIN_OIDC_ISSUER`).",
     )
 
 

@@ -69,6 +69,13 @@ class QueueNotFound(NotFound):
     code = "queue_not_found"
 
 
+class DeadLetterGone(NotFound):
+    """Message not found"""
+
+    #: Queen's ``result`` for a dead letter that is not (or no longer) there.
+    code = "gone"
+
+
 class NotDeadLettered(QueenError):
     """The message is not in the dead-letter queue."""
 

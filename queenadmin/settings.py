@@ -277,10 +277,12 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 
 # Axes refuses a locked-out login before any password is checked; then
-# Django's own.
+# Django's own; then single sign-on's callback (queenadmin/dashboard/sso.py),
+# which answers nothing else.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    "queenadmin.dashboard.sso.SsoBackend",
 ]
 # Login throttling (queenadmin/dashboard/lockout.py has the callables; the
 # numbers are QUEENADMIN_LOGIN_FAILURE_LIMIT and _LOCKOUT_MINUTES).
@@ -290,6 +292,9 @@ AXES_FAILURE_LIMIT = "queenadmin.dashboard.lockout.failure_limit"
 AXES_COOLOFF_TIME = "queenadmin.dashboard.lockout.cool_off"
 AXES_LOCKOUT_CALLABLE = "queenadmin.dashboard.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "queenadmin.dashboard.lockout.client_address"
+#: Single sign-on's callback: neither refused by a lockout nor counted
+#: (the provider has its own; lockout guards the passwords kept here).
+AXES_WHITELIST_CALLABLE = "queenadmin.dashboard.lockout.not_counted"
 #: A login that succeeds forgets the failures of its account and address.
 AXES_RESET_ON_SUCCESS = True
 #: Attempts refused during a lockout are not counted: it ends when the page

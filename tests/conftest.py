@@ -299,6 +299,20 @@ def open_files_at_least(wanted: int) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@pytest.fixture
+def short_connections() -> Iterator[None]:
+    """Threads that reach the database (a pop's database thread, a socket
+    consumer's) close their connection after each job, so the test database
+    can be dropped: PostgreSQL refuses to drop a database still in use. Use it
+    with ``pytest.mark.usefixtures("short_connections")``."""
+    from django.db import connections
+
+    saved = connections.settings["default"].get("CONN_MAX_AGE", 0)
+    connections.settings["default"]["CONN_MAX_AGE"] = 0
+    yield
+    connections.settings["default"]["CONN_MAX_AGE"] = saved
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _fast_password_hashing() -> Iterator[None]:
     """In-process tests hash passwords with MD5, not PBKDF2.

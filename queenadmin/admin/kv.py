@@ -46,8 +46,9 @@ def _row(entry: KVEntry) -> kv.KVRow:
 def lock_summary(entry: KVEntry) -> str:
     """A lock permit as the admin shows it: who holds it, masked."""
     value = json.loads(entry.value_json)
-    owner = locks.owner_of(value)
-    return f"lock permit held by owner {mask_token(owner) or '(none)'}, token {mask_token(entry.version)}"
+    owner, caller = locks.owner_of(value), locks.caller_of(value)
+    taken = f", taken by {caller}" if caller is not None else ""
+    return f"lock permit held by owner {mask_token(owner) or '(none)'}{taken}, token {mask_token(entry.version)}"
 
 
 def _seen_version(request: HttpRequest, entry: KVEntry) -> int:

@@ -232,7 +232,18 @@ class QueueAdmin(BoardAdmin):
     list_display = ("name", "namespace", "task", "depth", "claimable", "in_flight", "oldest_claimable", "dead_letters")
     search_fields = ("=name", "name__startswith")
     ordering = ("name",)
-    readonly_fields = ("name", "namespace", "task", "created_at", "depth", "oldest_claimable", "dead_letters")
+    readonly_fields = (
+        "name",
+        "namespace",
+        "task",
+        "created_at",
+        "depth",
+        "oldest_claimable",
+        "dead_letters",
+        # Paused and resumed on the dashboard's queue page or through the API.
+        "paused",
+        "paused_groups",
+    )
     fields = (*readonly_fields, "options_text", "reason")
     actions = ("purge_dlq", "purge_queue")
 
@@ -709,7 +720,7 @@ class DeadLetterAdmin(LogRowsAdmin):
     ) -> None:
         """Replay or purge (``verb``) the selected ids, queue by queue,
         ``BATCH`` ids to a transaction."""
-        done = to_every_group = 0
+        done = to_every_group = duplicates = 0
         target: queue_operator.ReplayTarget = "all" if page.data.get("target") == "all" else "group"
         for name, ids in self._by_queue(queryset).items():
             for start in range(0, len(ids), BATCH):
@@ -720,6 +731,7 @@ class DeadLetterAdmin(LogRowsAdmin):
                 )
                 done += result.done
                 to_every_group += result.to_every_group
+                duplicates += result.duplicates
         note = ""
         if verb == "replay":
             note = (
@@ -729,6 +741,8 @@ class DeadLetterAdmin(LogRowsAdmin):
                 + (f" ({to_every_group} for every group: their group no longer consumes)" if to_every_group else "")
             )
             note += " (transactionId dlq:<id>)"
+        if duplicates:
+            note += f"; {duplicates} kept in the DLQ, their copy (dlq:<id>) already in the queue"
         self.message_user(request, f"{past} {done} dead letters{note}.", messages.SUCCESS)
 
     @admin.action(description="Replay the selected dead letters", permissions=["replay"])

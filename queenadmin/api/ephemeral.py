@@ -17,6 +17,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
+from queenadmin.api.audit import who_of
 from queenadmin.api.http import json_response, read_json
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import json_schema_of
@@ -60,7 +61,7 @@ def _iso(ms: int) -> str:
 def configure_ephemeral(request: HttpRequest) -> HttpResponse:
     call = wire.parse_configure(_body(request))
     grants.require(request, "queue", call.queue, grants.WRITE)
-    at = ephemeral.eph_configure(queue=call.queue, options=call.options)
+    at = ephemeral.eph_configure(queue=call.queue, options=call.options, who=who_of(request))
     return json_response({"queue": call.queue, "options": call.options, "updatedAt": _iso(at)}, 201)
 
 
@@ -74,7 +75,7 @@ def configure_ephemeral(request: HttpRequest) -> HttpResponse:
 def reset_ephemeral(request: HttpRequest) -> HttpResponse:
     queue = wire.parse_queue(_body(request))
     grants.require(request, "queue", queue, grants.WRITE)
-    return json_response({"queue": queue, "dropped": ephemeral.eph_reset(queue=queue)})
+    return json_response({"queue": queue, "dropped": ephemeral.eph_reset(queue=queue, who=who_of(request))})
 
 
 #: A queue name in the path: the names rule of the parser (``wire.name_of``).
@@ -90,7 +91,7 @@ _NAME_IN_PATH = parameters(path={"queue": json_schema_of(wire.Name)})
 def delete_ephemeral(request: HttpRequest, queue: str) -> HttpResponse:
     queue = wire.lookup_name(queue, "queue")
     grants.require(request, "queue", queue, grants.ADMIN)
-    done = ephemeral.eph_delete(queue=queue)
+    done = ephemeral.eph_delete(queue=queue, who=who_of(request))
     return json_response({"queue": queue, "deleted": done.deleted, "declared": done.declared})
 
 

@@ -5,7 +5,9 @@ Queen's wire protocol has several error families (protocol.md 1.3):
 - ``kv``: KV, locks and timers, ``{"error": <code>, "reason", "detail"}``;
 - ``engine``: push, pop, ack, configure, ``{"error": <message>, "code"}``;
 - a few bodies of their own (the ``kv_precondition`` abort, queue 404, a
-  refused conflating pop: ``{"success": false, "error", "messages": []}``).
+  refused conflating pop: ``{"success": false, "error", "messages": []}``,
+  a DLQ replay of a dead letter that is gone: ``{"success": false,
+  "result": "gone", "error", "code"}``).
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.TimerHorizonExceeded: (403, "kv"),
     errors.PreconditionFailed: (200, "precondition"),
     errors.QueueNotFound: (404, "queue_not_found"),
+    errors.DeadLetterGone: (404, "gone"),
     errors.EphemeralQueueNotFound: (404, "engine"),
     errors.EphemeralQueueFull: (429, "engine"),
     errors.EphemeralUnavailable: (503, "engine"),
     errors.QueueBusy: (409, "engine"),
+    # A push answers ``failed`` per item instead; an operator's move (a
+    # retry, a DLQ replay) is refused whole, 409 as Queen's replay answers.
+    errors.QueueFull: (409, "engine"),
     errors.NotDeadLettered: (409, "engine"),
     errors.MessageNotNext: (409, "engine"),
     errors.NameTooLong: (413, "engine"),
@@ -72,6 +78,10 @@ def render(exc: errors.QueenError) -> tuple[int, dict[str, Any]]:
         }
     if family == "queue_not_found":
         return status, {"error": "Queue not found"}
+    if family == "gone":
+        # Queen's answer for a dead letter that is not there, with the
+        # engine family's ``code`` beside it.
+        return status, {"success": False, "result": "gone", "error": exc.detail, "code": exc.code}
     if family == "conflation":
         return status, {"success": False, "error": exc.detail, "messages": []}
     if family == "auth":

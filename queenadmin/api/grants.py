@@ -182,6 +182,15 @@ def require_partition(request: HttpRequest, text: str | int, need: TokenScope) -
     require_partitions(limits(request), [text], need)
 
 
+def require_dead_letter(request: HttpRequest, dead_letter_id: int | None, need: TokenScope) -> None:
+    """The queue of the dead letter named (an unknown one, or None, is left to the route)."""
+    grants = limits(request)
+    if grants is not None and dead_letter_id is not None:
+        name = owners.queue_name_of_dead_letter(dead_letter_id)
+        if name is not None:
+            require_stored_queues(grants, [name], need, "the queue of the dead letter named")
+
+
 def require_lease(request: HttpRequest, lease_id: str, need: TokenScope) -> None:
     """The queues whose partitions the lease holds (an unknown lease reaches none)."""
     grants = limits(request)

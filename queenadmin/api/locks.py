@@ -37,7 +37,8 @@ def locks_batch(request: HttpRequest) -> HttpResponse:
     ratelimit.admit(request, "read" if all(op.op == "get" for op in ops) else "write")
     if not ops:
         return json_response({"results": []})
-    results = locks.locks_call(ops)
+    # The identity a push stamps as producerSub names who took each permit.
+    results = locks.locks_call(ops, caller=request.auth.producer_sub)  # type: ignore[attr-defined]
     # A get shows raw owners and tokens only to a caller who may write the lock.
     out = [
         wire.result_out(i, r, masked=op.op == "get" and not grants.may(request, "lock", op.name, grants.WRITE))

@@ -1,6 +1,6 @@
 """The client's remaining routes: offset reads (``queue.fetch()``), partition
-discovery (``changed_since()``), consumer groups, message traces and the
-operator reads of ``queen.admin``.
+discovery (``changed_since()``), consumer groups, message traces, the
+operator reads and writes of ``queen.admin`` and Queen's DLQ replay.
 
 Each route parses with ``api/wire/messages.py``, calls the domain
 (``domain/queues``: ``reads``, ``groups``, ``traces``, ``browse``) and
@@ -14,12 +14,16 @@ from typing import TypedDict
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
+from queenadmin.api.audit import who_of
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.schemas.messages import (
     ChangedIn,
     ChangedOut,
+    DeadLetterGoneOut,
+    DLQReplayedOut,
+    DLQReplayIn,
     FetchIn,
     FetchOut,
     GroupDeletedOut,
@@ -39,6 +43,7 @@ from queenadmin.api.schemas.messages import (
     NamespacesOut,
     NotDeadLetteredOut,
     PartitionsOut,
+    QueueFullOut,
     SeekIn,
     SeekOut,
     SubscriptionIn,
@@ -53,6 +58,7 @@ from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import messages as wire
 from queenadmin.domain.queues import browse, groups, reads, traces
 from queenadmin.domain.queues import operator as queue_operator
+from queenadmin.errors import DeadLetterGone
 
 #: A group or queue name a route stores (the rule of names, ``domain.names``).
 _NAME = json_schema_of(EngineName)
@@ -120,7 +126,7 @@ def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
     body = read_engine_json(request)
     timestamp = wire.parse_subscription(body)
     grants.require_every(request, "queue", grants.WRITE)
-    result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp)
+    result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp, who=who_of(request))
     return json_response(wire.render_resubscribed(result, body["subscriptionTimestamp"]))
 
 
@@ -136,7 +142,11 @@ def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
     to_end, timestamp = wire.parse_seek(read_engine_json(request, optional=True))
     grants.require(request, "queue", queue, grants.WRITE)
     result = groups.queue_group_seek(
-        group=wire.parse_group(group), queue=wire.parse_queue(queue), to_end=to_end, timestamp=timestamp
+        group=wire.parse_group(group),
+        queue=wire.parse_queue(queue),
+        to_end=to_end,
+        timestamp=timestamp,
+        who=who_of(request),
     )
     return json_response(wire.render_seek(result))
 
@@ -183,6 +193,7 @@ def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -
         group=wire.lookup_group(group),
         queue=None if queue is None else wire.lookup_queue(queue),
         delete_metadata=wire.parse_delete_metadata(request.GET),
+        who=who_of(request),
     )
     return json_response(wire.render_group_deleted(result))
 
@@ -309,20 +320,21 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
     grants.require_partition(request, partition_id, grants.ADMIN)
     result = None
     if partition_id.isascii() and partition_id.isdigit() and len(partition_id) <= 18:
-        result = queue_operator.queue_message_delete(partition_id=int(partition_id), transaction_id=transaction_id)
+        result = queue_operator.queue_message_delete(
+            partition_id=int(partition_id), transaction_id=transaction_id, who=who_of(request)
+        )
     return json_response(wire.render_message_deleted(result, partition_id, transaction_id))
 
 
 @router.post(
     "/messages/{partition_id}/{transaction_id}/retry",
-    response={200: MessageRetriedOut, 404: MessageNotFoundOut, 409: NotDeadLetteredOut},
+    response={200: MessageRetriedOut, 404: MessageNotFoundOut, 409: NotDeadLetteredOut | QueueFullOut},
     summary="Push a dead-lettered message again and drop its dead letters",
 )
 def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     grants.require_partition(request, partition_id, grants.WRITE)
-    return json_response(
-        wire.render_message_retried(queue_operator.queue_message_retry(**_message(partition_id, transaction_id)))
-    )
+    result = queue_operator.queue_message_retry(**_message(partition_id, transaction_id), who=who_of(request))
+    return json_response(wire.render_message_retried(result))
 
 
 @router.with_body(
@@ -337,6 +349,32 @@ def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id:
     group, error = wire.parse_move_to_dlq(read_engine_json(request, optional=True))
     grants.require_partition(request, partition_id, grants.WRITE)
     result = queue_operator.queue_message_dead_letter(
-        **_message(partition_id, transaction_id), group=group, error=error
+        **_message(partition_id, transaction_id), group=group, error=error, who=who_of(request)
     )
     return json_response(wire.render_dead_lettered(result))
+
+
+# --------------------------------------------------------------------------
+# Queen's DLQ replay
+
+
+@router.with_body(
+    "POST",
+    "/dlq/{id}/replay",
+    DLQReplayIn,
+    {200: DLQReplayedOut, 404: DeadLetterGoneOut, 409: QueueFullOut},
+    summary="Replay a dead letter into its own queue or another (transactionId dlq:<id>), audited",
+    required=False,
+)
+def replay_dead_letter(request: HttpRequest, id: str) -> HttpResponse:
+    to, reason = wire.parse_replay(read_engine_json(request, optional=True))
+    dead_letter = wire.dead_letter_id(id)
+    # The dead letter's queue is read from and the destination written:
+    # a grant must cover both.
+    grants.require_dead_letter(request, dead_letter, grants.WRITE)
+    if to.queue is not None:
+        grants.require(request, "queue", to.queue, grants.WRITE)
+    if dead_letter is None:
+        raise DeadLetterGone()
+    result = queue_operator.queue_dlq_replay(dead_letter_id=dead_letter, who=who_of(request, reason), to=to)
+    return json_response(wire.render_replayed(result))

@@ -1,4 +1,5 @@
-"""Message-log routes: configure, push, pop, ack, lease extend, resources, DLQ.
+"""Message-log routes: configure, push, pop, ack, lease extend, resources,
+pause and resume, DLQ.
 
 Each route parses with ``api/wire/queues.py``, calls the domain
 (``domain/queues``) with the typed command, and renders its result with the
@@ -17,6 +18,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
+from queenadmin.api.audit import who_of
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
@@ -31,6 +33,8 @@ from queenadmin.api.schemas.queues import (
     LeaseExtendIn,
     LeaseExtendOut,
     OverviewOut,
+    PauseIn,
+    PauseOut,
     PopEmptyOut,
     PopOut,
     PushIn,
@@ -47,10 +51,12 @@ from queenadmin.api.schemas.queues import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
+from queenadmin.api.wire import messages as messages_wire
 from queenadmin.api.wire import queues as wire
 from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import QueueNotFound
 from queenadmin.plumbing import ARRIVED_KEY
@@ -67,7 +73,7 @@ router = ScopedRouter(tags=["queues"], errors=ENGINE_ERRORS)
 def configure_queue(request: HttpRequest) -> HttpResponse:
     command = wire.parse_configure(read_engine_json(request))
     grants.require(request, "queue", command.name, grants.WRITE)
-    config = queues.queue_configure(request=command)
+    config = queues.queue_configure(request=command, who=who_of(request))
     return json_response(wire.render_configure(config))
 
 
@@ -341,6 +347,79 @@ def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
     return json_response(wire.render_depth(_stats_or_404(queue, group, with_age=True)))
 
 
+# --------------------------------------------------------------------------
+# Pause and resume (``domain/queues/operator/pause.py``): declared before the
+# ``path:`` routes below and the messages router's consumer-group routes,
+# which would otherwise shadow them (Django tries the patterns in order).
+
+_PAUSE_ANSWERS: dict[int | str, Any] = {200: PauseOut, 404: QueueNotFoundOut}
+
+
+def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) -> HttpResponse:
+    reason = wire.parse_pause(read_engine_json(request, optional=True))
+    wire.check_text(queue, "queue")
+    grants.require(request, "queue", queue, grants.ADMIN)
+    who = who_of(request, reason)
+    if group is None:
+        change = (queue_operator.queue_pause if pause else queue_operator.queue_resume)(queue=queue, who=who)
+    else:
+        verb = queue_operator.queue_group_pause if pause else queue_operator.queue_group_resume
+        change = verb(queue=queue, group=group, who=who)
+    return json_response(wire.render_pause(change))
+
+
+@router.with_body(
+    "POST",
+    "/resources/queues/{queue}/pause",
+    PauseIn,
+    _PAUSE_ANSWERS,
+    summary="Pause every pop of a queue (they answer as an empty queue; pushes and acks go on)",
+    required=False,
+    openapi_extra=parameters(path={"queue": _NAME}),
+)
+def pause_queue(request: HttpRequest, queue: str) -> HttpResponse:
+    return _paused(request, queue, None, True)
+
+
+@router.with_body(
+    "POST",
+    "/resources/queues/{queue}/resume",
+    PauseIn,
+    _PAUSE_ANSWERS,
+    summary="Resume the pops of a paused queue and wake the waiting ones",
+    required=False,
+    openapi_extra=parameters(path={"queue": _NAME}),
+)
+def resume_queue(request: HttpRequest, queue: str) -> HttpResponse:
+    return _paused(request, queue, None, False)
+
+
+@router.with_body(
+    "POST",
+    "/consumer-groups/{group}/queues/{queue}/pause",
+    PauseIn,
+    _PAUSE_ANSWERS,
+    summary="Pause one consumer group's pops of a queue (other groups read on)",
+    required=False,
+    openapi_extra=parameters(path={"group": _NAME, "queue": _NAME}),
+)
+def pause_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    return _paused(request, queue, messages_wire.parse_group(group), True)
+
+
+@router.with_body(
+    "POST",
+    "/consumer-groups/{group}/queues/{queue}/resume",
+    PauseIn,
+    _PAUSE_ANSWERS,
+    summary="Resume one consumer group's pops of a queue and wake its waiting ones",
+    required=False,
+    openapi_extra=parameters(path={"group": _NAME, "queue": _NAME}),
+)
+def resume_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
+    return _paused(request, queue, messages_wire.parse_group(group), False)
+
+
 # ``path:``, so that a name holding ``/`` (sent as is or as ``%2F``: Django
 # routes on the decoded path) is reached; declared after ``/depth``, which
 # they would otherwise shadow (Django tries the patterns in order).
@@ -362,7 +441,8 @@ def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
 def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
     wire.check_text(queue, "queue")
     grants.require(request, "queue", queue, grants.ADMIN)
-    return json_response(wire.render_delete(queue, existed=queues.queue_delete(name=queue)))
+    existed = queues.queue_delete(name=queue, who=who_of(request))
+    return json_response(wire.render_delete(queue, existed=existed))
 
 
 @router.get("/resources/overview", response=OverviewOut, summary="Counts across every queue")

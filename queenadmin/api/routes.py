@@ -102,6 +102,11 @@ ROUTES: dict[str, Route] = {
     "GET /resources/queues/{path:queue}": Route(READ, NAMED, QUEUE),
     "GET /resources/queues/{queue}/depth": Route(READ, NAMED, QUEUE),
     "DELETE /resources/queues/{path:queue}": Route(ADMIN, NAMED, QUEUE),
+    # An operator's pause and resume of a queue, or of one group's pops of it.
+    "POST /resources/queues/{queue}/pause": Route(ADMIN, NAMED, QUEUE),
+    "POST /resources/queues/{queue}/resume": Route(ADMIN, NAMED, QUEUE),
+    "POST /consumer-groups/{group}/queues/{queue}/pause": Route(ADMIN, NAMED, QUEUE),
+    "POST /consumer-groups/{group}/queues/{queue}/resume": Route(ADMIN, NAMED, QUEUE),
     "GET /resources/overview": Route(READ, EVERY, QUEUE),
     # Named with ?queue=; without it, a total over every queue.
     "GET /dlq": Route(READ, NAMED, QUEUE),
@@ -135,6 +140,8 @@ ROUTES: dict[str, Route] = {
     "DELETE /messages/{partition_id}/{transaction_id}": Route(ADMIN, NAMED, QUEUE),
     "POST /messages/{partition_id}/{transaction_id}/retry": Route(WRITE, NAMED, QUEUE),
     "POST /messages/{partition_id}/{transaction_id}/dlq": Route(WRITE, NAMED, QUEUE),
+    # Queen's DLQ replay: the dead letter's stored queue and the destination.
+    "POST /dlq/{id}/replay": Route(WRITE, NAMED, QUEUE),
     # Streams (api/streams.py, served beside /api/v1 with full paths): a
     # worker registers, reads its state and commits cycles.
     # A stream's source and sink queues, those the body names and those

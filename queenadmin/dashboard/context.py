@@ -9,6 +9,7 @@ from django.utils.functional import SimpleLazyObject
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard.permissions import can
+from queenadmin.dashboard.twofactor import by_sso
 from queenadmin.domain import clock
 
 
@@ -19,4 +20,6 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
         "now": clock.now(),
         # Lazy: only pages that draw buttons ask for permissions.
         "can": SimpleLazyObject(lambda: can(user) if user is not None else {}),
+        # Signed in through the OpenID provider: no second factor here.
+        "signed_in_by_sso": by_sso(getattr(request, "session", None)),
     }

@@ -7,6 +7,9 @@
   so a header a client sends itself never counts. No other header is read.
 - ``failure_limit`` and ``cool_off``: ``QUEENADMIN_LOGIN_FAILURE_LIMIT`` and
   ``QUEENADMIN_LOGIN_LOCKOUT_MINUTES``, read at each use.
+- ``not_counted``: single sign-on's callback, which axes neither refuses
+  during a lockout nor counts (a refused sign-in is the provider's account
+  refused by the allowlist, not a guessed password).
 - ``lockout_response``: "too many failed logins, try again in N minutes",
   429 with ``Retry-After``, in the dashboard's frame, or the admin's for
   ``/admin/``.
@@ -37,6 +40,10 @@ from queenadmin.domain import clock, logins
 def client_address(request: HttpRequest) -> str | None:
     """The client's address as the server derived it (see the module)."""
     return request.META.get("REMOTE_ADDR") or None
+
+
+def not_counted(request: HttpRequest | None, credentials: dict[str, Any] | None) -> bool:
+    return request is not None and request.path == reverse("dashboard:sso_callback")
 
 
 def failure_limit(request: HttpRequest, credentials: dict[str, Any] | None) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Final, TypeAlias
 
+from queenadmin.domain.roles import OPERATORS_GROUP, VIEWERS_GROUP
+
 #: A request's or a socket's user (a model, AnonymousUser or a lazy one).
 User: TypeAlias = Any
 
@@ -39,11 +41,21 @@ CHANGE: Final = {
     "dlq.purge": "queenadmin.delete_deadletter",
     "queue.group": "queenadmin.change_queue",
     "queue.purge": "queenadmin.change_queue",
+    "queue.pause": "queenadmin.change_queue",
     "queue.attention": "queenadmin.change_queue",
 }
 
-VIEWERS_GROUP: Final = "queenadmin viewers"
-OPERATORS_GROUP: Final = "queenadmin operators"
+__all__ = [
+    "CHANGE",
+    "OPERATORS_GROUP",
+    "OPERATOR_ONLY_PAGES",
+    "VIEW",
+    "VIEWERS_GROUP",
+    "User",
+    "can",
+    "may_do",
+    "may_view",
+]
 
 
 def may_view(user: User, page: str) -> bool:

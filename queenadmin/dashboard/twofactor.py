@@ -13,6 +13,10 @@
   it now needs (logged in before the setting was turned on) is logged out
   at its next page, dashboard or admin; ``socket_unverified`` finds the same
   sessions for the dashboard's websocket, which refuses them.
+- A session signed in through the OpenID provider (``SSO_BACKEND``,
+  ``dashboard/sso.py``) owes no second factor here: the provider owns that.
+  With ``LOCAL_LOGIN=0``, a session that logged in with a password (before
+  it was turned off) is logged out the same way.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings as django_settings
-from django.contrib.auth import get_user_model, logout
+from django.contrib.auth import BACKEND_SESSION_KEY, get_user_model, logout
 from django.contrib.auth.views import redirect_to_login
 from django.contrib.sessions.backends.base import SessionBase
 from django.http import HttpRequest, HttpResponse
@@ -32,12 +36,20 @@ from django_otp.models import Device
 
 from queenadmin.conf import settings
 from queenadmin.dashboard.permissions import OPERATORS_GROUP, User
+from queenadmin.domain.identity.sso import local_login_allowed
 from queenadmin.domain.twofactor import twofactor_enrolled
 
 #: The session key of a login waiting for its second factor.
 PENDING = "queenadmin.login.pending"
 #: How long a pending login waits for its code.
 PENDING_SECONDS = 300
+#: The authentication backend of a session signed in through the OpenID provider.
+SSO_BACKEND = "queenadmin.dashboard.sso.SsoBackend"
+
+
+def by_sso(session: SessionBase | None) -> bool:
+    """Whether ``session`` signed in through the OpenID provider."""
+    return session is not None and session.get(BACKEND_SESSION_KEY) == SSO_BACKEND
 
 
 def open_paths() -> tuple[str, ...]:
@@ -91,10 +103,15 @@ def end_pending(request: HttpRequest) -> None:
 
 
 def unverified(request: HttpRequest) -> bool:
-    """A logged-in session that lacks the second factor its user needs."""
-    if not settings.REQUIRE_2FA:
+    """A logged-in session that lacks the second factor its user needs, or
+    that logged in with a password while password login is off."""
+    if by_sso(request.session):
         return False
     user = request.user
+    if not local_login_allowed() and user.is_authenticated:
+        return True
+    if not settings.REQUIRE_2FA:
+        return False
     return bool(required(user) and not user.is_verified())  # type: ignore[union-attr]
 
 
@@ -102,6 +119,10 @@ def socket_unverified(user: User, session: SessionBase | None) -> bool:
     """``unverified`` for a websocket's session, which no ``OTPMiddleware``
     reads: verified means the session names a confirmed device of ``user``
     (the rule of django-otp's middleware)."""
+    if by_sso(session):
+        return False
+    if not local_login_allowed():
+        return True
     if not settings.REQUIRE_2FA or not required(user):
         return False
     device_id = session.get(DEVICE_ID_SESSION_KEY) if session is not None else None

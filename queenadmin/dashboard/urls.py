@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
+from queenadmin.dashboard import sso
 from queenadmin.dashboard.links import NameConverter, TailNameConverter
 from queenadmin.dashboard.views import (
     attention,
@@ -15,6 +15,7 @@ from queenadmin.dashboard.views import (
     login,
     messages,
     overview,
+    pause,
     queues,
     recovery,
     search,
@@ -33,6 +34,8 @@ urlpatterns = [
     path("", overview.overview, name="overview"),
     path("login/", login.LoginView.as_view(), name="login"),
     path("login/code/", login.login_code, name="login_code"),
+    path("login/sso/", sso.SsoBegin.as_view(), name="sso_begin"),
+    path("login/sso/callback/", sso.SsoCallback.as_view(), name="sso_callback"),
     path("account/two-factor/", login.two_factor, name="two_factor"),
     path("locks/", locks.locks, name="locks"),
     path("locks/release/", locks.lock_release, name="lock_release"),
@@ -49,7 +52,7 @@ urlpatterns = [
     path("kv/<storedname:namespace>/key/<storedpath:key>", kv.key_detail, name="kv_key"),
     path("audit/", audit.audit, name="audit"),
     path("audit/<int:entry_id>/revert/", audit.revert, name="audit_revert"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", login.LogoutView.as_view(), name="logout"),
     path("queues/", queues.queue_list, name="queues"),
     path("queues/<storedname:name>/dlq/replay/", queues.dlq_replay, name="dlq_replay"),
     path("queues/<storedname:name>/dlq/purge/", queues.dlq_purge, name="dlq_purge"),
@@ -57,6 +60,7 @@ urlpatterns = [
     path("queues/<storedname:name>/messages/<storedname:message_id>/", messages.queue_message, name="queue_message"),
     path("queues/<storedname:name>/groups/recover/", recovery.group_recover, name="queue_group_recover"),
     path("queues/<storedname:name>/purge/", recovery.queue_purge, name="queue_purge"),
+    path("queues/<storedname:name>/pause/", pause.queue_pause, name="queue_pause"),
     path("queues/<storedname:name>/", queues.queue_detail, name="queue"),
     path("dlq/", deadletters.dlq_page, name="dlq"),
     path("ephemeral/", ephemeral.ephemeral_page, name="ephemeral"),

@@ -1,23 +1,37 @@
 """The audit trail: every operator action, written in the action's transaction.
 
-Dashboard and admin actions call ``Who.record_in_txn`` inside the same
-``transaction.atomic()`` as the write they record, so an entry exists if
-and only if the change committed. Entries never hold raw credentials:
-callers pass masked values (``domain.masking.mask_token``) for owners and
-tokens.
+Dashboard, admin, command and API actions call ``Who.record_in_txn``
+inside the same ``transaction.atomic()`` as the write they record, so an
+entry exists if and only if the change committed. Entries never hold raw
+credentials: callers pass masked values (``domain.masking.mask_token``)
+for owners and tokens.
+
+``via`` says where an action came from (``VIAS``). Through the API
+(``via="api"``) the actor is the calling token's name, or ``jwt:<sub>``
+for a Queen JWT (``tokens.TokenAuth.name``), and only the operator-type
+routes record one (docs/security.md, "Audit trail"): deletes, seeks,
+configures, dead-letter moves and the like, not the data plane's pushes,
+pops, acks and KV or lock calls. A refused call (401, 403, 404, 409) and
+a call that changed nothing (a delete of what is not there, a configure
+that sets what is set) record nothing, since an entry is its change's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from django.db import connection
 
 from queenadmin.domain.events import AUDIT_GROUP, broadcast_on_commit
 from queenadmin.models import AuditEntry
 
-KINDS = frozenset({"lock", "timer", "kv", "queue", "dlq", "token", "login"})
+KINDS = frozenset({"lock", "timer", "kv", "queue", "dlq", "ephemeral", "token", "login"})
+#: Where an action comes from: the dashboard, the Django admin, a
+#: management command on the host, an API call (a token or a JWT).
+VIAS = ("dashboard", "admin", "command", "api")
+API: Final = "api"
 
 
 @dataclass(frozen=True, slots=True)

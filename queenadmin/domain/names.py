@@ -84,6 +84,16 @@ def unstorable(text: str) -> str | None:
     return fault(text)
 
 
+def label_of(text: str, max_chars: int) -> str:
+    """``text`` as a stored label of who acted (a token's name, a JWT's
+    ``sub``): cut to ``max_chars`` characters, and each character the rule
+    refuses (a control, a bidi mark, NUL, a lone surrogate) replaced by
+    U+FFFD, so that any identity stores on both databases and shows as
+    itself. A label is never looked up, so nothing is refused.
+    """
+    return _REFUSED.sub("\ufffd", text[:max_chars])
+
+
 def utf8_length(text: str) -> int | None:
     """``text``'s length in UTF-8 bytes, or ``None`` for a lone surrogate."""
     try:

@@ -11,7 +11,7 @@ import queenadmin.models.fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("queenadmin", "0024_producer_sub"),
+        ("queenadmin", "0025_queue_pause"),
     ]
 
     operations = [

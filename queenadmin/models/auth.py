@@ -67,7 +67,7 @@ class ApiToken(models.Model):
 
 
 class AuditEntry(models.Model):
-    """Who changed what from the dashboard or the admin, and how."""
+    """Who changed what from the dashboard, the admin, a command or the API, and how."""
 
     at = models.DateTimeField()
     actor = models.CharField(max_length=150)
@@ -77,10 +77,11 @@ class AuditEntry(models.Model):
     after = models.TextField(blank=True, default="")
     #: Why the operator did it, as they typed it (may be empty).
     reason = models.TextField(blank=True, default="")
-    #: What kind of object ``target`` names: ``lock``, ``timer``, ``kv``, ``queue``, ``dlq``, ``token``,
-    #: ``login`` (an account or a client address: lockouts, unlocks, second factors).
+    #: What kind of object ``target`` names: ``lock``, ``timer``, ``kv``, ``queue``, ``dlq``, ``ephemeral``,
+    #: ``token``, ``login`` (an account or a client address: lockouts, unlocks, second factors).
     kind = models.CharField(max_length=16, blank=True, default="")
-    #: Where the action came from: ``dashboard``, ``admin`` or ``command``.
+    #: Where the action came from: ``dashboard``, ``admin``, ``command`` or ``api`` (``actor`` is
+    #: then the API token's name, or ``jwt:<sub>`` for a Queen JWT).
     via = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:

@@ -31,6 +31,13 @@ class Queue(models.Model):
     #: Every option with its current value (defaults filled in).
     options = models.JSONField(default=dict)
     created_at = models.DateTimeField()
+    #: An operator paused every pop of the queue (``operator/pause.py``):
+    #: they answer as on an empty queue; pushes, acks and leases go on.
+    paused = models.BooleanField(default=False)
+    #: The consumer groups whose pops of the queue are paused, sorted (a
+    #: group not registered yet may be named: it is paused from its first
+    #: pop). On the queue row, which every claim reads anyway.
+    paused_groups = models.JSONField(default=list)
 
     class Meta:
         indexes = [models.Index(fields=["namespace", "task"], name="queue_ns_task_idx")]

@@ -50,12 +50,56 @@
     return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
   }
 
+  // A box whose table is wider than the screen is focusable (a keyboard
+  // can scroll it) and says so: data-scrolls shows the cue in the CSS.
   function markScrollers() {
     document.querySelectorAll(".scroll-x").forEach(function (box) {
       var scrolls = box.scrollWidth > box.clientWidth + 1;
       if (scrolls && !box.hasAttribute("tabindex")) box.setAttribute("tabindex", "0");
       else if (!scrolls && box.getAttribute("tabindex") === "0") box.removeAttribute("tabindex");
+      if (scrolls !== box.hasAttribute("data-scrolls")) box.toggleAttribute("data-scrolls", scrolls);
     });
+  }
+
+  // On a phone a table becomes cards (queenadmin.css): a row a card, its
+  // first cell the title, every other cell under its column's name. The
+  // names come from the table's head, copied to each cell as data-label;
+  // roles keep the table a table for screen readers once the CSS makes
+  // its parts blocks. A table whose head spans columns stays a table.
+  function labelCells(table) {
+    var heads = table.tHead ? table.tHead.rows : [];
+    if (heads.length !== 1) return;
+    var names = [];
+    for (var i = 0; i < heads[0].cells.length; i++) {
+      var th = heads[0].cells[i];
+      if (th.colSpan !== 1) return;
+      names.push(th.textContent.replace(/\s+/g, " ").trim());
+    }
+    if (!table.classList.contains("cards")) {
+      table.setAttribute("role", "table");
+      table.tHead.setAttribute("role", "rowgroup");
+      heads[0].setAttribute("role", "row");
+      for (var h = 0; h < heads[0].cells.length; h++) heads[0].cells[h].setAttribute("role", "columnheader");
+      table.classList.add("cards");
+    }
+    for (var b = 0; b < table.tBodies.length; b++) {
+      var body = table.tBodies[b];
+      body.setAttribute("role", "rowgroup");
+      for (var r = 0; r < body.rows.length; r++) {
+        var row = body.rows[r];
+        row.setAttribute("role", "row");
+        var whole = row.cells.length === 1 && row.cells[0].colSpan > 1;
+        for (var c = 0; c < row.cells.length; c++) {
+          var cell = row.cells[c];
+          if (cell.hasAttribute("data-label")) continue;
+          cell.setAttribute("role", cell.tagName === "TH" ? "rowheader" : "cell");
+          cell.setAttribute("data-label", whole ? "" : names[c] || "");
+        }
+      }
+    }
+  }
+  function makeCards() {
+    document.querySelectorAll("table.grid").forEach(labelCells);
   }
 
   function tick() {
@@ -125,9 +169,10 @@
   });
   document.addEventListener("htmx:wsAfterMessage", function () {
     lastGood = Date.now() + serverOffset;
+    makeCards();
     tick();  // draw new times at once, not at the next second
   });
-  document.addEventListener("htmx:afterSettle", function () { tick(); });
+  document.addEventListener("htmx:afterSettle", function () { makeCards(); markScrollers(); tick(); });
   document.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail && event.detail.event ? event.detail.event.code : 0;
     if (code >= 4400 && code < 4500) {
@@ -160,6 +205,21 @@
       event.detail.shouldSwap = false;
       event.preventDefault();
     }
+  });
+
+  // A "select all" box (data-select-all="<name>") ticks or clears every box
+  // of that name in its form, and shows whether some, all or none are.
+  document.addEventListener("change", function (event) {
+    var box = event.target;
+    if (!box || !box.form || box.type !== "checkbox") return;
+    var name = box.dataset.selectAll || box.name;
+    var head = box.form.querySelector('input[data-select-all="' + name + '"]');
+    if (!head) return;
+    var boxes = Array.prototype.slice.call(box.form.querySelectorAll('input[type=checkbox][name="' + name + '"]'));
+    if (box === head) boxes.forEach(function (b) { b.checked = head.checked; });
+    var ticked = boxes.filter(function (b) { return b.checked; }).length;
+    head.checked = ticked > 0 && ticked === boxes.length;
+    head.indeterminate = ticked > 0 && ticked < boxes.length;
   });
 
   // ---- dialogs and notices ---------------------------------------------
@@ -217,6 +277,8 @@
     var clock = document.getElementById("server-clock");
     var at = clock ? Date.parse(clock.getAttribute("datetime")) : NaN;
     if (!isNaN(at)) serverOffset = at - Date.now();
+    makeCards();
+    markScrollers();
     tick();
     setInterval(tick, 1000);
     window.addEventListener("resize", markScrollers);

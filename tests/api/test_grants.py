@@ -257,6 +257,14 @@ TABLE: dict[str, list[tuple[str, Callable[[World], tuple[str, str, dict[str, Any
     "POST /consumer-groups/{group}/queues/{queue}/seek": [
         ("refused", req("POST", "/consumer-groups/{g}/queues/{b}/seek", json={"toEnd": True}))
     ],
+    "POST /resources/queues/{queue}/pause": [("refused", req("POST", "/resources/queues/{b}/pause"))],
+    "POST /resources/queues/{queue}/resume": [("refused", req("POST", "/resources/queues/{b}/resume"))],
+    "POST /consumer-groups/{group}/queues/{queue}/pause": [
+        ("refused", req("POST", "/consumer-groups/{g}/queues/{b}/pause", json={"reason": "x"}))
+    ],
+    "POST /consumer-groups/{group}/queues/{queue}/resume": [
+        ("refused", req("POST", "/consumer-groups/{g}/queues/{b}/resume"))
+    ],
     "POST /traces": [
         ("refused", req("POST", "/traces", json={"transactionId": "t0", "partitionId": "{pid}", "data": {}}))
     ],
@@ -280,6 +288,8 @@ TABLE: dict[str, list[tuple[str, Callable[[World], tuple[str, str, dict[str, Any
     "POST /messages/{partition_id}/{transaction_id}/dlq": [
         ("refused", req("POST", "/messages/{pid}/t1/dlq", json={"consumerGroup": "{g}"}))
     ],
+    # Into billing: refused by the destination whatever the dead letter.
+    "POST /dlq/{id}/replay": [("refused", req("POST", "/dlq/999999999/replay", json={"queue": "{b}"}))],
     # A stream touches its source and its sink queue.
     "POST /streams/v1/queries": [
         (

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -27,22 +26,10 @@ from jwt.algorithms import OKPAlgorithm, RSAAlgorithm
 from queenadmin.domain import identity, tokens
 from queenadmin.domain.identity.jwks import Jwks
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("short_connections")]
 
 SECRET = "queen-jwt-tests-secret-of-at-least-64-bytes-for-hs512-keys-0123456789"
 HS = {"QUEENADMIN_JWT_ENABLED": True, "QUEENADMIN_JWT_SECRET": SECRET, "QUEENADMIN_JWT_ALGORITHM": "HS256"}
-
-
-@pytest.fixture(autouse=True)
-def short_connections() -> Iterator[None]:
-    """The pops' database threads close their connection after each job, so
-    the test database can be dropped (PostgreSQL refuses while in use)."""
-    from django.db import connections
-
-    saved = connections.settings["default"].get("CONN_MAX_AGE", 0)
-    connections.settings["default"]["CONN_MAX_AGE"] = 0
-    yield
-    connections.settings["default"]["CONN_MAX_AGE"] = saved
 
 
 def pem_of(private: Any) -> str:

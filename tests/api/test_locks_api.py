@@ -145,7 +145,8 @@ def test_expired_lock_is_taken_over_with_a_higher_token(client):
             "failedIndex": 0,
             "kvReason": "version",
             "version": second["token"],
-            "value": {"owner": "w-2"},
+            # The permit records who took it: the calling token's name.
+            "value": {"owner": "w-2", "caller": "locks-api-tests"},
         }
 
 
@@ -335,7 +336,7 @@ def test_get_lists_every_live_slot_with_since_expiry_and_renewal(client):
     }
     row = kv.kv_get(namespace="queen-locks", key=f"gpu#{a['slot']}", now=T0 + timedelta(seconds=3))
     assert row is not None
-    assert row.value == {"owner": "w-a", "since": "2026-10-08T10:00:00.25+00:00"}
+    assert row.value == {"owner": "w-a", "caller": "locks-api-tests", "since": "2026-10-08T10:00:00.25+00:00"}
 
 
 def test_get_of_a_free_lock_and_keys_that_are_no_slots(client):

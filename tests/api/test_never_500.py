@@ -34,6 +34,7 @@ ROUTES = [
     ("POST", "/api/v1/consumer-groups/fuzz/subscription"),
     ("POST", "/api/v1/consumer-groups/fuzz/queues/fuzz/seek"),
     ("POST", "/api/v1/messages/1/fuzz/dlq"),
+    ("POST", "/api/v1/dlq/1/replay"),
     ("POST", "/api/v1/timers"),
     ("POST", "/api/v1/transaction"),
 ]

@@ -70,18 +70,6 @@ def test_a_body_a_browser_sends_without_a_preflight_is_refused():
     assert client.generic("POST", "/api/v1/kv", b"", CONTENT_TYPE="").status_code != 415
 
 
-@pytest.fixture
-def short_connections():
-    """The pops' database threads close their connection after each job, so
-    the test database can be dropped (PostgreSQL refuses while in use)."""
-    from django.db import connections
-
-    saved = connections.settings["default"].get("CONN_MAX_AGE", 0)
-    connections.settings["default"]["CONN_MAX_AGE"] = 0
-    yield
-    connections.settings["default"]["CONN_MAX_AGE"] = saved
-
-
 @pytest.mark.django_db(transaction=True)
 @open_mode
 def test_a_request_from_another_page_is_refused(short_connections):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -23,22 +22,10 @@ from queen.http.push_binary import PushBatch, encode_push_binary
 
 from queenadmin.domain import clock, timers, tokens
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("short_connections")]
 
 SECRET = "producer-sub-tests-secret-of-at-least-thirty-two-bytes"
 HS = {"QUEENADMIN_JWT_ENABLED": True, "QUEENADMIN_JWT_SECRET": SECRET}
-
-
-@pytest.fixture(autouse=True)
-def short_connections() -> Iterator[None]:
-    """The pops' database threads close their connection after each job, so
-    the test database can be dropped (PostgreSQL refuses while in use)."""
-    from django.db import connections
-
-    saved = connections.settings["default"].get("CONN_MAX_AGE", 0)
-    connections.settings["default"]["CONN_MAX_AGE"] = 0
-    yield
-    connections.settings["default"]["CONN_MAX_AGE"] = saved
 
 
 def jwt_for(sub: str | None, role: str = "read-write") -> str:

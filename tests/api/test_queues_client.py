@@ -6,6 +6,7 @@ import asyncio
 import time
 from datetime import timedelta
 
+import httpx
 import pytest
 
 pytestmark = pytest.mark.live
@@ -169,6 +170,39 @@ async def test_long_poll_pop_wakes_on_push(queen, unique):
     pushed_at = await pusher
     assert [m["data"] for m in messages] == ["now"]
     assert woke - pushed_at < 1.0
+
+
+async def test_a_client_pops_through_a_pause_and_gets_the_messages_after_resume(queen, live_server, unique):
+    """While the queue is paused the client's pops, plain, long-polling and
+    in a consume loop, get nothing and raise nothing; once resumed the
+    waiting consumer gets every message pushed meanwhile."""
+    q = unique("paused")
+    await queen.queue(q).create()
+    headers = {"Authorization": f"Bearer {live_server.token}"}
+    async with httpx.AsyncClient(base_url=f"{live_server.url}/api/v1", headers=headers, timeout=30) as http:
+        assert (await http.post(f"/resources/queues/{q}/pause", json={"reason": "test"})).json()["paused"] is True
+        await queen.queue(q).push([{"data": i} for i in range(3)])
+        assert await queen.queue(q).batch(10).wait(False).pop() == []
+        assert await queen.queue(q).group("g").batch(10).wait(True).timeout_millis(300).pop() == []
+        handled: list[int] = []
+
+        async def handler(message):
+            handled.append(message["data"])
+
+        async def consume() -> None:
+            await queen.queue(q).batch(1).limit(3).timeout_millis(500).consume(handler)
+
+        consumer = asyncio.create_task(consume())
+        waiting = asyncio.create_task(queen.queue(q).group("g").batch(10).wait(True).timeout_millis(20000).pop())
+        # Long enough for the consumer's empty long polls to come back at least once.
+        await asyncio.sleep(1.0)
+        assert handled == []
+        assert not consumer.done()
+        assert (await http.post(f"/resources/queues/{q}/resume")).json()["changed"] is True
+        await asyncio.wait_for(consumer, 30)
+        messages = await asyncio.wait_for(waiting, 30)
+    assert handled == [0, 1, 2]
+    assert [m["data"] for m in messages] == [0, 1, 2]
 
 
 async def test_delete_queue(queen, unique):

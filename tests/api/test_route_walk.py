@@ -43,7 +43,7 @@ from queenadmin.api import dbthreads, routes
 from queenadmin.conf import settings
 from queenadmin.domain import clock, procmetrics, queues, tokens
 from queenadmin.domain.procmetrics.store.base import SampleRow
-from queenadmin.models import TokenScope
+from queenadmin.models import DeadLetter, TokenScope
 
 Q, SINK, EPH, NS, PARTITION = "billing.x", "billing.sink", "billing.eph", "nsbilling", "pbilling"
 GROUP, LOCK, TIMER_KEY, TRACE_NAME, QUERY, HASH = (
@@ -83,6 +83,8 @@ class World:
     query_id: str
     #: Every stored detail of billing's an answer must not show.
     stored: tuple[str, ...]
+    #: The id of billing's dead letter.
+    did: str = ""
 
 
 Call = tuple[str, str, dict[str, Any] | None, Any]
@@ -99,7 +101,13 @@ def listing(case: Case) -> Case:
 
 def fill(value: Any, w: World) -> Any:
     text = json.dumps(value)
-    for name, real in (("{pid}", w.pid), ("{opid}", w.opid), ("{lease}", w.lease), ("{qid}", w.query_id)):
+    for name, real in (
+        ("{pid}", w.pid),
+        ("{opid}", w.opid),
+        ("{lease}", w.lease),
+        ("{qid}", w.query_id),
+        ("{did}", w.did),
+    ):
         text = text.replace(name, real)
     return json.loads(text)
 
@@ -226,6 +234,14 @@ TABLE: dict[str, list[Case]] = {
     "GET /resources/queues/{path:queue}": [(QUEUE, req("GET", f"/api/v1/resources/queues/{Q}"))],
     "GET /resources/queues/{queue}/depth": [(QUEUE, req("GET", f"/api/v1/resources/queues/{Q}/depth"))],
     "DELETE /resources/queues/{path:queue}": [(QUEUE, req("DELETE", f"/api/v1/resources/queues/{Q}"))],
+    "POST /resources/queues/{queue}/pause": [(QUEUE, req("POST", f"/api/v1/resources/queues/{Q}/pause"))],
+    "POST /resources/queues/{queue}/resume": [(QUEUE, req("POST", f"/api/v1/resources/queues/{Q}/resume"))],
+    "POST /consumer-groups/{group}/queues/{queue}/pause": [
+        (QUEUE, req("POST", f"/api/v1/consumer-groups/{GROUP}/queues/{Q}/pause", body={"reason": "walk"}))
+    ],
+    "POST /consumer-groups/{group}/queues/{queue}/resume": [
+        (QUEUE, req("POST", f"/api/v1/consumer-groups/{GROUP}/queues/{Q}/resume"))
+    ],
     "GET /resources/overview": [(QUEUE, req("GET", "/api/v1/resources/overview"))],
     "GET /dlq": [(QUEUE, req("GET", "/api/v1/dlq")), (QUEUE, req("GET", "/api/v1/dlq", params={"queue": Q}))],
     "GET /status": [
@@ -299,6 +315,13 @@ TABLE: dict[str, list[Case]] = {
     ],
     "POST /messages/{partition_id}/{transaction_id}/dlq": [
         (QUEUE, req("POST", "/api/v1/messages/{pid}/txn-billing-1/dlq", body={"consumerGroup": GROUP}))
+    ],
+    # Billing's dead letter (its stored queue), into its own queue or
+    # orders'; a dead letter of no queue into billing (the destination).
+    "POST /dlq/{id}/replay": [
+        (QUEUE, req("POST", "/api/v1/dlq/{did}/replay")),
+        (QUEUE, req("POST", "/api/v1/dlq/{did}/replay", body={"queue": "orders.s"})),
+        (QUEUE, req("POST", "/api/v1/dlq/999999999/replay", body={"queue": Q, "partition": PARTITION})),
     ],
     # A stream touches the queues its body names and those stored with it.
     "POST /streams/v1/queries": [
@@ -452,7 +475,8 @@ def store_billing(owner: Client) -> World:
         *SECRETS,
         *(f"txn-billing-{i}" for i in range(4)),
     )
-    return World(pid, opid, claim.lease_id, query_id, stored)
+    did = str(DeadLetter.objects.get(transaction_id="dead-billing-tx").pk)
+    return World(pid, opid, claim.lease_id, query_id, stored, did)
 
 
 def snapshot() -> dict[str, list[tuple[Any, ...]]]:

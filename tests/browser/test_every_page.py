@@ -46,7 +46,7 @@ User.objects.create_user("nico", password="pw", is_staff=False)
 
 # Operator actions through the domain, so the audit trail has entries whose
 # before and after hold times (a key's expiry, a timer's due time), and one
-# made in the admin (its row says "via admin" beside the actor's link).
+# made in the admin (its row's Source column says "admin").
 AUDIT = f"""
 from datetime import timedelta
 from queenadmin.domain import kv, timers
@@ -93,6 +93,9 @@ def _seed(server: Any) -> None:
         assert (
             client.post("/api/v1/ack/batch", json={"acknowledgments": acks, "consumerGroup": None}).status_code == 200
         )
+        # Paused badges: on the whole of one queue, and on one group of the other.
+        assert client.post(f"/api/v1/resources/queues/{DEAD_Q}/pause").status_code == 200
+        assert client.post(f"/api/v1/consumer-groups/analytics/queues/{Q}/pause").status_code == 200
         ops = [
             {
                 "op": "put",
@@ -207,6 +210,7 @@ def confirmations(pages: dict[str, Any], seeded: Any) -> dict[str, str]:
         ),
         "queue-recover": _href(page, f"{base}/queues/{Q}/", "#queue-summary td.actions a:has-text('Seek, reset')"),
         "queue-purge": _href(page, f"{base}/queues/{Q}/", "a:has-text('Purge the queue')"),
+        "queue-pause": _href(page, f"{base}/queues/{Q}/", "#queue-summary a:has-text('Pause the queue')"),
     }
 
 
@@ -215,11 +219,13 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "overview": ("otto", "/", "main h1"),
     "queues": ("otto", "/queues/", "#queue-table tbody tr"),
     "queue": ("otto", f"/queues/{Q}/", "#queue-messages tbody tr"),
+    # Paused: the badge, and Resume the queue.
     "queue-dlq": ("otto", f"/queues/{DEAD_Q}/#queue-dlq", "#queue-dlq tbody tr input[type=checkbox]"),
     "queue-leases": ("otto", f"/queues/{Q}/leases/", 'tr[data-lease^="fulfillment/"]'),
     "queue-message": ("otto", "@queue-message", 'tr[data-group="fulfillment"][data-state="leased"] time'),
     "queue-recover": ("otto", "@queue-recover", "form.confirm input[name=do]"),
     "queue-purge": ("otto", "@queue-purge", "form.confirm input[name=confirm]"),
+    "queue-pause": ("otto", "@queue-pause", "form.confirm input[name=do]"),
     "dlq": ("otto", "/dlq/", "#dlq-table tbody tr input[type=checkbox]"),
     "dlq-by-queue": ("otto", f"/dlq/?queue={DEAD_Q}", "#dlq-table tbody tr input[type=checkbox]"),
     "ephemeral": ("otto", "/ephemeral/", f'tr[data-eph-queue="{EPH_Q}"]'),
@@ -245,7 +251,14 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "forbidden": ("nico", "/", ".problem"),
     "two-factor": ("otto", "/account/two-factor/", "main h1"),
     "login": ("anon", "/login/", "form input[name=username]"),
+    "api-docs": ("otto", "/api/v1/docs", ".swagger-ui .opblock"),
+    "admin": ("otto", "/admin/", "#content-main"),
+    "admin-kv": ("otto", "/admin/queenadmin/kventry/", "#result_list tbody tr"),
+    "admin-audit": ("otto", "/admin/queenadmin/auditentry/", "#result_list tbody tr"),
 }
+#: On a phone, the dashboard's header (top bar and status line) ends this
+#: high at most: the page's own content starts in the first screen.
+PHONE_HEADER_PX = 120
 
 
 def _violations(page: Any) -> list[dict[str, Any]]:
@@ -276,11 +289,21 @@ def test_every_page_fits_the_screen_and_passes_axe(name, pages, confirmations, s
         page.set_viewport_size(viewport)
         page.emulate_media(color_scheme="light")
         page.goto(f"{seeded.url}{path}")
-        expect(page.locator(shown).first).to_be_attached()
+        # The API docs draw themselves from the whole OpenAPI document: on a
+        # busy machine that takes more than expect's 5 s.
+        expect(page.locator(shown).first).to_be_attached(timeout=20_000)
         # The scheme changes colours only (same DOM), so it is switched in
         # place: a reload per scheme would double the time for nothing.
         for scheme in SCHEMES:
             page.emulate_media(color_scheme=scheme)
+            # The admin's links fade to their new colour (a CSS transition):
+            # the colours checked are the settled ones.
+            # (A loop, not wait_for_function: that evaluates a string, which
+            # the page's Content-Security-Policy refuses.)
+            for _ in range(100):
+                if page.evaluate("() => document.getAnimations().every(a => a.playState !== 'running')"):
+                    break
+                page.wait_for_timeout(20)
             where_ = f"{name} at {size} in {scheme}"
             luminance = _background_luminance(page)
             if (scheme == "dark") != (luminance < 0.2):
@@ -288,6 +311,10 @@ def test_every_page_fits_the_screen_and_passes_axe(name, pages, confirmations, s
             scroll, width = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
             if scroll > width:
                 problems.append(f"{where_}: {scroll} px wide in a {width} px window (scrolls sideways)")
+            if size == "phone" and page.locator("header.topbar").count():
+                top = page.evaluate("document.querySelector('main').getBoundingClientRect().top + scrollY")
+                if top > PHONE_HEADER_PX:
+                    problems.append(f"{where_}: the header takes {top:.0f} px (at most {PHONE_HEADER_PX})")
             problems += [
                 f"{where_}: axe {v['impact']} {v['id']} ({v['help']}) at {v['nodes']}" for v in _violations(page)
             ]
@@ -297,28 +324,70 @@ def test_every_page_fits_the_screen_and_passes_axe(name, pages, confirmations, s
     assert not problems, "\n".join(problems)
 
 
-def test_a_wide_table_scrolls_in_its_own_box_on_a_phone(pages, seeded):
+def test_on_a_phone_a_table_is_cards_with_every_cell_under_its_column_name(pages, seeded):
     page = pages["otto"]
     page.set_viewport_size(SIZES["phone"])
     page.emulate_media(color_scheme="light")
     page.goto(f"{seeded.url}/queues/{Q}/")
+    table = page.locator("#queue-messages table.grid")
+    expect(table).to_have_class(re.compile(r"\bcards\b"))
+    heads = table.locator("thead th").evaluate_all("ths => ths.map(t => t.textContent.replace(/\\s+/g, ' ').trim())")
+    row = table.locator("tbody tr").first
+    labels = row.locator("td").evaluate_all("cells => cells.map(c => c.dataset.label)")
+    assert labels[1:] == heads[1 : len(labels)], (labels, heads)
+    # Each label is drawn beside its value; the first cell is the card's title.
+    second = row.locator("td").nth(1)
+    assert second.evaluate("c => getComputedStyle(c, '::before').content") == f'"{heads[1]}"'
+    # Nothing is off-screen: the box does not scroll and every cell is inside the window.
     box = page.locator("#queue-messages .scroll-x")
-    expect(page.locator("#queue-messages tbody tr").first).to_be_visible()
-    expect(box).to_be_visible()
-    # Measured once the box is laid out: in two full CI runs it was read
-    # with no box at all ([0, 0, ...]) right after it showed as visible
-    # (cause not found; alone and in its module it measures at once).
-    for _ in range(50):
-        sizes = box.evaluate("b => [b.scrollWidth, b.clientWidth, innerWidth, b.innerText.length]")
-        if sizes[1] > 0:
-            break
-        page.wait_for_timeout(100)
-    assert sizes[0] > sizes[1], f"the messages table fits a phone: nothing to check {sizes}"
-    # Focusable while it scrolls, so a keyboard can scroll it too.
-    expect(box).to_have_attribute("tabindex", "0")
-    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    assert box.evaluate("b => b.scrollWidth <= b.clientWidth")
+    expect(box).not_to_have_attribute("data-scrolls", "")
+    right = row.locator("td").evaluate_all("cells => Math.max(...cells.map(c => c.getBoundingClientRect().right))")
+    assert right <= SIZES["phone"]["width"]
+    # Screen readers still get a table: roles stand in for what the CSS changed.
+    assert table.get_attribute("role") == "table"
+    assert row.get_attribute("role") == "row"
+    # A lock's Force release, at the end of its row on a wide screen, is on screen here.
+    page.goto(f"{seeded.url}/locks/?name=pages.rebalance")
+    release = page.locator("td.actions a:has-text('Force release')").first
+    expect(release).to_be_in_viewport()
+    # At 1440 px the same table is a table again.
     page.set_viewport_size(SIZES["wide"])
-    expect(page.locator("#queue-messages .scroll-x")).not_to_have_attribute("tabindex", "0")
+    page.goto(f"{seeded.url}/queues/{Q}/")
+    assert page.locator("#queue-messages tbody tr").first.evaluate("r => getComputedStyle(r).display") == "table-row"
+
+
+def test_a_table_that_still_scrolls_says_so_and_takes_the_keyboard(pages, seeded):
+    page = pages["otto"]
+    page.set_viewport_size(SIZES["wide"])
+    page.emulate_media(color_scheme="light")
+    page.goto(f"{seeded.url}/locks/")
+    box = page.locator(".scroll-x").first
+    expect(box).not_to_have_attribute("data-scrolls", "")
+    # A table wider than its box (as a wide one is in a narrow window).
+    box.evaluate("b => { b.querySelector('table').style.minWidth = '3000px'; }")
+    page.evaluate("dispatchEvent(new Event('resize'))")
+    expect(box).to_have_attribute("data-scrolls", "")
+    expect(box).to_have_attribute("tabindex", "0")
+    cue = box.evaluate("b => getComputedStyle(b, '::before').content")
+    assert "scrolls sideways" in cue, cue
+
+
+def test_the_api_docs_fit_a_phone_in_its_own_width(browser, seeded):
+    """A phone lays out a page without a viewport tag 980 px wide."""
+    context = browser.new_context(viewport=SIZES["phone"], is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        page.goto(f"{seeded.url}/api/v1/docs")
+        expect(page.locator(".swagger-ui .opblock").first).to_be_visible()
+        inner, scroll = page.evaluate("[innerWidth, document.documentElement.scrollWidth]")
+        assert inner == SIZES["phone"]["width"], f"laid out {inner} px wide"
+        assert scroll <= inner
+        # The way back to the dashboard and the theme toggle, as on every page.
+        expect(page.locator(".qa-docs-bar a.qa-docs-brand")).to_have_attribute("href", "/")
+        expect(page.locator(".qa-docs-bar button.theme-toggle")).to_be_visible()
+    finally:
+        context.close()
 
 
 def test_the_theme_toggle_is_remembered_here_and_in_the_admin(browser, seeded):
@@ -336,6 +405,10 @@ def test_the_theme_toggle_is_remembered_here_and_in_the_admin(browser, seeded):
         expect(toggle).to_have_accessible_name("Toggle theme (current theme: dark)")
         assert _background_luminance(page) < 0.2
         page.goto(f"{seeded.url}/timers/")
+        expect(html).to_have_attribute("data-theme", "dark")
+        assert _background_luminance(page) < 0.2
+        # The API docs follow the same choice.
+        page.goto(f"{seeded.url}/api/v1/docs")
         expect(html).to_have_attribute("data-theme", "dark")
         assert _background_luminance(page) < 0.2
         page.goto(f"{seeded.url}/admin/")

@@ -131,3 +131,38 @@ def test_screenshots_of_the_queue_half(dash, login, seen):
         shot(page, f"operator-{name}")
         seen.keep(page)
     assert re.search(r"shots-q", seen.texts[-1])
+
+
+def test_the_dlq_page_replays_a_signature_into_another_queue(dash, login):
+    """Filter by an error signature, tick every row with the header's box,
+    and replay them into another queue; the page fits a phone."""
+    _dead_letters(dash, "sig-q", 3)
+    page = login(dash, "otto")
+    page.goto(f"{dash.url}/dlq/?queue=sig-q")
+    signature = page.locator("#dlq-signatures li", has_text="boom <n>")
+    expect(signature.locator(".qa-sig-count")).to_have_text("3")
+    for width in (390, 1440):
+        page.set_viewport_size({"width": width, "height": 844})
+        assert page.evaluate("document.scrollingElement.scrollWidth") <= width
+        shot(page, f"dlq-{width}")
+    signature.locator("a").click()
+    page.wait_for_url(re.compile(r"sig=boom"))
+    rows = page.locator("#dlq-table tbody tr")
+    expect(rows).to_have_count(3)
+    expect(rows.first.locator("td.qa-id a")).to_have_attribute("href", re.compile(r"^/queues/sig-q/messages/"))
+    page.locator("#dlq-table input[data-select-all]").check()
+    expect(page.locator("#dlq-table input[name=ids]:checked")).to_have_count(3)
+    table = page.locator("#dlq-table")
+    table.get_by_text("Replay selected…").click()
+    table.locator("input[name=dest_queue]").first.fill("sig-q-retry")
+    table.locator("input[name=reason]").first.fill("boom fixed")
+    table.get_by_role("button", name="Replay selected", exact=True).click()
+    expect(page.locator("#dlq-outcome")).to_contain_text(
+        "Replayed 3 dead letters, into queue sig-q-retry (transactionId dlq:<id>)."
+    )
+    expect(rows).to_have_count(1)  # "No dead letters match."
+    assert _dlq(dash, "sig-q")["total"] == 0
+    with api(dash) as client:
+        body = client.get("/api/v1/pop/queue/sig-q-retry", params={"wait": "false", "batch": 10}).json()
+    assert sorted(m["data"]["i"] for m in body["messages"]) == [0, 1, 2]
+    shot(page, "dlq-after-replay")

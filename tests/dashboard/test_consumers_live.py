@@ -9,13 +9,14 @@ from django.http import QueryDict
 
 from queenadmin.dashboard.views.consumers import _about_consumers
 from queenadmin.domain import clock
-from tests.dashboard.test_live import _connect, _frames_until, _short_connections, redis_layer
+from tests.dashboard.test_live import _connect, _frames_until, redis_layer
 from tests.supervised import write_beat
 
-__all__ = ["_short_connections", "redis_layer"]
+__all__ = ["redis_layer"]
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("short_connections")
 async def test_a_heartbeat_pushes_the_consumers_table(viewer):
     communicator, connected, _ = await _connect("/ws/consumers/", viewer)
     assert connected

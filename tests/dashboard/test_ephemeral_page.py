@@ -10,9 +10,11 @@ from django.test import Client
 
 from queenadmin.dashboard.views import ephemeral as page
 from queenadmin.domain import ephemeral
-from tests.dashboard.test_live import _connect, _frames_until, _short_connections, redis_layer
+from tests.dashboard.test_live import _connect, _frames_until, redis_layer
 
-__all__ = ["_short_connections", "redis_layer"]
+__all__ = ["redis_layer"]
+
+pytestmark = pytest.mark.usefixtures("short_connections")
 
 
 def _client(user) -> Client:

@@ -18,7 +18,7 @@ from queenadmin.server.app import _websocket as websocket_app
 from tests.api.test_events import REDIS_URL
 from tests.dashboard.conftest import advance_versions
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("short_connections")]
 
 
 @pytest.fixture(autouse=True)
@@ -29,18 +29,6 @@ def redis_layer():
         CHANNEL_LAYERS={"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": config}}
     ):
         yield
-
-
-@pytest.fixture(autouse=True)
-def _short_connections():
-    """The consumer's database thread closes its connection after each call,
-    so the test database can be dropped (PostgreSQL refuses while in use)."""
-    from django.db import connections
-
-    saved = connections.settings["default"].get("CONN_MAX_AGE", 0)
-    connections.settings["default"]["CONN_MAX_AGE"] = 0
-    yield
-    connections.settings["default"]["CONN_MAX_AGE"] = saved
 
 
 def _session_cookie(user) -> str:

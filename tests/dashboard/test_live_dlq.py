@@ -10,12 +10,12 @@ from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import board
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.models import DeadLetter
-from tests.dashboard.test_live import _connect, _frames_until, _short_connections, redis_layer
+from tests.dashboard.test_live import _connect, _frames_until, redis_layer
 from tests.dashboard_ops.conftest import dead_letter, push
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("short_connections")]
 
-__all__ = ["_short_connections", "redis_layer"]
+__all__ = ["redis_layer"]
 
 
 def _newest_message_id() -> str:

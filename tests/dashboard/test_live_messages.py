@@ -10,11 +10,11 @@ from asgiref.sync import sync_to_async
 
 from queenadmin.domain import queues
 from queenadmin.plumbing.db import json_text
-from tests.dashboard.test_live import _connect, _frames_until, _short_connections, redis_layer
+from tests.dashboard.test_live import _connect, _frames_until, redis_layer
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("short_connections")]
 
-__all__ = ["_short_connections", "redis_layer"]
+__all__ = ["redis_layer"]
 
 
 def push(queue: str, n: int) -> list[queues.PushResult]:

@@ -10,12 +10,12 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from queenadmin.dashboard import links
-from tests.dashboard.test_live import _connect, _short_connections, redis_layer
+from tests.dashboard.test_live import _connect, redis_layer
 from tests.dashboard.test_stored_names import _old_queue
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("short_connections")]
 
-__all__ = ["_short_connections", "redis_layer"]
+__all__ = ["redis_layer"]
 
 
 async def test_the_overview_and_queue_sockets_stay_open_on_a_queue_with_a_newline(operator):

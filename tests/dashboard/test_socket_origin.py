@@ -22,7 +22,7 @@ from queenadmin.server.app import _websocket as websocket_app
 from queenadmin.server.origins import parse_origins
 from tests.conftest import ROOT
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("short_connections")]
 
 PROXY = "https://queen.example.com"
 
@@ -63,18 +63,6 @@ def memory_layer():
         CSRF_TRUSTED_ORIGINS=parse_origins(f"{PROXY},https://*.example.org", name="QUEENADMIN_ORIGINS"),
     ):
         yield
-
-
-@pytest.fixture(autouse=True)
-def _short_connections():
-    """The consumer's database thread closes its connection after each call,
-    so the test database can be dropped (PostgreSQL refuses while in use)."""
-    from django.db import connections
-
-    saved = connections.settings["default"].get("CONN_MAX_AGE", 0)
-    connections.settings["default"]["CONN_MAX_AGE"] = 0
-    yield
-    connections.settings["default"]["CONN_MAX_AGE"] = saved
 
 
 def _session_cookie(user) -> str:

@@ -16,25 +16,13 @@ from queenadmin.dashboard.consumers import CLOSE_SIGNED_OUT
 from queenadmin.server.app import _websocket as websocket_app
 from tests.dashboard.test_two_factor import enrol, logged_in, password, totp
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("short_connections")]
 
 
 @pytest.fixture(autouse=True)
 def memory_layer():
     with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}):
         yield
-
-
-@pytest.fixture(autouse=True)
-def _short_connections():
-    """The consumer's database thread closes its connection after each call,
-    so the test database can be dropped (PostgreSQL refuses while in use)."""
-    from django.db import connections
-
-    saved = connections.settings["default"].get("CONN_MAX_AGE", 0)
-    connections.settings["default"]["CONN_MAX_AGE"] = 0
-    yield
-    connections.settings["default"]["CONN_MAX_AGE"] = saved
 
 
 async def _open(client: Client, path: str = "/ws/locks/") -> tuple[WebsocketCommunicator, dict]:

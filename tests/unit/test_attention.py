@@ -15,6 +15,7 @@ from queenadmin.domain import attention
 from queenadmin.domain.attention import Override, attention_thresholds_set, needs_attention
 from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import history
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, QueueNotFound
 from queenadmin.models import AuditEntry
 from tests.dashboard_ops.conftest import ack, claim, configure, dead_letter, push
@@ -57,6 +58,22 @@ def test_a_queue_no_group_reads_is_no_reader_not_stalled():
         assert (item.queue, item.kinds) == ("unread", ("no-reader",))
         assert "never read" in item.concerns[0].text
         assert needs_attention(now=now).reading == {"unread": "no-reader"}
+
+
+def test_a_paused_queue_is_neither_no_reader_nor_stalled():
+    """Its pops answer empty on an operator's word: the list says it is
+    paused, and judges its lag and age as any queue's."""
+    window_of_a_minute()
+    attention_thresholds_set(queue="", override=Override(window_minutes=1, max_lag=3), who=WHO)
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("held", 5)
+        push("unheld", 5)
+        queue_operator.queue_pause(queue="held", who=WHO)
+        now = sample_for(traveller, 60)
+        found = {a.queue: a for a in needs_attention(now=now).items}
+        assert found["held"].kinds == ("lag",)
+        assert found["held"].facts.paused
+        assert found["unheld"].kinds == ("no-reader", "lag")
 
 
 def test_a_live_heartbeat_is_a_reader_so_nothing_moving_is_stalled():

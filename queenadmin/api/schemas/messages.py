@@ -13,6 +13,7 @@ from queenadmin.api.schemas.common import (
     GroupName,
     JSONValue,
     MicrosZTime,
+    Text,
     WireOut,
     nullable,
 )
@@ -425,6 +426,48 @@ class MessageRetriedOut(WireOut):
     transactionId: str
     replayedAs: ReplayedAsOut
     dlqRowsRemoved: int
+
+
+class DLQReplayIn(BaseModel):
+    """Optional: no body or ``null`` replays into the dead letter's own queue and partition."""
+
+    model_config = ConfigDict(json_schema_extra=nullable)
+
+    queue: EngineName | None = Field(None, description="the destination queue (created if missing); default its own")
+    partition: EngineName | None = Field(None, description="the destination partition; default its own")
+    reason: Text | None = Field(None, description="why, kept in the audit trail (ours, not Queen's)")
+
+
+class DLQReplayedOut(WireOut):
+    """``moved``: the copy was appended and the dead letter removed;
+    ``duplicate``: the destination already held ``dlq:<id>``, nothing was
+    appended and the dead letter is kept."""
+
+    success: Literal[True]
+    result: Literal["moved", "duplicate"]
+    queue: str
+    partition: str
+    consumerGroup: str
+    dlqId: str
+    originalTransactionId: str
+    replayedAs: ReplayedAsOut
+    dlqRowRemoved: bool
+
+
+class QueueFullOut(WireOut):
+    """409: the destination queue's ``maxSize`` would be exceeded; nothing was written."""
+
+    error: str
+    code: Literal["queue_full"]
+
+
+class DeadLetterGoneOut(WireOut):
+    """404: no such dead letter (never was, or already replayed or purged)."""
+
+    success: Literal[False]
+    result: Literal["gone"]
+    error: Literal["Message not found"]
+    code: Literal["gone"]
 
 
 class NotDeadLetteredOut(WireOut):

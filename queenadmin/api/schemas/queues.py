@@ -79,6 +79,14 @@ class LeaseExtendIn(BaseModel):
     seconds: int | None = Field(None, ge=1, le=MAX_LEASE_SECONDS, description="default 60")
 
 
+class PauseIn(BaseModel):
+    """Optional: the reason kept in the audit trail (none: no body or ``null``)."""
+
+    model_config = ConfigDict(json_schema_extra=nullable)
+
+    reason: Text | None = Field(None, description="why, for the audit trail (at most 2,000 characters kept)")
+
+
 def _option_field(name: str) -> Any:
     """An option's field, from the domain's table (``queues/options.py``)."""
     if name in BOOL_OPTIONS:
@@ -348,6 +356,8 @@ class QueueDetailOut(WireOut):
     segments: SegmentsOut
     totals: MessageCountsOut
     retainedBytes: int
+    paused: bool = Field(description="every pop of the queue is paused (answers as an empty queue)")
+    pausedGroups: list[str] = Field(description="consumer groups whose pops of the queue are paused")
 
 
 class PartitionDepthOut(WireOut):
@@ -373,6 +383,19 @@ class QueueDepthOut(WireOut):
     deadLetter: int
     oldestReadyAgeSeconds: JSONNumber | None
     partitions: list[PartitionDepthOut]
+
+
+class PauseOut(WireOut):
+    """A pause or resume: what it names is now ``paused`` (``changed`` false
+    when it already was), with the queue's whole pause state."""
+
+    success: Literal[True]
+    queue: str
+    consumerGroup: str | None = Field(description="the group the route names; null for the queue's routes")
+    paused: bool
+    changed: bool
+    queuePaused: bool = Field(description="every pop of the queue is paused")
+    pausedGroups: list[str]
 
 
 class QueueDeletedOut(WireOut):

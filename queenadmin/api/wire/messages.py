@@ -31,6 +31,8 @@ MAX_PAGE = 1000
 DEFAULT_MESSAGES_PAGE = 200
 MAX_OFFSET = 1_000_000_000
 MAX_MESSAGES_OFFSET = 100_000
+#: The most digits a dead letter id has (a BIGINT).
+_MAX_ID_DIGITS = 18
 
 
 def _iso(raw: Any, name: str) -> datetime:
@@ -635,4 +637,53 @@ def render_dead_lettered(result: queue_operator.MessageDeadLettered) -> dict[str
         "transactionId": result.transaction_id,
         "consumerGroup": result.group,
         "offset": result.offset,
+    }
+
+
+# --------------------------------------------------------------------------
+# Queen's DLQ replay
+
+
+def dead_letter_id(raw: str) -> int | None:
+    """The dead letter id a path names; None when it cannot name one (the
+    route answers 404 ``gone``, as Queen does for an id that is no uuid)."""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= _MAX_ID_DIGITS else None
+
+
+def parse_replay(body: Any) -> tuple[queue_operator.ReplayDestination, str]:
+    """``POST /dlq/{id}/replay``: the destination (no body, ``null`` or an
+    absent field: the dead letter's own queue or partition) and the reason
+    its audit entry keeps."""
+    body = {} if body is None else json_object(body)
+    queue, partition, reason = body.get("queue"), body.get("partition"), body.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidArgument("reason must be a string")
+    return (
+        queue_operator.ReplayDestination(
+            queue=None if queue is None else check_name(queue, "queue"),
+            partition=None if partition is None else check_name(partition, "partition"),
+        ),
+        check_text(reason or "", "reason"),
+    )
+
+
+def render_replayed(result: queue_operator.DLQReplayed) -> dict[str, Any]:
+    pushed = result.pushed
+    return {
+        "success": True,
+        "result": result.result,
+        "queue": result.queue,
+        "partition": result.partition,
+        "consumerGroup": result.group,
+        "dlqId": str(result.dead_letter_id),
+        "originalTransactionId": result.original_transaction_id,
+        "replayedAs": {
+            "index": pushed.index,
+            "message_id": pushed.message_id,
+            "transaction_id": pushed.transaction_id,
+            "queueName": pushed.queue,
+            "status": pushed.status,
+            "offset": pushed.offset,
+        },
+        "dlqRowRemoved": result.row_removed,
     }

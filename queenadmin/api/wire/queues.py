@@ -20,6 +20,7 @@ import msgspec
 
 from queenadmin.api.wire.common import is_json_int
 from queenadmin.domain import clock, names, queues
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS, OptionValue, option_value
 from queenadmin.errors import ConflationRefused, InvalidArgument
 from queenadmin.plumbing.db import json_text
@@ -691,6 +692,33 @@ def render_queue(stats: queues.QueueStats) -> dict[str, Any]:
         "segments": {"segments": 0, "messages": stats.totals.total},
         "totals": _messages(stats.totals),
         "retainedBytes": stats.retained_bytes,
+        "paused": stats.paused,
+        "pausedGroups": list(stats.paused_groups),
+    }
+
+
+def parse_pause(body: Any) -> str:
+    """A pause's or resume's reason for the audit trail: ``{"reason": ...}``,
+    optional (no body, ``null`` or no reason: none)."""
+    fields = {} if body is None else json_object(body)
+    reason = fields.get("reason")
+    if reason is None:
+        return ""
+    if not isinstance(reason, str):
+        raise InvalidArgument("reason must be a string")
+    return str(check_text(reason, "reason"))
+
+
+def render_pause(change: queue_operator.PauseChange) -> dict[str, Any]:
+    state = change.state
+    return {
+        "success": True,
+        "queue": state.queue,
+        "consumerGroup": change.group,
+        "paused": change.paused,
+        "changed": change.changed,
+        "queuePaused": state.paused,
+        "pausedGroups": list(state.paused_groups),
     }
 
 

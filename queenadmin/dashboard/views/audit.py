@@ -17,7 +17,7 @@ from queenadmin.dashboard.permissions import User
 from queenadmin.dashboard.views.access import HtmxHttpRequest, page_view, staff_action, who_of
 from queenadmin.dashboard.views.querystring import paging
 from queenadmin.domain import events
-from queenadmin.domain.audit import KINDS
+from queenadmin.domain.audit import KINDS, VIAS
 from queenadmin.domain.kv.operator import kv_operator_revert, kv_revertible
 from queenadmin.errors import KVBadRequest, NotFound
 from queenadmin.models import AuditEntry
@@ -52,8 +52,11 @@ def audit_entries(params: QueryDict, limit: int) -> tuple[list[AuditEntry], str 
     rows = AuditEntry.objects.order_by("-at", "-id")
     kind, actor = params.get("kind", ""), params.get("actor", "")
     action, target = params.get("action", ""), params.get("target", "")
+    via = params.get("via", "")
     if kind in KINDS:
         rows = rows.filter(kind=kind)
+    if via in VIAS:
+        rows = rows.filter(via=via)
     if actor:
         rows = rows.filter(actor=actor)
     if action:
@@ -80,10 +83,11 @@ def audit_context(user: User, params: QueryDict) -> dict[str, Any]:
         }
         for e in entries
     ]
-    filters = {k: params.get(k, "") for k in ("kind", "actor", "action", "target")}
+    filters = {k: params.get(k, "") for k in ("kind", "via", "actor", "action", "target")}
     return {
         **filters,
         "kinds": sorted(KINDS),
+        "vias": VIAS,
         "after": params.get("after", ""),
         "entries": shown,
         **paging(params, next_after),

@@ -18,6 +18,7 @@ from queenadmin.dashboard.views.access import HtmxHttpRequest, User, staff_actio
 from queenadmin.dashboard.views.querystring import paging, query
 from queenadmin.domain import events, kv
 from queenadmin.domain.kv.operator import Expiry, OperatorWrite, kv_operator_delete, kv_operator_edit
+from queenadmin.domain.locks import caller_of
 from queenadmin.domain.locks.operator import _split
 from queenadmin.domain.masking import mask_token
 from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
@@ -40,6 +41,7 @@ def _row(row: kv.KVRow) -> dict[str, Any]:
         shown.update(
             lock=split[0] if split else row.key,
             owner_fp=mask_token(owner) if owner is not None else None,
+            caller=caller_of(row.value),
             token_fp=mask_token(row.version),
         )
     else:

@@ -31,6 +31,8 @@ def _shown(permit: Permit, limit_at_least: int = 1) -> dict[str, Any]:
         #: above the highest slot taken.
         "limit_at_least": limit_at_least,
         "owner_fp": mask_token(permit.owner) if permit.owner is not None else None,
+        #: Who took the lease (a token's name, a JWT's sub): no credential.
+        "caller": permit.caller,
         "token_fp": mask_token(permit.token),
         "since": permit.since,
         "renewed_at": permit.renewed_at if permit.renewed else None,

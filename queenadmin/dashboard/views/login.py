@@ -1,4 +1,4 @@
-"""``/login/``, ``/login/code/`` and ``/account/two-factor/``.
+"""``/login/``, ``/login/code/``, ``/account/two-factor/`` and ``/logout/``.
 
 The password step is Django's ``LoginView`` (django-axes counts and refuses
 failures in its authentication backend, before any password is checked).
@@ -13,6 +13,13 @@ in that answer only. A logged-in user may do it at any time (if it has one
 already, from a session that proved it); an account that must have one and
 has none does it in the middle of its login, which completes when the
 authenticator is confirmed.
+
+With single sign-on configured the login page offers "Sign in with
+<provider>" (``dashboard/sso.py``); with ``LOCAL_LOGIN=0`` it offers only
+that, and a password sent anyway is refused (403) before it is checked.
+The logout of a session signed in through the provider goes on to the
+provider's own logout when it has one (a page that forwards the browser:
+the pages' ``form-action 'self'`` would stop a redirect answering the form).
 """
 
 from __future__ import annotations
@@ -34,9 +41,10 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 from django_otp import login as otp_login
 
-from queenadmin.dashboard import lockout, twofactor
+from queenadmin.dashboard import lockout, sso, twofactor
 from queenadmin.dashboard.permissions import User
 from queenadmin.domain.audit import Who
+from queenadmin.domain.identity.sso import local_login_allowed, sso_offered
 from queenadmin.domain.twofactor import (
     twofactor_enrol_begin,
     twofactor_enrol_confirm,
@@ -57,6 +65,21 @@ class LoginView(auth_views.LoginView):
     """The password step."""
 
     template_name = "queenadmin/login.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        config = sso_offered()
+        context["sso_name"] = config.provider_name if config is not None else ""
+        context["local_login"] = local_login_allowed()
+        return context
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not local_login_allowed():
+            # Refused before any password is checked (or counted).
+            context = self.get_context_data(form=self.get_form_class()(request))
+            context["local_login_off"] = True
+            return self.render_to_response(context, status=403)
+        return super().post(request, *args, **kwargs)
 
     def form_valid(self, form: Any) -> HttpResponse:
         user = form.get_user()
@@ -161,3 +184,16 @@ def two_factor(request: HttpRequest) -> HttpResponseBase:
         "username": user.get_username(),
     }
     return render(request, "queenadmin/two_factor.html", context, status=422 if form.errors else 200)
+
+
+class LogoutView(auth_views.LogoutView):
+    """Django's logout; then the provider's, for a single sign-on session."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        at_provider = sso.provider_logout_url(request)
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        if at_provider is None:
+            return response
+        config = sso_offered()
+        context = {"url": at_provider, "provider": config.provider_name if config is not None else ""}
+        return render(request, "queenadmin/signed_out.html", context)

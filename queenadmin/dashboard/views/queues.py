@@ -199,6 +199,9 @@ def queue_context(user: User, params: QueryDict) -> dict[str, Any]:
         "can_purge": may_do(user, "dlq.purge"),
         "can_group": may_do(user, "queue.group"),
         "can_purge_queue": may_do(user, "queue.purge"),
+        "can_pause": may_do(user, "queue.pause"),
+        # Groups paused before their first pop (no row of their own yet).
+        "paused_ahead": [g for g in qb.paused_groups if g not in {lag.name for lag in qb.groups}],
         "charts": queue_charts(queue=name, now=now),
         "rates": queue_rates_block(name=name, groups=qb.groups, now=now),
     }
@@ -299,15 +302,24 @@ def _run(request: HtmxHttpRequest, name: str, verb: queue_operator.DLQVerb, past
         return _finish(request, name)
     done = 0
     more = False
-    to_every_group = 0
+    to_every_group = duplicates = 0
+    after: int | None = None
     try:
         for _ in range(MAX_BATCHES_PER_REQUEST):
             result = queue_operator.queue_dlq_action(
-                verb=verb, selection=selection, who=Who(actor_of(request), reason), ids=ids, target=target
+                verb=verb,
+                selection=selection,
+                who=Who(actor_of(request), reason),
+                ids=ids,
+                target=target,
+                to=queue_operator.OWN_PLACE,
+                after=after,
             )
             done += result.done
             more = result.more
             to_every_group += result.to_every_group
+            duplicates += result.duplicates
+            after = result.last_id
             if not more:
                 break
     except QueueNotFound as exc:
@@ -318,9 +330,9 @@ def _run(request: HtmxHttpRequest, name: str, verb: queue_operator.DLQVerb, past
         messages.error(request, note)
         return _finish(request, name)
     note = f"{past} {done:,} dead letter{'s' if done != 1 else ''} of {name}"
-    note += replayed_to(verb, target, to_every_group) + "."
-    if ids is not None and done < len(ids):
-        note += f" {len(ids) - done} were already gone (replayed or purged meanwhile)."
+    note += replayed_to(verb, target, to_every_group) + "." + kept_duplicates(duplicates)
+    if ids is not None and done + duplicates < len(ids):
+        note += f" {len(ids) - done - duplicates} were already gone (replayed or purged meanwhile)."
     if more:
         note += " More match: send the same action again to go on."
     messages.success(request, note)
@@ -343,6 +355,17 @@ def replayed_to(verb: str, target: queue_operator.ReplayTarget | None, to_every_
     if to_every_group:
         note += f"; {to_every_group:,} for every group, as their group no longer consumes the queue"
     return note
+
+
+def kept_duplicates(duplicates: int) -> str:
+    """What a replay's outcome says of the dead letters whose copy was already there."""
+    if not duplicates:
+        return ""
+    were = "was" if duplicates == 1 else "were"
+    return (
+        f" {duplicates:,} {were} not replayed: the destination already held their copy"
+        " (transactionId dlq:<id>), so they stay in the DLQ."
+    )
 
 
 def _confirm_on_the_page(request: HtmxHttpRequest, name: str) -> HttpResponse:

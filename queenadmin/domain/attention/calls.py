@@ -135,6 +135,7 @@ def _facts(row: FactsRow, start: datetime, last: datetime) -> QueueFacts:
         f_completed,
         f_dlq,
         m_depth,
+        paused,
     ) = row
     if f_depth is not None:
         base = (f_popped or 0, f_completed or 0, f_dlq or 0)
@@ -158,6 +159,7 @@ def _facts(row: FactsRow, start: datetime, last: datetime) -> QueueFacts:
         last_depth=depth,
         last_age=age,
         popped_ever=popped,
+        paused=paused,
     )
 
 

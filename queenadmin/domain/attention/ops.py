@@ -12,7 +12,7 @@ A queue needs attention, with each reason that holds, when:
 - **stalled**: something is claimable, a group reads (it took messages
   within the window, or a heartbeat names the queue), and nothing was
   acked or dead-lettered within the window. A queue no group reads is
-  "no reader", never "stalled";
+  "no reader", never "stalled"; a paused queue is neither;
 - **lag**: its slowest group has more than ``max_lag`` messages pending;
 - **age**: its oldest claimable message is older than ``max_age_seconds``;
 - **rising**: its backlog grew over the window, in each half of it (the
@@ -129,6 +129,9 @@ class QueueFacts:
     last_age: float
     #: Messages ever taken, every group (the last tick's cumulative count).
     popped_ever: int
+    #: An operator paused every pop of the queue: no one takes from it on
+    #: purpose, so it is neither "no reader" nor "stalled".
+    paused: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ def kinds_of(facts: QueueFacts, thresholds: Thresholds, *, heartbeat: bool) -> t
     ``concerns`` words them."""
     found: list[Kind] = []
     covered = facts.first_depth is not None
-    claimable = facts.last_age > 0
+    claimable = facts.last_age > 0 and not facts.paused
     if covered and claimable and not (facts.popped > 0 or heartbeat):
         found.append("no-reader")
     elif covered and claimable and facts.completed == 0:

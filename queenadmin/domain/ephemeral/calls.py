@@ -15,6 +15,8 @@ from typing import Any
 from django.db import transaction
 
 from queenadmin.conf import settings
+from queenadmin.domain import clock
+from queenadmin.domain.audit import Who
 from queenadmin.domain.ephemeral.ops import (
     _COMPLETED,
     AckItem,
@@ -45,30 +47,61 @@ from queenadmin.models.queues import QUEUE_MODE
 
 
 @transaction.atomic(durable=True)
-def eph_configure(*, queue: str, options: dict[str, Any]) -> int:
+def eph_configure(*, queue: str, options: dict[str, Any], who: Who | None = None) -> int:
     """Declare ``queue`` with ``options`` (checked, kept as sent); returns
-    the update time (ms). The queue's contents are untouched."""
+    the update time (ms). The queue's contents are untouched. With ``who``
+    (the API's caller), a declaration that changed writes ``who``'s audit
+    entry in the same transaction; one that sets what is set writes none."""
     at = now_ms()
-    store().set_config(queue, json.dumps(options, separators=(",", ":")), at)
+    options_json = json.dumps(options, separators=(",", ":"))
+    before = store().config(queue) if who is not None else None
+    store().set_config(queue, options_json, at)
+    if who is not None and (before is None or before[0] != options_json):
+        who.record_in_txn(
+            now=clock.now(),
+            action="ephemeral.configure",
+            target=queue,
+            before="(not declared)" if before is None else before[0],
+            after=options_json,
+        )
     return at
 
 
 @transaction.atomic(durable=True)
-def eph_reset(*, queue: str) -> int:
+def eph_reset(*, queue: str, who: Who | None = None) -> int:
     """Drop every message and lease of ``queue`` and move every cursor to
     the tail, in a new epoch; the declaration stays. Returns the messages
-    dropped (0 for a queue that does not exist)."""
+    dropped (0 for a queue that does not exist). With ``who``, a reset of
+    a queue that exists writes ``who``'s audit entry."""
     row = store().claim_queue(queue, epoch=0, now_ms=0, create=False)
     if row is None:
         return 0
-    return store().restart_queue(queue, _epoch())
+    dropped = store().restart_queue(queue, _epoch())
+    if who is not None:
+        who.record_in_txn(
+            now=clock.now(),
+            action="ephemeral.reset",
+            target=queue,
+            before=f"{dropped} messages",
+            after="dropped; every lease void, every cursor at the tail",
+        )
+    return dropped
 
 
 @transaction.atomic(durable=True)
-def eph_delete(*, queue: str) -> Deleted:
-    """Remove ``queue``: contents, cursors and declaration."""
+def eph_delete(*, queue: str, who: Who | None = None) -> Deleted:
+    """Remove ``queue``: contents, cursors and declaration. With ``who``, a
+    delete that found something writes ``who``'s audit entry."""
     declared = store().delete_config(queue)
     had_state = store().delete_queue(queue)
+    if who is not None and (declared or had_state):
+        who.record_in_txn(
+            now=clock.now(),
+            action="ephemeral.delete",
+            target=queue,
+            before="declared" if declared else "not declared, with contents or cursors",
+            after="deleted: contents, cursors and declaration",
+        )
     return Deleted(deleted=declared or had_state, declared=declared)
 
 

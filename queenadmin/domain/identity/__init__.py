@@ -1,4 +1,6 @@
-"""Who a caller is: Queen's JWTs (``jwt``) and their keys (``jwks``).
+"""Who a caller is: Queen's JWTs (``jwt``) and their keys (``jwks``); who
+may sign in to the dashboard through an OpenID provider, as what (``sso``,
+with the provider's metadata from ``discovery``).
 
 The API's bearer check (``api/bearer.py``) asks ``jwt_check`` about a
 bearer token that is a JWT and our own ``domain/tokens.py`` about the rest.

@@ -1,11 +1,12 @@
 """Locks and semaphores: leases with fencing tokens, kept in KV rows.
 
 A permit is one KV row in the namespace ``queen-locks`` under the key
-``<name>#<slot>``, valued ``{"owner": ...}`` (plus ``since`` from the first
-renew on), living as long as the acquire or renew asked. The permit's
-fencing token is the row's KV version, drawn from the store-wide counter,
-so a later holder always has a higher token and every renew answers a new
-one (protocol.md section 3). There is no lock table: every operation is a
+``<name>#<slot>``, valued ``{"owner": ...}`` (plus ``caller``, who took it,
+when the acquire named one, and ``since`` from the first renew on), living
+as long as the acquire or renew asked. The permit's fencing token is the
+row's KV version, drawn from the store-wide counter, so a later holder
+always has a higher token and every renew answers a new one (protocol.md
+section 3). There is no lock table: every operation is a
 KV call (``kv.kv_call``), which keeps tokens and their order exactly the
 KV store's. These operations are the only writers of the namespace: every
 other KV write there is refused (``kv.refuse_permit_changes``), so no raw
@@ -13,7 +14,7 @@ put takes a lock an acquire refused as held. So locks have no ``store/``:
 their statements are the KV store's.
 
 - ``ops``: the commands (``LockOp``), results, limits and the rules on
-  names, owners and numbers, and a permit's key and row;
+  names, owners, callers and numbers, and a permit's key and row;
 - ``calls``: the operations (``locks_call`` for a call of ``LockOp``
   commands; ``lock_acquire``, ``lock_renew``, ``lock_release`` and
   ``lock_holders`` one at a time), which return plain results: a held lock
@@ -45,6 +46,7 @@ from queenadmin.domain.locks.inprocess import (
 from queenadmin.domain.locks.ops import (
     ACQUIRE_ATTEMPTS,
     GET_KEYS,
+    MAX_CALLER_CHARS,
     MAX_KEYS,
     MAX_LIMIT,
     MAX_NAME_BYTES,
@@ -59,6 +61,8 @@ from queenadmin.domain.locks.ops import (
     LockState,
     Release,
     Renewal,
+    caller_of,
+    check_caller,
     check_limit,
     check_name,
     check_owner,
@@ -76,6 +80,7 @@ from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld
 __all__ = [
     "ACQUIRE_ATTEMPTS",
     "GET_KEYS",
+    "MAX_CALLER_CHARS",
     "MAX_KEYS",
     "MAX_LIMIT",
     "MAX_NAME_BYTES",
@@ -98,6 +103,8 @@ __all__ = [
     "Release",
     "Renewal",
     "ahold",
+    "caller_of",
+    "check_caller",
     "check_limit",
     "check_name",
     "check_owner",

@@ -36,6 +36,8 @@ from queenadmin.domain.locks.ops import (
     Release,
     Renewal,
     _key,
+    caller_of,
+    check_caller,
     check_limit,
     check_name,
     check_owner,
@@ -115,7 +117,9 @@ def _acquire(op: LockOp, now: datetime | None) -> Acquire:
 
 
 def _acquire_at(op: LockOp, now: datetime) -> Acquire:
-    value = {"owner": op.owner}
+    # Who asked travels in the permit's value: the same one statement (and
+    # the same group commit) as an acquire that names nobody.
+    value = {"owner": op.owner} if op.caller is None else {"owner": op.owner, "caller": op.caller}
 
     def granted(slot: int, token: int, *, already: bool = False, expires_at: datetime | None = None) -> Acquire:
         if expires_at is None and not already:
@@ -226,6 +230,7 @@ def _holders(op: LockOp, now: datetime | None) -> LockState:
                     since=since_of(row),
                     expires_at=row.expires_at,
                     renewed_at=row.updated_at,
+                    caller=caller_of(row.value),
                 )
             )
         if not page.truncated or page.next_after is None:
@@ -243,12 +248,17 @@ _RUN: dict[str, Callable[[LockOp, datetime | None], LockResult]] = {
 }
 
 
-def locks_call(ops: Sequence[LockOp], *, now: datetime | None = None) -> list[LockResult]:
+def locks_call(ops: Sequence[LockOp], *, caller: str | None = None, now: datetime | None = None) -> list[LockResult]:
     """Apply a validated call, op by op; each op is independent.
 
-    Returns one result per op, in request order. Must run outside any
-    transaction: every step is its own outermost KV transaction.
+    ``caller`` (the API token's name, the JWT's ``sub``) is recorded in
+    each permit an acquire of the call takes. Returns one result per op, in
+    request order. Must run outside any transaction: every step is its own
+    outermost KV transaction.
     """
+    if caller is not None:
+        caller = check_caller(caller)
+        ops = [replace(op, caller=caller) if op.op == "acquire" else op for op in ops]
     return [_RUN[op.op](op, now) for op in ops]
 
 
@@ -258,17 +268,26 @@ def lock_acquire(
     ttl: timedelta | float,
     owner: str | None = None,
     limit: int = 1,
+    caller: str | None = None,
     now: datetime | None = None,
 ) -> Acquire:
     """Take a permit of ``name`` (a semaphore of ``limit``) for ``ttl``.
 
-    Returns ``Acquire``: granted with its slot and token, ``already`` when
-    ``owner`` held a permit before; or refused with reason ``held`` (no free
-    permit) or ``contended`` (semaphores only). Raises ``LocksBadRequest``
-    for a bad name, owner, ttl or limit. Must be the outermost call.
+    ``caller`` names who asks, for people to read (``lock_holders``, the
+    dashboard); None names nobody. Returns ``Acquire``: granted with its
+    slot and token, ``already`` when ``owner`` held a permit before (which
+    keeps the caller it was taken by); or refused with reason ``held`` (no
+    free permit) or ``contended`` (semaphores only). Raises
+    ``LocksBadRequest`` for a bad name, owner, ttl or limit. Must be the
+    outermost call.
     """
     op = LockOp(
-        op="acquire", name=check_name(name), ttl=check_ttl(ttl), owner=check_owner(owner), limit=check_limit(limit)
+        op="acquire",
+        name=check_name(name),
+        ttl=check_ttl(ttl),
+        owner=check_owner(owner),
+        limit=check_limit(limit),
+        caller=check_caller(caller),
     )
     return _acquire(op, now)
 

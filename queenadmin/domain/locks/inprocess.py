@@ -28,7 +28,15 @@ from django.db import connection
 
 from queenadmin.domain import clock, kv
 from queenadmin.domain.locks.calls import lock_acquire, lock_holders, lock_release, lock_renew
-from queenadmin.domain.locks.ops import RETRY_INTERVAL, check_limit, check_name, check_owner, check_ttl, guard_check
+from queenadmin.domain.locks.ops import (
+    RETRY_INTERVAL,
+    check_caller,
+    check_limit,
+    check_name,
+    check_owner,
+    check_ttl,
+    guard_check,
+)
 from queenadmin.domain.masking import mask_token
 from queenadmin.errors import LockLost, LockNotAcquired, LockNotHeld
 
@@ -45,6 +53,7 @@ class HolderInfo:
 
     ``owner`` and ``token`` are bearer credentials: they are raw only when
     the viewer is this holder, else fingerprints (``masked`` is then True).
+    ``caller``, who took the lease, is no credential and always shown.
     """
 
     slot: int
@@ -54,6 +63,7 @@ class HolderInfo:
     since: datetime | None
     expires_at: datetime | None
     renewed_at: datetime | None
+    caller: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,7 @@ def info(name: str, *, viewer: str | Lock | None = None, now: datetime | None = 
                 since=h.since,
                 expires_at=h.expires_at,
                 renewed_at=h.renewed_at,
+                caller=h.caller,
             )
         )
     return LockInfo(state.name, state.held, tuple(out))
@@ -152,11 +163,14 @@ class Lock:
         limit: int = 1,
         owner: str | None = None,
         timeout: float = 0,
+        caller: str | None = None,
     ) -> None:
         self.name = check_name(name)
         self.ttl = check_ttl(ttl)
         self.limit = check_limit(limit)
         self.owner = check_owner(owner) or _mint_owner()
+        #: Who takes the lease, for people to read (``lock_acquire``).
+        self.caller = check_caller(caller)
         #: Seconds ``with lock:`` waits for the permit.
         self.timeout = timeout
         #: Set when the lease was found lost (a renew answered ``lost`` or
@@ -214,7 +228,7 @@ class Lock:
     def try_acquire(self) -> bool:
         """One acquire call; True when granted (also when already held)."""
         sent = time.monotonic()
-        result = lock_acquire(name=self.name, ttl=self.ttl, owner=self.owner, limit=self.limit)
+        result = lock_acquire(name=self.name, ttl=self.ttl, owner=self.owner, limit=self.limit, caller=self.caller)
         if not result.acquired:
             return False
         assert result.token is not None
@@ -316,9 +330,11 @@ class Lock:
         scope.__exit__(exc_type, exc, tb)
 
 
-def lock(name: str, *, ttl: timedelta | float = 30, limit: int = 1, owner: str | None = None) -> Lock:
+def lock(
+    name: str, *, ttl: timedelta | float = 30, limit: int = 1, owner: str | None = None, caller: str | None = None
+) -> Lock:
     """A ``Lock`` handle for explicit ``acquire()``/``extend()``/``release()``."""
-    return Lock(name, ttl=ttl, limit=limit, owner=owner)
+    return Lock(name, ttl=ttl, limit=limit, owner=owner, caller=caller)
 
 
 def _renew_every(lock: Lock) -> float:
@@ -448,6 +464,7 @@ def hold(
     timeout: float = 0,
     limit: int = 1,
     owner: str | None = None,
+    caller: str | None = None,
 ) -> Lock:
     """Scoped lock: ``with locks.hold("cache-refresh", ttl=30, timeout=5):``.
 
@@ -456,10 +473,11 @@ def hold(
     ttl/3. Leaving stops and joins that thread and releases, also when the
     block raises; when the block ended normally but the lease was lost
     meanwhile, it raises ``LockLost``: the work may have run unprotected.
-    Yields the ``Lock`` (for ``token`` and ``guard()``). Outside any
-    transaction.
+    Yields the ``Lock`` (for ``token`` and ``guard()``). ``caller`` names
+    who holds it for people (the locks page); None names nobody. Outside
+    any transaction.
     """
-    return Lock(name, ttl=ttl, limit=limit, owner=owner, timeout=timeout)
+    return Lock(name, ttl=ttl, limit=limit, owner=owner, timeout=timeout, caller=caller)
 
 
 @dataclass
@@ -513,10 +531,11 @@ def ahold(
     timeout: float = 0,
     limit: int = 1,
     owner: str | None = None,
+    caller: str | None = None,
 ) -> _AsyncHold:
     """``hold()`` for async code: ``async with locks.ahold("job", ttl=30):``.
 
     The renewals run as an asyncio task; the database calls go through
     ``database_sync_to_async``. Same errors as ``hold()``.
     """
-    return _AsyncHold(Lock(name, ttl=ttl, limit=limit, owner=owner), timeout)
+    return _AsyncHold(Lock(name, ttl=ttl, limit=limit, owner=owner, caller=caller), timeout)

@@ -23,7 +23,15 @@ from django.db.models import Count, Q
 
 from queenadmin.domain import clock, kv
 from queenadmin.domain.audit import Who
-from queenadmin.domain.locks.ops import NAMESPACE, check_slot, check_stored_name, owner_of, since_of, slot_of
+from queenadmin.domain.locks.ops import (
+    NAMESPACE,
+    caller_of,
+    check_slot,
+    check_stored_name,
+    owner_of,
+    since_of,
+    slot_of,
+)
 from queenadmin.domain.masking import mask_token
 from queenadmin.models import KVEntry
 
@@ -41,6 +49,9 @@ class Permit:
     expires_at: datetime | None
     #: Live permits of ``name`` right now (the semaphore's holders).
     held: int
+    #: Who took the lease (a token's name, a JWT's ``sub``, an in-process
+    #: caller's word); None when nobody was named. No credential: shown as is.
+    caller: str | None = None
 
     @property
     def key(self) -> str:
@@ -143,6 +154,7 @@ def locks_page(*, prefix: str = "", after: str = "", limit: int = 50, now: datet
             renewed_at=row.updated_at,
             expires_at=row.expires_at,
             held=held.get(split[0], 1),
+            caller=caller_of(row.value),
         )
         for row, split in found
         if split is not None
@@ -201,18 +213,20 @@ def lock_force_release(*, name: str, slot: int, lease: str, who: Who, now: datet
         return ForceRelease(name, slot, False, "gone")
     owner, since = owner_of(row.value), since_of(row)
     if lease_mark(owner=owner, since=since) != lease:
-        current = Permit(name, slot, owner, row.version, since, row.updated_at, row.expires_at, 1)
+        current = Permit(name, slot, owner, row.version, since, row.updated_at, row.expires_at, 1, caller_of(row.value))
         return ForceRelease(name, slot, False, "changed", current=current)
     deleted = kv.kv_call_in_txn([kv.KVDelete(NAMESPACE, key, expect=row.version)], now=now, permits=True)[0]
     assert isinstance(deleted, kv.WriteResult)
     if not deleted.applied:
         return ForceRelease(name, slot, False, "changed")
     expires = clock.iso_micros_z(row.expires_at) or "never"
+    caller = caller_of(row.value)
+    taken = f", taken by {caller}" if caller is not None else ""
     who.record_in_txn(
         now=now,
         action="lock.release",
         target=key,
-        before=f"held by owner {mask_token(owner) or '(none)'}, token {mask_token(row.version)}, expiring {expires}",
+        before=f"held by owner {mask_token(owner) or '(none)'}{taken}, token {mask_token(row.version)}, expiring {expires}",
         after="released; the token is dead",
     )
     return ForceRelease(name, slot, True, token=row.version, owner=owner)

@@ -2,7 +2,8 @@
 
 The permit's KV row: the namespace ``queen-locks``, the key
 ``<name>#<slot>`` (``_key``, ``slot_of``) and the value ``{"owner": ...}``,
-plus ``since`` from the first renew on (``owner_of``, ``since_of``). The
+plus ``caller`` when the acquire named who asked and ``since`` from the
+first renew on (``owner_of``, ``caller_of``, ``since_of``). The
 checks on names, owners and numbers (protocol.md 3.4) hold for every
 caller: the wire parser (``api/wire/locks.py``), the calls and the
 in-process API.
@@ -24,6 +25,8 @@ MAX_OPS = 64
 MAX_KEYS = 4096
 MAX_NAME_BYTES = 256
 MAX_OWNER_BYTES = 256
+#: The longest caller a permit records (characters; cut beyond).
+MAX_CALLER_CHARS = 256
 MAX_LIMIT = 1024
 MAX_SLOT = MAX_LIMIT - 1
 #: What a ``get`` counts against ``MAX_KEYS``, and its page size.
@@ -66,6 +69,10 @@ class LockOp:
     token: int = 0
     #: renew and release: which permit.
     slot: int = 0
+    #: acquire: who asks (``check_caller``): the API token's name or the
+    #: JWT's ``sub``, or what an in-process caller names; recorded in the
+    #: permit for people to read. Not a credential, unlike ``owner``.
+    caller: str | None = None
 
     @property
     def key_count(self) -> int:
@@ -87,6 +94,8 @@ class Holder:
     since: datetime | None = None
     expires_at: datetime | None = None
     renewed_at: datetime | None = None
+    #: Who took the lease (``LockOp.caller``); None when nobody was named.
+    caller: str | None = None
 
 
 def guard_check(*, name: str, slot: int, token: int) -> kv.KVCheck:
@@ -232,6 +241,12 @@ def check_owner(owner: str | None) -> str | None:
     return owner
 
 
+def check_caller(caller: str | None) -> str | None:
+    """``caller`` as a permit records it (``names.label_of``): an identity
+    is never refused, only cut and made printable."""
+    return None if caller is None else names.label_of(caller, MAX_CALLER_CHARS)
+
+
 def check_ttl(ttl: timedelta | float) -> timedelta:
     """A lease lifetime: a timedelta (or seconds) above zero, at most 100 years."""
     if not isinstance(ttl, timedelta):
@@ -285,6 +300,12 @@ def owner_of(value: Any) -> str | None:
     """The owner a permit's value names; None for no owner or no permit value."""
     owner = value.get("owner") if isinstance(value, dict) else None
     return owner if isinstance(owner, str) else None
+
+
+def caller_of(value: Any) -> str | None:
+    """Who took the permit (``LockOp.caller``); None when nobody was named."""
+    caller = value.get("caller") if isinstance(value, dict) else None
+    return caller if isinstance(caller, str) else None
 
 
 def since_of(row: kv.KVRow) -> datetime:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.db.models.functions import Substr
 
 from queenadmin.domain import clock
@@ -77,6 +77,9 @@ class GroupLag:
     last_claim_at: datetime | None
     #: The group's stored conflation policy (last-value delivery).
     conflation: bool = False
+    #: The group's pops of the queue are paused on their own (the queue's
+    #: pause is ``QueueBoard.paused``).
+    paused: bool = False
 
     @property
     def is_queue_mode(self) -> bool:
@@ -100,6 +103,10 @@ class QueueBoard:
     groups: tuple[GroupLag, ...] = ()
     #: The ``priority`` option: namespace and task pops serve higher first.
     priority: int = 0
+    #: Every pop of the queue is paused (``operator/pause.py``).
+    paused: bool = False
+    #: The consumer groups paused on it, sorted: registered or not yet.
+    paused_groups: tuple[str, ...] = ()
 
     @property
     def claimable(self) -> int:
@@ -158,14 +165,16 @@ def _above(cursor: _Cursor, floor: int) -> _Cursor:
     return replace(cursor, committed=floor, batch_last=max(cursor.batch_last, floor))
 
 
+#: The queue row's columns a board reads.
+_QUEUE_FIELDS = ("id", "name", "namespace", "task", "options", "paused", "paused_groups")
+
+
 def queue_boards(*, after: str = "", limit: int = QUEUE_PAGE) -> list[QueueBoard]:
     """A page of queues with their depth by state, in a fixed number of queries.
 
     The page is ``limit`` queues named after ``after``, in byte order.
     """
-    rows = (
-        Queue.objects.order_by("name").filter(name__gt=after).values_list("id", "name", "namespace", "task", "options")
-    )
+    rows = Queue.objects.order_by("name").filter(name__gt=after).values_list(*_QUEUE_FIELDS)
     return _boards(list(rows[:limit]), with_groups=False)
 
 
@@ -173,7 +182,7 @@ def queue_board(*, name: str) -> QueueBoard | None:
     """One queue with its depth by state and its consumer groups' lag."""
     if has_nul(name):
         return None
-    rows = list(Queue.objects.filter(name=name).values_list("id", "name", "namespace", "task", "options"))
+    rows = list(Queue.objects.filter(name=name).values_list(*_QUEUE_FIELDS))
     boards = _boards(rows, with_groups=True)
     return boards[0] if boards else None
 
@@ -184,7 +193,7 @@ def queue_boards_named(*, names: Iterable[str], with_groups: bool = False) -> di
     For a list page that shows some queues (the admin's changelists): the
     same fixed number of queries as ``queue_boards`` whatever the count.
     """
-    rows = list(Queue.objects.filter(name__in=list(names)).values_list("id", "name", "namespace", "task", "options"))
+    rows = list(Queue.objects.filter(name__in=list(names)).values_list(*_QUEUE_FIELDS))
     return {board.name: board for board in _boards(rows, with_groups=with_groups)}
 
 
@@ -275,7 +284,8 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
     for part in parts:
         by_queue.setdefault(part[1], []).append(part)
     boards = []
-    for qid, name, namespace, task, options in queues:
+    for qid, name, namespace, task, options, paused, paused_groups in queues:
+        held = tuple(paused_groups or ())
         mine = by_queue.get(qid, [])
         count, capped = dlq.get(qid, ({}, False))
         partitions = []
@@ -298,7 +308,7 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
         groups: tuple[GroupLag, ...] = ()
         if with_groups:
             lags = _group_lags(mine, considered, times)
-            groups = tuple(replace(g, conflation=(qid, g.name) in conflating) for g in lags)
+            groups = tuple(replace(g, conflation=(qid, g.name) in conflating, paused=g.name in held) for g in lags)
         boards.append(
             QueueBoard(
                 qid,
@@ -311,6 +321,8 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
                 capped,
                 groups,
                 int((options or {}).get("priority") or 0),
+                paused,
+                held,
             )
         )
     return boards
@@ -464,7 +476,9 @@ def find_messages(*, text: str, partitions: dict[int, str], limit: int = 20) -> 
 
 @dataclass(frozen=True)
 class DeadLetterFilter:
-    """Which dead letters of a queue: by consumer group and partition (None: any).
+    """Which dead letters of a queue: by consumer group and partition (None:
+    any), error text (holding ``error``, case aside) and error signature
+    (``store.error_signature_of``: exactly ``signature``).
 
     ``upto`` bounds the selection to the ids the operator saw (the highest
     id on the page they confirmed), so an action on "all that match" does
@@ -475,6 +489,8 @@ class DeadLetterFilter:
     group: str | None = None
     partition: str | None = None
     upto: int | None = None
+    error: str | None = None
+    signature: str | None = None
 
     def describe(self) -> str:
         parts = [f"queue={self.queue}"]
@@ -482,6 +498,10 @@ class DeadLetterFilter:
             parts.append(f"group={self.group}")
         if self.partition is not None:
             parts.append(f"partition={self.partition}")
+        if self.error is not None:
+            parts.append(f"error~{self.error!r}")
+        if self.signature is not None:
+            parts.append(f"signature={self.signature!r}")
         if self.upto is not None:
             parts.append(f"id<={self.upto}")
         return " ".join(parts)
@@ -502,13 +522,24 @@ class DeadLetterItem:
     failed_at: datetime
 
 
+def _by_error(rows: Any, error: str | None, signature: str | None) -> Any:
+    """``rows`` whose error holds ``error`` (case aside) and whose error
+    signature is ``signature`` (None: any)."""
+    if error:
+        rows = rows.filter(error__icontains=error)
+    if signature is not None:
+        rows = rows.alias(signature=store().error_signature("error")).filter(signature=signature)
+    return rows
+
+
 def dead_letters_matching(selection: DeadLetterFilter) -> Any:
     """The queryset of dead letters ``selection`` names (for reads and writes)."""
-    if has_nul(selection.queue, selection.group, selection.partition):
+    s = selection
+    if has_nul(s.queue, s.group, s.partition, s.error, s.signature):
         return DeadLetter.objects.none()
-    rows = dead_letters_where(queue=selection.queue, group=selection.group, partition=selection.partition)
-    if selection.upto is not None:
-        rows = rows.filter(id__lte=selection.upto)
+    rows = _by_error(dead_letters_where(queue=s.queue, group=s.group, partition=s.partition), s.error, s.signature)
+    if s.upto is not None:
+        rows = rows.filter(id__lte=s.upto)
     return rows
 
 
@@ -559,18 +590,101 @@ class DeadLetterAnywhere:
     item: DeadLetterItem
 
 
+@dataclass(frozen=True)
+class AcrossQueues:
+    """Which dead letters of every queue (or ``queue``): ``DeadLetterFilter``'s
+    fields but the partition, each None for any."""
+
+    queue: str | None = None
+    group: str | None = None
+    error: str | None = None
+    signature: str | None = None
+    upto: int | None = None
+
+    def rows(self) -> Any:
+        """The queryset of the dead letters named (none for a name with NUL)."""
+        if has_nul(self.queue, self.group, self.error, self.signature):
+            return DeadLetter.objects.none()
+        rows = _by_error(
+            dead_letters_where(queue=self.queue, group=self.group, partition=None), self.error, self.signature
+        )
+        return rows if self.upto is None else rows.filter(id__lte=self.upto)
+
+    def of_queue(self, queue: str) -> DeadLetterFilter:
+        """The same filter on one queue."""
+        return DeadLetterFilter(
+            queue=queue, group=self.group, upto=self.upto, error=self.error, signature=self.signature
+        )
+
+
 def dead_letters_across(
-    *, queue: str | None = None, group: str | None = None, before: int | None = None, limit: int = 50
+    *,
+    queue: str | None = None,
+    group: str | None = None,
+    before: int | None = None,
+    limit: int = 50,
+    error: str | None = None,
+    signature: str | None = None,
 ) -> list[DeadLetterAnywhere]:
     """Dead letters of every queue (or ``queue``), of ``group`` (None: any),
-    newest first, ids below ``before``: one indexed statement a page."""
-    if has_nul(queue, group):
-        return []
-    rows = dead_letters_where(queue=queue, group=group, partition=None)
+    with ``error`` in their error text and of error ``signature`` (None:
+    any), newest first, ids below ``before``: one statement a page (indexed
+    unless an error filter has to read rows until the page is full)."""
+    rows = AcrossQueues(queue, group, error, signature).rows()
     return [
         DeadLetterAnywhere(row[0], _dead_letter_item(row[1:]))
         for row in _dead_letter_rows(rows, before, limit, "queue__name")
     ]
+
+
+#: Dead letters the signature counts look at: the newest that match.
+SIGNATURE_SAMPLE = 10_000
+
+
+@dataclass(frozen=True)
+class SignatureCount:
+    signature: str
+    count: int
+
+
+@dataclass(frozen=True)
+class SignatureCounts:
+    """The most frequent error signatures among the newest ``examined``
+    dead letters that match; ``capped``: more match than were examined."""
+
+    counts: tuple[SignatureCount, ...]
+    examined: int
+    capped: bool
+
+
+def dead_letter_signatures(
+    *, selection: AcrossQueues, sample: int = SIGNATURE_SAMPLE, limit: int = 20
+) -> SignatureCounts:
+    """The ``limit`` most frequent error signatures (``store.error_signature_of``)
+    of the newest ``sample`` dead letters ``selection`` names, with their
+    counts, most frequent first. Three statements, whatever the DLQ holds:
+    the sample's lowest id (keyset, on the id index), its size, the counts."""
+    rows = selection.rows()
+    floor = list(rows.order_by("-id").values_list("id", flat=True)[sample - 1 : sample + 1])
+    capped = len(floor) > 1
+    if capped:
+        rows = rows.filter(id__gte=floor[0])
+    examined = rows.count()
+    if not examined:
+        return SignatureCounts((), 0, False)
+    grouped = (
+        rows.annotate(signature=store().error_signature("error"))
+        .values("signature")
+        .annotate(n=Count("id"))
+        .order_by("-n", "signature")[:limit]
+    )
+    return SignatureCounts(tuple(SignatureCount(g["signature"], g["n"]) for g in grouped), examined, capped)
+
+
+def dead_letter_queue_names(*, selection: AcrossQueues, limit: int = 100) -> list[str]:
+    """The queues holding dead letters ``selection`` names, by name, at most ``limit``."""
+    names = selection.rows().order_by("queue__name").values_list("queue__name", flat=True).distinct()
+    return list(names[:limit])
 
 
 def dead_letter_queues(*, ids: Iterable[int]) -> dict[str, tuple[int, ...]]:

@@ -5,6 +5,13 @@ the group's cursor rows (``FOR UPDATE``, by partition), the order a claim
 and an ack use, so none of them deadlocks with consumers. A moved cursor
 releases its lease: a consumer holding it then gets ``invalid or expired
 lease`` on its ack, and the next pop reads from the new position.
+
+Given a ``who`` (the API's caller, ``api/audit.py``), each records its
+audit entry in its transaction, one per queue it changed (``<queue>/<group>``,
+as the dashboard's group actions name theirs), so a queue's trail holds a
+change made on every queue at once; a group never seen changes nothing and
+records nothing. The dashboard's actions (``operator/recovery.py``) call
+the ``_in_txn`` forms without ``who`` and record their own.
 """
 
 from __future__ import annotations
@@ -13,12 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 
 from queenadmin.domain import clock, events
+from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.refs import lock_queue_rows
-from queenadmin.models.queues import ConsumerCursor, ConsumerGroup, Message, Partition, Queue
+from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, Message, Partition, Queue
 
 
 @dataclass(frozen=True)
@@ -80,26 +88,66 @@ def _release(cursor_ids: list[int], queues: list[str]) -> None:
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": sorted(queues)})
 
 
+def _label(group: str) -> str:
+    return "queue mode" if group == QUEUE_MODE else group
+
+
+def _presence(group: str, queues: dict[int, str]) -> dict[int, int]:
+    """The queues of ``queues`` the group is on (registered or with a
+    cursor), with its cursors on each: what a delete changes."""
+    on = dict(
+        ConsumerCursor.objects.filter(group=group, partition__queue_id__in=list(queues))
+        .values_list("partition__queue_id")
+        .annotate(n=Count("id"))
+        .values_list("partition__queue_id", "n")
+    )
+    for qid in ConsumerGroup.objects.filter(name=group, queue_id__in=list(queues)).values_list("queue_id", flat=True):
+        on.setdefault(qid, 0)
+    return on
+
+
 @transaction.atomic(durable=True)
-def queue_group_delete(*, group: str, queue: str | None = None, delete_metadata: bool = True) -> GroupDeleted:
+def queue_group_delete(
+    *, group: str, queue: str | None = None, delete_metadata: bool = True, who: Who | None = None
+) -> GroupDeleted:
     """Forget consumer group ``group`` on ``queue`` (None: on every queue).
 
     With ``delete_metadata`` its cursors and its registration go: the next
     pop registers it anew and places it by its subscription mode. Without,
     the registration stays and each cursor goes back to where the group
     started (its subscription start), so it reads again what it read since.
-    A group never seen deletes nothing. Must be the outermost transaction
-    (``queue_group_delete_in_txn`` runs inside one).
+    A group never seen deletes nothing. With ``who``, writes ``who``'s
+    audit entry (``queue.group_delete``, or ``queue.group_reset`` for a
+    rewind) for each queue the group was on. Must be the outermost
+    transaction (``queue_group_delete_in_txn`` runs inside one).
     """
-    return queue_group_delete_in_txn(group=group, queue=queue, delete_metadata=delete_metadata, now=clock.now())
+    return queue_group_delete_in_txn(
+        group=group, queue=queue, delete_metadata=delete_metadata, now=clock.now(), who=who
+    )
 
 
-def queue_group_delete_in_txn(*, group: str, queue: str | None, delete_metadata: bool, now: datetime) -> GroupDeleted:
+def queue_group_delete_in_txn(
+    *, group: str, queue: str | None, delete_metadata: bool, now: datetime, who: Who | None = None
+) -> GroupDeleted:
     """``queue_group_delete`` inside the caller's transaction (asserted)."""
     assert connection.in_atomic_block
     queues = _locked_queue_ids(group, queue)
     ids = list(queues)
     cursor_ids = _lock_cursors(group, ids)
+    if who is not None:
+        every = "" if queue is not None else " (a delete on every queue)"
+        for qid, cursors_on in sorted(_presence(group, queues).items()):
+            who.record_in_txn(
+                now=now,
+                action="queue.group_delete" if delete_metadata else "queue.group_reset",
+                target=f"{queues[qid]}/{_label(group)}",
+                before=f"{cursors_on} cursors{every}",
+                after=(
+                    "deleted: its next pop registers it anew"
+                    if delete_metadata
+                    else "each cursor back to its subscription start"
+                ),
+            )
     cursors = ConsumerCursor.objects.filter(id__in=cursor_ids)
     if delete_metadata:
         cursors.delete()
@@ -139,21 +187,26 @@ def _place(cursor_id: int, committed: int, *, forget_dead_letters: bool = False)
 
 
 @transaction.atomic(durable=True)
-def queue_group_seek(*, group: str, queue: str, to_end: bool, timestamp: datetime | None = None) -> GroupSeek:
+def queue_group_seek(
+    *, group: str, queue: str, to_end: bool, timestamp: datetime | None = None, who: Who | None = None
+) -> GroupSeek:
     """Move ``group``'s cursors on every partition of ``queue``.
 
     ``to_end`` skips everything pushed so far; otherwise the group reads
     next the first message pushed after ``timestamp`` (from the start when
     none was pushed before it). Partitions the group never read get a
     cursor too, so the seek covers the whole queue. An unknown queue, or a
-    group never seen on it, moves nothing. Must be the outermost transaction (``queue_group_seek_in_txn``
-    runs inside one).
+    group never seen on it, moves nothing. With ``who``, a seek that moved
+    the group writes ``who``'s audit entry (``queue.group_seek``). Must be
+    the outermost transaction (``queue_group_seek_in_txn`` runs inside one).
     """
-    return queue_group_seek_in_txn(group=group, queue=queue, to_end=to_end, timestamp=timestamp, now=clock.now())
+    return queue_group_seek_in_txn(
+        group=group, queue=queue, to_end=to_end, timestamp=timestamp, now=clock.now(), who=who
+    )
 
 
 def queue_group_seek_in_txn(
-    *, group: str, queue: str, to_end: bool, timestamp: datetime | None, now: datetime
+    *, group: str, queue: str, to_end: bool, timestamp: datetime | None, now: datetime, who: Who | None = None
 ) -> GroupSeek:
     """``queue_group_seek`` inside the caller's transaction (asserted)."""
     assert connection.in_atomic_block
@@ -174,15 +227,28 @@ def queue_group_seek_in_txn(
         [ConsumerCursor(partition_id=pid, group=group) for pid in sorted(parts)], ignore_conflicts=True
     )
     cursor_ids = _lock_cursors(group, ids)
-    for cid, pid in ConsumerCursor.objects.filter(id__in=cursor_ids).values_list("id", "partition_id"):
+    cursors = ConsumerCursor.objects.filter(id__in=cursor_ids).order_by("partition__name")
+    before: list[str] = []
+    for cid, pid, partition, was in cursors.values_list("id", "partition_id", "partition__name", "committed_offset"):
         last = parts[pid] - 1
         _place(cid, last if to_end or timestamp is None else _last_before(pid, timestamp))
+        before.append(f"{partition}@{was}")
     _release(cursor_ids, list(queues.values()))
+    if who is not None:
+        more = f" (+{len(before) - 20} partitions)" if len(before) > 20 else ""
+        where = "to the end" if to_end or timestamp is None else f"to {timestamp.isoformat()}"
+        who.record_in_txn(
+            now=now,
+            action="queue.group_seek",
+            target=f"{queue}/{_label(group)}",
+            before=f"done up to {', '.join(before[:20]) or 'nothing'}{more}",
+            after=f"{where}, {len(cursor_ids)} partitions",
+        )
     return GroupSeek(group, queue, to_end, timestamp, len(cursor_ids))
 
 
 @transaction.atomic(durable=True)
-def queue_group_resubscribe(*, group: str, timestamp: datetime) -> GroupResubscribed:
+def queue_group_resubscribe(*, group: str, timestamp: datetime, who: Who | None = None) -> GroupResubscribed:
     """Start ``group`` at ``timestamp`` wherever it has not read yet.
 
     On every queue the group is registered on, each partition it never
@@ -190,18 +256,22 @@ def queue_group_resubscribe(*, group: str, timestamp: datetime) -> GroupResubscr
     placed after the last message pushed at or before ``timestamp``.
     Cursors that moved keep their place, as Queen's subscription timestamp
     only applies where a group has no position. An unknown group changes
-    nothing (``queues == 0``). Must be the outermost transaction
-    (``queue_group_resubscribe_in_txn`` runs inside one).
+    nothing (``queues == 0``). With ``who``, writes ``who``'s audit entry
+    (``queue.group_resubscribe``) for each queue where a cursor moved. Must
+    be the outermost transaction (``queue_group_resubscribe_in_txn`` runs
+    inside one).
     """
-    return queue_group_resubscribe_in_txn(group=group, timestamp=timestamp, now=clock.now())
+    return queue_group_resubscribe_in_txn(group=group, timestamp=timestamp, now=clock.now(), who=who)
 
 
-def queue_group_resubscribe_in_txn(*, group: str, timestamp: datetime, now: datetime) -> GroupResubscribed:
+def queue_group_resubscribe_in_txn(
+    *, group: str, timestamp: datetime, now: datetime, who: Who | None = None
+) -> GroupResubscribed:
     """``queue_group_resubscribe`` inside the caller's transaction (asserted)."""
     assert connection.in_atomic_block
     registered = set(ConsumerGroup.objects.filter(name=group).values_list("queue_id", flat=True))
     ids = sorted(lock_queue_rows(registered))
-    parts = list(Partition.objects.filter(queue_id__in=ids).values_list("id", flat=True))
+    parts = dict(Partition.objects.filter(queue_id__in=ids).values_list("id", "queue_id"))
     ConsumerCursor.objects.bulk_create(
         [ConsumerCursor(partition_id=pid, group=group) for pid in sorted(parts)], ignore_conflicts=True
     )
@@ -210,12 +280,24 @@ def queue_group_resubscribe_in_txn(*, group: str, timestamp: datetime, now: date
         id__in=cursor_ids, last_claim_at__isnull=True, lease_id__isnull=True, committed_offset=F("start_offset")
     ).values_list("id", "partition_id")
     moved = 0
+    per_queue: dict[int, int] = {}
     for cid, pid in untouched:
         start = _last_before(pid, timestamp)
         ConsumerCursor.objects.filter(id=cid).update(
             committed_offset=start, start_offset=start, batch_last=start, delivery_runs=[], retry_count=0
         )
         moved += 1
-    names = list(Queue.objects.filter(id__in=ids).values_list("name", flat=True))
+        per_queue[parts[pid]] = per_queue.get(parts[pid], 0) + 1
+    named = dict(Queue.objects.filter(id__in=ids).values_list("id", "name"))
+    names = list(named.values())
     _release(cursor_ids, names)
+    if who is not None:
+        for qid, count in sorted(per_queue.items()):
+            who.record_in_txn(
+                now=now,
+                action="queue.group_resubscribe",
+                target=f"{named[qid]}/{_label(group)}",
+                before=f"{count} partitions not read yet",
+                after=f"each placed after the last message pushed at or before {timestamp.isoformat()}",
+            )
     return GroupResubscribed(group, timestamp, len(ids), moved)

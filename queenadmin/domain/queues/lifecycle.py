@@ -3,18 +3,26 @@
 (A push also creates the queues it names, with ``AUTO_CREATE_OPTIONS``.)
 A delete removes the messages with one statement of the queue store
 (``store.delete_queue_messages``), not row by row.
+
+Given a ``who`` (the API's caller, ``api/audit.py``), a configure that
+changed the queue (or made it) and a delete that found it record their
+audit entry in their transaction; a configure that sets what is already
+set records nothing, as clients configure their queues at every start.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, F, Sum
 
 from queenadmin.domain import clock, events
+from queenadmin.domain.audit import Who
 from queenadmin.domain.names import check_engine_name
 from queenadmin.domain.queues.options import QueueOptions, merge_options
 from queenadmin.domain.queues.refs import lock_queue_rows
@@ -53,15 +61,44 @@ class QueueConfig:
 
 
 @transaction.atomic(durable=True)
-def queue_configure(*, request: ConfigureRequest) -> QueueConfig:
+def queue_configure(*, request: ConfigureRequest, who: Who | None = None) -> QueueConfig:
     """Create the queue ``request`` names or change it; return the result.
 
     A new queue gets ``request.options`` over the defaults, whatever
     ``replace`` says. Refusals happened earlier: ``QueueOptions`` holds only
-    valid values. Must be the outermost transaction
-    (``queue_configure_in_txn`` runs inside one).
+    valid values. With ``who``, a configure that made or changed the queue
+    writes ``who``'s audit entry (``queue.configure``, before and after).
+    Must be the outermost transaction (``queue_configure_in_txn`` runs
+    inside one).
     """
-    return queue_configure_in_txn(request=request, now=clock.now())
+    now = clock.now()
+    if who is None:
+        return queue_configure_in_txn(request=request, now=now)
+    # Locked first, so "before" is what this configure changes.
+    found = Queue.objects.select_for_update().filter(name=request.name).values_list("options", "namespace", "task")
+    before = found.first()
+    config = queue_configure_in_txn(request=request, now=now)
+    after = (dict(config.options), config.namespace, config.task)
+    if before is None or (dict(before[0]), before[1], before[2]) != after:
+        who.record_in_txn(
+            now=now,
+            action="queue.configure",
+            target=config.name,
+            before="(no queue: this configure made it)" if before is None else _described(*before),
+            after=_described(*after),
+        )
+    return config
+
+
+def _described(options: Mapping[str, Any], namespace: str | None, task: str | None) -> str:
+    """A queue's settings as an audit entry shows them: the options as
+    JSON (as the dashboard's configure writes them), then namespace and task."""
+    text = json.dumps(dict(options), sort_keys=True)
+    if namespace is not None:
+        text += f"; namespace {namespace}"
+    if task is not None:
+        text += f"; task {task}"
+    return text
 
 
 def queue_configure_in_txn(*, request: ConfigureRequest, now: datetime) -> QueueConfig:
@@ -100,16 +137,17 @@ def queue_configure_in_txn(*, request: ConfigureRequest, now: datetime) -> Queue
 
 
 @transaction.atomic(durable=True)
-def queue_delete(*, name: str) -> bool:
+def queue_delete(*, name: str, who: Who | None = None) -> bool:
     """Delete queue ``name`` with its messages, cursors and DLQ.
 
-    Returns whether it existed. Must be the outermost transaction
-    (``queue_delete_in_txn`` runs inside one).
+    Returns whether it existed; with ``who``, a delete that found it writes
+    ``who``'s audit entry (``queue.delete``). Must be the outermost
+    transaction (``queue_delete_in_txn`` runs inside one).
     """
-    return queue_delete_in_txn(name=name)
+    return queue_delete_in_txn(name=name, who=who)
 
 
-def queue_delete_in_txn(*, name: str) -> bool:
+def queue_delete_in_txn(*, name: str, who: Who | None = None) -> bool:
     """``queue_delete`` inside the caller's transaction.
 
     The caller must hold an open transaction (asserted) and commit it; the
@@ -119,6 +157,8 @@ def queue_delete_in_txn(*, name: str) -> bool:
     queue_id = Queue.objects.filter(name=name).values_list("id", flat=True).first()
     if queue_id is None or not lock_queue_rows([queue_id], exclusive=True):
         return False
+    if who is not None:
+        _record_delete(who, queue_id, name)
     # Children first, in bulk: the ORM cascade would load every message.
     DeadLetter.objects.filter(queue_id=queue_id).delete()
     ConsumerCursor.objects.filter(partition__queue_id=queue_id).delete()
@@ -129,3 +169,23 @@ def queue_delete_in_txn(*, name: str) -> bool:
     Queue.objects.filter(pk=queue_id).delete()
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "deleted": [name]})
     return True
+
+
+def _record_delete(who: Who, queue_id: int, name: str) -> None:
+    # What the queue held, from the partitions' offsets (one aggregate, not
+    # a count of the messages): deleted offsets make it an upper bound.
+    held = Partition.objects.filter(queue_id=queue_id).aggregate(
+        partitions=Count("id"), messages=Sum(F("next_offset") - F("log_start"))
+    )
+    groups = ConsumerGroup.objects.filter(queue_id=queue_id).count()
+    dead = DeadLetter.objects.filter(queue_id=queue_id).count()
+    who.record_in_txn(
+        now=clock.now(),
+        action="queue.delete",
+        target=name,
+        before=(
+            f"{held['partitions']} partitions, up to {held['messages'] or 0} messages, "
+            f"{groups} consumer groups, {dead} dead letters"
+        ),
+        after="deleted with its messages, cursors, consumer groups and dead letters",
+    )

@@ -17,6 +17,14 @@ class QueueRef:
     name: str
     #: ``Queue.options`` as stored (see ``options.py``).
     options: Mapping[str, Any]
+    #: ``Queue.paused`` and ``Queue.paused_groups``, where the caller read
+    #: them (a claim's); else not paused.
+    paused: bool = False
+    paused_groups: tuple[str, ...] = ()
+
+    def paused_for(self, group: str) -> bool:
+        """Whether pops of ``group`` (or queue mode) are paused."""
+        return self.paused or group in self.paused_groups
 
     @property
     def lease_seconds(self) -> int:

@@ -103,6 +103,10 @@ class QueueStats:
     oldest_ready_age: float | None = None
     #: The named group's stored conflation policy (False without a group).
     conflation: bool = False
+    #: Whose pops are paused (``operator/pause.py``): every one, and the
+    #: groups paused on their own (sorted).
+    paused: bool = False
+    paused_groups: tuple[str, ...] = ()
 
     @property
     def retained_bytes(self) -> int:
@@ -240,25 +244,36 @@ def queue_stats(
 
     ``with_age`` adds the age of the oldest ready message; ``with_messages``
     adds each partition's oldest and newest push times (see
-    ``_message_times``). Each costs one indexed lookup per partition.
+    ``_message_times``). Each costs one indexed lookup per partition. The
+    pause state (``paused``, ``paused_groups``) comes with the queue row.
     Returns None when the queue does not exist; ``partitions`` is empty and
     every total is -1 when the named group was never seen. ``conflation``
     is the named group's stored policy.
     """
-    row = Queue.objects.filter(name=name).values_list("id", "namespace", "task", "options", "created_at").first()
+    row = (
+        Queue.objects.filter(name=name)
+        .values_list("id", "namespace", "task", "options", "created_at", "paused", "paused_groups")
+        .first()
+    )
     if row is None:
         return None
-    qid, namespace, task, options, created_at = row
+    qid, namespace, task, options, created_at, paused, stored_groups = row
+    paused_groups: tuple[str, ...] = tuple(stored_groups or ())
     now = clock.now()
     parts = _depths(qid, group, now)
     if parts is None:
-        return QueueStats(qid, name, namespace, task, options, created_at, group, (), QueueTotals.unseen())
+        unseen = QueueTotals.unseen()
+        return QueueStats(
+            qid, name, namespace, task, options, created_at, group, (), unseen, None, False, paused, paused_groups
+        )
     age = _oldest_ready_age(parts, now) if with_age else None
     if with_messages:
         parts = _message_times(parts)
     conflation = group is not None and ConsumerGroup.objects.filter(queue_id=qid, name=group, conflation=True).exists()
     totals = QueueTotals.of(parts)
-    return QueueStats(qid, name, namespace, task, options, created_at, group, parts, totals, age, conflation)
+    return QueueStats(
+        qid, name, namespace, task, options, created_at, group, parts, totals, age, conflation, paused, paused_groups
+    )
 
 
 def partition_depths(*, queue_id: int, partition_ids: Collection[int]) -> tuple[PartitionDepth, ...]:

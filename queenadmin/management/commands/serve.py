@@ -35,6 +35,7 @@ from django.db import DatabaseError, connection
 from queenadmin.api import openmode
 from queenadmin.conf import settings as app_settings
 from queenadmin.domain import firstrun, identity, tokens
+from queenadmin.domain.identity import sso
 from queenadmin.metrics import process
 from queenadmin.models import TokenScope
 from queenadmin.plumbing import db
@@ -120,6 +121,17 @@ def _check_jwt() -> None:
     if failed:
         log.warning("JWT_JWKS_URL could not be fetched (%s); the first token that needs a key fetches again", failed)
     log.info("  JWTs:          %s, beside API tokens", app_settings.JWT_ALGORITHM)
+
+
+def _check_sso() -> None:
+    """Refuse single sign-on settings that cannot work (``domain/identity/sso.py``)."""
+    refused = sso.sso_start_refusal()
+    if refused:
+        _fail("%s", refused)
+    config = sso.sso_offered()
+    if config is not None:
+        login = "and passwords" if config.local_login else "only (password login off)"
+        log.info("  sign-in:       %s (%s) %s", config.provider_name, config.issuer, login)
 
 
 def _check_database() -> None:
@@ -303,6 +315,7 @@ class Command(BaseCommand):
                 _fail("%s", refused)
             log.warning("%s", openmode.start_warning(host, port))
         _check_jwt()
+        _check_sso()
         _check_database()
         if redis_url:
             _check_redis(redis_url)

@@ -26,7 +26,8 @@ from queenadmin.plumbing.db import from_db_time, to_db_time
 #: window's first tick, else None), window minutes; at the last
 #: tick: depth, oldest claimable age, popped, completed (acked + dead-lettered)
 #: and dead-lettered counts ever; at the window's first tick, if sampled:
-#: depth, popped, completed, dead-lettered ever; depth at its middle tick).
+#: depth, popped, completed, dead-lettered ever; depth at its middle tick;
+#: whether every pop of the queue is paused).
 FactsRow = tuple[
     str,
     str | None,
@@ -43,6 +44,7 @@ FactsRow = tuple[
     int | None,
     int | None,
     int | None,
+    bool,
 ]
 
 _FIELDS = ("max_lag", "max_age_seconds", "dlq_growth", "window_minutes")
@@ -111,7 +113,7 @@ class Store:
             # than the lookups.
             "SELECT q.name, q.namespace, q.task, CASE WHEN f.id IS NULL THEN q.created_at END, v.column1,"
             " l.depth, l.oldest_claimable_age, l.popped_total, l.acked_total + l.dlq_total, l.dlq_total,"
-            " f.depth, f.popped_total, f.acked_total + f.dlq_total, f.dlq_total, m.depth"
+            " f.depth, f.popped_total, f.acked_total + f.dlq_total, f.dlq_total, m.depth, q.paused"
             " FROM queenadmin_queue q"
             " LEFT JOIN queenadmin_attentionthreshold o ON o.queue = q.name"
             f" JOIN (VALUES {values}) v ON v.column1 = COALESCE(o.window_minutes, %s) "
@@ -142,6 +144,7 @@ class Store:
                     None if f_completed is None else int(f_completed),
                     None if f_dlq is None else int(f_dlq),
                     None if m_depth is None else int(m_depth),
+                    bool(paused),
                 )
                 for (
                     name,
@@ -159,5 +162,6 @@ class Store:
                     f_completed,
                     f_dlq,
                     m_depth,
+                    paused,
                 ) in cur.fetchall()
             ]

@@ -48,7 +48,8 @@ def queue_claim(*, request: PopRequest) -> Claim:
     queues by ``priority``, highest first, and answers from the first one
     with anything ready. The claim says the policy it applied and whether
     the request disagreed with it. Returns an empty claim when nothing is
-    ready or the queue does not exist. Must be the outermost transaction
+    ready, the queue or the group's reading of it is paused
+    (``operator/pause.py``), or the queue does not exist. Must be the outermost transaction
     (``queue_claim_in_txn`` runs inside one); where the store has
     ``one_statement_consume`` (PostgreSQL), a plain claim of one queue is
     one autocommit statement per partition claimed (``_claim_at_once``).
@@ -176,7 +177,10 @@ def _target_queues(request: PopRequest) -> list[QueueRef]:
         if request.task:
             rows = rows.filter(task=request.task)
         rows = rows.order_by("id")
-    found = [QueueRef(i, n, o) for i, n, o in rows.values_list("id", "name", "options")]
+    found = [
+        QueueRef(i, n, o, paused, tuple(groups or ()))
+        for i, n, o, paused, groups in rows.values_list("id", "name", "options", "paused", "paused_groups")
+    ]
     # The option Queen documents for multi-queue consumers: higher-priority
     # queues are drained first; equal ones keep their id order (stable sort).
     found.sort(key=lambda queue: -queue.priority)
@@ -276,6 +280,12 @@ def _claim_queue(queue: QueueRef, request: PopRequest, lease_id: str, now: datet
     if request.group != QUEUE_MODE:
         conflating = _register_group(queue, request, now)
     policy = {"conflation": conflating, "conflation_conflict": conflating != request.conflation}
+    if queue.paused_for(request.group):
+        # Paused by an operator (``operator/pause.py``): answer as an empty
+        # queue does, the group registered and its policy said as usual. The
+        # state was read just before the queue row was locked: a pause
+        # committing in between lets this one claim through.
+        return Claim(queue.name, lease_id, request.group, (), (), None, **policy)
     candidates, retry_at = _candidates(queue, request, now)
     missing = [pid for pid, has in candidates if not has]
     if missing:

@@ -7,10 +7,14 @@ submodules are:
 - ``configure``: change a queue's options, audited;
 - ``recovery``: a consumer group's seek, reset and delete, and a queue
   purge, audited;
-- ``dlq``: replay (``dlq:<id>``, to the failed group or every group) and
-  purge of dead letters, audited;
+- ``dlq``: replay (``dlq:<id>``, to the failed group or every group, into
+  the dead letter's own queue or another one; one by id, as Queen's
+  ``POST /dlq/:id/replay``, or in batches) and purge of dead letters,
+  audited;
 - ``messages``: one message's delete, retry from the DLQ and move to the
-  DLQ (the console's routes under ``/api/v1/admin``).
+  DLQ (the console's routes under ``/api/v1/admin``);
+- ``pause``: pause and resume a queue's pops, or one consumer group's,
+  audited.
 
 Each write comes as ``<verb>_in_txn`` (inside the caller's transaction)
 and as ``<verb>``, its own outermost transaction.
@@ -21,12 +25,17 @@ from __future__ import annotations
 from queenadmin.domain.queues.operator.configure import queue_operator_configure, queue_operator_configure_in_txn
 from queenadmin.domain.queues.operator.dlq import (
     DLQ_BATCH,
+    OWN_PLACE,
     REPLAY_PREFIX,
     DLQAction,
+    DLQReplayed,
     DLQVerb,
+    ReplayDestination,
     ReplayTarget,
     queue_dlq_action,
     queue_dlq_action_in_txn,
+    queue_dlq_replay,
+    queue_dlq_replay_in_txn,
     replay_transaction_id,
 )
 from queenadmin.domain.queues.operator.messages import (
@@ -39,6 +48,19 @@ from queenadmin.domain.queues.operator.messages import (
     queue_message_delete_in_txn,
     queue_message_retry,
     queue_message_retry_in_txn,
+)
+from queenadmin.domain.queues.operator.pause import (
+    PauseChange,
+    PauseState,
+    queue_group_pause,
+    queue_group_pause_in_txn,
+    queue_group_resume,
+    queue_group_resume_in_txn,
+    queue_pause,
+    queue_pause_in_txn,
+    queue_pause_state,
+    queue_resume,
+    queue_resume_in_txn,
 )
 from queenadmin.domain.queues.operator.recovery import (
     PURGE_BATCH,
@@ -54,22 +76,33 @@ from queenadmin.domain.queues.operator.recovery import (
 
 __all__ = [
     "DLQ_BATCH",
+    "OWN_PLACE",
     "PURGE_BATCH",
     "REPLAY_PREFIX",
     "DLQAction",
+    "DLQReplayed",
     "DLQVerb",
     "GroupAction",
     "GroupRecovery",
     "MessageDeadLettered",
     "MessageDeleted",
     "MessageRetried",
+    "PauseChange",
+    "PauseState",
     "QueuePurge",
+    "ReplayDestination",
     "ReplayTarget",
     "SeekTo",
     "queue_dlq_action",
     "queue_dlq_action_in_txn",
+    "queue_dlq_replay",
+    "queue_dlq_replay_in_txn",
     "queue_group_operator",
     "queue_group_operator_in_txn",
+    "queue_group_pause",
+    "queue_group_pause_in_txn",
+    "queue_group_resume",
+    "queue_group_resume_in_txn",
     "queue_message_dead_letter",
     "queue_message_dead_letter_in_txn",
     "queue_message_delete",
@@ -78,7 +111,12 @@ __all__ = [
     "queue_message_retry_in_txn",
     "queue_operator_configure",
     "queue_operator_configure_in_txn",
+    "queue_pause",
+    "queue_pause_in_txn",
+    "queue_pause_state",
     "queue_purge",
     "queue_purge_in_txn",
+    "queue_resume",
+    "queue_resume_in_txn",
     "replay_transaction_id",
 ]

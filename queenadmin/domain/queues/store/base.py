@@ -9,12 +9,14 @@ both databases.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from django.db import connection
+from django.db.models import Func
 
 from queenadmin.models.queues import Queue
 from queenadmin.plumbing.db import from_db_time, to_db_time
@@ -123,6 +125,41 @@ WITH RECURSIVE s(pid, lo, hi) AS (
 )
 SELECT pid, lo FROM s WHERE lo >= hi
 """
+
+
+# --------------------------------------------------------------------------
+# Error signatures: a dead letter's error text with what varies from one
+# failure to the next (uuids, ids, numbers) made alike, so the DLQ page can
+# count failures by kind. Computed in SQL (``Store.error_signature``) so the
+# database groups, counts and filters by it; ``error_signature_of`` is the
+# same rule in Python (SQLite runs it as a function of its own).
+
+#: Characters of the error read (its beginning), and of the signature kept.
+SIGNATURE_INPUT_CHARS = 1000
+SIGNATURE_CHARS = 200
+#: The rules, applied in order: (pattern, replacement). Each pattern means
+#: the same to Python's ``re`` and to PostgreSQL's regular expressions
+#: (both have lookbehind, lookahead and ``\t`` in brackets), so the two
+#: implementations agree (``tests/unit/test_dlq_replay.py`` checks them on
+#: PostgreSQL). An id is a run of 8 or more letters and digits holding a
+#: digit (hex ids, hashes, ULIDs), whole; then every other run of digits.
+SIGNATURE_RULES: tuple[tuple[str, str], ...] = (
+    (r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", "<uuid>"),
+    (r"(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{8,}(?![A-Za-z0-9])", "<id>"),
+    (r"[0-9]+", "<n>"),
+    (r"[ \t\r\n]+", " "),
+)
+_SIGNATURE_RES = tuple((re.compile(pattern), replacement) for pattern, replacement in SIGNATURE_RULES)
+
+
+def error_signature_of(error: str | None) -> str:
+    """The signature of an error text: ``SIGNATURE_RULES`` applied to its
+    first ``SIGNATURE_INPUT_CHARS`` characters, spaces trimmed, cut to
+    ``SIGNATURE_CHARS``; ``""`` for none."""
+    text = (error or "")[:SIGNATURE_INPUT_CHARS]
+    for pattern, replacement in _SIGNATURE_RES:
+        text = pattern.sub(replacement, text)
+    return text.strip(" ")[:SIGNATURE_CHARS]
 
 
 class Store:
@@ -465,6 +502,11 @@ class Store:
         with connection.cursor() as cur:
             cur.execute(sql, params)
             return [(int(qid), int(pid), int(n)) for qid, pid, n in cur.fetchall()]
+
+    def error_signature(self, column: str) -> Func:
+        """The expression of ``column``'s error signature (``error_signature_of``),
+        to annotate, group and filter dead letters by."""
+        raise NotImplementedError
 
     def partition_heads(
         self, partition_ids: Sequence[int], *, until: datetime | None, size: int

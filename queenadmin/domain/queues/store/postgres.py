@@ -14,9 +14,13 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from django.db import connection
+from django.db.models import F, Func, TextField
 
 from queenadmin.domain.queues.store.base import (
     CHANNEL,
+    SIGNATURE_CHARS,
+    SIGNATURE_INPUT_CHARS,
+    SIGNATURE_RULES,
     Append,
     LocatedRow,
     MessageRow,
@@ -99,6 +103,28 @@ RECENT = (
     " CROSS JOIN LATERAL (SELECT m.message_id, m.msg_offset, m.created_at FROM queenadmin_message AS m"
     " WHERE m.partition_id = u.p AND m.transaction_id = u.t AND m.created_at > %s OFFSET 0) AS m"
 )
+
+
+def _literal(text: str) -> str:
+    # The rules are constants of ours, spelled inline rather than bound: a
+    # GROUP BY must repeat the SELECT's expression, and two bound copies of
+    # a parameter are two different expressions to PostgreSQL.
+    assert "'" not in text, text
+    assert "%" not in text, text
+    return f"'{text}'"
+
+
+class ErrorSignature(Func):
+    """``error_signature_of`` as nested ``regexp_replace`` calls."""
+
+    output_field = TextField()
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:  # type: ignore[override]
+        sql, params = compiler.compile(self.source_expressions[0])
+        sql = f"left(coalesce({sql}, ''), {SIGNATURE_INPUT_CHARS})"
+        for pattern, replacement in SIGNATURE_RULES:
+            sql = f"regexp_replace({sql}, {_literal(pattern)}, {_literal(replacement)}, 'g')"
+        return f"left(btrim({sql}, ' '), {SIGNATURE_CHARS})", list(params)
 
 
 class PostgresStore(PostgresConsume, Store):
@@ -227,6 +253,9 @@ class PostgresStore(PostgresConsume, Store):
                 ],
                 binary=True,
             )
+
+    def error_signature(self, column: str) -> Func:
+        return ErrorSignature(F(column))
 
     def notify(self, names: Sequence[str]) -> None:
         # PostgreSQL delivers a NOTIFY at commit and drops it on rollback.

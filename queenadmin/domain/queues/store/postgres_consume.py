@@ -37,17 +37,21 @@ from queenadmin.plumbing.db import from_db_time, pg_run
 #: on the newest row version). A claim whose offsets went out before
 #: (``delivery_runs`` left above the head) or that finds no stored message
 #: in its range (deleted ones, DLQ replays for another group) writes
-#: nothing and answers status 2 as well.
+#: nothing and answers status 2 as well. A queue paused for the group
+#: (``held``: ``operator/pause.py``) has no candidate, so the claim answers
+#: empty (status 0) from the queue row it reads anyway: the pause costs no
+#: statement of its own.
 _CLAIM_ONE = (
     "WITH v AS MATERIALIZED (SELECT %s::text AS qn, %s::text AS grp, %s::bool AS named, %s::text AS pn,"
     " %s::bigint[] AS skip, %s::bigint AS budget, %s::text AS lease, %s::bigint AS secs, %s::bool AS auto,"
     " %s::timestamptz AS now),"
-    " q AS MATERIALIZED (SELECT q.id, q.options FROM queenadmin_queue AS q"
-    " WHERE q.name = (SELECT qn FROM v) FOR KEY SHARE),"
+    " q AS MATERIALIZED (SELECT q.id, q.options,"
+    " q.paused OR q.paused_groups @> jsonb_build_array((SELECT grp FROM v)) AS held"
+    " FROM queenadmin_queue AS q WHERE q.name = (SELECT qn FROM v) FOR KEY SHARE),"
     " cand AS MATERIALIZED (SELECT p.id AS pid, c.id AS cid, c.lease_id, c.leased_until"
     " FROM q JOIN queenadmin_partition AS p ON p.queue_id = q.id"
     " LEFT JOIN queenadmin_consumercursor AS c ON c.partition_id = p.id AND c.group_name = (SELECT grp FROM v)"
-    " WHERE p.next_offset - 1 > COALESCE(c.committed_offset, -1) AND p.next_offset > p.log_start"
+    " WHERE NOT q.held AND p.next_offset - 1 > COALESCE(c.committed_offset, -1) AND p.next_offset > p.log_start"
     " AND ((SELECT pn FROM v) IS NULL OR p.name = (SELECT pn FROM v))"
     " AND NOT p.id = ANY((SELECT skip FROM v)::bigint[])),"
     " ok AS MATERIALIZED (SELECT EXISTS (SELECT FROM q"

@@ -9,13 +9,24 @@ host parameter limit.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.db import connection
+from django.db.models import F, Func, TextField
 
-from queenadmin.domain.queues.store.base import LocatedRow, MessageRow, RecentRow, Store, chunks, options_of
+from queenadmin.domain.queues.store.base import (
+    LocatedRow,
+    MessageRow,
+    RecentRow,
+    Store,
+    chunks,
+    error_signature_of,
+    options_of,
+)
 from queenadmin.plumbing.db import from_db_time, to_db_time
 
 #: SQLite's host parameter limit is 32766; stay far below it.
@@ -24,6 +35,21 @@ CHUNK = 500
 
 def _marks(values: Sequence[object]) -> str:
     return ",".join("%s" for _ in values)
+
+
+class ErrorSignature(Func):
+    """``error_signature_of``, run by SQLite as a function of this connection."""
+
+    function = "qa_error_signature"
+    output_field = TextField()
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, Sequence[Any]]:  # type: ignore[override]
+        connection.ensure_connection()
+        # SQLite refuses to replace a function while a statement runs: then
+        # this connection has it already.
+        with contextlib.suppress(sqlite3.OperationalError):
+            connection.connection.create_function(self.function, 1, error_signature_of, deterministic=True)
+        return super().as_sql(compiler, connection, **extra)
 
 
 class SqliteStore(Store):
@@ -88,3 +114,6 @@ class SqliteStore(Store):
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                 [(*r, to_db_time(now)) for r in rows],
             )
+
+    def error_signature(self, column: str) -> Func:
+        return ErrorSignature(F(column))
