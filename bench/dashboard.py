@@ -71,6 +71,7 @@ PAGES = [
     "/queues/{q0}/purge/",
     "/dlq/",
     "/dlq/?queue={q0}",
+    "/consumers/",
     "/dlq/?group=__QUEUE_MODE__&before=5000",
     "/search/?q=lock-4242",
     "/search/?q={mid}",
@@ -235,6 +236,14 @@ SEED_SQL = [
            ({SAMPLE_TICKS} - t) * 40, ({SAMPLE_TICKS} - t) * 38, ({SAMPLE_TICKS} - t) * 38, 0, 0,
            40 + t % 7, 38 + t % 5, 38 + t % 5, 0, 0, 4000 + (t * 37) % 900, 5.0
     FROM queenadmin_queue q, generate_series(0, {SAMPLE_TICKS - 1}) t
+    """,
+    # Their sums per tick, as the sampler writes them beside the rows.
+    """
+    INSERT INTO queenadmin_queuesampletotal (resolution, at, pushed, popped, acked, failed, dlq, depth,
+        oldest_claimable_age)
+    SELECT resolution, at, SUM(pushed), SUM(popped), SUM(acked), SUM(failed), SUM(dlq), SUM(depth),
+           MAX(oldest_claimable_age)
+    FROM queenadmin_queuesample GROUP BY resolution, at
     """,
 ]
 

@@ -747,6 +747,12 @@ INTERNAL_CONSTANTS: tuple[tuple[str, str, float, str], ...] = (
     ("SAMPLES_PRUNE_BATCH", "domain/queues/history.py", 1000, "statistics rows deleted per pruning statement"),
     ("PRUNE_BATCH", "domain/procmetrics/ops.py", 1000, "process sample rows deleted per pruning statement"),
     ("SAMPLER_LEASE_SECONDS", "domain/queues/sampler.py", 30.0, "the lease that makes one replica the sampler"),
+    (
+        "GROUP_SAMPLES_RETENTION_SECONDS",
+        "domain/queues/groupsamples.py",
+        900,
+        "how long each consumer group's sampled counters are kept (its rates read the last minutes)",
+    ),
 )
 
 

@@ -19,7 +19,18 @@ from django.urls import reverse
 
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import VIEW, User
-from queenadmin.dashboard.views import audit, deadletters, ephemeral, kv, locks, messages, overview, queues, timers
+from queenadmin.dashboard.views import (
+    audit,
+    consumers,
+    deadletters,
+    ephemeral,
+    kv,
+    locks,
+    messages,
+    overview,
+    queues,
+    timers,
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,7 @@ NAV: tuple[NavPage, ...] = (
     NavPage("dashboard:queues", "Queues", "queues"),
     NavPage("dashboard:dlq", "DLQ", "queues"),
     NavPage("dashboard:ephemeral", "Ephemeral", "queues"),
+    NavPage("dashboard:consumers", "Consumers", "queues"),
     NavPage("dashboard:audit", "Audit", "audit"),
     NavPage("dashboard:tokens", "Tokens", "tokens"),
     NavPage("admin:index", "Admin"),
@@ -82,6 +94,7 @@ PAGES: dict[str, live.LivePage] = live.registry(
         queues.QUEUES,
         queues.QUEUE,
         deadletters.DLQ,
+        consumers.CONSUMERS,
         ephemeral.EPHEMERAL,
         messages.QUEUE_LEASES,
         messages.QUEUE_MESSAGE,

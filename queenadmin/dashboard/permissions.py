@@ -48,6 +48,7 @@ CHANGE: Final = {
     "queue.configure": "queenadmin.change_queue",
     "queue.create": "queenadmin.change_queue",
     "queue.push": "queenadmin.change_queue",
+    "queue.attention": "queenadmin.change_queue",
 }
 
 __all__ = [

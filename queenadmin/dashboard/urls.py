@@ -5,7 +5,9 @@ from django.urls import path, register_converter
 from queenadmin.dashboard import sso
 from queenadmin.dashboard.links import NameConverter, TailNameConverter
 from queenadmin.dashboard.views import (
+    attention,
     audit,
+    consumers,
     deadletters,
     ephemeral,
     kv,
@@ -71,6 +73,8 @@ urlpatterns = [
     path("ephemeral/", ephemeral.ephemeral_page, name="ephemeral"),
     path("dlq/replay/", deadletters.dlq_replay_any, name="dlq_replay_any"),
     path("dlq/purge/", deadletters.dlq_purge_any, name="dlq_purge_any"),
+    path("consumers/", consumers.consumers_page, name="consumers"),
+    path("attention/thresholds/", attention.thresholds, name="attention_thresholds"),
     path("search/", search.search_page, name="search"),
     path("tokens/", tokens.tokens_page, name="tokens"),
 ]

@@ -251,6 +251,100 @@ class QueueSample(models.Model):
         return f"{self.queue}@{self.at:%Y-%m-%dT%H:%M:%S} ({self.resolution} s)"
 
 
+class QueueSampleTotal(models.Model):
+    """Every queue's ``QueueSample`` rows of one tick, summed: one row a tick.
+
+    Written with the rows it sums (the sampler's tick, the roll-up's
+    interval) and pruned with them, so the series of all queues (the
+    overview's chart) reads one row a tick, not one per queue.
+    """
+
+    resolution = models.IntegerField()
+    at = models.DateTimeField()
+    #: What happened during the interval, every queue summed.
+    pushed = models.BigIntegerField()
+    popped = models.BigIntegerField()
+    acked = models.BigIntegerField()
+    failed = models.BigIntegerField()
+    dlq = models.BigIntegerField()
+    #: Every queue's depth summed, and the oldest claimable age of any queue.
+    depth = models.BigIntegerField()
+    oldest_claimable_age = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["resolution", "at"], name="queuesampletotal_res_at_uniq")]
+
+    def __str__(self) -> str:
+        return f"all queues@{self.at:%Y-%m-%dT%H:%M:%S} ({self.resolution} s)"
+
+
+class GroupSample(models.Model):
+    """One consumer group's counters on one queue at one tick of the sampler.
+
+    The group's share of ``QueueSample``: written by the same step, at the
+    sampler's interval only (no roll-up), and kept
+    ``history.GROUP_SAMPLES_RETENTION_SECONDS``: its reader is the rate
+    over the last minutes (``domain/queues/rates.py``). No foreign key, as
+    ``QueueSample``.
+    """
+
+    queue_id = models.BigIntegerField()
+    queue = ByteOrderTextField()
+    group = models.TextField(db_column="group_name")
+    at = models.DateTimeField()
+    #: The group's cumulative counters over its cursors of the queue
+    #: (``ConsumerCursor.delivered``, ``acked``, ``failed``,
+    #: ``dead_lettered``) when sampled: the next tick's base.
+    popped_total = models.BigIntegerField()
+    acked_total = models.BigIntegerField()
+    failed_total = models.BigIntegerField()
+    dlq_total = models.BigIntegerField()
+    #: What happened during the tick's interval (never negative).
+    popped = models.BigIntegerField()
+    acked = models.BigIntegerField()
+    failed = models.BigIntegerField()
+    dlq = models.BigIntegerField()
+    #: Messages the group had not finished at the end of the interval,
+    #: every partition (``board.GroupLag.lag``).
+    lag = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["queue", "group", "at"], name="groupsample_queue_group_at_uniq")]
+        indexes = [models.Index(fields=["at"], name="groupsample_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.group}@{self.at:%Y-%m-%dT%H:%M:%S}"
+
+
+class AttentionThreshold(models.Model):
+    """When a queue needs attention: one queue's overrides, or the defaults.
+
+    The row whose ``queue`` is empty holds the deployment's defaults (no
+    queue name is empty); any other row overrides them for the queue of
+    that name. A field left empty takes the default (the defaults row's,
+    else ``domain.attention.ops.DEFAULTS``). Keyed by name, as the samples
+    are: a queue deleted and made again keeps its thresholds. Written only
+    through ``domain.attention.operator`` (audited).
+    """
+
+    #: The queue's name; "" for the defaults.
+    queue = ByteOrderTextField(unique=True)
+    #: Flag a queue whose slowest group has more than this many messages
+    #: pending (0: never).
+    max_lag = models.BigIntegerField(null=True, blank=True)
+    #: Flag a queue whose oldest claimable message is older than this (0: never).
+    max_age_seconds = models.IntegerField(null=True, blank=True)
+    #: Flag a queue whose DLQ took at least this many dead letters within
+    #: the window (0: never).
+    dlq_growth = models.IntegerField(null=True, blank=True)
+    #: The window of "no reader", "stalled", "backlog rising" and the DLQ's growth.
+    window_minutes = models.IntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"attention thresholds of {self.queue or 'every queue'}"
+
+
 class Trace(models.Model):
     """One trace event a consumer recorded on a message (``POST /traces``)."""
 

@@ -110,6 +110,7 @@ def _seed(server: Any) -> None:
             {"op": "put", "ns": "pages-sessions", "key": f"user:{i}:session", "value": "s" * 40, "ttlSeconds": 3600}
             for i in range(4)
         ]
+        ops += _heartbeat_ops()
         assert client.post("/api/v1/kv", json={"operations": ops}).status_code == 200
         acquires = [{"op": "acquire", "name": "pages.rebalance", "ttlSeconds": 600, "owner": "worker-1:pid-77"}]
         acquires += [
@@ -131,6 +132,25 @@ def _seed(server: Any) -> None:
             }
             assert client.post("/api/v1/timers", json={"operations": [op]}).status_code == 200
     server.manage("shell", "-c", USERS + AUDIT)
+
+
+def _heartbeat_ops() -> list[dict[str, Any]]:
+    """A consumer's heartbeat as queen-mq 2.6.0's ``supervision()`` writes it."""
+    document = {
+        "schema": "queen.consumer.status/v1", "instance_id": "5f0c" * 8, "engine": "python",
+        "hostname": "worker-3.pages", "pid": 4242, "state": "running", "updated_at_epoch": 0,
+        "started_at_epoch": 0, "configuration": {"heartbeat_timeout": 30},
+        "pool_status": [{"name": "consumer", "queue": Q, "consumer_group": "fulfillment", "desired": 4,
+                         "running": 4, "busy": 1, "completed": 12, "failed": 0}],
+    }  # fmt: skip
+    raw = json.dumps(document).encode()
+    slot = f"pages-app/{'5f0c' * 8}"
+    head = {"format": "queen.supervisor.remote-status/v1", "write": "w1", "chunks": 1, "bytes": len(raw)}
+    chunk = {"write": "w1", "index": 0, "data": base64.b64encode(raw).decode()}
+    return [
+        {"op": "put", "ns": "queen-supervisor", "key": f"{slot}/head", "ttlSeconds": 3600, "value": head},
+        {"op": "put", "ns": "queen-supervisor", "key": f"{slot}/chunk/0000", "ttlSeconds": 3600, "value": chunk},
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +236,8 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "dlq": ("otto", "/dlq/", "#dlq-table tbody tr input[type=checkbox]"),
     "dlq-by-queue": ("otto", f"/dlq/?queue={DEAD_Q}", "#dlq-table tbody tr input[type=checkbox]"),
     "ephemeral": ("otto", "/ephemeral/", f'tr[data-eph-queue="{EPH_Q}"]'),
+    "consumers": ("otto", "/consumers/", "tr[data-consumer]"),
+    "attention-thresholds": ("otto", f"/attention/thresholds/?queue={Q}", "form.confirm input[name=max_lag]"),
     "locks": ("otto", "/locks/", 'tr[data-lock^="pages.render#"]'),
     "locks-by-name": ("otto", "/locks/?name=pages.render", 'tr[data-lock^="pages.render#"]'),
     "locks-release": ("otto", "@locks-release", "form.confirm"),

@@ -31,6 +31,8 @@ PAGES = [
     "/kv/config/key/feature.x",
     "/audit/",
     "/ephemeral/",
+    "/consumers/",
+    "/attention/thresholds/",
     "/search/?q=feature",
 ]
 

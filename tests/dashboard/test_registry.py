@@ -21,7 +21,7 @@ def _declared() -> dict[str, live.LivePage]:
 
 def test_every_declared_live_page_is_listed():
     declared = _declared()
-    assert len(declared) == 13
+    assert len(declared) == 14
     assert PAGES.keys() == declared.keys()
     assert all(PAGES[name] is page for name, page in declared.items())
 

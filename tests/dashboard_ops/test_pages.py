@@ -8,14 +8,18 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from queenadmin.domain import ephemeral, locks, timers
+from queenadmin.domain import clock, ephemeral, locks, timers
+from queenadmin.domain.attention import Override, attention_thresholds_set
+from queenadmin.domain.audit import Who
 from queenadmin.domain.kv import kv_put
+from queenadmin.domain.queues import history
 from queenadmin.models import AuditEntry, DeadLetter, Message
-from tests.dashboard_ops.conftest import claim, configure, dead_letter, push
+from tests.dashboard_ops.conftest import ack, claim, configure, dead_letter, push
+from tests.supervised import write_beat
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["/", "/queues/", "/queues/q/", "/search/?q=q", "/ephemeral/"]
+PAGES = ["/", "/queues/", "/queues/q/", "/search/?q=q", "/ephemeral/", "/consumers/"]
 OWNER = "owner-secret-7f3a9c"
 
 
@@ -301,6 +305,15 @@ def _more_data(n: int) -> None:
         locks.lock_acquire(name=f"lock-{i}", ttl=60, owner=f"o{i}")
     for i in range(n // 10):
         ephemeral.eph_push(queue=f"eph-{i}", partition=f"p{i % 3}", payloads=[str(i)])
+    # More queues, groups, samples, heartbeats (some malformed) and
+    # thresholds: the attention list, the rates and the consumers grow.
+    for i in range(n // 30):
+        push(f"more-{i}", 3, f"p{i % 2}")
+        ack(claim(f"more-{i}", group=f"g{i % 3}", batch=1))
+        write_beat(now=clock.now(), application=f"app-{i}", queue=f"more-{i}", group=f"g{i % 3}")
+        write_beat(now=clock.now(), application=f"bad-{i}", head={"format": i})
+        attention_thresholds_set(queue=f"more-{i}", override=Override(max_lag=i + 1), who=Who("otto"))
+    history.stats_refresh()
 
 
 @pytest.mark.parametrize("url", [*PAGES, "/search/?q=k1", "/queues/q/?partition=p1&before=3"])
@@ -318,6 +331,10 @@ def test_query_count_does_not_grow_with_the_data(viewer, url, data, django_asser
         (overview, "TIMER_WINDOW_CAP"),
     ]:
         monkeypatch.setattr(module, name, 5)
+    # The rates, the attention list and the consumers read samples and
+    # heartbeats: some from the start, many more after.
+    history.stats_refresh()
+    write_beat(now=clock.now(), queue="q")
     viewer.get(url)  # warm the session and permission caches
     with CaptureQueriesContext(connection) as small:
         assert viewer.get(url).status_code == 200

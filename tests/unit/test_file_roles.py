@@ -61,6 +61,8 @@ ROLES: dict[str, frozenset[str]] = {
     # No operator module: the dashboard only reads; the API's configure,
     # reset and delete are audited in ``calls`` when given a ``who``.
     "ephemeral": frozenset({OPS, CALLS, STORE}),
+    # When a queue needs attention: its thresholds are rows, set by operators.
+    "attention": frozenset({OPS, CALLS, OPERATOR, STORE}),
 }
 
 #: Packages under domain/ that are no concept: ``overview`` reads across

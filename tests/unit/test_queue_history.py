@@ -317,3 +317,33 @@ def test_depth_and_age_start_at_the_log_start_after_retention() -> None:
         (kept,) = [c for c in history.queue_counters() if c.queue == "kept"]
     assert (kept.pushed, kept.depth) == (5, 2)
     assert kept.oldest_claimable_age == 5
+
+
+@pytest.mark.django_db
+def test_the_sums_per_tick_are_every_queues_series_through_rollup_and_pruning(settings, monkeypatch):
+    """``total_series`` (one row a tick) draws what ``queue_series(queue=None)``
+    sums over every queue's rows, fine and rolled up, and is pruned with them."""
+    from queenadmin.models import QueueSampleTotal
+
+    settings.QUEENADMIN_SAMPLER_INTERVAL_SECONDS = 10
+    monkeypatch.setattr(history, "SAMPLES_COARSE_SECONDS", 60)
+    settings.QUEENADMIN_SAMPLES_FINE_RETENTION_SECONDS = 300
+    settings.QUEENADMIN_SAMPLES_COARSE_RETENTION_SECONDS = 1200
+    with time_machine.travel(T0, tick=False) as traveller:
+        configure("sum-a")
+        configure("sum-b")
+        for i in range(120):  # 20 minutes
+            push("sum-a", 1)
+            if i % 3 == 0:
+                push("sum-b", 2)
+                taken = claim("sum-b", batch=1)
+                ack(taken, "completed", taken.messages)
+            history.stats_step()
+            traveller.shift(10)
+        history.stats_refresh()
+        now = T0 + timedelta(seconds=1200)
+        for since in (now - timedelta(seconds=120), now - timedelta(seconds=900)):
+            summed = queues.queue_series(queue=None, since=since)
+            assert summed
+            assert history.total_series(since=since) == summed
+        assert QueueSampleTotal.objects.count() == QueueSample.objects.values("resolution", "at").distinct().count()

@@ -1,4 +1,10 @@
-"""``/``: counts and health at a glance, live (one region, ``overview-body``)."""
+"""``/``: counts and health at a glance, live (one region, ``overview-body``).
+
+Besides the counts: the queues that need attention (``domain/attention``,
+from the statistics sampler's rows and the consumer heartbeats), each
+queue's in and out rates, and the live consumers. Every read is a fixed
+number of statements whatever the number of queues.
+"""
 
 from __future__ import annotations
 
@@ -13,28 +19,51 @@ from queenadmin.dashboard import live, svg
 from queenadmin.dashboard.views.access import User, page_view
 from queenadmin.dashboard.views.durations import age_seconds, short_duration
 from queenadmin.dashboard.views.queues import CHART_WINDOW, rate_unit, series_points
+from queenadmin.dashboard.views.rates import per_second, window_text
 from queenadmin.domain import clock, events
+from queenadmin.domain.attention import AttentionList, needs_attention
 from queenadmin.domain.kv import LOCKS_NAMESPACE, kv_namespaces
 from queenadmin.domain.locks.operator import server_permits_held
 from queenadmin.domain.overview import Bounded, TimersDue, locks_held, timers_due
 from queenadmin.domain.queues.board import QueueBoard, queue_boards
-from queenadmin.domain.queues.history import queue_series, queues_series
+from queenadmin.domain.queues.history import queues_series, total_series
+from queenadmin.domain.queues.rates import QueueRate, queue_rates
+from queenadmin.domain.supervision import supervision_heartbeats
 
 
 @dataclass(frozen=True)
 class QueueLine:
     board: QueueBoard
     oldest_age: str
-    #: "stalled" when something is claimable and nothing took it for a
-    #: minute; "idle" when nothing is claimable.
+    #: "idle" or "busy" (in flight) when nothing is claimable; else
+    #: "no-reader" or "stalled" as the attention list judges it (a queue no
+    #: group reads is never "stalled"), "ready" otherwise.
     state: str
+    #: Pushed, and acked or dead-lettered (every group), per second over
+    #: the rate window ("—": no sample).
+    in_rate: str = "—"
+    out_rate: str = "—"
+
+    @property
+    def state_label(self) -> str:
+        return self.state.replace("-", " ")
 
 
-def _state(board: QueueBoard, now: datetime) -> str:
-    age = age_seconds(board.oldest_claimable_at, now)
-    if age is None:
+def _state(board: QueueBoard, reading: str) -> str:
+    if board.oldest_claimable_at is None:
         return "idle" if not board.in_flight else "busy"
-    return "stalled" if age >= 60 else "ready"
+    return reading or "ready"
+
+
+def _line(board: QueueBoard, now: datetime, attention: AttentionList, ins: dict[str, QueueRate]) -> QueueLine:
+    rate = ins.get(board.name)
+    return QueueLine(
+        board,
+        short_duration(age_seconds(board.oldest_claimable_at, now)),
+        _state(board, attention.reading.get(board.name, "")),
+        per_second(rate.in_per_second) if rate else "—",
+        per_second(rate.out_per_second) if rate else "—",
+    )
 
 
 def _locks_held(now: datetime) -> dict[str, Any]:
@@ -97,7 +126,7 @@ def queue_activity_charts(boards: list[QueueBoard], now: datetime) -> tuple[Safe
     of queues.
     """
     since = now - CHART_WINDOW
-    points = queue_series(queue=None, since=since, until=now)
+    points = total_series(since=since, until=now)
     rates = None
     if points:
         pushed, acked, _ = series_points(points)
@@ -121,7 +150,10 @@ def queue_activity_charts(boards: list[QueueBoard], now: datetime) -> tuple[Safe
 def overview_context(user: User, params: QueryDict) -> dict[str, Any]:
     now = clock.now()
     boards = queue_boards()
-    lines = [QueueLine(b, short_duration(age_seconds(b.oldest_claimable_at, now)), _state(b, now)) for b in boards]
+    heartbeats = supervision_heartbeats(now=now)
+    attention = needs_attention(now=now, heartbeats=heartbeats)
+    ins = queue_rates(now=now)
+    lines = [_line(b, now, attention, ins) for b in boards]
     due = timers_due(now=now)
     rates_chart, depth_charts = queue_activity_charts(boards, now)
     return {
@@ -145,6 +177,11 @@ def overview_context(user: User, params: QueryDict) -> dict[str, Any]:
         "rates_chart": rates_chart,
         "rate_unit": rate_unit(),
         "depth_charts": depth_charts,
+        "attention": attention,
+        "rate_window": window_text(),
+        "consumers_live": sum(1 for b in heartbeats.beats if b.fresh),
+        "consumers_other": sum(1 for b in heartbeats.beats if not b.fresh),
+        "stale_at": min((b.stale_at for b in heartbeats.beats if b.fresh and b.stale_at), default=None),
     }
 
 

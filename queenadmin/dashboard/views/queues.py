@@ -38,6 +38,7 @@ from queenadmin.dashboard.views.access import (
 )
 from queenadmin.dashboard.views.durations import age_seconds, short_duration
 from queenadmin.dashboard.views.querystring import int_param
+from queenadmin.dashboard.views.rates import queue_rates_block
 from queenadmin.domain import clock, events
 from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import board
@@ -208,6 +209,7 @@ def queue_context(user: User, params: QueryDict) -> dict[str, Any]:
         # Groups paused before their first pop (no row of their own yet).
         "paused_ahead": [g for g in qb.paused_groups if g not in {lag.name for lag in qb.groups}],
         "charts": queue_charts(queue=name, now=now),
+        "rates": queue_rates_block(name=name, groups=qb.groups, now=now),
     }
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from queenadmin.domain.kv.calls import kv_call, kv_call_in_txn
 from queenadmin.domain.kv.inprocess import (
+    ScannedKey,
     kv_delete,
     kv_get,
     kv_get_stored,
@@ -28,6 +29,7 @@ from queenadmin.domain.kv.inprocess import (
     kv_namespaces,
     kv_put,
     kv_reap_expired,
+    kv_scan_stored,
     kv_totals,
     lifetime,
 )
@@ -98,6 +100,7 @@ __all__ = [
     "Limits",
     "PageResult",
     "Reason",
+    "ScannedKey",
     "WriteResult",
     "check_incr_number",
     "check_key",
@@ -116,6 +119,7 @@ __all__ = [
     "kv_namespaces",
     "kv_put",
     "kv_reap_expired",
+    "kv_scan_stored",
     "kv_totals",
     "lifetime",
     "prefix_upper_bound",

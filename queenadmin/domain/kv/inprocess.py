@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -179,6 +180,35 @@ def kv_list_stored(
         namespace=namespace, prefix=prefix, after=after, limit=limit, now=now or clock.now()
     )
     return PageResult(rows, truncated, next_after, False)
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedKey:
+    """A row of ``kv_scan_stored``: the value as JSON text, not parsed."""
+
+    key: str
+    value_json: str
+    updated_at: datetime
+    #: None means forever.
+    expires_at: datetime | None
+
+
+def kv_scan_stored(*, namespace: str, limit: int) -> list[ScannedKey]:
+    """The first ``limit`` rows of ``namespace`` as stored, in key order,
+    expired ones not yet reaped included, times to the millisecond: one
+    statement, for a page that reads a whole small namespace each render
+    (the consumer heartbeats)."""
+    if "\x00" in namespace and db.is_postgres():
+        return []
+
+    def moment(seconds: float) -> datetime:
+        # SQLite's julianday is a double: a few microseconds off.
+        return datetime.fromtimestamp(round(seconds, 3), UTC)
+
+    return [
+        ScannedKey(key, value, moment(written), None if ends is None else moment(ends))
+        for key, value, written, ends in store().scan_values(namespace=namespace, limit=limit)
+    ]
 
 
 def kv_get_stored(*, namespace: str, key: str, now: datetime | None = None) -> KVRow | None:

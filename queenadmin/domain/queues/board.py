@@ -280,10 +280,13 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
             wanted.update((pid, c.committed + 1) for c in considered[pid] if c.committed < last)
     times = store().push_times(sorted(wanted))
 
+    by_queue: dict[int, list[tuple[Any, ...]]] = {}
+    for part in parts:
+        by_queue.setdefault(part[1], []).append(part)
     boards = []
     for qid, name, namespace, task, options, paused, paused_groups in queues:
         held = tuple(paused_groups or ())
-        mine = [p for p in parts if p[1] == qid]
+        mine = by_queue.get(qid, [])
         count, capped = dlq.get(qid, ({}, False))
         partitions = []
         for pid, _, pname, next_offset, last_push in mine:

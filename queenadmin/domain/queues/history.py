@@ -15,6 +15,10 @@ section 2), never by counting messages:
   partition, a few hundred to a statement (the queue store's
   ``push_times``).
 
+The same read, split by consumer group, goes to ``GroupSample`` (one row
+per queue and group a tick, ``groupsamples``): what each group's rates
+over the last minutes read.
+
 Rows are kept at the sampler's interval (``SAMPLER_INTERVAL_SECONDS``) for
 ``SAMPLES_FINE_RETENTION_SECONDS`` and rolled up into rows of
 ``SAMPLES_COARSE_SECONDS`` kept ``SAMPLES_COARSE_RETENTION_SECONDS``; both
@@ -37,8 +41,17 @@ from django.db.models import Avg, Count, Max, Q, QuerySet, Sum
 
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv
+from queenadmin.domain.queues.groupsamples import GroupCounters, group_prune_in_txn, group_sample_in_txn
 from queenadmin.domain.queues.store import store
-from queenadmin.models.queues import QUEUE_MODE, ConsumerCursor, ConsumerGroup, Partition, Queue, QueueSample
+from queenadmin.models.queues import (
+    QUEUE_MODE,
+    ConsumerCursor,
+    ConsumerGroup,
+    Partition,
+    Queue,
+    QueueSample,
+    QueueSampleTotal,
+)
 
 _COUNTERS = ("pushed", "popped", "acked", "failed", "dlq")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -102,6 +115,9 @@ class QueueCounters:
     #: Of ``depth``, the messages under a live lease of the same cursors.
     processing: int
     oldest_claimable_age: float
+    #: Each consumer group that counts for the depth (the named groups, or
+    #: queue mode when there are none), by name.
+    groups: tuple[GroupCounters, ...] = ()
 
 
 def _fine_seconds() -> int:
@@ -149,6 +165,8 @@ def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> lis
     partitions = list(Partition.objects.values_list("id", "queue_id", "next_offset", "log_start"))
     cursors: dict[int, dict[str, tuple[Any, ...]]] = defaultdict(dict)
     sums: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    # (partition, group) -> the cursor's delivered, acked, failed, dead-lettered.
+    cursor_counts: dict[tuple[int, str], tuple[int, int, int, int]] = {}
     for (
         pid,
         group,
@@ -178,7 +196,9 @@ def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> lis
         total[1] += acked
         total[2] += failed
         total[3] += dead
+        cursor_counts[(pid, group)] = (delivered, acked, failed, dead)
 
+    per_group: dict[int, dict[str, list[int]]] = defaultdict(dict)
     per_queue: dict[int, list[int]] = defaultdict(lambda: [0] * 8)
     heads: dict[int, int] = {}
     queue_of: dict[int, int] = {}
@@ -194,6 +214,10 @@ def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> lis
             committed, live, batch_last = cursors[pid].get(group, (-1, False, -1))
             # Retention deleted everything below the log start (protocol 11.3).
             committed = max(committed, log_start - 1)
+            mine = per_group[qid].setdefault(group, [0, 0, 0, 0, 0])
+            for i, n in enumerate(cursor_counts.get((pid, group), (0, 0, 0, 0))):
+                mine[i] += n
+            mine[4] += max(0, last - committed)
             if last - committed > depth:
                 depth = last - committed
                 processing = max(0, min(batch_last, last) - committed) if live else 0
@@ -235,6 +259,7 @@ def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> lis
                 depth,
                 processing,
                 age,
+                tuple(GroupCounters(g, *per_group[qid][g]) for g in sorted(per_group.get(qid, {}))),
             )
         )
     result.sort(key=lambda c: c.queue)
@@ -263,6 +288,8 @@ _UPDATE_FIELDS = [
 
 
 def _upsert(rows: list[QueueSample]) -> None:
+    """Write ``rows`` (every queue's, for each interval they hold) and their
+    sums per interval (``QueueSampleTotal``)."""
     QueueSample.objects.bulk_create(
         rows,
         update_conflicts=True,
@@ -270,6 +297,26 @@ def _upsert(rows: list[QueueSample]) -> None:
         update_fields=_UPDATE_FIELDS,
         batch_size=500,
     )
+    totals: dict[tuple[int, datetime], QueueSampleTotal] = {}
+    for row in rows:
+        total = totals.get((row.resolution, row.at))
+        if total is None:
+            total = totals[(row.resolution, row.at)] = QueueSampleTotal(
+                resolution=row.resolution, at=row.at, **dict.fromkeys(_TOTALLED, 0), oldest_claimable_age=0.0
+            )
+        for name in _TOTALLED:
+            setattr(total, name, getattr(total, name) + getattr(row, name))
+        total.oldest_claimable_age = max(total.oldest_claimable_age, row.oldest_claimable_age)
+    QueueSampleTotal.objects.bulk_create(
+        list(totals.values()),
+        update_conflicts=True,
+        unique_fields=["resolution", "at"],
+        update_fields=[*_TOTALLED, "oldest_claimable_age"],
+    )
+
+
+#: What ``QueueSampleTotal`` sums of the rows of an interval.
+_TOTALLED = (*_COUNTERS, "depth")
 
 
 def stats_sample_in_txn(*, now: datetime, counters: Sequence[QueueCounters] | None = None) -> int:
@@ -390,12 +437,15 @@ def stats_prune_in_txn(*, now: datetime, batch: int | None = None, max_batches: 
     else:
         # Cut at a coarse boundary, so reads can switch resolution there.
         fine_cutoff = clock.align(min(fine_cutoff, rolled + timedelta(seconds=coarse)), coarse)
+    coarse_cutoff = now - timedelta(seconds=settings.SAMPLES_COARSE_RETENTION_SECONDS)
     targets = [
         QueueSample.objects.filter(resolution=fine, at__lt=fine_cutoff),
-        QueueSample.objects.filter(
-            resolution=coarse, at__lt=now - timedelta(seconds=settings.SAMPLES_COARSE_RETENTION_SECONDS)
-        ),
+        QueueSample.objects.filter(resolution=coarse, at__lt=coarse_cutoff),
     ]
+    # One row a tick: the sums go in one statement each.
+    QueueSampleTotal.objects.filter(
+        Q(resolution=fine, at__lt=fine_cutoff) | Q(resolution=coarse, at__lt=coarse_cutoff)
+    ).delete()
     deleted = 0
     statements = 0
     for rows in targets:
@@ -432,8 +482,9 @@ def stats_step(*, now: datetime | None = None, guard: kv.KVCheck | None = None) 
         if guard is not None:
             kv.kv_call_in_txn([guard], now=now)
         sampled = stats_sample_in_txn(now=now, counters=counters)
+        group_sample_in_txn(now=now, tick=clock.align(now, _fine_seconds()), counters=counters)
         rolled = stats_rollup_in_txn(now=now)
-        pruned = stats_prune_in_txn(now=now)
+        pruned = stats_prune_in_txn(now=now) + group_prune_in_txn(now=now)
     return SampleStep(sampled, rolled, pruned)
 
 
@@ -458,6 +509,7 @@ def stats_refresh(*, now: datetime | None = None) -> Refreshed:
     counters = queue_counters(now=now)
     with transaction.atomic(durable=True):
         written = stats_sample_in_txn(now=now, counters=counters)
+        group_sample_in_txn(now=now, tick=clock.align(now, _fine_seconds()), counters=counters)
     namespaces = Queue.objects.exclude(namespace=None).values("namespace").distinct().count()
     tasks = Queue.objects.exclude(task=None).values("task").distinct().count()
     return Refreshed(now, written, Partition.objects.count(), namespaces, tasks)
@@ -531,6 +583,28 @@ def queue_series(
     return _points(rows.order_by("at"))
 
 
+def total_series(*, since: datetime, until: datetime | None = None) -> list[SamplePoint]:
+    """``queue_series(queue=None, ...)`` read from the sums per interval
+    (``QueueSampleTotal``): one row a point, whatever the number of queues.
+    Two statements."""
+    fine, coarse = _fine_seconds(), _coarse_seconds()
+    boundary = QueueSampleTotal.objects.filter(resolution=fine).order_by("at").values_list("at", flat=True).first()
+    wanted = Q(resolution=coarse, at__gte=clock.align(since, coarse))
+    if boundary is not None:
+        wanted = Q(resolution=fine, at__gte=max(clock.align(since, fine), boundary)) | (
+            wanted & Q(at__lte=boundary - timedelta(seconds=coarse))
+        )
+    rows = QueueSampleTotal.objects.filter(wanted)
+    if until is not None:
+        rows = rows.filter(at__lte=until)
+    return [
+        SamplePoint(
+            r.at, r.pushed, r.popped, r.acked, r.failed, r.dlq, r.depth, r.oldest_claimable_age, seconds=r.resolution
+        )
+        for r in rows.order_by("at", "resolution")
+    ]
+
+
 def queues_series(
     *, queues: Sequence[str], since: datetime, until: datetime | None = None
 ) -> dict[str, list[SamplePoint]]:
@@ -575,6 +649,9 @@ def queue_activity(*, since: datetime, until: datetime | None = None) -> dict[st
     return {r["queue"]: QueueActivity(r["o"], r["n"], r["avg"], r["g"]) for r in summed}
 
 
-def latest_sample_at() -> datetime | None:
-    """When the newest fine tick starts, if any."""
-    return QueueSample.objects.filter(resolution=_fine_seconds()).order_by("-at").values_list("at", flat=True).first()
+def latest_sample_at(*, upto: datetime | None = None) -> datetime | None:
+    """When the newest fine tick starts (at or before ``upto``), if any."""
+    rows = QueueSample.objects.filter(resolution=_fine_seconds())
+    if upto is not None:
+        rows = rows.filter(at__lte=upto)
+    return rows.order_by("-at").values_list("at", flat=True).first()

@@ -18,7 +18,7 @@ import functools
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from queenadmin.domain.kv.ops import KVDelete, KVPut
 from queenadmin.domain.kv.planner import Stored, Upsert, expires
@@ -60,6 +60,7 @@ def _locked_insert_params(op: KVPut, now: datetime) -> list[Any]:
 
 class PostgresStore(Store):
     one_statement_writes = True
+    _EPOCH: ClassVar[str] = "EXTRACT(EPOCH FROM {0})::float8"
 
     def lock_keys(self, idents: Iterable[Ident]) -> None:
         names = sorted({_lock_name(ns, key) for ns, key in idents})

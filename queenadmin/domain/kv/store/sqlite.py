@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import connection
 
@@ -22,6 +22,9 @@ _CHUNK = 500
 
 
 class SqliteStore(Store):
+    # Django stores UTC as text; julianday counts days from noon, 4714 BC.
+    _EPOCH: ClassVar[str] = "((julianday({0}) - 2440587.5) * 86400.0)"
+
     def lock_keys(self, idents: Iterable[Ident]) -> None:
         return None
 

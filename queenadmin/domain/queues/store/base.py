@@ -35,6 +35,11 @@ RecentRow = tuple[int, str, str, int, datetime]
 MessageRow = tuple[int, int, str, str, str, str | None, str | None]
 #: (partition id, cursor id or None, lease id, leased until, last claim, last push).
 CandidateRow = tuple[int, int | None, str | None, datetime | None, datetime | None, datetime | None]
+#: (queue, created at (None when sampled at the first tick), pushed, popped,
+#: completed ever at the last tick; the same at the first tick, or None).
+QueueRateRow = tuple[str, datetime | None, int, int, int, int | None, int | None, int | None]
+#: (queue, group, first tick, last tick, popped, acked, dead-lettered, lag).
+GroupRateRow = tuple[str, str, datetime, datetime, int, int, int, int]
 #: (cursor id, committed offset, delivery runs as stored, next offset,
 #: partition name, log start).
 FreeCursorRow = tuple[int, int, Any, int, str, int]
@@ -530,6 +535,89 @@ class Store:
         for head in heads.values():
             head.sort(key=lambda k: -k[1])
         return heads
+
+    # ------------------------------------------------------------------
+    # Rates over the last minutes (``rates``), from the sampler's rows
+
+    def queue_rate_ends(
+        self, *, resolution: int, last: datetime, first: datetime, queue: str | None
+    ) -> list[QueueRateRow]:
+        """Per queue sampled at tick ``last`` (or ``queue`` only): (queue,
+        created at (only when not sampled at ``first``), pushed, popped,
+        completed ever at ``last``; the same at tick ``first``, None when not
+        sampled then).
+
+        One statement of two lookups a queue on the (queue, resolution, at)
+        index: never the rows between the two ticks.
+        """
+        sample = (
+            "JOIN queenadmin_queuesample {a} ON {a}.queue = q.name AND {a}.resolution = %s AND {a}.at = %s"
+            " AND {a}.queue_id = q.id"
+        )
+        sql = (
+            # The creation time only where the first tick was not sampled
+            # (the one case that reads it).
+            "SELECT q.name, CASE WHEN f.id IS NULL THEN q.created_at END, l.pushed_total, l.popped_total,"
+            " l.acked_total + l.dlq_total,"
+            " f.pushed_total, f.popped_total, f.acked_total + f.dlq_total FROM queenadmin_queue q "
+            + sample.format(a="l")
+            + " LEFT "
+            + sample.format(a="f")
+        )
+        params: list[Any] = [resolution, to_db_time(last), resolution, to_db_time(first)]
+        if queue is not None:
+            sql += " WHERE q.name = %s"
+            params.append(queue)
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            return [
+                (
+                    q,
+                    None if created is None else from_db_time(created),
+                    int(p),
+                    int(o),
+                    int(c),
+                    None if fp is None else int(fp),
+                    None if fo is None else int(fo),
+                    None if fc is None else int(fc),
+                )
+                for q, created, p, o, c, fp, fo, fc in cur.fetchall()
+            ]
+
+    def group_rate_sums(self, *, since: datetime, until: datetime, queue: str | None, limit: int) -> list[GroupRateRow]:
+        """Per queue and consumer group with a row in ``(since, until]``: (queue,
+        group, first tick, last tick, popped, acked, dead-lettered, lag at the
+        last tick), in (queue, group) order, at most ``limit``. A group
+        missing from its queue's newest tick (deleted, or queue mode before
+        a named group came) is left out.
+
+        One statement: the window's rows summed per group, joined to each
+        group's last tick for its lag.
+        """
+        where = "at > %s AND at <= %s"
+        params: list[Any] = [to_db_time(since), to_db_time(until)]
+        if queue is not None:
+            where += " AND queue = %s"
+            params.append(queue)
+        sql = (
+            "WITH w AS (SELECT queue, group_name, at, popped, acked, dlq, lag"
+            f" FROM queenadmin_groupsample WHERE {where}),"
+            " e AS (SELECT queue, group_name, MIN(at) AS first_at, MAX(at) AS last_at FROM w"
+            " GROUP BY queue, group_name),"
+            " n AS (SELECT queue, MAX(at) AS newest FROM w GROUP BY queue)"
+            " SELECT w.queue, w.group_name, e.first_at, e.last_at, SUM(w.popped), SUM(w.acked), SUM(w.dlq),"
+            " MAX(CASE WHEN w.at = e.last_at THEN w.lag END)"
+            " FROM w JOIN e ON e.queue = w.queue AND e.group_name = w.group_name"
+            " JOIN n ON n.queue = w.queue AND n.newest = e.last_at"
+            " GROUP BY w.queue, w.group_name, e.first_at, e.last_at"
+            " ORDER BY w.queue, w.group_name LIMIT %s"
+        )
+        with connection.cursor() as cur:
+            cur.execute(sql, [*params, limit])
+            return [
+                (q, g, from_db_time(first), from_db_time(last), int(o), int(a), int(d), int(lag or 0))
+                for q, g, first, last, o, a, d, lag in cur.fetchall()
+            ]
 
 
 def chunks(values: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:

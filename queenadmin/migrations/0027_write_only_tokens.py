@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("queenadmin", "0025_queue_pause"),
+        ("queenadmin", "0026_attention_thresholds"),
     ]
 
     operations = [
