@@ -46,7 +46,8 @@ def test_the_locks_page_labels_the_servers_permits(client_for, operator, held):
     assert ">server</span>" in _row(html, LOOP_LOCK)
     assert ">server</span>" in _row(html, SAMPLER_LOCK)
     assert "server</span>" not in _row(html, "jobs.nightly")
-    assert _row(html, "billing.close").count("<td") == 20
+    # Two permits, each a whole row of eleven cells ("Taken by" among them).
+    assert _row(html, "billing.close").count("<td") == 22
     assert "server</span>" not in _row(html, "billing.close")
 
 
