@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponseBase
 from django.urls import path, register_converter
 
-from queenadmin.dashboard import sso
 from queenadmin.dashboard.links import NameConverter, TailNameConverter
 from queenadmin.dashboard.views import (
     attention,
@@ -32,12 +36,32 @@ app_name = "dashboard"
 register_converter(NameConverter, "storedname")
 register_converter(TailNameConverter, "storedpath")
 
+
+@functools.cache
+def _sso_class_view(name: str) -> Callable[..., HttpResponseBase]:
+    from queenadmin.dashboard import sso
+
+    return getattr(sso, name).as_view()  # type: ignore[no-any-return]
+
+
+def _sso_view(name: str) -> Callable[..., HttpResponseBase]:
+    """Single sign-on's view ``name``, imported at its first request:
+    mozilla-django-oidc and what it brings raised a worker's memory by about
+    26 MiB (tests/api/test_memory.py), which a deployment that never signs in
+    through a provider should not pay."""
+
+    def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        return _sso_class_view(name)(request, *args, **kwargs)
+
+    return view
+
+
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("login/", login.LoginView.as_view(), name="login"),
     path("login/code/", login.login_code, name="login_code"),
-    path("login/sso/", sso.SsoBegin.as_view(), name="sso_begin"),
-    path("login/sso/callback/", sso.SsoCallback.as_view(), name="sso_callback"),
+    path("login/sso/", _sso_view("SsoBegin"), name="sso_begin"),
+    path("login/sso/callback/", _sso_view("SsoCallback"), name="sso_callback"),
     path("account/two-factor/", login.two_factor, name="two_factor"),
     path("locks/", locks.locks, name="locks"),
     path("locks/release/", locks.lock_release, name="lock_release"),

@@ -41,7 +41,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 from django_otp import login as otp_login
 
-from queenadmin.dashboard import lockout, sso, twofactor
+from queenadmin.dashboard import lockout, twofactor
 from queenadmin.dashboard.permissions import User
 from queenadmin.domain.audit import Who
 from queenadmin.domain.identity.sso import local_login_allowed, sso_offered
@@ -190,6 +190,10 @@ class LogoutView(auth_views.LogoutView):
     """Django's logout; then the provider's, for a single sign-on session."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # Imported here, as the sign-in views are (dashboard/urls.py): the
+        # provider's library costs a worker memory only where it is used.
+        from queenadmin.dashboard import sso
+
         at_provider = sso.provider_logout_url(request)
         response: HttpResponse = super().post(request, *args, **kwargs)
         if at_provider is None:
