@@ -211,7 +211,7 @@ def _apply(
     kv_base = bundle.operations
     if kv_ops:
         try:
-            results = kv.kv_call_in_txn(kv_ops, now=now)
+            results = kv.kv_call_in_txn(kv_ops, now=now, by=producer_sub)
         except PreconditionFailed as exc:
             # The flat index of the failed op. An in-process guard comes
             # first and has no result index of its own: it fails as -1.

@@ -9,7 +9,7 @@ from queenadmin.models.ephemeral import (
     EphemeralPartition,
     EphemeralQueue,
 )
-from queenadmin.models.kv import KVEntry, VersionCounter
+from queenadmin.models.kv import KVEntry, KVVersion, VersionCounter
 from queenadmin.models.process import ProcessSample
 from queenadmin.models.queues import (
     ConsumerCursor,
@@ -39,6 +39,7 @@ __all__ = [
     "EphemeralPartition",
     "EphemeralQueue",
     "KVEntry",
+    "KVVersion",
     "Message",
     "Partition",
     "ProcessSample",

@@ -12,12 +12,21 @@ token (how each database keeps that order: ``store/postgres.py`` and
 - ``store``: the SQL, one class per database behind one interface;
 - ``calls``: ``kv_call`` (a call as its own transaction) and ``kv_call_in_txn``
   (the same inside a caller's transaction);
-- ``inprocess``: ``kv_get``, ``kv_put``, ... for Django code.
+- ``inprocess``: ``kv_get``, ``kv_put``, ... for Django code;
+- ``keep`` and ``history``: each key's versions (issue 41).
 """
 
 from __future__ import annotations
 
 from queenadmin.domain.kv.calls import kv_call, kv_call_in_txn
+from queenadmin.domain.kv.history import (
+    HistoryPage,
+    KVVersionRow,
+    kv_history,
+    kv_history_trim,
+    kv_version,
+    kv_version_at,
+)
 from queenadmin.domain.kv.inprocess import (
     kv_delete,
     kv_get,
@@ -83,6 +92,7 @@ __all__ = [
     "WRITES",
     "GetManyResult",
     "GetResult",
+    "HistoryPage",
     "KVCheck",
     "KVDelete",
     "KVGet",
@@ -94,6 +104,7 @@ __all__ = [
     "KVRead",
     "KVResult",
     "KVRow",
+    "KVVersionRow",
     "KVWrite",
     "Limits",
     "PageResult",
@@ -110,6 +121,8 @@ __all__ = [
     "kv_delete",
     "kv_get",
     "kv_get_stored",
+    "kv_history",
+    "kv_history_trim",
     "kv_incr",
     "kv_list",
     "kv_list_stored",
@@ -117,6 +130,8 @@ __all__ = [
     "kv_put",
     "kv_reap_expired",
     "kv_totals",
+    "kv_version",
+    "kv_version_at",
     "lifetime",
     "prefix_upper_bound",
     "refuse_permit_changes",
