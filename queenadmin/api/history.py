@@ -1,4 +1,4 @@
-"""History routes (issue 41): a key's versions."""
+"""History routes (issue 41): a key's versions, a lock's life."""
 
 from __future__ import annotations
 
@@ -10,25 +10,33 @@ from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
-from queenadmin.api.schemas.history import KVHistoryOut
+from queenadmin.api.schemas.history import KVHistoryOut, LockHistoryOut
 from queenadmin.api.schemas.kv import KVBadRequestOut, KVKey, Namespace
+from queenadmin.api.schemas.locks import LocksBadRequestOut
 from queenadmin.api.scopes import ScopedRouter
-from queenadmin.domain import clock, kv
+from queenadmin.domain import clock, kv, masking
 from queenadmin.domain.kv.ops import MAX_PAGE_LIMIT
-from queenadmin.errors import KVBadRequest
+from queenadmin.domain.locks import history as lock_history
+from queenadmin.errors import KVBadRequest, LocksBadRequest
 
 router = ScopedRouter(tags=["history"])
 
 _KV_QUERY = frozenset({"before", "limit"})
 
 
-def _positive(raw: str | None, name: str, reason: str, top: int | None = None) -> int | None:
+def _positive(
+    raw: str | None,
+    name: str,
+    reason: str,
+    top: int | None = None,
+    error: type[KVBadRequest | LocksBadRequest] = KVBadRequest,
+) -> int | None:
     if raw is None:
         return None
     number = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 19 else 0
     if number < 1 or (top is not None and number > top):
         bound = f"from 1 to {top}" if top is not None else "a positive integer"
-        raise KVBadRequest(f"{name} must be {bound}", reason=reason)
+        raise error(f"{name} must be {bound}", reason=reason)
     return number
 
 
@@ -75,3 +83,46 @@ def kv_history(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     limit = _positive(request.GET.get("limit"), "limit", "kv_bad_limit", MAX_PAGE_LIMIT) or 50
     page = kv.kv_history(namespace=ns, key=key, before=before, limit=limit)
     return json_response({"versions": [version_out(r) for r in page.versions], "nextBefore": page.next_before})
+
+
+def event_out(event: lock_history.LockEvent) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "event": event.event,
+        "at": clock.iso_jsonb(event.at),
+        "slot": event.slot,
+        "token": masking.mask_token(event.token),
+        "holder": event.holder,
+    }
+    if event.event == "acquired":
+        out["waitedMs"] = event.waited_ms or 0
+    if event.held_ms is not None:
+        out["heldMs"] = event.held_ms
+    if event.margin_ms is not None:
+        out["marginMs"] = event.margin_ms
+    if event.expires_at is not None:
+        out["expiresAt"] = clock.iso_jsonb(event.expires_at)
+    return out
+
+
+@router.get(
+    "/history/locks/{path:name}",
+    response={200: LockHistoryOut, 400: LocksBadRequestOut, 429: RateLimitedOut},
+    openapi_extra=parameters(
+        path={"name": {"type": "string", "minLength": 1}},
+        query={
+            "before": {"type": "integer", "minimum": 1, "description": "events below this (a page's nextBefore)"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_LIMIT, "default": 50},
+        },
+    ),
+    summary="A lock's life, newest first (?before=&limit=): acquires, renews, releases, expiries",
+)
+def lock_history_route(request: HttpRequest, name: str) -> HttpResponse:
+    unknown = sorted(set(request.GET) - _KV_QUERY)
+    if unknown:
+        raise LocksBadRequest(f"unknown query parameter {unknown[0]}: before, limit", reason="locks_bad_query")
+    before = _positive(request.GET.get("before"), "before", "locks_bad_cursor", error=LocksBadRequest)
+    limit = _positive(request.GET.get("limit"), "limit", "locks_bad_limit", MAX_PAGE_LIMIT, LocksBadRequest) or 50
+    grants.require(request, "lock", name, grants.READ)
+    ratelimit.admit(request, "read")
+    page = lock_history.lock_events(name=name, before=before, limit=limit)
+    return json_response({"events": [event_out(e) for e in page.events], "nextBefore": page.next_before})

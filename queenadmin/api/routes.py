@@ -83,6 +83,7 @@ ROUTES: dict[str, Route] = {
     "POST /resources/kv/list": Route(READ, NAMED, KV_LOCK),
     # History (issue 41): a key's versions read like the key.
     "GET /history/kv/{ns}/{path:key}": Route(READ, NAMED, KV),
+    "GET /history/locks/{path:name}": Route(READ, NAMED, LOCK),
     # Locks: get reads; acquire, renew and release write.
     "POST /locks": Route(READ, NAMED, LOCK),
     # Timers: a cancel is a timer write.

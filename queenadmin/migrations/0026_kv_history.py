@@ -23,6 +23,7 @@ class Migration(migrations.Migration):
                 ('digest', models.CharField(blank=True, max_length=64, null=True)),
                 ('size', models.IntegerField(default=0)),
                 ('at', models.DateTimeField()),
+                ('expires_at', models.DateTimeField(blank=True, null=True)),
                 ('actor', models.TextField(blank=True, null=True)),
             ],
             options={

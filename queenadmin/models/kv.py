@@ -69,8 +69,9 @@ class KVVersion(models.Model):
 
     Written by the write itself, in its statement or transaction
     (``domain/kv/store``), so a version is here exactly when it committed.
-    The rows of ``queen-locks`` (lock permits, which name their owner) are
-    never kept here: a lock's life is ``LockEvent``'s.
+    A lock permit (``queen-locks``) is kept without its owner, a
+    credential: only who took it (``domain/kv/keep.py``); its rows are a
+    lock's life (``domain/locks/history.py``).
     """
 
     namespace = ByteOrderTextField()
@@ -88,6 +89,8 @@ class KVVersion(models.Model):
     #: The value's JSON text in UTF-8 bytes (0 for a delete).
     size = models.IntegerField(default=0)
     at = models.DateTimeField()
+    #: When the value written expires (None: forever, or a delete).
+    expires_at = models.DateTimeField(null=True, blank=True)
     #: Who wrote: a token's name or a JWT's ``sub``, or the operator.
     actor = models.TextField(null=True, blank=True)  # noqa: DJ001
 

@@ -192,3 +192,103 @@ def test_scope_and_grants():
     assert refused.json()["code"] == "forbidden"
     assert b"billing-secret" not in refused.content
     assert Client().get("/api/v1/history/kv/billing/k").status_code == 401
+
+
+# -- a lock's life ----------------------------------------------------------------------
+
+
+def locks_call(client: Client, *ops: dict[str, Any]) -> Any:
+    answer = client.post("/api/v1/locks", data=json.dumps(list(ops)), content_type="application/json")
+    assert answer.status_code == 200, answer.content
+    return answer.json()["results"]
+
+
+def test_a_lock_life_over_the_api_names_fingerprints_never_owners(client):
+    """acquire, renew, release come back newest first with fingerprints and
+    the holder's label; the owner string is nowhere in the answer."""
+    from queenadmin.domain.masking import mask_token
+
+    owner = "raw-owner-string-4f1c"
+    with time_machine.travel(T0, tick=False):
+        (got,) = locks_call(client, {"op": "acquire", "name": "jobs.nightly", "ttlSeconds": 60, "owner": owner})
+    with time_machine.travel(T0 + timedelta(seconds=1), tick=False):
+        (renewed,) = locks_call(
+            client, {"op": "renew", "name": "jobs.nightly", "token": got["token"], "ttlSeconds": 60, "owner": owner}
+        )
+    with time_machine.travel(T0 + timedelta(seconds=3), tick=False):
+        locks_call(client, {"op": "release", "name": "jobs.nightly", "token": renewed["token"]})
+        answer = client.get("/api/v1/history/locks/jobs.nightly")
+    assert answer.status_code == 200
+    assert owner.encode() not in answer.content
+    assert f'"token":{got["token"]}'.encode() not in answer.content
+    assert answer.json() == {
+        "events": [
+            {
+                "event": "released",
+                "at": "2026-10-08T10:00:03.123+00:00",
+                "slot": 0,
+                "token": mask_token(renewed["token"]),
+                "holder": "history-writer",
+                "heldMs": 3000,
+            },
+            {
+                "event": "renewed",
+                "at": "2026-10-08T10:00:01.123+00:00",
+                "slot": 0,
+                "token": mask_token(renewed["token"]),
+                "holder": "history-writer",
+                "marginMs": 59000,
+                "expiresAt": "2026-10-08T10:01:01.123+00:00",
+            },
+            {
+                "event": "acquired",
+                "at": "2026-10-08T10:00:00.123+00:00",
+                "slot": 0,
+                "token": mask_token(got["token"]),
+                "holder": "history-writer",
+                "waitedMs": 0,
+                "expiresAt": "2026-10-08T10:01:00.123+00:00",
+            },
+        ],
+        "nextBefore": None,
+    }
+    # The permit's rows never show as a key's history.
+    assert client.get("/api/v1/history/kv/queen-locks/jobs.nightly%230").status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/api/v1/history/locks/jobs?limit=0", "locks_bad_limit"),
+        ("/api/v1/history/locks/jobs?before=x", "locks_bad_cursor"),
+        ("/api/v1/history/locks/jobs?owner=me", "locks_bad_query"),
+    ],
+)
+def test_bad_lock_history_input_is_400_with_its_reason(client, path, reason):
+    answer = client.get(path)
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["reason"] == reason
+
+
+def test_lock_history_scope_and_grants():
+    writer = _client("w2")
+    locks_call(writer, {"op": "acquire", "name": "billing.run", "ttlSeconds": 60, "owner": "o"})
+    assert _client("r2", scope="read").get("/api/v1/history/locks/billing.run").status_code == 200
+    other = _client("o2", scope="read", grants=["lock:orders*=read"])
+    refused = other.get("/api/v1/history/locks/billing.run")
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "forbidden"
+    assert Client().get("/api/v1/history/locks/billing.run").status_code == 401
+
+
+def test_lock_operations_are_counted_on_metrics(client):
+    """``queenadmin_lock_operations_total{op,outcome}`` rises with each call."""
+    from queenadmin.metrics import process_metrics
+
+    counter = process_metrics().lock_ops
+    before = counter.labels("acquire", "acquired")._value.get()
+    held = counter.labels("acquire", "held")._value.get()
+    locks_call(client, {"op": "acquire", "name": "metered", "ttlSeconds": 60, "owner": "a"})
+    locks_call(client, {"op": "acquire", "name": "metered", "ttlSeconds": 60, "owner": "b"})
+    assert counter.labels("acquire", "acquired")._value.get() == before + 1
+    assert counter.labels("acquire", "held")._value.get() == held + 1

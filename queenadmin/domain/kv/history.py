@@ -5,7 +5,8 @@ transaction (``store/``, ``keep``), so history and state always agree: a
 version is in the history exactly when it committed. A delete draws a
 version of its own (etcd's delete revision), so a key's versions are
 distinct and rise in commit order, and a page of them is ordered by
-version alone. Lock permits are never kept here (``keep.recorded``).
+version alone. A lock permit's rows keep no owner (``keep.kept``) and are
+read as a lock's life (``domain/locks/history.py``), never as a key's.
 
 Trimming (``kv_history_trim``, from the retention loop) keeps at most
 ``HISTORY_MAX_ENTRIES`` versions per key and none older than

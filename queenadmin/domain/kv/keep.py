@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 
 from queenadmin.conf import settings
 from queenadmin.domain.kv.ops import LOCKS_NAMESPACE
@@ -30,14 +31,31 @@ def _excluded(setting: str) -> frozenset[str]:
 
 
 def recorded(namespace: str) -> bool:
-    """Whether the writes of ``namespace`` are kept: not the lock permits
-    (a permit names its owner; a lock's life is kept by ``domain/locks``),
-    nor a namespace of ``KV_HISTORY_EXCLUDE``."""
-    return namespace != LOCKS_NAMESPACE and namespace not in _excluded(settings.KV_HISTORY_EXCLUDE)
+    """Whether the writes of ``namespace`` are kept: not those of a
+    namespace of ``KV_HISTORY_EXCLUDE``. Lock permits are kept as a lock's
+    life (``domain/locks/history.py``), without their owner (``kept``)."""
+    return namespace not in _excluded(settings.KV_HISTORY_EXCLUDE)
 
 
-def kept(value_json: str) -> Kept:
-    """What history keeps of a value given as its JSON text."""
+def _permit_kept(value_json: str, waited_ms: int | None) -> Kept:
+    try:
+        value = json.loads(value_json)
+    except ValueError:
+        value = None
+    caller = value.get("caller") if isinstance(value, dict) else None
+    shown: dict[str, object] = {"caller": caller} if isinstance(caller, str) else {}
+    if waited_ms:
+        shown["waitedMs"] = waited_ms
+    text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+    return text, None, len(text.encode())
+
+
+def kept(value_json: str, namespace: str = "", waited_ms: int | None = None) -> Kept:
+    """What history keeps of a value given as its JSON text. Of a lock
+    permit, only who took it (``caller``) and how long its owner waited
+    (``waited_ms``): never its owner, a credential."""
+    if namespace == LOCKS_NAMESPACE:
+        return _permit_kept(value_json, waited_ms)
     data = value_json.encode()
     if len(data) > settings.KV_HISTORY_VALUE_BYTES:
         return None, hashlib.sha256(data).hexdigest(), len(data)

@@ -124,6 +124,8 @@ class Upsert:
     version: int = 0
     #: The command that wrote it, for the key's history.
     op: Literal["put", "incr"] = "put"
+    #: ``KVPut.waited_ms``, for a lock's history.
+    waited_ms: int | None = None
 
 
 @dataclass
@@ -208,7 +210,7 @@ def decide(position: int, op: KVWrite, stored: Stored | None, now: datetime, pla
                 return refuse("absent")
             if cur_version != op.expect:
                 return refuse("version")
-        upsert = Upsert(op.namespace, op.key, op.value_json, expires(op.ttl, now), created_at)
+        upsert = Upsert(op.namespace, op.key, op.value_json, expires(op.ttl, now), created_at, waited_ms=op.waited_ms)
         plan.upserts.append((position, op, upsert, json.loads(op.value_json)))
         return None
 

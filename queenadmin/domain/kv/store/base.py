@@ -19,7 +19,7 @@ TABLE = "queenadmin_kventry"
 COLUMNS = "id, namespace, key, value_json, version, expires_at, created_at, updated_at"
 Ident = tuple[str, str]
 HISTORY_TABLE = "queenadmin_kvversion"
-HISTORY_COLUMNS = "namespace, key, version, op, value_json, digest, size, at, actor"
+HISTORY_COLUMNS = "namespace, key, version, op, value_json, digest, size, at, actor, expires_at"
 #: A lone write for ``write_group``: its one-statement form, the command,
 #: its ``now``, and who wrote (for the key's history).
 GroupItem = tuple[FastPath, KVPut | KVDelete, datetime, str | None]
@@ -127,7 +127,16 @@ class Store:
         self.write_upserts(upserts, now)
         self.keep_versions(
             [
-                (u.namespace, u.key, u.version, u.op, *keep.kept(u.value_json), now, by)
+                (
+                    u.namespace,
+                    u.key,
+                    u.version,
+                    u.op,
+                    *keep.kept(u.value_json, u.namespace, u.waited_ms),
+                    now,
+                    by,
+                    u.expires_at,
+                )
                 for u in upserts
                 if keep.recorded(u.namespace)
             ]
@@ -139,7 +148,7 @@ class Store:
         kept = [ident for ident in idents if keep.recorded(ident[0])]
         versions = self.draw_versions(len(kept))
         self.keep_versions(
-            [(ns, key, v, "delete", *keep.DELETED, now, by) for (ns, key), v in zip(kept, versions, strict=True)]
+            [(ns, key, v, "delete", *keep.DELETED, now, by, None) for (ns, key), v in zip(kept, versions, strict=True)]
         )
 
     def keep_versions(self, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -148,8 +157,8 @@ class Store:
             return
         with connection.cursor() as cursor:
             cursor.executemany(
-                f"INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [(*row[:7], db.to_db_time(row[7]), row[8]) for row in rows],
+                f"INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(*row[:7], db.to_db_time(row[7]), row[8], db.to_db_time(row[9])) for row in rows],
             )
 
     def delete_pks(self, pks: list[int]) -> None:
@@ -278,6 +287,16 @@ class Store:
                 [keep_newest - 1, after_id, upto_id],
             )
             return int(cursor.rowcount or 0)
+
+    def retag_newest(self, *, namespace: str, key: str, was: str, now_op: str) -> None:
+        """Rename the op of ``key``'s newest history row, if it is ``was``
+        (inside the transaction that wrote it)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {HISTORY_TABLE} SET op = %s WHERE namespace = %s AND key = %s AND op = %s AND version = "
+                f"(SELECT max(version) FROM {HISTORY_TABLE} WHERE namespace = %s AND key = %s)",
+                [now_op, namespace, key, was, namespace, key],
+            )
 
     def last_history_id(self) -> int:
         with connection.cursor() as cursor:

@@ -67,7 +67,7 @@ _LOCKED_INSERT = (
 #: ``_kept_params``.
 _KEEP_ONE = (
     f"kept AS (INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) "
-    "SELECT %s, %s, {version}, %s, %s, %s, %s, %s, %s FROM wr) "
+    "SELECT %s, %s, {version}, %s, %s, %s, %s, %s, %s, {expires} FROM wr) "
 )
 
 
@@ -79,14 +79,14 @@ def _kept(write: str, returning: str, *, delete: bool = False) -> str:
     assert body != write
     version = f"nextval('{SEQUENCE}')" if delete else "wr.version"
     return (
-        f"{_LOCK_ONE}, wr AS ({body} RETURNING {returning}), "
-        + _KEEP_ONE.format(version=version)
+        f"{_LOCK_ONE}, wr AS ({body} RETURNING {returning}, expires_at AS wexp), "
+        + _KEEP_ONE.format(version=version, expires="NULL::timestamptz" if delete else "wr.wexp")
         + f"SELECT {returning} FROM wr"
     )
 
 
 def _kept_params(op: KVPut | KVDelete, kind: str, now: datetime, by: str | None) -> list[Any]:
-    held = keep.kept(op.value_json) if isinstance(op, KVPut) else keep.DELETED
+    held = keep.kept(op.value_json, op.namespace, op.waited_ms) if isinstance(op, KVPut) else keep.DELETED
     return [op.namespace, op.key, kind, *held, now, by]
 
 
@@ -221,15 +221,19 @@ class PostgresStore(Store):
             "ON CONFLICT (namespace, key) DO UPDATE SET "
             "value_json = excluded.value_json, version = excluded.version, "
             "expires_at = excluded.expires_at, created_at = excluded.created_at, "
-            "updated_at = excluded.updated_at RETURNING namespace, key, version"
+            "updated_at = excluded.updated_at RETURNING namespace, key, version, expires_at"
         )
-        kept = [[u.namespace, u.key, u.op, *keep.kept(u.value_json)] for u in upserts if keep.recorded(u.namespace)]
+        kept = [
+            [u.namespace, u.key, u.op, *keep.kept(u.value_json, u.namespace, u.waited_ms)]
+            for u in upserts
+            if keep.recorded(u.namespace)
+        ]
         if kept:
             # The history rows ride in the same statement: pairs of the
             # rows written and what history keeps of each.
             sql = (
                 f"WITH wr AS ({sql}), kept AS (INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) "
-                "SELECT wr.namespace, wr.key, wr.version, k->>2, k->>3, k->>4, (k->>5)::int, %s, %s "
+                "SELECT wr.namespace, wr.key, wr.version, k->>2, k->>3, k->>4, (k->>5)::int, %s, %s, wr.expires_at "
                 "FROM wr JOIN jsonb_array_elements(%s::jsonb) AS k ON k->>0 = wr.namespace AND k->>1 = wr.key) "
                 "SELECT namespace, key, version FROM wr"
             )
@@ -237,7 +241,7 @@ class PostgresStore(Store):
         if kept:
             params += [now, by, json.dumps(kept, ensure_ascii=False)]
         stored = pg_run(sql, params)
-        versions = {(ns, key): int(version) for ns, key, version in stored}
+        versions = {(ns, key): int(version) for ns, key, version, *_ in stored}
         for upsert in upserts:
             upsert.version = versions[(upsert.namespace, upsert.key)]
 
@@ -374,14 +378,16 @@ class PostgresStore(Store):
         ]
         names = sorted({_lock_name(op.namespace, op.key) for op in ordered})
         kept = [
-            [op.namespace, op.key, "put", *keep.kept(op.value_json)] for op in ordered if keep.recorded(op.namespace)
+            [op.namespace, op.key, "put", *keep.kept(op.value_json, op.namespace, op.waited_ms)]
+            for op in ordered
+            if keep.recorded(op.namespace)
         ]
         insert = (
             f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
             f"SELECT r->>0, r->>1, r->>2, nextval('{SEQUENCE}'), (r->>3)::timestamptz, %s, %s "
             "FROM lk, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, i) ORDER BY i "
             + _UPSERT_TAIL
-            + "RETURNING namespace, key, version"
+            + "RETURNING namespace, key, version, expires_at"
         )
         lk = (
             "WITH lk AS (SELECT count(pg_advisory_xact_lock(%s, h)) AS held FROM "
@@ -391,7 +397,7 @@ class PostgresStore(Store):
         if kept:
             sql = (
                 f"{lk}, wr AS ({insert}), kept AS (INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) "
-                "SELECT wr.namespace, wr.key, wr.version, k->>2, k->>3, k->>4, (k->>5)::int, %s, %s "
+                "SELECT wr.namespace, wr.key, wr.version, k->>2, k->>3, k->>4, (k->>5)::int, %s, %s, wr.expires_at "
                 "FROM wr JOIN jsonb_array_elements(%s::jsonb) AS k ON k->>0 = wr.namespace AND k->>1 = wr.key) "
                 "SELECT namespace, key, version FROM wr"
             )
@@ -399,7 +405,7 @@ class PostgresStore(Store):
         else:
             sql = f"{lk} {insert}"
         stored = pg_run(sql, params)
-        return {(ns, key): int(version) for ns, key, version in stored}
+        return {(ns, key): int(version) for ns, key, version, *_ in stored}
 
     def write_group(self, items: Sequence[GroupItem]) -> list[Written | None]:
         """Several lone writes of distinct keys as one statement (``group``).
@@ -429,7 +435,7 @@ class PostgresStore(Store):
                 now.isoformat(),
                 op.expect,
                 keep.recorded(op.namespace),
-                *(keep.kept(op.value_json) if isinstance(op, KVPut) else keep.DELETED),
+                *(keep.kept(op.value_json, op.namespace, op.waited_ms) if isinstance(op, KVPut) else keep.DELETED),
                 by,
             ]
             for kind, op, now, by in items
@@ -440,7 +446,7 @@ class PostgresStore(Store):
             [json.dumps(rows, ensure_ascii=False), ADVISORY_CLASS],
             prepare=kinds <= {"put", "create"},
         )
-        done = {(ns, key): (int(version), value_json) for ns, key, version, value_json in stored}
+        done = {(ns, key): (int(version), value_json) for ns, key, version, value_json, *_ in stored}
         return [done.get((op.namespace, op.key)) for _, op, _, _ in items]
 
 
@@ -459,7 +465,7 @@ _GROUP_INSERT = (
     "value_json = excluded.value_json, version = excluded.version, "
     "expires_at = excluded.expires_at, updated_at = excluded.updated_at, "
 )
-_GROUP_RETURNING = "RETURNING t.namespace, t.key, t.version, t.value_json"
+_GROUP_RETURNING = "RETURNING t.namespace, t.key, t.version, t.value_json, t.expires_at"
 #: One data-modifying CTE per kind of lone write (see ``write_group``).
 _GROUP_PARTS = {
     "put": _GROUP_INSERT.format(kind="put")
@@ -492,7 +498,8 @@ def _group_sql(kinds: frozenset[str], kept: bool) -> str:
         f"{_GROUP_ROWS}, {ctes}, done AS ({union}), "
         f"kept AS (INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) "
         f"SELECT d.namespace, d.key, CASE WHEN w.kind = 'delete' THEN nextval('{SEQUENCE}') ELSE d.version END, "
-        "CASE WHEN w.kind = 'delete' THEN 'delete' ELSE 'put' END, w.hval, w.hdigest, w.hsize, w.at, w.hby "
+        "CASE WHEN w.kind = 'delete' THEN 'delete' ELSE 'put' END, w.hval, w.hdigest, w.hsize, w.at, w.hby, "
+        "CASE WHEN w.kind = 'delete' THEN NULL ELSE d.expires_at END "
         "FROM done AS d JOIN w ON w.ns = d.namespace AND w.k = d.key WHERE w.rec) "
         "SELECT * FROM done"
     )
