@@ -316,4 +316,7 @@ def _own_collectors() -> list[Any]:
         metrics.loop_failures,
         metrics.loop_last_success,
         metrics.workers,
+        metrics.lock_ops,
+        metrics.lock_wait,
+        metrics.lock_hold,
     ]
