@@ -136,7 +136,7 @@ def revert(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
         "page": "kv",
     }
     target = None if version is None or not key else kv.kv_version(namespace=namespace, key=key, version=version)
-    if target is None or expect is None:
+    if target is None or version is None or expect is None:
         ctx["error"] = "Name the key, a version of its history, and the version you see now."
         return render(request, form, ctx, status=404 if target is None else 422)
     ctx["target"] = _shown(target)
