@@ -91,7 +91,12 @@ def history_context(namespace: str, key: str, params: QueryDict) -> dict[str, An
     if namespace == kv.LOCKS_NAMESPACE:
         return {}
     before = _number(params.get("before"))
-    page = kv.kv_history(namespace=namespace, key=key, before=before, limit=PAGE)
+    try:
+        page = kv.kv_history(namespace=namespace, key=key, before=before, limit=PAGE)
+    except (KVBadRequest, KVPayloadTooLarge):
+        # A key stored before today's rules (over the key size limit): no
+        # write keeps its history now, and the key's page still shows it.
+        return {"history_kept": True, "history_unreadable": True}
     out: dict[str, Any] = {
         "versions": [_shown(v) for v in page.versions],
         "history_before": before,
