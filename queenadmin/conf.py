@@ -319,6 +319,23 @@ class _Settings:
     KV_WRITE_BURST: float = setting(0.0, "kv", "The burst of `QUEENADMIN_KV_WRITE_RATE`; 0: twice the rate.")
     KV_READ_RATE: float = setting(0.0, "kv", "Read-only KV calls a second, per token and process; 0: no limit.")
     KV_READ_BURST: float = setting(0.0, "kv", "The burst of `QUEENADMIN_KV_READ_RATE`; 0: twice the rate.")
+    #: History (issue 41): every write of a key, every event of a lock.
+    KV_HISTORY_VALUE_BYTES: int = setting(
+        4096,
+        "kv",
+        "A key's history keeps a value up to this many bytes of JSON; a larger one only as its sha256.",
+    )
+    KV_HISTORY_EXCLUDE: str = setting(
+        "",
+        "kv",
+        "Comma-separated KV namespaces whose writes keep no history (hot counters).",
+    )
+    HISTORY_MAX_AGE_SECONDS: int = setting(
+        30 * 86400, "kv", "History of keys and locks older than this is trimmed; 0: no age limit."
+    )
+    HISTORY_MAX_ENTRIES: int = setting(
+        1000, "kv", "The newest versions kept per key (and events per lock); 0: no count limit."
+    )
 
     # -- timers ---------------------------------------------------------------
     #: Timers (protocol.md section 4).

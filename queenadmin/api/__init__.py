@@ -81,9 +81,9 @@ streams_api = QueenNinjaAPI(
 
 def _register() -> None:
     # One router per concept; each module exposes ``router``.
-    from queenadmin.api import ephemeral, kv, locks, messages, queues, status, streams, timers, transactions
+    from queenadmin.api import ephemeral, history, kv, locks, messages, queues, status, streams, timers, transactions
 
-    modules = (kv, locks, queues, status, timers, transactions, messages, ephemeral)
+    modules = (kv, locks, queues, status, timers, transactions, messages, ephemeral, history)
     for module in modules:
         api.add_router("/", module.router)
     streams_api.add_router("/", streams.router)

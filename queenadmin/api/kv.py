@@ -52,7 +52,8 @@ def kv_batch(request: HttpRequest) -> HttpResponse:
     ratelimit.admit(request, "write" if any(isinstance(op, kv.WRITES) for op in ops) else "read")
     if not ops:
         return json_response({"results": []})
-    return json_response(wire.results_out(kv.kv_call(ops), sees_permit=grants.sees_permit(request)))
+    by = request.auth.producer_sub  # type: ignore[attr-defined]
+    return json_response(wire.results_out(kv.kv_call(ops, by=by), sees_permit=grants.sees_permit(request)))
 
 
 def _needs(ops: list[kv.KVOp]) -> TokenScope:
@@ -78,7 +79,8 @@ def _single(request: HttpRequest, raw: dict[str, Any]) -> dict[str, Any]:
     op = wire.parse_op(0, raw)
     grants.require_kv_ops(request, [op])
     ratelimit.admit(request, "write" if isinstance(op, kv.WRITES) else "read")
-    return wire.result_out(0, kv.kv_call([op])[0], sees_permit=grants.sees_permit(request))
+    by = request.auth.producer_sub  # type: ignore[attr-defined]
+    return wire.result_out(0, kv.kv_call([op], by=by)[0], sees_permit=grants.sees_permit(request))
 
 
 @router.get(

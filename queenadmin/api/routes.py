@@ -81,6 +81,9 @@ ROUTES: dict[str, Route] = {
     "DELETE /kv/{ns}/{path:key}": Route(WRITE, NAMED, KV_LOCK),
     "GET /resources/kv/namespaces": Route(READ, FILTERED, KV),
     "POST /resources/kv/list": Route(READ, NAMED, KV_LOCK),
+    # History (issue 41): a key's versions read like the key.
+    "GET /history/kv/{ns}/{path:key}": Route(READ, NAMED, KV),
+    "GET /history/locks/{path:name}": Route(READ, NAMED, LOCK),
     # Locks: get reads; acquire, renew and release write.
     "POST /locks": Route(READ, NAMED, LOCK),
     # Timers: a cancel is a timer write.

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from django.db import transaction
 
 from queenadmin.domain import clock, kv, queues, timers
+from queenadmin.domain.locks import history as lock_history
 from queenadmin.domain.streams.ops import StreamStateOps
 from queenadmin.domain.streams.state import stream_state_apply_in_txn
 from queenadmin.errors import PreconditionFailed, QueueFull, QueueNotFound, StreamNotFound
@@ -154,6 +155,8 @@ class _Rollback(Exception):
         self.reason = reason
         self.error = error
         self.precondition = precondition
+        #: A lock's guard whose token was stale: kept in the lock's history.
+        self.guard: kv.KVCheck | None = None
 
 
 def txn_commit(
@@ -186,6 +189,8 @@ def txn_commit(
         with transaction.atomic(durable=True):
             results = _apply(bundle, kv_ops, guarded=guard is not None, now=now, producer_sub=producer_sub)
     except _Rollback as exc:
+        if exc.guard is not None:
+            lock_history.lock_guard_refused(check=exc.guard, now=now)
         return TxnOutcome(transaction_id, False, (), exc.reason, exc.error, exc.precondition)
     return TxnOutcome(transaction_id, True, tuple(sorted(results, key=lambda r: r.index)))
 
@@ -211,7 +216,7 @@ def _apply(
     kv_base = bundle.operations
     if kv_ops:
         try:
-            results = kv.kv_call_in_txn(kv_ops, now=now)
+            results = kv.kv_call_in_txn(kv_ops, now=now, by=producer_sub)
         except PreconditionFailed as exc:
             # The flat index of the failed op. An in-process guard comes
             # first and has no result index of its own: it fails as -1.
@@ -220,9 +225,13 @@ def _apply(
             failed = PreconditionFailed(
                 failed_index=flat, kv_reason=exc.kv_reason, version=exc.version, value=exc.value
             )
-            raise _Rollback(
+            refused = _Rollback(
                 "kv_precondition", "QKV a required KV precondition failed; the transaction rolled back", failed
-            ) from exc
+            )
+            stale = kv_ops[exc.failed_index]
+            if isinstance(stale, kv.KVCheck) and stale.namespace == kv.LOCKS_NAMESPACE:
+                refused.guard = stale
+            raise refused from exc
         own = results[len(kv_ops) - len(bundle.kv) :]
         out += [KVDone(kv_base + i, i, r) for i, r in enumerate(own)]
     timer_base = kv_base + len(bundle.kv)

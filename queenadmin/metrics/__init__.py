@@ -36,6 +36,8 @@ from queenadmin.plumbing import compat
 
 log = logging.getLogger(__name__)
 
+#: Lock wait and hold buckets in seconds: from a lock taken at once to leases of minutes.
+LOCK_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
 #: Latency buckets in seconds: a KV call is ~1-5 ms, a long-poll pop up to 30 s.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -85,6 +87,9 @@ class ProcessMetrics:
     loop_failures: Any
     loop_last_success: Any
     workers: Any
+    lock_ops: Any
+    lock_wait: Any
+    lock_hold: Any
 
 
 @functools.cache
@@ -117,6 +122,20 @@ def process_metrics() -> ProcessMetrics:
         ),
         workers=Gauge(
             "queenadmin_workers", "Server processes serving (1 per live worker).", multiprocess_mode="livesum"
+        ),
+        # Issue 41: contention. Counters and histograms are summed over the
+        # workers by prometheus_client's multiprocess collector, like the
+        # request metrics.
+        lock_ops=Counter("queenadmin_lock_operations", "Lock operations by op and outcome.", ["op", "outcome"]),
+        lock_wait=Histogram(
+            "queenadmin_lock_wait_seconds",
+            "How long a granted acquire's owner waited (its refused attempts seen by the same process).",
+            buckets=LOCK_BUCKETS,
+        ),
+        lock_hold=Histogram(
+            "queenadmin_lock_hold_seconds",
+            "From grant to release of a lease released through the process that granted it.",
+            buckets=LOCK_BUCKETS,
         ),
     )
 
@@ -229,6 +248,19 @@ def loop_step(loop: str, *, ok: bool, at: float) -> None:
         metrics.loop_failures.labels(loop).inc()
 
 
+def lock_operation(op: str, outcome: str) -> None:
+    """Count one lock operation (``domain/locks/calls.py``)."""
+    process_metrics().lock_ops.labels(op, outcome).inc()
+
+
+def lock_wait(seconds: float) -> None:
+    process_metrics().lock_wait.observe(seconds)
+
+
+def lock_hold(seconds: float) -> None:
+    process_metrics().lock_hold.observe(seconds)
+
+
 def worker_started() -> None:
     process_metrics().workers.set(1)
 
@@ -284,4 +316,7 @@ def _own_collectors() -> list[Any]:
         metrics.loop_failures,
         metrics.loop_last_success,
         metrics.workers,
+        metrics.lock_ops,
+        metrics.lock_wait,
+        metrics.lock_hold,
     ]

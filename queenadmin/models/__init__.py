@@ -9,7 +9,7 @@ from queenadmin.models.ephemeral import (
     EphemeralPartition,
     EphemeralQueue,
 )
-from queenadmin.models.kv import KVEntry, VersionCounter
+from queenadmin.models.kv import KVEntry, KVVersion, VersionCounter
 from queenadmin.models.process import ProcessSample
 from queenadmin.models.queues import (
     AttentionThreshold,
@@ -45,6 +45,7 @@ __all__ = [
     "EphemeralQueue",
     "GroupSample",
     "KVEntry",
+    "KVVersion",
     "Message",
     "Partition",
     "ProcessSample",

@@ -62,3 +62,45 @@ class VersionCounter(models.Model):
 
     def __str__(self) -> str:
         return f"version counter at {self.value}"
+
+
+class KVVersion(models.Model):
+    """One write of a key, kept for its history (issue 41).
+
+    Written by the write itself, in its statement or transaction
+    (``domain/kv/store``), so a version is here exactly when it committed.
+    A lock permit (``queen-locks``) is kept without its owner, a
+    credential: only who took it (``domain/kv/keep.py``); its rows are a
+    lock's life (``domain/locks/history.py``).
+    """
+
+    namespace = ByteOrderTextField()
+    key = ByteOrderTextField()
+    #: The key's version this write made; a delete draws one of its own, so
+    #: a key's versions are distinct and rise in commit order.
+    version = models.BigIntegerField()
+    #: ``put``, ``incr`` or ``delete``.
+    op = models.CharField(max_length=8)
+    #: The value as compact JSON text; None for a delete, or for a value
+    #: over ``KV_HISTORY_VALUE_BYTES`` (then ``digest`` is set).
+    value_json = models.TextField(null=True, blank=True)  # noqa: DJ001
+    #: The sha256 of a value too large to keep, in hex.
+    digest = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    #: The value's JSON text in UTF-8 bytes (0 for a delete).
+    size = models.IntegerField(default=0)
+    at = models.DateTimeField()
+    #: When the value written expires (None: forever, or a delete).
+    expires_at = models.DateTimeField(null=True, blank=True)
+    #: Who wrote: a token's name or a JWT's ``sub``, or the operator.
+    actor = models.TextField(null=True, blank=True)  # noqa: DJ001
+
+    class Meta:
+        verbose_name = "KV version"
+        constraints = [
+            models.UniqueConstraint(
+                "namespace", "key", models.F("version").desc(), name="kvversion_ns_key_version_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.key} v{self.version} {self.op}"

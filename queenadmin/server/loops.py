@@ -44,9 +44,12 @@ def reap_once() -> int:
 
 
 def retention_once() -> int:
-    from queenadmin.domain import queues
+    from queenadmin.domain import kv, queues
 
-    return queues.queue_retention_sweep().deleted
+    deleted = queues.queue_retention_sweep().deleted
+    # Keys' history rides on the same loop; one process trims at a time.
+    trimmed = kv.kv_history_trim()
+    return deleted + trimmed.old + trimmed.extra
 
 
 def process_sample_once() -> int:

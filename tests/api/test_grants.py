@@ -176,6 +176,8 @@ TABLE: dict[str, list[tuple[str, Callable[[World], tuple[str, str, dict[str, Any
     "PUT /kv/{ns}/{path:key}": [("refused", req("PUT", "/kv/{b}/k", json={"value": 2, "forever": True}))],
     "DELETE /kv/{ns}/{path:key}": [("refused", req("DELETE", "/kv/{b}/k"))],
     "GET /resources/kv/namespaces": [("hidden", req("GET", "/resources/kv/namespaces"))],
+    "GET /history/kv/{ns}/{path:key}": [("refused", req("GET", "/history/kv/{b}/k"))],
+    "GET /history/locks/{path:name}": [("refused", req("GET", "/history/locks/{b}.lock"))],
     "POST /resources/kv/list": [
         ("refused", req("POST", "/resources/kv/list", json={"namespace": "{b}"})),
         ("hidden-page", req("POST", "/resources/kv/list", json={"namespace": "queen-locks"})),

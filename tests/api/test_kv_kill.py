@@ -4,7 +4,8 @@ A live ``serve`` under concurrent lone puts (which PostgreSQL's store
 commits in groups, ``domain/kv/group.py``) is killed with SIGKILL: every
 put that was answered with a version must then be in the database at that
 version or a later one. An answer given before its commit would be lost
-with the killed server's open transaction.
+with the killed server's open transaction. The keys' history, written in
+the same statements, agrees with what is stored.
 """
 
 from __future__ import annotations
@@ -47,15 +48,26 @@ def _client(url: str, token: str, n: int, stop: threading.Event, acked: dict[str
             acked[key] = result["version"]
 
 
-def _stored(env: dict[str, str]) -> dict[str, int]:
+def _rows(env: dict[str, str], sql: str) -> list[Any]:
     if IS_POSTGRES:
         with psycopg.connect(env["DATABASE_URL"]) as conn:
-            rows = conn.execute("SELECT key, version FROM queenadmin_kventry WHERE namespace = 'kill'").fetchall()
-    else:
-        path = Path(env["QUEENADMIN_DATA_DIR"]) / SQLITE_FILE
-        with contextlib.closing(sqlite3.connect(path)) as conn:
-            rows = conn.execute("SELECT key, version FROM queenadmin_kventry WHERE namespace = 'kill'").fetchall()
+            return conn.execute(sql).fetchall()
+    path = Path(env["QUEENADMIN_DATA_DIR"]) / SQLITE_FILE
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def _stored(env: dict[str, str]) -> dict[str, int]:
+    rows = _rows(env, "SELECT key, version FROM queenadmin_kventry WHERE namespace = 'kill'")
     return {key: int(version) for key, version in rows}
+
+
+def _kept(env: dict[str, str]) -> dict[str, set[int]]:
+    """Each key's versions in its history (issue 41)."""
+    kept: dict[str, set[int]] = {}
+    for key, version in _rows(env, "SELECT key, version FROM queenadmin_kvversion WHERE namespace = 'kill'"):
+        kept.setdefault(key, set()).add(int(version))
+    return kept
 
 
 def test_kill_9_under_concurrent_puts_loses_no_acknowledged_write():
@@ -84,7 +96,12 @@ def test_kill_9_under_concurrent_puts_loses_no_acknowledged_write():
             thread.join(timeout=30)
         answered = {key: version for a in acked for key, version in a.items()}
         stored = _stored(server.env)
+        kept = _kept(server.env)
     assert odd == []
     assert len(answered) >= CLIENTS * KEYS_PER_CLIENT // 2
     lost = {key: (version, stored.get(key)) for key, version in answered.items() if stored.get(key, 0) < version}
     assert lost == {}
+    # History and state agree: each key's newest kept version is its stored
+    # one, and every acknowledged version is kept (written in its statement).
+    assert {key: max(versions) for key, versions in kept.items()} == stored
+    assert {key: version for key, version in answered.items() if version not in kept.get(key, set())} == {}

@@ -186,12 +186,12 @@ def test_semaphore_that_keeps_losing_its_free_slot_answers_contended(client, mon
     real_put = calls._put
     stolen: list[str] = []
 
-    def put_after_a_thief(key, value, ttl, *, expect, op="put", now):
+    def put_after_a_thief(key, value, ttl, *, expect, op="put", now, waited_ms=None):
         if op == "putIfAbsent":
             # Somebody else takes the chosen free slot just before us.
             real_put(key, {"owner": f"thief-{len(stolen)}"}, ttl, expect=0, op="putIfAbsent", now=now)
             stolen.append(key)
-        return real_put(key, value, ttl, expect=expect, op=op, now=now)
+        return real_put(key, value, ttl, expect=expect, op=op, now=now, waited_ms=waited_ms)
 
     monkeypatch.setattr(calls, "_put", put_after_a_thief)
     result = one(client, acquire("pool", owner="me", limit=8))
@@ -208,9 +208,9 @@ def test_a_lock_never_answers_contended(client, monkeypatch):
 
     real_put = calls._put
 
-    def put_after_a_thief(key, value, ttl, *, expect, op="put", now):
+    def put_after_a_thief(key, value, ttl, *, expect, op="put", now, waited_ms=None):
         real_put(key, {"owner": "thief"}, ttl, expect=0, op="putIfAbsent", now=now)
-        return real_put(key, value, ttl, expect=expect, op=op, now=now)
+        return real_put(key, value, ttl, expect=expect, op=op, now=now, waited_ms=waited_ms)
 
     monkeypatch.setattr(calls, "_put", put_after_a_thief)
     result = one(client, acquire("solo", owner="me"))

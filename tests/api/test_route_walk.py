@@ -184,6 +184,8 @@ TABLE: dict[str, list[Case]] = {
         (LOCKK, req("DELETE", f"/api/v1/kv/queen-locks/{LOCK}%230")),
     ],
     "GET /resources/kv/namespaces": [(KV, req("GET", "/api/v1/resources/kv/namespaces"))],
+    "GET /history/kv/{ns}/{path:key}": [(KV, req("GET", f"/api/v1/history/kv/{Q}/{KV_KEY}"))],
+    "GET /history/locks/{path:name}": [(LOCKK, req("GET", f"/api/v1/history/locks/{LOCK}"))],
     "POST /resources/kv/list": [
         (KV, req("POST", "/api/v1/resources/kv/list", body={"namespace": Q})),
         listing((LOCKK, req("POST", "/api/v1/resources/kv/list", body={"namespace": "queen-locks"}))),

@@ -150,6 +150,44 @@ def test_versions_never_go_back_under_puts_deletes_and_recreates(spawn):
     consumed = [(e[0], e[6]) for e in events if e[6] and e[5] and e[1] in ("put", "delete")]
     assert len(consumed) > 50
     assert len(consumed) == len(set(consumed))
+    _history_agrees(by_key)
+
+
+def _all_versions(namespace: str, key: str) -> list[Any]:
+    """Every kept version of a key, page after page, checking that each page
+    strictly decreases and continues below the last."""
+    from queenadmin.domain import kv
+
+    out: list[Any] = []
+    before = None
+    while True:
+        page = kv.kv_history(namespace=namespace, key=key, before=before, limit=200)
+        versions = [v.version for v in page.versions]
+        assert versions == sorted(versions, reverse=True)
+        assert len(set(versions)) == len(versions)
+        assert not out or not versions or versions[0] < out[-1].version
+        out += page.versions
+        if page.next_before is None:
+            return out
+        before = page.next_before
+
+
+def _history_agrees(by_key: dict[str, list[tuple[Any, ...]]]) -> None:
+    """Each key's history holds exactly the applied writes, in strictly
+    decreasing versions, and its newest version is the key's state."""
+    from queenadmin.domain import kv
+
+    for key, key_events in by_key.items():
+        kept = _all_versions("churn", key)
+        puts = {e[4] for e in key_events if e[1] in ("put", "putIfAbsent") and e[5] and e[4]}
+        deletes = [e for e in key_events if e[1] == "delete" and e[5] and e[4]]
+        assert {v.version for v in kept if v.op == "put"} == puts, key
+        assert sum(1 for v in kept if v.op == "delete") == len(deletes), key
+        row = kv.kv_get(namespace="churn", key=key)
+        if row is None:
+            assert kept[0].op == "delete", key
+        else:
+            assert (kept[0].op, kept[0].version, kept[0].value) == ("put", row.version, row.value), key
 
 
 def _incr_worker(times: int) -> int:
@@ -170,3 +208,7 @@ def test_concurrent_incr_with_max_never_exceeds_it(spawn):
     applied = spawn(_incr_worker, [(40,)] * 6)
     assert sum(applied) == 100
     assert kv.kv_get(namespace="count", key="c").value == 100
+    kept = _all_versions("count", "c")
+    assert [v.value for v in kept] == list(range(100, 0, -1))
+    assert {v.op for v in kept} == {"incr"}
+    assert kept[0].version == kv.kv_get(namespace="count", key="c").version

@@ -71,16 +71,16 @@ def test_one_statement_answers_each_write_as_alone(grouping):
     old = one({"op": "put", "key": "old", "value": 4, "ttlSeconds": 1})
     later = datetime.now(UTC) + timedelta(seconds=5)
     items: list[Any] = [
-        ("put", put("new", {"a": 1}), later),
-        ("put", put("live", "over"), later),
-        ("create", put("fresh", "c", expect=0), later),
-        ("create", put("live2", "no", expect=0), later),
-        ("create", put("old", "again", expect=0, ttl=timedelta(seconds=60)), later),
-        ("cas", put("casme", "yes", expect=casme.version), later),
-        ("cas", put("stale", "no", expect=stale.version + 1), later),
-        ("cas", put("nothing", "no", expect=5), later),
-        ("delete", kv.KVDelete("grp", "doomed", expect=doomed.version), later),
-        ("delete", kv.KVDelete("grp", "absent"), later),
+        ("put", put("new", {"a": 1}), later, None),
+        ("put", put("live", "over"), later, None),
+        ("create", put("fresh", "c", expect=0), later, None),
+        ("create", put("live2", "no", expect=0), later, None),
+        ("create", put("old", "again", expect=0, ttl=timedelta(seconds=60)), later, None),
+        ("cas", put("casme", "yes", expect=casme.version), later, None),
+        ("cas", put("stale", "no", expect=stale.version + 1), later, None),
+        ("cas", put("nothing", "no", expect=5), later, None),
+        ("delete", kv.KVDelete("grp", "doomed", expect=doomed.version), later, None),
+        ("delete", kv.KVDelete("grp", "absent"), later, None),
     ]
     one({"op": "put", "key": "live2", "value": "here", "forever": True})
     answers = store().write_group(items)
@@ -102,6 +102,19 @@ def test_one_statement_answers_each_write_as_alone(grouping):
     assert kv.kv_get(namespace="grp", key="nothing") is None
     refreshed = kv.kv_get(namespace="grp", key="old", now=later)
     assert refreshed.created_at == later
+    # Each applied write is in its key's history, from the same statement;
+    # a refused one is not.
+    for key, (version, value_json) in applied.items():
+        (newest,) = kv.kv_history(namespace="grp", key=key, limit=1).versions or (None,)
+        assert newest is not None, key
+        assert newest.at == later, key
+        if key == "doomed":
+            assert (newest.op, newest.value) == ("delete", None)
+            assert newest.version > version
+        else:
+            assert (newest.op, newest.version, db.json_text(newest.value)) == ("put", version, value_json)
+    for key in ("stale", "live2", "nothing"):
+        assert all(v.at != later for v in kv.kv_history(namespace="grp", key=key).versions), key
 
 
 def _hold_key_lock(key: str) -> psycopg.Connection[Any]:

@@ -187,6 +187,7 @@ def test_contenders_on_one_lock_are_fenced(spawn):
     assert {g.slot for g in grants} == {0}
     assert _assert_fenced(grants) == 0
     assert _max_live_permits(grants) == 1
+    _history_agrees("hammered", grants)
 
 
 def test_a_semaphore_never_has_more_than_limit_live_permits(spawn):
@@ -197,3 +198,27 @@ def test_a_semaphore_never_has_more_than_limit_live_permits(spawn):
     assert {g.slot for g in grants} == {0, 1, 2}
     assert _assert_fenced(grants) == 0
     assert _max_live_permits(grants) == 3
+    _history_agrees("pool", grants)
+
+
+def _history_agrees(name: str, grants: list[Any]) -> None:
+    """The lock's life, page after page, strictly decreases, and holds an
+    ``acquired`` for every grant of the race (by token)."""
+    from queenadmin.domain.locks import history
+
+    seen: list[Any] = []
+    before = None
+    while True:
+        page = history.lock_events(name=name, before=before, limit=500)
+        seen += page.events
+        if page.next_before is None:
+            break
+        before = page.next_before
+    seqs = [e.seq for e in seen]
+    assert seqs == sorted(seqs, reverse=True)
+    assert len(set(seqs)) == len(seqs)
+    # A grant that came back late was renewed at once: its token is a renew's.
+    granted = {e.token for e in seen if e.event in ("acquired", "renewed")}
+    assert {g.token for g in grants} <= granted
+    # Every tenure began with an acquire.
+    assert sum(1 for e in seen if e.event == "acquired") >= len({(g.worker, g.tenure) for g in grants})

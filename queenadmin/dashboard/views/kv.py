@@ -14,6 +14,7 @@ from django.urls import Resolver404, resolve, reverse
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import links, live
+from queenadmin.dashboard.views import kv_history
 from queenadmin.dashboard.views.access import HtmxHttpRequest, User, staff_action, staff_page, who_of
 from queenadmin.dashboard.views.querystring import paging, query
 from queenadmin.domain import events, kv
@@ -142,6 +143,7 @@ def key_context(user: User, params: QueryDict) -> dict[str, Any]:
         "row": _row(row) if row else None,
         "value_text": _pretty(row.value) if row else "",
         "stale_at": row.expires_at if row else None,
+        **kv_history.history_context(namespace, key, params),
     }
 
 
@@ -154,6 +156,8 @@ def key_detail(request: HtmxHttpRequest, namespace: str, key: str) -> HttpRespon
         split = _split(key)
         return redirect(reverse("dashboard:locks") + query({"name": split[0] if split else key}))
     params = QueryDict(mutable=True)
+    # The history panel's own choices: its page, a diff, a time.
+    params.update({name: request.GET[name] for name in ("before", "a", "b", "at") if name in request.GET})
     params.update({"ns": namespace, "key": key})
     found = kv.kv_get_stored(namespace=namespace, key=key) is not None
     return live.render_page(request, KV_KEY, params=params, status=200 if found else 404)

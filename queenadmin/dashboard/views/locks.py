@@ -12,6 +12,7 @@ from django.urls import reverse
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live
 from queenadmin.dashboard.permissions import User
+from queenadmin.dashboard.views import lock_history
 from queenadmin.dashboard.views.access import HtmxHttpRequest, page_view, staff_action, who_of
 from queenadmin.dashboard.views.querystring import paging, query
 from queenadmin.domain import events
@@ -67,6 +68,7 @@ def locks_context(user: User, params: QueryDict) -> dict[str, Any]:
         "permits": [_shown(p, floor[p.name]) for p in permits],
         "stale_at": min((p.expires_at for p in permits if p.expires_at is not None), default=None),
         **paging(params, next_after),
+        **lock_history.life_context(name),
     }
 
 

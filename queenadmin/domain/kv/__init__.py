@@ -12,12 +12,21 @@ token (how each database keeps that order: ``store/postgres.py`` and
 - ``store``: the SQL, one class per database behind one interface;
 - ``calls``: ``kv_call`` (a call as its own transaction) and ``kv_call_in_txn``
   (the same inside a caller's transaction);
-- ``inprocess``: ``kv_get``, ``kv_put``, ... for Django code.
+- ``inprocess``: ``kv_get``, ``kv_put``, ... for Django code;
+- ``keep`` and ``history``: each key's versions (issue 41).
 """
 
 from __future__ import annotations
 
 from queenadmin.domain.kv.calls import kv_call, kv_call_in_txn
+from queenadmin.domain.kv.history import (
+    HistoryPage,
+    KVVersionRow,
+    kv_history,
+    kv_history_trim,
+    kv_version,
+    kv_version_at,
+)
 from queenadmin.domain.kv.inprocess import (
     ScannedKey,
     kv_delete,
@@ -85,6 +94,7 @@ __all__ = [
     "WRITES",
     "GetManyResult",
     "GetResult",
+    "HistoryPage",
     "KVCheck",
     "KVDelete",
     "KVGet",
@@ -96,6 +106,7 @@ __all__ = [
     "KVRead",
     "KVResult",
     "KVRow",
+    "KVVersionRow",
     "KVWrite",
     "Limits",
     "PageResult",
@@ -113,6 +124,8 @@ __all__ = [
     "kv_delete",
     "kv_get",
     "kv_get_stored",
+    "kv_history",
+    "kv_history_trim",
     "kv_incr",
     "kv_list",
     "kv_list_stored",
@@ -121,6 +134,8 @@ __all__ = [
     "kv_reap_expired",
     "kv_scan_stored",
     "kv_totals",
+    "kv_version",
+    "kv_version_at",
     "lifetime",
     "prefix_upper_bound",
     "refuse_permit_changes",

@@ -22,8 +22,8 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
-from queenadmin.domain import clock, events
-from queenadmin.domain.kv import group, planner
+from queenadmin.domain import clock, events, names
+from queenadmin.domain.kv import group, keep, planner
 from queenadmin.domain.kv.ops import (
     LOCKS_NAMESPACE,
     WRITES,
@@ -45,7 +45,9 @@ from queenadmin.domain.kv.store import Store, store
 from queenadmin.errors import PreconditionFailed
 
 
-def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None, permits: bool = False) -> list[KVResult]:
+def kv_call(
+    ops: Sequence[KVOp], *, now: datetime | None = None, permits: bool = False, by: str | None = None
+) -> list[KVResult]:
     """Apply one KV call; must be the outermost transaction.
 
     Returns one result per command, in request order. Ordinary outcomes
@@ -56,9 +58,13 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None, permits: bool =
     operations pass. A read-only call takes no write lock. Where the store
     has ``one_statement_writes`` (PostgreSQL), a lone write that
     ``planner.fast_path_of`` names, or a call of unconditional puts only,
-    is one autocommit statement.
+    is one autocommit statement. ``by`` (a token's name, a JWT's ``sub``,
+    an operator) is who wrote, kept with each version in the key's history
+    (``keep``), which every write keeps in its own statement or
+    transaction.
     """
     now = now or clock.now()
+    by = None if by is None else names.label_of(by, keep.ACTOR_CHARS)
     the_store = store()
     if not any(isinstance(op, WRITES) for op in ops):
         out: dict[int, KVResult] = {}
@@ -69,21 +75,23 @@ def kv_call(ops: Sequence[KVOp], *, now: datetime | None = None, permits: bool =
         refuse_permit_changes(ops)
     if the_store.one_statement_writes and not connection.in_atomic_block:
         if len(ops) == 1:
-            fast = _fast(the_store, ops[0], now)
+            fast = _fast(the_store, ops[0], now, by)
             if fast is not None:
                 return [fast]
         elif all(isinstance(op, KVPut) and op.expect is None for op in ops):
-            return _put_many_fast(the_store, ops, now)  # type: ignore[arg-type]
-    return _call_atomic(ops, now)
+            return _put_many_fast(the_store, ops, now, by)  # type: ignore[arg-type]
+    return _call_atomic(ops, now, by)
 
 
 @transaction.atomic(durable=True)
-def _call_atomic(ops: Sequence[KVOp], now: datetime) -> list[KVResult]:
+def _call_atomic(ops: Sequence[KVOp], now: datetime, by: str | None) -> list[KVResult]:
     # ``kv_call`` has applied the permits' rule already.
-    return kv_call_in_txn(ops, now=now, permits=True)
+    return kv_call_in_txn(ops, now=now, permits=True, by=by)
 
 
-def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime, permits: bool = False) -> list[KVResult]:
+def kv_call_in_txn(
+    ops: Sequence[KVOp], *, now: datetime, permits: bool = False, by: str | None = None
+) -> list[KVResult]:
     """Apply a call inside the caller's transaction; the inner form of ``kv_call``.
 
     For callers that own the transaction (transactions, locks guards).
@@ -92,9 +100,10 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime, permits: bool = False)
     then roll back, which the exception leaving ``atomic`` does. Events go
     out only if the caller's transaction commits. A command that changes a
     lock permit raises ``KVBadRequest`` unless ``permits`` (the lock
-    operations only), as in ``kv_call``.
+    operations only), as in ``kv_call``. ``by``: as in ``kv_call``.
     """
     assert connection.in_atomic_block, "kv_call_in_txn needs the caller's transaction"
+    by = None if by is None else names.label_of(by, keep.ACTOR_CHARS)
     if not permits:
         refuse_permit_changes(ops)
     the_store = store()
@@ -134,7 +143,8 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime, permits: bool = False)
             value=failed.value,
         )
     the_store.delete_pks(plan.deletes)
-    the_store.stamp_and_write([u for _, _, u, _ in plan.upserts], now)
+    the_store.stamp_and_write([u for _, _, u, _ in plan.upserts], now, by=by)
+    the_store.keep_deletes(plan.tombstones, now, by=by)
     for position, write, upsert, value in plan.upserts:
         plan.results[position] = WriteResult(write.name, True, write.key, value, upsert.version)
     out.update(plan.results)
@@ -145,7 +155,7 @@ def kv_call_in_txn(ops: Sequence[KVOp], *, now: datetime, permits: bool = False)
     return [out[i] for i in range(len(ops))]
 
 
-def _fast(the_store: Store, op: KVOp, now: datetime) -> WriteResult | None:
+def _fast(the_store: Store, op: KVOp, now: datetime, by: str | None) -> WriteResult | None:
     """The one-statement answer of a lone write, or None to plan it.
 
     Concurrent lone writes of this process share one statement and one
@@ -155,7 +165,7 @@ def _fast(the_store: Store, op: KVOp, now: datetime) -> WriteResult | None:
     if kind is None:
         return None
     assert isinstance(op, KVPut | KVDelete)
-    written = group.write(the_store, kind, op, now)
+    written = group.write(the_store, kind, op, now, by)
     if written is None:
         # A conditional form whose condition failed: the planner answers why.
         return None
@@ -164,8 +174,8 @@ def _fast(the_store: Store, op: KVOp, now: datetime) -> WriteResult | None:
     return WriteResult(op.name, True, op.key, json.loads(value_json), version)
 
 
-def _put_many_fast(the_store: Store, ops: Sequence[KVPut], now: datetime) -> list[KVResult]:
-    versions = the_store.put_many_fast(ops, now)
+def _put_many_fast(the_store: Store, ops: Sequence[KVPut], now: datetime, by: str | None) -> list[KVResult]:
+    versions = the_store.put_many_fast(ops, now, by)
     _changed(sorted({op.namespace for op in ops}))
     return [
         WriteResult(op.name, True, op.key, json.loads(op.value_json), versions[(op.namespace, op.key)]) for op in ops

@@ -177,14 +177,14 @@ def _copy_of(exc: BaseException) -> BaseException:
 
 
 def _one(the_store: Store, item: GroupItem) -> Written | None:
-    kind, op, now = item
+    kind, op, now, by = item
     if kind == "delete":
         assert isinstance(op, KVDelete)
-        return the_store.delete_fast(op, now)
+        return the_store.delete_fast(op, now, by)
     assert isinstance(op, KVPut)
     if kind == "put":
-        return the_store.put_fast(op, now), op.value_json
-    version = (the_store.create_fast if kind == "create" else the_store.cas_fast)(op, now)
+        return the_store.put_fast(op, now, by), op.value_json
+    version = (the_store.create_fast if kind == "create" else the_store.cas_fast)(op, now, by)
     return None if version is None else (version, op.value_json)
 
 
@@ -201,9 +201,12 @@ def combiner_of(the_store: Store) -> Combiner:
     return found
 
 
-def write(the_store: Store, kind: FastPath, op: KVPut | KVDelete, now: datetime) -> Written | None:
-    """A lone write through the process's group commit (see the module)."""
-    return combiner_of(the_store).write((kind, op, now))
+def write(
+    the_store: Store, kind: FastPath, op: KVPut | KVDelete, now: datetime, by: str | None = None
+) -> Written | None:
+    """A lone write through the process's group commit (see the module);
+    ``by`` is who wrote, for the key's history."""
+    return combiner_of(the_store).write((kind, op, now, by))
 
 
 def _forget_in_child() -> None:

@@ -23,6 +23,7 @@ from django.db import connection, transaction
 
 from queenadmin.domain import clock
 from queenadmin.domain.audit import Who
+from queenadmin.domain.kv import history
 from queenadmin.domain.kv.calls import kv_call_in_txn
 from queenadmin.domain.kv.ops import (
     LOCKS_NAMESPACE,
@@ -97,7 +98,7 @@ def _moved(namespace: str, key: str, now: datetime) -> OperatorWrite:
 
 
 def _put_in_txn(
-    *, namespace: str, key: str, value_json: str, expect: int, expiry: Expiry, now: datetime
+    *, namespace: str, key: str, value_json: str, expect: int, expiry: Expiry, now: datetime, by: str
 ) -> tuple[KVRow | None, WriteResult, datetime | None]:
     row = _read(namespace, key, now)
     if expiry == "keep":
@@ -108,7 +109,7 @@ def _put_in_txn(
         ttl = check_ttl(expiry)
     if ttl is not None and ttl <= timedelta(0):
         ttl = timedelta(seconds=1)
-    (result,) = kv_call_in_txn([KVPut(namespace, key, value_json, ttl, expect=expect)], now=now)
+    (result,) = kv_call_in_txn([KVPut(namespace, key, value_json, ttl, expect=expect)], now=now, by=by)
     assert isinstance(result, WriteResult)
     return row, result, None if ttl is None else now + ttl
 
@@ -164,7 +165,7 @@ def kv_operator_edit_in_txn(
     _refuse_locks(namespace)
     value_json = check_value_json(db.json_text(value))
     before, result, expires_at = _put_in_txn(
-        namespace=namespace, key=key, value_json=value_json, expect=expect, expiry=expiry, now=now
+        namespace=namespace, key=key, value_json=value_json, expect=expect, expiry=expiry, now=now, by=who.actor
     )
     return _audited(result, who, now, "kv.edit", namespace, key, before, expires_at=expires_at)
 
@@ -184,7 +185,7 @@ def kv_operator_delete_in_txn(
     namespace, key = check_stored_namespace(namespace), check_key(key)
     _refuse_locks(namespace)
     before = _read(namespace, key, now)
-    (result,) = kv_call_in_txn([KVDelete(namespace, key, expect=expect)], now=now)
+    (result,) = kv_call_in_txn([KVDelete(namespace, key, expect=expect)], now=now, by=who.actor)
     return _audited(result, who, now, "kv.delete", namespace, key, before, deleted=True)
 
 
@@ -243,13 +244,46 @@ def kv_operator_revert(*, entry_id: int, who: Who, now: datetime | None = None) 
     before = _read(namespace, key, now)
     expires_at: datetime | None = None
     if plan.value_version == 0:
-        (result,) = kv_call_in_txn([KVDelete(namespace, key, expect=plan.expect)], now=now)
+        (result,) = kv_call_in_txn([KVDelete(namespace, key, expect=plan.expect)], now=now, by=who.actor)
     else:
         ttl = plan.expires_at - now if plan.expires_at is not None and plan.expires_at > now else None
         expires_at = None if ttl is None else now + ttl
         put = KVPut(namespace, key, check_value_json(db.json_text(plan.value)), ttl, expect=plan.expect)
-        (result,) = kv_call_in_txn([put], now=now)
+        (result,) = kv_call_in_txn([put], now=now, by=who.actor)
     if not who.reason:
         who = replace(who, reason=f"revert of audit entry {entry_id}")
     deleted = plan.value_version == 0
     return _audited(result, who, now, "kv.revert", namespace, key, before, deleted=deleted, expires_at=expires_at)
+
+
+@transaction.atomic(durable=True)
+def kv_operator_revert_to(
+    *, namespace: str, key: str, version: int, expect: int, who: Who, now: datetime | None = None
+) -> OperatorWrite:
+    """Put back the value of ``key``'s history version ``version`` (delete
+    the key, for a delete's version), only while the key is at ``expect``
+    (the version on the operator's screen; 0 = absent): a compare-and-set.
+
+    Not applied: ``moved`` with the current value and version, or
+    ``not_revertible`` when the version is not kept or kept only as a digest.
+    The key's expiry is kept. ``who`` is audited (``kv.revert``, with a
+    reason naming the version if it gives none). Raises ``KVBadRequest`` for
+    a bad namespace or key, or the locks' namespace. Outermost call.
+    """
+    now = now or clock.now()
+    namespace, key = check_namespace(namespace), check_key(key)
+    _refuse_locks(namespace)
+    target = history.kv_version(namespace=namespace, key=key, version=version)
+    if target is None or (target.op != "delete" and not target.kept):
+        return OperatorWrite(namespace, key, False, why="not_revertible")
+    if not who.reason:
+        who = replace(who, reason=f"revert to version {version}")
+    if target.op == "delete":
+        before = _read(namespace, key, now)
+        (result,) = kv_call_in_txn([KVDelete(namespace, key, expect=expect)], now=now, by=who.actor)
+        return _audited(result, who, now, "kv.revert", namespace, key, before, deleted=True)
+    value_json = check_value_json(db.json_text(target.value))
+    before, result, expires_at = _put_in_txn(
+        namespace=namespace, key=key, value_json=value_json, expect=expect, expiry="keep", now=now, by=who.actor
+    )
+    return _audited(result, who, now, "kv.revert", namespace, key, before, expires_at=expires_at)

@@ -96,6 +96,9 @@ class KVPut:
     expect: int | None = None
     required: bool = False
     if_absent: bool = False
+    #: A lock permit's acquire only: how long its owner waited for it, kept
+    #: in the lock's history (``keep.kept``), never in the permit.
+    waited_ms: int | None = None
 
     def __post_init__(self) -> None:
         check_new_key(self.key)

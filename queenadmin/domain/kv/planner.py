@@ -122,6 +122,10 @@ class Upsert:
     expires_at: datetime | None
     created_at: datetime
     version: int = 0
+    #: The command that wrote it, for the key's history.
+    op: Literal["put", "incr"] = "put"
+    #: ``KVPut.waited_ms``, for a lock's history.
+    waited_ms: int | None = None
 
 
 @dataclass
@@ -135,6 +139,9 @@ class Plan:
     results: dict[int, WriteResult] = field(default_factory=dict)
     upserts: list[tuple[int, KVWrite, Upsert, Any]] = field(default_factory=list)
     deletes: list[int] = field(default_factory=list)
+    #: Keys a delete removed while live: each is a version of the key's
+    #: history (an expired row pruned by a delete is not).
+    tombstones: list[tuple[str, str]] = field(default_factory=list)
     #: Position and result of the first required op that did not apply, in
     #: apply order.
     failed: tuple[int, WriteResult] | None = None
@@ -189,6 +196,7 @@ def decide(position: int, op: KVWrite, stored: Stored | None, now: datetime, pla
             return refuse("version")
         assert stored is not None
         plan.deletes.append(stored.pk)
+        plan.tombstones.append((op.namespace, op.key))
         plan.results[position] = WriteResult("delete", True, op.key, cur_value(), cur_version)
         return None
 
@@ -202,7 +210,7 @@ def decide(position: int, op: KVWrite, stored: Stored | None, now: datetime, pla
                 return refuse("absent")
             if cur_version != op.expect:
                 return refuse("version")
-        upsert = Upsert(op.namespace, op.key, op.value_json, expires(op.ttl, now), created_at)
+        upsert = Upsert(op.namespace, op.key, op.value_json, expires(op.ttl, now), created_at, waited_ms=op.waited_ms)
         plan.upserts.append((position, op, upsert, json.loads(op.value_json)))
         return None
 
@@ -217,7 +225,7 @@ def decide(position: int, op: KVWrite, stored: Stored | None, now: datetime, pla
     text = decimal_json(total)
     # The TTL applies on creation only: a live counter keeps its expiry.
     expires_at = stored.expires_at if (stored is not None and live) else expires(op.ttl, now)
-    upsert = Upsert(op.namespace, op.key, text, expires_at, created_at)
+    upsert = Upsert(op.namespace, op.key, text, expires_at, created_at, op="incr")
     plan.upserts.append((position, op, upsert, json.loads(text)))
     return None
 

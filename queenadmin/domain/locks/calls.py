@@ -14,13 +14,16 @@ opens the outermost, durable transaction of each step itself.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from queenadmin import metrics
 from queenadmin.domain import clock, kv
 from queenadmin.domain.kv.store import store as kv_store
+from queenadmin.domain.locks import history as lock_history
 from queenadmin.domain.locks.ops import (
     ACQUIRE_ATTEMPTS,
     GET_KEYS,
@@ -50,6 +53,11 @@ from queenadmin.domain.locks.ops import (
 )
 from queenadmin.plumbing import db
 
+#: (name, slot, token) -> monotonic time of the grant, for the hold time
+#: of a release in this process (``queenadmin_lock_hold_seconds``); a lease
+#: released through another process is not timed here.
+_granted_at: dict[tuple[str, int, int], float] = {}
+
 
 def _write(op: kv.KVWrite, now: datetime | None) -> kv.WriteResult:
     # The lock operations are the one writer of their permits.
@@ -66,8 +74,11 @@ def _put(
     expect: int,
     op: Literal["put", "putIfAbsent"] = "put",
     now: datetime | None,
+    waited_ms: int | None = None,
 ) -> kv.WriteResult:
-    put = kv.KVPut(NAMESPACE, key, db.json_text(value), ttl, expect=expect, if_absent=op == "putIfAbsent")
+    put = kv.KVPut(
+        NAMESPACE, key, db.json_text(value), ttl, expect=expect, if_absent=op == "putIfAbsent", waited_ms=waited_ms
+    )
     return _write(put, now)
 
 
@@ -99,11 +110,30 @@ def _late(op: LockOp, at: datetime, now: datetime | None) -> bool:
 
 
 def _acquire(op: LockOp, now: datetime | None) -> Acquire:
+    """``_acquire_at``, counted (``metrics.lock_operation``) and its wait
+    noted for the lock's history."""
+    waited = lock_history.waiting_ms(op.name, op.owner)
+    result = _acquire_late(op, now, waited)
+    if result.acquired:
+        if not result.already:
+            lock_history.note_granted(op.name, op.owner)
+            metrics.lock_wait((waited or 0) / 1000)
+        if result.token is not None:
+            _granted_at[(op.name, result.slot or 0, result.token)] = time.monotonic()
+    else:
+        lock_history.note_refused(op.name, op.owner)
+    metrics.lock_operation(
+        "acquire", "already" if result.already else "acquired" if result.acquired else result.reason or "refused"
+    )
+    return result
+
+
+def _acquire_late(op: LockOp, now: datetime | None, waited: int | None) -> Acquire:
     """``_acquire_at``; a late grant is renewed so its lease runs whole."""
     result = Acquire(op.name, False, reason="held")
     for _attempt in range(LATE_ATTEMPTS):
         at = now or clock.now()
-        result = _acquire_at(op, at)
+        result = _acquire_at(op, at, waited)
         if not result.acquired or not _late(op, at, now):
             return result
         assert result.slot is not None
@@ -116,7 +146,7 @@ def _acquire(op: LockOp, now: datetime | None) -> Acquire:
     return result
 
 
-def _acquire_at(op: LockOp, now: datetime) -> Acquire:
+def _acquire_at(op: LockOp, now: datetime, waited: int | None = None) -> Acquire:
     # Who asked travels in the permit's value: the same one statement (and
     # the same group commit) as an acquire that names nobody.
     value = {"owner": op.owner} if op.caller is None else {"owner": op.owner, "caller": op.caller}
@@ -131,7 +161,7 @@ def _acquire_at(op: LockOp, now: datetime) -> Acquire:
 
     if op.limit == 1:
         # A lock: take slot 0 at once, with no read first.
-        result = _put(_key(op.name, 0), value, op.ttl, expect=0, op="putIfAbsent", now=now)
+        result = _put(_key(op.name, 0), value, op.ttl, expect=0, op="putIfAbsent", now=now, waited_ms=waited)
         if result.applied:
             return granted(0, result.version)
         if mine(result.value):
@@ -160,7 +190,7 @@ def _acquire_at(op: LockOp, now: datetime) -> Acquire:
         # its key, and a put on that key waits for the step to end.
         unused = [s for s in free if _key(op.name, s) not in lapsed]
         slot = random.choice(unused or free)
-        result = _put(_key(op.name, slot), value, op.ttl, expect=0, op="putIfAbsent", now=now)
+        result = _put(_key(op.name, slot), value, op.ttl, expect=0, op="putIfAbsent", now=now, waited_ms=waited)
         if result.applied:
             return granted(slot, result.version)
         if mine(result.value):
@@ -175,7 +205,12 @@ def _renew(op: LockOp, now: datetime | None) -> Renewal:
     result = _renew_at(op, at)
     if result.renewed and _late(op, at, now):
         assert result.token is not None
-        return _renew_at(replace(op, token=result.token), clock.now())
+        result = _renew_at(replace(op, token=result.token), clock.now())
+    if result.renewed and result.token is not None:
+        began = _granted_at.pop((op.name, op.slot, op.token), None)
+        if began is not None:
+            _granted_at[(op.name, op.slot, result.token)] = began
+    metrics.lock_operation("renew", "renewed" if result.renewed else result.reason or "lost")
     return result
 
 
@@ -206,7 +241,11 @@ def _renew_at(op: LockOp, now: datetime) -> Renewal:
 
 def _release(op: LockOp, now: datetime | None) -> Release:
     result = _write(kv.KVDelete(NAMESPACE, _key(op.name, op.slot), expect=op.token), now)
+    began = _granted_at.pop((op.name, op.slot, op.token), None)
+    metrics.lock_operation("release", "released" if result.applied else "lost")
     if result.applied:
+        if began is not None:
+            metrics.lock_hold(time.monotonic() - began)
         return Release(op.name, True, op.slot)
     return Release(op.name, False, op.slot, reason="lost", holders=_holder_of(op.slot, result))
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from django.db import connection
 from django.db.models import Q
 
+from queenadmin.domain.kv import keep
 from queenadmin.domain.kv.ops import PAGE_READ_BUDGET, KVDelete, KVPut, KVRow
 from queenadmin.domain.kv.planner import FastPath, Stored, Upsert
 from queenadmin.plumbing import db
@@ -19,8 +20,11 @@ COLUMNS = "id, namespace, key, value_json, version, expires_at, created_at, upda
 Ident = tuple[str, str]
 #: (key, value JSON text, written at and expires at as Unix seconds) of ``Store.scan_values``.
 ScannedRow = tuple[str, str, float, float | None]
-#: A lone write for ``write_group``: its one-statement form, the command, its ``now``.
-GroupItem = tuple[FastPath, KVPut | KVDelete, datetime]
+HISTORY_TABLE = "queenadmin_kvversion"
+HISTORY_COLUMNS = "namespace, key, version, op, value_json, digest, size, at, actor, expires_at"
+#: A lone write for ``write_group``: its one-statement form, the command,
+#: its ``now``, and who wrote (for the key's history).
+GroupItem = tuple[FastPath, KVPut | KVDelete, datetime, str | None]
 #: What a one-statement write did: the version and value written or deleted.
 Written = tuple[int, str]
 
@@ -112,8 +116,10 @@ class Store:
         self.lock_keys(idents)
         return self.read_keys(idents, now)
 
-    def stamp_and_write(self, upserts: list[Upsert], now: datetime) -> None:
-        """Give ``upserts`` new versions, ascending in list order, and write them.
+    def stamp_and_write(self, upserts: list[Upsert], now: datetime, *, by: str | None = None) -> None:
+        """Give ``upserts`` new versions, ascending in list order, and write
+        them, each one kept in its key's history (``keep.recorded``) as
+        written ``by``.
 
         Call only while holding the locks of every key they stamp.
         """
@@ -121,6 +127,41 @@ class Store:
         for upsert, version in zip(upserts, versions, strict=True):
             upsert.version = version
         self.write_upserts(upserts, now)
+        self.keep_versions(
+            [
+                (
+                    u.namespace,
+                    u.key,
+                    u.version,
+                    u.op,
+                    *keep.kept(u.value_json, u.namespace, u.waited_ms),
+                    now,
+                    by,
+                    u.expires_at,
+                )
+                for u in upserts
+                if keep.recorded(u.namespace)
+            ]
+        )
+
+    def keep_deletes(self, idents: Sequence[Ident], now: datetime, *, by: str | None = None) -> None:
+        """Keep the deletes of ``idents`` in their keys' history, each with a
+        version of its own. Call only while holding the keys' locks."""
+        kept = [ident for ident in idents if keep.recorded(ident[0])]
+        versions = self.draw_versions(len(kept))
+        self.keep_versions(
+            [(ns, key, v, "delete", *keep.DELETED, now, by, None) for (ns, key), v in zip(kept, versions, strict=True)]
+        )
+
+    def keep_versions(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert history rows (``HISTORY_COLUMNS``) in the caller's transaction."""
+        if not rows:
+            return
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(*row[:7], db.to_db_time(row[7]), row[8], db.to_db_time(row[9])) for row in rows],
+            )
 
     def delete_pks(self, pks: list[int]) -> None:
         raise NotImplementedError
@@ -177,11 +218,11 @@ class Store:
     # One-statement forms, where ``one_statement_writes``; each runs in
     # autocommit
 
-    def put_fast(self, op: KVPut, now: datetime) -> int:
+    def put_fast(self, op: KVPut, now: datetime, by: str | None = None) -> int:
         """An unconditional put; its new version."""
         raise NotImplementedError
 
-    def create_fast(self, op: KVPut, now: datetime) -> int | None:
+    def create_fast(self, op: KVPut, now: datetime, by: str | None = None) -> int | None:
         """A put that must not exist, when no live row exists; its version.
 
         A row expired at ``now`` is taken over (the key created anew). None
@@ -189,19 +230,19 @@ class Store:
         """
         raise NotImplementedError
 
-    def cas_fast(self, op: KVPut, now: datetime) -> int | None:
+    def cas_fast(self, op: KVPut, now: datetime, by: str | None = None) -> int | None:
         """A put at ``expect`` (above 0), when the row is live at that
         version; its new version. None when nothing was written."""
         raise NotImplementedError
 
-    def delete_fast(self, op: KVDelete, now: datetime) -> tuple[int, str] | None:
+    def delete_fast(self, op: KVDelete, now: datetime, by: str | None = None) -> tuple[int, str] | None:
         """Delete of a live key (at ``expect`` when given); (version, value_json).
 
         None when nothing was deleted.
         """
         raise NotImplementedError
 
-    def put_many_fast(self, ops: Sequence[KVPut], now: datetime) -> dict[Ident, int]:
+    def put_many_fast(self, ops: Sequence[KVPut], now: datetime, by: str | None = None) -> dict[Ident, int]:
         """A call of unconditional puts only, as one statement; the versions."""
         raise NotImplementedError
 
@@ -215,6 +256,54 @@ class Store:
         condition failed and nothing of it was written.
         """
         raise NotImplementedError
+
+    # ----------------------------------------------------------------------
+    # History trimming (``history.kv_history_trim``)
+
+    def trim_turn(self) -> bool:
+        """Whether this transaction may trim: one trimmer at a time."""
+        return True
+
+    def trim_old(self, *, before: datetime, batch_size: int) -> int:
+        """Delete the history rows older than ``before`` among the oldest
+        ``batch_size`` (by id, which follows time); the count. Bounded by
+        the batch, so it needs no index on the time."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {HISTORY_TABLE} WHERE id IN (SELECT id FROM "
+                f"(SELECT id, at FROM {HISTORY_TABLE} ORDER BY id LIMIT %s) AS s WHERE at < %s)",
+                [batch_size, db.to_db_time(before)],
+            )
+            return int(cursor.rowcount or 0)
+
+    def trim_extra(self, *, keep_newest: int, after_id: int, upto_id: int) -> int:
+        """Delete every version but the newest ``keep_newest`` of the keys
+        written by the history rows of ids ``after_id`` to ``upto_id``; the count."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {HISTORY_TABLE} WHERE id IN (SELECT h.id FROM {HISTORY_TABLE} AS h JOIN "
+                f"(SELECT c.namespace, c.key, (SELECT x.version FROM {HISTORY_TABLE} AS x "
+                "WHERE x.namespace = c.namespace AND x.key = c.key ORDER BY x.version DESC LIMIT 1 OFFSET %s) AS floor "
+                f"FROM (SELECT DISTINCT namespace, key FROM {HISTORY_TABLE} WHERE id > %s AND id <= %s) AS c) AS f "
+                "ON h.namespace = f.namespace AND h.key = f.key WHERE h.version < f.floor)",
+                [keep_newest - 1, after_id, upto_id],
+            )
+            return int(cursor.rowcount or 0)
+
+    def retag_newest(self, *, namespace: str, key: str, was: str, now_op: str) -> None:
+        """Rename the op of ``key``'s newest history row, if it is ``was``
+        (inside the transaction that wrote it)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {HISTORY_TABLE} SET op = %s WHERE namespace = %s AND key = %s AND op = %s AND version = "
+                f"(SELECT max(version) FROM {HISTORY_TABLE} WHERE namespace = %s AND key = %s)",
+                [now_op, namespace, key, was, namespace, key],
+            )
+
+    def last_history_id(self) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT coalesce(max(id), 0) FROM {HISTORY_TABLE}")
+            return int(cursor.fetchone()[0])
 
     # ----------------------------------------------------------------------
     # Reads for the console

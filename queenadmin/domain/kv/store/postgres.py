@@ -20,9 +20,20 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
+from queenadmin.domain.kv import keep
 from queenadmin.domain.kv.ops import KVDelete, KVPut
 from queenadmin.domain.kv.planner import Stored, Upsert, expires
-from queenadmin.domain.kv.store.base import COLUMNS, TABLE, GroupItem, Ident, Store, Written, stored_of
+from queenadmin.domain.kv.store.base import (
+    COLUMNS,
+    HISTORY_COLUMNS,
+    HISTORY_TABLE,
+    TABLE,
+    GroupItem,
+    Ident,
+    Store,
+    Written,
+    stored_of,
+)
 from queenadmin.plumbing.db import pg_run
 
 SEQUENCE = "queenadmin_kv_version"
@@ -44,13 +55,55 @@ def _lock_name(namespace: str, key: str) -> str:
     return f"{namespace}/{key}"
 
 
+_LOCK_ONE = "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
 #: One row inserted under its key's advisory lock, its version drawn after
 #: the lock (``_locked_insert_params`` fills it); an ON CONFLICT clause ends it.
 _LOCKED_INSERT = (
-    "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
-    f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
+    _LOCK_ONE + f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
     f"SELECT %s, %s, %s, nextval('{SEQUENCE}'), %s, %s, %s FROM lk "
 )
+#: A lone write's history row, from the write's own ``RETURNING`` (CTE
+#: ``wr``): namespace, key, the version (a delete draws its own), then
+#: ``_kept_params``.
+_KEEP_ONE = (
+    f"kept AS (INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) "
+    "SELECT %s, %s, {version}, %s, %s, %s, %s, %s, %s, {expires} FROM wr) "
+)
+
+
+def _kept(write: str, returning: str, *, delete: bool = False) -> str:
+    """A lone write (``_LOCK_ONE`` then its statement, without RETURNING)
+    with its history row in the same statement: a data-modifying CTE, which
+    runs to completion even though the outer SELECT does not read it."""
+    body = write.removeprefix(_LOCK_ONE)
+    assert body != write
+    version = f"nextval('{SEQUENCE}')" if delete else "wr.version"
+    return (
+        f"{_LOCK_ONE}, wr AS ({body} RETURNING {returning}, expires_at AS wexp), "
+        + _KEEP_ONE.format(version=version, expires="NULL::timestamptz" if delete else "wr.wexp")
+        + f"SELECT {returning} FROM wr"
+    )
+
+
+def _kept_params(op: KVPut | KVDelete, kind: str, now: datetime, by: str | None) -> list[Any]:
+    held = keep.kept(op.value_json, op.namespace, op.waited_ms) if isinstance(op, KVPut) else keep.DELETED
+    return [op.namespace, op.key, kind, *held, now, by]
+
+
+_PUT_KEPT = _kept(_LOCKED_INSERT + _UPSERT_TAIL, "version")
+_CREATE = (
+    _LOCKED_INSERT + "ON CONFLICT (namespace, key) DO UPDATE SET "
+    "value_json = excluded.value_json, version = excluded.version, expires_at = excluded.expires_at, "
+    "created_at = excluded.created_at, updated_at = excluded.updated_at "
+    f"WHERE {TABLE}.expires_at IS NOT NULL AND {TABLE}.expires_at <= %s "
+)
+_CREATE_KEPT = _kept(_CREATE, "version")
+_CAS = (
+    _LOCK_ONE + f"UPDATE {TABLE} SET value_json = %s, version = nextval('{SEQUENCE}'), expires_at = %s, "
+    "updated_at = %s FROM lk WHERE namespace = %s AND key = %s AND version = %s "
+    "AND (expires_at IS NULL OR expires_at > %s) "
+)
+_CAS_KEPT = _kept(_CAS, "version")
 
 
 def _locked_insert_params(op: KVPut, now: datetime) -> list[Any]:
@@ -153,7 +206,7 @@ class PostgresStore(Store):
         )
         return {(r[1], r[2]): stored_of(r, now) for r in records}
 
-    def stamp_and_write(self, upserts: list[Upsert], now: datetime) -> None:
+    def stamp_and_write(self, upserts: list[Upsert], now: datetime, *, by: str | None = None) -> None:
         """``write_upserts`` drawing each version in the statement, after the
         rows are sorted into list order (volatile output expressions run after
         ORDER BY, as in ``put_many_fast``): one statement, not two. The caller
@@ -162,19 +215,42 @@ class PostgresStore(Store):
         if not upserts:
             return
         rows = _upsert_rows(upserts, with_version=False)
-        stored = pg_run(
+        sql = (
             f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
             f"SELECT r->>0, r->>1, r->>2, nextval('{SEQUENCE}'), (r->>3)::timestamptz, (r->>4)::timestamptz, %s "
             "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, i) ORDER BY i "
             "ON CONFLICT (namespace, key) DO UPDATE SET "
             "value_json = excluded.value_json, version = excluded.version, "
             "expires_at = excluded.expires_at, created_at = excluded.created_at, "
-            "updated_at = excluded.updated_at RETURNING namespace, key, version",
-            [now, json.dumps(rows, ensure_ascii=False)],
+            "updated_at = excluded.updated_at RETURNING namespace, key, version, expires_at"
         )
-        versions = {(ns, key): int(version) for ns, key, version in stored}
+        kept = [
+            [u.namespace, u.key, u.op, *keep.kept(u.value_json, u.namespace, u.waited_ms)]
+            for u in upserts
+            if keep.recorded(u.namespace)
+        ]
+        if kept:
+            # The history rows ride in the same statement: pairs of the
+            # rows written and what history keeps of each.
+            sql = (
+                f"WITH wr AS ({sql}), kept AS (INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) "
+                "SELECT wr.namespace, wr.key, wr.version, k->>2, k->>3, k->>4, (k->>5)::int, %s, %s, wr.expires_at "
+                "FROM wr JOIN jsonb_array_elements(%s::jsonb) AS k ON k->>0 = wr.namespace AND k->>1 = wr.key) "
+                "SELECT namespace, key, version FROM wr"
+            )
+        params: list[Any] = [now, json.dumps(rows, ensure_ascii=False)]
+        if kept:
+            params += [now, by, json.dumps(kept, ensure_ascii=False)]
+        stored = pg_run(sql, params)
+        versions = {(ns, key): int(version) for ns, key, version, *_ in stored}
         for upsert in upserts:
             upsert.version = versions[(upsert.namespace, upsert.key)]
+
+    def trim_turn(self) -> bool:
+        # Every serving process runs the retention loop: the first to take
+        # this lock trims, the others skip the step (no double work).
+        rows = pg_run("SELECT pg_try_advisory_xact_lock(%s, hashtext('kv-history-trim'))", [ADVISORY_CLASS])
+        return bool(rows[0][0])
 
     def delete_pks(self, pks: list[int]) -> None:
         if pks:
@@ -194,7 +270,7 @@ class PostgresStore(Store):
     # ----------------------------------------------------------------------
     # One-statement forms (planner.fast_path_of); each runs in autocommit
 
-    def put_fast(self, op: KVPut, now: datetime) -> int:
+    def put_fast(self, op: KVPut, now: datetime, by: str | None = None) -> int:
         """An unconditional put; its new version.
 
         The advisory lock in the CTE is taken before ``nextval()`` is drawn
@@ -202,10 +278,14 @@ class PostgresStore(Store):
         the statement's own transaction releases it at commit: pattern 4.1
         of ``shared/pg-version-ordering.md``, as one round trip.
         """
-        row = pg_run(_LOCKED_INSERT + _UPSERT_TAIL + "RETURNING version", [*_locked_insert_params(op, now), now])
+        params = [*_locked_insert_params(op, now), now]
+        if keep.recorded(op.namespace):
+            row = pg_run(_PUT_KEPT, [*params, *_kept_params(op, "put", now, by)])
+        else:
+            row = pg_run(_LOCKED_INSERT + _UPSERT_TAIL + "RETURNING version", params)
         return int(row[0][0])
 
-    def create_fast(self, op: KVPut, now: datetime) -> int | None:
+    def create_fast(self, op: KVPut, now: datetime, by: str | None = None) -> int | None:
         """A put that must not exist, when no live row exists; its version.
 
         Same lock-then-draw order as ``put_fast``. A row expired at ``now``
@@ -218,16 +298,14 @@ class PostgresStore(Store):
         nothing is written and None is returned: the planner answers
         ``exists``.
         """
-        sql = (
-            _LOCKED_INSERT + "ON CONFLICT (namespace, key) DO UPDATE SET "
-            "value_json = excluded.value_json, version = excluded.version, expires_at = excluded.expires_at, "
-            "created_at = excluded.created_at, updated_at = excluded.updated_at "
-            f"WHERE {TABLE}.expires_at IS NOT NULL AND {TABLE}.expires_at <= %s RETURNING version"
-        )
-        rows = pg_run(sql, [*_locked_insert_params(op, now), now])
+        params = [*_locked_insert_params(op, now), now]
+        if keep.recorded(op.namespace):
+            rows = pg_run(_CREATE_KEPT, [*params, *_kept_params(op, "put", now, by)])
+        else:
+            rows = pg_run(_CREATE + "RETURNING version", params)
         return int(rows[0][0]) if rows else None
 
-    def cas_fast(self, op: KVPut, now: datetime) -> int | None:
+    def cas_fast(self, op: KVPut, now: datetime, by: str | None = None) -> int | None:
         """A put at ``expect`` (above 0) over a live row at that version; its
         new version.
 
@@ -240,11 +318,9 @@ class PostgresStore(Store):
         ``created_at``, as ``planner.decide`` does. None when nothing was
         written: the planner then answers (``version`` or ``absent``).
         """
+        recorded = keep.recorded(op.namespace)
         rows = pg_run(
-            "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
-            f"UPDATE {TABLE} SET value_json = %s, version = nextval('{SEQUENCE}'), expires_at = %s, "
-            "updated_at = %s FROM lk WHERE namespace = %s AND key = %s AND version = %s "
-            "AND (expires_at IS NULL OR expires_at > %s) RETURNING version",
+            _CAS_KEPT if recorded else _CAS + "RETURNING version",
             [
                 ADVISORY_CLASS,
                 _lock_name(op.namespace, op.key),
@@ -255,11 +331,12 @@ class PostgresStore(Store):
                 op.key,
                 op.expect,
                 now,
+                *(_kept_params(op, "put", now, by) if recorded else ()),
             ],
         )
         return int(rows[0][0]) if rows else None
 
-    def delete_fast(self, op: KVDelete, now: datetime) -> tuple[int, str] | None:
+    def delete_fast(self, op: KVDelete, now: datetime, by: str | None = None) -> tuple[int, str] | None:
         """Delete of a live key (at ``expect`` when given); (version, value_json).
 
         It holds the key's advisory lock like every writer, so it serialises
@@ -270,18 +347,22 @@ class PostgresStore(Store):
         Either way nothing is deleted and None is returned.
         """
         sql = (
-            "WITH lk AS (SELECT pg_advisory_xact_lock(%s, hashtext(%s)) AS held) "
-            f"DELETE FROM {TABLE} USING lk WHERE namespace = %s AND key = %s "
+            _LOCK_ONE + f"DELETE FROM {TABLE} USING lk WHERE namespace = %s AND key = %s "
             "AND (expires_at IS NULL OR expires_at > %s)"
         )
         params: list[Any] = [ADVISORY_CLASS, _lock_name(op.namespace, op.key), op.namespace, op.key, now]
         if op.expect is not None:
             sql += " AND version = %s"
             params.append(op.expect)
-        rows = pg_run(sql + " RETURNING version, value_json", params)
+        if keep.recorded(op.namespace):
+            rows = pg_run(
+                _kept(sql, "version, value_json", delete=True), [*params, *_kept_params(op, "delete", now, by)]
+            )
+        else:
+            rows = pg_run(sql + " RETURNING version, value_json", params)
         return (int(rows[0][0]), rows[0][1]) if rows else None
 
-    def put_many_fast(self, ops: Sequence[KVPut], now: datetime) -> dict[Ident, int]:
+    def put_many_fast(self, ops: Sequence[KVPut], now: datetime, by: str | None = None) -> dict[Ident, int]:
         """A call of unconditional puts only, as one statement; the versions.
 
         The ``lk`` CTE takes every key's advisory lock, sorted (as
@@ -297,17 +378,35 @@ class PostgresStore(Store):
             for op in ordered
         ]
         names = sorted({_lock_name(op.namespace, op.key) for op in ordered})
-        stored = pg_run(
-            "WITH lk AS (SELECT count(pg_advisory_xact_lock(%s, h)) AS held FROM "
-            "(SELECT DISTINCT hashtext(n) AS h FROM unnest(%s::text[]) AS n ORDER BY 1) AS s) "
+        kept = [
+            [op.namespace, op.key, "put", *keep.kept(op.value_json, op.namespace, op.waited_ms)]
+            for op in ordered
+            if keep.recorded(op.namespace)
+        ]
+        insert = (
             f"INSERT INTO {TABLE} (namespace, key, value_json, version, expires_at, created_at, updated_at) "
             f"SELECT r->>0, r->>1, r->>2, nextval('{SEQUENCE}'), (r->>3)::timestamptz, %s, %s "
             "FROM lk, jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(r, i) ORDER BY i "
             + _UPSERT_TAIL
-            + "RETURNING namespace, key, version",
-            [ADVISORY_CLASS, names, now, now, json.dumps(rows, ensure_ascii=False), now],
+            + "RETURNING namespace, key, version, expires_at"
         )
-        return {(ns, key): int(version) for ns, key, version in stored}
+        lk = (
+            "WITH lk AS (SELECT count(pg_advisory_xact_lock(%s, h)) AS held FROM "
+            "(SELECT DISTINCT hashtext(n) AS h FROM unnest(%s::text[]) AS n ORDER BY 1) AS s)"
+        )
+        params: list[Any] = [ADVISORY_CLASS, names, now, now, json.dumps(rows, ensure_ascii=False), now]
+        if kept:
+            sql = (
+                f"{lk}, wr AS ({insert}), kept AS (INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) "
+                "SELECT wr.namespace, wr.key, wr.version, k->>2, k->>3, k->>4, (k->>5)::int, %s, %s, wr.expires_at "
+                "FROM wr JOIN jsonb_array_elements(%s::jsonb) AS k ON k->>0 = wr.namespace AND k->>1 = wr.key) "
+                "SELECT namespace, key, version FROM wr"
+            )
+            params += [now, by, json.dumps(kept, ensure_ascii=False)]
+        else:
+            sql = f"{lk} {insert}"
+        stored = pg_run(sql, params)
+        return {(ns, key): int(version) for ns, key, version, *_ in stored}
 
     def write_group(self, items: Sequence[GroupItem]) -> list[Written | None]:
         """Several lone writes of distinct keys as one statement (``group``).
@@ -336,22 +435,26 @@ class PostgresStore(Store):
                 None if not isinstance(op, KVPut) or op.ttl is None else (now + op.ttl).isoformat(),
                 now.isoformat(),
                 op.expect,
+                keep.recorded(op.namespace),
+                *(keep.kept(op.value_json, op.namespace, op.waited_ms) if isinstance(op, KVPut) else keep.DELETED),
+                by,
             ]
-            for kind, op, now in items
+            for kind, op, now, by in items
         ]
-        kinds = frozenset(kind for kind, _, _ in items)
+        kinds = frozenset(kind for kind, _, _, _ in items)
         stored = pg_run(
-            _group_sql(kinds),
+            _group_sql(kinds, any(row[7] for row in rows)),
             [json.dumps(rows, ensure_ascii=False), ADVISORY_CLASS],
             prepare=kinds <= {"put", "create"},
         )
-        done = {(ns, key): (int(version), value_json) for ns, key, version, value_json in stored}
-        return [done.get((op.namespace, op.key)) for _, op, _ in items]
+        done = {(ns, key): (int(version), value_json) for ns, key, version, value_json, *_ in stored}
+        return [done.get((op.namespace, op.key)) for _, op, _, _ in items]
 
 
 _GROUP_ROWS = (
     "WITH w AS MATERIALIZED (SELECT r->>0 AS kind, r->>1 AS ns, r->>2 AS k, r->>3 AS val, "
-    "(r->>4)::timestamptz AS exp, (r->>5)::timestamptz AS at, (r->>6)::bigint AS expect "
+    "(r->>4)::timestamptz AS exp, (r->>5)::timestamptz AS at, (r->>6)::bigint AS expect, "
+    "(r->>7)::boolean AS rec, r->>8 AS hval, r->>9 AS hdigest, (r->>10)::int AS hsize, r->>11 AS hby "
     "FROM jsonb_array_elements(%s::jsonb) AS r), "
     "lk AS (SELECT count(pg_advisory_xact_lock(%s, h)) AS held FROM "
     "(SELECT DISTINCT hashtext(w.ns || '/' || w.k) AS h FROM w ORDER BY 1) AS s)"
@@ -363,7 +466,7 @@ _GROUP_INSERT = (
     "value_json = excluded.value_json, version = excluded.version, "
     "expires_at = excluded.expires_at, updated_at = excluded.updated_at, "
 )
-_GROUP_RETURNING = "RETURNING t.namespace, t.key, t.version, t.value_json"
+_GROUP_RETURNING = "RETURNING t.namespace, t.key, t.version, t.value_json, t.expires_at"
 #: One data-modifying CTE per kind of lone write (see ``write_group``).
 _GROUP_PARTS = {
     "put": _GROUP_INSERT.format(kind="put")
@@ -381,12 +484,26 @@ _GROUP_PARTS = {
 
 
 @functools.cache
-def _group_sql(kinds: frozenset[str]) -> str:
+def _group_sql(kinds: frozenset[str], kept: bool) -> str:
     """``write_group``'s statement for the kinds of a group: the rows as one
-    JSON parameter, then the advisory lock class."""
+    JSON parameter, then the advisory lock class. With ``kept``, the
+    history rows of the rows written (those of recorded namespaces) ride in
+    the same statement; a delete draws a version of its own there, after
+    ``lk`` like every draw."""
     names = [kind for kind in _GROUP_PARTS if kind in kinds]
     ctes = ", ".join(f"{kind}_done AS ({_GROUP_PARTS[kind]})" for kind in names)
-    return f"{_GROUP_ROWS}, {ctes} " + " UNION ALL ".join(f"SELECT * FROM {kind}_done" for kind in names)
+    union = " UNION ALL ".join(f"SELECT * FROM {kind}_done" for kind in names)
+    if not kept:
+        return f"{_GROUP_ROWS}, {ctes} {union}"
+    return (
+        f"{_GROUP_ROWS}, {ctes}, done AS ({union}), "
+        f"kept AS (INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) "
+        f"SELECT d.namespace, d.key, CASE WHEN w.kind = 'delete' THEN nextval('{SEQUENCE}') ELSE d.version END, "
+        "CASE WHEN w.kind = 'delete' THEN 'delete' ELSE 'put' END, w.hval, w.hdigest, w.hsize, w.at, w.hby, "
+        "CASE WHEN w.kind = 'delete' THEN NULL ELSE d.expires_at END "
+        "FROM done AS d JOIN w ON w.ns = d.namespace AND w.k = d.key WHERE w.rec) "
+        "SELECT * FROM done"
+    )
 
 
 def _upsert_rows(upserts: list[Upsert], *, with_version: bool) -> list[list[Any]]:
