@@ -11,7 +11,7 @@ from queenadmin.api.http import json_response
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
 from queenadmin.api.schemas.history import KVHistoryOut, LockHistoryOut
-from queenadmin.api.schemas.kv import KVBadRequestOut, KVKey, Namespace
+from queenadmin.api.schemas.kv import KVBadRequestOut, KVKey, KVTooLargeOut, Namespace
 from queenadmin.api.schemas.locks import LocksBadRequestOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.domain import clock, kv, masking
@@ -56,7 +56,7 @@ def version_out(row: kv.KVVersionRow) -> dict[str, Any]:
 
 @router.get(
     "/history/kv/{ns}/{path:key}",
-    response={200: KVHistoryOut, 400: KVBadRequestOut, 429: RateLimitedOut},
+    response={200: KVHistoryOut, 400: KVBadRequestOut, 413: KVTooLargeOut, 429: RateLimitedOut},
     openapi_extra=parameters(
         path={"ns": json_schema_of(Namespace), "key": json_schema_of(KVKey, pattern=PATH_TEXT)},
         query={

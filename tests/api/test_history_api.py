@@ -179,6 +179,12 @@ def test_bad_input_is_400_with_its_reason(client, path, reason):
     assert body["reason"] == reason, body
 
 
+def test_a_key_over_its_size_is_413_as_on_the_key_routes(client):
+    answer = client.get("/api/v1/history/kv/carts/" + "k" * 600)
+    assert answer.status_code == 413, answer.content
+    assert answer.json()["reason"] == "kv_key_too_large"
+
+
 def test_scope_and_grants():
     """Read scope suffices; a token granted another namespace gets 403 and
     nothing of the key; no token gets 401."""
