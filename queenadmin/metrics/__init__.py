@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queenadmin.conf import settings
+from queenadmin.domain.locks import tally as lock_tally
 from queenadmin.domain.tokens import Grants
 from queenadmin.plumbing import compat
 
@@ -249,7 +250,7 @@ def loop_step(loop: str, *, ok: bool, at: float) -> None:
 
 
 def lock_operation(op: str, outcome: str) -> None:
-    """Count one lock operation (``domain/locks/calls.py``)."""
+    """Count one lock operation (``domain/locks/calls.py``, through ``domain/locks/tally.py``)."""
     process_metrics().lock_ops.labels(op, outcome).inc()
 
 
@@ -259,6 +260,10 @@ def lock_wait(seconds: float) -> None:
 
 def lock_hold(seconds: float) -> None:
     process_metrics().lock_hold.observe(seconds)
+
+
+#: The lock operations the domain reports (``domain/locks/tally.py``), counted here.
+lock_tally.count_with(lock_tally.Counters(operation=lock_operation, wait=lock_wait, hold=lock_hold))
 
 
 def worker_started() -> None:

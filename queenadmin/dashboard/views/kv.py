@@ -305,3 +305,10 @@ def delete(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
         ctx["error"] = str(exc)
         return render(request, form, ctx, status=422)
     return _outcome(request, namespace, ctx, result)
+
+
+@staff_action("kv.edit")
+def revert(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
+    """Put a key back to a version of its history, as a compare-and-set
+    (``kv_history.revert_page``)."""
+    return kv_history.revert_page(request, _namespace_or_404(namespace), KV_KEY)

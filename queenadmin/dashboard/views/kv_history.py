@@ -13,7 +13,7 @@ from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 
 from queenadmin.dashboard import links, live
-from queenadmin.dashboard.views.access import HtmxHttpRequest, staff_action, who_of
+from queenadmin.dashboard.views.access import HtmxHttpRequest, who_of
 from queenadmin.domain import kv
 from queenadmin.domain.kv.operator import kv_operator_revert_to
 from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
@@ -119,14 +119,12 @@ def history_context(namespace: str, key: str, params: QueryDict) -> dict[str, An
     return out
 
 
-@staff_action("kv.edit")
-def revert(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
+def revert_page(request: HtmxHttpRequest, namespace: str, key_page: Any) -> HttpResponse:
     """GET: confirm a revert of the key to a version of its history. POST:
     put that value back (delete, for a delete's version) only while the
-    key is still at the version shown (``expect``)."""
-    from queenadmin.dashboard.views.kv import KV_KEY, _namespace_or_404
-
-    namespace = _namespace_or_404(namespace)
+    key is still at the version shown (``expect``). ``namespace`` is
+    checked and ``key_page`` is the key's live page (``views/kv.py``'s
+    ``revert``, the route)."""
     source = request.POST if request.method == "POST" else request.GET
     form = "queenadmin/kv_revert.html" + ("#revert-form" if request.htmx else "")
     key = source.get("key", "")
@@ -159,7 +157,7 @@ def revert(request: HtmxHttpRequest, namespace: str) -> HttpResponse:
     ctx["current_text"] = _pretty(result.current_value) if result.current_version else ""
     if request.htmx:
         return live.answer_action(
-            request, KV_KEY, "queenadmin/kv_revert.html#revert-outcome", ctx, extra={"ns": namespace, "key": key}
+            request, key_page, "queenadmin/kv_revert.html#revert-outcome", ctx, extra={"ns": namespace, "key": key}
         )
     if result.applied:
         messages.success(request, f"{namespace}/{key} reverted to the value of version {version}.")

@@ -20,10 +20,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from queenadmin import metrics
 from queenadmin.domain import clock, kv
 from queenadmin.domain.kv.store import store as kv_store
 from queenadmin.domain.locks import history as lock_history
+from queenadmin.domain.locks import tally
 from queenadmin.domain.locks.ops import (
     ACQUIRE_ATTEMPTS,
     GET_KEYS,
@@ -110,19 +110,19 @@ def _late(op: LockOp, at: datetime, now: datetime | None) -> bool:
 
 
 def _acquire(op: LockOp, now: datetime | None) -> Acquire:
-    """``_acquire_at``, counted (``metrics.lock_operation``) and its wait
+    """``_acquire_at``, counted (``tally.operation``) and its wait
     noted for the lock's history."""
     waited = lock_history.waiting_ms(op.name, op.owner)
     result = _acquire_late(op, now, waited)
     if result.acquired:
         if not result.already:
             lock_history.note_granted(op.name, op.owner)
-            metrics.lock_wait((waited or 0) / 1000)
+            tally.wait((waited or 0) / 1000)
         if result.token is not None:
             _granted_at[(op.name, result.slot or 0, result.token)] = time.monotonic()
     else:
         lock_history.note_refused(op.name, op.owner)
-    metrics.lock_operation(
+    tally.operation(
         "acquire", "already" if result.already else "acquired" if result.acquired else result.reason or "refused"
     )
     return result
@@ -210,7 +210,7 @@ def _renew(op: LockOp, now: datetime | None) -> Renewal:
         began = _granted_at.pop((op.name, op.slot, op.token), None)
         if began is not None:
             _granted_at[(op.name, op.slot, result.token)] = began
-    metrics.lock_operation("renew", "renewed" if result.renewed else result.reason or "lost")
+    tally.operation("renew", "renewed" if result.renewed else result.reason or "lost")
     return result
 
 
@@ -242,10 +242,10 @@ def _renew_at(op: LockOp, now: datetime) -> Renewal:
 def _release(op: LockOp, now: datetime | None) -> Release:
     result = _write(kv.KVDelete(NAMESPACE, _key(op.name, op.slot), expect=op.token), now)
     began = _granted_at.pop((op.name, op.slot, op.token), None)
-    metrics.lock_operation("release", "released" if result.applied else "lost")
+    tally.operation("release", "released" if result.applied else "lost")
     if result.applied:
         if began is not None:
-            metrics.lock_hold(time.monotonic() - began)
+            tally.hold(time.monotonic() - began)
         return Release(op.name, True, op.slot)
     return Release(op.name, False, op.slot, reason="lost", holders=_holder_of(op.slot, result))
 
