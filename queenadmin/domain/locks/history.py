@@ -108,18 +108,7 @@ def _slot_events(slot: int, rows: list[KVVersion], now: datetime, *, complete: b
             continue
         if lease is not None and lease.expires_at is not None and lease.expires_at <= row.at:
             if shown:
-                held = _ms(lease.expires_at, acquired_at) if acquired_at else None
-                out.append(
-                    LockEvent(
-                        "expired",
-                        lease.expires_at,
-                        slot,
-                        lease.version,
-                        _caller(lease.value_json),
-                        (lease.version, 1),
-                        held_ms=held,
-                    )
-                )
+                out.append(_expired(lease, lease.expires_at, slot, acquired_at))
             lease = None
         if row.op in ("delete", "forced"):
             if shown:
@@ -161,19 +150,16 @@ def _slot_events(slot: int, rows: list[KVVersion], now: datetime, *, complete: b
             )
         lease = row
     if lease is not None and lease.expires_at is not None and lease.expires_at <= now:
-        held = _ms(lease.expires_at, acquired_at) if acquired_at else None
-        out.append(
-            LockEvent(
-                "expired",
-                lease.expires_at,
-                slot,
-                lease.version,
-                _caller(lease.value_json),
-                (lease.version, 1),
-                held_ms=held,
-            )
-        )
+        out.append(_expired(lease, lease.expires_at, slot, acquired_at))
     return out
+
+
+def _expired(lease: KVVersion, expires_at: datetime, slot: int, acquired_at: datetime | None) -> LockEvent:
+    """The expiry of ``lease`` (at ``expires_at``, its own), placed when it ran out."""
+    held = _ms(expires_at, acquired_at) if acquired_at else None
+    return LockEvent(
+        "expired", expires_at, slot, lease.version, _caller(lease.value_json), (lease.version, 1), held_ms=held
+    )
 
 
 def _token_of(row: KVVersion) -> int:
