@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection, transaction
 from django.db.models import Avg, Count, Max, Q, QuerySet, Sum
@@ -52,6 +52,9 @@ from queenadmin.models.queues import (
     QueueSample,
     QueueSampleTotal,
 )
+
+#: A statistics row model pruned fine/coarse alike (per queue or the totals).
+_Sample = TypeVar("_Sample", QueueSample, QueueSampleTotal)
 
 _COUNTERS = ("pushed", "popped", "acked", "failed", "dlq")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -540,21 +543,22 @@ def _points(rows: QuerySet[QueueSample]) -> list[SamplePoint]:
     ]
 
 
-def _series_rows(since: datetime, until: datetime | None) -> QuerySet[QueueSample]:
-    """Fine rows from the oldest one kept on, coarse rows before it.
+def _series_rows(model: type[_Sample], since: datetime, until: datetime | None) -> QuerySet[_Sample]:
+    """``model``'s fine rows from the oldest one kept on, coarse rows before it.
 
     Pruning keeps fine rows from a coarse boundary on (or from the first
     tick ever), so the coarse rows that end by then cover the rest without
-    overlap.
+    overlap. ``model`` is ``QueueSample`` (per queue) or ``QueueSampleTotal``
+    (the sums per interval), which are pruned alike.
     """
     fine, coarse = _fine_seconds(), _coarse_seconds()
-    boundary = QueueSample.objects.filter(resolution=fine).order_by("at").values_list("at", flat=True).first()
+    boundary = model._default_manager.filter(resolution=fine).order_by("at").values_list("at", flat=True).first()
     wanted = Q(resolution=coarse, at__gte=clock.align(since, coarse))
     if boundary is not None:
         wanted = Q(resolution=fine, at__gte=max(clock.align(since, fine), boundary)) | (
             wanted & Q(at__lte=boundary - timedelta(seconds=coarse))
         )
-    rows = QueueSample.objects.filter(wanted)
+    rows = model._default_manager.filter(wanted)
     if until is not None:
         rows = rows.filter(at__lte=until)
     return rows
@@ -575,7 +579,7 @@ def queue_series(
     which). ``queue`` None sums every queue (or the names in ``queues``).
     Intervals the sampler missed have no point.
     """
-    rows = _series_rows(since, until)
+    rows = _series_rows(QueueSample, since, until)
     if queue is not None:
         rows = rows.filter(queue=queue)
     elif queues is not None:
@@ -587,16 +591,7 @@ def total_series(*, since: datetime, until: datetime | None = None) -> list[Samp
     """``queue_series(queue=None, ...)`` read from the sums per interval
     (``QueueSampleTotal``): one row a point, whatever the number of queues.
     Two statements."""
-    fine, coarse = _fine_seconds(), _coarse_seconds()
-    boundary = QueueSampleTotal.objects.filter(resolution=fine).order_by("at").values_list("at", flat=True).first()
-    wanted = Q(resolution=coarse, at__gte=clock.align(since, coarse))
-    if boundary is not None:
-        wanted = Q(resolution=fine, at__gte=max(clock.align(since, fine), boundary)) | (
-            wanted & Q(at__lte=boundary - timedelta(seconds=coarse))
-        )
-    rows = QueueSampleTotal.objects.filter(wanted)
-    if until is not None:
-        rows = rows.filter(at__lte=until)
+    rows = _series_rows(QueueSampleTotal, since, until)
     return [
         SamplePoint(
             r.at, r.pushed, r.popped, r.acked, r.failed, r.dlq, r.depth, r.oldest_claimable_age, seconds=r.resolution
@@ -614,7 +609,7 @@ def queues_series(
     is left out. Cost: the rows read, with no grouping.
     """
     rows = (
-        _series_rows(since, until)
+        _series_rows(QueueSample, since, until)
         .filter(queue__in=list(queues))
         .order_by("queue", "at")
         .values_list(
@@ -641,7 +636,7 @@ class QueueActivity:
 def queue_activity(*, since: datetime, until: datetime | None = None) -> dict[str, QueueActivity]:
     """Per queue with samples in the range (as ``queue_series`` reads it)."""
     summed = (
-        _series_rows(since, until)
+        _series_rows(QueueSample, since, until)
         .values("queue")
         .annotate(o=Sum("popped"), n=Count("id"), avg=Avg("oldest_claimable_age"), g=Max("oldest_claimable_age"))
         .order_by("queue")
