@@ -302,6 +302,14 @@ class _Settings:
         "retention",
         "Apply a queue's retention windows only with `retentionEnabled: true` (Queen's opt-in).",
     )
+    #: A second replay of a dead letter within this answers ``duplicate``
+    #: with the first one's copy; after it, 404 ``gone`` (issue 39).
+    DLQ_REPLAY_KEEP_SECONDS: int = setting(
+        7 * 86400,
+        "retention",
+        "How long a replayed dead letter's record (where its copy went) is kept: a second replay answers"
+        " `duplicate` within it, 404 `gone` after; 0: none kept.",
+    )
 
     # -- KV and locks ---------------------------------------------------------
     REAPER_INTERVAL_SECONDS: float = setting(5.0, "kv", "Seconds between reaper passes over expired KV rows.")

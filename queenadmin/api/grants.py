@@ -191,6 +191,15 @@ def require_dead_letter(request: HttpRequest, dead_letter_id: int | None, need: 
             require_stored_queues(grants, [name], need, "the queue of the dead letter named")
 
 
+def require_replayed(request: HttpRequest, source_queue: str, queue: str, need: TokenScope) -> None:
+    """An earlier replay's record (``queue_operator.ReplayRecord``): the
+    dead letter's queue, and the queue its copy went to, which the answer
+    names; the refusal names neither."""
+    grants = limits(request)
+    require_stored_queues(grants, [source_queue], need, "the queue of the dead letter named")
+    require_stored_queues(grants, [queue], need, "the queue the dead letter named was replayed into")
+
+
 def require_lease(request: HttpRequest, lease_id: str, need: TokenScope) -> None:
     """The queues whose partitions the lease holds (an unknown lease reaches none)."""
     grants = limits(request)

@@ -377,4 +377,9 @@ def replay_dead_letter(request: HttpRequest, id: str) -> HttpResponse:
     if dead_letter is None:
         raise DeadLetterGone()
     result = queue_operator.queue_dlq_replay(dead_letter_id=dead_letter, who=who_of(request, reason), to=to)
+    if result.replayed_at is not None:
+        # An earlier replay's record (nothing was written): it tells where
+        # the copy went, so it needs the grants that replay needed. Checked
+        # after the call, so a replay that moved it meanwhile is covered.
+        grants.require_replayed(request, result.source_queue, result.queue, grants.WRITE)
     return json_response(wire.render_replayed(result))

@@ -207,6 +207,40 @@ class DeadLetter(models.Model):
         return f"{self.partition_id}@{self.offset} ({self.group})"
 
 
+class DeadLetterReplay(models.Model):
+    """Where a replay moved a dead letter (its copy, ``dlq:<id>``): kept
+    after the dead letter is removed, so a second replay of the id answers
+    ``duplicate`` with the first one's copy instead of 404 ``gone``.
+
+    Written in the replay's transaction (``operator/replays.py``), trimmed
+    by the retention loop after ``DLQ_REPLAY_KEEP_SECONDS``. No foreign
+    keys: the dead letter is gone, and either queue may go too.
+    """
+
+    #: The dead letter's id (ids are never reused: AUTOINCREMENT on SQLite,
+    #: a sequence on PostgreSQL).
+    dead_letter_id = models.BigIntegerField(primary_key=True)
+    #: The dead letter's queue, and the group that gave up on the message.
+    source_queue = ByteOrderTextField()
+    group = models.TextField(db_column="group_name")
+    original_transaction_id = models.TextField()
+    #: Where the copy went (its transactionId is ``dlq:<dead_letter_id>``).
+    queue = ByteOrderTextField()
+    partition = ByteOrderTextField()
+    message_id = models.CharField(max_length=36)
+    offset = models.BigIntegerField(db_column="msg_offset")
+    replayed_at = models.DateTimeField()
+    #: Who replayed it (``Who.actor``), and through what (``Who.via``).
+    actor = models.TextField()
+    via = models.CharField(max_length=16)
+
+    class Meta:
+        indexes = [models.Index(fields=["replayed_at"], name="dlqreplay_replayed_at_idx")]
+
+    def __str__(self) -> str:
+        return f"dlq:{self.dead_letter_id} -> {self.queue}/{self.partition}@{self.offset}"
+
+
 class QueueSample(models.Model):
     """A queue's counters at one tick of the statistics sampler.
 

@@ -45,11 +45,14 @@ def reap_once() -> int:
 
 def retention_once() -> int:
     from queenadmin.domain import kv, queues
+    from queenadmin.domain.queues import operator as queue_operator
 
     deleted = queues.queue_retention_sweep().deleted
     # Keys' history rides on the same loop; one process trims at a time.
     trimmed = kv.kv_history_trim()
-    return deleted + trimmed.old + trimmed.extra
+    # So do the records of replayed dead letters (DLQ_REPLAY_KEEP_SECONDS).
+    replays = queue_operator.queue_dlq_replays_trim()
+    return deleted + trimmed.old + trimmed.extra + replays
 
 
 def process_sample_once() -> int:

@@ -1,17 +1,20 @@
-"""``POST /api/v1/dlq/{id}/replay``, Queen's DLQ replay: its answers, each
-bad input's refusal, its scope and grants (the dead letter's queue and the
+"""``POST /api/v1/dlq/{id}/replay``, Queen's DLQ replay: its answers (a
+second replay is a duplicate of the first one's copy), each bad input's
+refusal, its scope and grants (the dead letter's queue and the
 destination), and its audit entry. In process, on both databases."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import time_machine
 from django.test import Client
 
 from queenadmin.domain import tokens
-from queenadmin.models import AuditEntry, DeadLetter, Message, TokenScope
+from queenadmin.models import AuditEntry, DeadLetter, Message, Queue, TokenScope
 from tests.dashboard_ops.conftest import ack, claim, configure, push
 
 pytestmark = pytest.mark.django_db
@@ -66,17 +69,59 @@ def test_a_replay_into_its_own_queue_answers_as_queen_does():
     assert not DeadLetter.objects.exists()
 
 
-def test_into_another_queue_then_again_is_gone_and_leaves_one_message():
+def test_into_another_queue_then_again_is_a_duplicate_and_leaves_one_message():
+    """The second call answers 200 ``duplicate`` with the first one's copy
+    (the same ``replayedAs`` but its status, as a push of that
+    transactionId answers), ``dlqRowRemoved: false``: one message in the
+    destination, and no audit entry for the call that did nothing."""
     dead = dead_letter()
     http = client()
     first = replay(http, dead.pk, {"queue": "orders.retry", "partition": "p2", "reason": "card fixed"})
     assert first.status_code == 200, first.content
     assert (first.json()["result"], first.json()["queue"], first.json()["partition"]) == ("moved", "orders.retry", "p2")
     again = replay(http, dead.pk, {"queue": "orders.retry", "partition": "p2"})
-    assert (again.status_code, again.json()) == (404, GONE)
+    assert again.status_code == 200, again.content
+    expected = {
+        **first.json(),
+        "result": "duplicate",
+        "replayedAs": {**first.json()["replayedAs"], "status": "duplicate"},
+        "dlqRowRemoved": False,
+    }
+    assert again.json() == expected
     assert in_queue("orders.retry", dead.pk) == 1
     listed = http.get("/api/v1/dlq", {"queue": "orders.a"}).json()
     assert listed["total"] == 0
+    assert AuditEntry.objects.count() == 1
+
+
+def test_again_into_a_third_queue_is_the_duplicate_of_where_it_went():
+    """A second call naming another destination answers where the copy
+    already went; nothing is pushed to the queue it names."""
+    dead = dead_letter()
+    http = client()
+    first = replay(http, dead.pk, {"queue": "orders.retry"}).json()
+    again = replay(http, dead.pk, {"queue": "orders.third", "partition": "p3"})
+    assert again.status_code == 200, again.content
+    body = again.json()
+    assert (body["result"], body["queue"], body["partition"]) == ("duplicate", "orders.retry", "Default")
+    assert body["replayedAs"] == {**first["replayedAs"], "status": "duplicate"}
+    assert in_queue("orders.retry", dead.pk) == 1
+    assert in_queue("orders.third", dead.pk) == 0
+    assert not Queue.objects.filter(name="orders.third").exists()
+    # Its own queue: the same answer.
+    assert replay(http, dead.pk).json() == body
+
+
+def test_a_record_past_its_age_answers_gone(settings):
+    settings.QUEENADMIN_DLQ_REPLAY_KEEP_SECONDS = 60
+    dead = dead_letter()
+    http = client()
+    with time_machine.travel(datetime(2026, 12, 6, 12, 0, tzinfo=UTC), tick=False) as traveller:
+        assert replay(http, dead.pk, {"queue": "orders.retry"}).json()["result"] == "moved"
+        traveller.shift(61)
+        answer = replay(http, dead.pk, {"queue": "orders.retry"})
+    assert (answer.status_code, answer.json()) == (404, GONE)
+    assert in_queue("orders.retry", dead.pk) == 1
 
 
 def test_a_copy_already_there_is_a_duplicate_and_the_dead_letter_stays():
@@ -174,6 +219,34 @@ def test_grants_cover_the_dead_letters_queue_and_the_destination():
     assert not AuditEntry.objects.exists()
     answer = replay(http, ours.pk, {"queue": "orders.b"})
     assert (answer.status_code, answer.json()["queue"]) == (200, "orders.b")
+
+
+def test_a_duplicate_answer_needs_the_grants_its_replay_needed():
+    """A replayed dead letter's record names where its copy went: a token
+    limited to orders.* gets the duplicate of one that went within orders,
+    403 for one an unlimited token sent to billing (the refusal names no
+    queue), and 403 from a billing token for orders' dead letter. The
+    destination the call names is checked as for a first replay."""
+    within = dead_letter("orders.a")
+    away = dead_letter("orders.b")
+    replay(client(name="root"), within.pk, {"queue": "orders.retry"})
+    replay(client(name="root2"), away.pk, {"queue": "billing.x"})
+    orders = client(grants=["queue:orders.*=write"], name="orders")
+    assert replay(orders, within.pk).json()["result"] == "duplicate"
+    refused = replay(orders, away.pk)
+    assert refused.status_code == 403, refused.content
+    assert refused.json()["detail"] == (
+        "no grant of this token gives write on the queue the dead letter named was replayed into"
+    )
+    billing = client(grants=["queue:billing.*=write"], name="billing")
+    refused = replay(billing, away.pk)
+    assert refused.status_code == 403, refused.content
+    assert refused.json()["detail"] == "no grant of this token gives write on the queue of the dead letter named"
+    named = replay(orders, within.pk, {"queue": "billing.y"})
+    assert named.status_code == 403, named.content
+    assert not Queue.objects.filter(name="billing.y").exists()
+    assert Message.objects.filter(transaction_id__startswith="dlq:").count() == 2
+    assert AuditEntry.objects.count() == 2
 
 
 def test_the_replay_is_audited_with_the_token_and_the_reason():

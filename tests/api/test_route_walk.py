@@ -42,7 +42,9 @@ from django.test import Client
 from queenadmin.api import dbthreads, routes
 from queenadmin.conf import settings
 from queenadmin.domain import clock, procmetrics, queues, tokens
+from queenadmin.domain.audit import Who
 from queenadmin.domain.procmetrics.store.base import SampleRow
+from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.models import DeadLetter, TokenScope
 
 Q, SINK, EPH, NS, PARTITION = "billing.x", "billing.sink", "billing.eph", "nsbilling", "pbilling"
@@ -85,6 +87,8 @@ class World:
     stored: tuple[str, ...]
     #: The id of billing's dead letter.
     did: str = ""
+    #: The id of billing's dead letter replayed already (its record).
+    replayed: str = ""
 
 
 Call = tuple[str, str, dict[str, Any] | None, Any]
@@ -107,6 +111,7 @@ def fill(value: Any, w: World) -> Any:
         ("{lease}", w.lease),
         ("{qid}", w.query_id),
         ("{did}", w.did),
+        ("{replayed}", w.replayed),
     ):
         text = text.replace(name, real)
     return json.loads(text)
@@ -319,10 +324,12 @@ TABLE: dict[str, list[Case]] = {
         (QUEUE, req("POST", "/api/v1/messages/{pid}/txn-billing-1/dlq", body={"consumerGroup": GROUP}))
     ],
     # Billing's dead letter (its stored queue), into its own queue or
-    # orders'; a dead letter of no queue into billing (the destination).
+    # orders'; billing's replayed one (its record's queues); a dead letter
+    # of no queue into billing (the destination).
     "POST /dlq/{id}/replay": [
         (QUEUE, req("POST", "/api/v1/dlq/{did}/replay")),
         (QUEUE, req("POST", "/api/v1/dlq/{did}/replay", body={"queue": "orders.s"})),
+        (QUEUE, req("POST", "/api/v1/dlq/{replayed}/replay", body={"queue": "orders.s"})),
         (QUEUE, req("POST", "/api/v1/dlq/999999999/replay", body={"queue": Q, "partition": PARTITION})),
     ],
     # A stream touches the queues its body names and those stored with it.
@@ -411,17 +418,20 @@ def store_billing(owner: Client) -> World:
     trace = {"transactionId": "txn-billing-0", "partitionId": pid, "data": {"secret": "trace-billing-secret"}}
     ok(send(owner, "POST", "/api/v1/traces", body={**trace, "traceNames": [TRACE_NAME]}), 201)
     with transaction.atomic():
-        queues.queue_dead_letter_in_txn(
-            queue=Q,
-            partition=PARTITION,
-            group=GROUP,
-            transaction_id="dead-billing-tx",
-            message_id=queues.uuid7(),
-            payload_json='{"secret": "dead-billing-payload"}',
-            error="dead-billing-secret",
-            retry_count=5,
-            now=clock.now(),
-        )
+        for txn in ("dead-billing-tx", "dead-billing-tx-replayed"):
+            queues.queue_dead_letter_in_txn(
+                queue=Q,
+                partition=PARTITION,
+                group=GROUP,
+                transaction_id=txn,
+                message_id=queues.uuid7(),
+                payload_json='{"secret": "dead-billing-payload"}',
+                error="dead-billing-secret",
+                retry_count=5,
+                now=clock.now(),
+            )
+    replayed = DeadLetter.objects.get(transaction_id="dead-billing-tx-replayed").pk
+    copy = queue_operator.queue_dlq_replay(dead_letter_id=replayed, who=Who("walk-owner", via="api"))
     ok(send(owner, "PUT", f"/api/v1/kv/{Q}/{KV_KEY}", body={"value": "kv-billing-secret", "forever": True}))
     lock = {"op": "acquire", "name": LOCK, "ttlSeconds": 3600, "owner": OWNER}
     acquired = ok(send(owner, "POST", "/api/v1/locks", body=[lock]))["results"][0]
@@ -478,7 +488,7 @@ def store_billing(owner: Client) -> World:
         *(f"txn-billing-{i}" for i in range(4)),
     )
     did = str(DeadLetter.objects.get(transaction_id="dead-billing-tx").pk)
-    return World(pid, opid, claim.lease_id, query_id, stored, did)
+    return World(pid, opid, claim.lease_id, query_id, (*stored, copy.pushed.message_id), did, str(replayed))
 
 
 def snapshot() -> dict[str, list[tuple[Any, ...]]]:

@@ -136,6 +136,28 @@ def test_a_bad_destination_replays_nothing(operator, failures):
     assert not AuditEntry.objects.exists()
 
 
+def test_replaying_the_selected_again_counts_them_as_duplicates(operator, failures):
+    """The second replay of the same selection appends nothing, says the
+    dead letters were replayed before (duplicates, not "gone"), and writes
+    no audit entry; naming another destination changes nothing."""
+    ids = [str(i) for i in DeadLetter.objects.filter(queue__name="q1").values_list("id", flat=True)]
+    operator.post("/dlq/replay/", {"ids": ids[:2], "dest_queue": "retry"}, follow=True)
+    page = operator.post("/dlq/replay/", {"ids": ids, "dest_queue": "third"}, follow=True).content.decode()
+    assert "Replayed 1 dead letter, into queue third (transactionId dlq:&lt;id&gt;)." in page
+    assert (
+        " 2 were duplicates: replayed before (transactionId dlq:&lt;id&gt;), their copy is where that replay put"
+        " it; nothing appended again." in page
+    )
+    assert "already gone" not in page
+    assert Message.objects.filter(partition__queue__name="retry").count() == 2
+    assert Message.objects.filter(partition__queue__name="third").count() == 1
+    assert AuditEntry.objects.filter(action="dlq.replay").count() == 2
+    page = operator.post("/dlq/replay/", {"ids": ids[:1]}, follow=True).content.decode()
+    assert "Replayed 0 dead letters" in page
+    assert "1 was a duplicate: replayed before" in page
+    assert AuditEntry.objects.filter(action="dlq.replay").count() == 2
+
+
 def test_a_copy_already_there_keeps_its_dead_letter_and_says_so(operator, failures):
     dead = DeadLetter.objects.filter(queue__name="q1").first()
     queues.queue_push(items=[queues.PushItem("q1", queues.DEFAULT_PARTITION, "1", f"dlq:{dead.pk}")])

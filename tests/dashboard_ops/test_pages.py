@@ -184,6 +184,17 @@ def test_operator_replays_selected_dead_letters(operator, data):
     assert (entry.action, entry.target, entry.reason, entry.actor) == ("dlq.replay", "q", "retry one", "operator1")
 
 
+def test_replaying_the_selected_again_on_the_queue_page_counts_duplicates(operator, data):
+    ids = [str(i) for i in DeadLetter.objects.order_by("id").values_list("id", flat=True)[:2]]
+    operator.post("/queues/q/dlq/replay/", {"ids": ids, "target": "all"}, follow=True)
+    response = operator.post("/queues/q/dlq/replay/", {"ids": ids, "target": "all"}, follow=True)
+    page = response.content.decode()
+    assert "Replayed 0 dead letters of q" in page
+    assert "2 were duplicates: replayed before (transactionId dlq:&lt;id&gt;)" in page
+    assert "already gone" not in page
+    assert AuditEntry.objects.filter(action="dlq.replay").count() == 1
+
+
 def test_replay_all_matching_crosses_batches(operator, data, monkeypatch):
     from queenadmin.domain.queues import operator as queue_operator
     from queenadmin.domain.queues.operator import dlq

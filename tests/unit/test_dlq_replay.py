@@ -1,25 +1,40 @@
-"""Queen's DLQ replay in the domain (``queue_dlq_replay``), batch replays into
-another queue, error signatures, and the DLQ reads by error: on both
-databases."""
+"""Queen's DLQ replay in the domain (``queue_dlq_replay``): a second replay
+is a duplicate (the record of the first, its age and trim, two at once),
+batch replays into another queue, error signatures, and the DLQ reads by
+error: on both databases."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
 import pytest
+import time_machine
+from django.db import connection, connections, transaction
 from django.db.models import TextField, Value
 
 from queenadmin.domain import queues
 from queenadmin.domain.audit import Who
 from queenadmin.domain.queues import board
 from queenadmin.domain.queues import operator as queue_operator
+from queenadmin.domain.queues.operator import replays
 from queenadmin.domain.queues.store import store
 from queenadmin.domain.queues.store.base import error_signature_of
 from queenadmin.errors import DeadLetterGone, InvalidArgument, NameTooLong, QueueFull
-from queenadmin.models import AuditEntry, DeadLetter, Message
+from queenadmin.models import AuditEntry, DeadLetter, DeadLetterReplay, Message, Queue
+from queenadmin.server import loops
+from tests.conftest import one_writer_at_a_time
 from tests.dashboard_ops.conftest import ack, claim, configure, dead_letter, push
 
 pytestmark = pytest.mark.django_db
 
 Where = queue_operator.ReplayDestination
+T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 
 
 def one_dead_letter(queue: str = "q", error: str = "boom") -> DeadLetter:
@@ -71,19 +86,205 @@ def test_a_replay_into_its_own_queue_moves_it_for_every_group_and_audits():
     assert "the dead letter is removed" in entry.after
 
 
-def test_a_replay_into_another_queue_then_again_is_gone_and_appends_once():
-    """The second replay finds the dead letter gone (Queen's 404), and the
-    destination holds one copy; the destination queue is created."""
+def test_a_replay_into_another_queue_then_again_is_a_duplicate_and_appends_once():
+    """The second replay finds the record the first left and answers
+    ``duplicate`` with the same copy (queue, partition, message id, offset,
+    transactionId); the destination holds one copy, created by the first;
+    the second writes nothing, no audit entry either."""
     dead = one_dead_letter()
     first = queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("ann"), to=Where("elsewhere", "p9"))
     assert (first.result, first.queue, first.partition, first.source_queue) == ("moved", "elsewhere", "p9", "q")
-    with pytest.raises(DeadLetterGone) as refused:
-        queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("ann"), to=Where("elsewhere", "p9"))
-    assert (refused.value.code, refused.value.detail) == ("gone", "Message not found")
+    assert first.replayed_at is None
+    again = queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("bob"), to=Where("elsewhere", "p9"))
+    assert (again.result, again.row_removed, again.replayed_at is not None) == ("duplicate", False, True)
+    assert (again.queue, again.partition, again.source_queue, again.group) == ("elsewhere", "p9", "q", "a")
+    assert again.original_transaction_id == dead.transaction_id
+    assert again.pushed == replace(first.pushed, status="duplicate")
     (copy,) = copies("elsewhere", dead.pk)
-    assert copy.partition.name == "p9"
+    assert (copy.partition.name, copy.message_id, copy.offset) == ("p9", first.pushed.message_id, first.pushed.offset)
     assert not copies("q", dead.pk)
     assert AuditEntry.objects.count() == 1
+    record = DeadLetterReplay.objects.get()
+    assert (record.dead_letter_id, record.source_queue, record.actor, record.via) == (dead.pk, "q", "ann", "dashboard")
+
+
+def test_a_second_replay_naming_a_third_queue_is_the_duplicate_of_where_it_went():
+    """Whatever destination the second replay names, it answers the copy
+    the first appended: nothing is pushed to the third queue (it is not
+    even created), and its own queue gets nothing either."""
+    dead = one_dead_letter()
+    first = queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("ann"), to=Where("elsewhere"))
+    for to in (Where("third", "p3"), queue_operator.OWN_PLACE, Where(partition="p4")):
+        again = queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("ann"), to=to)
+        assert (again.result, again.queue, again.partition) == ("duplicate", "elsewhere", queues.DEFAULT_PARTITION)
+        assert again.pushed.message_id == first.pushed.message_id
+    assert not Queue.objects.filter(name="third").exists()
+    assert not copies("q", dead.pk)
+    assert len(copies("elsewhere", dead.pk)) == 1
+    # A bad name is refused still, before the record is looked at.
+    with pytest.raises(InvalidArgument):
+        queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("ann"), to=Where("bad\nname"))
+
+
+def test_a_purged_dead_letter_leaves_no_record_and_is_gone():
+    dead = one_dead_letter()
+    queue_operator.queue_dlq_action(verb="purge", selection=board.DeadLetterFilter(queue="q"), who=Who("ann"))
+    with pytest.raises(DeadLetterGone):
+        queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("ann"))
+    assert not DeadLetterReplay.objects.exists()
+
+
+def test_a_record_past_its_age_is_gone_and_the_retention_step_trims_it(settings):
+    """Within ``DLQ_REPLAY_KEEP_SECONDS`` a second replay is a duplicate;
+    past it the answer is 404 gone at once, and the retention loop's step
+    deletes the record (one replayed later stays)."""
+    settings.QUEENADMIN_DLQ_REPLAY_KEEP_SECONDS = 3600
+    old, young = one_dead_letter("old"), one_dead_letter("young")
+    with time_machine.travel(T0, tick=False) as traveller:
+        queue_operator.queue_dlq_replay(dead_letter_id=old.pk, who=Who("ann"))
+        traveller.shift(1800)
+        queue_operator.queue_dlq_replay(dead_letter_id=young.pk, who=Who("ann"))
+        traveller.shift(1799)
+        assert queue_operator.queue_dlq_replay(dead_letter_id=old.pk, who=Who("ann")).result == "duplicate"
+        assert loops.retention_once() == 0
+        traveller.shift(2)
+        with pytest.raises(DeadLetterGone):
+            queue_operator.queue_dlq_replay(dead_letter_id=old.pk, who=Who("ann"))
+        assert loops.retention_once() == 1
+        assert list(DeadLetterReplay.objects.values_list("dead_letter_id", flat=True)) == [young.pk]
+        assert queue_operator.queue_dlq_replay(dead_letter_id=young.pk, who=Who("ann")).result == "duplicate"
+    assert len(copies("old", old.pk)) == 1
+
+
+def test_keeping_no_records_answers_gone_as_before(settings):
+    settings.QUEENADMIN_DLQ_REPLAY_KEEP_SECONDS = 0
+    dead = one_dead_letter()
+    assert queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("ann")).result == "moved"
+    assert not DeadLetterReplay.objects.exists()
+    with pytest.raises(DeadLetterGone):
+        queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("ann"))
+
+
+def test_the_trim_goes_in_batches(monkeypatch):
+    monkeypatch.setattr(replays, "TRIM_BATCH_SIZE", 2)  # internal: a module constant
+    dead_letter("many", 5)
+    with time_machine.travel(T0, tick=False) as traveller:
+        result = queue_operator.queue_dlq_action(
+            verb="replay", selection=board.DeadLetterFilter(queue="many"), who=Who("ann")
+        )
+        assert result.done == DeadLetterReplay.objects.count() == 5
+        assert queue_operator.queue_dlq_replays_trim() == 0
+        traveller.shift(7 * 86400 + 1)
+        assert queue_operator.queue_dlq_replays_trim() == 5
+    assert not DeadLetterReplay.objects.exists()
+
+
+def test_a_batch_of_chosen_ids_replayed_again_counts_them_replayed_before():
+    """The chosen ids a first batch moved are, the second time, counted as
+    replayed before: nothing appended, no audit entry, no dead letter."""
+    dead_letter("src", 3)
+    ids = tuple(DeadLetter.objects.order_by("id").values_list("id", flat=True))
+    selection = board.DeadLetterFilter(queue="src")
+    first = queue_operator.queue_dlq_action(verb="replay", selection=selection, who=Who("ann"), ids=ids[:2])
+    assert (first.done, first.duplicates, first.replayed_before) == (2, 0, 0)
+    assert set(DeadLetterReplay.objects.values_list("dead_letter_id", flat=True)) == set(ids[:2])
+    again = queue_operator.queue_dlq_action(verb="replay", selection=selection, who=Who("ann"), ids=ids)
+    assert (again.done, again.duplicates, again.replayed_before) == (1, 0, 2)
+    third = queue_operator.queue_dlq_action(verb="replay", selection=selection, who=Who("ann"), ids=ids)
+    assert (third.done, third.duplicates, third.replayed_before) == (0, 0, 3)
+    assert Message.objects.filter(transaction_id__startswith="dlq:").count() == 3
+    assert AuditEntry.objects.count() == 2
+    # A record names the queue the dead letter came from: another queue's batch does not count it.
+    dead_letter("other", 1)
+    elsewhere = board.DeadLetterFilter(queue="other")
+    assert (
+        queue_operator.queue_dlq_action(verb="replay", selection=elsewhere, who=Who("ann"), ids=ids).replayed_before
+        == 0
+    )
+    # The single replay finds the batch's record too.
+    single = queue_operator.queue_dlq_replay(dead_letter_id=ids[0], who=Who("ann"))
+    assert (single.result, single.queue, single.group) == ("duplicate", "src", queues.QUEUE_MODE)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_replays_of_one_dead_letter_at_once_move_it_once():
+    """Two callers replay the same id at the same moment, each on its own
+    connection: one answers ``moved``, the other ``duplicate`` with the same
+    copy; one message in the destination, no error. Where rows lock, both
+    are made to wait on the dead letter's row first, so they truly meet."""
+    dead = one_dead_letter()
+    answers: list[Any] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def replay() -> None:
+        try:
+            start.wait(10)
+            answers.append(queue_operator.queue_dlq_replay(dead_letter_id=dead.pk, who=Who("t"), to=Where("dst")))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=replay) for _ in range(2)]
+    with holding_the_row(dead.pk) as waiters:
+        for thread in threads:
+            thread.start()
+        waiters(2)
+    for thread in threads:
+        thread.join(30)
+    assert not errors, errors
+    assert sorted(a.result for a in answers) == ["duplicate", "moved"]
+    moved, duplicate = sorted(answers, key=lambda a: a.result != "moved")
+    assert duplicate.pushed.message_id == moved.pushed.message_id
+    assert len(copies("dst", dead.pk)) == 1
+    assert not DeadLetter.objects.exists()
+    assert AuditEntry.objects.count() == 1
+
+
+@contextmanager
+def holding_the_row(dead_letter_id: int) -> Iterator[Any]:
+    """Where rows lock, hold the dead letter's row in another connection for
+    the block; it yields a wait for ``n`` backends blocked behind it (no
+    wait without row locks: SQLite's writers queue at BEGIN)."""
+    if one_writer_at_a_time():
+        yield lambda n: None
+        return
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                DeadLetter.objects.select_for_update().get(pk=dead_letter_id)
+                held.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    def wait_for(n: int) -> None:
+        deadline = time.monotonic() + 30
+        while lock_waiters() < n:
+            assert time.monotonic() < deadline, f"{n} replays never waited on the row"
+            time.sleep(0.02)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        yield wait_for
+    finally:
+        release.set()
+        holder.join(30)
+
+
+def lock_waiters() -> int:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+        )
+        (count,) = cur.fetchone()
+    return int(count)
 
 
 def test_a_copy_already_in_the_destination_is_a_duplicate_and_the_dead_letter_stays():

@@ -440,8 +440,10 @@ class DLQReplayIn(BaseModel):
 
 class DLQReplayedOut(WireOut):
     """``moved``: the copy was appended and the dead letter removed;
-    ``duplicate``: the destination already held ``dlq:<id>``, nothing was
-    appended and the dead letter is kept."""
+    ``duplicate``: nothing was appended, as the dead letter was replayed
+    before (``replayedAs`` and ``queue``/``partition`` name that copy,
+    whatever destination this call names) or the destination already held
+    ``dlq:<id>`` (the dead letter is kept)."""
 
     success: Literal[True]
     result: Literal["moved", "duplicate"]
@@ -462,7 +464,8 @@ class QueueFullOut(WireOut):
 
 
 class DeadLetterGoneOut(WireOut):
-    """404: no such dead letter (never was, or already replayed or purged)."""
+    """404: no such dead letter and no record of its replay (never was,
+    purged, or replayed longer ago than ``QUEENADMIN_DLQ_REPLAY_KEEP_SECONDS``)."""
 
     success: Literal[False]
     result: Literal["gone"]

@@ -34,7 +34,14 @@ from django.utils.http import urlencode
 from queenadmin.dashboard import live
 from queenadmin.dashboard.views.access import HtmxHttpRequest, User, may_do, page_view, staff_action, who_of
 from queenadmin.dashboard.views.querystring import int_param
-from queenadmin.dashboard.views.queues import MAX_BATCHES_PER_REQUEST, _ids, kept_duplicates, replay_target, replayed_to
+from queenadmin.dashboard.views.queues import (
+    MAX_BATCHES_PER_REQUEST,
+    _ids,
+    kept_duplicates,
+    replay_target,
+    replayed_again,
+    replayed_to,
+)
 from queenadmin.domain import clock, events
 from queenadmin.domain.queues import board
 from queenadmin.domain.queues import operator as queue_operator
@@ -154,6 +161,10 @@ def _plan(
     one request goes through; None (with the notice) when there is nothing."""
     if ids is not None:
         found = board.dead_letter_queues(ids=ids)
+        if verb == "replay":
+            # Those replayed already are duplicates, counted by their queue's batch.
+            for name, chosen in queue_operator.replayed_dead_letter_queues(ids=ids).items():
+                found[name] = tuple(sorted({*found.get(name, ()), *chosen}))
         plan: Plan = [
             (board.DeadLetterFilter(queue=name), chosen)
             for name, chosen in found.items()
@@ -201,7 +212,7 @@ def _act(request: HtmxHttpRequest, verb: queue_operator.DLQVerb, past: str) -> H
             messages.error(request, "Not purged: filter by one queue and type its name to confirm.")
             return _answer(request, request.POST)
     who = who_of(request)
-    done = to_every_group = duplicates = 0
+    done = to_every_group = duplicates = again = 0
     more = more_queues
     budget = MAX_BATCHES_PER_REQUEST
     try:
@@ -218,6 +229,7 @@ def _act(request: HtmxHttpRequest, verb: queue_operator.DLQVerb, past: str) -> H
                 done += result.done
                 to_every_group += result.to_every_group
                 duplicates += result.duplicates
+                again += result.replayed_before
                 after = result.last_id
                 if not result.more:
                     break
@@ -225,10 +237,10 @@ def _act(request: HtmxHttpRequest, verb: queue_operator.DLQVerb, past: str) -> H
         messages.error(request, f"Stopped after {done:,} dead letter{'s' if done != 1 else ''}: {exc.detail}")
         return _answer(request, request.POST)
     note = f"{past} {done:,} dead letter{'s' if done != 1 else ''}" + _whither(verb, target, to, to_every_group) + "."
-    note += kept_duplicates(duplicates)
+    note += kept_duplicates(duplicates) + replayed_again(again)
     chosen_ids = _ids(request.POST)
-    if chosen_ids is not None and done + duplicates < len(chosen_ids):
-        note += f" {len(chosen_ids) - done - duplicates} were already gone (replayed or purged meanwhile)."
+    if chosen_ids is not None and done + duplicates + again < len(chosen_ids):
+        note += f" {len(chosen_ids) - done - duplicates - again} were already gone (replayed or purged meanwhile)."
     if more:
         note += " More match: send the same action again to go on."
     messages.success(request, note)

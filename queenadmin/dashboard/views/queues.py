@@ -314,7 +314,7 @@ def _run(request: HtmxHttpRequest, name: str, verb: queue_operator.DLQVerb, past
         return _finish(request, name)
     done = 0
     more = False
-    to_every_group = duplicates = 0
+    to_every_group = duplicates = again = 0
     after: int | None = None
     try:
         for _ in range(MAX_BATCHES_PER_REQUEST):
@@ -331,6 +331,7 @@ def _run(request: HtmxHttpRequest, name: str, verb: queue_operator.DLQVerb, past
             more = result.more
             to_every_group += result.to_every_group
             duplicates += result.duplicates
+            again += result.replayed_before
             after = result.last_id
             if not more:
                 break
@@ -342,9 +343,9 @@ def _run(request: HtmxHttpRequest, name: str, verb: queue_operator.DLQVerb, past
         messages.error(request, note)
         return _finish(request, name)
     note = f"{past} {done:,} dead letter{'s' if done != 1 else ''} of {name}"
-    note += replayed_to(verb, target, to_every_group) + "." + kept_duplicates(duplicates)
-    if ids is not None and done + duplicates < len(ids):
-        note += f" {len(ids) - done - duplicates} were already gone (replayed or purged meanwhile)."
+    note += replayed_to(verb, target, to_every_group) + "." + kept_duplicates(duplicates) + replayed_again(again)
+    if ids is not None and done + duplicates + again < len(ids):
+        note += f" {len(ids) - done - duplicates - again} were already gone (replayed or purged meanwhile)."
     if more:
         note += " More match: send the same action again to go on."
     messages.success(request, note)
@@ -367,6 +368,17 @@ def replayed_to(verb: str, target: queue_operator.ReplayTarget | None, to_every_
     if to_every_group:
         note += f"; {to_every_group:,} for every group, as their group no longer consumes the queue"
     return note
+
+
+def replayed_again(again: int) -> str:
+    """What a replay's outcome says of the chosen dead letters an earlier replay moved."""
+    if not again:
+        return ""
+    were = "was a duplicate" if again == 1 else "were duplicates"
+    return (
+        f" {again:,} {were}: replayed before (transactionId dlq:<id>), their copy is where that replay"
+        " put it; nothing appended again."
+    )
 
 
 def kept_duplicates(duplicates: int) -> str:

@@ -11,6 +11,9 @@ submodules are:
   the dead letter's own queue or another one; one by id, as Queen's
   ``POST /dlq/:id/replay``, or in batches) and purge of dead letters,
   audited;
+- ``replays``: the record of where each replayed dead letter's copy went,
+  so a second replay answers ``duplicate`` (kept ``DLQ_REPLAY_KEEP_SECONDS``,
+  trimmed by the retention loop);
 - ``messages``: one message's delete, retry from the DLQ and move to the
   DLQ (the console's routes under ``/api/v1/admin``);
 - ``pause``: pause and resume a queue's pops, or one consumer group's,
@@ -76,6 +79,12 @@ from queenadmin.domain.queues.operator.recovery import (
     queue_purge,
     queue_purge_in_txn,
 )
+from queenadmin.domain.queues.operator.replays import (
+    ReplayRecord,
+    queue_dlq_replays_trim,
+    replay_record,
+    replayed_dead_letter_queues,
+)
 
 __all__ = [
     "DLQ_BATCH",
@@ -94,12 +103,14 @@ __all__ = [
     "PauseState",
     "QueuePurge",
     "ReplayDestination",
+    "ReplayRecord",
     "ReplayTarget",
     "SeekTo",
     "queue_dlq_action",
     "queue_dlq_action_in_txn",
     "queue_dlq_replay",
     "queue_dlq_replay_in_txn",
+    "queue_dlq_replays_trim",
     "queue_group_operator",
     "queue_group_operator_in_txn",
     "queue_group_pause",
@@ -123,5 +134,7 @@ __all__ = [
     "queue_purge_in_txn",
     "queue_resume",
     "queue_resume_in_txn",
+    "replay_record",
     "replay_transaction_id",
+    "replayed_dead_letter_queues",
 ]

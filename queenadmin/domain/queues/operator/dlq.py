@@ -7,11 +7,15 @@ own queue and partition, or any queue and partition named
 What becomes of the dead letter follows Queen's ``POST /dlq/:id/replay``:
 
 - ``moved``: the copy was appended; the dead letter is removed in the same
-  transaction, so a second replay of it finds it gone (404 ``gone``);
-- ``duplicate``: the destination partition already holds ``dlq:<id>``
-  inside its dedup window (someone pushed that transactionId): nothing is
-  appended and the dead letter is kept, since a move that moved nothing
-  must not destroy the record.
+  transaction, which records where the copy went (``replays.py``);
+- ``duplicate``: a second replay of it finds that record and answers with
+  the copy the first appended, whatever destination it names (nothing is
+  appended anywhere); or the destination partition already holds
+  ``dlq:<id>`` inside its dedup window (someone pushed that
+  transactionId): nothing is appended and the dead letter is kept, since
+  a move that moved nothing must not destroy the record;
+- ``gone`` (``DeadLetterGone``): no such dead letter and no record of its
+  replay (never was, purged, or replayed longer ago than records are kept).
 
 Into its own queue, a copy is by default (``target="group"``) marked for
 the group that gave up on it (``Message.for_group``) and other groups pass
@@ -41,6 +45,7 @@ from queenadmin.domain import clock, events
 from queenadmin.domain.audit import Who
 from queenadmin.domain.names import check_engine_name
 from queenadmin.domain.queues.board import DeadLetterFilter, dead_letters_matching, has_nul
+from queenadmin.domain.queues.operator.replays import Moved, record_replays_in_txn, replay_record, replayed_ids
 from queenadmin.domain.queues.push import PushItem, PushResult, queue_push_in_txn
 from queenadmin.domain.queues.refs import lock_queue_rows
 from queenadmin.errors import DeadLetterGone, QueueNotFound
@@ -111,6 +116,9 @@ class DLQAction:
     duplicates: int = 0
     #: The highest dead letter id this call looked at: the next call's ``after``.
     last_id: int | None = None
+    #: Of the ``ids`` named, those an earlier replay moved (``replays.py``):
+    #: duplicates, nothing appended again.
+    replayed_before: int = 0
 
 
 @dataclass(frozen=True)
@@ -130,6 +138,9 @@ class DLQReplayed:
     pushed: PushResult
     #: Whether the dead letter was removed (``moved`` only).
     row_removed: bool
+    #: When an earlier replay moved it: this answer is that replay's record
+    #: (``duplicate``; nothing was done now). None: this call's own outcome.
+    replayed_at: datetime | None = None
 
 
 def _source_queue_id(name: str) -> int:
@@ -181,10 +192,12 @@ def queue_dlq_action_in_txn(
 
     ``replay`` appends a copy of each to ``to`` (transactionId ``dlq:<id>``;
     into its own queue for its failed group only, or with ``target="all"``
-    for every group: see the module's docstring) and removes it, but for a
-    ``duplicate`` (kept); ``purge`` deletes it. Returns how many were acted
-    on, the duplicates, the last id looked at and whether more match;
-    writes ``who``'s audit entry when there were any. Raises
+    for every group: see the module's docstring) and removes it, recording
+    where the copy went, but for a ``duplicate`` (kept); ``purge`` deletes
+    it. Returns how many were acted on, the duplicates, the ``ids`` an
+    earlier replay moved (nothing appended again), the last id looked at
+    and whether more match; writes ``who``'s audit entry when any dead
+    letter was acted on. Raises
     ``QueueNotFound`` when the queue does not exist, ``InvalidArgument``
     for a destination no queue or partition may be named, and a replay the
     push's refusals (``maxSize``: nothing is written). Runs inside the
@@ -195,8 +208,9 @@ def queue_dlq_action_in_txn(
     if verb == "replay":
         to.check()
     rows, more = _select(selection, ids, batch, after)
+    before = replayed_ids(queue=selection.queue, ids=ids, now=now) if verb == "replay" and ids is not None else ()
     if not rows:
-        return DLQAction(0, False)
+        return DLQAction(0, False, replayed_before=len(before))
     copies: tuple[str, ...] = ()
     after_text = "deleted"
     to_every_group = 0
@@ -208,6 +222,10 @@ def queue_dlq_action_in_txn(
         kept = [row for row, p in zip(rows, pushed, strict=True) if p.status != "queued"]
         copies = tuple(p.message_id for p in pushed if p.status == "queued")
         after_text = _replayed_text(selection.queue, target, to, to_every_group, copies, kept)
+        moved = [
+            Moved(row, _copy_partition(row, to), p) for row, p in zip(rows, pushed, strict=True) if p.status == "queued"
+        ]
+        record_replays_in_txn(source_queue=selection.queue, moved=moved, who=who, now=now)
     DeadLetter.objects.filter(pk__in=[row.pk for row in gone]).delete()
     what = "ids " + ", ".join(str(i) for i in ids[:_NAMED]) if ids is not None else selection.describe()
     who.record_in_txn(
@@ -218,7 +236,7 @@ def queue_dlq_action_in_txn(
         after=after_text,
     )
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [selection.queue]})
-    return DLQAction(len(gone), more, copies, to_every_group, len(kept), rows[-1].pk)
+    return DLQAction(len(gone), more, copies, to_every_group, len(kept), rows[-1].pk, len(before))
 
 
 def _replayed_text(
@@ -255,6 +273,11 @@ def _consumers(queue_id: int) -> set[str]:
     return named | set(with_cursor.distinct())
 
 
+def _copy_partition(row: DeadLetter, to: ReplayDestination) -> str:
+    """The partition the copy of ``row`` goes to."""
+    return to.partition if to.partition is not None else row.partition.name
+
+
 def _replay(
     rows: list[DeadLetter], queue: str, target: ReplayTarget, to: ReplayDestination, now: datetime
 ) -> tuple[list[PushResult], int]:
@@ -268,7 +291,7 @@ def _replay(
     items = [
         PushItem(
             queue=destination,
-            partition=to.partition if to.partition is not None else row.partition.name,
+            partition=_copy_partition(row, to),
             payload_json=row.payload,
             transaction_id=replay_transaction_id(row.pk),
             # The copy keeps who pushed the message.
@@ -301,36 +324,42 @@ def queue_dlq_replay_in_txn(
     """Replay one dead letter as Queen's ``POST /dlq/:id/replay`` does.
 
     Appends its copy (transactionId ``dlq:<id>``, every consumer group gets
-    it) to ``to`` (None parts: its own queue and partition) and removes it:
-    ``moved``; or finds ``dlq:<id>`` already there and keeps it:
-    ``duplicate``. Writes ``who``'s audit entry (``dlq.replay``) either way.
-    Raises ``DeadLetterGone`` when there is no such dead letter (never was,
-    or already replayed or purged), ``InvalidArgument`` for a destination
-    no queue or partition may be named, and the push's ``QueueFull`` (the
-    destination's ``maxSize``; nothing written). Runs inside the caller's
-    transaction (asserted).
+    it) to ``to`` (None parts: its own queue and partition), removes it and
+    records where the copy went: ``moved``; or finds ``dlq:<id>`` already
+    there and keeps it: ``duplicate``. Either writes ``who``'s audit entry
+    (``dlq.replay``). A dead letter an earlier replay moved answers
+    ``duplicate`` from that replay's record (``replayed_at`` set; its
+    copy, wherever ``to`` says): nothing is written, no audit entry.
+    Raises ``DeadLetterGone`` when there is no such dead letter and no
+    record (never was, purged, or replayed longer ago than records are
+    kept), ``InvalidArgument`` for a destination no queue or partition may
+    be named, and the push's ``QueueFull`` (the destination's ``maxSize``;
+    nothing written). Runs inside the caller's transaction (asserted).
     """
     assert connection.in_atomic_block
     now = now or clock.now()
     to.check()
     source = DeadLetter.objects.filter(pk=dead_letter_id).values_list("queue_id", flat=True).first()
-    if source is None or not lock_queue_rows([source]):
-        raise DeadLetterGone()
-    row = (
-        DeadLetter.objects.filter(pk=dead_letter_id)
-        .select_related("partition", "queue")
-        .select_for_update(of=("self",))
-        .first()
-    )
+    row = None
+    if source is not None and lock_queue_rows([source]):
+        # Two replays of one id: the second waits here for the first, then
+        # finds the row gone and the first one's record committed. SQLite
+        # ignores FOR UPDATE: it runs one writer at a time, to the same end.
+        row = (
+            DeadLetter.objects.filter(pk=dead_letter_id)
+            .select_related("partition", "queue")
+            .select_for_update(of=("self",))
+            .first()
+        )
     if row is None:
-        # Replayed or purged while this call waited for it.
-        raise DeadLetterGone()
+        return _replayed_before(dead_letter_id, now)
     queue = row.queue.name
     (pushed,), _ = _replay([row], queue, "all", to, now)
     moved = pushed.status == "queued"
+    partition = _copy_partition(row, to)
     if moved:
         DeadLetter.objects.filter(pk=row.pk).delete()
-    partition = to.partition if to.partition is not None else row.partition.name
+        record_replays_in_txn(source_queue=queue, moved=[Moved(row, partition, pushed)], who=who, now=now)
     where = f"{pushed.queue}/{partition}"
     after = (
         f"appended to {where} at offset {pushed.offset} as message {pushed.message_id}, transactionId "
@@ -352,6 +381,29 @@ def queue_dlq_replay_in_txn(
     events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [queue]})
     result: Literal["moved", "duplicate"] = "moved" if moved else "duplicate"
     return DLQReplayed(row.pk, result, queue, pushed.queue, partition, row.group, row.transaction_id, pushed, moved)
+
+
+def _replayed_before(dead_letter_id: int, now: datetime) -> DLQReplayed:
+    """The answer for a dead letter that is not there: ``duplicate`` from
+    the record of its replay; ``DeadLetterGone`` without one."""
+    record = replay_record(dead_letter_id=dead_letter_id, now=now)
+    if record is None:
+        raise DeadLetterGone()
+    copy = PushResult(
+        0, record.message_id, replay_transaction_id(dead_letter_id), record.queue, "duplicate", record.offset
+    )
+    return DLQReplayed(
+        dead_letter_id,
+        "duplicate",
+        record.source_queue,
+        record.queue,
+        record.partition,
+        record.group,
+        record.original_transaction_id,
+        copy,
+        False,
+        record.replayed_at,
+    )
 
 
 #: ``queue_dlq_replay_in_txn`` as its own transaction: must be the outermost call.
