@@ -41,6 +41,8 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     "any": lambda value: True,
 }
 _ABSENT: Any = object()
+#: Every value Python reads as false (``0`` matches ``0.0`` in JSON Schema).
+FALSY: list[Any] = [None, False, 0, "", [], {}]
 
 
 class Declared(Protocol):
@@ -56,15 +58,19 @@ class Declared(Protocol):
 class Field:
     """One field: its JSON type, bounds and the reasons of its refusals.
 
-    ``reason`` answers a value of the wrong type or out of ``ge``/``le``;
-    ``missing`` one that is absent (``null`` too unless ``null_is_bad``),
-    and makes the field required; an optional absent field reads as
-    ``default``. ``check`` runs on a value of the right type (the domain's
-    rule). ``schema`` adds or replaces JSON Schema keywords the checks
-    need (what ``check`` refuses, in the document's words).
+    ``kind`` is a JSON type, or a tuple of the ones accepted. ``reason``
+    answers a value of the wrong type, out of ``ge``/``le`` or not among
+    ``choices``; ``missing`` one that is absent (``null`` too unless
+    ``null_is_bad``; any false value with ``falsy_is_absent``), and makes
+    the field required; an optional absent field reads as ``default``.
+    ``check`` runs on a value of the right type (the domain's rule).
+    ``of`` is the declaration of the object, or of each item of the array,
+    which the parser reads itself. ``schema`` adds or replaces JSON Schema
+    keywords the checks need (what ``check`` refuses, in the document's
+    words).
     """
 
-    kind: Kind
+    kind: Kind | tuple[Kind, ...]
     reason: str = ""
     missing: str | None = None
     default: Any = None
@@ -74,13 +80,17 @@ class Field:
     max_length: int | None = None
     pattern: str | None = None
     const: Any = _ABSENT
+    choices: tuple[Any, ...] | None = None
     #: What the document says of the field (``rule`` when empty).
     doc: str = ""
     #: The rule in words, for a refusal's detail (and the document's).
     rule: str = ""
     #: ``null`` is a bad value (``reason``), not an absent one.
     null_is_bad: bool = False
+    #: Any false value (``0``, ``""``, ``[]``…) reads as absent (``value or default``).
+    falsy_is_absent: bool = False
     check: Callable[[Any], Any] | None = None
+    of: Op | None = None
     schema_extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -90,19 +100,32 @@ class Field:
     def read(self, raw: Mapping[str, Any], name: str, bad: Bad) -> Any:
         """The value of ``name`` in ``raw``, checked; raise ``bad(reason)``."""
         value = raw.get(name, _ABSENT)
-        if value is _ABSENT or (value is None and not self.null_is_bad and self.kind != "null"):
+        if (
+            value is _ABSENT
+            or (value is None and not self.null_is_bad and self.kind != "null")
+            or (self.falsy_is_absent and not value)
+        ):
             if self.missing is not None:
                 raise bad(self.missing, f"{name} is required")
             return self.default
-        if not _TYPES[self.kind](value) or not self._in_bounds(value):
+        if not self._typed(value) or not self._in_bounds(value):
             raise bad(self.reason, f"{name} must be {self.describe()}")
         return value if self.check is None else self.check(value)
+
+    def _typed(self, value: Any) -> bool:
+        if isinstance(self.kind, str):
+            return _TYPES[self.kind](value)
+        return any(_TYPES[kind](value) for kind in self.kind)
 
     def _in_bounds(self, value: Any) -> bool:
         if self.const is not _ABSENT and value != self.const:
             return False
-        if self.min_length is not None and len(value) < self.min_length:
+        if self.choices is not None and value not in self.choices:
             return False
+        if self.min_length is not None and isinstance(value, str | list) and len(value) < self.min_length:
+            return False
+        if (self.ge is None and self.le is None) or not is_json_number(value):
+            return True
         if self.ge is not None and value < self.ge:
             return False
         return self.le is None or value <= self.le
@@ -112,7 +135,10 @@ class Field:
         if self.rule:
             return self.rule
         what = {"integer": "an integer", "number": "a number", "boolean": "a boolean", "string": "a string"}
-        text = what.get(self.kind, f"a JSON {self.kind}")
+        kinds = (self.kind,) if isinstance(self.kind, str) else self.kind
+        text = " or ".join(what.get(kind, f"a JSON {kind}") for kind in kinds)
+        if self.choices is not None:
+            text = "one of " + ", ".join(map(repr, self.choices))
         if self.ge is not None and self.le is not None:
             text += f" from {_num(self.ge)} to {_num(self.le)}"
         elif self.ge is not None:
@@ -121,7 +147,11 @@ class Field:
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of a value (``null`` added where it reads as absent)."""
-        out: dict[str, Any] = {} if self.kind == "any" else {"type": self.kind}
+        out: dict[str, Any] = (
+            {} if self.kind == "any" else {"type": list(self.kind) if isinstance(self.kind, tuple) else self.kind}
+        )
+        if self.of is not None:
+            out.update({"items": ref(self.of.name)} if self.kind == "array" else ref(self.of.name))
         keywords = {
             "minimum": self.ge,
             "maximum": self.le,
@@ -132,8 +162,13 @@ class Field:
         out.update((key, value) for key, value in keywords.items() if value is not None)
         if self.const is not _ABSENT:
             out["const"] = self.const
+        if self.choices is not None:
+            out["enum"] = list(self.choices)
         out.update(self.schema_extra)
-        if self.required or self.null_is_bad or self.kind in ("null", "any"):
+        documented: dict[str, Any]
+        if self.falsy_is_absent and not self.required:
+            documented = {"anyOf": [out, {"enum": FALSY}]}
+        elif self.required or self.null_is_bad or self.kind in ("null", "any"):
             documented = out
         else:
             documented = {"anyOf": [out, {"type": "null"}]}
@@ -184,7 +219,16 @@ class Op:
         return out
 
     def components(self) -> dict[str, dict[str, Any]]:
-        return {self.name: self.schema()}
+        out: dict[str, dict[str, Any]] = {}
+        for f in self.fields.values():
+            if f.of is not None:
+                out.update(f.of.components())
+        out[self.name] = self.schema()
+        return out
+
+    def read(self, raw: Mapping[str, Any], bad: Bad) -> dict[str, Any]:
+        """Every field of ``raw``, read in the declared order (``Field.read``)."""
+        return {name: f.read(raw, name, bad) for name, f in self.fields.items()}
 
 
 def ref(name: str) -> dict[str, str]:
