@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from queenadmin.api.wire.common import TENANT_FIELDS, is_json_int, is_json_number
-from queenadmin.errors import QueenError
 
 Kind = Literal["integer", "number", "boolean", "string", "array", "object", "null", "any"]
 #: Makes the refusal of a reason code: ``bad(reason, detail)``.
-Bad = Callable[[str, str], QueenError]
+Bad = Callable[[str, str], Exception]
 
 #: Text without NUL: PostgreSQL can neither store nor compare one, so every
 #: parser refuses it, on SQLite too.
@@ -65,7 +64,8 @@ class Field:
     the field required; an optional absent field reads as ``default``.
     ``check`` runs on a value of the right type (the domain's rule).
     ``of`` is the declaration of the object, or of each item of the array,
-    which the parser reads itself. ``schema`` adds or replaces JSON Schema
+    which the parser reads itself. ``refusal`` is the detail of every
+    refusal of the field where the protocol words it otherwise. ``schema`` adds or replaces JSON Schema
     keywords the checks need (what ``check`` refuses, in the document's
     words).
     """
@@ -85,12 +85,13 @@ class Field:
     doc: str = ""
     #: The rule in words, for a refusal's detail (and the document's).
     rule: str = ""
+    refusal: str = ""
     #: ``null`` is a bad value (``reason``), not an absent one.
     null_is_bad: bool = False
     #: Any false value (``0``, ``""``, ``[]``…) reads as absent (``value or default``).
     falsy_is_absent: bool = False
     check: Callable[[Any], Any] | None = None
-    of: Op | None = None
+    of: Declared | None = None
     schema_extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -106,10 +107,10 @@ class Field:
             or (self.falsy_is_absent and not value)
         ):
             if self.missing is not None:
-                raise bad(self.missing, f"{name} is required")
+                raise bad(self.missing, self.refusal or f"{name} is required")
             return self.default
         if not self._typed(value) or not self._in_bounds(value):
-            raise bad(self.reason, f"{name} must be {self.describe()}")
+            raise bad(self.reason, self.refusal or f"{name} must be {self.describe()}")
         return value if self.check is None else self.check(value)
 
     def _typed(self, value: Any) -> bool:
