@@ -94,6 +94,21 @@ class Field:
     of: Declared | None = None
     schema_extra: Mapping[str, Any] = field(default_factory=dict)
 
+    #: The type check and whether any bound applies: worked out once, as
+    #: ``read`` is on the hot paths (a KV put reads ``required``).
+    _accepts: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
+    _bounded: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        checks = [_TYPES[kind] for kind in ((self.kind,) if isinstance(self.kind, str) else self.kind)]
+
+        def accepts(value: Any) -> bool:
+            return any(check(value) for check in checks)
+
+        bounds = (self.choices, self.min_length, self.ge, self.le)
+        object.__setattr__(self, "_accepts", checks[0] if len(checks) == 1 else accepts)
+        object.__setattr__(self, "_bounded", self.const is not _ABSENT or any(b is not None for b in bounds))
+
     @property
     def required(self) -> bool:
         return self.missing is not None
@@ -109,24 +124,18 @@ class Field:
             if self.missing is not None:
                 raise bad(self.missing, self.refusal or f"{name} is required")
             return self.default
-        if not self._typed(value) or not self._in_bounds(value):
+        if not self._accepts(value) or (self._bounded and not self._in_bounds(value)):
             raise bad(self.reason, self.refusal or f"{name} must be {self.describe()}")
         return value if self.check is None else self.check(value)
 
-    def _typed(self, value: Any) -> bool:
-        if isinstance(self.kind, str):
-            return _TYPES[self.kind](value)
-        return any(_TYPES[kind](value) for kind in self.kind)
-
     def _in_bounds(self, value: Any) -> bool:
+        # ge and le bound the number kinds only (no field mixes them with others).
         if self.const is not _ABSENT and value != self.const:
             return False
         if self.choices is not None and value not in self.choices:
             return False
         if self.min_length is not None and isinstance(value, str | list) and len(value) < self.min_length:
             return False
-        if (self.ge is None and self.le is None) or not is_json_number(value):
-            return True
         if self.ge is not None and value < self.ge:
             return False
         return self.le is None or value <= self.le

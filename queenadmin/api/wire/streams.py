@@ -62,11 +62,6 @@ def _at(where: str) -> Bad:
 _NAME_DOC = f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes of UTF-8 (413 above)"
 
 
-def _text(value: str, what: str) -> str:
-    check_text(value, what)
-    return value
-
-
 #: A queue or partition name: ``check_name``'s rule.
 QUEUE = Field(
     "string",
@@ -88,7 +83,7 @@ QUERY = Op(
         "name": replace(
             QUEUE,
             falsy_is_absent=False,
-            check=lambda value: names.check_engine_name(_text(value, "name"), "name"),
+            check=lambda value: names.check_engine_name(check_text(value, "name"), "name"),
             doc="the pipeline's query id, e.g. orders.agg; " + _NAME_DOC,
         ),
         "source_queue": replace(QUEUE, check=lambda value: check_name(value, "source_queue")),
@@ -104,7 +99,7 @@ QUERY = Op(
         "config_hash": replace(
             TEXT,
             falsy_is_absent=False,
-            check=lambda value: _text(value, "config_hash"),
+            check=lambda value: check_text(value, "config_hash"),
             doc="sha256 of the operator configs",
         ),
         "reset": replace(FLAG, default=False, doc="wipe the state when the hash changed"),
@@ -112,7 +107,7 @@ QUERY = Op(
     tenant_free=False,
 )
 #: Any id: one that names nothing reads as an unknown query (``NO_QUERY``).
-QUERY_ID = replace(TEXT, falsy_is_absent=False, check=lambda value: _text(value, "query_id"))
+QUERY_ID = replace(TEXT, falsy_is_absent=False, check=lambda value: check_text(value, "query_id"))
 #: A partition's id, a string or a number: one that names nothing reads as
 #: an unknown partition (``NO_PARTITION``).
 PARTITION_ID = Field(
