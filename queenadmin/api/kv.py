@@ -160,20 +160,7 @@ def list_keys(request: HttpRequest) -> HttpResponse:
     if not locks_page:
         grants.require(request, "kv", namespace, scopes.READ)
     ratelimit.admit(request, "read")
-    prefix = body.get("prefix")
-    after = body.get("after")
-    # Checked before the defaults: false or {} is not a missing prefix.
-    if not isinstance(prefix, str | None) or not isinstance(after, str | None):
-        raise KVBadRequest("prefix and after must be strings", reason="kv_bad_request")
-    prefix, after = prefix or "", after or ""
-    if "\x00" in prefix or "\x00" in after:
-        # Keys never hold NUL (and PostgreSQL cannot compare with one).
-        raise KVBadRequest("prefix and after must not contain NUL", reason="kv_bad_key")
-    limit = body.get("limit")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)):
-        raise KVBadRequest("limit must be a number", reason="kv_bad_request")
-    include_expired = body.get("includeExpired") is True
-    keys_only = body.get("keysOnly") is True
+    prefix, after, limit, include_expired, keys_only = wire.list_page(body)
     now = clock.now()
     page = kv.kv_list(
         namespace=namespace,

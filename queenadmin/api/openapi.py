@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, WithJsonSchema
+from pydantic import BaseModel
 
 from queenadmin.api import grants, routes
 from queenadmin.api.schemas.common import (
@@ -36,32 +36,11 @@ def component(model: type[BaseModel] | Declared) -> dict[str, Any]:
     if not isinstance(model, type):
         SCHEMAS.update(model.components())
         return {"$ref": f"#/components/schemas/{model.name}"}
-    schema = _declared_refs(model.model_json_schema(ref_template="#/components/schemas/{model}"))
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     for name, definition in schema.pop("$defs", {}).items():
         SCHEMAS[name] = definition
     SCHEMAS[model.__name__] = schema
     return {"$ref": f"#/components/schemas/{model.__name__}"}
-
-
-def declared(item: Declared) -> Any:
-    """A field of a ``Schema`` whose values ``item`` declares (its ``$ref``,
-    once ``component`` has registered ``item``)."""
-    return WithJsonSchema({DECLARED_KEY: item.name})
-
-
-#: The mark ``declared`` leaves, which ``component`` turns into a ``$ref``
-#: (pydantic resolves a ``$ref`` among its own models only).
-DECLARED_KEY = "x-queenadmin-declared"
-
-
-def _declared_refs(node: Any) -> Any:
-    if isinstance(node, dict):
-        if DECLARED_KEY in node:
-            return {"$ref": f"#/components/schemas/{node[DECLARED_KEY]}"}
-        return {key: _declared_refs(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_declared_refs(item) for item in node]
-    return node
 
 
 def body_of(model: type[BaseModel] | Declared, *, array_too: bool = False, required: bool = True) -> dict[str, Any]:

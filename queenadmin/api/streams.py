@@ -20,12 +20,9 @@ from queenadmin.api import grants
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
 from queenadmin.api.schemas.streams import (
-    CycleIn,
     CycleOut,
     QueryConflictOut,
-    QueryIn,
     QueryOut,
-    StateGetIn,
     StateGetOut,
     StreamsTooLargeOut,
 )
@@ -41,7 +38,7 @@ router = ScopedRouter(tags=["streams"], errors=_ERRORS)
 @router.with_body(
     "POST",
     "/streams/v1/queries",
-    QueryIn,
+    wire.QUERY,
     {200: QueryOut, 409: QueryConflictOut},
     summary="Register a streaming query (idempotent; each worker calls it at start)",
     description=(
@@ -64,7 +61,7 @@ def register_query(request: HttpRequest) -> HttpResponse:
 @router.with_body(
     "POST",
     "/streams/v1/state/get",
-    StateGetIn,
+    wire.STATE_GET,
     {200: StateGetOut},
     summary="Read a query's state on one source partition",
     description=(
@@ -84,7 +81,7 @@ def get_state(request: HttpRequest) -> HttpResponse:
 @router.with_body(
     "POST",
     "/streams/v1/cycle",
-    CycleIn,
+    wire.CYCLE,
     {200: CycleOut},
     summary="Commit a cycle: state ops, sink pushes and the source ack, all or nothing",
     description=(

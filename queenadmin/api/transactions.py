@@ -12,11 +12,9 @@ from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, R
 from queenadmin.api.schemas.kv import KVBadRequestOut, KVTooLargeOut
 from queenadmin.api.schemas.queues import QueueBusyOut
 from queenadmin.api.schemas.timers import TimersBadRequestOut, TimersHorizonOut, TimersTooLargeOut
-from queenadmin.api.schemas.transactions import TxnCommitOut, TxnIn, TxnPreconditionOut, TxnRollbackOut
+from queenadmin.api.schemas.transactions import TxnCommitOut, TxnOperationIn, TxnPreconditionOut, TxnRollbackOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
-from queenadmin.api.wire import kv as kv_wire
-from queenadmin.api.wire import timers as timers_wire
 from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
 
@@ -29,15 +27,14 @@ _ERRORS: dict[int | str, Any] = {
 }
 
 router = ScopedRouter(tags=["transactions"], errors=_ERRORS)
-# TxnIn names the declarations of the KV ops it carries.
-openapi.component(kv_wire.TXN_OPS)
-openapi.component(timers_wire.OPERATIONS)
+# The body's declaration names the pushes and acks it carries (TxnIn).
+openapi.component(TxnOperationIn)
 
 
 @router.with_body(
     "POST",
     "/transaction",
-    TxnIn,
+    wire.BODY,
     {200: TxnCommitOut | TxnRollbackOut | TxnPreconditionOut},
     summary="Commit acks, pushes, KV ops, timers and positions all or nothing",
     description=(

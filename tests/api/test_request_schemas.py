@@ -14,6 +14,7 @@ from pydantic import TypeAdapter
 
 from queenadmin.api.schemas.common import JsonbTime, MicrosZTime
 from queenadmin.domain import clock
+from queenadmin.domain.kv import TXN_MAX_OPS
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 
 
@@ -52,3 +53,26 @@ def test_times_before_year_1000_keep_four_digits():
     assert clock.iso_jsonb(moment) == "0197-02-12T04:17:15.0005+00:00"
     assert re.match(_pattern(MicrosZTime), clock.iso_micros_z(moment) or "")
     assert re.match(_pattern(JsonbTime), clock.iso_jsonb(moment) or "")
+
+
+def test_streams_bodies_say_what_their_parsers_read():
+    """Schemathesis found the streams models off their parsers: the document
+    now says an ack's count is never null, that an empty query_id is
+    refused, and that a false ``keys`` reads as none (Queen's ``or []``)."""
+    components = Client().get("/streams/v1/openapi.json").json()["components"]["schemas"]
+    ack = components["CycleAckIn"]
+    assert ack["properties"]["count"] == {"type": "integer", "minimum": 0, "description": "a whole number"}
+    assert ack["required"] == ["transactionId", "leaseId"]
+    cycle = components["CycleIn"]
+    assert cycle["properties"]["query_id"]["minLength"] == 1
+    assert cycle["properties"]["ack"]["anyOf"][0]["$ref"] == "#/components/schemas/CycleAckIn"
+    keys = components["StateGetIn"]["properties"]["keys"]["anyOf"]
+    assert keys[1] == {"enum": [None, False, 0, "", [], {}]}
+
+
+def test_a_transaction_names_the_kv_and_timer_declarations():
+    """TxnIn's kv and timers are the declarations their parsers read."""
+    body = _components()["TxnIn"]["properties"]
+    assert body["kv"]["anyOf"][0]["items"] == {"$ref": "#/components/schemas/KVTxnOpIn"}
+    assert body["timers"]["anyOf"][0]["items"] == {"$ref": "#/components/schemas/TimerOpIn"}
+    assert body["kv"]["anyOf"][0]["maxItems"] == TXN_MAX_OPS

@@ -1,25 +1,29 @@
-"""Schemathesis over the published OpenAPI document, against a live ``serve``.
+"""Schemathesis over the published OpenAPI documents, against a live ``serve``.
 
-Every operation of ``/api/v1/openapi.json`` gets generated requests (its
-examples, the coverage phase, bounded fuzzing and stateful sequences) with
-the API token, under every check (``--checks all``): no answer may be a
-5xx or off its schema, a request the document allows must not be refused,
-and one it forbids must be. So the request schemas say what the hand
-parsers accept (api/schemas against api/wire). What JSON Schema cannot say
-is kept by the hooks of ``schemathesis_hooks.py`` (integers spelled as
-integers, rules across a call's items, one refusal that depends on the
-stored value); ``schemathesis.toml`` counts a 413 as a refusal.
+Every operation of ``/api/v1/openapi.json`` and ``/streams/v1/openapi.json``
+gets generated requests (its examples, the coverage phase, bounded fuzzing
+and stateful sequences) with the API token, under every check (``--checks
+all``): no answer may be a 5xx or off its schema, a request the document
+allows must not be refused, and one it forbids must be. So the request
+schemas say what the parsers accept (both come from one declaration,
+api/wire/fields.py). What JSON Schema cannot say is kept by the hooks of
+``schemathesis_hooks.py`` (integers spelled as integers, rules across a
+call's items, one refusal that depends on the stored value);
+``schemathesis.toml`` counts a 413 as a refusal.
 
 Bounded (``MAX_EXAMPLES`` per operation, a fixed seed) so that it fits in
 CI on both databases: 15 at ``QA_SCALE=ci``, 60 at ``full``
-(tests/scale.py, ``make soak``). It found two 500s of issue 13's kind (a
-timer op that was an object, NUL in timer names on PostgreSQL), and with
-``--checks all`` 22 requests the document and the parsers disagreed on.
+(tests/scale.py, ``make soak``). ``QA_SCHEMATHESIS_ARGS`` adds options to
+the run, such as ``--include-tag kv`` to check one concept's operations.
+It found two 500s of issue 13's kind (a timer op that was an object, NUL
+in timer names on PostgreSQL), and with ``--checks all`` 22 requests the
+document and the parsers disagreed on (3 more in ``/streams/v1``'s).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +37,12 @@ pytestmark = [pytest.mark.live, scaled]
 MAX_EXAMPLES = sized(ci=15, full=60)
 
 
-def test_generated_requests_get_answers_their_schema_promises(live_server, tmp_path):
+#: The API's document, and the one of Queen's ``/streams/v1`` routes beside it.
+DOCUMENTS = ["/api/v1/openapi.json", "/streams/v1/openapi.json"]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_generated_requests_get_answers_their_schema_promises(live_server, tmp_path, document):
     here = Path(__file__).parent
     command = [
         sys.executable,
@@ -42,7 +51,7 @@ def test_generated_requests_get_answers_their_schema_promises(live_server, tmp_p
         "--config-file",
         str(here / "schemathesis.toml"),
         "run",
-        f"{live_server.url}/api/v1/openapi.json",
+        f"{live_server.url}{document}",
         "--header",
         f"Authorization: Bearer {live_server.token}",
         "--checks",
@@ -56,6 +65,7 @@ def test_generated_requests_get_answers_their_schema_promises(live_server, tmp_p
         # report it as "schema-violating request accepted" (schemathesis
         # issue 4332; seen here as "Invalid component: positive test case").
         "--no-shrink",
+        *shlex.split(os.environ.get("QA_SCHEMATHESIS_ARGS", "")),
     ]
     # In a scratch folder: the CLI keeps a .schemathesis cache where it runs.
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.api.schemathesis_hooks", "PYTHONPATH": str(here.parent.parent)}

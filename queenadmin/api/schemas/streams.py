@@ -1,25 +1,15 @@
 """Streams wire schemas (``/streams/v1``, protocol-wave3.md section A).
 
-The routes parse their bodies by hand (``api/wire/streams.py``), so the
-``In`` models document the requests and the ``Out`` models are the exact
-answers.
+The requests are declared once, in ``api/wire/streams.py`` (its parsers
+read the declarations and the document shows them); the ``Out`` models are
+the exact answers.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
 from queenadmin.api.schemas.common import JSONValue, WireOut
-
-
-class QueryIn(BaseModel):
-    name: str = Field(description="the pipeline's query id, e.g. orders.agg")
-    source_queue: str
-    sink_queue: str | None = None
-    config_hash: str = Field(description="sha256 of the operator configs")
-    reset: bool = Field(False, description="wipe the state when the hash changed")
 
 
 class QueryOut(WireOut):
@@ -40,14 +30,6 @@ class QueryConflictOut(WireOut):
     error: str
 
 
-class StateGetIn(BaseModel):
-    query_id: str
-    partition_id: str
-    keys: list[str] = Field(default_factory=list, description="empty: every key")
-    key_prefix: str | None = None
-    ripe_at_or_before: int | None = Field(None, description="ms; rows whose value.windowEnd is at or before it")
-
-
 class StateRowOut(WireOut):
     key: str
     value: JSONValue
@@ -57,35 +39,6 @@ class StateRowOut(WireOut):
 class StateGetOut(WireOut):
     success: Literal[True]
     rows: list[StateRowOut]
-
-
-class StateOpIn(BaseModel):
-    type: Literal["upsert", "delete"]
-    key: str
-    value: JSONValue = None
-
-
-class CyclePushIn(BaseModel):
-    queue: str
-    partition: str | None = None
-    payload: JSONValue
-
-
-class CycleAckIn(BaseModel):
-    transactionId: str
-    leaseId: str
-    status: Literal["completed", "success", "acked", "ok", ""] = "completed"
-    count: int | None = None
-
-
-class CycleIn(BaseModel):
-    query_id: str
-    partition_id: str
-    consumer_group: str | None = None
-    state_ops: list[StateOpIn] = Field(default_factory=list)
-    push_items: list[CyclePushIn] = Field(default_factory=list)
-    ack: CycleAckIn | None = None
-    release_lease: bool = True
 
 
 class CyclePushOut(WireOut):

@@ -1,8 +1,10 @@
 """Transaction wire schemas (protocol.md section 5).
 
-The route parses its body by hand (the parts reuse the KV, timer and push
-parsers and their reasons), so ``TxnIn`` documents the request; the
-``Out`` models are the exact answers, checked by ``tests/api/test_contract.py``.
+The body is declared in ``api/wire/transactions.py`` (its parser reads the
+declaration, the KV and timer ops are those concepts' declarations); the
+pushes and acks it carries are the message log's, documented here as
+``TxnOperationIn``. The ``Out`` models are the exact answers, checked by
+``tests/api/test_contract.py``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, RootModel
 
-from queenadmin.api.openapi import declared
 from queenadmin.api.schemas.common import EngineName, JSONValue, Omit, Text, WireOut
 from queenadmin.api.schemas.kv import (
     KVCheckHeldOut,
@@ -24,16 +25,8 @@ from queenadmin.api.schemas.kv import (
 )
 from queenadmin.api.schemas.queues import AckIn, PushItemIn
 from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut
-from queenadmin.api.wire import kv as kv_wire
-from queenadmin.api.wire import timers as timers_wire
 from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.api.wire.queues import MAX_TXN_BYTES
-from queenadmin.api.wire.transactions import MAX_POSITIONS
-from queenadmin.domain import kv
-
-#: The KV ops of a transaction, as ``api/wire/kv.py`` declares them.
-KVTxnOpIn = Annotated[Any, declared(kv_wire.TXN_OPS)]
-TimerOpIn = Annotated[Any, declared(timers_wire.OPERATIONS)]
 
 
 class TxnPushOpIn(BaseModel):
@@ -60,34 +53,6 @@ class TxnAckOpIn(AckIn):
 
 class TxnOperationIn(RootModel[Annotated[TxnPushOpIn | TxnAckOpIn, Field(discriminator="type")]]):
     """A push or an ack (KV and timer ops go in ``kv`` and ``timers``)."""
-
-
-class TxnPositionIn(BaseModel):
-    queue: str
-    consumerGroup: str | None = None
-    partition: str | None = None
-    offset: int | None = Field(
-        ge=0, description="the next offset to read (0: the first message); null forgets the group's cursor"
-    )
-    metadata: str | None = Field(None, description="at most 4096 bytes; accepted, not stored")
-
-
-class TxnIn(BaseModel):
-    """At least one of ``operations``, ``kv``, ``timers``, ``positions`` non-empty, else a 200 rollback."""
-
-    operations: list[TxnOperationIn] | None = None
-    requiredLeases: list[Any] | None = Field(
-        None, description="lease ids (strings); an ack fenced by none of them rolls back"
-    )
-    kv: list[KVTxnOpIn] | None = Field(None, max_length=kv.TXN_MAX_OPS, description="every KV op but getPrefix")
-    timers: list[TimerOpIn] | None = None
-    positions: list[TxnPositionIn | JSONValue] | None = Field(
-        None,
-        description=(
-            f"TxnPositionIn each, at most {MAX_POSITIONS}; any other item, or more,"
-            " rolls back (200 bad_request, protocol 5.4)"
-        ),
-    )
 
 
 # -- answers ------------------------------------------------------------------

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from queenadmin.api.wire.common import TENANT_FIELDS, is_json_int, is_json_number
-from queenadmin.errors import QueenError
 
 Kind = Literal["integer", "number", "boolean", "string", "array", "object", "null", "any"]
 #: Makes the refusal of a reason code: ``bad(reason, detail)``.
-Bad = Callable[[str, str], QueenError]
+Bad = Callable[[str, str], Exception]
 
 #: Text without NUL: PostgreSQL can neither store nor compare one, so every
 #: parser refuses it, on SQLite too.
@@ -41,6 +40,8 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     "any": lambda value: True,
 }
 _ABSENT: Any = object()
+#: Every value Python reads as false (``0`` matches ``0.0`` in JSON Schema).
+FALSY: list[Any] = [None, False, 0, "", [], {}]
 
 
 class Declared(Protocol):
@@ -56,15 +57,20 @@ class Declared(Protocol):
 class Field:
     """One field: its JSON type, bounds and the reasons of its refusals.
 
-    ``reason`` answers a value of the wrong type or out of ``ge``/``le``;
-    ``missing`` one that is absent (``null`` too unless ``null_is_bad``),
-    and makes the field required; an optional absent field reads as
-    ``default``. ``check`` runs on a value of the right type (the domain's
-    rule). ``schema`` adds or replaces JSON Schema keywords the checks
-    need (what ``check`` refuses, in the document's words).
+    ``kind`` is a JSON type, or a tuple of the ones accepted. ``reason``
+    answers a value of the wrong type, out of ``ge``/``le`` or not among
+    ``choices``; ``missing`` one that is absent (``null`` too unless
+    ``null_is_bad``; any false value with ``falsy_is_absent``), and makes
+    the field required; an optional absent field reads as ``default``.
+    ``check`` runs on a value of the right type (the domain's rule).
+    ``of`` is the declaration of the object, or of each item of the array,
+    which the parser reads itself. ``refusal`` is the detail of every
+    refusal of the field where the protocol words it otherwise. ``schema`` adds or replaces JSON Schema
+    keywords the checks need (what ``check`` refuses, in the document's
+    words).
     """
 
-    kind: Kind
+    kind: Kind | tuple[Kind, ...]
     reason: str = ""
     missing: str | None = None
     default: Any = None
@@ -74,14 +80,34 @@ class Field:
     max_length: int | None = None
     pattern: str | None = None
     const: Any = _ABSENT
+    choices: tuple[Any, ...] | None = None
     #: What the document says of the field (``rule`` when empty).
     doc: str = ""
     #: The rule in words, for a refusal's detail (and the document's).
     rule: str = ""
+    refusal: str = ""
     #: ``null`` is a bad value (``reason``), not an absent one.
     null_is_bad: bool = False
+    #: Any false value (``0``, ``""``, ``[]``…) reads as absent (``value or default``).
+    falsy_is_absent: bool = False
     check: Callable[[Any], Any] | None = None
+    of: Declared | None = None
     schema_extra: Mapping[str, Any] = field(default_factory=dict)
+
+    #: The type check and whether any bound applies: worked out once, as
+    #: ``read`` is on the hot paths (a KV put reads ``required``).
+    _accepts: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
+    _bounded: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        checks = [_TYPES[kind] for kind in ((self.kind,) if isinstance(self.kind, str) else self.kind)]
+
+        def accepts(value: Any) -> bool:
+            return any(check(value) for check in checks)
+
+        bounds = (self.choices, self.min_length, self.ge, self.le)
+        object.__setattr__(self, "_accepts", checks[0] if len(checks) == 1 else accepts)
+        object.__setattr__(self, "_bounded", self.const is not _ABSENT or any(b is not None for b in bounds))
 
     @property
     def required(self) -> bool:
@@ -90,18 +116,25 @@ class Field:
     def read(self, raw: Mapping[str, Any], name: str, bad: Bad) -> Any:
         """The value of ``name`` in ``raw``, checked; raise ``bad(reason)``."""
         value = raw.get(name, _ABSENT)
-        if value is _ABSENT or (value is None and not self.null_is_bad and self.kind != "null"):
+        if (
+            value is _ABSENT
+            or (value is None and not self.null_is_bad and self.kind != "null")
+            or (self.falsy_is_absent and not value)
+        ):
             if self.missing is not None:
-                raise bad(self.missing, f"{name} is required")
+                raise bad(self.missing, self.refusal or f"{name} is required")
             return self.default
-        if not _TYPES[self.kind](value) or not self._in_bounds(value):
-            raise bad(self.reason, f"{name} must be {self.describe()}")
+        if not self._accepts(value) or (self._bounded and not self._in_bounds(value)):
+            raise bad(self.reason, self.refusal or f"{name} must be {self.describe()}")
         return value if self.check is None else self.check(value)
 
     def _in_bounds(self, value: Any) -> bool:
+        # ge and le bound the number kinds only (no field mixes them with others).
         if self.const is not _ABSENT and value != self.const:
             return False
-        if self.min_length is not None and len(value) < self.min_length:
+        if self.choices is not None and value not in self.choices:
+            return False
+        if self.min_length is not None and isinstance(value, str | list) and len(value) < self.min_length:
             return False
         if self.ge is not None and value < self.ge:
             return False
@@ -112,7 +145,10 @@ class Field:
         if self.rule:
             return self.rule
         what = {"integer": "an integer", "number": "a number", "boolean": "a boolean", "string": "a string"}
-        text = what.get(self.kind, f"a JSON {self.kind}")
+        kinds = (self.kind,) if isinstance(self.kind, str) else self.kind
+        text = " or ".join(what.get(kind, f"a JSON {kind}") for kind in kinds)
+        if self.choices is not None:
+            text = "one of " + ", ".join(map(repr, self.choices))
         if self.ge is not None and self.le is not None:
             text += f" from {_num(self.ge)} to {_num(self.le)}"
         elif self.ge is not None:
@@ -121,7 +157,11 @@ class Field:
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of a value (``null`` added where it reads as absent)."""
-        out: dict[str, Any] = {} if self.kind == "any" else {"type": self.kind}
+        out: dict[str, Any] = (
+            {} if self.kind == "any" else {"type": list(self.kind) if isinstance(self.kind, tuple) else self.kind}
+        )
+        if self.of is not None:
+            out.update({"items": ref(self.of.name)} if self.kind == "array" else ref(self.of.name))
         keywords = {
             "minimum": self.ge,
             "maximum": self.le,
@@ -132,8 +172,13 @@ class Field:
         out.update((key, value) for key, value in keywords.items() if value is not None)
         if self.const is not _ABSENT:
             out["const"] = self.const
+        if self.choices is not None:
+            out["enum"] = list(self.choices)
         out.update(self.schema_extra)
-        if self.required or self.null_is_bad or self.kind in ("null", "any"):
+        documented: dict[str, Any]
+        if self.falsy_is_absent and not self.required:
+            documented = {"anyOf": [out, {"enum": FALSY}]}
+        elif self.required or self.null_is_bad or self.kind in ("null", "any"):
             documented = out
         else:
             documented = {"anyOf": [out, {"type": "null"}]}
@@ -184,7 +229,16 @@ class Op:
         return out
 
     def components(self) -> dict[str, dict[str, Any]]:
-        return {self.name: self.schema()}
+        out: dict[str, dict[str, Any]] = {}
+        for f in self.fields.values():
+            if f.of is not None:
+                out.update(f.of.components())
+        out[self.name] = self.schema()
+        return out
+
+    def read(self, raw: Mapping[str, Any], bad: Bad) -> dict[str, Any]:
+        """Every field of ``raw``, read in the declared order (``Field.read``)."""
+        return {name: f.read(raw, name, bad) for name, f in self.fields.items()}
 
 
 def ref(name: str) -> dict[str, str]:

@@ -157,14 +157,27 @@ LIST = Op(
     "KVListIn",
     {
         "namespace": NS,
-        "prefix": Field("string", "kv_bad_request", pattern=NO_NUL),
-        "after": Field("string", "kv_bad_request", pattern=NO_NUL),
-        "limit": Field("number", "kv_bad_request"),
+        # false or {} is no missing prefix: a refusal, like any other type.
+        "prefix": Field("string", "kv_bad_request", pattern=NO_NUL, refusal="prefix and after must be strings"),
+        "after": Field("string", "kv_bad_request", pattern=NO_NUL, refusal="prefix and after must be strings"),
+        "limit": Field("number", "kv_bad_request", refusal="limit must be a number"),
         "keysOnly": replace(_ANY_FLAG, doc="true lists keys only (anything else: with values)"),
         "includeExpired": replace(_ANY_FLAG, doc="true includes expired rows (anything else: live rows only)"),
     },
     tenant_free=False,
 )
+
+
+def list_page(body: dict[str, Any]) -> tuple[str, str, float | None, bool, bool]:
+    """The console list's ``prefix``, ``after``, ``limit``, ``includeExpired``
+    and ``keysOnly`` (its namespace is read first, for the grant check)."""
+    prefix = LIST.fields["prefix"].read(body, "prefix", _bad) or ""
+    after = LIST.fields["after"].read(body, "after", _bad) or ""
+    if "\x00" in prefix or "\x00" in after:
+        # Keys never hold NUL (and PostgreSQL cannot compare with one).
+        raise _bad("kv_bad_key", "prefix and after must not contain NUL")
+    limit = LIST.fields["limit"].read(body, "limit", _bad)
+    return prefix, after, limit, body.get("includeExpired") is True, body.get("keysOnly") is True
 
 
 def namespace_of(raw: Any) -> str:

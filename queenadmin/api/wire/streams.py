@@ -10,11 +10,20 @@ domain answers (no rows; a cycle that fails with the reason).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 from uuid import UUID
 
-from queenadmin.api.wire.queues import check_group, check_name, check_text, json_object
+from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Bad, Field, Op
+from queenadmin.api.wire.queues import (
+    MAX_GROUP_BYTES,
+    MAX_NAME_BYTES,
+    check_group,
+    check_name,
+    check_text,
+    json_object,
+)
 from queenadmin.domain import names, queues, streams
 from queenadmin.errors import InvalidArgument
 from queenadmin.plumbing import db
@@ -23,8 +32,6 @@ from queenadmin.plumbing import db
 #: partition the id 0.
 NO_QUERY = UUID(int=0)
 NO_PARTITION = 0
-#: ``ack.status`` values that complete the acked messages (Queen's Raft broker).
-_COMPLETED = frozenset({"completed", "success", "acked", "ok", ""})
 
 
 class QueryCall(TypedDict):
@@ -37,25 +44,157 @@ class QueryCall(TypedDict):
     reset: bool
 
 
-def _required_text(body: dict[str, Any], name: str) -> str:
-    value = body.get(name)
-    if not isinstance(value, str) or not value:
-        raise InvalidArgument(f"{name} is required")
-    check_text(value, name)
-    return value
+def _bad(reason: str, detail: str) -> InvalidArgument:
+    # The engine family has one code (bad_request); its details name the field.
+    return InvalidArgument(detail)
 
 
-def _flag(body: dict[str, Any], name: str, default: bool) -> bool:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidArgument(f"{name} must be a boolean")
-    return value
+def _at(where: str) -> Bad:
+    """``_bad`` for the fields of one item: its details start with ``where``."""
+    return lambda reason, detail: InvalidArgument(f"{where}.{detail}")
+
+
+# --------------------------------------------------------------------------
+# The fields of each body, declared once: the parsers below read them and
+# the document shows them (``openapi.body_of``). No reason codes: every
+# refusal is the engine's 400 ``bad_request`` (413 over a budget).
+
+_NAME_DOC = f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes of UTF-8 (413 above)"
+
+
+#: A queue or partition name: ``check_name``'s rule.
+QUEUE = Field(
+    "string",
+    missing="",
+    min_length=1,
+    max_length=MAX_NAME_BYTES,
+    pattern=names.SCHEMA_PATTERN,
+    rule="a non-empty string",
+    doc=_NAME_DOC,
+    falsy_is_absent=True,
+)
+#: Non-empty text no database refuses (``check_text``).
+TEXT = Field("string", missing="", min_length=1, pattern=SOME_TEXT, rule="a non-empty string", falsy_is_absent=True)
+FLAG = Field("boolean")
+
+QUERY = Op(
+    "QueryIn",
+    {
+        "name": replace(
+            QUEUE,
+            falsy_is_absent=False,
+            check=lambda value: names.check_engine_name(check_text(value, "name"), "name"),
+            doc="the pipeline's query id, e.g. orders.agg; " + _NAME_DOC,
+        ),
+        "source_queue": replace(QUEUE, check=lambda value: check_name(value, "source_queue")),
+        "sink_queue": replace(
+            QUEUE,
+            missing=None,
+            min_length=None,
+            pattern=names.SCHEMA_PATTERN_OR_EMPTY,
+            falsy_is_absent=False,
+            check=lambda value: check_name(value, "sink_queue") if value else None,
+            doc='"" or null: none; ' + _NAME_DOC,
+        ),
+        "config_hash": replace(
+            TEXT,
+            falsy_is_absent=False,
+            check=lambda value: check_text(value, "config_hash"),
+            doc="sha256 of the operator configs",
+        ),
+        "reset": replace(FLAG, default=False, doc="wipe the state when the hash changed"),
+    },
+    tenant_free=False,
+)
+#: Any id: one that names nothing reads as an unknown query (``NO_QUERY``).
+QUERY_ID = replace(TEXT, falsy_is_absent=False, check=lambda value: check_text(value, "query_id"))
+#: A partition's id, a string or a number: one that names nothing reads as
+#: an unknown partition (``NO_PARTITION``).
+PARTITION_ID = Field(
+    ("string", "integer"),
+    missing="",
+    min_length=1,
+    pattern=SOME_TEXT,
+    rule="a non-empty string",
+    doc="the source partition's id (digits; a number is read as its digits)",
+)
+#: A consumer group: ``check_group``'s rule.
+GROUP = Field(
+    "string",
+    max_length=MAX_GROUP_BYTES,
+    pattern=names.SCHEMA_PATTERN_OR_EMPTY,
+    rule="a string",
+    doc=f'"" or null: queue mode; at most {MAX_GROUP_BYTES} bytes of UTF-8 (413 above)',
+)
+STATE_GET = Op(
+    "StateGetIn",
+    {
+        "query_id": QUERY_ID,
+        "partition_id": PARTITION_ID,
+        "keys": Field(
+            "array",
+            falsy_is_absent=True,
+            default=[],
+            rule="an array of strings",
+            schema_extra={"items": {"type": "string", "pattern": NO_NUL}},
+            doc="empty: every key",
+        ),
+        "key_prefix": Field("string", pattern=NO_NUL, default="", falsy_is_absent=True),
+        "ripe_at_or_before": Field(
+            "any", doc="ms, a JSON number: rows whose value.windowEnd is at or before it (anything else: no filter)"
+        ),
+    },
+    tenant_free=False,
+)
+STATE_OP = Op(
+    "StateOpIn",
+    {
+        "key": Field("string", missing="", pattern=NO_NUL, rule="a string", null_is_bad=True),
+        "type": Field("string", missing="", choices=("upsert", "delete"), null_is_bad=True),
+        "value": Field("any", doc="an upsert's value (null: {})"),
+    },
+    tenant_free=False,
+)
+PUSH_ITEM = Op(
+    "CyclePushIn",
+    {
+        "queue": QUEUE,
+        "partition": replace(QUEUE, missing=None, falsy_is_absent=False, default=queues.DEFAULT_PARTITION),
+        "payload": Field("any", doc="any JSON value, null included"),
+    },
+    tenant_free=False,
+)
+#: ``ack.status`` values that complete the acked messages (Queen's Raft
+#: broker): the client only completes; a failed batch comes back when its
+#: lease ends.
+_COMPLETED = ("completed", "success", "acked", "ok", "")
+ACK = Op(
+    "CycleAckIn",
+    {
+        "transactionId": replace(TEXT, falsy_is_absent=False, null_is_bad=True),
+        "leaseId": replace(TEXT, falsy_is_absent=False, null_is_bad=True),
+        "status": Field("string", choices=_COMPLETED, default="completed", null_is_bad=True),
+        "count": Field("integer", ge=0, default=0, null_is_bad=True, rule="a whole number"),
+    },
+    tenant_free=False,
+)
+CYCLE = Op(
+    "CycleIn",
+    {
+        "query_id": QUERY_ID,
+        "partition_id": PARTITION_ID,
+        "consumer_group": GROUP,
+        "state_ops": Field("array", default=[], of=STATE_OP),
+        "push_items": Field("array", default=[], of=PUSH_ITEM),
+        "ack": Field("object", of=ACK),
+        "release_lease": replace(FLAG, default=True),
+    },
+    tenant_free=False,
+)
 
 
 def query_id_of(body: dict[str, Any]) -> UUID:
-    text = _required_text(body, "query_id")
+    text = QUERY_ID.read(body, "query_id", _bad)
     try:
         return UUID(text)
     except ValueError:
@@ -63,12 +202,8 @@ def query_id_of(body: dict[str, Any]) -> UUID:
 
 
 def partition_id_of(body: dict[str, Any]) -> int:
-    raw = body.get("partition_id")
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        raw = str(raw)
-    if not isinstance(raw, str) or not raw:
-        raise InvalidArgument("partition_id is required")
-    check_text(raw, "partition_id")
+    raw = PARTITION_ID.read(body, "partition_id", _bad)
+    raw = check_text(str(raw), "partition_id")
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         return NO_PARTITION
     return int(raw)
@@ -76,17 +211,13 @@ def partition_id_of(body: dict[str, Any]) -> int:
 
 def parse_query(body: Any) -> QueryCall:
     """``POST /streams/v1/queries``."""
-    body = json_object(body)
-    name = names.check_engine_name(_required_text(body, "name"), "name")
-    source = check_name(body.get("source_queue") or None, "source_queue")
-    sink = body.get("sink_queue")
-    sink = None if sink is None or sink == "" else check_name(sink, "sink_queue")
+    fields = QUERY.read(json_object(body), _bad)
     return QueryCall(
-        name=name,
-        source_queue=source,
-        sink_queue=sink,
-        config_hash=_required_text(body, "config_hash"),
-        reset=_flag(body, "reset", False),
+        name=fields["name"],
+        source_queue=fields["source_queue"],
+        sink_queue=fields["sink_queue"],
+        config_hash=fields["config_hash"],
+        reset=fields["reset"],
     )
 
 
@@ -120,15 +251,13 @@ def parse_state_get(body: Any) -> StateGetCall:
     """``POST /streams/v1/state/get``: ``keys`` (empty: all), ``key_prefix``, ``ripe_at_or_before``."""
     body = json_object(body)
     query_id, partition_id = query_id_of(body), partition_id_of(body)
-    keys = body.get("keys") or []
-    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+    fields = STATE_GET.fields
+    keys = fields["keys"].read(body, "keys", _bad)
+    if not all(isinstance(k, str) for k in keys):
         raise InvalidArgument("keys must be an array of strings")
     for key in keys:
         check_text(key, "keys")
-    prefix = body.get("key_prefix") or ""
-    if not isinstance(prefix, str):
-        raise InvalidArgument("key_prefix must be a string")
-    check_text(prefix, "key_prefix")
+    prefix = check_text(fields["key_prefix"].read(body, "key_prefix", _bad), "key_prefix")
     ripe = body.get("ripe_at_or_before")
     if ripe is not None:
         if isinstance(ripe, bool) or not isinstance(ripe, int | float):
@@ -151,88 +280,70 @@ def render_state(rows: list[streams.StateRow]) -> dict[str, Any]:
     }
 
 
-def _state_op(index: int, raw: Any) -> streams.StateOp:
+def _object(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
-        raise InvalidArgument(f"state_ops[{index}] must be an object")
-    key = raw.get("key")
-    if not isinstance(key, str):
-        raise InvalidArgument(f"state_ops[{index}].key must be a string")
-    check_text(key, f"state_ops[{index}].key")
-    kind = raw.get("type")
-    if kind == "delete":
-        op: streams.StateOp = streams.StateDelete(key)
-    elif kind == "upsert":
-        value = raw.get("value")
-        if value is None:
-            value = {}
+        raise InvalidArgument(f"{where} must be an object")
+    return raw
+
+
+def _state_op(index: int, raw: Any) -> streams.StateOp:
+    where = f"state_ops[{index}]"
+    fields = STATE_OP.read(_object(raw, where), _at(where))
+    key = check_text(fields["key"], f"{where}.key")
+    op: streams.StateOp
+    if fields["type"] == "delete":
+        op = streams.StateDelete(key)
+    else:
+        value = {} if fields["value"] is None else fields["value"]
         try:
             value_json = db.json_text(value)
         except (TypeError, ValueError) as exc:
-            raise InvalidArgument(f"state_ops[{index}].value is not JSON") from exc
+            raise InvalidArgument(f"{where}.value is not JSON") from exc
         op = streams.StateUpsert(key, value_json, streams.ripe_at_ms(value))
-    else:
-        raise InvalidArgument(f"state_ops[{index}].type must be upsert or delete")
     streams.check_state_op(op)
     return op
 
 
 def _push_item(index: int, raw: Any) -> queues.PushItem:
-    if not isinstance(raw, dict):
-        raise InvalidArgument(f"push_items[{index}] must be an object")
-    queue = check_name(raw.get("queue"), f"push_items[{index}].queue")
-    partition = raw.get("partition")
-    partition = (
-        queues.DEFAULT_PARTITION if partition is None else check_name(partition, f"push_items[{index}].partition")
-    )
+    where = f"push_items[{index}]"
+    fields = PUSH_ITEM.fields
+    raw = _object(raw, where)
+    queue = check_name(fields["queue"].read(raw, "queue", _at(where)), f"{where}.queue")
+    partition = fields["partition"].read(raw, "partition", _at(where))
+    if partition != queues.DEFAULT_PARTITION:
+        partition = check_name(partition, f"{where}.partition")
     try:
         payload_json = db.json_text(raw.get("payload"))
     except (TypeError, ValueError) as exc:
-        raise InvalidArgument(f"push_items[{index}].payload is not JSON") from exc
+        raise InvalidArgument(f"{where}.payload is not JSON") from exc
     return queues.PushItem(queue, partition, payload_json)
 
 
-def _ack(raw: Any) -> streams.CycleAck | None:
+def _ack(raw: dict[str, Any] | None) -> streams.CycleAck | None:
     if raw is None:
         return None
-    if not isinstance(raw, dict):
-        raise InvalidArgument("ack must be an object or null")
-    txn, lease = raw.get("transactionId"), raw.get("leaseId")
-    if not isinstance(txn, str) or not txn or not isinstance(lease, str) or not lease:
-        raise InvalidArgument("ack needs transactionId and leaseId")
-    check_text(txn, "ack.transactionId")
-    check_text(lease, "ack.leaseId")
-    status = raw.get("status", "completed")
-    if status not in _COMPLETED:
-        # The client only completes; a failed batch comes back when its lease ends.
-        raise InvalidArgument("ack.status must be completed")
-    count = raw.get("count", 0)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise InvalidArgument("ack.count must be a whole number")
-    return streams.CycleAck(txn, lease, count)
-
-
-def _list(body: dict[str, Any], name: str) -> list[Any]:
-    value = body.get(name)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidArgument(f"{name} must be an array")
-    return value
+    fields = ACK.read(raw, _at("ack"))
+    txn = check_text(fields["transactionId"], "ack.transactionId")
+    lease = check_text(fields["leaseId"], "ack.leaseId")
+    return streams.CycleAck(txn, lease, fields["count"])
 
 
 def parse_cycle(body: Any) -> streams.Cycle:
     """``POST /streams/v1/cycle``."""
     body = json_object(body)
     query_id, partition_id = query_id_of(body), partition_id_of(body)
-    group = body.get("consumer_group")
+    fields = CYCLE.fields
+    group = fields["consumer_group"].read(body, "consumer_group", _bad)
+    state_ops = fields["state_ops"].read(body, "state_ops", _bad)
+    push_items = fields["push_items"].read(body, "push_items", _bad)
     return streams.Cycle(
         query_id=query_id,
         partition_id=partition_id,
         group=check_group(group),
-        state_ops=tuple(_state_op(i, raw) for i, raw in enumerate(_list(body, "state_ops"))),
-        pushes=tuple(_push_item(i, raw) for i, raw in enumerate(_list(body, "push_items"))),
-        ack=_ack(body.get("ack")),
-        release_lease=_flag(body, "release_lease", True),
+        state_ops=tuple(_state_op(i, raw) for i, raw in enumerate(state_ops)),
+        pushes=tuple(_push_item(i, raw) for i, raw in enumerate(push_items)),
+        ack=_ack(fields["ack"].read(body, "ack", _bad)),
+        release_lease=fields["release_lease"].read(body, "release_lease", _bad),
     )
 
 

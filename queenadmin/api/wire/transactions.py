@@ -11,14 +11,86 @@ from typing import Any
 
 from queenadmin.api.wire import kv as kv_wire
 from queenadmin.api.wire import timers as timers_wire
-from queenadmin.api.wire.common import is_json_int
-from queenadmin.api.wire.queues import ack_item, check_group, json_object, parse_push_items
-from queenadmin.domain import queues, transactions
+from queenadmin.api.wire.fields import Bad, Field, Op, ref
+from queenadmin.api.wire.queues import MAX_GROUP_BYTES, ack_item, check_group, json_object, parse_push_items
+from queenadmin.domain import kv, names, queues, transactions
 from queenadmin.errors import InvalidArgument
 
-_ARRAYS = ("operations", "requiredLeases", "kv", "timers", "positions")
 #: Positions per call (protocol 5.1).
 MAX_POSITIONS = 16_384
+
+
+def _bad(reason: str, detail: str) -> InvalidArgument:
+    return InvalidArgument(detail)
+
+
+class _Rollback(Exception):
+    """A position the bundle cannot apply: a 200 rollback, not a refusal (5.4)."""
+
+
+def _rollback_at(at: str) -> Bad:
+    return lambda reason, detail: _Rollback(at + detail)
+
+
+# --------------------------------------------------------------------------
+# The fields of a body, declared once: the parser below reads them and the
+# document shows them (``openapi.body_of``). The pushes and acks of
+# ``operations`` are the message log's (``TxnOperationIn``, registered by
+# the route), the KV and timer ops those concepts' declarations.
+
+_NOT_A_STRING = " has a partition or metadata that is not a string"
+POSITION = Op(
+    "TxnPositionIn",
+    {
+        "queue": Field("string", missing="", min_length=1, refusal=" needs a queue"),
+        "offset": Field(
+            "integer",
+            ge=0,
+            refusal=".offset is the next offset to read (0 or more) or null",
+            doc="the next offset to read (0: the first message); null forgets the group's cursor",
+        ),
+        "partition": Field("string", default=queues.DEFAULT_PARTITION, falsy_is_absent=True, refusal=_NOT_A_STRING),
+        "metadata": Field("string", refusal=_NOT_A_STRING, doc="at most 4096 bytes; accepted, not stored"),
+        # Read by ``check_group``: a bad group refuses the call (400).
+        "consumerGroup": Field(
+            "string", max_length=MAX_GROUP_BYTES, pattern=names.SCHEMA_PATTERN_OR_EMPTY, doc='"" or null: queue mode'
+        ),
+    },
+    tenant_free=False,
+)
+BODY = Op(
+    "TxnIn",
+    {
+        "operations": Field(
+            "array",
+            rule="an array",
+            schema_extra={"items": ref("TxnOperationIn")},
+            doc="pushes and acks (KV and timer ops go in kv and timers)",
+        ),
+        "requiredLeases": Field(
+            "array", rule="an array", doc="lease ids (strings); an ack fenced by none of them rolls back"
+        ),
+        "kv": Field(
+            "array",
+            rule="an array",
+            of=kv_wire.TXN_OPS,
+            schema_extra={"maxItems": kv.TXN_MAX_OPS},
+            doc="every KV op but getPrefix",
+        ),
+        "timers": Field("array", rule="an array", of=timers_wire.OPERATIONS, doc="schedules and cancels"),
+        "positions": Field(
+            "array",
+            rule="an array",
+            of=POSITION,
+            # Any other item, or more of them, rolls back (200 bad_request).
+            schema_extra={"items": {"anyOf": [ref(POSITION.name), {}]}},
+            doc=f"TxnPositionIn each, at most {MAX_POSITIONS}; any other item, or more, rolls back"
+            " (200 bad_request, protocol 5.4)",
+        ),
+    },
+    doc="At least one of ``operations``, ``kv``, ``timers``, ``positions`` non-empty, else a 200 rollback.",
+    tenant_free=False,
+)
 
 
 def _leases(operations: list[Any], required: list[Any]) -> str | None:
@@ -35,32 +107,28 @@ def _positions(raw: list[Any], base: int) -> tuple[tuple[transactions.TxnPositio
     if len(raw) > MAX_POSITIONS:
         return (), f"at most {MAX_POSITIONS} positions per call"
     out = []
+    fields = POSITION.fields
     for i, position in enumerate(raw):
-        if not isinstance(position, dict) or not isinstance(position.get("queue"), str) or not position["queue"]:
-            return (), f"positions[{i}] needs a queue"
-        offset = position.get("offset")
-        if offset is not None and (not is_json_int(offset) or offset < 0):
-            return (), f"positions[{i}].offset is the next offset to read (0 or more) or null"
-        partition = position.get("partition") or queues.DEFAULT_PARTITION
-        metadata = position.get("metadata")
-        if not isinstance(partition, str) or (metadata is not None and not isinstance(metadata, str)):
-            return (), f"positions[{i}] has a partition or metadata that is not a string"
-        out.append(
-            transactions.TxnPosition(
-                base + i, position["queue"], check_group(position.get("consumerGroup")), partition, offset, metadata
-            )
-        )
+        rollback = _rollback_at(f"positions[{i}]")
+        try:
+            if not isinstance(position, dict):
+                raise rollback("", fields["queue"].refusal)
+            queue = fields["queue"].read(position, "queue", rollback)
+            offset = fields["offset"].read(position, "offset", rollback)
+            partition = fields["partition"].read(position, "partition", rollback)
+            metadata = fields["metadata"].read(position, "metadata", rollback)
+        except _Rollback as exc:
+            return (), str(exc)
+        group = check_group(position.get("consumerGroup"))
+        out.append(transactions.TxnPosition(base + i, queue, group, partition, offset, metadata))
     return tuple(out), None
 
 
 def parse_transaction(body: Any) -> transactions.TxnBundle:
     """A ``POST /transaction`` body as a bundle; raise the 400/413 refusals."""
-    body = json_object(body)
-    for name in _ARRAYS:
-        if body.get(name) is not None and not isinstance(body[name], list):
-            raise InvalidArgument(f"{name} must be an array")
-    operations: list[Any] = body.get("operations") or []
-    lease = _leases(operations, body.get("requiredLeases") or [])
+    arrays = BODY.read(json_object(body), _bad)
+    operations: list[Any] = arrays["operations"] or []
+    lease = _leases(operations, arrays["requiredLeases"] or [])
     acks: list[queues.AckItem] = []
     pushes: list[transactions.TxnPush] = []
     invalid: str | None = None
@@ -91,9 +159,9 @@ def parse_transaction(body: Any) -> transactions.TxnBundle:
                 index += 1
         else:
             raise InvalidArgument(f"operations[{i}].type must be push or ack (KV and timer ops go in kv and timers)")
-    kv_ops = kv_wire.parse_ops(body.get("kv") or [], in_transaction=True)
-    timer_ops = timers_wire.parse_timer_ops(body.get("timers") or [], max_ops=2**31)
-    positions, bad_position = _positions(body.get("positions") or [], index + len(kv_ops) + len(timer_ops))
+    kv_ops = kv_wire.parse_ops(arrays["kv"] or [], in_transaction=True)
+    timer_ops = timers_wire.parse_timer_ops(arrays["timers"] or [], max_ops=2**31)
+    positions, bad_position = _positions(arrays["positions"] or [], index + len(kv_ops) + len(timer_ops))
     return transactions.TxnBundle(
         acks=tuple(acks),
         pushes=tuple(pushes),
