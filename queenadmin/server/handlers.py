@@ -22,16 +22,18 @@ choosing; both the API's and the pops' handlers use it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.staticfiles.handlers import StaticFilesHandler
 from django.core.cache import caches, close_caches
 from django.core.cache.backends.base import BaseCache
-from django.core.exceptions import ImproperlyConfigured, MiddlewareNotUsed, SuspiciousOperation
-from django.core.handlers.asgi import ASGIHandler
+from django.core.exceptions import ImproperlyConfigured, MiddlewareNotUsed, RequestAborted, SuspiciousOperation
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler, reset_urlconf
 from django.core.handlers.exception import convert_exception_to_response, response_for_exception
 from django.core.handlers.wsgi import WSGIHandler, get_script_name
@@ -313,7 +315,90 @@ class PopHandler(ASGIHandler):
         # bytes are parsed; other servers get this moment.
         scope.setdefault(ARRIVED_KEY, asyncio.get_running_loop().time())
         # Django's __call__ without its ThreadSensitiveContext (see above).
-        await self.handle(scope, receive, send)
+        if compat.only_receivers(request_started, DJANGO_STARTED_RECEIVERS) and compat.only_receivers(
+            request_finished, DJANGO_FINISHED_RECEIVERS
+        ):
+            await self.handle_direct(scope, receive, send)
+        else:
+            await self.handle(scope, receive, send)
+
+    async def handle_direct(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Django's ``handle`` with the request signals' work done in place.
+
+        While only Django's own receivers are connected, the work of
+        ``request_started`` and ``request_finished`` is done without a
+        thread: they touch the database connections of the request's
+        context, and a pop opens none there (its database work runs on
+        ``api.dbthreads``, which closes old connections around each job),
+        so what remains is resetting the URL conf. Sending the two signals
+        through ``sync_to_async`` was two thread hops per pop, about an
+        eighth of the server CPU of a pop and its ack (bench/README.md,
+        "Where the time goes"). Should a connection be open in the
+        request's context after all, or a cache backend need closing, that
+        work runs on a thread as Django runs it.
+        """
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        if connections.all(initialized_only=True):
+            await sync_to_async(request_begins)()
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            assert error_response is not None
+            body_file.close()
+            await self.send_response(error_response, send)
+            await self._ends(error_response)
+            return
+
+        async def process_request(request: HttpRequest, send: Any) -> HttpResponseBase:
+            response = await self.run_get_response(request)
+            with contextlib.suppress(asyncio.CancelledError):
+                # The client left while the answer was sent.
+                await self.send_response(response, send)
+            return response
+
+        # As Django's: a client that leaves ends the view (a waiting pop).
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request(request, send)),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+                except AssertionError:
+                    body_file.close()
+                    raise
+            else:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            await self._ends(None)
+        else:
+            await self._ends(response)
+        body_file.close()
+
+    async def _ends(self, response: HttpResponseBase | None) -> None:
+        # ``response.close()`` without its ``request_finished``, then that
+        # signal's work (``request_ends``) in place where it is all there is.
+        if response is not None:
+            compat.close_response(response, _nothing)
+        if connections.all(initialized_only=True) or _caches_close():
+            await sync_to_async(request_ends)()
+        else:
+            set_urlconf(None)
+
+
+def _nothing() -> None:
+    return None
 
 
 class StaticFiles(StaticFilesHandler):
