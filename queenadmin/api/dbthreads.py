@@ -11,30 +11,30 @@ here open their own ``transaction.atomic``; nothing async does.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from django.db import close_old_connections
 
 from queenadmin.conf import settings
+from queenadmin.server.wsgi_bridge import ThreadHop
 
 T = TypeVar("T")
 
-_executor: ThreadPoolExecutor | None = None
+_threads: ThreadHop | None = None
 _lock = threading.Lock()
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
+def _pool() -> ThreadHop:
+    # ThreadHop, not a ThreadPoolExecutor: one asyncio future settled by one
+    # call_soon_threadsafe, where run_in_executor chains two futures.
+    global _threads
+    if _threads is None:
         with _lock:
-            if _executor is None:
-                _executor = ThreadPoolExecutor(settings.POP_DB_THREADS, thread_name_prefix="queenadmin-db")
-    return _executor
+            if _threads is None:
+                _threads = ThreadHop(settings.POP_DB_THREADS, "queenadmin-db", skip_cancelled=True)
+    return _threads
 
 
 def _call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
@@ -49,5 +49,4 @@ def _call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -
 
 async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Await ``fn(*args, **kwargs)`` run on a database thread."""
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_pool(), functools.partial(_call, fn, args, kwargs))
+    return await _pool().run(_call, fn, args, kwargs)

@@ -22,16 +22,18 @@ choosing; both the API's and the pops' handlers use it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.staticfiles.handlers import StaticFilesHandler
 from django.core.cache import caches, close_caches
 from django.core.cache.backends.base import BaseCache
-from django.core.exceptions import ImproperlyConfigured, MiddlewareNotUsed, SuspiciousOperation
-from django.core.handlers.asgi import ASGIHandler
+from django.core.exceptions import ImproperlyConfigured, MiddlewareNotUsed, RequestAborted, SuspiciousOperation
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler, reset_urlconf
 from django.core.handlers.exception import convert_exception_to_response, response_for_exception
 from django.core.handlers.wsgi import WSGIHandler, get_script_name
@@ -275,6 +277,11 @@ def _pop_middleware(path: str) -> Factory:
     return import_string(path)  # type: ignore[no-any-return]
 
 
+#: Pop paths whose URL match ``PopHandler`` keeps (one per queue and
+#: partition popped; a few hundred bytes each).
+POP_ROUTES_KEPT = 1024
+
+
 class PopHandler(ASGIHandler):
     """Django's ASGI handler trimmed so that a waiting pop holds no thread.
 
@@ -296,15 +303,44 @@ class PopHandler(ASGIHandler):
     empty queue (3,000 pops at concurrency 8, load from other jobs, so
     ranges): Django's handler with all of MIDDLEWARE 2,300-3,200 us; the
     same without the context 1,600-2,000 us; no middleware and no context
-    850-1,150 us. ``request_started``/``request_finished`` still cost two hops
-    (on the shared thread) per pop: dropping them measured 700-1,000 us but
-    means copying Django's ``handle``.
+    850-1,150 us. ``request_started``/``request_finished`` cost two more hops
+    (on the shared thread) per pop; ``handle_direct``, a copy of Django's
+    ``handle``, does their work in place.
     """
 
     def load_middleware(self, is_async: bool = False) -> None:
         # The entries pops use, in MIDDLEWARE's order.
         kept = [path for path in settings.MIDDLEWARE if path in POP_INLINE_MIDDLEWARE | POP_ASYNC_MIDDLEWARE]
         load_chain(self, [(path, _pop_middleware(path)) for path in kept], is_async=True)
+        self._kept_routes: dict[str, ResolverMatch] = {}
+        #: The resolver the kept matches came from.
+        self._routes_resolver: Any = None
+
+    def resolve_request(self, request: HttpRequest) -> Any:
+        """Django's resolving, remembered per path for the last few paths.
+
+        A pop's path names its queue (and partition), so it has arguments
+        and ``ApiWSGIHandler``'s literal-route map does not apply; resolving
+        it again each time was ~2.5% of the server's CPU of a pop and its
+        ack. At most ``POP_ROUTES_KEPT`` paths are kept (the map starts
+        over when full), only while the resolver is Django's (as
+        ``ApiWSGIHandler``), and each view gets its own copy of the
+        keyword arguments.
+        """
+        if hasattr(request, "urlconf"):
+            return super().resolve_request(request)
+        resolver = get_resolver()
+        if resolver is not self._routes_resolver:
+            self._kept_routes, self._routes_resolver = {}, resolver
+        path = request.path_info
+        match = self._kept_routes.get(path)
+        if match is None:
+            match = resolver.resolve(path)
+            if len(self._kept_routes) >= POP_ROUTES_KEPT:
+                self._kept_routes.clear()
+            self._kept_routes[path] = match
+        request.resolver_match = match
+        return match.func, match.args, dict(match.kwargs)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         # A pop's timeout runs from its arrival, not from when its view
@@ -313,7 +349,90 @@ class PopHandler(ASGIHandler):
         # bytes are parsed; other servers get this moment.
         scope.setdefault(ARRIVED_KEY, asyncio.get_running_loop().time())
         # Django's __call__ without its ThreadSensitiveContext (see above).
-        await self.handle(scope, receive, send)
+        if compat.only_receivers(request_started, DJANGO_STARTED_RECEIVERS) and compat.only_receivers(
+            request_finished, DJANGO_FINISHED_RECEIVERS
+        ):
+            await self.handle_direct(scope, receive, send)
+        else:
+            await self.handle(scope, receive, send)
+
+    async def handle_direct(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Django's ``handle`` with the request signals' work done in place.
+
+        While only Django's own receivers are connected, the work of
+        ``request_started`` and ``request_finished`` is done without a
+        thread: they touch the database connections of the request's
+        context, and a pop opens none there (its database work runs on
+        ``api.dbthreads``, which closes old connections around each job),
+        so what remains is resetting the URL conf. Sending the two signals
+        through ``sync_to_async`` was two thread hops per pop, about an
+        eighth of the server CPU of a pop and its ack (bench/README.md,
+        "Where the time goes"). Should a connection be open in the
+        request's context after all, or a cache backend need closing, that
+        work runs on a thread as Django runs it.
+        """
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        if connections.all(initialized_only=True):
+            await sync_to_async(request_begins)()
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            assert error_response is not None
+            body_file.close()
+            await self.send_response(error_response, send)
+            await self._ends(error_response)
+            return
+
+        async def process_request(request: HttpRequest, send: Any) -> HttpResponseBase:
+            response = await self.run_get_response(request)
+            with contextlib.suppress(asyncio.CancelledError):
+                # The client left while the answer was sent.
+                await self.send_response(response, send)
+            return response
+
+        # As Django's: a client that leaves ends the view (a waiting pop).
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request(request, send)),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+                except AssertionError:
+                    body_file.close()
+                    raise
+            else:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            await self._ends(None)
+        else:
+            await self._ends(response)
+        body_file.close()
+
+    async def _ends(self, response: HttpResponseBase | None) -> None:
+        # ``response.close()`` without its ``request_finished``, then that
+        # signal's work (``request_ends``) in place where it is all there is.
+        if response is not None:
+            compat.close_response(response, _nothing)
+        if connections.all(initialized_only=True) or _caches_close():
+            await sync_to_async(request_ends)()
+        else:
+            set_urlconf(None)
+
+
+def _nothing() -> None:
+    return None
 
 
 class StaticFiles(StaticFilesHandler):

@@ -158,9 +158,12 @@ class ThreadHop:
     rolled back.
     """
 
-    def __init__(self, threads: int, name: str) -> None:
+    def __init__(self, threads: int, name: str, *, skip_cancelled: bool = False) -> None:
         self.size = threads
         self.name = name
+        #: A job whose awaiting task was cancelled before a thread took it
+        #: is dropped (as ``run_in_executor`` drops it), not run.
+        self.skip_cancelled = skip_cancelled
         self._jobs: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         #: The process whose threads serve ``_jobs``; 0 before the first job.
         self._pid = 0
@@ -181,13 +184,20 @@ class ThreadHop:
                 return
             self._jobs = queue.SimpleQueue()  # a parent's queue has no threads here
             for n in range(self.size):
-                threading.Thread(target=self._work, args=(self._jobs,), name=f"{self.name}_{n}", daemon=True).start()
+                threading.Thread(
+                    target=self._work, args=(self._jobs, self.skip_cancelled), name=f"{self.name}_{n}", daemon=True
+                ).start()
             self._pid = os.getpid()
 
     @staticmethod
-    def _work(jobs: queue.SimpleQueue[tuple[Any, ...]]) -> None:
+    def _work(jobs: queue.SimpleQueue[tuple[Any, ...]], skip_cancelled: bool) -> None:
         while True:
             loop, future, context, fn, args = jobs.get()
+            # Read off the loop: a cancel landing just after this is the
+            # same as one landing while the job runs.
+            if skip_cancelled and future.cancelled():
+                del loop, future, context, fn, args
+                continue
             try:
                 result, error = context.run(fn, *args), None
             except BaseException as exc:  # handed to the awaiting task

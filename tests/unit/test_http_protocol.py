@@ -199,6 +199,26 @@ async def test_a_cancelled_wait_leaves_the_thread_hop_working():
     assert await hop.run(lambda: "next") == "next"
 
 
+async def test_a_job_cancelled_before_it_starts_is_dropped_where_asked():
+    """With ``skip_cancelled`` (the pops' database threads), a job whose
+    caller was cancelled while it queued never runs; without it, it does."""
+    for skip, runs in ((True, []), (False, ["queued"])):
+        hop = ThreadHop(1, "hopskip", skip_cancelled=skip)
+        release = threading.Event()
+        ran: list[str] = []
+        busy = asyncio.ensure_future(hop.run(release.wait, 5))
+        await asyncio.sleep(0.05)
+        queued = asyncio.ensure_future(hop.run(ran.append, "queued"))
+        await asyncio.sleep(0.01)
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        release.set()
+        assert await busy
+        assert await hop.run(lambda: "next") == "next"
+        assert ran == runs
+
+
 async def test_a_client_gone_before_the_body_gets_nothing_written():
     transport = RecordingTransport()
     cycle = _cycle(transport)

@@ -176,3 +176,89 @@ def test_caches_are_closed_when_a_backend_closes_something(monkeypatch: pytest.M
         closed.clear()  # changing CACHES closes them too
         apihandler.request_ends()
         assert closed == [True]
+
+
+def _health_scope() -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/health",
+        "raw_path": b"/health",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
+    }
+
+
+async def _pop_handler_health() -> list[dict[str, Any]]:
+    import asyncio
+
+    sent: list[dict[str, Any]] = []
+    left = asyncio.Event()
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await apihandler.PopHandler()(_health_scope(), receive, send)
+    return sent
+
+
+class NoConnections:
+    def all(self, initialized_only: bool = False) -> list[FakeConnection]:
+        assert initialized_only
+        return []
+
+
+async def test_pops_do_the_signals_work_without_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Django's receivers alone and no connection opened in the
+    request's context, the pop handler sends neither signal and hops to no
+    thread; the answer is Django's."""
+    monkeypatch.setattr(apihandler, "connections", NoConnections())
+    hops: list[Any] = []
+    monkeypatch.setattr(apihandler, "sync_to_async", lambda fn: hops.append(fn))
+    sent = await _pop_handler_health()
+    assert sent[0]["status"] == 200
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == b'{"status":"ok"}'
+    assert hops == []
+
+
+async def test_pops_check_a_connection_opened_in_their_context(conn: FakeConnection) -> None:
+    """A connection initialized in the request's context gets the receivers'
+    work as Django does it, on a thread: cleared log, lifetime checked twice."""
+    sent = await _pop_handler_health()
+    assert sent[0]["status"] == 200
+    assert conn.queries_log == []
+    assert conn.checks == 2
+
+
+@pytest.mark.usefixtures("without_close_old_connections")
+async def test_pops_send_the_signals_to_another_receiver() -> None:
+    seen: list[tuple[str, Any]] = []
+
+    def started(sender: Any, **kwargs: Any) -> None:
+        seen.append(("started", sender))
+
+    def finished(sender: Any, **kwargs: Any) -> None:
+        seen.append(("finished", sender))
+
+    request_started.connect(started)
+    request_finished.connect(finished)
+    try:
+        sent = await _pop_handler_health()
+    finally:
+        request_started.disconnect(started)
+        request_finished.disconnect(finished)
+    assert sent[0]["status"] == 200
+    assert seen == [("started", apihandler.PopHandler), ("finished", apihandler.PopHandler)]

@@ -268,11 +268,41 @@ class PostgresStore(PostgresConsume, Store):
         return listen_params()
 
     async def listen(self, params: dict[str, Any], *, ready: Callable[[], None], woken: Callable[[str], None]) -> None:
+        import asyncio
+
         import psycopg
+        from psycopg import pq
 
         conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
         async with conn:
             await conn.execute(f"LISTEN {CHANNEL}")
             ready()
-            async for note in conn.notifies():
-                woken(note.payload)
+            # The socket watched for as long as it listens, read by libpq
+            # when readable (what psycopg's ``notifies()`` does per batch):
+            # its generator adds and removes the reader and makes a future
+            # for each batch, and every ack that frees a partition sends one,
+            # so it was ~7% of the server CPU of pop-1 (bench/README.md).
+            pgconn = conn.pgconn
+            encoding = conn.info.encoding
+            loop = asyncio.get_running_loop()
+            lost: asyncio.Future[None] = loop.create_future()
+
+            def readable() -> None:
+                try:
+                    pgconn.consume_input()
+                    while (note := pgconn.notifies()) is not None:
+                        woken(note.extra.decode(encoding))
+                    if pgconn.status != pq.ConnStatus.OK:
+                        raise psycopg.OperationalError("the listening connection was lost")
+                except Exception as exc:
+                    if not lost.done():
+                        lost.set_exception(exc)
+
+            fd = pgconn.socket
+            loop.add_reader(fd, readable)
+            # Whatever libpq holds already, read with the LISTEN's answer.
+            readable()
+            try:
+                await lost
+            finally:
+                loop.remove_reader(fd)
