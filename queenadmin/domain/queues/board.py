@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
+from django.db.models.fields.json import KT
 from django.db.models.functions import Substr
 
 from queenadmin.domain import clock
@@ -223,8 +224,23 @@ def queue_boards_deepest(*, limit: int) -> tuple[list[QueueBoard], BoardTotals]:
     claimable message's push time, the DLQ count), so the statements are
     the same few whatever the number of queues.
     """
-    rows = list(Queue.objects.order_by("name").values_list(*_QUEUE_FIELDS))
+    # The delay alone of every queue (the options and paused groups as
+    # JSON cost more to load than the rest of the read): the queues kept
+    # are read whole after.
+    delays = KT("options__delayedProcessing")
+    rows = [
+        (qid, name, None, None, {"delayedProcessing": _number(delay)}, False, None)
+        for qid, name, delay in Queue.objects.order_by("name").annotate(delay=delays).values_list("id", "name", "delay")
+    ]
     return _read(rows, with_groups=False, deepest=limit)
+
+
+def _number(value: Any) -> int:
+    """An option's value as ``_read`` takes it (``int(value or 0)``), from its text."""
+    try:
+        return int(float(value)) if value else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 @dataclass(frozen=True)
@@ -330,6 +346,8 @@ def _read(
         kept = {q[0] for q in queues}
         queue_of = {p[0]: p[1] for p in parts}
         wanted = {w for w in wanted if queue_of[w[0]] in kept}
+        whole = {q[0]: q for q in Queue.objects.filter(id__in=kept).values_list(*_QUEUE_FIELDS)}
+        queues = [whole[q[0]] for q in queues if q[0] in whole]
         pushed = dict(Partition.objects.filter(queue_id__in=kept).values_list("id", "last_push_at"))
         parts = [(pid, qid, name, n, pushed.get(pid)) for pid, qid, name, n, _ in parts if qid in kept]
     dlq = _dlq_counts([q[0] for q in queues], per_partition=with_groups)
@@ -389,6 +407,11 @@ def _cursors(pids: list[int] | None, now: datetime, *, with_claims: bool) -> dic
     Whether a lease is live is compared in the statement: two timestamps
     a row to parse cost more than the rest of a board at 1,000 queues.
     """
+    if pids is None and not with_claims:
+        every: dict[int, dict[str, _Cursor]] = {}
+        for pid, group, committed, is_live, batch_last in store().cursor_states(now=now):
+            every.setdefault(pid, {})[group] = _Cursor(group, committed, is_live, batch_last, None)
+        return every
     live = ExpressionWrapper(Q(lease_id__isnull=False, leased_until__gt=now), output_field=BooleanField())
     rows = ConsumerCursor.objects.annotate(live=live)
     if pids is not None:
