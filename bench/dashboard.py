@@ -8,7 +8,10 @@ It makes a scratch database beside the one ``DATABASE_URL`` names
 (``<name>_dashboard_bench``, dropped first; ``--keep`` reuses it as seeded),
 migrates it, and seeds, in bulk SQL with ``generate_series``:
 
-- 1,000,000 messages: 10 queues x 10 partitions x 10,000, pushed over the
+- 1,000,000 messages: 10 queues x 10 partitions x 10,000 (``--queues`` and
+  ``--partitions`` spread the same million otherwise, in a database of
+  their own: ``--queues 1000 --partitions 2`` is issue 39's overview
+  check), pushed over the
   last two hours (one queue has ``delayedProcessing`` 600 s, so its newest
   ten minutes are parked); queue-mode cursors 60% through, a lease of 100
   messages for an hour on every third partition, two named consumer groups
@@ -18,14 +21,17 @@ migrates it, and seeds, in bulk SQL with ``generate_series``:
 - 100,000 pending timers due over the next 24 hours (~4,200 in the next
   hour, which the overview's chart reads);
 - 10,000 audit entries;
-- a day of statistics samples (10 s rows) per queue, which the charts read.
+- a day of statistics samples (10 s rows) per queue (two hours past 100
+  queues), which the charts read.
 
 This is a seeding tool, so it writes the tables directly (the domain is
 the only writer everywhere else): going through the domain would take
 hours for a million messages, and the pages only read. The rows are shaped
 as the domain makes them (gapless offsets, ``next_offset``, cursors).
 
-Then for each page of ``PAGES`` it renders ``--renders`` times with Django's
+``--keep`` writes the samples again so that they end now (the attention
+list and the rates read the last minutes). Then for each page of
+``PAGES`` (or each ``--page``) it renders ``--renders`` times with Django's
 test ``Client`` as a logged-in superuser (after one warm-up render) and
 prints the median and worst server-side time, the median CPU time of this
 process (Django's own work) and the mean CPU time of its PostgreSQL backend
@@ -114,9 +120,10 @@ PAGES = [
     "/admin/queenadmin/auditentry/?kind__exact=timer&via__exact=dashboard",
 ]
 
+MESSAGES = 1_000_000
 QUEUES = 10
 PARTITIONS = 10
-PER_PARTITION = 10_000
+PER_PARTITION = MESSAGES // (QUEUES * PARTITIONS)
 DEAD_LETTERS = 10_000
 KV_KEYS = 100_000
 NAMESPACES = 10
@@ -124,14 +131,32 @@ LOCKS = 5_000
 PERMITS = 2
 TIMERS = 100_000
 AUDIT = 10_000
-#: A day of the sampler's 10 s ticks per queue.
+#: A day of the sampler's 10 s ticks per queue (``shape`` cuts it for
+#: many queues).
 SAMPLE_TICKS = 8_640
+
+
+def shape(queues: int, partitions: int) -> None:
+    """Seed ``queues`` x ``partitions``, the same 1,000,000 messages in all.
+
+    Past 100 queues the samples cover two hours, not a day (a day at 1,000
+    queues is 8.6 million rows); the overview reads the last hour.
+    """
+    global QUEUES, PARTITIONS, PER_PARTITION, SAMPLE_TICKS
+    QUEUES, PARTITIONS = queues, partitions
+    PER_PARTITION = MESSAGES // (queues * partitions)
+    if PER_PARTITION < 100 or DEAD_LETTERS // (queues * partitions) < 1:
+        sys.exit(f"{queues} x {partitions} partitions leaves too few messages a partition")
+    if queues > 100:
+        SAMPLE_TICKS = 720
 
 
 def scratch_url(url: str) -> str:
     parts = urlsplit(url)
     name = parts.path.lstrip("/") or "postgres"
-    return urlunsplit(parts._replace(path=f"/{name}_dashboard_bench"))
+    # Another shape seeds a database of its own, so ``--keep`` finds it.
+    suffix = "" if (QUEUES, PARTITIONS) == (10, 10) else f"_q{QUEUES}p{PARTITIONS}"
+    return urlunsplit(parts._replace(path=f"/{name}_dashboard_bench{suffix}"))
 
 
 def recreate(url: str, target: str) -> None:
@@ -143,32 +168,34 @@ def recreate(url: str, target: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
-SEED_SQL = [
-    # Queues: options as an auto-created queue has them; queue 9 delays 10 min.
-    f"""
-    INSERT INTO queenadmin_queue (name, namespace, task, options, created_at)
+def seed_sql() -> list[str]:
+    """The seed statements for the current ``shape``."""
+    return [
+        # Queues: options as an auto-created queue has them; queue 9 delays 10 min.
+        f"""
+    INSERT INTO queenadmin_queue (name, namespace, task, options, created_at, paused, paused_groups)
     SELECT 'bench-q' || q, NULL, NULL,
            jsonb_build_object('leaseTime', 60, 'retryLimit', 3, 'delayedProcessing',
                               CASE WHEN q = {QUEUES - 1} THEN 600 ELSE 0 END,
                               'dedupWindowSeconds', 3600, 'deadLetterQueue', true),
-           now() - interval '3 hours'
+           now() - interval '3 hours', false, '[]'::jsonb
     FROM generate_series(0, {QUEUES - 1}) q
     """,
-    f"""
+        f"""
     INSERT INTO queenadmin_partition (queue_id, name, next_offset, log_start, retained_bytes, created_at, last_push_at)
     SELECT q.id, 'p' || p, {PER_PARTITION}, 0, {PER_PARTITION * 40}, now() - interval '3 hours', now()
     FROM queenadmin_queue q, generate_series(0, {PARTITIONS - 1}) p
     """,
-    # Messages: pushed evenly over the last two hours, newest now.
-    f"""
+        # Messages: pushed evenly over the last two hours, newest now.
+        f"""
     INSERT INTO queenadmin_message (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, created_at)
     SELECT p.id, o, 'txn-' || p.id || '-' || o, gen_random_uuid()::text,
            '{{"order":' || o || ',"pad":"xxxxxxxxxxxxxxxxxxxxxxxx"}}', NULL,
            now() - make_interval(secs => ({PER_PARTITION} - 1 - o) * 7200.0 / {PER_PARTITION})
     FROM queenadmin_partition p, generate_series(0, {PER_PARTITION - 1}) o
     """,
-    # Queue mode 60% through; a live lease of 100 on every third partition.
-    f"""
+        # Queue mode 60% through; a live lease of 100 on every third partition.
+        f"""
     INSERT INTO queenadmin_consumercursor (partition_id, group_name, committed_offset, start_offset, lease_id,
         leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at, delivered, acked, failed)
     SELECT p.id, '__QUEUE_MODE__', {PER_PARTITION * 6 // 10 - 1}, -1,
@@ -179,13 +206,13 @@ SEED_SQL = [
            {PER_PARTITION * 6 // 10}, {PER_PARTITION * 6 // 10}, 0
     FROM queenadmin_partition p
     """,
-    """
-    INSERT INTO queenadmin_consumergroup (queue_id, name, subscription_mode, created_at)
-    SELECT q.id, g, 'all', now() - interval '3 hours'
+        """
+    INSERT INTO queenadmin_consumergroup (queue_id, name, subscription_mode, created_at, conflation)
+    SELECT q.id, g, 'all', now() - interval '3 hours', false
     FROM queenadmin_queue q, unnest(ARRAY['billing', 'audit-log']) g
     WHERE q.id % 2 = 0
     """,
-    f"""
+        f"""
     INSERT INTO queenadmin_consumercursor (partition_id, group_name, committed_offset, start_offset, lease_id,
         leased_until, batch_last, delivery_runs, retry_count, dead_lettered, last_claim_at, delivered, acked, failed)
     SELECT p.id, g.name, CASE WHEN g.name = 'billing' THEN {PER_PARTITION} - 51 ELSE {PER_PARTITION} / 4 - 1 END, -1,
@@ -193,7 +220,7 @@ SEED_SQL = [
            0, 0, 0
     FROM queenadmin_partition p JOIN queenadmin_consumergroup g ON g.queue_id = p.queue_id
     """,
-    f"""
+        f"""
     INSERT INTO queenadmin_deadletter (queue_id, partition_id, group_name, msg_offset, transaction_id, message_id,
         payload, error, retry_count, created_at, failed_at)
     SELECT p.queue_id, m.partition_id, '__QUEUE_MODE__', m.msg_offset, m.transaction_id, m.message_id,
@@ -201,35 +228,41 @@ SEED_SQL = [
     FROM queenadmin_message m JOIN queenadmin_partition p ON p.id = m.partition_id
     WHERE m.msg_offset < {DEAD_LETTERS // (QUEUES * PARTITIONS)}
     """,
-    # KV keys and lock permits, versions from the store's own sequence.
-    f"""
+        # KV keys and lock permits, versions from the store's own sequence.
+        f"""
     INSERT INTO queenadmin_kventry (namespace, key, value_json, version, expires_at, created_at, updated_at)
     SELECT 'ns-' || (i % {NAMESPACES}), 'key-' || lpad(i::text, 6, '0'), '{{"n":' || i || '}}',
            nextval('queenadmin_kv_version'), CASE WHEN i % 5 = 0 THEN now() + interval '1 day' END, now(), now()
     FROM generate_series(1, {KV_KEYS}) i
     """,
-    f"""
+        f"""
     INSERT INTO queenadmin_kventry (namespace, key, value_json, version, expires_at, created_at, updated_at)
     SELECT 'queen-locks', 'lock-' || l || '#' || s, '{{"owner":"worker-' || l || '-' || s || '"}}',
            nextval('queenadmin_kv_version'), now() + interval '1 hour', now(), now()
     FROM generate_series(0, {LOCKS - 1}) l, generate_series(0, {PERMITS - 1}) s
     """,
-    f"""
+        f"""
     INSERT INTO queenadmin_timer (queue, timer_key, partition, deliver_at, fire_at, txn, message_id, payload,
         payload_json, encrypted, producer_sub, attempts, last_error, created_at, updated_at)
     SELECT 'bench-q' || (i % {QUEUES}), 'timer-' || i, 'Default', t, t, 'timer-txn-' || i, gen_random_uuid()::text,
            convert_to('{{"t":' || i || '}}', 'UTF8'), '{{"t":' || i || '}}', false, NULL, 0, NULL, now(), now()
     FROM generate_series(1, {TIMERS}) i, LATERAL (SELECT now() + make_interval(secs => i * 86400.0 / {TIMERS})) d(t)
     """,
-    f"""
+        f"""
     INSERT INTO queenadmin_auditentry (at, actor, action, target, before, after, reason, kind, via)
     SELECT now() - make_interval(secs => i), 'operator', 'timer.cancel', 'bench-q1/timer-' || i, 'pending', 'cancelled',
            'bench', 'timer', 'dashboard'
     FROM generate_series(1, {AUDIT}) i
     """,
-    # The sampler's last day of 10 s rows (what the charts read): every
-    # queue steady at ~40 pushed and ~38 acked a tick.
-    f"""
+    ]
+
+
+def samples_sql() -> list[str]:
+    """The sampler's rows up to the current tick (``--keep`` writes them again)."""
+    return [
+        # The sampler's last day of 10 s rows (what the charts read): every
+        # queue steady at ~40 pushed and ~38 acked a tick.
+        f"""
     INSERT INTO queenadmin_queuesample (queue_id, queue, resolution, at, pushed_total, popped_total, acked_total,
         failed_total, dlq_total, pushed, popped, acked, failed, dlq, depth, oldest_claimable_age)
     SELECT q.id, q.name, 10, to_timestamp(floor(extract(epoch FROM now()) / 10) * 10 - t * 10),
@@ -237,22 +270,22 @@ SEED_SQL = [
            40 + t % 7, 38 + t % 5, 38 + t % 5, 0, 0, 4000 + (t * 37) % 900, 5.0
     FROM queenadmin_queue q, generate_series(0, {SAMPLE_TICKS - 1}) t
     """,
-    # Their sums per tick, as the sampler writes them beside the rows.
-    """
+        # Their sums per tick, as the sampler writes them beside the rows.
+        """
     INSERT INTO queenadmin_queuesampletotal (resolution, at, pushed, popped, acked, failed, dlq, depth,
         oldest_claimable_age)
     SELECT resolution, at, SUM(pushed), SUM(popped), SUM(acked), SUM(failed), SUM(dlq), SUM(depth),
            MAX(oldest_claimable_age)
     FROM queenadmin_queuesample GROUP BY resolution, at
     """,
-]
+    ]
 
 
-def seed() -> None:
+def seed(statements: list[str]) -> None:
     from django.db import connection
 
     with connection.cursor() as cur:
-        for sql in SEED_SQL:
+        for sql in statements:
             started = time.perf_counter()
             cur.execute(sql)
             print(f"  {cur.rowcount:>9,} rows  {time.perf_counter() - started:6.1f} s  {sql.split()[2]}", flush=True)
@@ -261,7 +294,7 @@ def seed() -> None:
         cur.execute("VACUUM ANALYZE")
 
 
-def measure(renders: int) -> None:
+def measure(renders: int, only: list[str]) -> None:
     from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
@@ -280,12 +313,14 @@ def measure(renders: int) -> None:
     q0 = "bench-q0"
     qd = Queue.objects.filter(options__delayedProcessing__gt=0).values_list("name", flat=True).first() or q0
     mid, txn = (
-        Message.objects.filter(partition__queue__name=q0, partition__name="p5", offset=8999)
+        Message.objects.filter(
+            partition__queue__name=q0, partition__name=f"p{min(5, PARTITIONS - 1)}", offset=PER_PARTITION * 9 // 10 - 1
+        )
         .values_list("message_id", "transaction_id")
         .get()
     )
     print(f"\n{'page':<58} {'median ms':>9} {'worst ms':>9} {'cpu ms':>7} {'db cpu':>7} {'queries':>7} {'KiB':>6}")
-    for template in PAGES:
+    for template in only or PAGES:
         url = template.format(q0=q0, qd=qd, mid=mid, txn=txn)
         try:
             resolve(url.split("?")[0])
@@ -318,7 +353,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--renders", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="reuse the seeded scratch database")
+    parser.add_argument("--queues", type=int, default=QUEUES, help="queues seeded (1,000,000 messages in all)")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS, help="partitions a queue")
+    parser.add_argument("--page", action="append", default=[], help="measure only this page (repeatable)")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the renders of the pages into FILE")
     args = parser.parse_args()
+    shape(args.queues, args.partitions)
     url = os.environ.get("DATABASE_URL", DEFAULT_URL)
     if not url.startswith("postgres"):
         sys.exit("bench/dashboard.py seeds with PostgreSQL's generate_series: set DATABASE_URL to PostgreSQL")
@@ -337,11 +377,26 @@ def main() -> None:
         print(f"migrating and seeding {urlsplit(target).path.lstrip('/')}", flush=True)
         call_command("migrate", verbosity=0)
         started = time.perf_counter()
-        seed()
+        seed(seed_sql() + samples_sql())
         print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
+    else:
+        # The attention list and the rates read the last minutes of samples:
+        # write them again to end now.
+        print("writing the samples again", flush=True)
+        seed(["DELETE FROM queenadmin_queuesample", "DELETE FROM queenadmin_queuesampletotal", *samples_sql()])
     load = os.getloadavg()
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.renders} renders per page")
-    measure(args.renders)
+    print(
+        f"{QUEUES:,} queues x {PARTITIONS} partitions x {PER_PARTITION:,} messages;"
+        f" load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {args.renders} renders per page"
+    )
+    if args.profile:
+        import cProfile
+
+        with cProfile.Profile() as profile:
+            measure(args.renders, args.page)
+        profile.dump_stats(args.profile)
+    else:
+        measure(args.renders, args.page)
 
 
 if __name__ == "__main__":

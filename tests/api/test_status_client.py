@@ -156,6 +156,8 @@ async def test_refresh_then_status_of_one_queue(server, http, admin, unique):
                 "task": "t1",
                 "partitions": 1,
                 "totalConsumed": 4,
+                "paused": False,
+                "pausedGroups": [],
             }
         ],
         "messages": {
@@ -228,6 +230,8 @@ async def test_status_queues_lists_newest_first_with_pages(http, admin, unique):
                 "createdAt": ms_z(created[name]["createdAt"]),
                 "partitions": 1,
                 "messages": {"total": 10, "pending": 4, "processing": 0},
+                "paused": False,
+                "pausedGroups": [],
             }
             for name in (q2, q1)
         ],
@@ -267,6 +271,8 @@ async def test_status_queue_detail(http, admin, unique):
                 "maxQueueSize": options["maxQueueSize"],
                 "deadLetterQueue": options["deadLetterQueue"],
             },
+            "paused": False,
+            "pausedGroups": [],
         },
         "partitions": [
             {

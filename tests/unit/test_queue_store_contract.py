@@ -377,6 +377,19 @@ def test_push_times_answer_stored_pairs(clock_at):
     assert store().push_times([]) == {}
 
 
+def test_cursor_states_say_whose_lease_is_live(clock_at):
+    """Every cursor comes back with its offsets and whether its lease is live at ``now``."""
+    push("a", n=3, partition="p1")
+    queues.queue_claim(request=queues.PopRequest(queue="a", partition="p1", batch=2, lease_seconds=30))
+    queues.queue_claim(request=queues.PopRequest(queue="a", partition="p1", batch=1, group="g", lease_seconds=30))
+    pid = partition_of("a", "p1").id
+    states = sorted(store().cursor_states(now=T0 + timedelta(seconds=10)))
+    assert [(p, g, live) for p, g, _, live, _ in states] == [(pid, "__QUEUE_MODE__", True), (pid, "g", True)]
+    assert [(c, last) for _, g, c, _, last in states if g == "__QUEUE_MODE__"] == [(-1, 1)]
+    later = store().cursor_states(now=T0 + timedelta(hours=1))
+    assert [live for *_, live, _ in later] == [False, False]
+
+
 def test_parked_from_finds_the_first_offset_after_the_cutoff(clock_at):
     """The first offset pushed after the cutoff, or the next offset when every message is older."""
     push("a", n=3, partition="p1")

@@ -280,6 +280,12 @@ class SegmentsOut(WireOut):
     messages: int
 
 
+#: The pause fields (``domain/queues/operator/pause.py``): additive, so the
+#: official client, which does not read them, is unaffected.
+PAUSED = "every pop of the queue is paused (answers as an empty queue)"
+PAUSED_GROUPS = "consumer groups whose pops of the queue are paused"
+
+
 class QueueSummaryOut(WireOut):
     id: str
     name: str
@@ -293,6 +299,8 @@ class QueueSummaryOut(WireOut):
     retainedBytes: int
     options: QueueOptionsOut
     createdAt: MicrosZTime
+    paused: bool = Field(description=PAUSED)
+    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
 
 
 class QueueListOut(WireOut):
@@ -356,8 +364,8 @@ class QueueDetailOut(WireOut):
     segments: SegmentsOut
     totals: MessageCountsOut
     retainedBytes: int
-    paused: bool = Field(description="every pop of the queue is paused (answers as an empty queue)")
-    pausedGroups: list[str] = Field(description="consumer groups whose pops of the queue are paused")
+    paused: bool = Field(description=PAUSED)
+    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
 
 
 class PartitionDepthOut(WireOut):

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, create_model
 
 from queenadmin.api.schemas.common import WireOut
+from queenadmin.api.schemas.queues import PAUSED, PAUSED_GROUPS
 
 #: Queen's status times: milliseconds and ``Z``.
 MillisZTime = Annotated[
@@ -69,6 +70,8 @@ class StatusQueueOut(WireOut):
     task: str | None
     partitions: int
     totalConsumed: int
+    paused: bool = Field(description=PAUSED)
+    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
 
 
 class RequestCountsOut(WireOut):
@@ -149,6 +152,8 @@ class StatusQueueItemOut(WireOut):
     createdAt: MillisZTime
     partitions: int
     messages: StatusQueueCountsOut
+    paused: bool = Field(description=PAUSED)
+    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
 
 
 class StatusQueuesOut(WireOut):
@@ -175,6 +180,8 @@ class StatusQueueInfoOut(WireOut):
     priority: int
     createdAt: MillisZTime
     config: StatusQueueConfigOut
+    paused: bool = Field(description=PAUSED)
+    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
 
 
 class StatusCountsOut(WireOut):

@@ -650,6 +650,8 @@ def _queue_summary(stats: queues.QueueStats) -> dict[str, Any]:
         "retainedBytes": stats.retained_bytes,
         "options": dict(stats.options),
         "createdAt": clock.iso_micros_z(stats.created_at),
+        "paused": stats.paused,
+        "pausedGroups": list(stats.paused_groups),
     }
 
 

@@ -178,6 +178,8 @@ def render_status(
             "task": q.task,
             "partitions": counters[q.name].partitions,
             "totalConsumed": counters[q.name].acked,
+            "paused": q.paused,
+            "pausedGroups": list(q.paused_groups),
         }
         for q in matched
         if q.name in counters and counters[q.name].pushed > 0
@@ -234,6 +236,8 @@ def render_status_queues(counters: Sequence[queues.QueueCounters], *, limit: int
                 "createdAt": millis_z(c.created_at),
                 "partitions": c.partitions,
                 "messages": {"total": c.pushed, "pending": c.depth - c.processing, "processing": c.processing},
+                "paused": c.paused,
+                "pausedGroups": list(c.paused_groups),
             }
             for c in counters
         ],
@@ -294,6 +298,8 @@ def render_status_queue(stats: queues.QueueStats, activity: Mapping[int, status.
                 "maxQueueSize": int(options.get("maxQueueSize", 0)),
                 "deadLetterQueue": bool(options.get("deadLetterQueue", True)),
             },
+            "paused": stats.paused,
+            "pausedGroups": list(stats.paused_groups),
         },
         "partitions": partitions,
         "totals": {"messages": _counts(*sums), **_counts(*sums)},

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from queenadmin.domain.kv import LOCKS_NAMESPACE
 from queenadmin.domain.overview.store import store
 from queenadmin.domain.search import distinct_values
-from queenadmin.models import KVEntry, Timer
+from queenadmin.models import DeadLetter, KVEntry, Timer
 
 #: Keys counted per KV namespace at most.
 KV_COUNT_CAP = 1_000
@@ -23,6 +23,8 @@ KV_COUNT_CAP = 1_000
 LOCK_COUNT_CAP = 10_000
 #: Pending timers counted at most.
 TIMER_COUNT_CAP = 10_000
+#: Dead letters (of every queue) counted at most.
+DEAD_LETTER_COUNT_CAP = 10_000
 #: Timers read for the due chart at most (in due order).
 TIMER_WINDOW_CAP = 20_000
 
@@ -120,3 +122,10 @@ def timers_due(*, now: datetime, bucket: timedelta = timedelta(minutes=1), bucke
     overdue = _bounded(store().timers_due_before(now, cap=TIMER_COUNT_CAP), TIMER_COUNT_CAP)
     pending = _bounded_table(Timer._meta.db_table, TIMER_COUNT_CAP)
     return TimersDue(now, bucket, tuple(counts), capped_from, overdue, pending, next_due)
+
+
+def dead_letters_total() -> Bounded:
+    """Dead letters of every queue, up to ``DEAD_LETTER_COUNT_CAP`` (the
+    planner's estimate past it): one statement, whatever the number of
+    queues."""
+    return _bounded_table(DeadLetter._meta.db_table, DEAD_LETTER_COUNT_CAP)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q
+from django.db.models.fields.json import KT
 from django.db.models.functions import Substr
 
 from queenadmin.domain import clock
@@ -213,17 +214,78 @@ def queue_in_flight() -> dict[str, int]:
     return counts
 
 
+def queue_boards_deepest(*, limit: int) -> tuple[list[QueueBoard], BoardTotals]:
+    """The ``limit`` deepest queues now, and every queue's depth summed.
+
+    Deepest: the slowest group's depth (``QueueBoard.pending``), then the
+    name. Every queue's depth is arithmetic on its partition and cursor
+    rows (read whole, without a list of ids); only the queues kept get
+    what costs a lookup per queue or partition beyond that (the oldest
+    claimable message's push time, the DLQ count), so the statements are
+    the same few whatever the number of queues.
+    """
+    # The delay alone of every queue (the options and paused groups as
+    # JSON cost more to load than the rest of the read): the queues kept
+    # are read whole after.
+    delays = KT("options__delayedProcessing")
+    rows = [
+        (qid, name, None, None, {"delayedProcessing": _number(delay)}, False, None)
+        for qid, name, delay in Queue.objects.order_by("name").annotate(delay=delays).values_list("id", "name", "delay")
+    ]
+    return _read(rows, with_groups=False, deepest=limit)
+
+
+def _number(value: Any) -> int:
+    """An option's value as ``_read`` takes it (``int(value or 0)``), from its text."""
+    try:
+        return int(float(value)) if value else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass(frozen=True)
+class BoardTotals:
+    """Every queue's depth by state, summed (``queue_boards_deepest``)."""
+
+    queues: int
+    claimable: int
+    parked: int
+    in_flight: int
+
+
 def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBoard]:
+    return _read(queues, with_groups=with_groups)[0]
+
+
+def _read(
+    queues: list[tuple[Any, ...]], *, with_groups: bool, deepest: int | None = None
+) -> tuple[list[QueueBoard], BoardTotals]:
+    """Boards of ``queues``, and their depth summed; ``deepest``: ``queues``
+    are every queue, and only the ``deepest`` of them become boards."""
     if not queues:
-        return []
+        return [], BoardTotals(0, 0, 0, 0)
     now = clock.now()
     qids = [q[0] for q in queues]
     delays = {q[0]: int((q[4] or {}).get("delayedProcessing") or 0) for q in queues}
-    rows = list(
-        Partition.objects.filter(queue_id__in=qids)
-        .order_by("queue_id", "name")
-        .values_list("id", "queue_id", "name", "next_offset", "last_push_at", "log_start")
-    )
+    ordered = Partition.objects.order_by("queue_id", "name")
+    if deepest is None:
+        rows = list(
+            ordered.filter(queue_id__in=qids).values_list(
+                "id", "queue_id", "name", "next_offset", "last_push_at", "log_start"
+            )
+        )
+    else:
+        # Every queue: no list of ids to send and parse, and no push time,
+        # read for the queues kept only (a timestamp costs ten times an
+        # integer to load); the rows of a queue made after the queue rows
+        # were read are left out.
+        rows = [
+            (pid, qid, name, next_offset, None, log_start)
+            for pid, qid, name, next_offset, log_start in ordered.values_list(
+                "id", "queue_id", "name", "next_offset", "log_start"
+            )
+            if qid in delays
+        ]
     parts = [row[:5] for row in rows]
     # Below the log start nothing is stored (retention or a purge deleted
     # it): a cursor there is pending from the log start on, as its next
@@ -232,22 +294,13 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
     pids = [p[0] for p in parts]
     named: dict[int, set[str]] = {}
     conflating: set[tuple[int, str]] = set()
-    for qid, group, conflation in ConsumerGroup.objects.filter(queue_id__in=qids).values_list(
-        "queue_id", "name", "conflation"
-    ):
+    registered = ConsumerGroup.objects.all() if deepest is not None else ConsumerGroup.objects.filter(queue_id__in=qids)
+    for qid, group, conflation in registered.values_list("queue_id", "name", "conflation"):
         named.setdefault(qid, set()).add(group)
         if conflation:
             conflating.add((qid, group))
-    cursors: dict[int, dict[str, _Cursor]] = {}
-    for pid, group, committed, lease, until, batch_last, last_claim in ConsumerCursor.objects.filter(
-        partition_id__in=pids
-    ).values_list(
-        "partition_id", "group", "committed_offset", "lease_id", "leased_until", "batch_last", "last_claim_at"
-    ):
-        live = lease is not None and until is not None and until > now
-        cursors.setdefault(pid, {})[group] = _Cursor(group, committed, live, batch_last, last_claim)
+    cursors = _cursors(None if deepest is not None else pids, now, with_claims=with_groups)
     parked_from = _parked_from([(p[0], p[3], delays[p[1]]) for p in parts], now)
-    dlq = _dlq_counts(qids, per_partition=with_groups)
 
     # Per partition: the groups that count and each one's cursor (a group
     # with no cursor row reads the partition from the start).
@@ -278,6 +331,26 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
             wanted.add((pid, head))
         if with_groups:
             wanted.update((pid, c.committed + 1) for c in considered[pid] if c.committed < last)
+    totals = BoardTotals(
+        len(queues),
+        sum(h[0] for h in heads.values()),
+        sum(h[1] for h in heads.values()),
+        sum(h[2] for h in heads.values()),
+    )
+    if deepest is not None:
+        pending: dict[int, int] = {}
+        for pid, qid, _, _, _ in parts:
+            ready, waiting, _, leased, _ = heads[pid]
+            pending[qid] = pending.get(qid, 0) + ready + waiting + leased
+        queues = sorted(queues, key=lambda q: (-pending.get(q[0], 0), q[1]))[:deepest]
+        kept = {q[0] for q in queues}
+        queue_of = {p[0]: p[1] for p in parts}
+        wanted = {w for w in wanted if queue_of[w[0]] in kept}
+        whole = {q[0]: q for q in Queue.objects.filter(id__in=kept).values_list(*_QUEUE_FIELDS)}
+        queues = [whole[q[0]] for q in queues if q[0] in whole]
+        pushed = dict(Partition.objects.filter(queue_id__in=kept).values_list("id", "last_push_at"))
+        parts = [(pid, qid, name, n, pushed.get(pid)) for pid, qid, name, n, _ in parts if qid in kept]
+    dlq = _dlq_counts([q[0] for q in queues], per_partition=with_groups)
     times = store().push_times(sorted(wanted))
 
     by_queue: dict[int, list[tuple[Any, ...]]] = {}
@@ -325,7 +398,33 @@ def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBo
                 held,
             )
         )
-    return boards
+    return boards, totals
+
+
+def _cursors(pids: list[int] | None, now: datetime, *, with_claims: bool) -> dict[int, dict[str, _Cursor]]:
+    """The cursors of partitions ``pids`` (None: every one), by partition and group.
+
+    Whether a lease is live is compared in the statement: two timestamps
+    a row to parse cost more than the rest of a board at 1,000 queues.
+    """
+    if pids is None and not with_claims:
+        every: dict[int, dict[str, _Cursor]] = {}
+        for pid, group, committed, is_live, batch_last in store().cursor_states(now=now):
+            every.setdefault(pid, {})[group] = _Cursor(group, committed, is_live, batch_last, None)
+        return every
+    live = ExpressionWrapper(Q(lease_id__isnull=False, leased_until__gt=now), output_field=BooleanField())
+    rows = ConsumerCursor.objects.annotate(live=live)
+    if pids is not None:
+        rows = rows.filter(partition_id__in=pids)
+    fields = ["partition_id", "group", "committed_offset", "live", "batch_last"]
+    if with_claims:
+        fields.append("last_claim_at")
+    cursors: dict[int, dict[str, _Cursor]] = {}
+    for pid, group, committed, is_live, batch_last, *claim in rows.values_list(*fields):
+        cursors.setdefault(pid, {})[group] = _Cursor(
+            group, committed, bool(is_live), batch_last, claim[0] if claim else None
+        )
+    return cursors
 
 
 def _group_lags(

@@ -121,6 +121,10 @@ class QueueCounters:
     #: Each consumer group that counts for the depth (the named groups, or
     #: queue mode when there are none), by name.
     groups: tuple[GroupCounters, ...] = ()
+    #: Whose pops are paused (``operator/pause.py``): every one, and the
+    #: groups paused on their own (sorted).
+    paused: bool = False
+    paused_groups: tuple[str, ...] = ()
 
 
 def _fine_seconds() -> int:
@@ -157,9 +161,9 @@ def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> lis
     """
     now = now or clock.now()
     queues = {
-        qid: (name, namespace, task, created)
-        for qid, name, namespace, task, created in Queue.objects.values_list(
-            "id", "name", "namespace", "task", "created_at"
+        qid: (name, namespace, task, created, paused, tuple(held or ()))
+        for qid, name, namespace, task, created, paused, held in Queue.objects.values_list(
+            "id", "name", "namespace", "task", "created_at", "paused", "paused_groups"
         )
     }
     named: dict[int, set[str]] = defaultdict(set)
@@ -243,7 +247,7 @@ def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> lis
         if qid not in oldest or created < oldest[qid]:
             oldest[qid] = created
     result = []
-    for qid, (name, namespace, task, created_at) in queues.items():
+    for qid, (name, namespace, task, created_at, paused, paused_groups) in queues.items():
         pushed, popped, acked, failed, dlq, depth, processing, partition_count = per_queue[qid]
         age = max(0.0, (now - oldest[qid]).total_seconds()) if qid in oldest else 0.0
         result.append(
@@ -263,6 +267,8 @@ def queue_counters(*, now: datetime | None = None, with_age: bool = True) -> lis
                 processing,
                 age,
                 tuple(GroupCounters(g, *per_group[qid][g]) for g in sorted(per_group.get(qid, {}))),
+                paused,
+                paused_groups,
             )
         )
     result.sort(key=lambda c: c.queue)

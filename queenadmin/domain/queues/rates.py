@@ -19,7 +19,7 @@ or groups.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -96,8 +96,10 @@ def _span(first: datetime, last: datetime) -> float:
     return (last - first).total_seconds() + _interval()
 
 
-def queue_rates(*, now: datetime, window: timedelta = RATE_WINDOW, queue: str | None = None) -> dict[str, QueueRate]:
-    """Every queue's rates (or ``queue``'s) over ``window`` before the
+def queue_rates(
+    *, now: datetime, window: timedelta = RATE_WINDOW, queue: str | None = None, queues: Sequence[str] | None = None
+) -> dict[str, QueueRate]:
+    """Every queue's rates (or ``queue``'s, or those of ``queues``) over ``window`` before the
     sampler's newest tick, by name. Two statements: the newest tick, then
     each queue's cumulative counters at it and at the tick ``window`` before
     (its difference is what happened between). A queue younger than the
@@ -110,9 +112,10 @@ def queue_rates(*, now: datetime, window: timedelta = RATE_WINDOW, queue: str | 
         return {}
     back = int(window.total_seconds())
     first = last - timedelta(seconds=back - back % interval)
+    names = [queue] if queue is not None else queues
     found = {}
     for q, created, pushed, popped, completed, f_pushed, f_popped, f_completed in store().queue_rate_ends(
-        resolution=interval, last=last, first=first, queue=queue
+        resolution=interval, last=last, first=first, queues=names
     ):
         if f_pushed is not None:
             since, base = first, (f_pushed, f_popped or 0, f_completed or 0)

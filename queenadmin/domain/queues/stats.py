@@ -285,12 +285,18 @@ def queue_list() -> list[QueueStats]:
     """Every queue with its depth, newest-created first."""
     now = clock.now()
     rows = Queue.objects.order_by("-created_at", "-id").values_list(
-        "id", "name", "namespace", "task", "options", "created_at"
+        "id", "name", "namespace", "task", "options", "created_at", "paused", "paused_groups"
     )
     result = []
-    for qid, name, namespace, task, options, created_at in rows:
+    for qid, name, namespace, task, options, created_at, paused, paused_groups in rows:
         parts = _depths(qid, None, now) or ()
-        result.append(QueueStats(qid, name, namespace, task, options, created_at, None, parts, QueueTotals.of(parts)))
+        totals = QueueTotals.of(parts)
+        held = tuple(paused_groups or ())
+        result.append(
+            QueueStats(
+                qid, name, namespace, task, options, created_at, None, parts, totals, paused=paused, paused_groups=held
+            )
+        )
     return result
 
 

@@ -29,14 +29,20 @@ class QueueRow:
     namespace: str | None
     task: str | None
     created_at: datetime
+    #: Whose pops are paused (``operator/pause.py``): every one, and the
+    #: groups paused on their own (sorted).
+    paused: bool = False
+    paused_groups: tuple[str, ...] = ()
 
 
 def queues_matching(*, queue: str | None, namespace: str | None, task: str | None) -> list[QueueRow]:
     """The queues a status filter names (every queue without one), newest first."""
     rows = where_given(Queue.objects.all(), name=queue, namespace=namespace, task=task)
     return [
-        QueueRow(*r)
-        for r in rows.order_by("-created_at", "-id").values_list("id", "name", "namespace", "task", "created_at")
+        QueueRow(qid, name, namespace, task, created_at, paused, tuple(groups or ()))
+        for qid, name, namespace, task, created_at, paused, groups in rows.order_by("-created_at", "-id").values_list(
+            "id", "name", "namespace", "task", "created_at", "paused", "paused_groups"
+        )
     ]
 
 
