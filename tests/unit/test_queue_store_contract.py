@@ -504,3 +504,26 @@ def test_a_cursor_a_claim_holds_is_skipped_by_another_claim(claimed_once):
     ):
         assert store().lock_free_cursor(partition_id=pid, group=queues.QUEUE_MODE, now=now) is None
         assert store().lock_partition_for_sweep(pid) == (0, 2)
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC),
+        datetime(2026, 10, 8, 10, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 10, 8, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1999, 12, 31, 23, 59, 59, 120000, tzinfo=UTC),
+    ],
+)
+def test_unix_micros_reads_a_timestamp_back_to_the_microsecond(at):
+    """The charts' cheap time column is exact, fraction or none (Django
+    stores no fraction for a whole second on SQLite)."""
+    from queenadmin.domain.queues.store.base import from_unix_micros
+    from queenadmin.models import QueueSampleTotal
+
+    QueueSampleTotal.objects.create(
+        resolution=10, at=at, pushed=0, popped=0, acked=0, failed=0, dlq=0, depth=0, oldest_claimable_age=0.0
+    )
+    (micros,) = QueueSampleTotal.objects.annotate(t=store().unix_micros("at")).values_list("t", flat=True)
+    assert micros == (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    assert from_unix_micros(micros) == at

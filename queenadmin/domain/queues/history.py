@@ -43,6 +43,7 @@ from queenadmin.conf import settings
 from queenadmin.domain import clock, kv
 from queenadmin.domain.queues.groupsamples import GroupCounters, group_prune_in_txn, group_sample_in_txn
 from queenadmin.domain.queues.store import store
+from queenadmin.domain.queues.store.base import from_unix_micros
 from queenadmin.models.queues import (
     QUEUE_MODE,
     ConsumerCursor,
@@ -597,12 +598,15 @@ def total_series(*, since: datetime, until: datetime | None = None) -> list[Samp
     """``queue_series(queue=None, ...)`` read from the sums per interval
     (``QueueSampleTotal``): one row a point, whatever the number of queues.
     Two statements."""
-    rows = _series_rows(QueueSampleTotal, since, until)
+    rows = (
+        _series_rows(QueueSampleTotal, since, until)
+        .annotate(t=store().unix_micros("at"))
+        .order_by("at", "resolution")
+        .values_list("t", "pushed", "popped", "acked", "failed", "dlq", "depth", "oldest_claimable_age", "resolution")
+    )
     return [
-        SamplePoint(
-            r.at, r.pushed, r.popped, r.acked, r.failed, r.dlq, r.depth, r.oldest_claimable_age, seconds=r.resolution
-        )
-        for r in rows.order_by("at", "resolution")
+        SamplePoint(from_unix_micros(t), pushed, popped, acked, failed, dlq, depth, age, seconds=seconds)
+        for t, pushed, popped, acked, failed, dlq, depth, age, seconds in rows
     ]
 
 
@@ -617,14 +621,17 @@ def queues_series(
     rows = (
         _series_rows(QueueSample, since, until)
         .filter(queue__in=list(queues))
+        .annotate(t=store().unix_micros("at"))
         .order_by("queue", "at")
         .values_list(
-            "queue", "at", "pushed", "popped", "acked", "failed", "dlq", "depth", "oldest_claimable_age", "resolution"
+            "queue", "t", "pushed", "popped", "acked", "failed", "dlq", "depth", "oldest_claimable_age", "resolution"
         )
     )
     found: dict[str, list[SamplePoint]] = defaultdict(list)
-    for queue, at, pushed, popped, acked, failed, dlq, depth, age, seconds in rows:
-        found[queue].append(SamplePoint(at, pushed, popped, acked, failed, dlq, depth, age, seconds=seconds))
+    for queue, t, pushed, popped, acked, failed, dlq, depth, age, seconds in rows:
+        found[queue].append(
+            SamplePoint(from_unix_micros(t), pushed, popped, acked, failed, dlq, depth, age, seconds=seconds)
+        )
     return dict(found)
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from django.db import connection
-from django.db.models import F, Func, TextField
+from django.db.models import BigIntegerField, F, Func, TextField
 
 from queenadmin.domain.queues.store.base import (
     CHANNEL,
@@ -125,6 +125,13 @@ class ErrorSignature(Func):
         for pattern, replacement in SIGNATURE_RULES:
             sql = f"regexp_replace({sql}, {_literal(pattern)}, {_literal(replacement)}, 'g')"
         return f"left(btrim({sql}, ' '), {SIGNATURE_CHARS})", list(params)
+
+
+class UnixMicros(Func):
+    """A timestamp as microseconds since the epoch (``EXTRACT`` is exact: numeric)."""
+
+    template = "(EXTRACT(EPOCH FROM %(expressions)s) * 1000000)::bigint"
+    output_field = BigIntegerField()
 
 
 class PostgresStore(PostgresConsume, Store):
@@ -256,6 +263,9 @@ class PostgresStore(PostgresConsume, Store):
 
     def error_signature(self, column: str) -> Func:
         return ErrorSignature(F(column))
+
+    def unix_micros(self, column: str) -> Func:
+        return UnixMicros(F(column))
 
     def notify(self, names: Sequence[str]) -> None:
         # PostgreSQL delivers a NOTIFY at commit and drops it on rollback.

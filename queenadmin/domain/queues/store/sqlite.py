@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from django.db import connection
-from django.db.models import F, Func, TextField
+from django.db.models import BigIntegerField, F, Func, TextField
 
 from queenadmin.domain.queues.store.base import (
     LocatedRow,
@@ -50,6 +50,20 @@ class ErrorSignature(Func):
         with contextlib.suppress(sqlite3.OperationalError):
             connection.connection.create_function(self.function, 1, error_signature_of, deterministic=True)
         return super().as_sql(compiler, connection, **extra)
+
+
+class UnixMicros(Func):
+    """A timestamp as microseconds since the epoch. Django stores one as
+    ``YYYY-MM-DD HH:MM:SS[.ffffff]`` in UTC: whole seconds from
+    ``strftime('%s')`` of the text up to the seconds (SQLite would round a
+    fraction to milliseconds, ``59.999999`` up to the next second), the
+    fraction's six digits (or none) read as they are."""
+
+    template = (
+        "(CAST(strftime('%%%%s', substr(%(expressions)s, 1, 19)) AS INTEGER) * 1000000"
+        " + CAST(substr(%(expressions)s, 21, 6) AS INTEGER))"
+    )
+    output_field = BigIntegerField()
 
 
 class SqliteStore(Store):
@@ -117,3 +131,6 @@ class SqliteStore(Store):
 
     def error_signature(self, column: str) -> Func:
         return ErrorSignature(F(column))
+
+    def unix_micros(self, column: str) -> Func:
+        return UnixMicros(F(column))
