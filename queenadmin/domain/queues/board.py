@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 from django.db.models.fields.json import KT
@@ -141,8 +142,7 @@ class QueueBoard:
         return max(times) if times else None
 
 
-@dataclass(frozen=True)
-class _Cursor:
+class _Cursor(NamedTuple):  # a tuple: a board of every queue makes thousands
     group: str
     committed: int
     live_lease: bool
@@ -159,11 +159,14 @@ def has_nul(*texts: str | None) -> bool:
     return any(t is not None and "\x00" in t for t in texts)
 
 
+_COMMITTED = attrgetter("committed")
+
+
 def _above(cursor: _Cursor, floor: int) -> _Cursor:
     """``cursor`` as if at least at ``floor`` (the partition's log start - 1)."""
     if cursor.committed >= floor:
         return cursor
-    return replace(cursor, committed=floor, batch_last=max(cursor.batch_last, floor))
+    return cursor._replace(committed=floor, batch_last=max(cursor.batch_last, floor))
 
 
 #: The queue row's columns a board reads.
@@ -303,14 +306,14 @@ def _read(
     parked_from = _parked_from([(p[0], p[3], delays[p[1]]) for p in parts], now)
 
     # Per partition: the groups that count and each one's cursor (a group
-    # with no cursor row reads the partition from the start).
+    # with no cursor row reads the partition from the start: ``unread``).
+    unread = {g: _Cursor(g, -1, False, -1, None) for g in {QUEUE_MODE}.union(*named.values())}
+    order = {qid: sorted(names) for qid, names in named.items()}
     considered: dict[int, list[_Cursor]] = {}
     for pid, qid, _, _, _ in parts:
         have = cursors.get(pid, {})
-        names = named.get(qid) or {QUEUE_MODE}
-        considered[pid] = [
-            _above(have.get(g) or _Cursor(g, -1, False, -1, None), floors.get(pid, -1)) for g in sorted(names)
-        ]
+        floor = floors.get(pid, -1)
+        considered[pid] = [_above(have.get(g) or unread[g], floor) for g in order.get(qid, (QUEUE_MODE,))]
 
     # The push times wanted: each partition's claimable head and, for the
     # groups table, each group's first unfinished offset.
@@ -318,7 +321,7 @@ def _read(
     wanted: set[tuple[int, int]] = set()
     for pid, _, _, next_offset, _ in parts:
         last = next_offset - 1
-        worst = max(considered[pid], key=lambda c: last - c.committed)
+        worst = min(considered[pid], key=_COMMITTED)  # furthest behind; the first, in name order
         slowest_leased = worst.leased(last)
         # Every cursor row holds its group's lease, named or queue mode.
         in_flight = sum(c.leased(last) for c in cursors.get(pid, {}).values())
