@@ -125,3 +125,45 @@ def test_a_wait_seen_by_this_process_is_kept_with_the_acquire(monkeypatch):
         assert granted.acquired
         acquired = [e for e in history.lock_events(name="jobs").events if e.event == "acquired"]
     assert [e.waited_ms for e in acquired] == [2500, 0]
+
+
+def _holds() -> tuple[float, float]:
+    """(count, sum) of ``queenadmin_lock_hold_seconds`` in this process."""
+    from queenadmin.metrics import process_metrics
+
+    samples = {s.name: s.value for s in process_metrics().lock_hold.collect()[0].samples}
+    return samples["queenadmin_lock_hold_seconds_count"], samples["queenadmin_lock_hold_seconds_sum"]
+
+
+@pytest.mark.parametrize("through", ["the granting process", "another process"])
+def test_a_release_is_timed_through_any_process(through):
+    """A release is timed whether or not this process granted the lease
+    (another process's release reads the permit's acquisition time), also
+    after a renew; the history's ``heldMs`` agrees."""
+    from queenadmin.domain.locks import calls
+
+    count, total = _holds()
+    with _at(0):
+        granted = _acquire("a", 60)
+    with _at(1):
+        token = locks.lock_renew(name="jobs", token=granted.token, ttl=60).token
+    if through == "another process":
+        calls._granted_at.clear()
+    with _at(2.5):
+        assert locks.lock_release(name="jobs", token=token).released
+    assert _holds() == (count + 1, pytest.approx(total + 2.5))
+    (released,) = [e for e in history.lock_events(name="jobs").events if e.event == "released"]
+    assert released.held_ms == 2500
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_force_release_is_timed_after_its_commit():
+    count, total = _holds()
+    with _at(0):
+        _acquire("a", 60)
+    with _at(4):
+        holder = locks.lock_holders(name="jobs").holders[0]
+        assert holder.since == T0
+        mark = lease_mark(owner=holder.owner, since=holder.since)
+        assert lock_force_release(name="jobs", slot=0, lease=mark, who=Who("otto")).released
+    assert _holds() == (count + 1, pytest.approx(total + 4))
