@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.test import override_settings
 
 from queenadmin.domain import locks
 from queenadmin.domain.audit import Who
@@ -167,3 +168,28 @@ def test_a_force_release_is_timed_after_its_commit():
         mark = lease_mark(owner=holder.owner, since=holder.since)
         assert lock_force_release(name="jobs", slot=0, lease=mark, who=Who("otto")).released
     assert _holds() == (count + 1, pytest.approx(total + 4))
+
+
+@override_settings(QUEENADMIN_HISTORY_MAX_ENTRIES=20, QUEENADMIN_HISTORY_MAX_AGE_SECONDS=0)
+def test_a_hammered_slot_is_kept_within_the_limit_and_its_slack():
+    """A slot past the limit plus a tenth is cut back to the limit by one
+    pass; up to the slack it is left alone; its newest events stay."""
+    from queenadmin.domain import kv
+
+    def cycle() -> None:
+        granted = _acquire("a", 60)
+        assert locks.lock_release(name="jobs", token=granted.token).released
+
+    def kept() -> int:
+        return KVVersion.objects.filter(namespace=kv.LOCKS_NAMESPACE, key="jobs#0").count()
+
+    for _ in range(30):
+        cycle()
+    newest = [e.seq for e in history.lock_events(name="jobs", limit=20).events]
+    assert kv.kv_history_trim().extra == 40
+    assert kept() == 20
+    assert [e.seq for e in history.lock_events(name="jobs", limit=20).events] == newest
+    cycle()
+    assert (kv.kv_history_trim().extra, kept()) == (0, 22)
+    cycle()
+    assert (kv.kv_history_trim().extra, kept()) == (4, 20)
