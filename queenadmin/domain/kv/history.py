@@ -180,7 +180,12 @@ def _trim_old(before: datetime) -> int | None:
 @transaction.atomic(durable=True)
 def _trim_extra(keep_newest: int, now: datetime) -> tuple[int, bool] | None:
     """One window of the count trim from the shared mark: the rows it
-    deleted and whether windows remain; None when another process trims."""
+    deleted and whether windows remain; None when another process trims.
+
+    Ids are drawn at insert, not at commit, so a write committing after
+    this pass may sit below the new mark: its key is looked at again with
+    its next write, and may hold that one row past the bound until then.
+    """
     the_store = store()
     if not the_store.trim_turn():
         return None
