@@ -342,7 +342,10 @@ class _Settings:
         30 * 86400, "kv", "History of keys and locks older than this is trimmed; 0: no age limit."
     )
     HISTORY_MAX_ENTRIES: int = setting(
-        1000, "kv", "The newest versions kept per key (and events per lock); 0: no count limit."
+        1000,
+        "kv",
+        "The newest versions kept per key (and events per lock slot); a key is cut back to it "
+        "once it holds a tenth more; 0: no count limit.",
     )
 
     # -- timers ---------------------------------------------------------------

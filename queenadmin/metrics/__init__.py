@@ -135,7 +135,7 @@ def process_metrics() -> ProcessMetrics:
         ),
         lock_hold=Histogram(
             "queenadmin_lock_hold_seconds",
-            "From grant to release of a lease released through the process that granted it.",
+            "From grant to release (or force release) of a lease, through any worker or replica.",
             buckets=LOCK_BUCKETS,
         ),
     )

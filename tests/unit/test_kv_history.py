@@ -18,12 +18,6 @@ pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 10, 8, 10, 0, tzinfo=UTC)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_mark(monkeypatch):
-    # The count limit's mark is per process; test databases reuse ids.
-    monkeypatch.setattr(history, "_trimmed_upto", 0)
-
-
 def _versions(key: str, ns: str = "h") -> list[int]:
     return [v.version for v in kv.kv_history(namespace=ns, key=key, limit=1000).versions]
 
@@ -63,6 +57,50 @@ def test_trim_keeps_the_newest_versions_of_each_key():
     kv.kv_put(namespace="h", key="busy", value="again", ttl=None)
     assert kv.kv_history_trim().extra == 1
     assert len(_versions("busy")) == 5
+
+
+@override_settings(QUEENADMIN_HISTORY_MAX_ENTRIES=20, QUEENADMIN_HISTORY_MAX_AGE_SECONDS=0)
+def test_a_key_within_the_slack_is_left_then_cut_back_to_the_limit():
+    """Up to the limit plus a tenth a key is not trimmed; one more write
+    and the next pass cuts it back to the limit, in one statement."""
+    assert history.count_slack(20) == 2
+    for i in range(22):
+        kv.kv_put(namespace="h", key="k", value=i, ttl=None)
+    assert kv.kv_history_trim().extra == 0
+    assert len(_versions("k")) == 22
+    kv.kv_put(namespace="h", key="k", value="one more", ttl=None)
+    newest = _versions("k")[:20]
+    assert kv.kv_history_trim().extra == 3
+    assert _versions("k") == newest
+
+
+@override_settings(QUEENADMIN_HISTORY_MAX_ENTRIES=5, QUEENADMIN_HISTORY_MAX_AGE_SECONDS=0)
+def test_the_count_trims_mark_is_in_the_database(monkeypatch):
+    """A pass starts where the last pass of any process stopped: the mark
+    is a row of the history table, never a key's version, and the next
+    pass looks only at what was written since."""
+    from queenadmin.domain.kv.store import store
+    from queenadmin.domain.kv.store.base import MARK_KEY, MARK_NAMESPACE
+
+    for i in range(3):
+        kv.kv_put(namespace="h", key="a", value=i, ttl=None)
+    kv.kv_history_trim()
+    mark = store().trim_mark()
+    assert mark == KVVersion.objects.exclude(namespace=MARK_NAMESPACE).order_by("id").last().id
+    windows = []
+    keys_over = type(store()).keys_over
+
+    def spy(self, *, after_id, upto_id, count):
+        windows.append((after_id, upto_id))
+        return keys_over(self, after_id=after_id, upto_id=upto_id, count=count)
+
+    monkeypatch.setattr(type(store()), "keys_over", spy)
+    kv.kv_put(namespace="h", key="b", value=1, ttl=None)
+    kv.kv_history_trim()
+    assert windows[0][0] == mark
+    (row,) = KVVersion.objects.filter(namespace=MARK_NAMESPACE)
+    assert (row.key, row.version) == (MARK_KEY, store().trim_mark())
+    assert row.version >= windows[0][1]
 
 
 @override_settings(QUEENADMIN_HISTORY_MAX_ENTRIES=0, QUEENADMIN_HISTORY_MAX_AGE_SECONDS=3600)

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.test import override_settings
 
 from queenadmin.domain import locks
 from queenadmin.domain.audit import Who
@@ -125,3 +126,70 @@ def test_a_wait_seen_by_this_process_is_kept_with_the_acquire(monkeypatch):
         assert granted.acquired
         acquired = [e for e in history.lock_events(name="jobs").events if e.event == "acquired"]
     assert [e.waited_ms for e in acquired] == [2500, 0]
+
+
+def _holds() -> tuple[float, float]:
+    """(count, sum) of ``queenadmin_lock_hold_seconds`` in this process."""
+    from queenadmin.metrics import process_metrics
+
+    samples = {s.name: s.value for s in process_metrics().lock_hold.collect()[0].samples}
+    return samples["queenadmin_lock_hold_seconds_count"], samples["queenadmin_lock_hold_seconds_sum"]
+
+
+@pytest.mark.parametrize("through", ["the granting process", "another process"])
+def test_a_release_is_timed_through_any_process(through):
+    """A release is timed whether or not this process granted the lease
+    (another process's release reads the permit's acquisition time), also
+    after a renew; the history's ``heldMs`` agrees."""
+    from queenadmin.domain.locks import calls
+
+    count, total = _holds()
+    with _at(0):
+        granted = _acquire("a", 60)
+    with _at(1):
+        token = locks.lock_renew(name="jobs", token=granted.token, ttl=60).token
+    if through == "another process":
+        calls._granted_at.clear()
+    with _at(2.5):
+        assert locks.lock_release(name="jobs", token=token).released
+    assert _holds() == (count + 1, pytest.approx(total + 2.5))
+    (released,) = [e for e in history.lock_events(name="jobs").events if e.event == "released"]
+    assert released.held_ms == 2500
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_force_release_is_timed_after_its_commit():
+    count, total = _holds()
+    with _at(0):
+        _acquire("a", 60)
+    with _at(4):
+        holder = locks.lock_holders(name="jobs").holders[0]
+        assert holder.since == T0
+        mark = lease_mark(owner=holder.owner, since=holder.since)
+        assert lock_force_release(name="jobs", slot=0, lease=mark, who=Who("otto")).released
+    assert _holds() == (count + 1, pytest.approx(total + 4))
+
+
+@override_settings(QUEENADMIN_HISTORY_MAX_ENTRIES=20, QUEENADMIN_HISTORY_MAX_AGE_SECONDS=0)
+def test_a_hammered_slot_is_kept_within_the_limit_and_its_slack():
+    """A slot past the limit plus a tenth is cut back to the limit by one
+    pass; up to the slack it is left alone; its newest events stay."""
+    from queenadmin.domain import kv
+
+    def cycle() -> None:
+        granted = _acquire("a", 60)
+        assert locks.lock_release(name="jobs", token=granted.token).released
+
+    def kept() -> int:
+        return KVVersion.objects.filter(namespace=kv.LOCKS_NAMESPACE, key="jobs#0").count()
+
+    for _ in range(30):
+        cycle()
+    newest = [e.seq for e in history.lock_events(name="jobs", limit=20).events]
+    assert kv.kv_history_trim().extra == 40
+    assert kept() == 20
+    assert [e.seq for e in history.lock_events(name="jobs", limit=20).events] == newest
+    cycle()
+    assert (kv.kv_history_trim().extra, kept()) == (0, 22)
+    cycle()
+    assert (kv.kv_history_trim().extra, kept()) == (4, 20)

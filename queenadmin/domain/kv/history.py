@@ -8,15 +8,15 @@ distinct and rise in commit order, and a page of them is ordered by
 version alone. A lock permit's rows keep no owner (``keep.kept``) and are
 read as a lock's life (``domain/locks/history.py``), never as a key's.
 
-Trimming (``kv_history_trim``, from the retention loop) keeps at most
-``HISTORY_MAX_ENTRIES`` versions per key and none older than
-``HISTORY_MAX_AGE_SECONDS``.
+Trimming (``kv_history_trim``, from the retention loop) keeps none older
+than ``HISTORY_MAX_AGE_SECONDS`` and, per key, at most
+``HISTORY_MAX_ENTRIES`` versions plus a slack (``count_slack``) plus what
+the key writes between two passes of the loop.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -119,9 +119,17 @@ class Trimmed:
     extra: int
 
 
-_mark_lock = threading.Lock()
-#: The history id up to which the count limit was applied by this process.
-_trimmed_upto = 0
+#: How far past ``HISTORY_MAX_ENTRIES`` a key may go before its count trim:
+#: a tenth of the limit. A key is then trimmed back to the limit in one
+#: statement once per tenth of the limit it writes, not a little at every
+#: pass, and a key that one pass left at the limit is not probed again
+#: until it grows.
+SLACK_SHARE = 10
+
+
+def count_slack(keep_newest: int) -> int:
+    """Rows a key may hold past ``keep_newest`` before it is trimmed."""
+    return keep_newest // SLACK_SHARE
 
 
 def kv_history_trim(*, now: datetime | None = None) -> Trimmed:
@@ -129,11 +137,14 @@ def kv_history_trim(*, now: datetime | None = None) -> Trimmed:
     called inside a transaction (each step is a short transaction of its own).
 
     Rows older than ``HISTORY_MAX_AGE_SECONDS`` go, oldest first, in
-    batches; then, for the keys written since the last pass of this process,
-    every version beyond the newest ``HISTORY_MAX_ENTRIES``. One trimmer at
-    a time over all the processes (``Store.trim_turn``): the others skip.
+    batches. Then the keys written since the last pass (of any process:
+    the mark is a row of the history table, ``store.base.MARK_KEY``) that
+    hold more than ``HISTORY_MAX_ENTRIES`` plus ``count_slack`` rows are
+    cut back to ``HISTORY_MAX_ENTRIES``, each in one statement. A key so
+    holds at most the limit, plus the slack, plus what it writes between
+    two passes. One trimmer at a time over all the processes
+    (``Store.trim_turn``): the others skip.
     """
-    global _trimmed_upto
     now = now or clock.now()
     old = extra = 0
     max_age = settings.HISTORY_MAX_AGE_SECONDS
@@ -147,16 +158,14 @@ def kv_history_trim(*, now: datetime | None = None) -> Trimmed:
                 break
     keep_newest = settings.HISTORY_MAX_ENTRIES
     if keep_newest > 0:
-        with _mark_lock:
-            while True:
-                step_done = _trim_extra(keep_newest, _trimmed_upto)
-                if step_done is None:
-                    break
-                count, upto, last = step_done
-                extra += count
-                _trimmed_upto = upto
-                if upto >= last:
-                    break
+        while True:
+            step_done = _trim_extra(keep_newest, now)
+            if step_done is None:
+                break
+            count, more = step_done
+            extra += count
+            if not more:
+                break
     return Trimmed(old, extra)
 
 
@@ -169,13 +178,23 @@ def _trim_old(before: datetime) -> int | None:
 
 
 @transaction.atomic(durable=True)
-def _trim_extra(keep_newest: int, after_id: int) -> tuple[int, int, int] | None:
+def _trim_extra(keep_newest: int, now: datetime) -> tuple[int, bool] | None:
+    """One window of the count trim from the shared mark: the rows it
+    deleted and whether windows remain; None when another process trims.
+
+    Ids are drawn at insert, not at commit, so a write committing after
+    this pass may sit below the new mark: its key is looked at again with
+    its next write, and may hold that one row past the bound until then.
+    """
     the_store = store()
     if not the_store.trim_turn():
         return None
     last = the_store.last_history_id()
-    after_id = min(after_id, last)
+    after_id = min(the_store.trim_mark(), last)
     upto = min(last, after_id + TRIM_ID_WINDOW)
     if upto <= after_id:
-        return 0, upto, last
-    return the_store.trim_extra(keep_newest=keep_newest, after_id=after_id, upto_id=upto), upto, last
+        return 0, False
+    over = the_store.keys_over(after_id=after_id, upto_id=upto, count=keep_newest + count_slack(keep_newest))
+    deleted = sum(the_store.trim_key(ident, keep_newest=keep_newest) for ident in over)
+    the_store.set_trim_mark(upto, now)
+    return deleted, upto < last

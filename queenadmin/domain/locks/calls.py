@@ -14,7 +14,6 @@ opens the outermost, durable transaction of each step itself.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -53,10 +52,14 @@ from queenadmin.domain.locks.ops import (
 )
 from queenadmin.plumbing import db
 
-#: (name, slot, token) -> monotonic time of the grant, for the hold time
-#: of a release in this process (``queenadmin_lock_hold_seconds``); a lease
-#: released through another process is not timed here.
-_granted_at: dict[tuple[str, int, int], float] = {}
+#: (name, slot, token) -> when the lease was granted, as its permit says
+#: (``since_of``), for the hold time of its release
+#: (``queenadmin_lock_hold_seconds``) with no read when the release comes
+#: through the process that granted it. Any other release reads the permit.
+_granted_at: dict[tuple[str, int, int], datetime] = {}
+#: Leases released elsewhere or expired stay in ``_granted_at`` until it
+#: holds this many; then it starts again (those releases read the permit).
+_MAX_GRANTED = 10_000
 
 
 def _write(op: kv.KVWrite, now: datetime | None) -> kv.WriteResult:
@@ -109,17 +112,24 @@ def _late(op: LockOp, at: datetime, now: datetime | None) -> bool:
     return now is None and clock.now() - at > op.ttl * LATE_SHARE
 
 
+def _note_granted_at(name: str, slot: int, token: int, since: datetime) -> None:
+    if len(_granted_at) >= _MAX_GRANTED:
+        _granted_at.clear()
+    _granted_at[(name, slot, token)] = since
+
+
 def _acquire(op: LockOp, now: datetime | None) -> Acquire:
     """``_acquire_at``, counted (``tally.operation``) and its wait
     noted for the lock's history."""
+    at = now or clock.now()
     waited = lock_history.waiting_ms(op.name, op.owner)
     result = _acquire_late(op, now, waited)
     if result.acquired:
         if not result.already:
             lock_history.note_granted(op.name, op.owner)
             tally.wait((waited or 0) / 1000)
-        if result.token is not None:
-            _granted_at[(op.name, result.slot or 0, result.token)] = time.monotonic()
+            if result.token is not None:
+                _note_granted_at(op.name, result.slot or 0, result.token, at)
     else:
         lock_history.note_refused(op.name, op.owner)
     tally.operation(
@@ -209,7 +219,7 @@ def _renew(op: LockOp, now: datetime | None) -> Renewal:
     if result.renewed and result.token is not None:
         began = _granted_at.pop((op.name, op.slot, op.token), None)
         if began is not None:
-            _granted_at[(op.name, op.slot, result.token)] = began
+            _note_granted_at(op.name, op.slot, result.token, began)
     tally.operation("renew", "renewed" if result.renewed else result.reason or "lost")
     return result
 
@@ -240,12 +250,19 @@ def _renew_at(op: LockOp, now: datetime) -> Renewal:
 
 
 def _release(op: LockOp, now: datetime | None) -> Release:
-    result = _write(kv.KVDelete(NAMESPACE, _key(op.name, op.slot), expect=op.token), now)
+    key = _key(op.name, op.slot)
     began = _granted_at.pop((op.name, op.slot, op.token), None)
+    if began is None:
+        # Granted through another worker or replica (or before a restart):
+        # the permit says since when, until the delete below removes it.
+        row = _get(key, now)
+        began = since_of(row) if row is not None and row.version == op.token else None
+    at = now or clock.now()
+    result = _write(kv.KVDelete(NAMESPACE, key, expect=op.token), now)
     tally.operation("release", "released" if result.applied else "lost")
     if result.applied:
         if began is not None:
-            tally.hold(time.monotonic() - began)
+            tally.hold(max(0.0, (at - began).total_seconds()))
         return Release(op.name, True, op.slot)
     return Release(op.name, False, op.slot, reason="lost", holders=_holder_of(op.slot, result))
 

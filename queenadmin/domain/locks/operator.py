@@ -24,6 +24,7 @@ from django.db.models import Count, Q
 from queenadmin.domain import clock, kv
 from queenadmin.domain.audit import Who
 from queenadmin.domain.locks import history as lock_history
+from queenadmin.domain.locks import tally
 from queenadmin.domain.locks.ops import (
     NAMESPACE,
     caller_of,
@@ -221,6 +222,8 @@ def lock_force_release(*, name: str, slot: int, lease: str, who: Who, now: datet
     if not deleted.applied:
         return ForceRelease(name, slot, False, "changed")
     lock_history.mark_forced_in_txn(key=key)
+    held = max(0.0, (now - since).total_seconds())
+    transaction.on_commit(lambda: tally.hold(held))
     expires = clock.iso_micros_z(row.expires_at) or "never"
     caller = caller_of(row.value)
     taken = f", taken by {caller}" if caller is not None else ""

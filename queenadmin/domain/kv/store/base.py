@@ -22,6 +22,13 @@ Ident = tuple[str, str]
 ScannedRow = tuple[str, str, float, float | None]
 HISTORY_TABLE = "queenadmin_kvversion"
 HISTORY_COLUMNS = "namespace, key, version, op, value_json, digest, size, at, actor, expires_at"
+#: The one history row that is not a write: in the empty namespace, which
+#: no key can have (``check_stored_namespace``), its ``version`` is the
+#: history id up to which the count limit was applied, shared by every
+#: process and replica (``history.kv_history_trim``); its ``at`` moves at
+#: each pass, so the age limit never takes it.
+MARK_NAMESPACE = ""
+MARK_KEY = "count-trim-mark"
 #: A lone write for ``write_group``: its one-statement form, the command,
 #: its ``now``, and who wrote (for the key's history).
 GroupItem = tuple[FastPath, KVPut | KVDelete, datetime, str | None]
@@ -266,29 +273,72 @@ class Store:
 
     def trim_old(self, *, before: datetime, batch_size: int) -> int:
         """Delete the history rows older than ``before`` among the oldest
-        ``batch_size`` (by id, which follows time); the count. Bounded by
-        the batch, so it needs no index on the time."""
+        ``batch_size`` (by id, which follows time), the count trim's mark
+        apart; the count. Bounded by the batch, so it needs no index on the
+        time."""
         with connection.cursor() as cursor:
             cursor.execute(
                 f"DELETE FROM {HISTORY_TABLE} WHERE id IN (SELECT id FROM "
-                f"(SELECT id, at FROM {HISTORY_TABLE} ORDER BY id LIMIT %s) AS s WHERE at < %s)",
-                [batch_size, db.to_db_time(before)],
+                f"(SELECT id, at, namespace FROM {HISTORY_TABLE} ORDER BY id LIMIT %s) AS s "
+                "WHERE at < %s AND namespace <> %s)",
+                [batch_size, db.to_db_time(before), MARK_NAMESPACE],
             )
             return int(cursor.rowcount or 0)
 
-    def trim_extra(self, *, keep_newest: int, after_id: int, upto_id: int) -> int:
-        """Delete every version but the newest ``keep_newest`` of the keys
-        written by the history rows of ids ``after_id`` to ``upto_id``; the count."""
+    def keys_over(self, *, after_id: int, upto_id: int, count: int) -> list[Ident]:
+        """The keys written by the history rows of ids ``after_id`` to
+        ``upto_id`` that hold more than ``count`` rows.
+
+        Each key's probe walks at most ``count`` + 1 entries of its index
+        (``LIMIT 1 OFFSET count``), once per key: a subquery joined to the
+        rows instead ran once per row, and at 12,000 rows of 8 hammered
+        locks took 3.9 s a pass on PostgreSQL (1.3 million index pages).
+        """
         with connection.cursor() as cursor:
             cursor.execute(
-                f"DELETE FROM {HISTORY_TABLE} WHERE id IN (SELECT h.id FROM {HISTORY_TABLE} AS h JOIN "
-                f"(SELECT c.namespace, c.key, (SELECT x.version FROM {HISTORY_TABLE} AS x "
-                "WHERE x.namespace = c.namespace AND x.key = c.key ORDER BY x.version DESC LIMIT 1 OFFSET %s) AS floor "
-                f"FROM (SELECT DISTINCT namespace, key FROM {HISTORY_TABLE} WHERE id > %s AND id <= %s) AS c) AS f "
-                "ON h.namespace = f.namespace AND h.key = f.key WHERE h.version < f.floor)",
-                [keep_newest - 1, after_id, upto_id],
+                f"SELECT c.namespace, c.key FROM (SELECT DISTINCT namespace, key FROM {HISTORY_TABLE} "
+                "WHERE id > %s AND id <= %s AND namespace <> %s) AS c "
+                f"WHERE EXISTS (SELECT 1 FROM {HISTORY_TABLE} AS x WHERE x.namespace = c.namespace "
+                "AND x.key = c.key ORDER BY x.version DESC LIMIT 1 OFFSET %s)",
+                [after_id, upto_id, MARK_NAMESPACE, count],
+            )
+            return [(ns, key) for ns, key in cursor.fetchall()]
+
+    def trim_key(self, ident: Ident, *, keep_newest: int) -> int:
+        """Delete every version of ``ident`` but the newest ``keep_newest``,
+        in one statement; the count."""
+        namespace, key = ident
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {HISTORY_TABLE} WHERE namespace = %s AND key = %s AND version < "
+                f"(SELECT version FROM {HISTORY_TABLE} WHERE namespace = %s AND key = %s "
+                "ORDER BY version DESC LIMIT 1 OFFSET %s)",
+                [namespace, key, namespace, key, keep_newest - 1],
             )
             return int(cursor.rowcount or 0)
+
+    def trim_mark(self) -> int:
+        """The history id up to which the count limit was applied (0: none)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT version FROM {HISTORY_TABLE} WHERE namespace = %s AND key = %s", [MARK_NAMESPACE, MARK_KEY]
+            )
+            found = cursor.fetchone()
+        return int(found[0]) if found else 0
+
+    def set_trim_mark(self, upto_id: int, now: datetime) -> None:
+        """Store the count trim's mark; inside the trim's turn (``trim_turn``)."""
+        params = [upto_id, db.to_db_time(now), MARK_NAMESPACE, MARK_KEY]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {HISTORY_TABLE} SET version = %s, at = %s WHERE namespace = %s AND key = %s", params
+            )
+            if cursor.rowcount:
+                return
+            cursor.execute(
+                f"INSERT INTO {HISTORY_TABLE} ({HISTORY_COLUMNS}) VALUES (%s, %s, %s, 'mark', NULL, NULL, 0, %s, NULL, NULL)",
+                [MARK_NAMESPACE, MARK_KEY, upto_id, db.to_db_time(now)],
+            )
 
     def retag_newest(self, *, namespace: str, key: str, was: str, now_op: str) -> None:
         """Rename the op of ``key``'s newest history row, if it is ``was``
@@ -301,6 +351,7 @@ class Store:
             )
 
     def last_history_id(self) -> int:
+        """The newest history id (0 for none)."""
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT coalesce(max(id), 0) FROM {HISTORY_TABLE}")
             return int(cursor.fetchone()[0])

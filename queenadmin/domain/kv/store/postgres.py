@@ -426,6 +426,7 @@ class PostgresStore(Store):
         the table (puts and creates): a generic plan of the UPDATE's or the
         DELETE's join may scan it (see ``pg_run``).
         """
+        recorded = {ns: keep.recorded(ns) for ns in {op.namespace for _, op, _, _ in items}}
         rows = [
             [
                 kind,
@@ -435,8 +436,13 @@ class PostgresStore(Store):
                 None if not isinstance(op, KVPut) or op.ttl is None else (now + op.ttl).isoformat(),
                 now.isoformat(),
                 op.expect,
-                keep.recorded(op.namespace),
-                *(keep.kept(op.value_json, op.namespace, op.waited_ms) if isinstance(op, KVPut) else keep.DELETED),
+                recorded[op.namespace],
+                # An opted-out namespace's value is not sent twice (nor hashed).
+                *(
+                    keep.kept(op.value_json, op.namespace, op.waited_ms)
+                    if isinstance(op, KVPut) and recorded[op.namespace]
+                    else keep.DELETED
+                ),
                 by,
             ]
             for kind, op, now, by in items
