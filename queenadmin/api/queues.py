@@ -1,7 +1,8 @@
 """Message-log routes: configure, push, pop, ack, lease extend, resources,
 pause and resume, DLQ.
 
-Each route parses with ``api/wire/queues.py``, calls the domain
+Each route parses with ``api/wire/queues.py`` (``api/wire/resources.py``
+for the resource reads, pause, resume and the DLQ list), calls the domain
 (``domain/queues``) with the typed command, and renders its result with the
 same wire module; nothing else happens here. Pops are ``async def``
 (``server.handlers.ASYNC_PREFIXES`` sends ``/api/v1/pop`` to
@@ -53,6 +54,7 @@ from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
 from queenadmin.api.wire import messages as messages_wire
 from queenadmin.api.wire import queues as wire
+from queenadmin.api.wire import resources as resources_wire
 from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
@@ -319,11 +321,11 @@ def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
 )
 def list_queues(request: HttpRequest) -> HttpResponse:
     stats = grants.readable(request, "queue", queues.queue_list(), lambda q: q.name)
-    if wire.wants_lanes(request.GET):
-        return json_response(wire.render_lanes(stats))
+    if resources_wire.wants_lanes(request.GET):
+        return json_response(resources_wire.render_lanes(stats))
     # Store-wide KV totals only for a token that may read every namespace.
     kv_rows, kv_bytes = kv.kv_totals() if grants.may_read_every(request, "kv") else (0, 0)
-    return json_response(wire.render_queue_list(stats, kv_rows=kv_rows, kv_bytes=kv_bytes))
+    return json_response(resources_wire.render_queue_list(stats, kv_rows=kv_rows, kv_bytes=kv_bytes))
 
 
 def _stats_or_404(
@@ -342,9 +344,9 @@ def _stats_or_404(
     summary="Pending, in flight and ready, per partition (arithmetic on cursors)",
 )
 def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
-    group = wire.parse_depth_group(request.GET)
+    group = resources_wire.parse_depth_group(request.GET)
     grants.require(request, "queue", queue, grants.READ)
-    return json_response(wire.render_depth(_stats_or_404(queue, group, with_age=True)))
+    return json_response(resources_wire.render_depth(_stats_or_404(queue, group, with_age=True)))
 
 
 # --------------------------------------------------------------------------
@@ -356,7 +358,7 @@ _PAUSE_ANSWERS: dict[int | str, Any] = {200: PauseOut, 404: QueueNotFoundOut}
 
 
 def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) -> HttpResponse:
-    reason = wire.parse_pause(read_engine_json(request, optional=True))
+    reason = resources_wire.parse_pause(read_engine_json(request, optional=True))
     wire.check_text(queue, "queue")
     grants.require(request, "queue", queue, grants.ADMIN)
     who = who_of(request, reason)
@@ -365,7 +367,7 @@ def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) ->
     else:
         verb = queue_operator.queue_group_pause if pause else queue_operator.queue_group_resume
         change = verb(queue=queue, group=group, who=who)
-    return json_response(wire.render_pause(change))
+    return json_response(resources_wire.render_pause(change))
 
 
 @router.with_body(
@@ -430,7 +432,7 @@ def resume_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
 )
 def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
     grants.require(request, "queue", queue, grants.READ)
-    return json_response(wire.render_queue(_stats_or_404(queue, with_messages=True)))
+    return json_response(resources_wire.render_queue(_stats_or_404(queue, with_messages=True)))
 
 
 @router.delete(
@@ -442,22 +444,22 @@ def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
     wire.check_text(queue, "queue")
     grants.require(request, "queue", queue, grants.ADMIN)
     existed = queues.queue_delete(name=queue, who=who_of(request))
-    return json_response(wire.render_delete(queue, existed=existed))
+    return json_response(resources_wire.render_delete(queue, existed=existed))
 
 
 @router.get("/resources/overview", response=OverviewOut, summary="Counts across every queue")
 def overview(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.READ)
-    return json_response(wire.render_overview(queues.queue_overview()))
+    return json_response(resources_wire.render_overview(queues.queue_overview()))
 
 
 @router.get("/dlq", response={200: DeadLettersOut, 400: EngineBadRequestOut}, summary="Dead letters, newest first")
 def list_dlq(request: HttpRequest) -> HttpResponse:
-    query = wire.parse_dlq(request.GET)
+    query = resources_wire.parse_dlq(request.GET)
     # The total counts every queue's dead letters unless one queue is named.
     if query.queue is None:
         grants.require_every(request, "queue", grants.READ)
     else:
         grants.require(request, "queue", query.queue, grants.READ)
     rows, total = queues.dlq_list(query=query)
-    return json_response(wire.render_dlq(rows, total))
+    return json_response(resources_wire.render_dlq(rows, total))

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from queenadmin.api.wire import queues as wire
+from queenadmin.api.wire import resources as resources_wire
 from queenadmin.domain import queues
 from queenadmin.errors import ConflationRefused, InvalidArgument, NameTooLong, QueenError
 from queenadmin.plumbing.db import json_text
@@ -431,17 +432,17 @@ def test_lease_extend_defaults_to_a_minute():
 
 def test_depth_group():
     """An empty group means "the slowest"; a named one is checked."""
-    assert wire.parse_depth_group({}) is None
-    assert wire.parse_depth_group({"group": ""}) is None
-    assert wire.parse_depth_group({"group": "g"}) == "g"
-    assert refusal(wire.parse_depth_group, {"group": "g\x00"}) == (*BAD, "consumerGroup must be a string")
-    assert refusal(wire.parse_depth_group, {"group": LONG}) == (*TOO_LONG, "consumerGroup is over 511 bytes")
+    assert resources_wire.parse_depth_group({}) is None
+    assert resources_wire.parse_depth_group({"group": ""}) is None
+    assert resources_wire.parse_depth_group({"group": "g"}) == "g"
+    assert refusal(resources_wire.parse_depth_group, {"group": "g\x00"}) == (*BAD, "consumerGroup must be a string")
+    assert refusal(resources_wire.parse_depth_group, {"group": LONG}) == (*TOO_LONG, "consumerGroup is over 511 bytes")
 
 
 def test_lanes_view():
     """Only stats=lanes asks for the short list."""
-    assert wire.wants_lanes({"stats": "lanes"})
-    assert not wire.wants_lanes({"stats": "full"})
+    assert resources_wire.wants_lanes({"stats": "lanes"})
+    assert not resources_wire.wants_lanes({"stats": "full"})
 
 
 @pytest.mark.parametrize(
@@ -458,13 +459,13 @@ def test_lanes_view():
 )
 def test_dlq_refusals(params, message):
     """Bad DLQ paging or times are refused, paging first."""
-    assert refusal(wire.parse_dlq, params) == (*BAD, message)
+    assert refusal(resources_wire.parse_dlq, params) == (*BAD, message)
 
 
 def test_dlq_query_defaults_and_caps():
     """The DLQ pages 100 by default and at most 1000; times are aware."""
-    assert wire.parse_dlq({}) == queues.DeadLetterQuery()
-    assert wire.parse_dlq(
+    assert resources_wire.parse_dlq({}) == queues.DeadLetterQuery()
+    assert resources_wire.parse_dlq(
         {
             "queue": "q",
             "consumerGroup": "g",

@@ -1,0 +1,278 @@
+"""The message log's resource reads on the wire: queue lists and details,
+depth, pause and resume, deletes, the overview and the dead letters.
+
+The same rules as ``wire/queues.py`` (its checks and refusals), for the
+routes that read or administer queues rather than move messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from queenadmin.api.wire.queues import (
+    MAX_OFFSET,
+    Params,
+    check_group,
+    check_text,
+    iso_time,
+    json_object,
+    query_int,
+)
+from queenadmin.domain import clock, queues
+from queenadmin.domain.queues import operator as queue_operator
+from queenadmin.errors import InvalidArgument
+
+
+def wants_lanes(params: Params) -> bool:
+    """``GET /resources/queues?stats=lanes``: names and partition counts only."""
+    return params.get("stats") == "lanes"
+
+
+def parse_depth_group(params: Params) -> str | None:
+    """``GET .../depth?group=``: a named group, or None (the slowest)."""
+    group = params.get("group") or None
+    return check_group(group) if group else None
+
+
+def _messages(totals: queues.QueueTotals) -> dict[str, int]:
+    return {
+        "total": totals.total,
+        "pending": totals.pending,
+        "processing": totals.processing,
+        "completed": totals.completed,
+        "deadLetter": totals.dead_letter,
+    }
+
+
+def render_lanes(stats: Sequence[queues.QueueStats]) -> dict[str, Any]:
+    lanes = [
+        {
+            "id": str(q.id),
+            "name": q.name,
+            "queue": q.name,
+            "partitions": len(q.partitions),
+            "createdAt": clock.iso_micros_z(q.created_at),
+        }
+        for q in stats
+    ]
+    return {"queues": lanes, "stats": "lanes"}
+
+
+def render_queue_list(stats: Sequence[queues.QueueStats], *, kv_rows: int, kv_bytes: int) -> dict[str, Any]:
+    return {
+        "queues": [_queue_summary(q) for q in stats],
+        "kvRows": kv_rows,
+        "kvBytes": kv_bytes,
+        "timerRows": 0,
+        "timerBytes": 0,
+    }
+
+
+def _queue_summary(stats: queues.QueueStats) -> dict[str, Any]:
+    retained = sum(p.total for p in stats.partitions)
+    return {
+        "id": str(stats.id),
+        "name": stats.name,
+        "queue": stats.name,
+        "namespace": stats.namespace,
+        "task": stats.task,
+        "storage": "segments",
+        "partitions": len(stats.partitions),
+        "segments": {"segments": 0, "messages": retained},
+        "messages": _messages(stats.totals),
+        "retainedBytes": stats.retained_bytes,
+        "options": dict(stats.options),
+        "createdAt": clock.iso_micros_z(stats.created_at),
+        "paused": stats.paused,
+        "pausedGroups": list(stats.paused_groups),
+    }
+
+
+def render_queue(stats: queues.QueueStats) -> dict[str, Any]:
+    """One queue with its partitions.
+
+    ``oldestMessage`` is the push time of the oldest message still pending
+    for the cursor behind the counts (the slowest named group); see
+    ``queues.queue_stats``.
+    """
+    partitions = []
+    for p in stats.partitions:
+        counts = {
+            "total": p.total,
+            "pending": p.pending,
+            "processing": p.processing,
+            "completed": p.completed,
+            "failed": None,
+            "deadLetter": p.dead_letter,
+        }
+        partitions.append(
+            {
+                "id": str(p.id),
+                "name": p.name,
+                "createdAt": clock.iso_micros_z(p.created_at),
+                "messages": counts,
+                "stats": counts,
+                "cursor": {"totalConsumed": p.completed + p.dead_letter, "batchesConsumed": 0},
+                "lastActivity": clock.iso_micros_z(p.last_push_at),
+                "oldestMessage": clock.iso_micros_z(p.oldest_message_at),
+                "newestMessage": clock.iso_micros_z(p.newest_message_at),
+                "retainedBytes": p.retained_bytes,
+            }
+        )
+    return {
+        "id": str(stats.id),
+        "name": stats.name,
+        "namespace": stats.namespace,
+        "task": stats.task,
+        "createdAt": clock.iso_micros_z(stats.created_at),
+        "options": dict(stats.options),
+        "partitions": partitions,
+        "segments": {"segments": 0, "messages": stats.totals.total},
+        "totals": _messages(stats.totals),
+        "retainedBytes": stats.retained_bytes,
+        "paused": stats.paused,
+        "pausedGroups": list(stats.paused_groups),
+    }
+
+
+def parse_pause(body: Any) -> str:
+    """A pause's or resume's reason for the audit trail: ``{"reason": ...}``,
+    optional (no body, ``null`` or no reason: none)."""
+    fields = {} if body is None else json_object(body)
+    reason = fields.get("reason")
+    if reason is None:
+        return ""
+    if not isinstance(reason, str):
+        raise InvalidArgument("reason must be a string")
+    return str(check_text(reason, "reason"))
+
+
+def render_pause(change: queue_operator.PauseChange) -> dict[str, Any]:
+    state = change.state
+    return {
+        "success": True,
+        "queue": state.queue,
+        "consumerGroup": change.group,
+        "paused": change.paused,
+        "changed": change.changed,
+        "queuePaused": state.paused,
+        "pausedGroups": list(state.paused_groups),
+    }
+
+
+def render_depth(stats: queues.QueueStats) -> dict[str, Any]:
+    t = stats.totals
+    return {
+        "queue": stats.name,
+        "group": stats.group,
+        "pending": t.pending,
+        "processing": t.processing,
+        "ready": t.ready,
+        "partitionsPending": t.partitions_pending,
+        "partitionsReady": t.partitions_ready,
+        # A conflating group's work is one handler call per partition.
+        "conflation": stats.conflation,
+        "effectivePending": t.partitions_pending if stats.conflation else t.pending,
+        "effectiveReady": t.partitions_ready if stats.conflation else t.ready,
+        "deadLetter": t.dead_letter,
+        "oldestReadyAgeSeconds": stats.oldest_ready_age,
+        "partitions": [
+            {"partition": p.name, "pending": p.pending, "processing": p.processing, "ready": p.ready}
+            for p in stats.partitions
+        ],
+    }
+
+
+def render_delete(name: str, *, existed: bool) -> dict[str, Any]:
+    if existed:
+        return {"deleted": True, "existed": True, "queue": name}
+    return {"deleted": False, "existed": False, "queue": name, "message": "Queue not found"}
+
+
+def render_overview(overview: queues.Overview) -> dict[str, Any]:
+    stats = overview.queues
+    lags = overview.offset_lags
+    times = overview.time_lags
+    totals = {
+        "total": sum(q.totals.total for q in stats),
+        "pending": sum(q.totals.pending for q in stats),
+        "processing": sum(q.totals.processing for q in stats),
+        "completed": sum(q.totals.completed for q in stats),
+        "deadLetter": sum(q.totals.dead_letter for q in stats),
+    }
+    return {
+        "queues": len(stats),
+        "partitions": overview.partitions,
+        "namespaces": overview.namespaces,
+        "tasks": overview.tasks,
+        "messages": {**totals, "failed": 0},
+        "lag": {
+            "time": {
+                "avg": sum(times) / len(times) if times else 0,
+                "median": 0,
+                "min": 0,
+                "max": max(times, default=0),
+            },
+            "offset": {
+                "avg": sum(lags) / len(lags) if lags else 0,
+                "median": lags[len(lags) // 2] if lags else 0,
+                "min": lags[0] if lags else 0,
+                "max": lags[-1] if lags else 0,
+            },
+        },
+        "timestamp": clock.iso_micros_z(overview.taken_at),
+        "statsAge": 0,
+    }
+
+
+# --------------------------------------------------------------------------
+# Dead letters
+
+DEFAULT_DLQ_LIMIT = 100
+MAX_DLQ_LIMIT = 1000
+
+
+def parse_dlq(params: Params) -> queues.DeadLetterQuery:
+    """``GET /dlq``: filters, ``from``/``to`` ISO times, and one page."""
+    limit = query_int(params, "limit")
+    offset = query_int(params, "offset")
+    if (limit is not None and limit < 1) or (offset is not None and offset < 0):
+        raise InvalidArgument("limit must be positive and offset not negative")
+    if offset is not None and offset > MAX_OFFSET:
+        raise InvalidArgument(f"offset must be at most {MAX_OFFSET}")
+    since = params.get("from")
+    until = params.get("to")
+    return queues.DeadLetterQuery(
+        queue=check_text(params.get("queue") or None, "queue"),
+        group=check_text(params.get("consumerGroup") or None, "consumerGroup"),
+        partition=check_text(params.get("partition") or None, "partition"),
+        since=iso_time(since, "from", "an ISO time") if since else None,
+        until=iso_time(until, "to", "an ISO time") if until else None,
+        limit=min(limit or DEFAULT_DLQ_LIMIT, MAX_DLQ_LIMIT),
+        offset=offset or 0,
+    )
+
+
+def render_dlq(rows: Sequence[queues.DeadLetterRow], total: int) -> dict[str, Any]:
+    messages = [
+        {
+            "id": str(r.id),
+            "queue": r.queue,
+            "partition": r.partition,
+            "partitionId": str(r.partition_id),
+            "consumerGroup": r.group,
+            "transactionId": r.transaction_id,
+            "messageId": r.message_id,
+            "offset": r.offset,
+            "data": json.loads(r.payload_json),
+            "errorMessage": r.error,
+            "retryCount": r.retry_count,
+            "producerSub": r.producer_sub,
+            "createdAt": clock.iso_micros_z(r.created_at),
+            "failedAt": clock.iso_micros_z(r.failed_at),
+        }
+        for r in rows
+    ]
+    return {"messages": messages, "total": total}
