@@ -53,6 +53,25 @@ def without_close_old_connections() -> Iterator[None]:
         request_finished.connect(close_old_connections)
 
 
+@pytest.fixture
+def seen() -> Iterator[list[tuple[str, Any]]]:
+    """Another receiver of ``request_started`` and ``request_finished``, connected
+    for the test: what it was sent, in order, as (signal, sender)."""
+    got: list[tuple[str, Any]] = []
+
+    def started(sender: Any, **kwargs: Any) -> None:
+        got.append(("started", sender))
+
+    def finished(sender: Any, **kwargs: Any) -> None:
+        got.append(("finished", sender))
+
+    request_started.connect(started)
+    request_finished.connect(finished)
+    yield got
+    request_started.disconnect(started)
+    request_finished.disconnect(finished)
+
+
 def _health_environ() -> dict[str, Any]:
     return {
         "REQUEST_METHOD": "GET",
@@ -91,22 +110,8 @@ def test_django_receivers_alone_are_run_in_place(conn: FakeConnection) -> None:
 
 
 @pytest.mark.usefixtures("without_close_old_connections")
-def test_another_receiver_gets_both_signals(conn: FakeConnection) -> None:
-    seen: list[tuple[str, Any]] = []
-
-    def started(sender: Any, **kwargs: Any) -> None:
-        seen.append(("started", sender))
-
-    def finished(sender: Any, **kwargs: Any) -> None:
-        seen.append(("finished", sender))
-
-    request_started.connect(started)
-    request_finished.connect(finished)
-    try:
-        assert _health(apihandler.ApiWSGIHandler()) == 200
-    finally:
-        request_started.disconnect(started)
-        request_finished.disconnect(finished)
+def test_another_receiver_gets_both_signals(conn: FakeConnection, seen: list[tuple[str, Any]]) -> None:
+    assert _health(apihandler.ApiWSGIHandler()) == 200
     assert seen == [("started", apihandler.ApiWSGIHandler), ("finished", apihandler.ApiWSGIHandler)]
     # Through the signals, not in place.
     assert conn.checks == 0
@@ -244,21 +249,7 @@ async def test_pops_check_a_connection_opened_in_their_context(conn: FakeConnect
 
 
 @pytest.mark.usefixtures("without_close_old_connections")
-async def test_pops_send_the_signals_to_another_receiver() -> None:
-    seen: list[tuple[str, Any]] = []
-
-    def started(sender: Any, **kwargs: Any) -> None:
-        seen.append(("started", sender))
-
-    def finished(sender: Any, **kwargs: Any) -> None:
-        seen.append(("finished", sender))
-
-    request_started.connect(started)
-    request_finished.connect(finished)
-    try:
-        sent = await _pop_handler_health()
-    finally:
-        request_started.disconnect(started)
-        request_finished.disconnect(finished)
+async def test_pops_send_the_signals_to_another_receiver(seen: list[tuple[str, Any]]) -> None:
+    sent = await _pop_handler_health()
     assert sent[0]["status"] == 200
     assert seen == [("started", apihandler.PopHandler), ("finished", apihandler.PopHandler)]
