@@ -9,7 +9,7 @@ import time_machine
 from django.db import connection
 from django.test import override_settings
 
-from queenadmin.domain import kv, locks
+from queenadmin.domain import clock, kv, locks
 from queenadmin.domain.kv import history
 from queenadmin.models import KVVersion
 
@@ -101,6 +101,20 @@ def test_the_count_trims_mark_is_in_the_database(monkeypatch):
     (row,) = KVVersion.objects.filter(namespace=MARK_NAMESPACE)
     assert (row.key, row.version) == (MARK_KEY, store().trim_mark())
     assert row.version >= windows[0][1]
+
+
+@override_settings(QUEENADMIN_HISTORY_MAX_ENTRIES=5, QUEENADMIN_HISTORY_MAX_AGE_SECONDS=0)
+def test_the_mark_points_at_a_write_not_at_its_own_row():
+    """The mark row may be newer than the writes it marks (another
+    process's pass made it after them): a pass marks the newest write,
+    never the mark row's own id."""
+    from queenadmin.domain.kv.store import store
+
+    for i in range(3):
+        kv.kv_put(namespace="h", key="a", value=i, ttl=None)
+    store().set_trim_mark(0, clock.now())
+    kv.kv_history_trim()
+    assert store().trim_mark() == KVVersion.objects.exclude(namespace="").order_by("id").last().id
 
 
 @override_settings(QUEENADMIN_HISTORY_MAX_ENTRIES=0, QUEENADMIN_HISTORY_MAX_AGE_SECONDS=3600)

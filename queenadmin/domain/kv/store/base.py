@@ -351,9 +351,10 @@ class Store:
             )
 
     def last_history_id(self) -> int:
-        """The newest history id (0 for none)."""
+        """The newest history id of a write (0 for none): the count trim's
+        mark row apart, whose own id may be newer than the writes it marks."""
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT coalesce(max(id), 0) FROM {HISTORY_TABLE}")
+            cursor.execute(f"SELECT coalesce(max(id), 0) FROM {HISTORY_TABLE} WHERE namespace <> %s", [MARK_NAMESPACE])
             return int(cursor.fetchone()[0])
 
     # ----------------------------------------------------------------------
