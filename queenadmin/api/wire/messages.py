@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from queenadmin.api.wire.queues import Params, check_group, check_name, check_text, json_object
+from queenadmin.api.wire.queues import Params, check_group, check_name, check_text, json_object, push_item
 from queenadmin.api.wire.queues import lookup_group as check_lookup_group
 from queenadmin.domain import clock
 from queenadmin.domain.queues import browse, groups, reads, traces
@@ -599,22 +599,14 @@ def render_message_deleted(
 
 
 def render_message_retried(result: queue_operator.MessageRetried) -> dict[str, Any]:
-    pushed = result.pushed
     return {
         "success": True,
-        "result": "moved" if pushed.status == "queued" else "duplicate",
+        "result": "moved" if result.pushed.status == "queued" else "duplicate",
         "queue": result.queue,
         "partition": result.partition,
         "partitionId": str(result.partition_id),
         "transactionId": result.transaction_id,
-        "replayedAs": {
-            "index": pushed.index,
-            "message_id": pushed.message_id,
-            "transaction_id": pushed.transaction_id,
-            "queueName": pushed.queue,
-            "status": pushed.status,
-            "offset": pushed.offset,
-        },
+        "replayedAs": push_item(result.pushed),
         "dlqRowsRemoved": result.dead_letters_removed,
     }
 
@@ -668,7 +660,6 @@ def parse_replay(body: Any) -> tuple[queue_operator.ReplayDestination, str]:
 
 
 def render_replayed(result: queue_operator.DLQReplayed) -> dict[str, Any]:
-    pushed = result.pushed
     return {
         "success": True,
         "result": result.result,
@@ -677,13 +668,6 @@ def render_replayed(result: queue_operator.DLQReplayed) -> dict[str, Any]:
         "consumerGroup": result.group,
         "dlqId": str(result.dead_letter_id),
         "originalTransactionId": result.original_transaction_id,
-        "replayedAs": {
-            "index": pushed.index,
-            "message_id": pushed.message_id,
-            "transaction_id": pushed.transaction_id,
-            "queueName": pushed.queue,
-            "status": pushed.status,
-            "offset": pushed.offset,
-        },
+        "replayedAs": push_item(result.pushed),
         "dlqRowRemoved": result.row_removed,
     }

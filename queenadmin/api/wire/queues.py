@@ -297,17 +297,23 @@ def parse_push_items(raw: Any) -> list[queues.PushItem]:
     return items
 
 
+def push_item(r: queues.PushResult) -> dict[str, Any]:
+    """One message's answer to a push, as the protocol spells it (a DLQ
+    replay or a retry answers its copy's in ``replayedAs``)."""
+    return {
+        "index": r.index,
+        "message_id": r.message_id,
+        "transaction_id": r.transaction_id,
+        "queueName": r.queue,
+        "status": r.status,
+        "offset": r.offset,
+    }
+
+
 def render_push(results: Sequence[queues.PushResult]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for r in results:
-        item: dict[str, Any] = {
-            "index": r.index,
-            "message_id": r.message_id,
-            "transaction_id": r.transaction_id,
-            "queueName": r.queue,
-            "status": r.status,
-            "offset": r.offset,
-        }
+        item = push_item(r)
         if r.status == "failed":
             item.update(message_id=None, offset=None, error=r.error)
         out.append(item)
