@@ -343,8 +343,14 @@ def test_on_a_phone_a_table_is_cards_with_every_cell_under_its_column_name(pages
     labels = row.locator("td").evaluate_all("cells => cells.map(c => c.dataset.label)")
     assert labels[1:] == heads[1 : len(labels)], (labels, heads)
     # Each label is drawn beside its value; the first cell is the card's title.
-    second = row.locator("td").nth(1)
-    assert second.evaluate("c => getComputedStyle(c, '::before').content") == f'"{heads[1]}"'
+    # Waited for: the live region may swap the rows in meanwhile, and a new
+    # row is labelled after its swap.
+    page.wait_for_function(
+        "h => { const c = document.querySelector('#queue-messages table.grid tbody tr td:nth-child(2)');"
+        " return c !== null && getComputedStyle(c, '::before').content === h; }",
+        arg=f'"{heads[1]}"',
+        timeout=10_000,
+    )
     # Nothing is off-screen: the box does not scroll and every cell is inside the window.
     box = page.locator("#queue-messages .scroll-x")
     assert box.evaluate("b => b.scrollWidth <= b.clientWidth")

@@ -61,7 +61,9 @@ def run_provider(*, port: int, redirect_uri: str, post_logout_redirect_uri: str)
             [node, str(HERE / "provider.mjs"), json.dumps(config)], cwd=HERE, stdout=log, stderr=subprocess.STDOUT
         )
     try:
-        deadline = time.monotonic() + 30
+        # Node loads the provider's modules from a fresh npm install: on a
+        # loaded 2-core machine (CI's three legs) that took over 30 s once.
+        deadline = time.monotonic() + 90
         while True:
             if process.poll() is not None:
                 raise RuntimeError("the OpenID provider exited:\n" + log_path.read_text())
