@@ -221,21 +221,36 @@ def queue_boards_deepest(*, limit: int) -> tuple[list[QueueBoard], BoardTotals]:
     """The ``limit`` deepest queues now, and every queue's depth summed.
 
     Deepest: the slowest group's depth (``QueueBoard.pending``), then the
-    name. Every queue's depth is arithmetic on its partition and cursor
-    rows (read whole, without a list of ids); only the queues kept get
-    what costs a lookup per queue or partition beyond that (the oldest
-    claimable message's push time, the DLQ count), so the statements are
-    the same few whatever the number of queues.
+    name. Every partition's slowest group comes from one statement
+    (``Store.slowest_groups``), so the cursors of every queue stay in the
+    database; only the queues kept are read as boards, in the statements
+    ``queue_boards`` makes for a page of them.
     """
-    # The delay alone of every queue (the options and paused groups as
-    # JSON cost more to load than the rest of the read): the queues kept
-    # are read whole after.
+    now = clock.now()
+    # The delay alone of every queue: its options as JSON cost more to load.
     delays = KT("options__delayedProcessing")
-    rows = [
-        (qid, name, None, None, {"delayedProcessing": _number(delay)}, False, None)
-        for qid, name, delay in Queue.objects.order_by("name").annotate(delay=delays).values_list("id", "name", "delay")
-    ]
-    return _read(rows, with_groups=False, deepest=limit)
+    queues = {
+        qid: (name, _number(delay))
+        for qid, name, delay in Queue.objects.annotate(delay=delays).values_list("id", "name", "delay")
+    }
+    # A partition of a queue made after the queue rows were read is left out.
+    heads = [row for row in store().slowest_groups(now=now, queue_mode=QUEUE_MODE) if row[1] in queues]
+    parked_from = _parked_from([(row[0], row[2] + 1, queues[row[1]][1]) for row in heads], now)
+    claimable = parked = in_flight = 0
+    pending: dict[int, int] = {}
+    for pid, qid, last, committed, leased, head, leased_by_all in heads:
+        # ``_depth``'s arithmetic, the lease's part done by the statement.
+        start = parked_from.get(pid)
+        waiting = 0 if start is None else max(0, last - max(head, start) + 1)
+        ready = max(0, last - committed - leased - waiting)
+        claimable += ready
+        parked += waiting
+        in_flight += leased_by_all
+        pending[qid] = pending.get(qid, 0) + ready + waiting + leased
+    kept = sorted(queues, key=lambda qid: (-pending.get(qid, 0), queues[qid][0]))[:limit]
+    rank = {qid: i for i, qid in enumerate(kept)}
+    rows = sorted(Queue.objects.filter(id__in=kept).values_list(*_QUEUE_FIELDS), key=lambda row: rank[row[0]])
+    return _boards(rows, with_groups=False), BoardTotals(len(queues), claimable, parked, in_flight)
 
 
 def _number(value: Any) -> int:
@@ -256,53 +271,43 @@ class BoardTotals:
     in_flight: int
 
 
+def _depth(worst: _Cursor, last: int, parked_from: int | None) -> tuple[int, int, int, int]:
+    """A partition's depth for its slowest group ``worst``: (claimable,
+    parked, leased by it, the first offset it has not claimed)."""
+    leased = worst.leased(last)
+    head = (worst.batch_last if worst.live_lease else worst.committed) + 1
+    young = max(head, last + 1 if parked_from is None else parked_from)
+    parked = max(0, last - young + 1)
+    return max(0, last - worst.committed - leased - parked), parked, leased, head
+
+
 def _boards(queues: list[tuple[Any, ...]], *, with_groups: bool) -> list[QueueBoard]:
-    return _read(queues, with_groups=with_groups)[0]
-
-
-def _read(
-    queues: list[tuple[Any, ...]], *, with_groups: bool, deepest: int | None = None
-) -> tuple[list[QueueBoard], BoardTotals]:
-    """Boards of ``queues``, and their depth summed; ``deepest``: ``queues``
-    are every queue, and only the ``deepest`` of them become boards."""
+    """Boards of ``queues`` (rows of ``_QUEUE_FIELDS``), in their order."""
     if not queues:
-        return [], BoardTotals(0, 0, 0, 0)
+        return []
     now = clock.now()
     qids = [q[0] for q in queues]
     delays = {q[0]: int((q[4] or {}).get("delayedProcessing") or 0) for q in queues}
-    ordered = Partition.objects.order_by("queue_id", "name")
-    if deepest is None:
-        rows = list(
-            ordered.filter(queue_id__in=qids).values_list(
-                "id", "queue_id", "name", "next_offset", "last_push_at", "log_start"
-            )
-        )
-    else:
-        # Every queue: no list of ids to send and parse, and no push time,
-        # read for the queues kept only (a timestamp costs ten times an
-        # integer to load); the rows of a queue made after the queue rows
-        # were read are left out.
-        rows = [
-            (pid, qid, name, next_offset, None, log_start)
-            for pid, qid, name, next_offset, log_start in ordered.values_list(
-                "id", "queue_id", "name", "next_offset", "log_start"
-            )
-            if qid in delays
-        ]
-    parts = [row[:5] for row in rows]
+    rows = list(
+        Partition.objects.order_by("queue_id", "name")
+        .filter(queue_id__in=qids)
+        .values_list("id", "queue_id", "name", "next_offset", "last_push_at", "log_start")
+    )
     # Below the log start nothing is stored (retention or a purge deleted
     # it): a cursor there is pending from the log start on, as its next
     # claim reads (protocol 11.3: last - max(committed, log_start - 1)).
     floors = {row[0]: row[5] - 1 for row in rows if row[5] > 0}
+    parts = [row[:5] for row in rows]
     pids = [p[0] for p in parts]
     named: dict[int, set[str]] = {}
     conflating: set[tuple[int, str]] = set()
-    registered = ConsumerGroup.objects.all() if deepest is not None else ConsumerGroup.objects.filter(queue_id__in=qids)
-    for qid, group, conflation in registered.values_list("queue_id", "name", "conflation"):
+    for qid, group, conflation in ConsumerGroup.objects.filter(queue_id__in=qids).values_list(
+        "queue_id", "name", "conflation"
+    ):
         named.setdefault(qid, set()).add(group)
         if conflation:
             conflating.add((qid, group))
-    cursors = _cursors(None if deepest is not None else pids, now, with_claims=with_groups)
+    cursors = _cursors(pids, now, with_claims=with_groups)
     parked_from = _parked_from([(p[0], p[3], delays[p[1]]) for p in parts], now)
 
     # Per partition: the groups that count and each one's cursor (a group
@@ -310,7 +315,7 @@ def _read(
     unread = {g: _Cursor(g, -1, False, -1, None) for g in {QUEUE_MODE}.union(*named.values())}
     order = {qid: sorted(names) for qid, names in named.items()}
     considered: dict[int, list[_Cursor]] = {}
-    for pid, qid, _, _, _ in parts:
+    for pid, qid, *_ in parts:
         have = cursors.get(pid, {})
         floor = floors.get(pid, -1)
         considered[pid] = [_above(have.get(g) or unread[g], floor) for g in order.get(qid, (QUEUE_MODE,))]
@@ -322,37 +327,14 @@ def _read(
     for pid, _, _, next_offset, _ in parts:
         last = next_offset - 1
         worst = min(considered[pid], key=_COMMITTED)  # furthest behind; the first, in name order
-        slowest_leased = worst.leased(last)
+        claimable, parked, slowest_leased, head = _depth(worst, last, parked_from.get(pid))
         # Every cursor row holds its group's lease, named or queue mode.
         in_flight = sum(c.leased(last) for c in cursors.get(pid, {}).values())
-        head = (worst.batch_last if worst.live_lease else worst.committed) + 1
-        young = max(head, parked_from.get(pid, last + 1))
-        parked = max(0, last - young + 1)
-        claimable = max(0, last - worst.committed - slowest_leased - parked)
         heads[pid] = (claimable, parked, in_flight, slowest_leased, head)
         if claimable:
             wanted.add((pid, head))
         if with_groups:
             wanted.update((pid, c.committed + 1) for c in considered[pid] if c.committed < last)
-    totals = BoardTotals(
-        len(queues),
-        sum(h[0] for h in heads.values()),
-        sum(h[1] for h in heads.values()),
-        sum(h[2] for h in heads.values()),
-    )
-    if deepest is not None:
-        pending: dict[int, int] = {}
-        for pid, qid, _, _, _ in parts:
-            ready, waiting, _, leased, _ = heads[pid]
-            pending[qid] = pending.get(qid, 0) + ready + waiting + leased
-        queues = sorted(queues, key=lambda q: (-pending.get(q[0], 0), q[1]))[:deepest]
-        kept = {q[0] for q in queues}
-        queue_of = {p[0]: p[1] for p in parts}
-        wanted = {w for w in wanted if queue_of[w[0]] in kept}
-        whole = {q[0]: q for q in Queue.objects.filter(id__in=kept).values_list(*_QUEUE_FIELDS)}
-        queues = [whole[q[0]] for q in queues if q[0] in whole]
-        pushed = dict(Partition.objects.filter(queue_id__in=kept).values_list("id", "last_push_at"))
-        parts = [(pid, qid, name, n, pushed.get(pid)) for pid, qid, name, n, _ in parts if qid in kept]
     dlq = _dlq_counts([q[0] for q in queues], per_partition=with_groups)
     times = store().push_times(sorted(wanted))
 
@@ -401,24 +383,13 @@ def _read(
                 held,
             )
         )
-    return boards, totals
+    return boards
 
 
-def _cursors(pids: list[int] | None, now: datetime, *, with_claims: bool) -> dict[int, dict[str, _Cursor]]:
-    """The cursors of partitions ``pids`` (None: every one), by partition and group.
-
-    Whether a lease is live is compared in the statement: two timestamps
-    a row to parse cost more than the rest of a board at 1,000 queues.
-    """
-    if pids is None and not with_claims:
-        every: dict[int, dict[str, _Cursor]] = {}
-        for pid, group, committed, is_live, batch_last in store().cursor_states(now=now):
-            every.setdefault(pid, {})[group] = _Cursor(group, committed, is_live, batch_last, None)
-        return every
+def _cursors(pids: list[int], now: datetime, *, with_claims: bool) -> dict[int, dict[str, _Cursor]]:
+    """The cursors of partitions ``pids``, by partition and group."""
     live = ExpressionWrapper(Q(lease_id__isnull=False, leased_until__gt=now), output_field=BooleanField())
-    rows = ConsumerCursor.objects.annotate(live=live)
-    if pids is not None:
-        rows = rows.filter(partition_id__in=pids)
+    rows = ConsumerCursor.objects.annotate(live=live).filter(partition_id__in=pids)
     fields = ["partition_id", "group", "committed_offset", "live", "batch_last"]
     if with_claims:
         fields.append("last_claim_at")

@@ -170,6 +170,38 @@ def error_signature_of(error: str | None) -> str:
     return text.strip(" ")[:SIGNATURE_CHARS]
 
 
+#: ``Store.slowest_groups``: the portable SQL of both databases (CASE for
+#: GREATEST and LEAST, integers for booleans).
+_SLOWEST_SQL = (
+    "WITH g AS ("
+    " SELECT queue_id, name AS grp FROM queenadmin_consumergroup"
+    " UNION ALL SELECT q.id, %s FROM queenadmin_queue q"
+    " WHERE NOT EXISTS (SELECT 1 FROM queenadmin_consumergroup n WHERE n.queue_id = q.id)),"
+    " k AS (SELECT p.id AS pid, p.queue_id AS qid, p.next_offset - 1 AS last, g.grp,"
+    " CASE WHEN p.log_start > 0 THEN p.log_start - 1 ELSE -1 END AS floor,"
+    " COALESCE(c.committed_offset, -1) AS committed, COALESCE(c.batch_last, -1) AS batch_last,"
+    " CASE WHEN c.lease_id IS NOT NULL AND c.leased_until > %s THEN 1 ELSE 0 END AS live"
+    " FROM queenadmin_partition p JOIN g ON g.queue_id = p.queue_id"
+    " LEFT JOIN queenadmin_consumercursor c ON c.partition_id = p.id AND c.group_name = g.grp),"
+    " w AS (SELECT pid, qid, last, live,"
+    " CASE WHEN committed < floor THEN floor ELSE committed END AS committed,"
+    " CASE WHEN committed < floor AND batch_last < floor THEN floor ELSE batch_last END AS batch_last,"
+    " ROW_NUMBER() OVER (PARTITION BY pid ORDER BY CASE WHEN committed < floor THEN floor ELSE committed END,"
+    " grp COLLATE {binary}) AS n FROM k),"
+    " f AS (SELECT c.partition_id AS pid, CAST(SUM(CASE WHEN c.batch_last < p.next_offset - 1"
+    " THEN c.batch_last ELSE p.next_offset - 1 END - c.committed_offset) AS BIGINT) AS n"
+    " FROM queenadmin_consumercursor c JOIN queenadmin_partition p ON p.id = c.partition_id"
+    " WHERE c.lease_id IS NOT NULL AND c.leased_until > %s"
+    " AND c.batch_last > c.committed_offset AND p.next_offset - 1 > c.committed_offset"
+    " GROUP BY c.partition_id)"
+    " SELECT w.pid, w.qid, w.last, w.committed,"
+    " CASE WHEN w.live = 0 OR w.batch_last <= w.committed OR w.last <= w.committed THEN 0"
+    " WHEN w.batch_last < w.last THEN w.batch_last - w.committed ELSE w.last - w.committed END,"
+    " CASE WHEN w.live = 1 THEN w.batch_last ELSE w.committed END + 1, COALESCE(f.n, 0)"
+    " FROM w LEFT JOIN f ON f.pid = w.pid WHERE w.n = 1"
+)
+
+
 class Store:
     """What the queue domain needs of a database. Subclasses fill in the rest."""
 
@@ -474,18 +506,26 @@ class Store:
             cur.execute(sql, [v for pair in pairs for v in pair])
             return {(int(pid), int(offset)): from_db_time(created) for pid, offset, created in cur.fetchall()}
 
-    def cursor_states(self, *, now: datetime) -> list[tuple[int, str, int, bool, int]]:
-        """Every cursor as (partition id, group, committed offset, holds a
-        lease live at ``now``, batch last): what the depth of every queue
-        reads. One statement; the lease's expiry is compared here, not
-        loaded (a timestamp a row costs more than the rest of the row)."""
+    #: The collation that orders text by its bytes.
+    _BYTE_ORDER: ClassVar[str] = '"C"'
+
+    def slowest_groups(self, *, now: datetime, queue_mode: str) -> list[tuple[int, int, int, int, int, int, int]]:
+        """Every partition's slowest group, for the depth of every queue.
+
+        Rows of (partition id, queue id, last offset; of the group furthest
+        behind: its committed offset, the messages it holds under a lease
+        live at ``now``, the first offset it has not claimed; the messages
+        leased under every live lease of the partition). The groups that
+        count are the queue's registered ones, else ``queue_mode``; a group
+        with no cursor reads from the start, a cursor below the log start as
+        at it; ties go to the first group in byte order. One statement, so
+        the thousands of cursor rows of a large broker stay in the database.
+        """
+        when = to_db_time(now)
         with connection.cursor() as cur:
-            cur.execute(
-                "SELECT partition_id, group_name, committed_offset,"
-                " lease_id IS NOT NULL AND leased_until > %s, batch_last FROM queenadmin_consumercursor",
-                [to_db_time(now)],
-            )
-            return [(pid, group, committed, bool(live), last) for pid, group, committed, live, last in cur.fetchall()]
+            cur.execute(_SLOWEST_SQL.format(binary=self._BYTE_ORDER), [queue_mode, when, when])
+            rows: list[tuple[int, int, int, int, int, int, int]] = cur.fetchall()
+            return rows
 
     def parked_from(self, partition_ids: Sequence[int], cutoff: datetime) -> dict[int, int]:
         """Per partition, the first offset pushed after ``cutoff`` (``next_offset``: none).

@@ -68,6 +68,7 @@ class UnixMicros(Func):
 
 class SqliteStore(Store):
     _PAYLOAD_BYTES: ClassVar[str] = "length(CAST(payload AS BLOB))"
+    _BYTE_ORDER: ClassVar[str] = "BINARY"
 
     def lock_queue_ids(self, ids: Sequence[int], *, exclusive: bool = False) -> set[int]:
         if not ids:
