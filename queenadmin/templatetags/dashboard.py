@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 
 from django import template
 from django.urls import reverse
-from django.utils.html import conditional_escape, format_html
+from django.utils.html import conditional_escape, escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from queenadmin.dashboard import links, pages
@@ -239,6 +239,9 @@ def shown(value: object) -> SafeString:
     outside it (other names are left bare, as most are).
     """
     text = "" if value is None else str(value)
+    if text.isascii() and text.isprintable():
+        # Most names: no invisible character, no right-to-left letter.
+        return escape(text)
     parts = [
         conditional_escape(c)
         if c.isprintable()

@@ -26,7 +26,7 @@ from queenadmin.domain.kv import LOCKS_NAMESPACE, kv_namespaces
 from queenadmin.domain.locks.operator import server_permits_held
 from queenadmin.domain.overview import Bounded, TimersDue, dead_letters_total, locks_held, timers_due
 from queenadmin.domain.queues.board import QueueBoard, queue_boards_deepest
-from queenadmin.domain.queues.history import queues_series, total_series
+from queenadmin.domain.queues.history import queues_depth_series, total_series
 from queenadmin.domain.queues.rates import QueueRate, queue_rates
 from queenadmin.domain.supervision import supervision_heartbeats
 
@@ -141,12 +141,11 @@ def queue_activity_charts(boards: list[QueueBoard], now: datetime) -> tuple[Safe
             until=now,
         )
     deepest = boards[:BUSIEST]
-    series = queues_series(queues=[b.name for b in deepest], since=since, until=now)
+    series = queues_depth_series(queues=[b.name for b in deepest], since=since, until=now)
     depth = []
     for b in deepest:
         if b.name in series:
-            _, _, line = series_points(series[b.name])
-            chart = svg.line_chart([("depth", line)], title=f"Depth, {b.name}", since=since, until=now)
+            chart = svg.line_chart([("depth", series[b.name])], title=f"Depth, {b.name}", since=since, until=now)
             depth.append(QueueDepthChart(b.name, chart))
     return rates, depth
 

@@ -37,7 +37,7 @@ from queenadmin.domain.queues.history import (
     SamplePoint,
     queue_counters,
     queue_series,
-    queues_series,
+    queues_depth_series,
     stats_refresh,
 )
 from queenadmin.domain.queues.ids import is_uuid, uuid7
@@ -131,7 +131,7 @@ __all__ = [
     "queue_series",
     "queue_settings",
     "queue_stats",
-    "queues_series",
+    "queues_depth_series",
     "stats_refresh",
     "uuid7",
 ]
