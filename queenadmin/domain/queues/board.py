@@ -12,6 +12,7 @@ as ``stats.queue_stats`` does.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -227,15 +228,16 @@ def queue_boards_deepest(*, limit: int) -> tuple[list[QueueBoard], BoardTotals]:
     ``queue_boards`` makes for a page of them.
     """
     now = clock.now()
-    # The delay alone of every queue: its options as JSON cost more to load.
-    delays = KT("options__delayedProcessing")
-    queues = {
-        qid: (name, _number(delay))
-        for qid, name, delay in Queue.objects.annotate(delay=delays).values_list("id", "name", "delay")
-    }
+    names = dict(Queue.objects.values_list("id", "name"))
+    # The delay of the queues that have one: options as JSON cost more to
+    # load than the rest of the read.
+    delayed = Queue.objects.filter(options__has_key="delayedProcessing").annotate(
+        delay=KT("options__delayedProcessing")
+    )
+    delays = {qid: _number(delay) for qid, delay in delayed.values_list("id", "delay")}
     # A partition of a queue made after the queue rows were read is left out.
-    heads = [row for row in store().slowest_groups(now=now, queue_mode=QUEUE_MODE) if row[1] in queues]
-    parked_from = _parked_from([(row[0], row[2] + 1, queues[row[1]][1]) for row in heads], now)
+    heads = [row for row in store().slowest_groups(now=now, queue_mode=QUEUE_MODE) if row[1] in names]
+    parked_from = _parked_from([(row[0], row[2] + 1, delays.get(row[1], 0)) for row in heads], now)
     claimable = parked = in_flight = 0
     pending: dict[int, int] = {}
     for pid, qid, last, committed, leased, head, leased_by_all in heads:
@@ -247,10 +249,10 @@ def queue_boards_deepest(*, limit: int) -> tuple[list[QueueBoard], BoardTotals]:
         parked += waiting
         in_flight += leased_by_all
         pending[qid] = pending.get(qid, 0) + ready + waiting + leased
-    kept = sorted(queues, key=lambda qid: (-pending.get(qid, 0), queues[qid][0]))[:limit]
+    kept = heapq.nsmallest(limit, names, key=lambda qid: (-pending.get(qid, 0), names[qid]))
     rank = {qid: i for i, qid in enumerate(kept)}
     rows = sorted(Queue.objects.filter(id__in=kept).values_list(*_QUEUE_FIELDS), key=lambda row: rank[row[0]])
-    return _boards(rows, with_groups=False), BoardTotals(len(queues), claimable, parked, in_flight)
+    return _boards(rows, with_groups=False), BoardTotals(len(names), claimable, parked, in_flight)
 
 
 def _number(value: Any) -> int:
