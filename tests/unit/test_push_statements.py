@@ -151,6 +151,57 @@ def test_a_push_of_many_messages_to_known_partitions_costs_few_statements() -> N
     assert Message.objects.count() == 52
 
 
+#: Statements of a batch push whose transactionIds are new: the lookup, then
+#: the dedup read guarding the write, in one (it was 3: the read on its own).
+PG_NEW_BATCH_PUSH = 2
+
+
+def test_a_push_of_many_new_messages_is_one_statement_after_the_lookup() -> None:
+    push_one(partition="p1", txn="first-1")
+    push_one(partition="p2", txn="first-2")
+    items = [queues.PushItem("q", f"p{1 + n % 2}", db.json_text({"n": n}), f"t-{n}") for n in range(50)]
+    items.append(queues.PushItem("q", "p1", db.json_text({"n": 0}), "t-0"))
+    with counted() as seen:
+        results = queues.queue_push(items=items)
+    assert len(seen) <= (PG_NEW_BATCH_PUSH if db.is_postgres() else SQLITE_BATCH_PUSH), "\n".join(seen)
+    assert [(r.status, r.offset) for r in results[:4]] == [("queued", 1), ("queued", 1), ("queued", 2), ("queued", 2)]
+    # Earlier in the same call: the original's answer.
+    assert (results[-1].status, results[-1].message_id) == ("duplicate", results[0].message_id)
+    assert Message.objects.count() == 52
+    assert sorted(Message.objects.filter(partition__name="p1").values_list("offset", flat=True)) == list(range(26))
+
+
+def test_a_transaction_id_past_its_own_queues_window_is_pushed_again_beside_a_longer_window() -> None:
+    """The dedup read of a push to two queues reads back to the longer window; a
+    message only the shorter window has forgotten is no duplicate."""
+    from datetime import timedelta
+
+    import time_machine
+
+    from queenadmin.domain import clock
+
+    start = clock.now()
+    with time_machine.travel(start, tick=False) as traveller:
+        queues.queue_configure(
+            request=queues.ConfigureRequest("short", options=queues.QueueOptions((("dedupWindowSeconds", 60),)))
+        )
+        queues.queue_configure(
+            request=queues.ConfigureRequest("long", options=queues.QueueOptions((("dedupWindowSeconds", 3600),)))
+        )
+        push_one("short", txn="a")
+        push_one("long", txn="b")
+        traveller.shift(timedelta(seconds=120))
+        items = [
+            queues.PushItem("short", "p", db.json_text({"n": 2}), "a"),
+            queues.PushItem("long", "p", db.json_text({"n": 2}), "b"),
+            queues.PushItem("long", "p", db.json_text({"n": 3}), "c"),
+        ]
+        results = queues.queue_push(items=items)
+    assert [(r.status, r.offset) for r in results] == [("queued", 1), ("duplicate", 0), ("queued", 1)]
+    assert Message.objects.filter(partition__queue__name="short").count() == 2
+    assert Message.objects.filter(partition__queue__name="long").count() == 2
+
+
 def test_the_dedup_read_of_a_large_push_probes_the_index_and_reads_no_table() -> None:
     """1,000 pairs against a partition of 20,000 messages: one index probe per
     pair, never a scan of the messages (a plain join was planned as a merge
@@ -181,6 +232,39 @@ def test_the_dedup_read_of_a_large_push_probes_the_index_and_reads_no_table() ->
             [[p for p, _ in pairs], [t for _, t in pairs], clock.now() - timedelta(hours=1)],
             binary=True,
         )
+        [(plan,)] = cur.fetchall()
+    plan = json.dumps(plan if not isinstance(plan, str) else json.loads(plan))
+    assert '"Seq Scan"' not in plan, plan
+    assert "message_partition_txn_idx" in plan, plan
+
+
+def test_the_dedup_read_guarding_a_large_write_probes_the_index_and_reads_no_table() -> None:
+    """The same for the read inside the write (``write_new_messages``)."""
+    if not db.is_postgres():
+        pytest.skip("PostgreSQL's planner")
+    import json
+    from datetime import timedelta
+
+    from queenadmin.domain import clock
+    from queenadmin.domain.queues.store.postgres import _write_statement
+    from queenadmin.models import Partition
+
+    push_one(txn="seed")
+    pid = Partition.objects.get(queue__name="q", name="p").pk
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO queenadmin_message"
+            " (partition_id, msg_offset, transaction_id, message_id, payload, created_at)"
+            " SELECT %s, g, 'x-' || g, 'm-' || g, '{}', now() FROM generate_series(1, 20000) AS g",
+            [pid],
+        )
+        cur.execute("ANALYZE queenadmin_message")
+    now = clock.now()
+    rows = [(pid, 30000 + n, f"x-{2 * n}", f"new-{n}", "{}", None, None) for n in range(1000)]
+    probe = [(pid, f"x-{2 * n}") for n in range(1000)]
+    sql, params = _write_statement(rows, {pid: (31000, 2000)}, now, ["q"], probe, now - timedelta(hours=1))
+    with connection.wrap_database_errors, db.server_cursor() as cur:
+        cur.execute("EXPLAIN (FORMAT JSON) " + sql, params, binary=True)
         [(plan,)] = cur.fetchall()
     plan = json.dumps(plan if not isinstance(plan, str) else json.loads(plan))
     assert '"Seq Scan"' not in plan, plan

@@ -20,13 +20,16 @@ from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS, inferred_names
 from queenadmin.domain.queues.refs import QueueRef
 from queenadmin.domain.queues.stats import queue_pending
 from queenadmin.domain.queues.store import Append, store
+from queenadmin.domain.queues.store.base import MessageRow, RecentRow
 from queenadmin.errors import QueueBusy, QueueFull
 from queenadmin.models.queues import NEVER_LOGGED, DeadLetter, Partition, Queue
+from queenadmin.plumbing.shapes import quick_init
 
 #: The partition of a push that names none.
 DEFAULT_PARTITION = "Default"
 
 
+@quick_init
 @dataclass(frozen=True)
 class PushItem:
     """One message to append.
@@ -50,6 +53,7 @@ class PushItem:
     producer_sub: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class PushResult:
     """What became of the item at ``index`` of the push.
@@ -166,15 +170,12 @@ def _lock_partitions(ids: list[int]) -> dict[int, int]:
     return store().lock_partitions(ids)
 
 
-def _recent(pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]) -> dict[tuple[int, str], tuple[str, int]]:
-    """Messages already in the log for (partition, transactionId) pairs.
-
-    Only rows newer than their partition's cutoff count; the earliest wins.
-    """
-    if not pairs:
-        return {}
-    earliest = min(cutoffs[p] for p, _ in pairs)
-    rows = store().recent_messages(sorted(pairs), earliest)
+def _recent_of(
+    rows: list[RecentRow], pairs: set[tuple[int, str]], cutoffs: dict[int, datetime]
+) -> dict[tuple[int, str], tuple[str, int]]:
+    """The originals of (partition, transactionId) ``pairs`` among ``rows``
+    read from the log: only rows newer than their partition's cutoff
+    count; the earliest wins."""
     found: dict[tuple[int, str], tuple[str, int]] = {}
     for pid, txn, mid, offset, created_at in rows:
         key = (pid, txn)
@@ -311,11 +312,47 @@ def _append(
         if cutoff is not None and item.transaction_id is not None:
             cutoffs[pid] = cutoff
             wanted.add((pid, item.transaction_id))
-    originals = _recent(wanted, cutoffs)
+    originals: dict[tuple[int, str], tuple[str, int]] = {}
+    rows, results, moves, names = _plan(items, pids, cutoffs, originals, dict(next_offsets), producer_sub)
+    if wanted and rows:
+        # Written as planned unless the log holds a transactionId of the
+        # push: the dedup read and the write are one statement, and a push
+        # without duplicates (the usual one) is done in it. Otherwise the
+        # plan is made again with the originals found.
+        found = store().write_new_messages(rows, moves, now, names, sorted(wanted), min(cutoffs.values()))
+        if found:
+            originals = _recent_of(found, wanted, cutoffs)
+            rows, results, moves, names = _plan(items, pids, cutoffs, originals, dict(next_offsets), producer_sub)
+            if rows:
+                store().write_messages(rows, moves, now, names)
+    elif rows:
+        store().write_messages(rows, moves, now, names)
+    if rows:
+        wakeups.notify_on_commit(names, notified=True)
+        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
+    return results
 
+
+_Plan = tuple[list[MessageRow], list[PushResult], dict[int, tuple[int, int]], list[str]]
+
+
+def _plan(
+    items: Sequence[PushItem],
+    pids: list[tuple[int, datetime | None]],
+    cutoffs: dict[int, datetime],
+    originals: dict[tuple[int, str], tuple[str, int]],
+    next_offsets: dict[int, int],
+    producer_sub: str | None,
+) -> _Plan:
+    """The rows to write, the answers, each touched partition's (next
+    offset, added bytes) and the queues written to, given the ``originals``
+    already in the log (extended with the call's own; ``next_offsets`` is
+    moved past the rows)."""
     fresh = iter(uuid7s(len(items)))
     results: list[PushResult] = []
-    rows: list[tuple[int, int, str, str, str, str | None, str | None]] = []
+    rows: list[MessageRow] = []
+    sizes: dict[int, int] = {}
+    queued: set[str] = set()
     for index, (item, (pid, _)) in enumerate(zip(items, pids, strict=True)):
         txn = item.transaction_id
         if txn is not None and pid in cutoffs and (pid, txn) in originals:
@@ -329,20 +366,13 @@ def _append(
         if pid in cutoffs:
             originals[(pid, txn)] = (mid, offset)
         sub = producer_sub if item.producer_sub is None else item.producer_sub
-        rows.append((pid, offset, txn, mid, item.payload_json, item.trace_id, sub))
+        text = item.payload_json
+        rows.append((pid, offset, txn, mid, text, item.trace_id, sub))
+        sizes[pid] = sizes.get(pid, 0) + (len(text) if text.isascii() else len(text.encode()))
+        queued.add(item.queue)
         results.append(PushResult(index, mid, txn, item.queue, "queued", offset))
-
-    if rows:
-        touched = sorted({r[0] for r in rows})
-        sizes: dict[int, int] = dict.fromkeys(touched, 0)
-        for r in rows:
-            text = r[4]
-            sizes[r[0]] += len(text) if text.isascii() else len(text.encode())
-        names = sorted({r.queue for r in results if r.status == "queued"})
-        store().write_messages(rows, {p: (next_offsets[p], sizes[p]) for p in touched}, now, names)
-        wakeups.notify_on_commit(names, notified=True)
-        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
-    return results
+    moves = {p: (next_offsets[p], sizes[p]) for p in sorted(sizes)}
+    return rows, results, moves, sorted(queued)
 
 
 def _append_one(

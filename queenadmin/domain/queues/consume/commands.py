@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Literal, get_args
 
 from queenadmin.models.queues import QUEUE_MODE
+from queenadmin.plumbing.shapes import quick_init
 
 #: What an ack can say about a message (protocol section 5.1).
 AckStatus = Literal["completed", "failed", "retry", "dlq"]
@@ -15,6 +16,7 @@ ACK_STATUSES: frozenset[str] = frozenset(get_args(AckStatus))
 SubscriptionMode = Literal["new", "all"]
 
 
+@quick_init
 @dataclass(frozen=True)
 class Delivered:
     """One message as a pop hands it out."""
@@ -95,6 +97,7 @@ class ConflationPolicy:
     conflict: bool
 
 
+@quick_init
 @dataclass(frozen=True)
 class AckItem:
     """One acknowledgment, at ``index`` of its call.
@@ -112,6 +115,7 @@ class AckItem:
     group: str = QUEUE_MODE
 
 
+@quick_init
 @dataclass(frozen=True)
 class AckOutcome:
     """What became of the acknowledgment at ``index``."""

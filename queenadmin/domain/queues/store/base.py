@@ -313,6 +313,24 @@ class Store:
         """
         raise NotImplementedError
 
+    def write_new_messages(
+        self,
+        rows: Sequence[MessageRow],
+        partitions: dict[int, tuple[int, int]],
+        now: datetime,
+        queues: Sequence[str],
+        probe: Sequence[tuple[int, str]],
+        since: datetime,
+    ) -> list[RecentRow]:
+        """``write_messages``, unless ``recent_messages(probe, since)`` finds
+        any row: then nothing is written and those rows are returned (an
+        empty list: written).
+        """
+        found = self.recent_messages(probe, since)
+        if not found:
+            self.write_messages(rows, partitions, now, queues)
+        return found
+
     # ------------------------------------------------------------------
     # Wake-ups
 

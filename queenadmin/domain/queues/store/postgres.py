@@ -105,6 +105,106 @@ RECENT = (
 )
 
 
+def _lines(values: Sequence[str]) -> str | None:
+    """``values`` as one text, a line each, when PostgreSQL's
+    ``string_to_array(text, E'\\n')`` gives them back; else None."""
+    text = "\n".join(values)
+    if text.count("\n") != len(values) - 1 or (len(values) == 1 and not text):
+        return None
+    return text
+
+
+def _int_lines(values: Sequence[int]) -> str:
+    return "\n".join(map(str, values))
+
+
+#: A text of ``_lines`` as an array, or the array itself.
+_SPLIT = "string_to_array(%b::text, E'\\n')"
+
+
+def _write_statement(
+    rows: Sequence[MessageRow],
+    partitions: dict[int, tuple[int, int]],
+    now: datetime,
+    queues: Sequence[str],
+    probe: Sequence[tuple[int, str]] | None,
+    since: datetime | None,
+) -> tuple[str, list[Any]]:
+    """``write_messages``' statement; with ``probe``, guarded by the dedup
+    read of ``write_new_messages``.
+
+    One statement, not three (partitions, messages, NOTIFY): the
+    data-modifying CTEs run to completion whether read or not. psycopg
+    dumps an array element by element in Python (6 ms for the six arrays
+    of a 1,000-message push), so every column goes as one text, a line per
+    element, split by PostgreSQL; a text column with a newline of its own
+    goes as an array, traces, when there are none, as NULL (multi-argument
+    unnest pads with NULLs).
+    """
+    pids, offsets, txns, mids, payloads, traces, subs = (list(c) for c in zip(*rows, strict=True))
+    # One producer for the whole push (the usual case: one caller) goes
+    # as one text; mixed ones (timers' fires) as an array.
+    one_sub = subs[0] if subs.count(subs[0]) == len(subs) else None
+    many_subs = None if one_sub is not None or all(s is None for s in subs) else subs
+    texts: list[Any] = []
+    columns: list[str] = []
+    for values in (txns, mids, payloads):
+        joined = _lines(values)
+        texts.append(values if joined is None else joined)
+        columns.append("%b::text[]" if joined is None else _SPLIT)
+    params: list[Any] = []
+    guard = ""
+    sql = "WITH "
+    if probe is not None:
+        probe_txns = [t for _, t in probe]
+        joined = _lines(probe_txns)
+        sql += (
+            # As RECENT: a LATERAL probe per pair, never a join.
+            "d AS MATERIALIZED (SELECT u.p, u.t, m.message_id, m.msg_offset, m.created_at"
+            f" FROM unnest({_SPLIT}::bigint[], {'%b::text[]' if joined is None else _SPLIT}) AS u(p, t)"
+            " CROSS JOIN LATERAL (SELECT m.message_id, m.msg_offset, m.created_at FROM queenadmin_message AS m"
+            " WHERE m.partition_id = u.p AND m.transaction_id = u.t AND m.created_at > %s OFFSET 0) AS m),"
+        )
+        params += [_int_lines([p for p, _ in probe]), probe_txns if joined is None else joined, since]
+        guard = " AND NOT EXISTS (SELECT FROM d)"
+    sql += (
+        "u AS (UPDATE queenadmin_partition AS p"
+        " SET next_offset = v.n, retained_bytes = p.retained_bytes + v.b, last_push_at = %s"
+        f" FROM unnest({_SPLIT}::bigint[], {_SPLIT}::bigint[], {_SPLIT}::bigint[]) AS v(id, n, b)"
+        f" WHERE p.id = v.id{guard}),"
+        " i AS (INSERT INTO queenadmin_message"
+        " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, producer_sub, created_at)"
+        " SELECT u.p, u.o, u.t, u.m, u.d, u.r, COALESCE(u.s, %s::text), %s"
+        f" FROM unnest({_SPLIT}::bigint[], {_SPLIT}::bigint[], {columns[0]}, {columns[1]}, {columns[2]},"
+        " %b::text[], %b::text[]) AS u(p, o, t, m, d, r, s)"
+        f" WHERE true{guard}),"
+        f" n AS (SELECT pg_notify('{CHANNEL}', q) FROM unnest(%b::text[]) AS q WHERE true{guard})"
+    )
+    params += [
+        now,
+        _int_lines(list(partitions)),
+        _int_lines([n for n, _ in partitions.values()]),
+        _int_lines([b for _, b in partitions.values()]),
+        one_sub,
+        now,
+        _int_lines(pids),
+        _int_lines(offsets),
+        *texts,
+        None if all(r is None for r in traces) else traces,
+        many_subs,
+        list(queues),
+    ]
+    if probe is None:
+        sql += " SELECT count(*) FROM n"
+    else:
+        # The notifications' row (all NULL) makes sure ``n`` runs.
+        sql += (
+            " SELECT p, t, message_id, msg_offset, created_at FROM d"
+            " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL FROM (SELECT count(*) FROM n) AS c"
+        )
+    return sql, params
+
+
 def _literal(text: str) -> str:
     # The rules are constants of ours, spelled inline rather than bound: a
     # GROUP BY must repeat the SELECT's expression, and two bound copies of
@@ -215,51 +315,30 @@ class PostgresStore(PostgresConsume, Store):
     def write_messages(
         self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime, queues: Sequence[str]
     ) -> None:
-        # One statement, not three (partitions, messages, NOTIFY): the
-        # data-modifying CTEs run to completion whether read or not.
-        pids, offsets, txns, mids, payloads, traces, subs = (list(c) for c in zip(*rows, strict=True))
-        # One producer for the whole push (the usual case: one caller) goes
-        # as one text; mixed ones (timers' fires) as an array.
-        one_sub = subs[0] if subs.count(subs[0]) == len(subs) else None
-        many_subs = None if one_sub is not None or all(s is None for s in subs) else subs
-        # psycopg dumps an array element by element in Python (6 ms for the
-        # six arrays of a 1,000-message push). Message ids and compact JSON
-        # hold no newline, so they go as one text each, split by PostgreSQL;
-        # traces, when there are none, as NULL (multi-argument unnest pads
-        # with NULLs). A text with a newline of its own goes as an array.
-        mids_in, payloads_in = "\n".join(mids), "\n".join(payloads)
-        lines = len(rows) - 1
-        split = mids_in.count("\n") == lines and payloads_in.count("\n") == lines
-        column = "string_to_array(%b::text, E'\\n')" if split else "%b::text[]"
+        sql, params = _write_statement(rows, partitions, now, queues, None, None)
         with connection.wrap_database_errors, server_cursor() as cur:
-            cur.execute(
-                "WITH u AS (UPDATE queenadmin_partition AS p"
-                " SET next_offset = v.n, retained_bytes = p.retained_bytes + v.b, last_push_at = %s"
-                " FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[]) AS v(id, n, b) WHERE p.id = v.id),"
-                " i AS (INSERT INTO queenadmin_message"
-                " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, producer_sub, created_at)"
-                " SELECT u.p, u.o, u.t, u.m, u.d, u.r, COALESCE(u.s, %s::text), %s"
-                f" FROM unnest(%b::bigint[], %b::bigint[], %b::text[], {column}, {column}, %b::text[], %b::text[])"
-                " AS u(p, o, t, m, d, r, s))"
-                f" SELECT count(pg_notify('{CHANNEL}', q)) FROM unnest(%b::text[]) AS q",
-                [
-                    now,
-                    list(partitions),
-                    [n for n, _ in partitions.values()],
-                    [b for _, b in partitions.values()],
-                    one_sub,
-                    now,
-                    pids,
-                    offsets,
-                    txns,
-                    mids_in if split else mids,
-                    payloads_in if split else payloads,
-                    None if all(r is None for r in traces) else traces,
-                    many_subs,
-                    list(queues),
-                ],
-                binary=True,
-            )
+            cur.execute(sql, params, binary=True)
+
+    def write_new_messages(
+        self,
+        rows: Sequence[MessageRow],
+        partitions: dict[int, tuple[int, int]],
+        now: datetime,
+        queues: Sequence[str],
+        probe: Sequence[tuple[int, str]],
+        since: datetime,
+    ) -> list[RecentRow]:
+        # The dedup read and the write in one statement (one round trip, not
+        # two): the read runs first, and any row it finds stops the writes.
+        sql, params = _write_statement(rows, partitions, now, queues, sorted(probe), since)
+        with connection.wrap_database_errors, server_cursor() as cur:
+            cur.execute(sql, params, binary=True)
+            found = cur.fetchall()
+        return [
+            (pid, txn, mid, offset, from_db_time(created))
+            for pid, txn, mid, offset, created in found
+            if pid is not None
+        ]
 
     def error_signature(self, column: str) -> Func:
         return ErrorSignature(F(column))
