@@ -6,8 +6,11 @@ import re
 import time
 
 import httpx
+import pytest
 
 from tests.conftest import requires_postgres, run_server
+
+pytestmark = pytest.mark.live
 
 
 def _locks(url: str, token: str, op: dict[str, object]) -> dict[str, object]:
