@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import pytest
 from django.test import Client
 from pydantic import TypeAdapter
 
 from queenadmin.api.schemas.common import JsonbTime, MicrosZTime
+from queenadmin.api.wire.fields import Field, Param, Query
 from queenadmin.domain import clock
 from queenadmin.domain.kv import TXN_MAX_OPS
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
@@ -76,3 +78,38 @@ def test_a_transaction_names_the_kv_and_timer_declarations():
     assert body["kv"]["anyOf"][0]["items"] == {"$ref": "#/components/schemas/KVTxnOpIn"}
     assert body["timers"]["anyOf"][0]["items"] == {"$ref": "#/components/schemas/TimerOpIn"}
     assert body["kv"]["anyOf"][0]["maxItems"] == TXN_MAX_OPS
+
+
+def test_a_query_parameter_is_read_and_published_from_one_declaration():
+    """``fields.Param``: text read as the field's kind, then the field's checks;
+    an empty parameter reads as absent (a string's with ``falsy_is_absent``)."""
+
+    def bad(reason: str, detail: str) -> ValueError:
+        return ValueError(detail)
+
+    query = Query(
+        {
+            "n": Param(Field("integer", ge=1, default=5, rule="1 or more"), "a number"),
+            "on": Param(Field("boolean", default=False), "true or false"),
+            "name": Param(Field("string", missing="", min_length=1, refusal="name must be a non-empty string")),
+        }
+    )
+    assert query.read({"n": "", "name": "x"}, bad) == {"n": 5, "on": False, "name": "x"}
+    assert query.read({"n": "7", "on": "true", "name": "x"}, bad) == {"n": 7, "on": True, "name": "x"}
+    for params, detail in (
+        ({"n": "x", "name": "x"}, "n must be a number"),
+        ({"n": "0", "name": "x"}, "n must be 1 or more"),
+        ({"on": "yes", "name": "x"}, "on must be true or false"),
+        ({"name": ""}, "name must be a non-empty string"),
+        ({}, "name must be a non-empty string"),
+    ):
+        with pytest.raises(ValueError, match=detail):
+            query.read(params, bad)
+    schemas = query.schemas()
+    assert schemas["n"] == {
+        "anyOf": [{"minimum": 1, "type": "integer"}, {"const": ""}],
+        "default": 5,
+        "description": "1 or more",
+        "required": False,
+    }
+    assert schemas["name"] == {"minLength": 1, "type": "string", "required": True}
