@@ -80,6 +80,25 @@ def test_a_transaction_names_the_kv_and_timer_declarations():
     assert body["kv"]["anyOf"][0]["maxItems"] == TXN_MAX_OPS
 
 
+def _query_parameters(path: str) -> dict:
+    operation = Client().get("/api/v1/openapi.json").json()["paths"][path]["get"]
+    return {p["name"]: p for p in operation["parameters"] if p["in"] == "query"}
+
+
+def test_status_reads_publish_every_query_parameter_they_read():
+    """The status reads' parameters are declared once (``wire.status``): the
+    document lists each the parser reads, with its bounds; empty is absent."""
+    assert list(_query_parameters("/api/v1/status")) == ["to", "from", "queue", "namespace", "task"]
+    page = _query_parameters("/api/v1/status/queues")
+    assert page["limit"]["schema"]["anyOf"] == [{"minimum": 1, "type": "integer"}, {"const": ""}]
+    assert page["offset"]["schema"]["anyOf"][0] == {"minimum": 0, "type": "integer"}
+    interval = _query_parameters("/api/v1/status/analytics")["interval"]["schema"]
+    assert interval["anyOf"][0]["enum"] == ["minute", "hour", "day"]
+    assert interval["default"] == "hour"
+    assert list(_query_parameters("/api/v1/analytics/system-metrics")) == ["to", "from", "hostname", "workerId"]
+    assert _query_parameters("/api/v1/analytics/worker-metrics")["from"]["schema"]["anyOf"][0]["format"] == "date-time"
+
+
 def test_a_query_parameter_is_read_and_published_from_one_declaration():
     """``fields.Param``: text read as the field's kind, then the field's checks;
     an empty parameter reads as absent (a string's with ``falsy_is_absent``)."""
