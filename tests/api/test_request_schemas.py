@@ -99,6 +99,19 @@ def test_status_reads_publish_every_query_parameter_they_read():
     assert _query_parameters("/api/v1/analytics/worker-metrics")["from"]["schema"]["anyOf"][0]["format"] == "date-time"
 
 
+def test_the_ephemeral_pop_publishes_every_query_parameter_it_reads():
+    """Only ``queue`` was published before; ``partition`` sent empty is refused, ``group`` empty is queue mode."""
+    params = _query_parameters("/api/v1/ephemeral/pop")
+    assert list(params) == ["queue", "partition", "group", "batch", "wait", "timeout", "autoAck"]
+    assert params["queue"]["required"]
+    assert not params["partition"]["required"]
+    assert params["partition"]["schema"]["minLength"] == 1
+    assert params["group"]["schema"]["anyOf"][1] == {"const": ""}
+    assert params["batch"]["schema"]["anyOf"][0] == {"maximum": 10_000, "minimum": 1, "type": "integer"}
+    assert params["timeout"]["schema"]["anyOf"][0] == {"maximum": 300_000, "minimum": 0, "type": "integer"}
+    assert params["wait"]["schema"]["anyOf"][0] == {"type": "boolean"}
+
+
 def test_a_query_parameter_is_read_and_published_from_one_declaration():
     """``fields.Param``: text read as the field's kind, then the field's checks;
     an empty parameter reads as absent (a string's with ``falsy_is_absent``)."""
