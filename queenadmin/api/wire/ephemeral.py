@@ -7,6 +7,7 @@ kept as their compact JSON text and put back into answers verbatim
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
@@ -29,14 +30,14 @@ MAX_TIMEOUT_MS = 300_000
 _encode = msgspec.json.encode
 
 
-def name_of(value: Any, what: str) -> str:
+def name_of(value: Any, what: str, fault: Callable[[str], str | None] = names.fault) -> str:
     """A queue, partition or group name: 1 to 512 bytes, keeping the rule of
     every stored name (``domain.names``: no control characters)."""
     if not isinstance(value, str) or not value:
         raise EphemeralBadRequest(f"{what} must be a non-empty string")
-    fault = names.fault(value)
-    if fault is not None:
-        raise EphemeralBadRequest(f"{what} {fault}")
+    wrong = fault(value)
+    if wrong is not None:
+        raise EphemeralBadRequest(f"{what} {wrong}")
     if len(value.encode()) > MAX_NAME_BYTES:
         raise EphemeralBadRequest(f"{what} is over {MAX_NAME_BYTES} bytes")
     return value
@@ -45,14 +46,7 @@ def name_of(value: Any, what: str) -> str:
 def lookup_name(value: str, what: str) -> str:
     """A queue to look up or delete: ``name_of`` without the rule of stored
     names, so that a queue stored before it is still found."""
-    if not value:
-        raise EphemeralBadRequest(f"{what} must be a non-empty string")
-    fault = names.unstorable(value)
-    if fault is not None:
-        raise EphemeralBadRequest(f"{what} {fault}")
-    if len(value.encode()) > MAX_NAME_BYTES:
-        raise EphemeralBadRequest(f"{what} is over {MAX_NAME_BYTES} bytes")
-    return value
+    return name_of(value, what, names.unstorable)
 
 
 def _name(value: str, info: ValidationInfo) -> str:
