@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+import pytest
 from django.test import Client
 from pydantic import TypeAdapter
 
 from queenadmin.api.schemas.common import JsonbTime, MicrosZTime
+from queenadmin.api.wire.fields import Field, Param, Query
 from queenadmin.domain import clock
 from queenadmin.domain.kv import TXN_MAX_OPS
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
@@ -76,3 +78,70 @@ def test_a_transaction_names_the_kv_and_timer_declarations():
     assert body["kv"]["anyOf"][0]["items"] == {"$ref": "#/components/schemas/KVTxnOpIn"}
     assert body["timers"]["anyOf"][0]["items"] == {"$ref": "#/components/schemas/TimerOpIn"}
     assert body["kv"]["anyOf"][0]["maxItems"] == TXN_MAX_OPS
+
+
+def _query_parameters(path: str) -> dict:
+    operation = Client().get("/api/v1/openapi.json").json()["paths"][path]["get"]
+    return {p["name"]: p for p in operation["parameters"] if p["in"] == "query"}
+
+
+def test_status_reads_publish_every_query_parameter_they_read():
+    """The status reads' parameters are declared once (``wire.status``): the
+    document lists each the parser reads, with its bounds; empty is absent."""
+    assert list(_query_parameters("/api/v1/status")) == ["to", "from", "queue", "namespace", "task"]
+    page = _query_parameters("/api/v1/status/queues")
+    assert page["limit"]["schema"]["anyOf"] == [{"minimum": 1, "type": "integer"}, {"const": ""}]
+    assert page["offset"]["schema"]["anyOf"][0] == {"minimum": 0, "type": "integer"}
+    interval = _query_parameters("/api/v1/status/analytics")["interval"]["schema"]
+    assert interval["anyOf"][0]["enum"] == ["minute", "hour", "day"]
+    assert interval["default"] == "hour"
+    assert list(_query_parameters("/api/v1/analytics/system-metrics")) == ["to", "from", "hostname", "workerId"]
+    assert _query_parameters("/api/v1/analytics/worker-metrics")["from"]["schema"]["anyOf"][0]["format"] == "date-time"
+
+
+def test_the_ephemeral_pop_publishes_every_query_parameter_it_reads():
+    """Only ``queue`` was published before; ``partition`` sent empty is refused, ``group`` empty is queue mode."""
+    params = _query_parameters("/api/v1/ephemeral/pop")
+    assert list(params) == ["queue", "partition", "group", "batch", "wait", "timeout", "autoAck"]
+    assert params["queue"]["required"]
+    assert not params["partition"]["required"]
+    assert params["partition"]["schema"]["minLength"] == 1
+    assert params["group"]["schema"]["anyOf"][1] == {"const": ""}
+    assert params["batch"]["schema"]["anyOf"][0] == {"maximum": 10_000, "minimum": 1, "type": "integer"}
+    assert params["timeout"]["schema"]["anyOf"][0] == {"maximum": 300_000, "minimum": 0, "type": "integer"}
+    assert params["wait"]["schema"]["anyOf"][0] == {"type": "boolean"}
+
+
+def test_a_query_parameter_is_read_and_published_from_one_declaration():
+    """``fields.Param``: text read as the field's kind, then the field's checks;
+    an empty parameter reads as absent (a string's with ``falsy_is_absent``)."""
+
+    def bad(reason: str, detail: str) -> ValueError:
+        return ValueError(detail)
+
+    query = Query(
+        {
+            "n": Param(Field("integer", ge=1, default=5, rule="1 or more"), "a number"),
+            "on": Param(Field("boolean", default=False), "true or false"),
+            "name": Param(Field("string", missing="", min_length=1, refusal="name must be a non-empty string")),
+        }
+    )
+    assert query.read({"n": "", "name": "x"}, bad) == {"n": 5, "on": False, "name": "x"}
+    assert query.read({"n": "7", "on": "true", "name": "x"}, bad) == {"n": 7, "on": True, "name": "x"}
+    for params, detail in (
+        ({"n": "x", "name": "x"}, "n must be a number"),
+        ({"n": "0", "name": "x"}, "n must be 1 or more"),
+        ({"on": "yes", "name": "x"}, "on must be true or false"),
+        ({"name": ""}, "name must be a non-empty string"),
+        ({}, "name must be a non-empty string"),
+    ):
+        with pytest.raises(ValueError, match=detail):
+            query.read(params, bad)
+    schemas = query.schemas()
+    assert schemas["n"] == {
+        "anyOf": [{"minimum": 1, "type": "integer"}, {"const": ""}],
+        "default": 5,
+        "description": "1 or more",
+        "required": False,
+    }
+    assert schemas["name"] == {"minLength": 1, "type": "string", "required": True}

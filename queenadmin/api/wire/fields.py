@@ -157,6 +157,20 @@ class Field:
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of a value (``null`` added where it reads as absent)."""
+        out = self.value_schema()
+        documented: dict[str, Any]
+        if self.falsy_is_absent and not self.required:
+            documented = {"anyOf": [out, {"enum": FALSY}]}
+        elif self.required or self.null_is_bad or self.kind in ("null", "any"):
+            documented = out
+        else:
+            documented = {"anyOf": [out, {"type": "null"}]}
+        if self.doc or self.rule:
+            documented["description"] = self.doc or self.rule
+        return documented
+
+    def value_schema(self) -> dict[str, Any]:
+        """The JSON Schema of a value that is there."""
         out: dict[str, Any] = (
             {} if self.kind == "any" else {"type": list(self.kind) if isinstance(self.kind, tuple) else self.kind}
         )
@@ -175,16 +189,7 @@ class Field:
         if self.choices is not None:
             out["enum"] = list(self.choices)
         out.update(self.schema_extra)
-        documented: dict[str, Any]
-        if self.falsy_is_absent and not self.required:
-            documented = {"anyOf": [out, {"enum": FALSY}]}
-        elif self.required or self.null_is_bad or self.kind in ("null", "any"):
-            documented = out
-        else:
-            documented = {"anyOf": [out, {"type": "null"}]}
-        if self.doc or self.rule:
-            documented["description"] = self.doc or self.rule
-        return documented
+        return out
 
 
 def _num(bound: float) -> str:
@@ -284,3 +289,67 @@ class Call:
             operations["description"] = self.doc
         body = {"properties": {"operations": operations}, "required": ["operations"], "title": self.name}
         return {**self.operations.components(), self.name: {**body, "type": "object"}}
+
+
+#: A query parameter's text as a value of its field's kind (``ValueError``: it is none).
+FROM_TEXT: dict[str, Callable[[str], Any]] = {
+    "integer": int,
+    "boolean": {"true": True, "false": False}.__getitem__,
+    "string": str,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A query parameter: its text read as ``field``'s kind, then ``field``'s checks.
+
+    ``parse`` reads the text (default: ``FROM_TEXT`` of the kind) and raises
+    ``ValueError`` (or ``KeyError``) on text that is no such value, refused
+    with ``field.reason`` as "``name`` must be ``words``". An empty
+    parameter reads as absent, a string's only with ``falsy_is_absent``.
+    """
+
+    field: Field
+    words: str = ""
+    parse: Callable[[str], Any] | None = None
+
+    @property
+    def empty_is_absent(self) -> bool:
+        return self.field.kind != "string" or self.field.falsy_is_absent
+
+    def read(self, params: Mapping[str, str], name: str, bad: Bad) -> Any:
+        text = params.get(name)
+        if text is None or (text == "" and self.empty_is_absent):
+            return self.field.read({}, name, bad)
+        parse = self.parse or FROM_TEXT[str(self.field.kind)]
+        try:
+            value = parse(text)
+        except (ValueError, KeyError):
+            raise bad(self.field.reason, f"{name} must be {self.words or self.field.describe()}") from None
+        return self.field.read({name: value}, name, bad)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """The query parameters a route reads, declared once: read by ``read``,
+    published by ``openapi.parameters(query=...)`` from ``schemas``."""
+
+    params: Mapping[str, Param]
+
+    def read(self, params: Mapping[str, str], bad: Bad) -> dict[str, Any]:
+        """Every parameter, read in the declared order (``Param.read``)."""
+        return {name: p.read(params, name, bad) for name, p in self.params.items()}
+
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """Each parameter's schema (an empty one too where it reads as absent)."""
+        out = {}
+        for name, p in self.params.items():
+            schema = p.field.value_schema()
+            if p.empty_is_absent and not p.field.required:
+                schema = {"anyOf": [schema, {"const": ""}]}
+            if p.field.doc or p.field.rule:
+                schema["description"] = p.field.doc or p.field.rule
+            if p.field.default is not None:
+                schema["default"] = p.field.default
+            out[name] = {**schema, "required": p.field.required}
+        return out
