@@ -14,7 +14,7 @@ from django.test import Client
 from pydantic import TypeAdapter
 
 from queenadmin.api.schemas.common import JsonbTime, MicrosZTime
-from queenadmin.api.wire.fields import FLAG_TEXT, Param, Query
+from queenadmin.api.wire.fields import FLAG_TEXT, PlainParam, PlainQuery
 from queenadmin.api.wire.messages import MAX_FETCH_ENTRIES, MAX_MESSAGES_OFFSET, MESSAGES
 from queenadmin.domain import clock
 from queenadmin.domain.kv import TXN_MAX_OPS
@@ -108,7 +108,9 @@ def test_a_query_parameter_reads_as_it_is_published():
     def bad(reason, detail):
         return ValueError(detail)
 
-    page = Query({"limit": Param("integer", default=5, ge=1, cap=10), "flag": Param("boolean", default=True)})
+    page = PlainQuery(
+        {"limit": PlainParam("integer", default=5, ge=1, cap=10), "flag": PlainParam("boolean", default=True)}
+    )
     assert page.read({"limit": "", "flag": ""}, bad) == {"limit": 5, "flag": True}
     assert page.read({"limit": "99", "flag": "FALSE"}, bad) == {"limit": 10, "flag": False}
     for params, detail in [

@@ -292,8 +292,12 @@ FLAG_TEXT = r"^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|[01])?$"
 
 
 @dataclass(frozen=True, slots=True)
-class Param:
-    """One query-string parameter: its text read as ``kind``.
+class PlainParam:
+    """One query-string parameter of the message routes: its text read as ``kind``.
+
+    Not yet ``Param`` (a ``Field`` read from text), which came at the same
+    time: the message routes' flags read any case and ``0``/``1``, and
+    their pages clamp to a cap.
 
     Absent or empty reads as ``default``. An ``integer`` is what ``int()``
     reads, refused below ``ge`` or above ``le`` (``too_high`` words that
@@ -370,13 +374,13 @@ class Param:
 
 
 @dataclass(frozen=True, slots=True)
-class Query:
+class PlainQuery:
     """The query string a route reads: its parameters by name."""
 
-    params: Mapping[str, Param]
+    params: Mapping[str, PlainParam]
 
     def read(self, params: Mapping[str, str], bad: Bad) -> dict[str, Any]:
-        """Every parameter of ``params``, read in the declared order (``Param.read``)."""
+        """Every parameter of ``params``, read in the declared order (``PlainParam.read``)."""
         return {name: p.read(params, name, bad) for name, p in self.params.items()}
 
     def schemas(self) -> dict[str, dict[str, Any]]:

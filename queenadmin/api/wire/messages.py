@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, get_args
 
-from queenadmin.api.wire.fields import NO_NUL, Field, Op, Param, Query
+from queenadmin.api.wire.fields import NO_NUL, Field, Op, PlainParam, PlainQuery
 from queenadmin.api.wire.queues import (
     MAX_GROUP_BYTES,
     MAX_NAME_BYTES,
@@ -238,43 +238,43 @@ REPLAY = Op(
 )
 
 
-def _page(default: int) -> dict[str, Param]:
+def _page(default: int) -> dict[str, PlainParam]:
     # An offset past any real list answers an empty page; the cap keeps it
     # inside the databases' integers.
-    offset = Param("integer", default=0, ge=0, cap=MAX_OFFSET)
-    return {"limit": Param("integer", default=default, ge=1, cap=MAX_PAGE), "offset": offset}
+    offset = PlainParam("integer", default=0, ge=0, cap=MAX_OFFSET)
+    return {"limit": PlainParam("integer", default=default, ge=1, cap=MAX_PAGE), "offset": offset}
 
 
-_TEXT = Param(doc="empty: any")
+_TEXT = PlainParam(doc="empty: any")
 _FLAG_DOC = "false keeps the group's metadata: it rewinds"
-LAGGING = Query({"minLagSeconds": Param("integer", default=3600, ge=0)})
-GROUP_DELETE = Query({"deleteMetadata": Param("boolean", default=True, doc=_FLAG_DOC)})
-TRACE_NAMES = Query(_page(50))
-TRACES_BY_NAME = Query(_page(100))
-PARTITIONS = Query({**_page(100), "queue": _TEXT})
-_STATUS = Param(
+LAGGING = PlainQuery({"minLagSeconds": PlainParam("integer", default=3600, ge=0)})
+GROUP_DELETE = PlainQuery({"deleteMetadata": PlainParam("boolean", default=True, doc=_FLAG_DOC)})
+TRACE_NAMES = PlainQuery(_page(50))
+TRACES_BY_NAME = PlainQuery(_page(100))
+PARTITIONS = PlainQuery({**_page(100), "queue": _TEXT})
+_STATUS = PlainParam(
     choices=get_args(browse.MessageStatus), refusal="status must be pending, processing, completed or dead_letter"
 )
 #: An offset is read past, row by row: narrow the time window with from/to instead.
 _TOO_FAR = f"offset must be at most {MAX_MESSAGES_OFFSET} (narrow the time window with from and to)"
-MESSAGES = Query(
+MESSAGES = PlainQuery(
     {
         "status": _STATUS,
-        "limit": Param("integer", default=DEFAULT_MESSAGES_PAGE, ge=1, cap=MAX_PAGE),
-        "offset": Param("integer", default=0, ge=0, le=MAX_MESSAGES_OFFSET, too_high=_TOO_FAR),
-        "from": Param(check=partial(_iso, name="from"), doc="ISO-8601", schema_extra=_TIME),
-        "to": Param(check=partial(_iso, name="to"), doc="ISO-8601", schema_extra=_TIME),
+        "limit": PlainParam("integer", default=DEFAULT_MESSAGES_PAGE, ge=1, cap=MAX_PAGE),
+        "offset": PlainParam("integer", default=0, ge=0, le=MAX_MESSAGES_OFFSET, too_high=_TOO_FAR),
+        "from": PlainParam(check=partial(_iso, name="from"), doc="ISO-8601", schema_extra=_TIME),
+        "to": PlainParam(check=partial(_iso, name="to"), doc="ISO-8601", schema_extra=_TIME),
         "queue": _TEXT,
         "partition": _TEXT,
         # Queen's console sends ``ns``; the client forwards what it is given.
         "ns": _TEXT,
-        "namespace": Param(doc="read when ns is empty"),
+        "namespace": PlainParam(doc="read when ns is empty"),
         "task": _TEXT,
     }
 )
 
 
-def read_query(params: Params, query: Query) -> dict[str, Any]:
+def read_query(params: Params, query: PlainQuery) -> dict[str, Any]:
     """The parameters ``query`` declares, read from ``params``."""
     return query.read(params, _bad)
 
