@@ -14,7 +14,8 @@ from django.test import Client
 from pydantic import TypeAdapter
 
 from queenadmin.api.schemas.common import JsonbTime, MicrosZTime
-from queenadmin.api.wire.fields import Field, Param, Query
+from queenadmin.api.wire.fields import FLAG_TEXT, Field, Param, PlainParam, PlainQuery, Query
+from queenadmin.api.wire.messages import MAX_FETCH_ENTRIES, MAX_MESSAGES_OFFSET, MESSAGES
 from queenadmin.domain import clock
 from queenadmin.domain.kv import TXN_MAX_OPS
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
@@ -145,3 +146,45 @@ def test_a_query_parameter_is_read_and_published_from_one_declaration():
         "required": False,
     }
     assert schemas["name"] == {"minLength": 1, "type": "string", "required": True}
+
+
+def test_message_routes_publish_the_declarations_their_parsers_read():
+    """The offset reads' bodies and the message log's query strings come
+    from wire/messages.py: the bounds the parsers hold are the document's."""
+    document = Client().get("/api/v1/openapi.json").json()
+    components = document["components"]["schemas"]
+    entries = components["FetchIn"]["properties"]["entries"]
+    assert (entries["minItems"], entries["maxItems"]) == (1, MAX_FETCH_ENTRIES)
+    assert entries["items"] == {"$ref": "#/components/schemas/FetchEntryIn"}
+    assert components["ChangedEntryIn"]["required"] == ["queue"]
+    assert components["TraceIn"]["required"] == ["transactionId", "partitionId", "data"]
+    query = {p["name"]: p["schema"] for p in document["paths"]["/api/v1/messages"]["get"]["parameters"]}
+    assert set(query) == set(MESSAGES.params)
+    assert query["offset"]["anyOf"] == [
+        {"maximum": MAX_MESSAGES_OFFSET, "minimum": 0, "type": "integer"},
+        {"const": ""},
+    ]
+    delete = document["paths"]["/api/v1/consumer-groups/{group}"]["delete"]["parameters"]
+    assert [p["schema"]["pattern"] for p in delete if p["name"] == "deleteMetadata"] == [FLAG_TEXT]
+
+
+def test_a_query_parameter_reads_as_it_is_published():
+    """Empty is absent; an integer is refused below its minimum or above its
+    maximum and clamped to its cap; a flag is true/1 or false/0 in any case."""
+
+    def bad(reason, detail):
+        return ValueError(detail)
+
+    page = PlainQuery(
+        {"limit": PlainParam("integer", default=5, ge=1, cap=10), "flag": PlainParam("boolean", default=True)}
+    )
+    assert page.read({"limit": "", "flag": ""}, bad) == {"limit": 5, "flag": True}
+    assert page.read({"limit": "99", "flag": "FALSE"}, bad) == {"limit": 10, "flag": False}
+    for params, detail in [
+        ({"limit": "0"}, "limit must be at least 1"),
+        ({"limit": "x"}, "limit must be an integer"),
+        ({"flag": "yes"}, "flag must be true or false"),
+    ]:
+        with pytest.raises(ValueError, match=detail):
+            page.read(params, bad)
+    assert [bool(re.fullmatch(FLAG_TEXT, text)) for text in ("True", "0", "", "yes")] == [True, True, True, False]
