@@ -24,21 +24,15 @@ from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.schemas.queues import (
-    AckBatchIn,
-    AckIn,
     AckOut,
-    ConfigureIn,
     ConfigureOut,
     ConflationRefusedOut,
     DeadLettersOut,
-    LeaseExtendIn,
     LeaseExtendOut,
     OverviewOut,
-    PauseIn,
     PauseOut,
     PopEmptyOut,
     PopOut,
-    PushIn,
     PushItemFailedOut,
     PushItemOut,
     QueueBusyOut,
@@ -70,7 +64,7 @@ router = ScopedRouter(tags=["queues"], errors=ENGINE_ERRORS)
 
 
 @router.with_body(
-    "POST", "/configure", ConfigureIn, {200: ConfigureOut}, summary="Create a queue or change its options"
+    "POST", "/configure", wire.CONFIGURE, {200: ConfigureOut}, summary="Create a queue or change its options"
 )
 def configure_queue(request: HttpRequest) -> HttpResponse:
     command = wire.parse_configure(read_engine_json(request))
@@ -86,7 +80,7 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
 @router.with_body(
     "POST",
     "/push",
-    PushIn,
+    wire.PUSH,
     {201: list[PushItemOut | PushItemFailedOut], 409: QueueBusyOut},
     summary="Append messages (201, one result per item)",
 )
@@ -278,12 +272,12 @@ async def pop_discovery(request: HttpRequest) -> HttpResponse:
 # Ack and lease
 
 
-@router.with_body("POST", "/ack", AckIn, {200: list[AckOut]}, summary="Acknowledge one message (answers an array)")
+@router.with_body("POST", "/ack", wire.ACK, {200: list[AckOut]}, summary="Acknowledge one message (answers an array)")
 def ack_message(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack(read_engine_json(request)))
 
 
-@router.with_body("POST", "/ack/batch", AckBatchIn, {200: list[AckOut]}, summary="Acknowledge several messages")
+@router.with_body("POST", "/ack/batch", wire.ACK_BATCH, {200: list[AckOut]}, summary="Acknowledge several messages")
 def ack_batch(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack_batch(read_engine_json(request)))
 
@@ -296,7 +290,7 @@ def _acked(request: HttpRequest, items: list[queues.AckItem]) -> HttpResponse:
 @router.with_body(
     "POST",
     "/lease/{lease_id}/extend",
-    LeaseExtendIn,
+    wire.LEASE_EXTEND,
     {200: LeaseExtendOut},
     summary="Extend every partition lease of a pop (200 success:false when gone)",
     errors={400: EngineBadRequestOut},
@@ -373,7 +367,7 @@ def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) ->
 @router.with_body(
     "POST",
     "/resources/queues/{queue}/pause",
-    PauseIn,
+    resources_wire.PAUSE,
     _PAUSE_ANSWERS,
     summary="Pause every pop of a queue (they answer as an empty queue; pushes and acks go on)",
     required=False,
@@ -386,7 +380,7 @@ def pause_queue(request: HttpRequest, queue: str) -> HttpResponse:
 @router.with_body(
     "POST",
     "/resources/queues/{queue}/resume",
-    PauseIn,
+    resources_wire.PAUSE,
     _PAUSE_ANSWERS,
     summary="Resume the pops of a paused queue and wake the waiting ones",
     required=False,
@@ -399,7 +393,7 @@ def resume_queue(request: HttpRequest, queue: str) -> HttpResponse:
 @router.with_body(
     "POST",
     "/consumer-groups/{group}/queues/{queue}/pause",
-    PauseIn,
+    resources_wire.PAUSE,
     _PAUSE_ANSWERS,
     summary="Pause one consumer group's pops of a queue (other groups read on)",
     required=False,
@@ -412,7 +406,7 @@ def pause_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
 @router.with_body(
     "POST",
     "/consumer-groups/{group}/queues/{queue}/resume",
-    PauseIn,
+    resources_wire.PAUSE,
     _PAUSE_ANSWERS,
     summary="Resume one consumer group's pops of a queue and wake its waiting ones",
     required=False,

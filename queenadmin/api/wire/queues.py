@@ -12,15 +12,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import msgspec
 
-from queenadmin.api.wire.common import is_json_int
+from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Field, Op
 from queenadmin.domain import clock, names, queues
-from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS, OptionValue, option_value
+from queenadmin.domain.queues.options import (
+    BOOL_OPTIONS,
+    CLAMPS,
+    INT_OPTIONS,
+    MAX_INT_OPTION,
+    RANGES,
+    UNSUPPORTED,
+    OptionValue,
+    option_value,
+)
 from queenadmin.errors import ConflationRefused, InvalidArgument
 from queenadmin.plumbing.db import json_text
 
@@ -53,9 +63,6 @@ DEFAULT_EXTEND_SECONDS = 60
 MAX_LEASE_SECONDS = 10 * 365 * 86400
 #: Offsets are signed 64-bit integers in both databases.
 MAX_OFFSET = 2**63 - 1
-#: Top-level configure fields that are not options.
-_CONFIGURE_FIELDS = ("queue", "namespace", "task", "options", "mode")
-
 #: A query string: Django's ``QueryDict`` or any str -> str mapping.
 Params = Mapping[str, str]
 
@@ -110,6 +117,44 @@ def lookup_group(value: Any) -> str:
     return value
 
 
+def engine_bad(reason: str, detail: str) -> InvalidArgument:
+    # The engine family has one code (bad_request); its details name the field.
+    return InvalidArgument(detail)
+
+
+_NAME_DOC = (
+    f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes of UTF-8"
+    " (413 name_too_long above)"
+)
+
+
+def name_field(what: str, **changes: Any) -> Field:
+    """A queue or partition name: ``check_name``'s rule, refusals naming ``what``."""
+    field = Field(
+        "string",
+        missing="",
+        min_length=1,
+        max_length=MAX_NAME_BYTES,
+        pattern=names.SCHEMA_PATTERN,
+        refusal=f"{what} must be a non-empty string",
+        check=partial(check_name, what=what),
+        doc=_NAME_DOC,
+    )
+    return replace(field, **changes)
+
+
+#: A consumer group: ``check_group``'s rule.
+GROUP = Field(
+    "string",
+    default=queues.QUEUE_MODE,
+    max_length=MAX_GROUP_BYTES,
+    pattern=names.SCHEMA_PATTERN_OR_EMPTY,
+    refusal="consumerGroup must be a string",
+    check=check_group,
+    doc=f'"" or null: queue mode; at most {MAX_GROUP_BYTES} bytes of UTF-8 (413 above)',
+)
+
+
 def _flag(params: Params, name: str) -> bool:
     raw = params.get(name)
     if raw is None or raw == "":
@@ -153,6 +198,57 @@ def iso_time(raw: str, name: str, expected: str) -> datetime:
 # Configure
 
 
+def _option(name: str) -> Field:
+    """An option's field, from the domain's table (``queues/options.py``),
+    whose rules (``option_value``) check it after its JSON type."""
+    check = partial(option_value, name)
+    if name in BOOL_OPTIONS:
+        doc = f"default {str(BOOL_OPTIONS[name]).lower()}"
+        return Field("boolean", refusal=f"option {name} must be a boolean", check=check, doc=doc)
+    default = INT_OPTIONS[name]
+    bounds: dict[str, Any] = {"minimum": 0, "maximum": MAX_INT_OPTION}
+    doc = f"default {default}"
+    if name in UNSUPPORTED:
+        bounds, doc = {"const": default}, f"only {default}: {UNSUPPORTED[name]}"
+    elif name in CLAMPS:
+        bounds, doc = {}, f"default {default}; clamped to {CLAMPS[name][0]}..{CLAMPS[name][1]}"
+    elif name in RANGES:
+        bounds = {"minimum": RANGES[name][0], "maximum": RANGES[name][1]}
+    return Field("integer", refusal=f"option {name} must be an integer", check=check, schema_extra=bounds, doc=doc)
+
+
+#: Every option is optional; ``null`` restores its default.
+OPTIONS = Op(
+    "QueueOptionsIn",
+    {name: _option(name) for name in (*INT_OPTIONS, *BOOL_OPTIONS)},
+    doc="Every option is optional; ``null`` restores its default; unknown names are dropped.",
+    tenant_free=False,
+)
+#: The configure fields that are not options, in the order they are checked.
+_CONFIGURE = {
+    "queue": name_field("queue"),
+    "mode": Field("string", choices=("merge", "replace"), refusal="mode must be merge or replace", doc="default merge"),
+    "options": Field(
+        "object", of=OPTIONS, refusal="options must be an object", doc="wins over a flat option of the same name"
+    ),
+    "namespace": Field(
+        "string",
+        pattern=NO_NUL,
+        refusal="namespace must be a string or null",
+        check=partial(check_text, what="namespace"),
+    ),
+    "task": Field(
+        "string", pattern=NO_NUL, refusal="task must be a string or null", check=partial(check_text, what="task")
+    ),
+}
+CONFIGURE = Op(
+    "ConfigureIn",
+    {**_CONFIGURE, **OPTIONS.fields},
+    doc="The queue and its options; options may also be sent flat, beside ``options``.",
+    tenant_free=False,
+)
+
+
 def parse_configure(body: Any) -> queues.ConfigureRequest:
     """``POST /configure``: the queue, its namespace and task, the options.
 
@@ -163,28 +259,14 @@ def parse_configure(body: Any) -> queues.ConfigureRequest:
     are dropped.
     """
     body = json_object(body)
-    name = check_name(body.get("queue"), "queue")
-    mode = body.get("mode")
-    if mode not in (None, "merge", "replace"):
-        raise InvalidArgument("mode must be merge or replace")
-    nested = body.get("options")
-    if nested is None:
-        nested = {}
-    if not isinstance(nested, dict):
-        raise InvalidArgument("options must be an object")
-    flat = {k: v for k, v in body.items() if k not in _CONFIGURE_FIELDS}
-    namespace = body.get("namespace")
-    task = body.get("task")
-    for label, value in (("namespace", namespace), ("task", task)):
-        if value is not None and not isinstance(value, str):
-            raise InvalidArgument(f"{label} must be a string or null")
-        check_text(value, label)
+    top = {name: f.read(body, name, engine_bad) for name, f in _CONFIGURE.items()}
+    flat = {k: v for k, v in body.items() if k not in _CONFIGURE}
     return queues.ConfigureRequest(
-        name=name,
-        namespace=namespace,
-        task=task,
-        options=queues.QueueOptions(option_changes({**flat, **nested})),
-        replace=mode == "replace",
+        name=top["queue"],
+        namespace=top["namespace"],
+        task=top["task"],
+        options=queues.QueueOptions(option_changes({**flat, **(top["options"] or {})})),
+        replace=top["mode"] == "replace",
     )
 
 
@@ -192,19 +274,8 @@ def option_changes(given: dict[str, Any]) -> tuple[tuple[str, OptionValue | None
     """The changes ``given`` (option name -> JSON value) asks for, checked
     in order as ``parse_configure`` checks them: the dashboard's settings
     form checks each of its fields with this, so its texts are the API's."""
-    changes: list[tuple[str, OptionValue | None]] = []
-    for name, value in given.items():
-        if name not in INT_OPTIONS and name not in BOOL_OPTIONS:
-            continue
-        if value is None:
-            changes.append((name, None))
-            continue
-        if name in INT_OPTIONS and not is_json_int(value):
-            raise InvalidArgument(f"option {name} must be an integer")
-        if name in BOOL_OPTIONS and not isinstance(value, bool):
-            raise InvalidArgument(f"option {name} must be a boolean")
-        changes.append((name, option_value(name, value)))
-    return tuple(changes)
+    fields = OPTIONS.fields
+    return tuple((name, fields[name].read(given, name, engine_bad)) for name in given if name in fields)
 
 
 def render_configure(config: queues.QueueConfig) -> dict[str, Any]:
@@ -222,6 +293,28 @@ def render_configure(config: queues.QueueConfig) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------
 # Push
+
+
+#: One pushed message. Its parser is ``parse_push_items``, by hand: a push
+#: of 1,000 items is the hot path, measured (bench/cpu_compare.py push1000).
+PUSH_ITEM = Op(
+    "PushItemIn",
+    {
+        "queue": name_field("queue"),
+        "partition": name_field("partition", missing=None, default=queues.DEFAULT_PARTITION, doc='default "Default"'),
+        "payload": Field("any", missing="", null_is_bad=True, doc="any JSON value, null included"),
+        "transactionId": Field(
+            "string",
+            min_length=1,
+            max_length=MAX_TXN_BYTES,
+            pattern=SOME_TEXT,
+            doc=f"dedup key, at most {MAX_TXN_BYTES} bytes",
+        ),
+        "traceId": Field("any", doc="a UUID; anything else is ignored"),
+    },
+    tenant_free=False,
+)
+PUSH = Op("PushIn", {"items": Field("array", missing="", of=PUSH_ITEM)}, tenant_free=False)
 
 
 def parse_push(body: Any) -> list[queues.PushItem]:
@@ -501,6 +594,61 @@ def render_empty_pop(call: PopCall, policy: queues.ConflationPolicy) -> dict[str
 # Ack and lease
 
 
+def _partition_id(value: str | int) -> str:
+    return str(check_text(str(value), "partitionId"))
+
+
+#: One acknowledgment (of /ack, /ack/batch or a transaction); read in this order.
+ACK = Op(
+    "AckIn",
+    {
+        "transactionId": Field(
+            "string",
+            missing="",
+            min_length=1,
+            pattern=SOME_TEXT,
+            refusal="transactionId must be a non-empty string",
+            check=partial(check_text, what="transactionId"),
+        ),
+        "partitionId": Field(
+            ("string", "integer"),
+            missing="",
+            min_length=1,
+            pattern=SOME_TEXT,
+            refusal="partitionId must be a non-empty string",
+            check=_partition_id,
+            doc="the decimal partition id the pop returned (a JSON integer is read as its digits)",
+        ),
+        "status": Field("string", doc="completed, failed, retry or dlq; any other string is completed"),
+        "leaseId": Field("string", pattern=NO_NUL, check=partial(check_text, what="leaseId")),
+        "error": Field("any", doc="a string; any other JSON is stored as its JSON text"),
+        "consumerGroup": GROUP,
+    },
+    tenant_free=False,
+)
+#: The batch's group is read only for an acknowledgment without its own.
+ACK_BATCH = Op(
+    "AckBatchIn",
+    {
+        "acknowledgments": Field(
+            "array",
+            missing="",
+            of=ACK,
+            refusal="acknowledgments must be an array",
+            doc="each may name its own consumerGroup",
+        ),
+        "consumerGroup": Field("any", doc="for the acknowledgments that name none"),
+    },
+    extra={
+        "if": {
+            "properties": {"acknowledgments": {"contains": {"type": "object", "not": {"required": ["consumerGroup"]}}}}
+        },
+        "then": {"properties": {"consumerGroup": GROUP.schema()}},
+    },
+    tenant_free=False,
+)
+
+
 def parse_ack(body: Any) -> list[queues.AckItem]:
     """``POST /ack``: one acknowledgment, as a list of one."""
     body = json_object(body)
@@ -510,37 +658,22 @@ def parse_ack(body: Any) -> list[queues.AckItem]:
 def parse_ack_batch(body: Any) -> list[queues.AckItem]:
     """``POST /ack/batch``: ``acknowledgments``, each may name its group."""
     body = json_object(body)
-    raw = body.get("acknowledgments")
-    if not isinstance(raw, list):
-        raise InvalidArgument("acknowledgments must be an array")
+    raw = ACK_BATCH.fields["acknowledgments"].read(body, "acknowledgments", engine_bad)
     group = body.get("consumerGroup")
     return [ack_item(i, a, a.get("consumerGroup", group) if isinstance(a, dict) else group) for i, a in enumerate(raw)]
 
 
+_ACK_FIELDS = tuple((name, f) for name, f in ACK.fields.items() if name != "consumerGroup")
+
+
 def ack_item(index: int, raw: Any, group: Any) -> queues.AckItem:
-    """One acknowledgment object (of /ack, /ack/batch or a transaction)."""
+    """One acknowledgment object (of /ack, /ack/batch or a transaction); its
+    group is ``group`` (the batch's when the object names none)."""
     if not isinstance(raw, dict):
         raise InvalidArgument(f"acknowledgment {index} must be an object")
-    txn = raw.get("transactionId")
-    if not isinstance(txn, str) or not txn:
-        raise InvalidArgument("transactionId must be a non-empty string")
-    check_text(txn, "transactionId")
-    pid = raw.get("partitionId")
-    if is_json_int(pid):
-        pid = str(pid)
-    if not isinstance(pid, str) or not pid:
-        raise InvalidArgument("partitionId must be a non-empty string")
-    check_text(pid, "partitionId")
-    status = raw.get("status")
-    if status is not None and not isinstance(status, str):
-        raise InvalidArgument("status must be a string")
+    txn, pid, status, lease, error = (f.read(raw, name, engine_bad) for name, f in _ACK_FIELDS)
     # Any other status reads as completed (protocol section 5.1).
     status = status if status in queues.ACK_STATUSES else "completed"
-    lease = raw.get("leaseId")
-    if lease is not None and not isinstance(lease, str):
-        raise InvalidArgument("leaseId must be a string")
-    check_text(lease, "leaseId")
-    error = raw.get("error")
     if error is not None and not isinstance(error, str):
         error = json.dumps(error)
     return queues.AckItem(index, txn, pid, status, lease or None, error, check_group(group))  # type: ignore[arg-type]
@@ -561,20 +694,38 @@ def render_acks(outcomes: Sequence[queues.AckOutcome]) -> list[dict[str, Any]]:
     ]
 
 
+def _at_most(seconds: int) -> int:
+    if seconds > MAX_LEASE_SECONDS:
+        raise InvalidArgument(f"seconds must be at most {MAX_LEASE_SECONDS}")
+    return seconds
+
+
+LEASE_EXTEND = Op(
+    "LeaseExtendIn",
+    {
+        "seconds": Field(
+            "integer",
+            ge=1,
+            default=DEFAULT_EXTEND_SECONDS,
+            refusal="seconds must be an integer of at least 1",
+            check=_at_most,
+            schema_extra={"maximum": MAX_LEASE_SECONDS},
+            doc=f"default {DEFAULT_EXTEND_SECONDS}",
+        )
+    },
+    doc="Optional: no body or ``null`` extends by the default.",
+    extra={"type": ["object", "null"]},
+    tenant_free=False,
+)
+
+
 def parse_lease_extend(body: Any) -> int:
     """``POST /lease/{id}/extend``: the seconds to extend by (default 60).
 
     No body, or a JSON null, means the default.
     """
     fields = {} if body is None else json_object(body)
-    seconds = fields.get("seconds")
-    if seconds is None:
-        seconds = DEFAULT_EXTEND_SECONDS
-    if not is_json_int(seconds) or seconds < 1:
-        raise InvalidArgument("seconds must be an integer of at least 1")
-    if seconds > MAX_LEASE_SECONDS:
-        raise InvalidArgument(f"seconds must be at most {MAX_LEASE_SECONDS}")
-    return seconds
+    return int(LEASE_EXTEND.fields["seconds"].read(fields, "seconds", engine_bad))
 
 
 def render_lease_extension(extension: queues.LeaseExtension) -> dict[str, Any]:

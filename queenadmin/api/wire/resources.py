@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
+from queenadmin.api.wire.fields import NO_NUL, Field, Op
 from queenadmin.api.wire.queues import (
     MAX_OFFSET,
     Params,
     check_group,
     check_text,
+    engine_bad,
     iso_time,
     json_object,
     query_int,
@@ -137,16 +140,28 @@ def render_queue(stats: queues.QueueStats) -> dict[str, Any]:
     }
 
 
+PAUSE = Op(
+    "PauseIn",
+    {
+        "reason": Field(
+            "string",
+            default="",
+            pattern=NO_NUL,
+            check=partial(check_text, what="reason"),
+            doc="why, for the audit trail (at most 2,000 characters kept)",
+        )
+    },
+    doc="Optional: the reason kept in the audit trail (none: no body or ``null``).",
+    extra={"type": ["object", "null"]},
+    tenant_free=False,
+)
+
+
 def parse_pause(body: Any) -> str:
     """A pause's or resume's reason for the audit trail: ``{"reason": ...}``,
     optional (no body, ``null`` or no reason: none)."""
     fields = {} if body is None else json_object(body)
-    reason = fields.get("reason")
-    if reason is None:
-        return ""
-    if not isinstance(reason, str):
-        raise InvalidArgument("reason must be a string")
-    return str(check_text(reason, "reason"))
+    return str(PAUSE.fields["reason"].read(fields, "reason", engine_bad))
 
 
 def render_pause(change: queue_operator.PauseChange) -> dict[str, Any]:
