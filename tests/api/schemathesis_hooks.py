@@ -1,6 +1,6 @@
 """Schemathesis hooks for tests/api/test_schemathesis.py (``SCHEMATHESIS_HOOKS``).
 
-Two rules of the wire that no JSON Schema keyword can carry, so the
+Rules of the wire that no JSON Schema keyword can carry, so the
 generated requests are made to keep them; each is in the document's
 descriptions and has its own API tests.
 
@@ -25,7 +25,10 @@ detail starting "the result" (``kv.incr_sum``). The request is valid; what
 the key holds by then decides. That failure alone is dropped, and counted
 in the run's summary.
 
-4. Not a rule of ours: schemathesis makes some cases in its negative mode
+4. A pop may wait up to 60 s (``wait=true``, ``timeout``): the generated
+pops wait 50 ms at most (``_short_wait``), a valid timeout as any other.
+
+5. Not a rule of ours: schemathesis makes some cases in its negative mode
 whose negated part never reaches the server: none is negated after all, or
 only the ``Authorization`` header, which the run replaces with its token.
 It checks them as negative all the same ("Invalid component: positive test
@@ -52,10 +55,24 @@ def _integral(value: Any) -> Any:
     return value
 
 
+#: The longest a generated long-poll waits (ms): a client may ask up to 60 s,
+#: which the run cannot spend on each pop.
+POP_WAIT_MS = 50
+
+
+def _short_wait(query: dict[str, Any]) -> None:
+    """A pop's ``timeout`` at most ``POP_WAIT_MS`` (a valid value stays valid)."""
+    timeout = query.get("timeout") or POP_WAIT_MS  # empty: the default, 30 s
+    if isinstance(timeout, int) or (isinstance(timeout, str) and timeout.lstrip("-").isdigit()):
+        query["timeout"] = min(int(timeout), POP_WAIT_MS)
+
+
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
     if case.body is not None and not isinstance(case.body, str | bytes):
         case.body = _integral(case.body)
+    if "/pop" in case.operation.path and isinstance(case.query, dict):
+        _short_wait(case.query)
     return case
 
 

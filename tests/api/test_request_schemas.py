@@ -13,6 +13,8 @@ from django.test import Client
 from pydantic import TypeAdapter
 
 from queenadmin.api.schemas.common import JsonbTime, MicrosZTime
+from queenadmin.api.wire import queues as wire
+from queenadmin.api.wire import resources
 from queenadmin.domain import clock
 from queenadmin.domain.kv import TXN_MAX_OPS
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
@@ -76,3 +78,27 @@ def test_a_transaction_names_the_kv_and_timer_declarations():
     assert body["kv"]["anyOf"][0]["items"] == {"$ref": "#/components/schemas/KVTxnOpIn"}
     assert body["timers"]["anyOf"][0]["items"] == {"$ref": "#/components/schemas/TimerOpIn"}
     assert body["kv"]["anyOf"][0]["maxItems"] == TXN_MAX_OPS
+
+
+def test_queue_bodies_and_queries_are_their_parsers_declarations():
+    """The message log's bodies are wire.queues' declarations, and the pop and
+    DLQ query parameters the parsers read are published with their bounds."""
+    document = Client().get("/api/v1/openapi.json").json()
+    components = document["components"]["schemas"]
+    assert components["AckIn"] == wire.ACK.schema()
+    assert components["PushItemIn"]["required"] == ["queue", "payload"]
+    assert components["TxnOperationIn"]["discriminator"]["propertyName"] == "type"
+    assert components["LeaseExtendIn"]["properties"]["seconds"]["anyOf"][0]["maximum"] == wire.MAX_LEASE_SECONDS
+
+    def query(path: str) -> dict:
+        listed = document["paths"][path]["get"]["parameters"]
+        return {p["name"]: p["schema"] for p in listed if p["in"] == "query"}
+
+    pop = query("/api/v1/pop/queue/{queue}")
+    assert set(pop) == {*wire.POP, "delivery"}
+    assert pop["leaseSeconds"]["anyOf"][0] == {"type": "integer", "minimum": 1, "maximum": wire.MAX_LEASE_SECONDS}
+    assert set(pop["delivery"]["properties"]) == {"consumerGroup", "conflation", "autoAck", "commitOnDelivery"}
+    assert set(query("/api/v1/pop")) == {*wire.POP, "delivery", "selection"}
+    dlq = query("/api/v1/dlq")
+    assert set(dlq) == set(resources.DLQ)
+    assert dlq["limit"]["anyOf"][0] == {"type": "integer", "minimum": 1}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from queenadmin.api.schemas.common import (
     JSONNumber,
@@ -19,6 +19,7 @@ from queenadmin.api.schemas.common import (
     Omit,
     WireOut,
 )
+from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 
 # -- answers ------------------------------------------------------------------
 
@@ -29,29 +30,14 @@ class QueueNotFoundOut(WireOut):
     error: Literal["Queue not found"]
 
 
-class QueueOptionsOut(WireOut):
-    """Every option of a queue, defaults filled in (protocol 10)."""
-
-    leaseTime: int
-    retryLimit: int
-    retryDelay: int
-    priority: int
-    maxSize: int
-    ttl: int
-    delayedProcessing: int
-    windowBuffer: int
-    retentionSeconds: int
-    completedRetentionSeconds: int
-    maxWaitTimeSeconds: int
-    minPopWaitTime: int
-    dedupWindowSeconds: int
-    retentionSinkHoldMaxSeconds: int
-    maxQueueSize: int
-    deadLetterQueue: bool
-    dlqAfterMaxRetries: bool
-    retentionEnabled: bool
-    encryptionEnabled: bool
-    retentionSinkHold: bool
+#: Every option of a queue, defaults filled in (protocol 10): the domain's table.
+QueueOptionsOut = create_model(
+    "QueueOptionsOut",
+    __base__=WireOut,
+    __doc__="Every option of a queue, defaults filled in (protocol 10).",
+    **dict.fromkeys(INT_OPTIONS, (int, ...)),  # type: ignore[call-overload]
+    **dict.fromkeys(BOOL_OPTIONS, (bool, ...)),
+)
 
 
 class ConfigureOut(WireOut):
@@ -107,7 +93,14 @@ class PopAutopilotOut(WireOut):
     waitMs: int
 
 
-class PopOut(WireOut):
+class _ConflationKeys(WireOut):
+    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
+    conflationConflict: Literal[True] | Omit = Field(
+        None, description="present when the pop asked for the other policy than the stored one (which applied)"
+    )
+
+
+class PopOut(_ConflationKeys):
     success: Literal[True]
     queue: str
     partition: str = Field(description="the first partition claimed")
@@ -117,13 +110,9 @@ class PopOut(WireOut):
     partitionsClaimed: int
     messages: list[PopMessageOut]
     autopilot: PopAutopilotOut | Omit = Field(None, description="present with autopilot=true")
-    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
-    conflationConflict: Literal[True] | Omit = Field(
-        None, description="present when the pop asked for the other policy than the stored one (which applied)"
-    )
 
 
-class PopEmptyOut(WireOut):
+class PopEmptyOut(_ConflationKeys):
     """An empty pop of a group whose conflation policy has to be said (else a 204)."""
 
     success: Literal[True]
@@ -131,10 +120,6 @@ class PopEmptyOut(WireOut):
     consumerGroup: str
     partitionsClaimed: Literal[0]
     messages: list[PopMessageOut] = Field(max_length=0)
-    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
-    conflationConflict: Literal[True] | Omit = Field(
-        None, description="present when the pop asked for the other policy than the stored one"
-    )
 
 
 class ConflationRefusedOut(WireOut):
@@ -225,13 +210,8 @@ class QueueLanesOut(WireOut):
     stats: Literal["lanes"]
 
 
-class PartitionCountsOut(WireOut):
-    total: int
-    pending: int
-    processing: int
-    completed: int
+class PartitionCountsOut(MessageCountsOut):
     failed: None
-    deadLetter: int
 
 
 class CursorOut(WireOut):
@@ -320,12 +300,7 @@ class QueueNotDeletedOut(WireOut):
     message: Literal["Queue not found"]
 
 
-class OverviewCountsOut(WireOut):
-    total: int
-    pending: int
-    processing: int
-    completed: int
-    deadLetter: int
+class OverviewCountsOut(MessageCountsOut):
     failed: int
 
 

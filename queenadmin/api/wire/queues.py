@@ -21,16 +21,6 @@ import msgspec
 
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Field, Op
 from queenadmin.domain import clock, names, queues
-from queenadmin.domain.queues.options import (
-    BOOL_OPTIONS,
-    CLAMPS,
-    INT_OPTIONS,
-    MAX_INT_OPTION,
-    RANGES,
-    UNSUPPORTED,
-    OptionValue,
-    option_value,
-)
 from queenadmin.errors import ConflationRefused, InvalidArgument
 from queenadmin.plumbing.db import json_text
 
@@ -155,14 +145,30 @@ GROUP = Field(
 )
 
 
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in word)
+
+
+#: A flag of a query string: true, 1 or yes; false, 0, no or empty; any case.
+FLAG = Field(
+    "string",
+    pattern=f"^(?:{'|'.join(map(_any_case, _TRUE + _FALSE))}|)$",
+    doc="true, 1 or yes; false, 0, no or empty (any case); default false",
+)
+
+
 def _flag(params: Params, name: str) -> bool:
+    """``FLAG`` ``name`` of ``params``."""
     raw = params.get(name)
     if raw is None or raw == "":
         return False
     value = raw.lower()
-    if value in ("true", "1", "yes"):
+    if value in _TRUE:
         return True
-    if value in ("false", "0", "no"):
+    if value in _FALSE:
         return False
     raise InvalidArgument(f"{name} must be true or false")
 
@@ -177,6 +183,50 @@ def query_int(params: Params, name: str) -> int | None:
         raise InvalidArgument(f"{name} must be an integer") from None
 
 
+def param(params: Params, name: str, field: Field) -> Any:
+    """Query parameter ``name`` read by its declaration: empty is absent, an
+    integer field's text is read as the integer ("``name`` must be an integer")."""
+    value = query_int(params, name) if field.kind == "integer" else params.get(name) or None
+    return field.read({name: value}, name, engine_bad)
+
+
+def at_most(most: int, what: str) -> dict[str, Any]:
+    """A ``Field``'s upper bound, refused in words of its own (``what must be at most N``)."""
+
+    def check(value: int) -> int:
+        if value > most:
+            raise InvalidArgument(f"{what} must be at most {most}")
+        return value
+
+    return {"check": check, "schema_extra": {"maximum": most}}
+
+
+def query_schemas(fields: Mapping[str, Field]) -> dict[str, dict[str, Any]]:
+    """The schemas ``openapi.parameters(query=...)`` publishes for declared parameters (never null)."""
+    return {name: {**query_schema(f), "required": f.required} for name, f in fields.items()}
+
+
+def query_schema(field: Field) -> dict[str, Any]:
+    """The schema of a query parameter's value: ``field``'s, never null, or
+    empty (which reads as absent)."""
+    out = replace(field, null_is_bad=True, doc="").schema()
+    if field.kind == "string" and not field.min_length and "format" not in field.schema_extra:
+        return {**out, "description": field.doc} if field.doc else out
+    return {"anyOf": [out, {"const": ""}], **({"description": field.doc} if field.doc else {})}
+
+
+def exploded(name: str, fields: Mapping[str, Field], *, required: bool, rule: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter of type object, form, exploded (``?a=&b=``), of
+    ``fields``: how OpenAPI says that they go together (``rule``)."""
+    schema = {"type": "object", "properties": {k: query_schema(f) for k, f in fields.items()}, **rule}
+    schema["additionalProperties"] = False
+    return {"name": name, "in": "query", "required": required, "style": "form", "explode": True, "schema": schema}
+
+
+#: A time ``iso_time`` reads (with its zone), in a query string.
+ISO_TIME = Field("string", schema_extra={"format": "date-time"})
+
+
 def iso_time(raw: str, name: str, expected: str) -> datetime:
     """An ISO time with its zone, within the range the databases hold; else ``InvalidArgument``."""
     try:
@@ -186,109 +236,12 @@ def iso_time(raw: str, name: str, expected: str) -> datetime:
     if moment.tzinfo is None:
         raise InvalidArgument(f"{name} must carry a time zone")
     try:
-        # 0001-01-01T00:00+14:00 is a valid ISO time before year 1 in UTC,
-        # which the databases' converters cannot represent.
-        moment.astimezone(UTC)
+        # In UTC: PostgreSQL refuses an offset past 15:59 (Python's go to
+        # 23:59), and 0001-01-01T00:00+14:00 is before year 1 in UTC, which
+        # the databases' converters cannot represent.
+        return moment.astimezone(UTC)
     except OverflowError:
         raise InvalidArgument(f"{name} is out of range") from None
-    return moment
-
-
-# --------------------------------------------------------------------------
-# Configure
-
-
-def _option(name: str) -> Field:
-    """An option's field, from the domain's table (``queues/options.py``),
-    whose rules (``option_value``) check it after its JSON type."""
-    check = partial(option_value, name)
-    if name in BOOL_OPTIONS:
-        doc = f"default {str(BOOL_OPTIONS[name]).lower()}"
-        return Field("boolean", refusal=f"option {name} must be a boolean", check=check, doc=doc)
-    default = INT_OPTIONS[name]
-    bounds: dict[str, Any] = {"minimum": 0, "maximum": MAX_INT_OPTION}
-    doc = f"default {default}"
-    if name in UNSUPPORTED:
-        bounds, doc = {"const": default}, f"only {default}: {UNSUPPORTED[name]}"
-    elif name in CLAMPS:
-        bounds, doc = {}, f"default {default}; clamped to {CLAMPS[name][0]}..{CLAMPS[name][1]}"
-    elif name in RANGES:
-        bounds = {"minimum": RANGES[name][0], "maximum": RANGES[name][1]}
-    return Field("integer", refusal=f"option {name} must be an integer", check=check, schema_extra=bounds, doc=doc)
-
-
-#: Every option is optional; ``null`` restores its default.
-OPTIONS = Op(
-    "QueueOptionsIn",
-    {name: _option(name) for name in (*INT_OPTIONS, *BOOL_OPTIONS)},
-    doc="Every option is optional; ``null`` restores its default; unknown names are dropped.",
-    tenant_free=False,
-)
-#: The configure fields that are not options, in the order they are checked.
-_CONFIGURE = {
-    "queue": name_field("queue"),
-    "mode": Field("string", choices=("merge", "replace"), refusal="mode must be merge or replace", doc="default merge"),
-    "options": Field(
-        "object", of=OPTIONS, refusal="options must be an object", doc="wins over a flat option of the same name"
-    ),
-    "namespace": Field(
-        "string",
-        pattern=NO_NUL,
-        refusal="namespace must be a string or null",
-        check=partial(check_text, what="namespace"),
-    ),
-    "task": Field(
-        "string", pattern=NO_NUL, refusal="task must be a string or null", check=partial(check_text, what="task")
-    ),
-}
-CONFIGURE = Op(
-    "ConfigureIn",
-    {**_CONFIGURE, **OPTIONS.fields},
-    doc="The queue and its options; options may also be sent flat, beside ``options``.",
-    tenant_free=False,
-)
-
-
-def parse_configure(body: Any) -> queues.ConfigureRequest:
-    """``POST /configure``: the queue, its namespace and task, the options.
-
-    Options come in ``options`` or flat at the top level (protocol section
-    10); ``options`` wins where both name one. Each known option must be an
-    integer, a boolean or null as its kind says, and is then checked by the
-    domain's rules (``options.option_value``), in body order; unknown names
-    are dropped.
-    """
-    body = json_object(body)
-    top = {name: f.read(body, name, engine_bad) for name, f in _CONFIGURE.items()}
-    flat = {k: v for k, v in body.items() if k not in _CONFIGURE}
-    return queues.ConfigureRequest(
-        name=top["queue"],
-        namespace=top["namespace"],
-        task=top["task"],
-        options=queues.QueueOptions(option_changes({**flat, **(top["options"] or {})})),
-        replace=top["mode"] == "replace",
-    )
-
-
-def option_changes(given: dict[str, Any]) -> tuple[tuple[str, OptionValue | None], ...]:
-    """The changes ``given`` (option name -> JSON value) asks for, checked
-    in order as ``parse_configure`` checks them: the dashboard's settings
-    form checks each of its fields with this, so its texts are the API's."""
-    fields = OPTIONS.fields
-    return tuple((name, fields[name].read(given, name, engine_bad)) for name in given if name in fields)
-
-
-def render_configure(config: queues.QueueConfig) -> dict[str, Any]:
-    return {
-        "configured": True,
-        "queueId": str(config.id),
-        "partitionId": None,
-        "queue": config.name,
-        "namespace": config.namespace,
-        "task": config.task,
-        "storage": "segments",
-        "options": dict(config.options),
-    }
 
 
 # --------------------------------------------------------------------------
@@ -438,6 +391,61 @@ class PopCall:
     frames: bool = False
 
 
+def _flag_doc(doc: str) -> Field:
+    return replace(FLAG, doc=f"{doc}: {FLAG.doc}")
+
+
+_CLAMPED = f"the largest values are clamped ({MAX_BATCH} messages, {MAX_PARTITIONS} partitions)"
+
+
+#: A pop's query (the conflation flags, which go with the group, are ``DELIVERY``).
+POP = {
+    "batch": Field("integer", ge=1, refusal="batch must be at least 1", doc=f"default {DEFAULT_BATCH}; {_CLAMPED}"),
+    "partitions": Field("integer", ge=1, refusal=f"partitions must be from 1 to {MAX_PARTITIONS}", doc=_CLAMPED),
+    "wait": _flag_doc("long-poll: wait up to timeout ms for a message"),
+    "timeout": Field("integer", default=DEFAULT_TIMEOUT_MS, doc=f"ms; clamped to 0..{MAX_TIMEOUT_MS}"),
+    "leaseSeconds": Field(
+        "integer", ge=1, refusal="leaseSeconds must be at least 1", **at_most(MAX_LEASE_SECONDS, "leaseSeconds")
+    ),
+    "subscriptionMode": Field("string", pattern=NO_NUL, doc="a new group's start: new or new-only; anything else: all"),
+    "subscriptionFrom": Field("string", schema_extra={"anyOf": [{"enum": ["now", ""]}, {"format": "date-time"}]}),
+    "autopilot": _flag_doc(f"batch {AUTOPILOT_BATCH}, partitions {AUTOPILOT_PARTITIONS} where unset (no conflation)"),
+    "frames": _flag_doc("answer with the framed pop where the server serves it"),
+}
+_IS_TRUE = {"pattern": f"^(?:{'|'.join(map(_any_case, _TRUE))})$"}
+#: The group and the flags that go with it: a conflating pop needs a group
+#: and no auto-ack.
+DELIVERY = exploded(
+    "delivery",
+    {
+        "consumerGroup": GROUP,
+        "conflation": _flag_doc("last-value delivery: one message per partition, the newest"),
+        "autoAck": _flag_doc("complete the messages on delivery"),
+        "commitOnDelivery": _flag_doc("the same as autoAck"),
+    },
+    required=False,
+    rule={
+        "if": {"required": ["conflation"], "properties": {"conflation": _IS_TRUE}},
+        "then": {
+            "required": ["consumerGroup"],
+            "properties": {
+                "consumerGroup": {"minLength": 1},
+                "autoAck": {"not": _IS_TRUE},
+                "commitOnDelivery": {"not": _IS_TRUE},
+            },
+        },
+    },
+)
+#: ``GET /pop``'s selection: a namespace, a task or both.
+_SELECTOR = Field("string", pattern=NO_NUL)
+SELECTION = exploded(
+    "selection",
+    {"namespace": _SELECTOR, "task": _SELECTOR},
+    required=True,
+    rule={"anyOf": [{"required": [name], "properties": {name: {"minLength": 1}}} for name in ("namespace", "task")]},
+)
+
+
 def parse_pop_queue(params: Params, queue: str, partition: str | None = None) -> PopCall:
     """``GET /pop/queue/{queue}[/partition/{partition}]`` and its query."""
     _refuse_conflation(params)
@@ -450,8 +458,7 @@ def parse_pop_queue(params: Params, queue: str, partition: str | None = None) ->
 def parse_pop_discovery(params: Params) -> PopCall:
     """``GET /pop?namespace=&task=``: pop from any queue they select."""
     _refuse_conflation(params)
-    namespace = check_text(params.get("namespace") or None, "namespace")
-    task = check_text(params.get("task") or None, "task")
+    namespace, task = (check_text(params.get(name) or None, name) for name in ("namespace", "task"))
     if namespace is None and task is None:
         raise InvalidArgument("namespace or task is required")
     return _pop_call(params, namespace=namespace, task=task)
@@ -479,12 +486,8 @@ def _pop_call(
     conflation = _flag(params, "conflation")
     autopilot = None
     on_autopilot = _flag(params, "autopilot")
-    batch = query_int(params, "batch")
-    if batch is not None and batch < 1:
-        raise InvalidArgument("batch must be at least 1")
-    partitions = query_int(params, "partitions")
-    if partitions is not None and partitions < 1:
-        raise InvalidArgument(f"partitions must be from 1 to {MAX_PARTITIONS}")
+    batch = param(params, "batch", POP["batch"])
+    partitions = param(params, "partitions", POP["partitions"])
     # A conflating group claims partitions ?? batch partitions, one message
     # each; so does a group whose stored policy is conflation, whatever this
     # pop asked. Autopilot never resizes a conflating pop.
@@ -492,13 +495,8 @@ def _pop_call(
     if on_autopilot and not conflation:
         autopilot = Autopilot(batch or AUTOPILOT_BATCH, partitions or AUTOPILOT_PARTITIONS)
         batch, partitions = autopilot.batch, autopilot.partitions
-    timeout_ms = query_int(params, "timeout")
-    timeout_ms = DEFAULT_TIMEOUT_MS if timeout_ms is None else max(0, min(timeout_ms, MAX_TIMEOUT_MS))
-    lease = query_int(params, "leaseSeconds")
-    if lease is not None and lease < 1:
-        raise InvalidArgument("leaseSeconds must be at least 1")
-    if lease is not None and lease > MAX_LEASE_SECONDS:
-        raise InvalidArgument(f"leaseSeconds must be at most {MAX_LEASE_SECONDS}")
+    timeout_ms = max(0, min(param(params, "timeout", POP["timeout"]), MAX_TIMEOUT_MS))
+    lease = param(params, "leaseSeconds", POP["leaseSeconds"])
     # Queen's reading: new and new-only mean "new"; any other value "all".
     raw_mode = params.get("subscriptionMode") or None
     mode: queues.SubscriptionMode | None = None
@@ -694,12 +692,6 @@ def render_acks(outcomes: Sequence[queues.AckOutcome]) -> list[dict[str, Any]]:
     ]
 
 
-def _at_most(seconds: int) -> int:
-    if seconds > MAX_LEASE_SECONDS:
-        raise InvalidArgument(f"seconds must be at most {MAX_LEASE_SECONDS}")
-    return seconds
-
-
 LEASE_EXTEND = Op(
     "LeaseExtendIn",
     {
@@ -708,8 +700,7 @@ LEASE_EXTEND = Op(
             ge=1,
             default=DEFAULT_EXTEND_SECONDS,
             refusal="seconds must be an integer of at least 1",
-            check=_at_most,
-            schema_extra={"maximum": MAX_LEASE_SECONDS},
+            **at_most(MAX_LEASE_SECONDS, "seconds"),
             doc=f"default {DEFAULT_EXTEND_SECONDS}",
         )
     },

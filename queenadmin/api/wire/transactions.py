@@ -47,7 +47,9 @@ def _rollback_at(at: str) -> Bad:
 # ``operations`` are the message log's items and acks, the KV and timer ops
 # those concepts' declarations.
 
-_INLINE = {name: replace(f, missing=None, doc="inline item") for name, f in PUSH_ITEM.fields.items()}
+#: A push op's own item, read only when it has no ``items`` (a null queue is
+#: the item's bad queue, 400; an absent one rolls back).
+_INLINE = {name: replace(f, missing=None, null_is_bad=name == "queue") for name, f in PUSH_ITEM.fields.items()}
 OPERATION = Ops(
     "TxnOperationIn",
     {
@@ -56,12 +58,16 @@ OPERATION = Ops(
             {
                 "type": Field("string", missing="", const="push"),
                 "items": Field("array", of=PUSH_ITEM, doc="when absent, the op itself is the one item"),
-                # A null queue is one item's bad queue (400); an absent one rolls back.
-                **_INLINE,
-                "queue": replace(_INLINE["queue"], null_is_bad=True),
+                **{name: Field("any", doc="inline item") for name in _INLINE},
             },
             doc="A push: ``items``, or one item inline on the op (without ``queue`` and ``payload`` it"
             " rolls back, 200 ``bad_request``).",
+            extra={
+                "anyOf": [
+                    {"required": ["items"], "properties": {"items": {"type": "array"}}},
+                    {"properties": {"items": {"type": "null"}, **{name: f.schema() for name, f in _INLINE.items()}}},
+                ]
+            },
             tenant_free=False,
         ),
         "ack": Op(
