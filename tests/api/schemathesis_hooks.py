@@ -1,6 +1,6 @@
 """Schemathesis hooks for tests/api/test_schemathesis.py (``SCHEMATHESIS_HOOKS``).
 
-Two rules of the wire that no JSON Schema keyword can carry, so the
+Rules of the wire that no JSON Schema keyword can carry, so the
 generated requests are made to keep them; each is in the document's
 descriptions and has its own API tests.
 
@@ -31,9 +31,10 @@ it), both within the years the databases hold, and an analytics range has
 at most 10,000 buckets of its interval. Positive cases that break one are
 not sent.
 
-5. Not a rule either: a waiting ephemeral pop on an empty queue answers
-when its ``timeout`` ends (30 s by default, up to 300 s), longer than the
-run waits for an answer, so a generated pop waits at most ``POP_WAIT_MS``.
+5. Not a rule either: a pop may wait up to 60 s (``wait=true``,
+``timeout``; an ephemeral pop 300 s), longer than the run waits for an
+answer: the generated pops wait ``POP_WAIT_MS`` at most (``_short_wait``),
+a valid timeout as any other.
 
 6. Not a rule of ours: schemathesis makes some cases in its negative mode
 whose negated part never reaches the server: none is negated after all, or
@@ -63,21 +64,23 @@ def _integral(value: Any) -> Any:
     return value
 
 
-#: The longest wait of a generated ephemeral pop (ms).
+#: The longest a generated long-poll waits (ms): a client may ask up to 60 s,
+#: which the run cannot spend on each pop.
 POP_WAIT_MS = 50
 
 
 def _short_wait(query: dict[str, Any]) -> None:
-    timeout = str(query.get("timeout", ""))
-    if str(query.get("wait")).lower() == "true" and (not timeout or (timeout.isdigit() and int(timeout) > POP_WAIT_MS)):
-        query["timeout"] = POP_WAIT_MS
+    """A pop's ``timeout`` at most ``POP_WAIT_MS`` (a valid value stays valid)."""
+    timeout = query.get("timeout") or POP_WAIT_MS  # empty: the default, 30 s
+    if isinstance(timeout, int) or (isinstance(timeout, str) and timeout.lstrip("-").isdigit()):
+        query["timeout"] = min(int(timeout), POP_WAIT_MS)
 
 
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
     if case.body is not None and not isinstance(case.body, str | bytes):
         case.body = _integral(case.body)
-    if case.operation.path == "/api/v1/ephemeral/pop" and isinstance(case.query, dict):
+    if "/pop" in case.operation.path and isinstance(case.query, dict):
         _short_wait(case.query)
     return case
 

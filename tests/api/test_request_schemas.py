@@ -14,6 +14,8 @@ from django.test import Client
 from pydantic import TypeAdapter
 
 from queenadmin.api.schemas.common import JsonbTime, MicrosZTime
+from queenadmin.api.wire import queues as wire
+from queenadmin.api.wire import resources
 from queenadmin.api.wire.fields import FLAG_TEXT, Field, Param, PlainParam, PlainQuery, Query
 from queenadmin.api.wire.messages import MAX_FETCH_ENTRIES, MAX_MESSAGES_OFFSET, MESSAGES
 from queenadmin.domain import clock
@@ -188,3 +190,27 @@ def test_a_query_parameter_reads_as_it_is_published():
         with pytest.raises(ValueError, match=detail):
             page.read(params, bad)
     assert [bool(re.fullmatch(FLAG_TEXT, text)) for text in ("True", "0", "", "yes")] == [True, True, True, False]
+
+
+def test_queue_bodies_and_queries_are_their_parsers_declarations():
+    """The message log's bodies are wire.queues' declarations, and the pop and
+    DLQ query parameters the parsers read are published with their bounds."""
+    document = Client().get("/api/v1/openapi.json").json()
+    components = document["components"]["schemas"]
+    assert components["AckIn"] == wire.ACK.schema()
+    assert components["PushItemIn"]["required"] == ["queue", "payload"]
+    assert components["TxnOperationIn"]["discriminator"]["propertyName"] == "type"
+    assert components["LeaseExtendIn"]["properties"]["seconds"]["anyOf"][0]["maximum"] == wire.MAX_LEASE_SECONDS
+
+    def query(path: str) -> dict:
+        listed = document["paths"][path]["get"]["parameters"]
+        return {p["name"]: p["schema"] for p in listed if p["in"] == "query"}
+
+    pop = query("/api/v1/pop/queue/{queue}")
+    assert set(pop) == {*wire.POP, "delivery"}
+    assert pop["leaseSeconds"]["anyOf"][0] == {"type": "integer", "minimum": 1, "maximum": wire.MAX_LEASE_SECONDS}
+    assert set(pop["delivery"]["properties"]) == {"consumerGroup", "conflation", "autoAck", "commitOnDelivery"}
+    assert set(query("/api/v1/pop")) == {*wire.POP, "delivery", "selection"}
+    dlq = query("/api/v1/dlq")
+    assert set(dlq) == set(resources.DLQ)
+    assert dlq["limit"]["anyOf"][0] == {"type": "integer", "minimum": 1}

@@ -253,16 +253,21 @@ def ref(name: str) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Ops:
-    """Operations picked by ``op``: one ``Op`` each (``op`` their ``const``)."""
+    """Operations picked by ``op`` (or ``key``): one ``Op`` each (``key`` their ``const``)."""
 
     name: str
     ops: Mapping[str, Op]
     doc: str = ""
+    #: The field whose value picks the operation.
+    key: str = "op"
 
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "oneOf": [ref(name) for name in dict.fromkeys(op.name for op in self.ops.values())],
-            "discriminator": {"propertyName": "op", "mapping": {k: ref(op.name)["$ref"] for k, op in self.ops.items()}},
+            "discriminator": {
+                "propertyName": self.key,
+                "mapping": {k: ref(op.name)["$ref"] for k, op in self.ops.items()},
+            },
             "title": self.name,
         }
         if self.doc:
