@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from queenadmin.errors import InvalidArgument
+from queenadmin.plumbing.shapes import quick_init
 
 Kind = Literal["no-reader", "stalled", "lag", "age", "rising", "dlq"]
 #: The kinds, most urgent first (the list's order).
@@ -102,6 +103,7 @@ def check_override(override: Override) -> Override:
     return override
 
 
+@quick_init  # one a queue: the overview builds a thousand at 1,000 queues
 @dataclass(frozen=True)
 class QueueFacts:
     """What the sampler's rows say of one queue's window: its rows at the
