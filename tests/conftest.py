@@ -69,8 +69,7 @@ def _admin_psql(sql: str) -> None:
 @dataclass
 class LiveServer:
     url: str
-    #: The template's admin token, or None until ``token`` is first read.
-    minted: str | None
+    token: str
     env: dict[str, str]
     process: subprocess.Popen[bytes]
     log_path: Path
@@ -78,19 +77,6 @@ class LiveServer:
     clock_file: Path | None = None
     #: Seconds the server's wall clock has been moved forward in all.
     shifted: float = 0.0
-
-    @property
-    def token(self) -> str:
-        """An admin-scope API token of the server's database.
-
-        The template's, or (a database or data folder named by the test, a
-        fresh one) made with ``manage.py apitoken`` when first read: a
-        second replica of another server's database, say, is often never
-        asked for one, and that process costs about 1.5 s of CPU.
-        """
-        if self.minted is None:
-            self.minted = _admin_token(self.env, f"live-{secrets.token_hex(4)}")
-        return self.minted
 
     def manage(self, *args: str) -> str:
         return _manage(self.env, *args)
@@ -283,7 +269,8 @@ def run_server(
             if time.monotonic() > deadline:
                 raise RuntimeError("serve did not answer /health:\n" + log_path.read_text())
             time.sleep(0.05)
-        yield LiveServer(url, template.token if template is not None else None, env, process, log_path, clock_file)
+        token = template.token if template is not None else _admin_token(env, f"live-{secrets.token_hex(4)}")
+        yield LiveServer(url, token, env, process, log_path, clock_file)
     finally:
         process.terminate()
         try:
