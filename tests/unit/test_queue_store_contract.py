@@ -23,6 +23,7 @@ from queenadmin.domain.queues.push import queue_dead_letter_in_txn
 from queenadmin.domain.queues.store import Append, PostgresStore, SqliteStore, Store, store
 from queenadmin.domain.queues.traces import trace_record
 from queenadmin.models import ConsumerCursor, DeadLetter, Message, Partition, Queue, Trace, TraceName
+from queenadmin.models.queues import QUEUE_MODE
 from queenadmin.plumbing.db import json_text
 
 pytestmark = pytest.mark.django_db
@@ -377,17 +378,21 @@ def test_push_times_answer_stored_pairs(clock_at):
     assert store().push_times([]) == {}
 
 
-def test_cursor_states_say_whose_lease_is_live(clock_at):
-    """Every cursor comes back with its offsets and whether its lease is live at ``now``."""
+def test_slowest_groups_say_each_partitions_slowest_group_and_every_lease(clock_at):
+    """A row a partition: its slowest counted group (the registered ones,
+    here ``g``, not queue mode) with what it holds under a live lease, and
+    what every live lease of the partition holds; leases end with time."""
     push("a", n=3, partition="p1")
     queues.queue_claim(request=queues.PopRequest(queue="a", partition="p1", batch=2, lease_seconds=30))
     queues.queue_claim(request=queues.PopRequest(queue="a", partition="p1", batch=1, group="g", lease_seconds=30))
-    pid = partition_of("a", "p1").id
-    states = sorted(store().cursor_states(now=T0 + timedelta(seconds=10)))
-    assert [(p, g, live) for p, g, _, live, _ in states] == [(pid, "__QUEUE_MODE__", True), (pid, "g", True)]
-    assert [(c, last) for _, g, c, _, last in states if g == "__QUEUE_MODE__"] == [(-1, 1)]
-    later = store().cursor_states(now=T0 + timedelta(hours=1))
-    assert [live for *_, live, _ in later] == [False, False]
+    part = partition_of("a", "p1")
+    qid = part.queue_id
+    rows = store().slowest_groups(now=T0 + timedelta(seconds=10), queue_mode=QUEUE_MODE)
+    # Last offset 2; g committed nothing, leases offset 0 and claims from 1;
+    # queue mode's lease of two and g's of one are in flight.
+    assert [tuple(r) for r in rows] == [(part.id, qid, 2, -1, 1, 1, 3)]
+    later = store().slowest_groups(now=T0 + timedelta(hours=1), queue_mode=QUEUE_MODE)
+    assert [tuple(r) for r in later] == [(part.id, qid, 2, -1, 0, 0, 0)]
 
 
 def test_parked_from_finds_the_first_offset_after_the_cutoff(clock_at):
