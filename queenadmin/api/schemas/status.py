@@ -8,7 +8,7 @@ measured, rather than a made-up zero.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, create_model
 
@@ -30,9 +30,6 @@ SecondsZTime = Annotated[
 ]
 
 
-BucketMinutes = Literal[1, 5, 15, 60, 360]
-
-
 # ``from`` is a Python keyword, and the OpenAPI document is made without
 # aliases: the models with that key are built by name.
 TimeRangeOut: type[WireOut] = create_model(  # type: ignore[call-overload]
@@ -40,24 +37,15 @@ TimeRangeOut: type[WireOut] = create_model(  # type: ignore[call-overload]
 )
 
 
-def _out(name: str, doc: str | None = None, **fields: Any) -> Any:
-    """A flat answer of ``fields`` (name: type), each required."""
-    required = {key: (kind, ...) for key, kind in fields.items()}
-    return create_model(name, __base__=WireOut, __doc__=doc, **required)  # type: ignore[call-overload]
-
-
-#: Push, pop and ack: what Queen counts and this broker does not.
-class RequestCountsOut(WireOut):
-    push: None
-    pop: None
-    ack: None
-
-
-class _BucketOut(WireOut):
-    """What a time bucket of ``/status`` and of the worker metrics share."""
+class ThroughputOut(WireOut):
+    """One time bucket of ``/status``, from the sampler's rows."""
 
     timestamp: SecondsZTime
+    ingested: int
+    processed: int = Field(description="acks applied: completed plus failed")
     popMessages: int
+    ingestedPerSecond: float
+    processedPerSecond: float
     popPerSecond: float
     avgLagMs: int = Field(description="mean age of the oldest claimable message over the samples")
     maxLagMs: int = Field(description="largest age of the oldest claimable message")
@@ -67,15 +55,6 @@ class _BucketOut(WireOut):
     dbErrors: None
     ackFailed: int
     dlqCount: int
-
-
-class ThroughputOut(_BucketOut):
-    """One time bucket of ``/status``, from the sampler's rows."""
-
-    ingested: int
-    processed: int = Field(description="acks applied: completed plus failed")
-    ingestedPerSecond: float
-    processedPerSecond: float
     queenCpuUserPct: None
     queenCpuSysPct: None
     queenRssMb: None
@@ -84,35 +63,30 @@ class ThroughputOut(_BucketOut):
     dbPoolSize: None
 
 
-class _QueueOut(WireOut):
-    """What every status answer says of a queue."""
-
+class StatusQueueOut(WireOut):
     id: str
     name: str
     namespace: str | None
     task: str | None
+    partitions: int
+    totalConsumed: int
     paused: bool = Field(description=PAUSED)
     pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
 
 
-class StatusQueueOut(_QueueOut):
-    partitions: int
-    totalConsumed: int
+class RequestCountsOut(WireOut):
+    push: None
+    pop: None
+    ack: None
 
 
-class StatusQueueCountsOut(WireOut):
+class StatusMessagesOut(WireOut):
     total: int
     pending: int = Field(description="not leased (excludes processing)")
     processing: int
-
-
-class StatusCountsOut(StatusQueueCountsOut):
     completed: int
     failed: int
     deadLetter: int
-
-
-class StatusMessagesOut(StatusCountsOut):
     requests: RequestCountsOut
     batchEfficiency: RequestCountsOut
 
@@ -146,7 +120,7 @@ class StatusOut(WireOut):
     """``GET /api/v1/status``."""
 
     timeRange: TimeRangeOut
-    bucketMinutes: BucketMinutes
+    bucketMinutes: Literal[1, 5, 15, 60, 360]
     pointCount: int
     throughput: list[ThroughputOut]
     queues: list[StatusQueueOut]
@@ -159,15 +133,27 @@ class StatusOut(WireOut):
     engine: Literal["postgresql", "sqlite"]
 
 
-class StatusQueueItemOut(_QueueOut):
-    createdAt: MillisZTime
-    partitions: int
-    messages: StatusQueueCountsOut
-
-
 class PaginationOut(WireOut):
     limit: int
     offset: int
+
+
+class StatusQueueCountsOut(WireOut):
+    total: int
+    pending: int
+    processing: int
+
+
+class StatusQueueItemOut(WireOut):
+    id: str
+    name: str
+    namespace: str | None
+    task: str | None
+    createdAt: MillisZTime
+    partitions: int
+    messages: StatusQueueCountsOut
+    paused: bool = Field(description=PAUSED)
+    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
 
 
 class StatusQueuesOut(WireOut):
@@ -186,10 +172,25 @@ class StatusQueueConfigOut(WireOut):
     deadLetterQueue: bool
 
 
-class StatusQueueInfoOut(_QueueOut):
+class StatusQueueInfoOut(WireOut):
+    id: str
+    name: str
+    namespace: str | None
+    task: str | None
     priority: int
     createdAt: MillisZTime
     config: StatusQueueConfigOut
+    paused: bool = Field(description=PAUSED)
+    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
+
+
+class StatusCountsOut(WireOut):
+    total: int
+    pending: int
+    processing: int
+    completed: int
+    failed: int
+    deadLetter: int
 
 
 class StatusCursorOut(WireOut):
@@ -239,22 +240,44 @@ AnalyticsOut: type[WireOut] = create_model(  # type: ignore[call-overload]
         "to": (MillisZTime, ...),
     },
 )
-StatsRefreshOut = _out(
-    "StatsRefreshOut",
-    "``POST /api/v1/stats/refresh``: one sample of every queue, taken now.",
-    partition=_out(
-        "RefreshPartitionOut",
-        partitionsUpdated=int,
-        dirtyPartitionsScanned=int,
-        partitionsSkippedByWatermark=Literal[0],
-        newPartitions=Literal[0],
-    ),
-    queue=_out("RefreshQueueOut", queuesUpdated=int),
-    namespace=_out("RefreshNamespaceOut", namespacesUpdated=int),
-    task=_out("RefreshTaskOut", tasksUpdated=int),
-    system=_out("RefreshSystemOut", systemUpdated=Literal[1]),
-    cleanup=_out("RefreshCleanupOut", orphanedDeleted=Literal[0]),
-)
+
+
+class RefreshPartitionOut(WireOut):
+    partitionsUpdated: int
+    dirtyPartitionsScanned: int
+    partitionsSkippedByWatermark: Literal[0]
+    newPartitions: Literal[0]
+
+
+class RefreshQueueOut(WireOut):
+    queuesUpdated: int
+
+
+class RefreshNamespaceOut(WireOut):
+    namespacesUpdated: int
+
+
+class RefreshTaskOut(WireOut):
+    tasksUpdated: int
+
+
+class RefreshSystemOut(WireOut):
+    systemUpdated: Literal[1]
+
+
+class RefreshCleanupOut(WireOut):
+    orphanedDeleted: Literal[0]
+
+
+class StatsRefreshOut(WireOut):
+    """``POST /api/v1/stats/refresh``: one sample of every queue, taken now."""
+
+    partition: RefreshPartitionOut
+    queue: RefreshQueueOut
+    namespace: RefreshNamespaceOut
+    task: RefreshTaskOut
+    system: RefreshSystemOut
+    cleanup: RefreshCleanupOut
 
 
 class MetricStatOut(WireOut):
@@ -322,31 +345,39 @@ class SystemMetricsOut(WireOut):
     timeRange: TimeRangeOut
     replicas: list[ReplicaOut]
     replicaCount: int
-    bucketMinutes: BucketMinutes
+    bucketMinutes: Literal[1, 5, 15, 60, 360]
     pointCount: int = Field(description="buckets over all replicas")
 
 
-_SAMPLED = "from the process samples; null: none in the bucket"
-
-
-class WorkerPointOut(_BucketOut):
+class WorkerPointOut(WireOut):
     """One time bucket of the deployment's message counts."""
 
+    timestamp: SecondsZTime
     pushMessages: int
+    popMessages: int
     ackMessages: int
-    pushRequests: int | None = Field(description=_SAMPLED)
-    popRequests: int | None = Field(description=_SAMPLED)
-    ackRequests: int | None = Field(description=_SAMPLED)
+    pushRequests: int | None = Field(description="from the process samples; null: none in the bucket")
+    popRequests: int | None = Field(description="from the process samples; null: none in the bucket")
+    ackRequests: int | None = Field(description="from the process samples; null: none in the bucket")
     jobsDone: None
     pushPerSecond: float
+    popPerSecond: float
     ackPerSecond: float
+    avgEventLoopLagMs: None
+    maxEventLoopLagMs: None
     avgFreeSlots: None
+    minFreeSlots: None
     dbConnections: None
     avgJobQueueSize: None
     maxJobQueueSize: None
     backoffSize: None
+    avgLagMs: int
+    maxLagMs: int
     lagCount: int = Field(description="samples in the bucket")
+    dbErrors: None
     ackSuccess: int
+    ackFailed: int
+    dlqCount: int
 
 
 class WorkerQueueOut(WireOut):
@@ -373,7 +404,7 @@ class WorkerMetricsOut(WireOut):
     """``GET /api/v1/analytics/worker-metrics``: the deployment as one worker."""
 
     timeRange: TimeRangeOut
-    bucketMinutes: BucketMinutes
+    bucketMinutes: Literal[1, 5, 15, 60, 360]
     pointCount: int
     timeSeries: list[WorkerPointOut]
     workers: list[None]
