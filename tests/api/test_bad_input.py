@@ -253,6 +253,14 @@ CASES: list[tuple[str, str, str | None, int, Any]] = [
         400,
         engine("eventType must be a string"),
     ),
+    # A cursor must be ASCII digits: "²" is a digit to str.isdigit, not to int().
+    (
+        "POST",
+        "/api/v1/partitions/changed",
+        '{"entries":[{"queue":"hard-q","after":"\u00b2"}]}',
+        400,
+        engine("entries[0].after must be a cursor this route answered"),
+    ),
 ]  # fmt: skip
 
 
@@ -263,6 +271,14 @@ def test_bad_input_gets_a_clear_refusal(api, method, path, body, status, answer)
     response = api.request(method, path, content=None if body is None else body.encode())
     assert (response.status_code, response.json()) == (status, answer)
     assert response.headers["content-type"] == "application/json"
+
+
+def test_a_time_offset_past_sixteen_hours_is_read_in_utc(api):
+    """Python reads offsets up to 23:59, PostgreSQL refuses one past 15:59:
+    the time is turned to UTC before it reaches the database."""
+    response = api.get("/api/v1/dlq", params={"from": "2026-01-01T00:00:00-21:55"})
+    assert response.status_code == 200, response.text
+    assert response.json()["total"] == 0
 
 
 def test_a_wrong_method_keeps_the_allow_header(api):

@@ -156,7 +156,9 @@ def parse_changed(body: Any) -> list[reads.ChangedQuery]:
             raise InvalidArgument(f"entries[{i}] must be an object")
         since = raw.get("since")
         after = raw.get("after")
-        if after is not None and (not isinstance(after, str) or not after.isdigit() or len(after) > 18):
+        if after is not None and (
+            not isinstance(after, str) or not after.isascii() or not after.isdigit() or len(after) > 18
+        ):
             raise InvalidArgument(f"entries[{i}].after must be a cursor this route answered")
         limit = _count(raw.get("limit", MAX_CHANGED_PAGE), f"entries[{i}].limit", minimum=1)
         parsed.append(

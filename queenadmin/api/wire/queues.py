@@ -141,12 +141,12 @@ def iso_time(raw: str, name: str, expected: str) -> datetime:
     if moment.tzinfo is None:
         raise InvalidArgument(f"{name} must carry a time zone")
     try:
-        # 0001-01-01T00:00+14:00 is a valid ISO time before year 1 in UTC,
-        # which the databases' converters cannot represent.
-        moment.astimezone(UTC)
+        # In UTC: PostgreSQL refuses an offset past 15:59 (Python's go to
+        # 23:59), and 0001-01-01T00:00+14:00 is before year 1 in UTC, which
+        # the databases' converters cannot represent.
+        return moment.astimezone(UTC)
     except OverflowError:
         raise InvalidArgument(f"{name} is out of range") from None
-    return moment
 
 
 # --------------------------------------------------------------------------
