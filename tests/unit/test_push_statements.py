@@ -10,15 +10,17 @@ cursor. BEGIN and COMMIT are not counted (neither layer sends them through
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from queenadmin.domain import queues
+from queenadmin.domain import clock, queues
 from queenadmin.models import Message, Queue
 from queenadmin.plumbing import db
 
@@ -202,17 +204,11 @@ def test_a_transaction_id_past_its_own_queues_window_is_pushed_again_beside_a_lo
     assert Message.objects.filter(partition__queue__name="long").count() == 2
 
 
-def test_the_dedup_read_of_a_large_push_probes_the_index_and_reads_no_table() -> None:
-    """1,000 pairs against a partition of 20,000 messages: one index probe per
-    pair, never a scan of the messages (a plain join was planned as a merge
-    join over a sort of every recent message, 75-110 ms at 100,000 rows)."""
+def _partition_of_20000_messages() -> int:
+    """A partition holding 20,000 pushed messages (``x-1`` to ``x-20000``),
+    analyzed, on PostgreSQL (the plans are its planner's)."""
     if not db.is_postgres():
         pytest.skip("PostgreSQL's planner")
-    import json
-    from datetime import timedelta
-
-    from queenadmin.domain import clock
-    from queenadmin.domain.queues.store.postgres import RECENT
     from queenadmin.models import Partition
 
     push_one(txn="seed")
@@ -225,60 +221,51 @@ def test_the_dedup_read_of_a_large_push_probes_the_index_and_reads_no_table() ->
             [pid],
         )
         cur.execute("ANALYZE queenadmin_message")
-    pairs = [(pid, f"x-{n}") for n in range(0, 2000, 2)]
-    with connection.wrap_database_errors, db.server_cursor() as cur:
-        cur.execute(
-            "EXPLAIN (FORMAT JSON) " + RECENT,
-            [[p for p, _ in pairs], [t for _, t in pairs], clock.now() - timedelta(hours=1)],
-            binary=True,
-        )
-        [(plan,)] = cur.fetchall()
-    plan = json.dumps(plan if not isinstance(plan, str) else json.loads(plan))
-    assert '"Seq Scan"' not in plan, plan
-    assert "message_partition_txn_idx" in plan, plan
+    return int(pid)
 
 
-def test_the_dedup_read_guarding_a_large_write_probes_the_index_and_reads_no_table() -> None:
-    """The same for the read inside the write (``write_new_messages``)."""
-    if not db.is_postgres():
-        pytest.skip("PostgreSQL's planner")
-    import json
-    from datetime import timedelta
-
-    from queenadmin.domain import clock
-    from queenadmin.domain.queues.store.postgres import _write_statement
-    from queenadmin.models import Partition
-
-    push_one(txn="seed")
-    pid = Partition.objects.get(queue__name="q", name="p").pk
-    with connection.cursor() as cur:
-        cur.execute(
-            "INSERT INTO queenadmin_message"
-            " (partition_id, msg_offset, transaction_id, message_id, payload, created_at)"
-            " SELECT %s, g, 'x-' || g, 'm-' || g, '{}', now() FROM generate_series(1, 20000) AS g",
-            [pid],
-        )
-        cur.execute("ANALYZE queenadmin_message")
-    now = clock.now()
-    rows = [(pid, 30000 + n, f"x-{2 * n}", f"new-{n}", "{}", None, None) for n in range(1000)]
-    probe = [(pid, f"x-{2 * n}") for n in range(1000)]
-    sql, params = _write_statement(rows, {pid: (31000, 2000)}, now, ["q"], probe, now - timedelta(hours=1))
+def _plan_nodes(sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    """Every node of the plan of ``sql``."""
     with connection.wrap_database_errors, db.server_cursor() as cur:
         cur.execute("EXPLAIN (FORMAT JSON) " + sql, params, binary=True)
         [(plan,)] = cur.fetchall()
     plan = plan if not isinstance(plan, str) else json.loads(plan)
 
-    def nodes(node: Any) -> Iterator[dict[str, Any]]:
+    def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield node
         for child in node.get("Plans", ()):
             yield from nodes(child)
 
-    every = list(nodes(plan[0]["Plan"]))
+    return list(nodes(plan[0]["Plan"]))
+
+
+def test_the_dedup_read_of_a_large_push_probes_the_index_and_reads_no_table() -> None:
+    """1,000 pairs against a partition of 20,000 messages: one index probe per
+    pair, never a scan of the messages (a plain join was planned as a merge
+    join over a sort of every recent message, 75-110 ms at 100,000 rows)."""
+    from queenadmin.domain.queues.store.postgres import RECENT
+
+    pid = _partition_of_20000_messages()
+    pairs = [(pid, f"x-{n}") for n in range(0, 2000, 2)]
+    every = _plan_nodes(RECENT, [[p for p, _ in pairs], [t for _, t in pairs], clock.now() - timedelta(hours=1)])
+    assert not [n for n in every if n["Node Type"] == "Seq Scan"], every
+    assert any(n.get("Index Name") == "message_partition_txn_idx" for n in every), every
+
+
+def test_the_dedup_read_guarding_a_large_write_probes_the_index_and_reads_no_table() -> None:
+    """The same for the read inside the write (``write_new_messages``)."""
+    from queenadmin.domain.queues.store.postgres import _write_statement
+
+    pid = _partition_of_20000_messages()
+    now = clock.now()
+    rows = [(pid, 30000 + n, f"x-{2 * n}", f"new-{n}", "{}", None, None) for n in range(1000)]
+    probe = [(pid, f"x-{2 * n}") for n in range(1000)]
+    every = _plan_nodes(*_write_statement(rows, {pid: (31000, 2000)}, now, ["q"], probe, now - timedelta(hours=1)))
     # The read: the message table by its index, never whole. (The write's
     # update of the partition rows may scan a table of a few test rows.)
     scanned = {n.get("Relation Name") for n in every if n["Node Type"] == "Seq Scan"}
-    assert "queenadmin_message" not in scanned, plan
-    assert any(n.get("Index Name") == "message_partition_txn_idx" for n in every), plan
+    assert "queenadmin_message" not in scanned, every
+    assert any(n.get("Index Name") == "message_partition_txn_idx" for n in every), every
 
 
 def test_the_message_table_keeps_no_index_on_the_partition_alone() -> None:
