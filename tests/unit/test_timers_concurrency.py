@@ -492,3 +492,49 @@ def test_a_sleeping_loop_sees_a_stop_long_before_its_sleep_ends(settings):
         wake.wake_local()
         thread.join(timeout=10)
     assert not thread.is_alive(), "the loop slept on past its stop"
+
+
+@pytest.mark.skipif("one_writer_at_a_time()", reason="needs row locks: a push holding a partition while a step waits")
+def test_a_push_of_the_same_txn_committed_while_a_step_waits_makes_the_fire_a_duplicate():
+    """A step that waits for a partition a push of the timer's own txn holds
+    finds that message once the push commits: the timer completes as a
+    duplicate, and the log holds the txn once."""
+    log_domain.queue_push(items=[log_domain.PushItem(queue="race-dup", partition="p", payload_json="0")])
+    timers.timer_schedule(queue="race-dup", timer_key="k", payload={"v": 1}, delay=timedelta(0), txn="X", partition="p")
+    holding, release = threading.Event(), threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def push() -> None:
+        try:
+            from django.db import transaction
+
+            with transaction.atomic():
+                item = log_domain.PushItem(queue="race-dup", partition="p", payload_json="2", transaction_id="X")
+                log_domain.queue_push_in_txn(items=[item], now=clock.now())
+                holding.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    def fire() -> None:
+        try:
+            outcome["step"] = timers.timers_fire_due()
+        finally:
+            connection.close()
+
+    pusher = threading.Thread(target=push)
+    pusher.start()
+    assert holding.wait(30)
+    firer = threading.Thread(target=fire)
+    firer.start()
+    try:
+        wait_until(lambda: _lock_waiters(advisory=False) >= 1, 30, "the step to wait for the partition")
+    finally:
+        release.set()
+        pusher.join(30)
+        firer.join(30)
+    step = outcome["step"]
+    assert (step.fired, step.duplicates) == (0, 1)
+    rows = Message.objects.filter(partition__queue__name="race-dup", transaction_id="X")
+    assert list(rows.values_list("payload", flat=True)) == ["2"]
+    assert not Timer.objects.filter(queue="race-dup").exists()

@@ -33,9 +33,10 @@ from django.db import close_old_connections, connection, transaction
 from queenadmin.conf import internal, settings
 from queenadmin.domain import clock, events, kv
 from queenadmin.domain import queues as log_domain
+from queenadmin.domain.queues import wakeups
 from queenadmin.domain.timers import wake
 from queenadmin.domain.timers.ops import DLQ_GROUP, LOOP_LOCK, MAX_ATTEMPTS, TimerOutcome
-from queenadmin.domain.timers.store import Due, Held, WakeListener, store
+from queenadmin.domain.timers.store import Due, Held, Moved, WakeListener, store
 from queenadmin.errors import LeaseExpired, PreconditionFailed, QueenError
 from queenadmin.plumbing import db
 
@@ -193,6 +194,9 @@ def _step(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float |
     with transaction.atomic(durable=True):
         if guard is not None:
             kv.kv_call_in_txn([guard], now=now)
+        moved = store().fire_due(now, limit, FIRE_MAX_BYTES)
+        if moved is not None:
+            return _moved(moved, limit, now, deadline)
         due, upcoming = store().take_due(now, limit, FIRE_MAX_BYTES)
         if not due:
             return FireStep(next_fire_at=upcoming, known_next=True)
@@ -208,6 +212,30 @@ def _step(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float |
         )
     duplicates = sum(1 for r in results if r.status == "duplicate")
     return FireStep(len(due) - duplicates, duplicates, more=len(due) >= limit, next_fire_at=upcoming, known_next=True)
+
+
+def _moved(moved: Moved, limit: int, now: datetime, deadline: float | None) -> FireStep:
+    """The rest of a step ``fire_due`` fired, inside its transaction: what a
+    push does after its statement (wake this process's pops on commit, tell
+    the dashboards), and the deadline check."""
+    if not moved.taken:
+        return FireStep(next_fire_at=moved.upcoming, known_next=True)
+    if deadline is not None and time.monotonic() > deadline:
+        raise LeaseExpired()
+    names = sorted(q for q, n in moved.appended.items() if n)
+    if names:
+        # The statement sent the NOTIFY for other processes' pops.
+        wakeups.notify_on_commit(names, notified=True)
+        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
+    events.broadcast_on_commit(events.TIMERS_GROUP, {"type": "timers.changed", "queues": sorted(moved.appended)[:20]})
+    more = moved.taken >= limit
+    return FireStep(
+        moved.taken - moved.duplicates,
+        moved.duplicates,
+        more=more,
+        next_fire_at=moved.upcoming,
+        known_next=not more,
+    )
 
 
 def _step_one_by_one(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float | None) -> FireStep:

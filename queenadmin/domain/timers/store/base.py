@@ -72,6 +72,22 @@ class Held(Due):
     encrypted: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What ``fire_due`` did: the timers it took, appended or found duplicate."""
+
+    #: Timers taken (and deleted).
+    taken: int
+    #: Messages appended, by queue; every queue that had timers taken is a key.
+    appended: dict[str, int]
+    #: Timers whose txn was already in their partition's dedup window (or
+    #: earlier in the batch): deleted, nothing appended.
+    duplicates: int
+    #: When the earliest timer left is due, when fewer than the limit were
+    #: taken (None: none is, or more were due).
+    upcoming: datetime | None
+
+
 class WakeListener:
     """A connection of its own that hears timer writes of every process."""
 
@@ -356,6 +372,15 @@ class Store:
         left may be one another step holds (due already).
         """
         raise NotImplementedError
+
+    def fire_due(self, now: datetime, limit: int, max_bytes: int) -> Moved | None:
+        """``take_due`` and the push of what it took, in the database, at once:
+        the messages appended at their partitions' next offsets with the
+        log's dedup, the timers deleted. None when this store cannot (or not
+        for these timers: a queue or partition to create, a capped queue):
+        nothing written, and the caller fires by ``take_due`` and a push.
+        """
+        return None
 
     def claim_key(self, queue: str, timer_key: str) -> Held | None:
         """One pending timer, its row locked for this transaction; None if none.

@@ -17,12 +17,14 @@ from typing import Any
 import psycopg
 from django.db import connection
 
+from queenadmin.domain.queues.store import CHANNEL as QUEUES_CHANNEL
 from queenadmin.domain.timers.store.base import (
     DUE_COLUMNS,
     TABLE,
     WAKE_CHANNEL,
     Due,
     Key,
+    Moved,
     NewRow,
     Store,
     WakeListener,
@@ -45,6 +47,98 @@ _TAKE_DUE = (
     f" UNION ALL SELECT {_NULLS}, (SELECT fire_at FROM {TABLE} WHERE id NOT IN (SELECT id FROM taken)"
     " ORDER BY fire_at, id LIMIT 1), true"
 )
+
+
+#: A queue's ``dedupWindowSeconds`` as ``QueueRef.dedup_window_seconds``
+#: reads it (absent: 3600), or NULL when it is stored as anything but a
+#: JSON integer (the statement then leaves the step to the general path).
+_WINDOW = (
+    "CASE WHEN NOT (q.options ? 'dedupWindowSeconds') THEN 3600"
+    " WHEN jsonb_typeof(q.options -> 'dedupWindowSeconds') = 'number'"
+    " AND (q.options ->> 'dedupWindowSeconds') ~ '^-?[0-9]{1,9}$'"
+    " THEN (q.options ->> 'dedupWindowSeconds')::bigint END"
+)
+
+#: A step's whole fire in one statement: the due timers are claimed, sized,
+#: deleted and appended to their partitions' logs inside PostgreSQL, so no
+#: payload travels to the server and back and no Python runs per timer.
+#:
+#: The locks come in the order of a fire by the general path: the timer rows
+#: (``SKIP LOCKED``: another step's are left to it), then as the queue
+#: store's ``_LOCATE`` takes them, the queue rows (``FOR KEY SHARE``, by id;
+#: the InitPlans of ``l`` read all of ``q`` before any partition is locked)
+#: and the partitions (``FOR NO KEY UPDATE``, by id). When a (queue,
+#: partition) pair is missing, a queue is capped (``maxSize``) or its
+#: ``dedupWindowSeconds`` is not a plain integer, nothing is locked beyond
+#: the timer rows and nothing is written: ``complete`` is false and the
+#: caller takes the general path (which creates what is missing).
+#:
+#: The dedup read (a message of the timer's partition and txn inside the
+#: queue's window, or an earlier timer of this batch with the same ones)
+#: shares the statement's snapshot, taken before the partition locks. So
+#: the statement writes only when no partition it locked has moved since
+#: that snapshot (its ``next_offset`` read then, ``c.seen``, is the one it
+#: locked): otherwise a push that committed while this step waited for the
+#: lock could hold the same txn. ``fresh`` is false then, nothing is written,
+#: and the caller runs the statement again, in a snapshot taken after the
+#: locks it now holds. Writing, it does what a push does (``write_messages``):
+#: the messages at the partitions' next offsets in due order, each
+#: partition's ``next_offset``, ``retained_bytes`` and ``last_push_at``, and
+#: a ``NOTIFY`` per queue that got messages, for waiting pops.
+#:
+#: Rows: one per queue that had timers taken (name, appended, duplicates),
+#: then one with ``complete``, ``fresh``, the number taken and, when fewer
+#: than the limit were (the loop will sleep), the earliest fire time left.
+_FIRE = (
+    f"WITH picked AS (SELECT id, fire_at, length(payload_json) AS n, queue, partition FROM {TABLE}"
+    " WHERE fire_at <= %(now)s ORDER BY fire_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED),"
+    " sized AS (SELECT id, queue, partition, row_number() OVER w AS k, sum(n) OVER w AS total FROM picked"
+    " WINDOW w AS (ORDER BY fire_at, id)),"
+    " taken AS MATERIALIZED (SELECT id, queue, partition FROM sized WHERE k = 1 OR total <= %(max_bytes)s),"
+    " w AS MATERIALIZED (SELECT DISTINCT queue AS qn, partition AS pn FROM taken),"
+    " q AS MATERIALIZED (SELECT id, name, options FROM queenadmin_queue"
+    " WHERE name IN (SELECT qn FROM w) ORDER BY id FOR KEY SHARE),"
+    f" c AS MATERIALIZED (SELECT p.id, w.qn, w.pn, p.next_offset AS seen, {_WINDOW} AS win"
+    " FROM w JOIN q ON q.name = w.qn JOIN queenadmin_partition AS p ON p.queue_id = q.id AND p.name = w.pn),"
+    " l AS MATERIALIZED (SELECT id, next_offset FROM queenadmin_partition"
+    " WHERE id IN (SELECT id FROM c) AND (SELECT count(*) FROM c) = (SELECT count(*) FROM w)"
+    " AND NOT EXISTS (SELECT FROM q WHERE coalesce(q.options -> 'maxSize', 'null') NOT IN ('0', 'null'))"
+    " AND NOT EXISTS (SELECT FROM c WHERE c.win IS NULL)"
+    " ORDER BY id FOR NO KEY UPDATE),"
+    " go AS MATERIALIZED (SELECT (SELECT count(*) FROM l) = (SELECT count(*) FROM w) AS complete,"
+    " NOT EXISTS (SELECT FROM c JOIN l USING (id) WHERE l.next_offset <> c.seen) AS fresh),"
+    f" gone AS (DELETE FROM {TABLE} AS t USING taken WHERE t.id = taken.id"
+    " AND (SELECT complete AND fresh FROM go)"
+    " RETURNING t.id, t.fire_at, t.queue, t.partition, t.txn, t.message_id, t.payload_json, t.producer_sub),"
+    " g AS MATERIALIZED (SELECT gone.*, c.id AS pid, c.win,"
+    " row_number() OVER (PARTITION BY c.id, gone.txn ORDER BY gone.fire_at, gone.id) AS nth"
+    " FROM gone JOIN c ON c.qn = gone.queue AND c.pn = gone.partition),"
+    # OFFSET 0 keeps each probe a lookup of the (partition, transactionId)
+    # index (the queue store's RECENT explains why).
+    " d AS MATERIALIZED (SELECT g.*, g.win > 0 AND (g.nth > 1 OR EXISTS (SELECT FROM (SELECT FROM queenadmin_message AS m"
+    " WHERE m.partition_id = g.pid AND m.transaction_id = g.txn"
+    " AND m.created_at > %(now)s - make_interval(secs => g.win) OFFSET 0) AS s)) AS dup FROM g),"
+    " f AS MATERIALIZED (SELECT d.*, row_number() OVER (PARTITION BY d.pid ORDER BY d.fire_at, d.id) - 1 AS k"
+    " FROM d WHERE NOT d.dup),"
+    " i AS (INSERT INTO queenadmin_message"
+    " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, producer_sub, created_at)"
+    " SELECT f.pid, l.next_offset + f.k, f.txn, f.message_id, f.payload_json, NULL, f.producer_sub, %(now)s"
+    " FROM f JOIN l ON l.id = f.pid),"
+    " u AS (UPDATE queenadmin_partition AS p SET next_offset = p.next_offset + s.n,"
+    " retained_bytes = p.retained_bytes + s.b, last_push_at = %(now)s"
+    " FROM (SELECT pid, count(*) AS n, sum(octet_length(payload_json)) AS b FROM f GROUP BY pid) AS s"
+    " WHERE p.id = s.pid)"
+    " SELECT queue, count(*) FILTER (WHERE NOT dup), count(*) FILTER (WHERE dup), NULL::boolean, NULL::boolean,"
+    " NULL::bigint, NULL::timestamptz FROM d GROUP BY queue"
+    " UNION ALL SELECT NULL, NULL, NULL, go.complete, go.fresh, (SELECT count(*) FROM taken),"
+    " CASE WHEN go.complete AND go.fresh AND (SELECT count(*) FROM taken) < %(limit)s"
+    f" THEN (SELECT fire_at FROM {TABLE} WHERE id NOT IN (SELECT id FROM taken) ORDER BY fire_at, id LIMIT 1) END"
+    f" FROM go WHERE (SELECT count(pg_notify('{QUEUES_CHANNEL}', x.queue)) FROM (SELECT DISTINCT queue FROM f) AS x) >= 0"
+)
+#: Runs of ``_FIRE`` in one step before it leaves the step to the general
+#: path: each run after the first holds the locks the one before took, so a
+#: second is stale only when timers of other partitions came due between.
+_FIRE_RUNS = 3
 
 
 class PostgresWakeListener(WakeListener):
@@ -124,6 +218,27 @@ class PostgresStore(Store):
         taken = sorted((r for r in records if not r[-1]), key=lambda r: (r[-2], r[0]))
         upcoming = next((r[-2] for r in records if r[-1]), None)
         return [Due(*r[:-2]) for r in taken], db.from_db_time(upcoming)
+
+    def fire_due(self, now: datetime, limit: int, max_bytes: int) -> Moved | None:
+        """``_FIRE``, run again while what it locked had moved; None: the
+        general path (``take_due`` and a push) must fire this step."""
+        assert connection.in_atomic_block
+        params = {"now": db.to_db_time(now), "limit": limit, "max_bytes": max_bytes}
+        for _run in range(_FIRE_RUNS):
+            with connection.cursor() as cur:
+                cur.execute(_FIRE, params)
+                records = cur.fetchall()
+            *queues, (_, _, _, complete, fresh, taken, upcoming) = records
+            if not complete:
+                return None
+            if fresh:
+                return Moved(
+                    taken=int(taken),
+                    appended={q: int(n) for q, n, _dups, *_ in queues},
+                    duplicates=sum(int(dups) for _q, _n, dups, *_ in queues),
+                    upcoming=db.from_db_time(upcoming),
+                )
+        return None
 
     def notify_wake(self) -> None:
         assert connection.in_atomic_block
