@@ -358,7 +358,10 @@ class _Settings:
     TIMER_TICK_SECONDS: float = setting(
         0.025, "timers", "Seconds between timer loop steps while timers keep coming due (CPU rises as it falls)."
     )
-    TIMER_FIRE_BATCH: int = setting(256, "timers", "Timers fired per transaction.")
+    #: 1,000, not 256: on PostgreSQL a step is one statement whatever its
+    #: size, and each step reads past the index entries of the timers the
+    #: steps before it deleted (bench/README.md, "Where the time goes").
+    TIMER_FIRE_BATCH: int = setting(1000, "timers", "Timers fired per transaction.")
     TIMER_LOOPS: int = setting(
         4, "timers", "How many timer loops may fire at once (permits of the lock `queenadmin.timers`)."
     )

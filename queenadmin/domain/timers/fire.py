@@ -2,10 +2,12 @@
 
 A step fires up to ``TIMER_FIRE_BATCH`` due timers in ONE transaction: it
 claims them (the store skips rows another step holds on PostgreSQL, so
-several loops split the work), appends each message through the log's push
-path with ``transactionId = txn`` and the promised message id, and deletes
-the rows. The log's dedup window makes a second delivery of a txn
-impossible.
+several loops split the work), appends each message to the log with
+``transactionId = txn`` and the promised message id, and deletes the rows.
+The log's dedup window makes a second delivery of a txn impossible. On
+PostgreSQL all of that is one statement (``Store.fire_due``); where it cannot
+be (SQLite, a queue or partition to create, a capped queue) the step takes
+the rows (``take_due``) and pushes them through the log's push path.
 
 The loop holds a permit of the lock ``queenadmin.timers`` (a semaphore of
 ``TIMER_LOOPS`` permits) and every step carries the permit's guard, so a

@@ -59,6 +59,11 @@ _WINDOW = (
     " THEN (q.options ->> 'dedupWindowSeconds')::bigint END"
 )
 
+#: What ``_FIRE`` claims: the due timers, rows another step holds skipped.
+_PICK_DUE = " WHERE fire_at <= %(now)s ORDER BY fire_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED"
+#: What ``_FIRE_AGAIN`` claims: the timers the run before claimed (and holds).
+_PICK_AGAIN = " WHERE id = ANY(%(again)s::bigint[]) ORDER BY fire_at, id FOR UPDATE"
+
 #: A step's whole fire in one statement: the due timers are claimed, sized,
 #: deleted and appended to their partitions' logs inside PostgreSQL, so no
 #: payload travels to the server and back and no Python runs per timer.
@@ -80,8 +85,8 @@ _WINDOW = (
 #: that snapshot (its ``next_offset`` read then, ``c.seen``, is the one it
 #: locked): otherwise a push that committed while this step waited for the
 #: lock could hold the same txn. ``fresh`` is false then, nothing is written,
-#: and the caller runs the statement again, in a snapshot taken after the
-#: locks it now holds. Writing, it does what a push does (``write_messages``):
+#: and the caller runs ``_FIRE_AGAIN`` on the timers this run claimed (their
+#: ids come back), in a snapshot taken after the locks it now holds. Writing, it does what a push does (``write_messages``):
 #: the messages at the partitions' next offsets in due order, each
 #: partition's ``next_offset``, ``retained_bytes`` and ``last_push_at``, and
 #: a ``NOTIFY`` per queue that got messages, for waiting pops.
@@ -91,7 +96,7 @@ _WINDOW = (
 #: than the limit were (the loop will sleep), the earliest fire time left.
 _FIRE = (
     f"WITH picked AS (SELECT id, fire_at, length(payload_json) AS n, queue, partition FROM {TABLE}"
-    " WHERE fire_at <= %(now)s ORDER BY fire_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED),"
+    f"{_PICK_DUE}),"
     " sized AS (SELECT id, queue, partition, row_number() OVER w AS k, sum(n) OVER w AS total FROM picked"
     " WINDOW w AS (ORDER BY fire_at, id)),"
     " taken AS MATERIALIZED (SELECT id, queue, partition FROM sized WHERE k = 1 OR total <= %(max_bytes)s),"
@@ -107,17 +112,20 @@ _FIRE = (
     " ORDER BY id FOR NO KEY UPDATE),"
     " go AS MATERIALIZED (SELECT (SELECT count(*) FROM l) = (SELECT count(*) FROM w) AS complete,"
     " NOT EXISTS (SELECT FROM c JOIN l USING (id) WHERE l.next_offset <> c.seen) AS fresh),"
-    f" gone AS (DELETE FROM {TABLE} AS t USING taken WHERE t.id = taken.id"
+    # = ANY(ARRAY(...)), not a join with ``taken``: a join of a few hundred
+    # estimated rows was planned as a sequential scan of the whole table.
+    f" gone AS (DELETE FROM {TABLE} AS t WHERE t.id = ANY(ARRAY(SELECT id FROM taken))"
     " AND (SELECT complete AND fresh FROM go)"
     " RETURNING t.id, t.fire_at, t.queue, t.partition, t.txn, t.message_id, t.payload_json, t.producer_sub),"
     " g AS MATERIALIZED (SELECT gone.*, c.id AS pid, c.win,"
     " row_number() OVER (PARTITION BY c.id, gone.txn ORDER BY gone.fire_at, gone.id) AS nth"
     " FROM gone JOIN c ON c.qn = gone.queue AND c.pn = gone.partition),"
-    # OFFSET 0 keeps each probe a lookup of the (partition, transactionId)
-    # index (the queue store's RECENT explains why).
+    # LIMIT 1 keeps each probe a subquery (never pulled up into a join, the
+    # queue store's RECENT explains why) and a lookup of the (partition,
+    # transactionId) index that stops at the first message.
     " d AS MATERIALIZED (SELECT g.*, g.win > 0 AND (g.nth > 1 OR EXISTS (SELECT FROM (SELECT FROM queenadmin_message AS m"
     " WHERE m.partition_id = g.pid AND m.transaction_id = g.txn"
-    " AND m.created_at > %(now)s - make_interval(secs => g.win) OFFSET 0) AS s)) AS dup FROM g),"
+    " AND m.created_at > %(now)s - make_interval(secs => g.win) LIMIT 1) AS s)) AS dup FROM g),"
     " f AS MATERIALIZED (SELECT d.*, row_number() OVER (PARTITION BY d.pid ORDER BY d.fire_at, d.id) - 1 AS k"
     " FROM d WHERE NOT d.dup),"
     " i AS (INSERT INTO queenadmin_message"
@@ -129,16 +137,16 @@ _FIRE = (
     " FROM (SELECT pid, count(*) AS n, sum(octet_length(payload_json)) AS b FROM f GROUP BY pid) AS s"
     " WHERE p.id = s.pid)"
     " SELECT queue, count(*) FILTER (WHERE NOT dup), count(*) FILTER (WHERE dup), NULL::boolean, NULL::boolean,"
-    " NULL::bigint, NULL::timestamptz FROM d GROUP BY queue"
+    " NULL::bigint, NULL::bigint[], NULL::timestamptz FROM d GROUP BY queue"
     " UNION ALL SELECT NULL, NULL, NULL, go.complete, go.fresh, (SELECT count(*) FROM taken),"
+    " CASE WHEN go.complete AND NOT go.fresh THEN ARRAY(SELECT id FROM taken) END,"
     " CASE WHEN go.complete AND go.fresh AND (SELECT count(*) FROM taken) < %(limit)s"
     f" THEN (SELECT fire_at FROM {TABLE} WHERE id NOT IN (SELECT id FROM taken) ORDER BY fire_at, id LIMIT 1) END"
     f" FROM go WHERE (SELECT count(pg_notify('{QUEUES_CHANNEL}', x.queue)) FROM (SELECT DISTINCT queue FROM f) AS x) >= 0"
 )
-#: Runs of ``_FIRE`` in one step before it leaves the step to the general
-#: path: each run after the first holds the locks the one before took, so a
-#: second is stale only when timers of other partitions came due between.
-_FIRE_RUNS = 3
+#: ``_FIRE`` on the timers a stale run claimed, not on what is due by then:
+#: the same rows, so the same partitions, whose locks the step now holds.
+_FIRE_AGAIN = _FIRE.replace(_PICK_DUE, _PICK_AGAIN, 1)
 
 
 class PostgresWakeListener(WakeListener):
@@ -220,17 +228,18 @@ class PostgresStore(Store):
         return [Due(*r[:-2]) for r in taken], db.from_db_time(upcoming)
 
     def fire_due(self, now: datetime, limit: int, max_bytes: int) -> Moved | None:
-        """``_FIRE``, run again while what it locked had moved; None: the
-        general path (``take_due`` and a push) must fire this step."""
+        """``_FIRE``, and ``_FIRE_AGAIN`` when what it locked had moved; None:
+        the general path (``take_due`` and a push) must fire this step."""
         assert connection.in_atomic_block
-        params = {"now": db.to_db_time(now), "limit": limit, "max_bytes": max_bytes}
-        for _run in range(_FIRE_RUNS):
+        params: dict[str, Any] = {"now": db.to_db_time(now), "limit": limit, "max_bytes": max_bytes}
+        for statement in (_FIRE, _FIRE_AGAIN):
             with connection.cursor() as cur:
-                cur.execute(_FIRE, params)
+                cur.execute(statement, params)
                 records = cur.fetchall()
-            *queues, (_, _, _, complete, fresh, taken, upcoming) = records
+            *queues, (_, _, _, complete, fresh, taken, again, upcoming) = records
             if not complete:
                 return None
+            params["again"] = list(again or [])
             if fresh:
                 return Moved(
                     taken=int(taken),
