@@ -45,7 +45,7 @@ def millis_z(moment: datetime) -> str:
 
 def _time(params: Params, name: str) -> datetime | None:
     raw = params.get(name)
-    return iso_time(raw, name, "an ISO time").astimezone(UTC) if raw else None
+    return iso_time(raw, name, "an ISO time") if raw else None
 
 
 def parse_text(params: Params, name: str) -> str | None:

@@ -240,11 +240,9 @@ def queue_boards_deepest(*, limit: int) -> tuple[list[QueueBoard], BoardTotals]:
     parked_from = _parked_from([(row[0], row[2] + 1, delays.get(row[1], 0)) for row in heads], now)
     claimable = parked = in_flight = 0
     pending: dict[int, int] = {}
-    for pid, qid, last, committed, leased, head, leased_by_all in heads:
-        # ``_depth``'s arithmetic, the lease's part done by the statement.
-        start = parked_from.get(pid)
-        waiting = 0 if start is None else max(0, last - max(head, start) + 1)
-        ready = max(0, last - committed - leased - waiting)
+    for pid, qid, last, committed, live, batch_last, leased_by_all in heads:
+        slowest = _Cursor("", committed, live, batch_last, None)
+        ready, waiting, leased, _ = _depth(slowest, last, parked_from.get(pid))
         claimable += ready
         parked += waiting
         in_flight += leased_by_all

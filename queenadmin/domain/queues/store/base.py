@@ -194,10 +194,7 @@ _SLOWEST_SQL = (
     " WHERE c.lease_id IS NOT NULL AND c.leased_until > %s"
     " AND c.batch_last > c.committed_offset AND p.next_offset - 1 > c.committed_offset"
     " GROUP BY c.partition_id)"
-    " SELECT w.pid, w.qid, w.last, w.committed,"
-    " CASE WHEN w.live = 0 OR w.batch_last <= w.committed OR w.last <= w.committed THEN 0"
-    " WHEN w.batch_last < w.last THEN w.batch_last - w.committed ELSE w.last - w.committed END,"
-    " CASE WHEN w.live = 1 THEN w.batch_last ELSE w.committed END + 1, COALESCE(f.n, 0)"
+    " SELECT w.pid, w.qid, w.last, w.committed, w.live, w.batch_last, COALESCE(f.n, 0)"
     " FROM w LEFT JOIN f ON f.pid = w.pid WHERE w.n = 1"
 )
 
@@ -527,23 +524,25 @@ class Store:
     #: The collation that orders text by its bytes.
     _BYTE_ORDER: ClassVar[str] = '"C"'
 
-    def slowest_groups(self, *, now: datetime, queue_mode: str) -> list[tuple[int, int, int, int, int, int, int]]:
+    def slowest_groups(self, *, now: datetime, queue_mode: str) -> list[tuple[int, int, int, int, bool, int, int]]:
         """Every partition's slowest group, for the depth of every queue.
 
         Rows of (partition id, queue id, last offset; of the group furthest
-        behind: its committed offset, the messages it holds under a lease
-        live at ``now``, the first offset it has not claimed; the messages
-        leased under every live lease of the partition). The groups that
-        count are the queue's registered ones, else ``queue_mode``; a group
-        with no cursor reads from the start, a cursor below the log start as
-        at it; ties go to the first group in byte order. One statement, so
-        the thousands of cursor rows of a large broker stay in the database.
+        behind: its committed offset, whether it holds a lease live at
+        ``now``, its batch's last offset; the messages leased under every
+        live lease of the partition). The groups that count are the queue's
+        registered ones, else ``queue_mode``; a group with no cursor reads
+        from the start, a cursor below the log start as at it; ties go to
+        the first group in byte order. One statement, so the thousands of
+        cursor rows of a large broker stay in the database.
         """
         when = to_db_time(now)
         with connection.cursor() as cur:
             cur.execute(_SLOWEST_SQL.format(binary=self._BYTE_ORDER), [queue_mode, when, when])
-            rows: list[tuple[int, int, int, int, int, int, int]] = cur.fetchall()
-            return rows
+            return [
+                (pid, qid, last, committed, bool(live), batch_last, int(in_flight))
+                for pid, qid, last, committed, live, batch_last, in_flight in cur.fetchall()
+            ]
 
     def parked_from(self, partition_ids: Sequence[int], cutoff: datetime) -> dict[int, int]:
         """Per partition, the first offset pushed after ``cutoff`` (``next_offset``: none).
