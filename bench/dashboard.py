@@ -294,6 +294,18 @@ def seed(statements: list[str]) -> None:
         cur.execute("VACUUM ANALYZE")
 
 
+def keep_key_counts() -> None:
+    """Count the KV store's keys as the statistics sampler does each tick
+    (the overview shows that count)."""
+    from django.db import transaction
+
+    from queenadmin.domain import clock, kv
+
+    counts = kv.kv_namespaces()
+    with transaction.atomic():
+        kv.kv_namespaces_keep_in_txn(counts=counts, now=clock.now())
+
+
 def measure(renders: int, only: list[str]) -> None:
     from django.contrib.auth.models import User
     from django.db import connection
@@ -373,9 +385,9 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
+    call_command("migrate", verbosity=0)
     if not args.keep:
         print(f"migrating and seeding {urlsplit(target).path.lstrip('/')}", flush=True)
-        call_command("migrate", verbosity=0)
         started = time.perf_counter()
         seed(seed_sql() + samples_sql())
         print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
@@ -384,6 +396,7 @@ def main() -> None:
         # write them again to end now.
         print("writing the samples again", flush=True)
         seed(["DELETE FROM queenadmin_queuesample", "DELETE FROM queenadmin_queuesampletotal", *samples_sql()])
+    keep_key_counts()
     load = os.getloadavg()
     print(
         f"{QUEUES:,} queues x {PARTITIONS} partitions x {PER_PARTITION:,} messages;"

@@ -9,7 +9,7 @@ from queenadmin.models.ephemeral import (
     EphemeralPartition,
     EphemeralQueue,
 )
-from queenadmin.models.kv import KVEntry, KVVersion, VersionCounter
+from queenadmin.models.kv import KVEntry, KVNamespaceCount, KVVersion, VersionCounter
 from queenadmin.models.process import ProcessSample
 from queenadmin.models.queues import (
     AttentionThreshold,
@@ -47,6 +47,7 @@ __all__ = [
     "EphemeralQueue",
     "GroupSample",
     "KVEntry",
+    "KVNamespaceCount",
     "KVVersion",
     "Message",
     "Partition",

@@ -64,6 +64,26 @@ class VersionCounter(models.Model):
         return f"version counter at {self.value}"
 
 
+class KVNamespaceCount(models.Model):
+    """Keys of one KV namespace as the statistics sampler last counted them.
+
+    Counting every key is one scan of the store; the sampler does it once a
+    tick (``domain/kv``), so the overview reads these rows instead of
+    scanning at every render. Expired-but-unreaped keys are counted, as
+    ``/kv/`` counts them.
+    """
+
+    namespace = ByteOrderTextField(unique=True)
+    keys = models.BigIntegerField()
+    counted_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "KV namespace count"
+
+    def __str__(self) -> str:
+        return f"{self.namespace}: {self.keys} keys"
+
+
 class KVVersion(models.Model):
     """One write of a key, kept for its history (issue 41).
 

@@ -1,4 +1,4 @@
-"""The overview and ``/kv/`` give a namespace the same key count."""
+"""The overview shows the statistics sampler's key counts; ``/kv/`` counts live."""
 
 from __future__ import annotations
 
@@ -8,25 +8,82 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from queenadmin.domain import clock, overview
-from queenadmin.domain.kv import kv_put
+from queenadmin.domain import clock
+from queenadmin.domain.kv import KVCheck, kv_delete, kv_namespaces_kept, kv_put
+from queenadmin.domain.queues import history
+from queenadmin.domain.queues.sampler import SamplerLoop
+from queenadmin.errors import PreconditionFailed
 
 pytestmark = pytest.mark.django_db
 
 
-def _count(html: str, namespace: str) -> str:
+def _count(html: str, namespace: str) -> str | None:
     found = re.search(rf'<a href="/kv/{namespace}/">{namespace}</a></td>\s*<td class="num">([^<]*)</td>', html)
-    assert found, namespace
-    return found.group(1).strip()
+    return found.group(1).strip() if found else None
 
 
-def test_overview_and_kv_page_agree_past_the_bounded_count(viewer, monkeypatch):
-    """Past the overview's old cap (here 5), both pages say 1,204, one expired row included."""
-    monkeypatch.setattr(overview, "KV_COUNT_CAP", 5)
+def test_overview_and_kv_page_agree_once_the_sampler_counted(viewer):
+    """Past any bounded count (the overview's old cap was 1,000), both pages
+    say 1,204 once a step counted, one expired-but-unreaped row included."""
     for i in range(1_203):
         kv_put(namespace="big", key=f"k{i}", value=i, ttl=None)
     kv_put(namespace="big", key="brief", value=0, ttl=timedelta(seconds=1))
     with time_machine.travel(clock.now() + timedelta(seconds=5)):
+        history.stats_step()
         home = viewer.get("/").content.decode()
         kv_page = viewer.get("/kv/").content.decode()
     assert _count(home, "big") == _count(kv_page, "big") == "1,204"
+    assert "Counted at" in home
+
+
+def test_the_overview_shows_the_last_count_until_the_next_step(viewer):
+    """Nothing counted: the tile says so. After a step: that count, and it
+    stays until the next step, while ``/kv/`` counts every render."""
+    kv_put(namespace="app", key="a", value=1, ttl=None)
+    home = viewer.get("/").content.decode()
+    assert _count(home, "app") is None
+    assert "Not counted yet" in home
+
+    history.stats_step()
+    kv_put(namespace="app", key="b", value=2, ttl=None)
+    kv_put(namespace="fresh", key="x", value=3, ttl=None)
+    home = viewer.get("/").content.decode()
+    assert _count(home, "app") == "1"
+    assert _count(home, "fresh") is None
+    kv_page = viewer.get("/kv/").content.decode()
+    assert _count(kv_page, "app") == "2"
+    assert _count(kv_page, "fresh") == "1"
+
+    kv_delete(namespace="app", key="a")
+    kv_delete(namespace="app", key="b")
+    history.stats_refresh()
+    home = viewer.get("/").content.decode()
+    assert _count(home, "app") is None, "a namespace with no key left goes"
+    assert _count(home, "fresh") == "1"
+
+
+def test_an_empty_store_counted_is_not_never_counted():
+    """The count of an empty store has a time: the page says "No keys", not "not yet"."""
+    assert kv_namespaces_kept() == (None, [])
+    now = clock.now()
+    history.stats_step(now=now)
+    at, counts = kv_namespaces_kept()
+    assert counts == []
+    assert at is not None
+    assert abs((at - now).total_seconds()) < 1e-3
+
+
+def test_the_sampler_loop_counts_and_a_lost_lease_writes_no_count():
+    """The sampler's step keeps the count (its own lock's permit included);
+    a step whose guard no longer holds writes none."""
+    kv_put(namespace="app", key="a", value=1, ttl=None)
+    assert SamplerLoop(owner="leader").step() is not None
+    at, counts = kv_namespaces_kept()
+    assert counts == [("app", 1), ("queen-locks", 1)]
+    assert at is not None
+
+    kv_put(namespace="app", key="b", value=2, ttl=None)
+    lost = KVCheck("queen-locks", "nobody", expect=7, required=True)
+    with pytest.raises(PreconditionFailed):
+        history.stats_step(guard=lost)
+    assert kv_namespaces_kept() == (at, counts)

@@ -22,7 +22,7 @@ from queenadmin.dashboard.views.queues import CHART_WINDOW, rate_unit, series_po
 from queenadmin.dashboard.views.rates import per_second, window_text
 from queenadmin.domain import clock, events
 from queenadmin.domain.attention import AttentionList, needs_attention
-from queenadmin.domain.kv import LOCKS_NAMESPACE, kv_namespaces
+from queenadmin.domain.kv import LOCKS_NAMESPACE, kv_namespaces_kept
 from queenadmin.domain.locks.operator import server_permits_held
 from queenadmin.domain.overview import Bounded, TimersDue, dead_letters_total, locks_held, timers_due
 from queenadmin.domain.queues.board import QueueBoard, queue_boards_deepest
@@ -74,15 +74,17 @@ def _locks_held(now: datetime) -> dict[str, Any]:
     return {"locks_held": count_text(users), "server_permits": server}
 
 
-def _namespaces() -> list[tuple[str, str]]:
-    """Keys per KV namespace, the locks' aside: the figures ``/kv/`` shows.
+def _namespaces() -> tuple[datetime | None, list[tuple[str, str]]]:
+    """Keys per KV namespace, the locks' aside, as the statistics sampler
+    last counted them, and when (None: not yet).
 
-    The same exact count as ``/kv/`` (``kv_namespaces``: one GROUP BY,
-    expired-but-unreaped rows included), so the two pages never disagree;
-    a bounded count said "1,000+" here beside "20,268" there. The overview
-    pushes at most every 2 s (``gap``), as ``/kv/`` does.
+    Counting is one scan of every key (``kv_namespaces``, as ``/kv/``
+    counts: expired-but-unreaped rows included), 10 to 20 ms at 100,000 keys
+    and growing with them; the sampler does it once a tick, whoever looks,
+    instead of every render of every open overview.
     """
-    return [(ns, f"{n:,}") for ns, n in kv_namespaces() if ns != LOCKS_NAMESPACE]
+    at, counts = kv_namespaces_kept()
+    return at, [(ns, f"{n:,}") for ns, n in counts if ns != LOCKS_NAMESPACE]
 
 
 def count_text(count: Bounded) -> str:
@@ -159,6 +161,7 @@ def overview_context(user: User, params: QueryDict) -> dict[str, Any]:
     lines = [_line(b, now, attention, ins) for b in boards]
     due = timers_due(now=now)
     rates_chart, depth_charts = queue_activity_charts(boards, now)
+    counted_at, namespaces = _namespaces()
     return {
         "now": now,
         "queues": lines,
@@ -170,7 +173,8 @@ def overview_context(user: User, params: QueryDict) -> dict[str, Any]:
             "dlq": count_text(dead_letters_total()),
         },
         **_locks_held(now),
-        "namespaces": _namespaces(),
+        "namespaces": namespaces,
+        "keys_counted_at": counted_at,
         "timers_pending": count_text(due.pending),
         "timers_overdue": count_text(due.overdue) if due.overdue.value else "",
         "next_due": due.next_due,
@@ -194,8 +198,8 @@ OVERVIEW = live.one_region_page(
     overview_context,
     "overview-body",
     *(events.QUEUES_GROUP, events.TIMERS_GROUP, events.LOCKS_GROUP, events.KV_GROUP),
-    # One GROUP BY over every key and a count of every permit and timer:
-    # as /kv/, at most one push every 2 s however busy the broker is.
+    # Bounded counts of permits, timers and dead letters: at most one push
+    # every 2 s however busy the broker is.
     gap=2.0,
 )
 overview = page_view(OVERVIEW)

@@ -135,6 +135,19 @@ def kv_namespaces() -> list[tuple[str, int]]:
     return store().namespaces()
 
 
+def kv_namespaces_keep_in_txn(*, counts: list[tuple[str, int]], now: datetime) -> None:
+    """Keep ``counts`` (``kv_namespaces()``, read before the transaction)
+    as the store's key counts as of ``now``: the statistics sampler's, once
+    a tick, for pages that cannot scan every key at each render."""
+    store().keep_namespace_counts(counts, now)
+
+
+def kv_namespaces_kept() -> tuple[datetime | None, list[tuple[str, int]]]:
+    """The counts ``kv_namespaces_keep_in_txn`` kept last, and when they
+    were counted (None: never); one read of a row per namespace."""
+    return store().kept_namespace_counts()
+
+
 def kv_totals() -> tuple[int, int]:
     """Rows in the store and the size of their keys and values.
 

@@ -17,7 +17,9 @@ section 2), never by counting messages:
 
 The same read, split by consumer group, goes to ``GroupSample`` (one row
 per queue and group a tick, ``groupsamples``): what each group's rates
-over the last minutes read.
+over the last minutes read. The step also counts the KV store's keys per
+namespace (``kv.kv_namespaces_keep_in_txn``): the overview shows that
+count rather than scan every key at each render.
 
 Rows are kept at the sampler's interval (``SAMPLER_INTERVAL_SECONDS``) for
 ``SAMPLES_FINE_RETENTION_SECONDS`` and rolled up into rows of
@@ -480,7 +482,8 @@ class SampleStep:
 
 
 def stats_step(*, now: datetime | None = None, guard: kv.KVCheck | None = None) -> SampleStep:
-    """Sample every queue, roll up and prune; the writes in one transaction.
+    """Sample every queue, count the KV store's keys, roll up and prune;
+    the writes in one transaction.
 
     The counters are read before the transaction opens. ``guard`` (a lease's KV check) makes the step commit only while the
     lease is the caller's: otherwise it raises ``PreconditionFailed`` and
@@ -488,9 +491,11 @@ def stats_step(*, now: datetime | None = None, guard: kv.KVCheck | None = None) 
     """
     now = now or clock.now()
     counters = queue_counters(now=now)
+    keys = kv.kv_namespaces()
     with transaction.atomic(durable=True):
         if guard is not None:
             kv.kv_call_in_txn([guard], now=now)
+        kv.kv_namespaces_keep_in_txn(counts=keys, now=now)
         sampled = stats_sample_in_txn(now=now, counters=counters)
         group_sample_in_txn(now=now, tick=clock.align(now, _fine_seconds()), counters=counters)
         rolled = stats_rollup_in_txn(now=now)
@@ -510,14 +515,16 @@ class Refreshed:
 
 
 def stats_refresh(*, now: datetime | None = None) -> Refreshed:
-    """Sample every queue now.
+    """Sample every queue (and count the KV store's keys) now.
 
     Rewrites the current tick's rows if the sampler already wrote them, so
     nothing is counted twice. Must be the outermost call.
     """
     now = now or clock.now()
     counters = queue_counters(now=now)
+    keys = kv.kv_namespaces()
     with transaction.atomic(durable=True):
+        kv.kv_namespaces_keep_in_txn(counts=keys, now=now)
         written = stats_sample_in_txn(now=now, counters=counters)
         group_sample_in_txn(now=now, tick=clock.align(now, _fine_seconds()), counters=counters)
     namespaces = Queue.objects.exclude(namespace=None).values("namespace").distinct().count()

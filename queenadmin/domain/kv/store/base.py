@@ -21,6 +21,7 @@ Ident = tuple[str, str]
 #: (key, value JSON text, written at and expires at as Unix seconds) of ``Store.scan_values``.
 ScannedRow = tuple[str, str, float, float | None]
 HISTORY_TABLE = "queenadmin_kvversion"
+COUNTS_TABLE = "queenadmin_kvnamespacecount"
 HISTORY_COLUMNS = "namespace, key, version, op, value_json, digest, size, at, actor, expires_at"
 #: The one history row that is not a write: in the empty namespace, which
 #: no key can have (``check_stored_namespace``), its ``version`` is the
@@ -364,6 +365,33 @@ class Store:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT namespace, count(*) FROM {TABLE} GROUP BY namespace ORDER BY namespace")
             return [(ns, int(n)) for ns, n in cursor.fetchall()]
+
+    def keep_namespace_counts(self, counts: Sequence[tuple[str, int]], at: datetime) -> None:
+        """Replace the kept counts (``KVNamespaceCount``) with ``counts``.
+
+        A row for the empty namespace, which no key can have, holds the
+        total and says when the store was counted, empty or not.
+        """
+        # No key is stored in the empty namespace (``check_stored_namespace``).
+        counts = [(ns, n) for ns, n in counts if ns != MARK_NAMESPACE]
+        rows = [(MARK_NAMESPACE, sum(n for _, n in counts)), *counts]
+        when = db.to_db_time(at)
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {COUNTS_TABLE}")
+            # In slices: SQLite takes at most 32,766 parameters a statement.
+            for start in range(0, len(rows), 1_000):
+                part = rows[start : start + 1_000]
+                values = ", ".join(["(%s, %s, %s)"] * len(part))
+                params = [value for namespace, n in part for value in (namespace, n, when)]
+                cursor.execute(f"INSERT INTO {COUNTS_TABLE} (namespace, keys, counted_at) VALUES {values}", params)
+
+    def kept_namespace_counts(self) -> tuple[datetime | None, list[tuple[str, int]]]:
+        """The kept counts by namespace, and when they were counted (None: never)."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT namespace, keys, counted_at FROM {COUNTS_TABLE} ORDER BY namespace")
+            rows = cursor.fetchall()
+        at = next((db.from_db_time(when) for ns, _, when in rows if ns == MARK_NAMESPACE), None)
+        return at, [(ns, int(n)) for ns, n, _ in rows if ns != MARK_NAMESPACE]
 
     #: SQL of the timestamp column ``{0}`` as Unix seconds (each subclass's).
     _EPOCH: ClassVar[str] = ""
