@@ -180,16 +180,18 @@ def needs_attention(
     facts: list[QueueFacts] = []
     if last is not None and now - last < timedelta(minutes=windows[-1]):
         spans = {w: _ticks(w, interval) for w in windows}
+        # A sampler that stopped longer ago than a queue's window says
+        # nothing of the queue now.
+        current = {w: now - last < timedelta(minutes=w) for w in windows}
         for row in store().facts(
             resolution=interval,
             last=last,
             windows=[(w, last - back, last - middle) for w, (back, middle) in spans.items()],
             default_window_minutes=defaults.window_minutes,
         ):
-            # A sampler that stopped longer ago than the queue's window says
-            # nothing of it now.
-            if now - last < timedelta(minutes=row[4]):
-                facts.append(_facts(row, last - spans[row[4]][0], last))
+            window = row[4]
+            if current[window]:
+                facts.append(_facts(row, last - spans[window][0], last))
     readers = heartbeat_readers(heartbeats if heartbeats is not None else supervision_heartbeats(now=now))
     found = []
     reading: dict[str, str] = {}
