@@ -775,6 +775,7 @@ INTERNAL_CONSTANTS: tuple[tuple[str, str, float, str], ...] = (
     ("SAMPLES_PRUNE_BATCH", "domain/queues/history.py", 1000, "statistics rows deleted per pruning statement"),
     ("PRUNE_BATCH", "domain/procmetrics/ops.py", 1000, "process sample rows deleted per pruning statement"),
     ("SAMPLER_LEASE_SECONDS", "domain/queues/sampler.py", 30.0, "the lease that makes one replica the sampler"),
+    ("KEYS_SHARE", "domain/queues/sampler.py", 0.1, "the most of the sampler's interval its KV key count may take"),
     (
         "GROUP_SAMPLES_RETENTION_SECONDS",
         "domain/queues/groupsamples.py",

@@ -10,7 +10,7 @@ import time_machine
 
 from queenadmin.domain import clock
 from queenadmin.domain.kv import KVCheck, kv_delete, kv_namespaces_kept, kv_put
-from queenadmin.domain.queues import history
+from queenadmin.domain.queues import history, sampler
 from queenadmin.domain.queues.sampler import SamplerLoop
 from queenadmin.errors import PreconditionFailed
 
@@ -87,3 +87,33 @@ def test_the_sampler_loop_counts_and_a_lost_lease_writes_no_count():
     with pytest.raises(PreconditionFailed):
         history.stats_step(guard=lost)
     assert kv_namespaces_kept() == (at, counts)
+
+
+def test_a_slow_key_count_waits_ticks_before_the_next(monkeypatch):
+    """The sampler spends at most ``KEYS_SHARE`` of its interval counting
+    keys: after a count that took longer, the next ticks sample the queues
+    and keep the last count."""
+    monkeypatch.setattr(sampler, "KEYS_SHARE", 1e-12)  # any count is too slow
+    loop = SamplerLoop(owner="leader")
+    start = clock.align(clock.now(), 10) + timedelta(seconds=10)
+    kv_put(namespace="app", key="a", value=1, ttl=None)
+    with time_machine.travel(start, tick=False):
+        counted = loop.step()
+    assert counted is not None
+    assert counted.keys_seconds is not None
+    kv_put(namespace="app", key="b", value=2, ttl=None)
+    with time_machine.travel(start + timedelta(seconds=10), tick=False):
+        skipped = loop.step()
+    assert skipped is not None
+    assert skipped.keys_seconds is None
+    assert ("app", 1) in kv_namespaces_kept()[1]
+
+
+def test_the_wait_after_a_count_is_one_tick_per_share_of_the_interval():
+    """With the 10% share at a 10 s interval: a count under 1 s waits no
+    tick, 2.5 s waits two, 30 s thirty."""
+    assert sampler.KEYS_SHARE == 0.1
+    assert sampler.ticks_after_count(0.05, 10) == 0
+    assert sampler.ticks_after_count(0.99, 10) == 0
+    assert sampler.ticks_after_count(2.5, 10) == 2
+    assert sampler.ticks_after_count(30.0, 10) == 30

@@ -32,6 +32,7 @@ rewrites that tick's row without counting anything twice.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -479,28 +480,35 @@ class SampleStep:
     sampled: int
     rolled_up: int
     pruned: int
+    #: Seconds the KV key count took (None: not counted this step).
+    keys_seconds: float | None = None
 
 
-def stats_step(*, now: datetime | None = None, guard: kv.KVCheck | None = None) -> SampleStep:
-    """Sample every queue, count the KV store's keys, roll up and prune;
-    the writes in one transaction.
+def stats_step(
+    *, now: datetime | None = None, guard: kv.KVCheck | None = None, count_keys: bool = True
+) -> SampleStep:
+    """Sample every queue, count the KV store's keys (``count_keys``), roll
+    up and prune; the writes in one transaction.
 
-    The counters are read before the transaction opens. ``guard`` (a lease's KV check) makes the step commit only while the
+    The counters and the key count are read before the transaction opens. ``guard`` (a lease's KV check) makes the step commit only while the
     lease is the caller's: otherwise it raises ``PreconditionFailed`` and
     nothing is written. Must be the outermost call.
     """
     now = now or clock.now()
     counters = queue_counters(now=now)
-    keys = kv.kv_namespaces()
+    started = time.perf_counter()
+    keys = kv.kv_namespaces() if count_keys else None
+    keys_seconds = time.perf_counter() - started if count_keys else None
     with transaction.atomic(durable=True):
         if guard is not None:
             kv.kv_call_in_txn([guard], now=now)
-        kv.kv_namespaces_keep_in_txn(counts=keys, now=now)
+        if keys is not None:
+            kv.kv_namespaces_keep_in_txn(counts=keys, now=now)
         sampled = stats_sample_in_txn(now=now, counters=counters)
         group_sample_in_txn(now=now, tick=clock.align(now, _fine_seconds()), counters=counters)
         rolled = stats_rollup_in_txn(now=now)
         pruned = stats_prune_in_txn(now=now) + group_prune_in_txn(now=now)
-    return SampleStep(sampled, rolled, pruned)
+    return SampleStep(sampled, rolled, pruned, keys_seconds)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,15 @@ SAMPLER_LOCK = "queenadmin.sampler"
 #: The lease of ``SAMPLER_LOCK`` that makes one replica the sampler, in
 #: seconds. Internal, not a setting (docs/settings.md, "Internal constants").
 SAMPLER_LEASE_SECONDS = 30.0
+#: At most this share of the interval goes to counting every KV key: a
+#: count that took longer waits that many more ticks before the next.
+KEYS_SHARE = 0.1
+
+
+def ticks_after_count(seconds: float, interval: int) -> int:
+    """Ticks without a KV key count after one that took ``seconds``: none
+    while it fits in ``KEYS_SHARE`` of the interval, then one per share."""
+    return int(seconds / (KEYS_SHARE * interval))
 
 
 def _owner() -> str:
@@ -70,6 +79,8 @@ class SamplerLoop:
         self.every_tick = every_tick
         self.last_tick: datetime | None = None
         self._own_tick: datetime | None = None
+        #: Ticks to let pass before the next KV key count.
+        self._keys_wait = 0
 
     def _hold(self) -> bool:
         held = self._lease.hold()
@@ -91,12 +102,16 @@ class SamplerLoop:
         if tick == self.last_tick:
             return None
         try:
-            result = stats_step(now=now, guard=self.lock.guard())
+            result = stats_step(now=now, guard=self.lock.guard(), count_keys=self._keys_wait <= 0)
         except PreconditionFailed:
             logger.warning("sampler lost its lease; it wrote nothing and will try again")
             self._lease.give_up()
             return None
         self.last_tick = tick
+        if result.keys_seconds is None:
+            self._keys_wait -= 1
+        else:
+            self._keys_wait = ticks_after_count(result.keys_seconds, _interval())
         if self.on_step is not None:
             self.on_step(tick, result)
         return result
