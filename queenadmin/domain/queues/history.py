@@ -484,9 +484,7 @@ class SampleStep:
     keys_seconds: float | None = None
 
 
-def stats_step(
-    *, now: datetime | None = None, guard: kv.KVCheck | None = None, count_keys: bool = True
-) -> SampleStep:
+def stats_step(*, now: datetime | None = None, guard: kv.KVCheck | None = None, count_keys: bool = True) -> SampleStep:
     """Sample every queue, count the KV store's keys (``count_keys``), roll
     up and prune; the writes in one transaction.
 
