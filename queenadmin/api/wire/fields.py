@@ -8,7 +8,8 @@ batch of operations picked by ``op``: both publish their components
 (``openapi.body_of``) from the same fields the parsers read, so the two
 cannot drift. Rules of the domain (a name's byte budget, answered 413)
 stay in the domain: a field hands its value to ``check`` after its own
-checks, and its bounds document that check.
+checks, and its bounds document that check. A ``Param`` is the same for
+one query-string parameter, a ``Query`` the parameters a route reads.
 """
 
 from __future__ import annotations
@@ -157,6 +158,20 @@ class Field:
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of a value (``null`` added where it reads as absent)."""
+        out = self.value_schema()
+        documented: dict[str, Any]
+        if self.falsy_is_absent and not self.required:
+            documented = {"anyOf": [out, {"enum": FALSY}]}
+        elif self.required or self.null_is_bad or self.kind in ("null", "any"):
+            documented = out
+        else:
+            documented = {"anyOf": [out, {"type": "null"}]}
+        if self.doc or self.rule:
+            documented["description"] = self.doc or self.rule
+        return documented
+
+    def value_schema(self) -> dict[str, Any]:
+        """The JSON Schema of a value that is there."""
         out: dict[str, Any] = (
             {} if self.kind == "any" else {"type": list(self.kind) if isinstance(self.kind, tuple) else self.kind}
         )
@@ -175,16 +190,7 @@ class Field:
         if self.choices is not None:
             out["enum"] = list(self.choices)
         out.update(self.schema_extra)
-        documented: dict[str, Any]
-        if self.falsy_is_absent and not self.required:
-            documented = {"anyOf": [out, {"enum": FALSY}]}
-        elif self.required or self.null_is_bad or self.kind in ("null", "any"):
-            documented = out
-        else:
-            documented = {"anyOf": [out, {"type": "null"}]}
-        if self.doc or self.rule:
-            documented["description"] = self.doc or self.rule
-        return documented
+        return out
 
 
 def _num(bound: float) -> str:
@@ -247,16 +253,21 @@ def ref(name: str) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Ops:
-    """Operations picked by ``op``: one ``Op`` each (``op`` their ``const``)."""
+    """Operations picked by ``op`` (or ``key``): one ``Op`` each (``key`` their ``const``)."""
 
     name: str
     ops: Mapping[str, Op]
     doc: str = ""
+    #: The field whose value picks the operation.
+    key: str = "op"
 
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "oneOf": [ref(name) for name in dict.fromkeys(op.name for op in self.ops.values())],
-            "discriminator": {"propertyName": "op", "mapping": {k: ref(op.name)["$ref"] for k, op in self.ops.items()}},
+            "discriminator": {
+                "propertyName": self.key,
+                "mapping": {k: ref(op.name)["$ref"] for k, op in self.ops.items()},
+            },
             "title": self.name,
         }
         if self.doc:
@@ -284,3 +295,168 @@ class Call:
             operations["description"] = self.doc
         body = {"properties": {"operations": operations}, "required": ["operations"], "title": self.name}
         return {**self.operations.components(), self.name: {**body, "type": "object"}}
+
+
+#: A query parameter's text as a value of its field's kind (``ValueError``: it is none).
+FROM_TEXT: dict[str, Callable[[str], Any]] = {
+    "integer": int,
+    "boolean": {"true": True, "false": False}.__getitem__,
+    "string": str,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A query parameter: its text read as ``field``'s kind, then ``field``'s checks.
+
+    ``parse`` reads the text (default: ``FROM_TEXT`` of the kind) and raises
+    ``ValueError`` (or ``KeyError``) on text that is no such value, refused
+    with ``field.reason`` as "``name`` must be ``words``". An empty
+    parameter reads as absent, a string's only with ``falsy_is_absent``.
+    """
+
+    field: Field
+    words: str = ""
+    parse: Callable[[str], Any] | None = None
+
+    @property
+    def empty_is_absent(self) -> bool:
+        return self.field.kind != "string" or self.field.falsy_is_absent
+
+    def read(self, params: Mapping[str, str], name: str, bad: Bad) -> Any:
+        text = params.get(name)
+        if text is None or (text == "" and self.empty_is_absent):
+            return self.field.read({}, name, bad)
+        parse = self.parse or FROM_TEXT[str(self.field.kind)]
+        try:
+            value = parse(text)
+        except (ValueError, KeyError):
+            raise bad(self.field.reason, f"{name} must be {self.words or self.field.describe()}") from None
+        return self.field.read({name: value}, name, bad)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """The query parameters a route reads, declared once: read by ``read``,
+    published by ``openapi.parameters(query=...)`` from ``schemas``."""
+
+    params: Mapping[str, Param]
+
+    def read(self, params: Mapping[str, str], bad: Bad) -> dict[str, Any]:
+        """Every parameter, read in the declared order (``Param.read``)."""
+        return {name: p.read(params, name, bad) for name, p in self.params.items()}
+
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """Each parameter's schema (an empty one too where it reads as absent)."""
+        out = {}
+        for name, p in self.params.items():
+            schema = p.field.value_schema()
+            if p.empty_is_absent and not p.field.required:
+                schema = {"anyOf": [schema, {"const": ""}]}
+            if p.field.doc or p.field.rule:
+                schema["description"] = p.field.doc or p.field.rule
+            if p.field.default is not None:
+                schema["default"] = p.field.default
+            out[name] = {**schema, "required": p.field.required}
+        return out
+
+
+#: What a query flag reads (any case): ``true``/``1`` or ``false``/``0``.
+FLAG_TEXT = r"^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|[01])?$"
+
+
+@dataclass(frozen=True, slots=True)
+class PlainParam:
+    """One query-string parameter of the message routes: its text read as ``kind``.
+
+    Not yet ``Param`` (a ``Field`` read from text), which came at the same
+    time: the message routes' flags read any case and ``0``/``1``, and
+    their pages clamp to a cap.
+
+    Absent or empty reads as ``default``. An ``integer`` is what ``int()``
+    reads, refused below ``ge`` or above ``le`` (``too_high`` words that
+    refusal) and clamped to ``cap``; a ``boolean`` is ``true``/``1`` or
+    ``false``/``0`` in any case; a ``string`` is one of ``choices`` when
+    given, then handed to ``check``. ``refusal`` words the refusal of a
+    value of the wrong kind.
+    """
+
+    kind: Literal["integer", "boolean", "string"] = "string"
+    default: Any = None
+    ge: int | None = None
+    le: int | None = None
+    cap: int | None = None
+    choices: tuple[str, ...] | None = None
+    reason: str = ""
+    refusal: str = ""
+    too_high: str = ""
+    check: Callable[[str], Any] | None = None
+    doc: str = ""
+    schema_extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def read(self, params: Mapping[str, str], name: str, bad: Bad) -> Any:
+        """The value of ``name`` in ``params``, checked; raise ``bad(reason)``."""
+        raw = params.get(name)
+        if raw is None or raw == "":
+            return self.default
+        if self.kind == "boolean":
+            if raw.lower() in ("true", "1"):
+                return True
+            if raw.lower() in ("false", "0"):
+                return False
+            raise bad(self.reason, self.refusal or f"{name} must be true or false")
+        if self.kind == "string":
+            if self.choices is not None and raw not in self.choices:
+                raise bad(self.reason, self.refusal or f"{name} must be one of {', '.join(self.choices)}")
+            return raw if self.check is None else self.check(raw)
+        try:
+            value = int(raw)
+        except ValueError:
+            raise bad(self.reason, self.refusal or f"{name} must be an integer") from None
+        if self.ge is not None and value < self.ge:
+            raise bad(self.reason, f"{name} must be at least {self.ge}")
+        if self.le is not None and value > self.le:
+            raise bad(self.reason, self.too_high or f"{name} must be at most {self.le}")
+        return value if self.cap is None else min(value, self.cap)
+
+    def schema(self) -> dict[str, Any]:
+        """The parameter's JSON Schema (``openapi.parameters``)."""
+        out: dict[str, Any]
+        if self.kind == "boolean":
+            out = {"type": "string", "pattern": FLAG_TEXT}
+        elif self.kind == "integer":
+            out = {"type": "integer"}
+            keywords = {"minimum": self.ge, "maximum": self.le}
+            out.update((key, value) for key, value in keywords.items() if value is not None)
+        else:
+            out = {"type": "string", "pattern": NO_NUL}
+            if self.choices is not None:
+                out["enum"] = list(self.choices)
+        out.update(self.schema_extra)
+        if self.kind == "integer" or self.choices is not None or "format" in out:
+            # An empty value reads as absent.
+            out = {"anyOf": [out, {"const": ""}]}
+        if self.default is not None:
+            # The text that reads as the default: a flag's is true or false.
+            out["default"] = ("true" if self.default else "false") if self.kind == "boolean" else self.default
+        doc = self.doc
+        if self.cap is not None:
+            doc = f"{doc}; clamped to {self.cap}" if doc else f"clamped to {self.cap}"
+        if doc:
+            out["description"] = doc
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PlainQuery:
+    """The query string a route reads: its parameters by name."""
+
+    params: Mapping[str, PlainParam]
+
+    def read(self, params: Mapping[str, str], bad: Bad) -> dict[str, Any]:
+        """Every parameter of ``params``, read in the declared order (``PlainParam.read``)."""
+        return {name: p.read(params, name, bad) for name, p in self.params.items()}
+
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """Each parameter's schema, for ``openapi.parameters(query=...)``."""
+        return {name: p.schema() for name, p in self.params.items()}

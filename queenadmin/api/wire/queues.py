@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import msgspec
 
-from queenadmin.api.wire.common import is_json_int
+from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Field, Op
 from queenadmin.domain import clock, names, queues
-from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS, OptionValue, option_value
 from queenadmin.errors import ConflationRefused, InvalidArgument
 from queenadmin.plumbing.db import json_text
 
@@ -53,9 +53,6 @@ DEFAULT_EXTEND_SECONDS = 60
 MAX_LEASE_SECONDS = 10 * 365 * 86400
 #: Offsets are signed 64-bit integers in both databases.
 MAX_OFFSET = 2**63 - 1
-#: Top-level configure fields that are not options.
-_CONFIGURE_FIELDS = ("queue", "namespace", "task", "options", "mode")
-
 #: A query string: Django's ``QueryDict`` or any str -> str mapping.
 Params = Mapping[str, str]
 
@@ -110,14 +107,68 @@ def lookup_group(value: Any) -> str:
     return value
 
 
+def engine_bad(reason: str, detail: str) -> InvalidArgument:
+    # The engine family has one code (bad_request); its details name the field.
+    return InvalidArgument(detail)
+
+
+_NAME_DOC = (
+    f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes of UTF-8"
+    " (413 name_too_long above)"
+)
+
+
+def name_field(what: str, **changes: Any) -> Field:
+    """A queue or partition name: ``check_name``'s rule, refusals naming ``what``."""
+    field = Field(
+        "string",
+        missing="",
+        min_length=1,
+        max_length=MAX_NAME_BYTES,
+        pattern=names.SCHEMA_PATTERN,
+        refusal=f"{what} must be a non-empty string",
+        check=partial(check_name, what=what),
+        doc=_NAME_DOC,
+    )
+    return replace(field, **changes)
+
+
+#: A consumer group: ``check_group``'s rule.
+GROUP = Field(
+    "string",
+    default=queues.QUEUE_MODE,
+    max_length=MAX_GROUP_BYTES,
+    pattern=names.SCHEMA_PATTERN_OR_EMPTY,
+    refusal="consumerGroup must be a string",
+    check=check_group,
+    doc=f'"" or null: queue mode; at most {MAX_GROUP_BYTES} bytes of UTF-8 (413 above)',
+)
+
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in word)
+
+
+#: A flag of a query string: true, 1 or yes; false, 0, no or empty; any case.
+FLAG = Field(
+    "string",
+    pattern=f"^(?:{'|'.join(map(_any_case, _TRUE + _FALSE))}|)$",
+    doc="true, 1 or yes; false, 0, no or empty (any case); default false",
+)
+
+
 def _flag(params: Params, name: str) -> bool:
+    """``FLAG`` ``name`` of ``params``."""
     raw = params.get(name)
     if raw is None or raw == "":
         return False
     value = raw.lower()
-    if value in ("true", "1", "yes"):
+    if value in _TRUE:
         return True
-    if value in ("false", "0", "no"):
+    if value in _FALSE:
         return False
     raise InvalidArgument(f"{name} must be true or false")
 
@@ -130,6 +181,50 @@ def query_int(params: Params, name: str) -> int | None:
         return int(raw)
     except ValueError:
         raise InvalidArgument(f"{name} must be an integer") from None
+
+
+def param(params: Params, name: str, field: Field) -> Any:
+    """Query parameter ``name`` read by its declaration: empty is absent, an
+    integer field's text is read as the integer ("``name`` must be an integer")."""
+    value = query_int(params, name) if field.kind == "integer" else params.get(name) or None
+    return field.read({name: value}, name, engine_bad)
+
+
+def at_most(most: int, what: str) -> dict[str, Any]:
+    """A ``Field``'s upper bound, refused in words of its own (``what must be at most N``)."""
+
+    def check(value: int) -> int:
+        if value > most:
+            raise InvalidArgument(f"{what} must be at most {most}")
+        return value
+
+    return {"check": check, "schema_extra": {"maximum": most}}
+
+
+def query_schemas(fields: Mapping[str, Field]) -> dict[str, dict[str, Any]]:
+    """The schemas ``openapi.parameters(query=...)`` publishes for declared parameters (never null)."""
+    return {name: {**query_schema(f), "required": f.required} for name, f in fields.items()}
+
+
+def query_schema(field: Field) -> dict[str, Any]:
+    """The schema of a query parameter's value: ``field``'s, never null, or
+    empty (which reads as absent)."""
+    out = replace(field, null_is_bad=True, doc="").schema()
+    if field.kind == "string" and not field.min_length and "format" not in field.schema_extra:
+        return {**out, "description": field.doc} if field.doc else out
+    return {"anyOf": [out, {"const": ""}], **({"description": field.doc} if field.doc else {})}
+
+
+def exploded(name: str, fields: Mapping[str, Field], *, required: bool, rule: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter of type object, form, exploded (``?a=&b=``), of
+    ``fields``: how OpenAPI says that they go together (``rule``)."""
+    schema = {"type": "object", "properties": {k: query_schema(f) for k, f in fields.items()}, **rule}
+    schema["additionalProperties"] = False
+    return {"name": name, "in": "query", "required": required, "style": "form", "explode": True, "schema": schema}
+
+
+#: A time ``iso_time`` reads (with its zone), in a query string.
+ISO_TIME = Field("string", schema_extra={"format": "date-time"})
 
 
 def iso_time(raw: str, name: str, expected: str) -> datetime:
@@ -150,78 +245,29 @@ def iso_time(raw: str, name: str, expected: str) -> datetime:
 
 
 # --------------------------------------------------------------------------
-# Configure
-
-
-def parse_configure(body: Any) -> queues.ConfigureRequest:
-    """``POST /configure``: the queue, its namespace and task, the options.
-
-    Options come in ``options`` or flat at the top level (protocol section
-    10); ``options`` wins where both name one. Each known option must be an
-    integer, a boolean or null as its kind says, and is then checked by the
-    domain's rules (``options.option_value``), in body order; unknown names
-    are dropped.
-    """
-    body = json_object(body)
-    name = check_name(body.get("queue"), "queue")
-    mode = body.get("mode")
-    if mode not in (None, "merge", "replace"):
-        raise InvalidArgument("mode must be merge or replace")
-    nested = body.get("options")
-    if nested is None:
-        nested = {}
-    if not isinstance(nested, dict):
-        raise InvalidArgument("options must be an object")
-    flat = {k: v for k, v in body.items() if k not in _CONFIGURE_FIELDS}
-    namespace = body.get("namespace")
-    task = body.get("task")
-    for label, value in (("namespace", namespace), ("task", task)):
-        if value is not None and not isinstance(value, str):
-            raise InvalidArgument(f"{label} must be a string or null")
-        check_text(value, label)
-    return queues.ConfigureRequest(
-        name=name,
-        namespace=namespace,
-        task=task,
-        options=queues.QueueOptions(option_changes({**flat, **nested})),
-        replace=mode == "replace",
-    )
-
-
-def option_changes(given: dict[str, Any]) -> tuple[tuple[str, OptionValue | None], ...]:
-    """The changes ``given`` (option name -> JSON value) asks for, checked
-    in order as ``parse_configure`` checks them: the dashboard's settings
-    form checks each of its fields with this, so its texts are the API's."""
-    changes: list[tuple[str, OptionValue | None]] = []
-    for name, value in given.items():
-        if name not in INT_OPTIONS and name not in BOOL_OPTIONS:
-            continue
-        if value is None:
-            changes.append((name, None))
-            continue
-        if name in INT_OPTIONS and not is_json_int(value):
-            raise InvalidArgument(f"option {name} must be an integer")
-        if name in BOOL_OPTIONS and not isinstance(value, bool):
-            raise InvalidArgument(f"option {name} must be a boolean")
-        changes.append((name, option_value(name, value)))
-    return tuple(changes)
-
-
-def render_configure(config: queues.QueueConfig) -> dict[str, Any]:
-    return {
-        "configured": True,
-        "queueId": str(config.id),
-        "partitionId": None,
-        "queue": config.name,
-        "namespace": config.namespace,
-        "task": config.task,
-        "storage": "segments",
-        "options": dict(config.options),
-    }
-
-
-# --------------------------------------------------------------------------
 # Push
+
+
+#: One pushed message. Its parser is ``parse_push_items``, by hand: a push
+#: of 1,000 items is the hot path, measured (bench/cpu_compare.py push1000).
+PUSH_ITEM = Op(
+    "PushItemIn",
+    {
+        "queue": name_field("queue"),
+        "partition": name_field("partition", missing=None, default=queues.DEFAULT_PARTITION, doc='default "Default"'),
+        "payload": Field("any", missing="", null_is_bad=True, doc="any JSON value, null included"),
+        "transactionId": Field(
+            "string",
+            min_length=1,
+            max_length=MAX_TXN_BYTES,
+            pattern=SOME_TEXT,
+            doc=f"dedup key, at most {MAX_TXN_BYTES} bytes",
+        ),
+        "traceId": Field("any", doc="a UUID; anything else is ignored"),
+    },
+    tenant_free=False,
+)
+PUSH = Op("PushIn", {"items": Field("array", missing="", of=PUSH_ITEM)}, tenant_free=False)
 
 
 def parse_push(body: Any) -> list[queues.PushItem]:
@@ -345,6 +391,61 @@ class PopCall:
     frames: bool = False
 
 
+def _flag_doc(doc: str) -> Field:
+    return replace(FLAG, doc=f"{doc}: {FLAG.doc}")
+
+
+_CLAMPED = f"the largest values are clamped ({MAX_BATCH} messages, {MAX_PARTITIONS} partitions)"
+
+
+#: A pop's query (the conflation flags, which go with the group, are ``DELIVERY``).
+POP = {
+    "batch": Field("integer", ge=1, refusal="batch must be at least 1", doc=f"default {DEFAULT_BATCH}; {_CLAMPED}"),
+    "partitions": Field("integer", ge=1, refusal=f"partitions must be from 1 to {MAX_PARTITIONS}", doc=_CLAMPED),
+    "wait": _flag_doc("long-poll: wait up to timeout ms for a message"),
+    "timeout": Field("integer", default=DEFAULT_TIMEOUT_MS, doc=f"ms; clamped to 0..{MAX_TIMEOUT_MS}"),
+    "leaseSeconds": Field(
+        "integer", ge=1, refusal="leaseSeconds must be at least 1", **at_most(MAX_LEASE_SECONDS, "leaseSeconds")
+    ),
+    "subscriptionMode": Field("string", pattern=NO_NUL, doc="a new group's start: new or new-only; anything else: all"),
+    "subscriptionFrom": Field("string", schema_extra={"anyOf": [{"enum": ["now", ""]}, {"format": "date-time"}]}),
+    "autopilot": _flag_doc(f"batch {AUTOPILOT_BATCH}, partitions {AUTOPILOT_PARTITIONS} where unset (no conflation)"),
+    "frames": _flag_doc("answer with the framed pop where the server serves it"),
+}
+_IS_TRUE = {"pattern": f"^(?:{'|'.join(map(_any_case, _TRUE))})$"}
+#: The group and the flags that go with it: a conflating pop needs a group
+#: and no auto-ack.
+DELIVERY = exploded(
+    "delivery",
+    {
+        "consumerGroup": GROUP,
+        "conflation": _flag_doc("last-value delivery: one message per partition, the newest"),
+        "autoAck": _flag_doc("complete the messages on delivery"),
+        "commitOnDelivery": _flag_doc("the same as autoAck"),
+    },
+    required=False,
+    rule={
+        "if": {"required": ["conflation"], "properties": {"conflation": _IS_TRUE}},
+        "then": {
+            "required": ["consumerGroup"],
+            "properties": {
+                "consumerGroup": {"minLength": 1},
+                "autoAck": {"not": _IS_TRUE},
+                "commitOnDelivery": {"not": _IS_TRUE},
+            },
+        },
+    },
+)
+#: ``GET /pop``'s selection: a namespace, a task or both.
+_SELECTOR = Field("string", pattern=NO_NUL)
+SELECTION = exploded(
+    "selection",
+    {"namespace": _SELECTOR, "task": _SELECTOR},
+    required=True,
+    rule={"anyOf": [{"required": [name], "properties": {name: {"minLength": 1}}} for name in ("namespace", "task")]},
+)
+
+
 def parse_pop_queue(params: Params, queue: str, partition: str | None = None) -> PopCall:
     """``GET /pop/queue/{queue}[/partition/{partition}]`` and its query."""
     _refuse_conflation(params)
@@ -357,8 +458,7 @@ def parse_pop_queue(params: Params, queue: str, partition: str | None = None) ->
 def parse_pop_discovery(params: Params) -> PopCall:
     """``GET /pop?namespace=&task=``: pop from any queue they select."""
     _refuse_conflation(params)
-    namespace = check_text(params.get("namespace") or None, "namespace")
-    task = check_text(params.get("task") or None, "task")
+    namespace, task = (check_text(params.get(name) or None, name) for name in ("namespace", "task"))
     if namespace is None and task is None:
         raise InvalidArgument("namespace or task is required")
     return _pop_call(params, namespace=namespace, task=task)
@@ -386,12 +486,8 @@ def _pop_call(
     conflation = _flag(params, "conflation")
     autopilot = None
     on_autopilot = _flag(params, "autopilot")
-    batch = query_int(params, "batch")
-    if batch is not None and batch < 1:
-        raise InvalidArgument("batch must be at least 1")
-    partitions = query_int(params, "partitions")
-    if partitions is not None and partitions < 1:
-        raise InvalidArgument(f"partitions must be from 1 to {MAX_PARTITIONS}")
+    batch = param(params, "batch", POP["batch"])
+    partitions = param(params, "partitions", POP["partitions"])
     # A conflating group claims partitions ?? batch partitions, one message
     # each; so does a group whose stored policy is conflation, whatever this
     # pop asked. Autopilot never resizes a conflating pop.
@@ -399,13 +495,8 @@ def _pop_call(
     if on_autopilot and not conflation:
         autopilot = Autopilot(batch or AUTOPILOT_BATCH, partitions or AUTOPILOT_PARTITIONS)
         batch, partitions = autopilot.batch, autopilot.partitions
-    timeout_ms = query_int(params, "timeout")
-    timeout_ms = DEFAULT_TIMEOUT_MS if timeout_ms is None else max(0, min(timeout_ms, MAX_TIMEOUT_MS))
-    lease = query_int(params, "leaseSeconds")
-    if lease is not None and lease < 1:
-        raise InvalidArgument("leaseSeconds must be at least 1")
-    if lease is not None and lease > MAX_LEASE_SECONDS:
-        raise InvalidArgument(f"leaseSeconds must be at most {MAX_LEASE_SECONDS}")
+    timeout_ms = max(0, min(param(params, "timeout", POP["timeout"]), MAX_TIMEOUT_MS))
+    lease = param(params, "leaseSeconds", POP["leaseSeconds"])
     # Queen's reading: new and new-only mean "new"; any other value "all".
     raw_mode = params.get("subscriptionMode") or None
     mode: queues.SubscriptionMode | None = None
@@ -501,6 +592,61 @@ def render_empty_pop(call: PopCall, policy: queues.ConflationPolicy) -> dict[str
 # Ack and lease
 
 
+def _partition_id(value: str | int) -> str:
+    return str(check_text(str(value), "partitionId"))
+
+
+#: One acknowledgment (of /ack, /ack/batch or a transaction); read in this order.
+ACK = Op(
+    "AckIn",
+    {
+        "transactionId": Field(
+            "string",
+            missing="",
+            min_length=1,
+            pattern=SOME_TEXT,
+            refusal="transactionId must be a non-empty string",
+            check=partial(check_text, what="transactionId"),
+        ),
+        "partitionId": Field(
+            ("string", "integer"),
+            missing="",
+            min_length=1,
+            pattern=SOME_TEXT,
+            refusal="partitionId must be a non-empty string",
+            check=_partition_id,
+            doc="the decimal partition id the pop returned (a JSON integer is read as its digits)",
+        ),
+        "status": Field("string", doc="completed, failed, retry or dlq; any other string is completed"),
+        "leaseId": Field("string", pattern=NO_NUL, check=partial(check_text, what="leaseId")),
+        "error": Field("any", doc="a string; any other JSON is stored as its JSON text"),
+        "consumerGroup": GROUP,
+    },
+    tenant_free=False,
+)
+#: The batch's group is read only for an acknowledgment without its own.
+ACK_BATCH = Op(
+    "AckBatchIn",
+    {
+        "acknowledgments": Field(
+            "array",
+            missing="",
+            of=ACK,
+            refusal="acknowledgments must be an array",
+            doc="each may name its own consumerGroup",
+        ),
+        "consumerGroup": Field("any", doc="for the acknowledgments that name none"),
+    },
+    extra={
+        "if": {
+            "properties": {"acknowledgments": {"contains": {"type": "object", "not": {"required": ["consumerGroup"]}}}}
+        },
+        "then": {"properties": {"consumerGroup": GROUP.schema()}},
+    },
+    tenant_free=False,
+)
+
+
 def parse_ack(body: Any) -> list[queues.AckItem]:
     """``POST /ack``: one acknowledgment, as a list of one."""
     body = json_object(body)
@@ -510,37 +656,22 @@ def parse_ack(body: Any) -> list[queues.AckItem]:
 def parse_ack_batch(body: Any) -> list[queues.AckItem]:
     """``POST /ack/batch``: ``acknowledgments``, each may name its group."""
     body = json_object(body)
-    raw = body.get("acknowledgments")
-    if not isinstance(raw, list):
-        raise InvalidArgument("acknowledgments must be an array")
+    raw = ACK_BATCH.fields["acknowledgments"].read(body, "acknowledgments", engine_bad)
     group = body.get("consumerGroup")
     return [ack_item(i, a, a.get("consumerGroup", group) if isinstance(a, dict) else group) for i, a in enumerate(raw)]
 
 
+_ACK_FIELDS = tuple((name, f) for name, f in ACK.fields.items() if name != "consumerGroup")
+
+
 def ack_item(index: int, raw: Any, group: Any) -> queues.AckItem:
-    """One acknowledgment object (of /ack, /ack/batch or a transaction)."""
+    """One acknowledgment object (of /ack, /ack/batch or a transaction); its
+    group is ``group`` (the batch's when the object names none)."""
     if not isinstance(raw, dict):
         raise InvalidArgument(f"acknowledgment {index} must be an object")
-    txn = raw.get("transactionId")
-    if not isinstance(txn, str) or not txn:
-        raise InvalidArgument("transactionId must be a non-empty string")
-    check_text(txn, "transactionId")
-    pid = raw.get("partitionId")
-    if is_json_int(pid):
-        pid = str(pid)
-    if not isinstance(pid, str) or not pid:
-        raise InvalidArgument("partitionId must be a non-empty string")
-    check_text(pid, "partitionId")
-    status = raw.get("status")
-    if status is not None and not isinstance(status, str):
-        raise InvalidArgument("status must be a string")
+    txn, pid, status, lease, error = (f.read(raw, name, engine_bad) for name, f in _ACK_FIELDS)
     # Any other status reads as completed (protocol section 5.1).
     status = status if status in queues.ACK_STATUSES else "completed"
-    lease = raw.get("leaseId")
-    if lease is not None and not isinstance(lease, str):
-        raise InvalidArgument("leaseId must be a string")
-    check_text(lease, "leaseId")
-    error = raw.get("error")
     if error is not None and not isinstance(error, str):
         error = json.dumps(error)
     return queues.AckItem(index, txn, pid, status, lease or None, error, check_group(group))  # type: ignore[arg-type]
@@ -561,20 +692,31 @@ def render_acks(outcomes: Sequence[queues.AckOutcome]) -> list[dict[str, Any]]:
     ]
 
 
+LEASE_EXTEND = Op(
+    "LeaseExtendIn",
+    {
+        "seconds": Field(
+            "integer",
+            ge=1,
+            default=DEFAULT_EXTEND_SECONDS,
+            refusal="seconds must be an integer of at least 1",
+            **at_most(MAX_LEASE_SECONDS, "seconds"),
+            doc=f"default {DEFAULT_EXTEND_SECONDS}",
+        )
+    },
+    doc="Optional: no body or ``null`` extends by the default.",
+    extra={"type": ["object", "null"]},
+    tenant_free=False,
+)
+
+
 def parse_lease_extend(body: Any) -> int:
     """``POST /lease/{id}/extend``: the seconds to extend by (default 60).
 
     No body, or a JSON null, means the default.
     """
     fields = {} if body is None else json_object(body)
-    seconds = fields.get("seconds")
-    if seconds is None:
-        seconds = DEFAULT_EXTEND_SECONDS
-    if not is_json_int(seconds) or seconds < 1:
-        raise InvalidArgument("seconds must be an integer of at least 1")
-    if seconds > MAX_LEASE_SECONDS:
-        raise InvalidArgument(f"seconds must be at most {MAX_LEASE_SECONDS}")
-    return seconds
+    return int(LEASE_EXTEND.fields["seconds"].read(fields, "seconds", engine_bad))
 
 
 def render_lease_extension(extension: queues.LeaseExtension) -> dict[str, Any]:
