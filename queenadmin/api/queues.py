@@ -209,7 +209,7 @@ _NAME = json_schema_of(EngineName)
 
 def _pop_parameters(*exploded: dict[str, Any], **path: dict[str, Any]) -> dict[str, Any]:
     """A pop's parameters (``wire.POP``, ``wire.DELIVERY``, ``exploded``), ``path`` and its framed answer."""
-    extra = parameters(path=path, query=wire.query_schemas(wire.POP))
+    extra = parameters(path=path, query=wire.POP.schemas())
     extra[PARAMETERS_KEY] += [wire.DELIVERY, *exploded]
     return {**_FRAMED, **extra}
 
@@ -294,7 +294,7 @@ def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
 @router.get(
     "/resources/queues",
     response={200: QueueListOut | QueueLanesOut, 400: EngineBadRequestOut},
-    openapi_extra=parameters(query=wire.query_schemas(resources_wire.LANES)),
+    openapi_extra=parameters(query=resources_wire.LANES.schemas()),
     summary="Every queue with its depth, newest first",
 )
 def list_queues(request: HttpRequest) -> HttpResponse:
@@ -319,7 +319,7 @@ def _stats_or_404(
 @router.get(
     "/resources/queues/{queue}/depth",
     response={200: QueueDepthOut, 404: QueueNotFoundOut, **ENGINE_ERRORS},
-    openapi_extra=parameters(query=wire.query_schemas(resources_wire.DEPTH)),
+    openapi_extra=parameters(query=resources_wire.DEPTH.schemas()),
     summary="Pending, in flight and ready, per partition (arithmetic on cursors)",
 )
 def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
@@ -435,7 +435,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 @router.get(
     "/dlq",
     response={200: DeadLettersOut, 400: EngineBadRequestOut},
-    openapi_extra=parameters(query=wire.query_schemas(resources_wire.DLQ)),
+    openapi_extra=parameters(query=resources_wire.DLQ.schemas()),
     summary="Dead letters, newest first",
 )
 def list_dlq(request: HttpRequest) -> HttpResponse:

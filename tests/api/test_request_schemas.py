@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from queenadmin.api.schemas.common import JsonbTime, MicrosZTime
 from queenadmin.api.wire import queues as wire
 from queenadmin.api.wire import resources
-from queenadmin.api.wire.fields import FLAG_TEXT, Field, Param, PlainParam, PlainQuery, Query
+from queenadmin.api.wire.fields import FLAG_TEXT, Field, Param, Query, flag
 from queenadmin.api.wire.messages import MAX_FETCH_ENTRIES, MAX_MESSAGES_OFFSET, MESSAGES
 from queenadmin.domain import clock
 from queenadmin.domain.kv import TXN_MAX_OPS
@@ -177,13 +177,13 @@ def test_a_query_parameter_reads_as_it_is_published():
     def bad(reason, detail):
         return ValueError(detail)
 
-    page = PlainQuery(
-        {"limit": PlainParam("integer", default=5, ge=1, cap=10), "flag": PlainParam("boolean", default=True)}
-    )
+    limit = Field("integer", default=5, ge=1, le=200, refusal="limit must be at least 1", too_high="limit: 200 at most")
+    page = Query({"limit": Param(limit, "an integer", cap=10), "flag": flag(default=True)})
     assert page.read({"limit": "", "flag": ""}, bad) == {"limit": 5, "flag": True}
     assert page.read({"limit": "99", "flag": "FALSE"}, bad) == {"limit": 10, "flag": False}
     for params, detail in [
         ({"limit": "0"}, "limit must be at least 1"),
+        ({"limit": "201"}, "limit: 200 at most"),
         ({"limit": "x"}, "limit must be an integer"),
         ({"flag": "yes"}, "flag must be true or false"),
     ]:
@@ -207,10 +207,10 @@ def test_queue_bodies_and_queries_are_their_parsers_declarations():
         return {p["name"]: p["schema"] for p in listed if p["in"] == "query"}
 
     pop = query("/api/v1/pop/queue/{queue}")
-    assert set(pop) == {*wire.POP, "delivery"}
+    assert set(pop) == {*wire.POP.params, "delivery"}
     assert pop["leaseSeconds"]["anyOf"][0] == {"type": "integer", "minimum": 1, "maximum": wire.MAX_LEASE_SECONDS}
     assert set(pop["delivery"]["properties"]) == {"consumerGroup", "conflation", "autoAck", "commitOnDelivery"}
-    assert set(query("/api/v1/pop")) == {*wire.POP, "delivery", "selection"}
+    assert set(query("/api/v1/pop")) == {*wire.POP.params, "delivery", "selection"}
     dlq = query("/api/v1/dlq")
-    assert set(dlq) == set(resources.DLQ)
+    assert set(dlq) == set(resources.DLQ.params)
     assert dlq["limit"]["anyOf"][0] == {"type": "integer", "minimum": 1}

@@ -87,6 +87,8 @@ class Field:
     #: The rule in words, for a refusal's detail (and the document's).
     rule: str = ""
     refusal: str = ""
+    #: The detail of a number above ``le`` where it is not ``refusal``'s.
+    too_high: str = ""
     #: ``null`` is a bad value (``reason``), not an absent one.
     null_is_bad: bool = False
     #: Any false value (``0``, ``""``, ``[]``…) reads as absent (``value or default``).
@@ -126,6 +128,8 @@ class Field:
                 raise bad(self.missing, self.refusal or f"{name} is required")
             return self.default
         if not self._accepts(value) or (self._bounded and not self._in_bounds(value)):
+            if self.too_high and self.le is not None and self._accepts(value) and value > self.le:
+                raise bad(self.reason, self.too_high)
             raise bad(self.reason, self.refusal or f"{name} must be {self.describe()}")
         return value if self.check is None else self.check(value)
 
@@ -305,6 +309,16 @@ FROM_TEXT: dict[str, Callable[[str], Any]] = {
 }
 
 
+def any_case(word: str) -> str:
+    """A pattern of ``word`` in any case."""
+    return "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in word)
+
+
+def flag_text(*words: str) -> str:
+    """The pattern of a flag's text: one of ``words`` (any case) or empty."""
+    return f"^(?:{'|'.join(map(any_case, words))}|)$"
+
+
 @dataclass(frozen=True, slots=True)
 class Param:
     """A query parameter: its text read as ``field``'s kind, then ``field``'s checks.
@@ -313,11 +327,15 @@ class Param:
     ``ValueError`` (or ``KeyError``) on text that is no such value, refused
     with ``field.reason`` as "``name`` must be ``words``". An empty
     parameter reads as absent, a string's only with ``falsy_is_absent``.
+    An integer is clamped to ``cap`` after its checks; ``text`` is the
+    schema of the text where it is not the value's (a flag's words).
     """
 
     field: Field
     words: str = ""
     parse: Callable[[str], Any] | None = None
+    cap: int | None = None
+    text: Mapping[str, Any] | None = None
 
     @property
     def empty_is_absent(self) -> bool:
@@ -332,7 +350,39 @@ class Param:
             value = parse(text)
         except (ValueError, KeyError):
             raise bad(self.field.reason, f"{name} must be {self.words or self.field.describe()}") from None
-        return self.field.read({name: value}, name, bad)
+        value = self.field.read({name: value}, name, bad)
+        return value if self.cap is None else min(value, self.cap)
+
+    def schema(self) -> dict[str, Any]:
+        """The schema of the parameter's text (an empty one too where it reads as absent)."""
+        f = self.field
+        schema = dict(self.text) if self.text is not None else f.value_schema()
+        # Text without NUL takes the empty text already.
+        empty_fits = f.kind == "string" and f.pattern in (None, NO_NUL) and f.choices is None and not f.min_length
+        if self.text is None and self.empty_is_absent and not f.required and not (empty_fits and not f.schema_extra):
+            schema = {"anyOf": [schema, {"const": ""}]}
+        doc = f.doc or f.rule
+        if self.cap is not None:
+            doc = f"{doc}; clamped to {self.cap}" if doc else f"clamped to {self.cap}"
+        if doc:
+            schema["description"] = doc
+        if f.default is not None and "default" not in schema:
+            schema["default"] = f.default
+        return schema
+
+
+def flag(
+    *,
+    default: bool = False,
+    doc: str = "",
+    true: tuple[str, ...] = ("true", "1"),
+    false: tuple[str, ...] = ("false", "0"),
+) -> Param:
+    """A flag: one of ``true`` or ``false`` in any case (empty: ``default``), else "must be true or false"."""
+    words = dict.fromkeys(true, True) | dict.fromkeys(false, False)
+    text = {"type": "string", "pattern": flag_text(*true, *false), "default": "true" if default else "false"}
+    field = Field("boolean", default=default, doc=doc)
+    return Param(field, "true or false", lambda raw: words[raw.lower()], text=text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,116 +397,16 @@ class Query:
         return {name: p.read(params, name, bad) for name, p in self.params.items()}
 
     def schemas(self) -> dict[str, dict[str, Any]]:
-        """Each parameter's schema (an empty one too where it reads as absent)."""
-        out = {}
-        for name, p in self.params.items():
-            schema = p.field.value_schema()
-            if p.empty_is_absent and not p.field.required:
-                schema = {"anyOf": [schema, {"const": ""}]}
-            if p.field.doc or p.field.rule:
-                schema["description"] = p.field.doc or p.field.rule
-            if p.field.default is not None:
-                schema["default"] = p.field.default
-            out[name] = {**schema, "required": p.field.required}
-        return out
+        """Each parameter's schema and whether it is required."""
+        return {name: {**p.schema(), "required": p.field.required} for name, p in self.params.items()}
+
+    def exploded(self, name: str, *, required: bool, rule: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters as one of type object, form, exploded (``?a=&b=``):
+        how OpenAPI says that they go together (``rule``)."""
+        properties = {k: p.schema() for k, p in self.params.items()}
+        schema = {"type": "object", "properties": properties, **rule, "additionalProperties": False}
+        return {"name": name, "in": "query", "required": required, "style": "form", "explode": True, "schema": schema}
 
 
-#: What a query flag reads (any case): ``true``/``1`` or ``false``/``0``.
-FLAG_TEXT = r"^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|[01])?$"
-
-
-@dataclass(frozen=True, slots=True)
-class PlainParam:
-    """One query-string parameter of the message routes: its text read as ``kind``.
-
-    Not yet ``Param`` (a ``Field`` read from text), which came at the same
-    time: the message routes' flags read any case and ``0``/``1``, and
-    their pages clamp to a cap.
-
-    Absent or empty reads as ``default``. An ``integer`` is what ``int()``
-    reads, refused below ``ge`` or above ``le`` (``too_high`` words that
-    refusal) and clamped to ``cap``; a ``boolean`` is ``true``/``1`` or
-    ``false``/``0`` in any case; a ``string`` is one of ``choices`` when
-    given, then handed to ``check``. ``refusal`` words the refusal of a
-    value of the wrong kind.
-    """
-
-    kind: Literal["integer", "boolean", "string"] = "string"
-    default: Any = None
-    ge: int | None = None
-    le: int | None = None
-    cap: int | None = None
-    choices: tuple[str, ...] | None = None
-    reason: str = ""
-    refusal: str = ""
-    too_high: str = ""
-    check: Callable[[str], Any] | None = None
-    doc: str = ""
-    schema_extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def read(self, params: Mapping[str, str], name: str, bad: Bad) -> Any:
-        """The value of ``name`` in ``params``, checked; raise ``bad(reason)``."""
-        raw = params.get(name)
-        if raw is None or raw == "":
-            return self.default
-        if self.kind == "boolean":
-            if raw.lower() in ("true", "1"):
-                return True
-            if raw.lower() in ("false", "0"):
-                return False
-            raise bad(self.reason, self.refusal or f"{name} must be true or false")
-        if self.kind == "string":
-            if self.choices is not None and raw not in self.choices:
-                raise bad(self.reason, self.refusal or f"{name} must be one of {', '.join(self.choices)}")
-            return raw if self.check is None else self.check(raw)
-        try:
-            value = int(raw)
-        except ValueError:
-            raise bad(self.reason, self.refusal or f"{name} must be an integer") from None
-        if self.ge is not None and value < self.ge:
-            raise bad(self.reason, f"{name} must be at least {self.ge}")
-        if self.le is not None and value > self.le:
-            raise bad(self.reason, self.too_high or f"{name} must be at most {self.le}")
-        return value if self.cap is None else min(value, self.cap)
-
-    def schema(self) -> dict[str, Any]:
-        """The parameter's JSON Schema (``openapi.parameters``)."""
-        out: dict[str, Any]
-        if self.kind == "boolean":
-            out = {"type": "string", "pattern": FLAG_TEXT}
-        elif self.kind == "integer":
-            out = {"type": "integer"}
-            keywords = {"minimum": self.ge, "maximum": self.le}
-            out.update((key, value) for key, value in keywords.items() if value is not None)
-        else:
-            out = {"type": "string", "pattern": NO_NUL}
-            if self.choices is not None:
-                out["enum"] = list(self.choices)
-        out.update(self.schema_extra)
-        if self.kind == "integer" or self.choices is not None or "format" in out:
-            # An empty value reads as absent.
-            out = {"anyOf": [out, {"const": ""}]}
-        if self.default is not None:
-            # The text that reads as the default: a flag's is true or false.
-            out["default"] = ("true" if self.default else "false") if self.kind == "boolean" else self.default
-        doc = self.doc
-        if self.cap is not None:
-            doc = f"{doc}; clamped to {self.cap}" if doc else f"clamped to {self.cap}"
-        if doc:
-            out["description"] = doc
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class PlainQuery:
-    """The query string a route reads: its parameters by name."""
-
-    params: Mapping[str, PlainParam]
-
-    def read(self, params: Mapping[str, str], bad: Bad) -> dict[str, Any]:
-        """Every parameter of ``params``, read in the declared order (``PlainParam.read``)."""
-        return {name: p.read(params, name, bad) for name, p in self.params.items()}
-
-    def schemas(self) -> dict[str, dict[str, Any]]:
-        """Each parameter's schema, for ``openapi.parameters(query=...)``."""
-        return {name: p.schema() for name, p in self.params.items()}
+#: What a query flag reads by default (any case): ``true``/``1`` or ``false``/``0``.
+FLAG_TEXT = flag_text("true", "1", "false", "0")

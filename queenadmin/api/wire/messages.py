@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, get_args
 
-from queenadmin.api.wire.fields import NO_NUL, Field, Op, PlainParam, PlainQuery
+from queenadmin.api.wire.fields import NO_NUL, Field, Op, Param, Query, flag
 from queenadmin.api.wire.queues import (
     MAX_GROUP_BYTES,
     MAX_NAME_BYTES,
@@ -238,43 +238,55 @@ REPLAY = Op(
 )
 
 
-def _page(default: int) -> dict[str, PlainParam]:
+def _number(name: str, default: int, ge: int, cap: int | None = None, **more: Any) -> Param:
+    field = Field("integer", default=default, ge=ge, refusal=f"{name} must be at least {ge}", **more)
+    return Param(field, "an integer", cap=cap)
+
+
+def _page(default: int) -> dict[str, Param]:
     # An offset past any real list answers an empty page; the cap keeps it
     # inside the databases' integers.
-    offset = PlainParam("integer", default=0, ge=0, cap=MAX_OFFSET)
-    return {"limit": PlainParam("integer", default=default, ge=1, cap=MAX_PAGE), "offset": offset}
+    return {"limit": _number("limit", default, 1, MAX_PAGE), "offset": _number("offset", 0, 0, MAX_OFFSET)}
 
 
-_TEXT = PlainParam(doc="empty: any")
-_FLAG_DOC = "false keeps the group's metadata: it rewinds"
-LAGGING = PlainQuery({"minLagSeconds": PlainParam("integer", default=3600, ge=0)})
-GROUP_DELETE = PlainQuery({"deleteMetadata": PlainParam("boolean", default=True, doc=_FLAG_DOC)})
-TRACE_NAMES = PlainQuery(_page(50))
-TRACES_BY_NAME = PlainQuery(_page(100))
-PARTITIONS = PlainQuery({**_page(100), "queue": _TEXT})
-_STATUS = PlainParam(
-    choices=get_args(browse.MessageStatus), refusal="status must be pending, processing, completed or dead_letter"
+def _text(doc: str = "empty: any", **more: Any) -> Param:
+    return Param(Field("string", pattern=NO_NUL, falsy_is_absent=True, doc=doc, **more))
+
+
+_TEXT = _text()
+LAGGING = Query({"minLagSeconds": _number("minLagSeconds", 3600, 0)})
+GROUP_DELETE = Query({"deleteMetadata": flag(default=True, doc="false keeps the group's metadata: it rewinds")})
+TRACE_NAMES = Query(_page(50))
+TRACES_BY_NAME = Query(_page(100))
+PARTITIONS = Query({**_page(100), "queue": _TEXT})
+_STATUS = Param(
+    Field(
+        "string",
+        choices=get_args(browse.MessageStatus),
+        falsy_is_absent=True,
+        refusal="status must be pending, processing, completed or dead_letter",
+    )
 )
 #: An offset is read past, row by row: narrow the time window with from/to instead.
 _TOO_FAR = f"offset must be at most {MAX_MESSAGES_OFFSET} (narrow the time window with from and to)"
-MESSAGES = PlainQuery(
+MESSAGES = Query(
     {
         "status": _STATUS,
-        "limit": PlainParam("integer", default=DEFAULT_MESSAGES_PAGE, ge=1, cap=MAX_PAGE),
-        "offset": PlainParam("integer", default=0, ge=0, le=MAX_MESSAGES_OFFSET, too_high=_TOO_FAR),
-        "from": PlainParam(check=partial(_iso, name="from"), doc="ISO-8601", schema_extra=_TIME),
-        "to": PlainParam(check=partial(_iso, name="to"), doc="ISO-8601", schema_extra=_TIME),
+        "limit": _number("limit", DEFAULT_MESSAGES_PAGE, 1, MAX_PAGE),
+        "offset": _number("offset", 0, 0, le=MAX_MESSAGES_OFFSET, too_high=_TOO_FAR),
+        "from": _text("ISO-8601", check=partial(_iso, name="from"), schema_extra=_TIME),
+        "to": _text("ISO-8601", check=partial(_iso, name="to"), schema_extra=_TIME),
         "queue": _TEXT,
         "partition": _TEXT,
         # Queen's console sends ``ns``; the client forwards what it is given.
         "ns": _TEXT,
-        "namespace": PlainParam(doc="read when ns is empty"),
+        "namespace": _text("read when ns is empty"),
         "task": _TEXT,
     }
 )
 
 
-def read_query(params: Params, query: PlainQuery) -> dict[str, Any]:
+def read_query(params: Params, query: Query) -> dict[str, Any]:
     """The parameters ``query`` declares, read from ``params``."""
     return query.read(params, _bad)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Field, Op
+from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Field, Op, Param, Query, any_case, flag
 from queenadmin.domain import clock, names, queues
 from queenadmin.errors import ConflationRefused, InvalidArgument
 from queenadmin.plumbing.db import json_text
@@ -148,83 +148,9 @@ GROUP = Field(
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
-def _any_case(word: str) -> str:
-    return "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in word)
-
-
-#: A flag of a query string: true, 1 or yes; false, 0, no or empty; any case.
-FLAG = Field(
-    "string",
-    pattern=f"^(?:{'|'.join(map(_any_case, _TRUE + _FALSE))}|)$",
-    doc="true, 1 or yes; false, 0, no or empty (any case); default false",
-)
-
-
-def _flag(params: Params, name: str) -> bool:
-    """``FLAG`` ``name`` of ``params``."""
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return False
-    value = raw.lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise InvalidArgument(f"{name} must be true or false")
-
-
-def query_int(params: Params, name: str) -> int | None:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidArgument(f"{name} must be an integer") from None
-
-
-def param(params: Params, name: str, field: Field) -> Any:
-    """Query parameter ``name`` read by its declaration: empty is absent, an
-    integer field's text is read as the integer ("``name`` must be an integer")."""
-    value = query_int(params, name) if field.kind == "integer" else params.get(name) or None
-    return field.read({name: value}, name, engine_bad)
-
-
-def at_most(most: int, what: str) -> dict[str, Any]:
-    """A ``Field``'s upper bound, refused in words of its own (``what must be at most N``)."""
-
-    def check(value: int) -> int:
-        if value > most:
-            raise InvalidArgument(f"{what} must be at most {most}")
-        return value
-
-    return {"check": check, "schema_extra": {"maximum": most}}
-
-
-def query_schemas(fields: Mapping[str, Field]) -> dict[str, dict[str, Any]]:
-    """The schemas ``openapi.parameters(query=...)`` publishes for declared parameters (never null)."""
-    return {name: {**query_schema(f), "required": f.required} for name, f in fields.items()}
-
-
-def query_schema(field: Field) -> dict[str, Any]:
-    """The schema of a query parameter's value: ``field``'s, never null, or
-    empty (which reads as absent)."""
-    out = replace(field, null_is_bad=True, doc="").schema()
-    if field.kind == "string" and not field.min_length and "format" not in field.schema_extra:
-        return {**out, "description": field.doc} if field.doc else out
-    return {"anyOf": [out, {"const": ""}], **({"description": field.doc} if field.doc else {})}
-
-
-def exploded(name: str, fields: Mapping[str, Field], *, required: bool, rule: dict[str, Any]) -> dict[str, Any]:
-    """A query parameter of type object, form, exploded (``?a=&b=``), of
-    ``fields``: how OpenAPI says that they go together (``rule``)."""
-    schema = {"type": "object", "properties": {k: query_schema(f) for k, f in fields.items()}, **rule}
-    schema["additionalProperties"] = False
-    return {"name": name, "in": "query", "required": required, "style": "form", "explode": True, "schema": schema}
-
-
-#: A time ``iso_time`` reads (with its zone), in a query string.
-ISO_TIME = Field("string", schema_extra={"format": "date-time"})
+def _flag_doc(doc: str) -> Param:
+    """A flag of a query string: true, 1 or yes; false, 0, no or empty; any case."""
+    return flag(doc=f"{doc}: true, 1 or yes; false, 0, no or empty (any case)", true=_TRUE, false=_FALSE)
 
 
 def iso_time(raw: str, name: str, expected: str) -> datetime:
@@ -391,38 +317,58 @@ class PopCall:
     frames: bool = False
 
 
-def _flag_doc(doc: str) -> Field:
-    return replace(FLAG, doc=f"{doc}: {FLAG.doc}")
+def _count(refusal: str, **more: Any) -> Param:
+    return Param(Field("integer", ge=1, refusal=refusal, **more), "an integer")
+
+
+def _flag(params: Params, name: str) -> bool:
+    """The flag ``name`` of a pop's query."""
+    return bool(_FLAGS[name].read(params, name, engine_bad))
 
 
 _CLAMPED = f"the largest values are clamped ({MAX_BATCH} messages, {MAX_PARTITIONS} partitions)"
 
 
 #: A pop's query (the conflation flags, which go with the group, are ``DELIVERY``).
-POP = {
-    "batch": Field("integer", ge=1, refusal="batch must be at least 1", doc=f"default {DEFAULT_BATCH}; {_CLAMPED}"),
-    "partitions": Field("integer", ge=1, refusal=f"partitions must be from 1 to {MAX_PARTITIONS}", doc=_CLAMPED),
-    "wait": _flag_doc("long-poll: wait up to timeout ms for a message"),
-    "timeout": Field("integer", default=DEFAULT_TIMEOUT_MS, doc=f"ms; clamped to 0..{MAX_TIMEOUT_MS}"),
-    "leaseSeconds": Field(
-        "integer", ge=1, refusal="leaseSeconds must be at least 1", **at_most(MAX_LEASE_SECONDS, "leaseSeconds")
-    ),
-    "subscriptionMode": Field("string", pattern=NO_NUL, doc="a new group's start: new or new-only; anything else: all"),
-    "subscriptionFrom": Field("string", schema_extra={"anyOf": [{"enum": ["now", ""]}, {"format": "date-time"}]}),
-    "autopilot": _flag_doc(f"batch {AUTOPILOT_BATCH}, partitions {AUTOPILOT_PARTITIONS} where unset (no conflation)"),
-    "frames": _flag_doc("answer with the framed pop where the server serves it"),
-}
-_IS_TRUE = {"pattern": f"^(?:{'|'.join(map(_any_case, _TRUE))})$"}
+POP = Query(
+    {
+        "batch": _count("batch must be at least 1", doc=f"default {DEFAULT_BATCH}; {_CLAMPED}"),
+        "partitions": _count(f"partitions must be from 1 to {MAX_PARTITIONS}", doc=_CLAMPED),
+        "wait": _flag_doc("long-poll: wait up to timeout ms for a message"),
+        "timeout": Param(
+            Field("integer", default=DEFAULT_TIMEOUT_MS, doc=f"ms; clamped to 0..{MAX_TIMEOUT_MS}"), "an integer"
+        ),
+        "leaseSeconds": _count(
+            "leaseSeconds must be at least 1",
+            le=MAX_LEASE_SECONDS,
+            too_high=f"leaseSeconds must be at most {MAX_LEASE_SECONDS}",
+        ),
+        "subscriptionMode": Param(
+            Field("string", pattern=NO_NUL, doc="a new group's start: new or new-only; anything else: all")
+        ),
+        "subscriptionFrom": Param(
+            Field("string", schema_extra={"anyOf": [{"enum": ["now", ""]}, {"format": "date-time"}]})
+        ),
+        "autopilot": _flag_doc(
+            f"batch {AUTOPILOT_BATCH}, partitions {AUTOPILOT_PARTITIONS} where unset (no conflation)"
+        ),
+        "frames": _flag_doc("answer with the framed pop where the server serves it"),
+    }
+)
+_IS_TRUE = {"pattern": f"^(?:{'|'.join(map(any_case, _TRUE))})$"}
 #: The group and the flags that go with it: a conflating pop needs a group
 #: and no auto-ack.
-DELIVERY = exploded(
-    "delivery",
+_DELIVERY = Query(
     {
-        "consumerGroup": GROUP,
+        # Read by ``check_group``: queue mode, its default, is no text to publish.
+        "consumerGroup": Param(replace(GROUP, default=None)),
         "conflation": _flag_doc("last-value delivery: one message per partition, the newest"),
         "autoAck": _flag_doc("complete the messages on delivery"),
         "commitOnDelivery": _flag_doc("the same as autoAck"),
-    },
+    }
+)
+DELIVERY = _DELIVERY.exploded(
+    "delivery",
     required=False,
     rule={
         "if": {"required": ["conflation"], "properties": {"conflation": _IS_TRUE}},
@@ -437,13 +383,15 @@ DELIVERY = exploded(
     },
 )
 #: ``GET /pop``'s selection: a namespace, a task or both.
-_SELECTOR = Field("string", pattern=NO_NUL)
-SELECTION = exploded(
+_SELECTOR = Param(Field("string", pattern=NO_NUL))
+SELECTION = Query({"namespace": _SELECTOR, "task": _SELECTOR}).exploded(
     "selection",
-    {"namespace": _SELECTOR, "task": _SELECTOR},
     required=True,
     rule={"anyOf": [{"required": [name], "properties": {name: {"minLength": 1}}} for name in ("namespace", "task")]},
 )
+
+
+_FLAGS = {**POP.params, **_DELIVERY.params}
 
 
 def parse_pop_queue(params: Params, queue: str, partition: str | None = None) -> PopCall:
@@ -486,8 +434,8 @@ def _pop_call(
     conflation = _flag(params, "conflation")
     autopilot = None
     on_autopilot = _flag(params, "autopilot")
-    batch = param(params, "batch", POP["batch"])
-    partitions = param(params, "partitions", POP["partitions"])
+    batch = POP.params["batch"].read(params, "batch", engine_bad)
+    partitions = POP.params["partitions"].read(params, "partitions", engine_bad)
     # A conflating group claims partitions ?? batch partitions, one message
     # each; so does a group whose stored policy is conflation, whatever this
     # pop asked. Autopilot never resizes a conflating pop.
@@ -495,8 +443,8 @@ def _pop_call(
     if on_autopilot and not conflation:
         autopilot = Autopilot(batch or AUTOPILOT_BATCH, partitions or AUTOPILOT_PARTITIONS)
         batch, partitions = autopilot.batch, autopilot.partitions
-    timeout_ms = max(0, min(param(params, "timeout", POP["timeout"]), MAX_TIMEOUT_MS))
-    lease = param(params, "leaseSeconds", POP["leaseSeconds"])
+    timeout_ms = max(0, min(POP.params["timeout"].read(params, "timeout", engine_bad), MAX_TIMEOUT_MS))
+    lease = POP.params["leaseSeconds"].read(params, "leaseSeconds", engine_bad)
     # Queen's reading: new and new-only mean "new"; any other value "all".
     raw_mode = params.get("subscriptionMode") or None
     mode: queues.SubscriptionMode | None = None
@@ -699,8 +647,9 @@ LEASE_EXTEND = Op(
             "integer",
             ge=1,
             default=DEFAULT_EXTEND_SECONDS,
+            le=MAX_LEASE_SECONDS,
             refusal="seconds must be an integer of at least 1",
-            **at_most(MAX_LEASE_SECONDS, "seconds"),
+            too_high=f"seconds must be at most {MAX_LEASE_SECONDS}",
             doc=f"default {DEFAULT_EXTEND_SECONDS}",
         )
     },

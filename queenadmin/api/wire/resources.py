@@ -13,26 +13,27 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from queenadmin.api.wire.fields import NO_NUL, Field, Op
+from queenadmin.api.wire.fields import NO_NUL, Field, Op, Param, Query
 from queenadmin.api.wire.queues import (
     GROUP,
-    ISO_TIME,
     MAX_OFFSET,
     Params,
-    at_most,
     check_group,
     check_text,
     engine_bad,
     iso_time,
     json_object,
-    query_int,
 )
 from queenadmin.domain import clock, queues
 from queenadmin.domain.queues import operator as queue_operator
 
-LANES = {
-    "stats": Field("string", pattern=NO_NUL, doc="lanes: names and partition counts only; anything else: every figure")
-}
+LANES = Query(
+    {
+        "stats": Param(
+            Field("string", pattern=NO_NUL, doc="lanes: names and partition counts only; anything else: every figure")
+        )
+    }
+)
 
 
 def wants_lanes(params: Params) -> bool:
@@ -40,7 +41,9 @@ def wants_lanes(params: Params) -> bool:
     return params.get("stats") == "lanes"
 
 
-DEPTH = {"group": replace(GROUP, doc="a consumer group (none or empty: the slowest named one)")}
+DEPTH = Query(
+    {"group": Param(replace(GROUP, default=None, doc="a consumer group (none or empty: the slowest named one)"))}
+)
 
 
 def parse_depth_group(params: Params) -> str | None:
@@ -250,25 +253,37 @@ DEFAULT_DLQ_LIMIT = 100
 MAX_DLQ_LIMIT = 1000
 
 
-_FILTER = Field("string", pattern=NO_NUL)
+_FILTER = Param(Field("string", pattern=NO_NUL))
 _PAGE = "limit must be positive and offset not negative"
-DLQ = {
-    "queue": _FILTER,
-    "consumerGroup": _FILTER,
-    "partition": _FILTER,
-    "from": replace(ISO_TIME, doc="failed at or after"),
-    "to": replace(ISO_TIME, doc="failed at or before"),
-    "limit": Field(
-        "integer", ge=1, refusal=_PAGE, doc=f"default {DEFAULT_DLQ_LIMIT}; at most {MAX_DLQ_LIMIT} (clamped)"
-    ),
-    "offset": Field("integer", ge=0, refusal=_PAGE, **at_most(MAX_OFFSET, "offset")),
-}
+
+
+def _time(doc: str) -> Param:
+    return Param(Field("string", falsy_is_absent=True, schema_extra={"format": "date-time"}, doc=doc))
+
+
+DLQ = Query(
+    {
+        "queue": _FILTER,
+        "consumerGroup": _FILTER,
+        "partition": _FILTER,
+        "from": _time("failed at or after"),
+        "to": _time("failed at or before"),
+        "limit": Param(
+            Field("integer", ge=1, refusal=_PAGE, doc=f"default {DEFAULT_DLQ_LIMIT}"),
+            "an integer",
+            cap=MAX_DLQ_LIMIT,
+        ),
+        "offset": Param(
+            Field("integer", ge=0, le=MAX_OFFSET, refusal=_PAGE, too_high=f"offset must be at most {MAX_OFFSET}"),
+            "an integer",
+        ),
+    }
+)
 
 
 def parse_dlq(params: Params) -> queues.DeadLetterQuery:
     """``GET /dlq``: filters, ``from``/``to`` ISO times, and one page."""
-    raw = {name: query_int(params, name) for name in ("limit", "offset")}
-    limit, offset = (DLQ[name].read(raw, name, engine_bad) for name in raw)
+    limit, offset = (DLQ.params[name].read(params, name, engine_bad) for name in ("limit", "offset"))
     since, until = params.get("from"), params.get("to")
     return queues.DeadLetterQuery(
         queue=check_text(params.get("queue") or None, "queue"),
@@ -276,7 +291,7 @@ def parse_dlq(params: Params) -> queues.DeadLetterQuery:
         partition=check_text(params.get("partition") or None, "partition"),
         since=iso_time(since, "from", "an ISO time") if since else None,
         until=iso_time(until, "to", "an ISO time") if until else None,
-        limit=min(limit or DEFAULT_DLQ_LIMIT, MAX_DLQ_LIMIT),
+        limit=limit or DEFAULT_DLQ_LIMIT,
         offset=offset or 0,
     )
 
