@@ -321,9 +321,9 @@ def _count(refusal: str, **more: Any) -> Param:
     return Param(Field("integer", ge=1, refusal=refusal, **more), "an integer")
 
 
-def _flag(params: Params, name: str) -> bool:
-    """The flag ``name`` of a pop's query."""
-    return bool(_FLAGS[name].read(params, name, engine_bad))
+def _read(params: Params, name: str) -> Any:
+    """The parameter ``name`` of a pop's query, read by its declaration."""
+    return _POP_PARAMS[name].read(params, name, engine_bad)
 
 
 _CLAMPED = f"the largest values are clamped ({MAX_BATCH} messages, {MAX_PARTITIONS} partitions)"
@@ -391,7 +391,7 @@ SELECTION = Query({"namespace": _SELECTOR, "task": _SELECTOR}).exploded(
 )
 
 
-_FLAGS = {**POP.params, **_DELIVERY.params}
+_POP_PARAMS = {**POP.params, **_DELIVERY.params}
 
 
 def parse_pop_queue(params: Params, queue: str, partition: str | None = None) -> PopCall:
@@ -415,11 +415,11 @@ def parse_pop_discovery(params: Params) -> PopCall:
 def _refuse_conflation(params: Params) -> None:
     """A conflating pop's refusals, before any other check (Queen's order):
     no consumer group, then auto-ack (``autoAck`` or ``commitOnDelivery``)."""
-    if not _flag(params, "conflation"):
+    if not _read(params, "conflation"):
         return
     if check_group(params.get("consumerGroup")) == queues.QUEUE_MODE:
         raise ConflationRefused(NO_GROUP_CONFLATION)
-    if _flag(params, "autoAck") or _flag(params, "commitOnDelivery"):
+    if _read(params, "autoAck") or _read(params, "commitOnDelivery"):
         raise ConflationRefused(AUTO_ACK_CONFLATION)
 
 
@@ -431,11 +431,11 @@ def _pop_call(
     namespace: str | None = None,
     task: str | None = None,
 ) -> PopCall:
-    conflation = _flag(params, "conflation")
+    conflation = _read(params, "conflation")
     autopilot = None
-    on_autopilot = _flag(params, "autopilot")
-    batch = POP.params["batch"].read(params, "batch", engine_bad)
-    partitions = POP.params["partitions"].read(params, "partitions", engine_bad)
+    on_autopilot = _read(params, "autopilot")
+    batch = _read(params, "batch")
+    partitions = _read(params, "partitions")
     # A conflating group claims partitions ?? batch partitions, one message
     # each; so does a group whose stored policy is conflation, whatever this
     # pop asked. Autopilot never resizes a conflating pop.
@@ -443,8 +443,8 @@ def _pop_call(
     if on_autopilot and not conflation:
         autopilot = Autopilot(batch or AUTOPILOT_BATCH, partitions or AUTOPILOT_PARTITIONS)
         batch, partitions = autopilot.batch, autopilot.partitions
-    timeout_ms = max(0, min(POP.params["timeout"].read(params, "timeout", engine_bad), MAX_TIMEOUT_MS))
-    lease = POP.params["leaseSeconds"].read(params, "leaseSeconds", engine_bad)
+    timeout_ms = max(0, min(_read(params, "timeout"), MAX_TIMEOUT_MS))
+    lease = _read(params, "leaseSeconds")
     # Queen's reading: new and new-only mean "new"; any other value "all".
     raw_mode = params.get("subscriptionMode") or None
     mode: queues.SubscriptionMode | None = None
@@ -454,7 +454,7 @@ def _pop_call(
     if isinstance(since, str) and since != "now":
         since = iso_time(since, "subscriptionFrom", "an ISO time or now")
     # commitOnDelivery is read only when autoAck does not already say so.
-    auto_ack = _flag(params, "autoAck") or _flag(params, "commitOnDelivery")
+    auto_ack = _read(params, "autoAck") or _read(params, "commitOnDelivery")
     request = queues.PopRequest(
         group=check_group(params.get("consumerGroup")),
         batch=min(batch or DEFAULT_BATCH, MAX_BATCH),
@@ -470,7 +470,7 @@ def _pop_call(
         namespace=namespace,
         task=task,
     )
-    return PopCall(request, _flag(params, "wait"), timeout_ms / 1000, autopilot, _flag(params, "frames"))
+    return PopCall(request, _read(params, "wait"), timeout_ms / 1000, autopilot, _read(params, "frames"))
 
 
 def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: int) -> dict[str, Any]:
