@@ -408,5 +408,8 @@ class Query:
         return {"name": name, "in": "query", "required": required, "style": "form", "explode": True, "schema": schema}
 
 
+#: A query parameter's text: empty reads as absent. Every parameter's NUL
+#: and lone surrogate are refused before any route (``api/envelope.py``).
+TEXT = Param(Field("string", pattern=NO_NUL, falsy_is_absent=True))
 #: What a query flag reads by default (any case): ``true``/``1`` or ``false``/``0``.
 FLAG_TEXT = flag_text("true", "1", "false", "0")

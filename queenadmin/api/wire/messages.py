@@ -18,17 +18,20 @@ from typing import Any, get_args
 
 from queenadmin.api.wire.fields import NO_NUL, Field, Op, Param, Query, flag
 from queenadmin.api.wire.queues import (
-    MAX_GROUP_BYTES,
+    GROUP,
     MAX_NAME_BYTES,
+    NAME_DOC,
     Params,
     check_group,
     check_name,
     check_text,
+    engine_bad,
     json_object,
+    name_field,
     push_item,
 )
 from queenadmin.api.wire.queues import lookup_group as check_lookup_group
-from queenadmin.domain import clock, names, queues
+from queenadmin.domain import clock, names
 from queenadmin.domain.queues import browse, groups, reads, traces
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, MessageNotFound
@@ -45,17 +48,12 @@ MAX_OFFSET = 1_000_000_000
 MAX_MESSAGES_OFFSET = 100_000
 
 
-def _bad(reason: str, detail: str) -> InvalidArgument:
-    # The engine family has one code (bad_request); its details name the field.
-    return InvalidArgument(detail)
-
-
 def _item(op: Op, raw: Any, where: str) -> dict[str, Any]:
     """The fields of one item of an array: every refusal's detail starts with ``where``."""
     if not isinstance(raw, dict):
         raise InvalidArgument(f"{where} must be an object")
     try:
-        return op.read(raw, _bad)
+        return op.read(raw, engine_bad)
     except InvalidArgument as exc:
         raise type(exc)(f"{where}.{exc.detail}") from None
 
@@ -82,20 +80,8 @@ def _iso(raw: Any, name: str) -> datetime:
 # ``openapi.parameters``). Every refusal is the engine's 400 ``bad_request``
 # (413 for a name over the key budget), so no reason codes.
 
-_NAME_DOC = (
-    f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes of UTF-8"
-    " (413 name_too_long above)"
-)
-_GROUP_DOC = f'"" or null: queue mode; at most {MAX_GROUP_BYTES} bytes of UTF-8 (413 above)'
 #: A time ``datetime.fromisoformat`` reads; one without an offset is UTC.
 _TIME = {"format": "date-time"}
-_NAME_RULE = {"min_length": 1, "max_length": MAX_NAME_BYTES, "pattern": names.SCHEMA_PATTERN}
-
-
-def _name(what: str, **given: Any) -> Field:
-    """A queue or partition name: ``check_name``'s rule."""
-    given = {"doc": _NAME_DOC, **_NAME_RULE, **given}
-    return Field("string", refusal=f"{what} must be a non-empty string", check=partial(check_name, what=what), **given)
 
 
 def _count(what: str, minimum: int, doc: str, default: int | None = None) -> Field:
@@ -106,11 +92,6 @@ def _count(what: str, minimum: int, doc: str, default: int | None = None) -> Fie
 def _time(what: str, **given: Any) -> Field:
     check = partial(_iso, name=what)
     return Field("string", rule="an ISO-8601 time", check=check, schema_extra=_TIME, **given)
-
-
-#: A consumer group: ``None`` and ``""`` are queue mode (``check_group``).
-_GROUP = Field("string", max_length=MAX_GROUP_BYTES, pattern=names.SCHEMA_PATTERN_OR_EMPTY, rule="a string")
-GROUP = replace(_GROUP, doc=_GROUP_DOC, default=queues.QUEUE_MODE, check=check_group)
 
 
 def _entries(of: Op) -> Field:
@@ -131,16 +112,17 @@ _NO_CURSOR = "after must be a cursor this route answered"
 
 
 def _cursor(raw: str) -> int:
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+    found = path_id(raw)
+    if found is None:
         raise InvalidArgument(_NO_CURSOR)
-    return int(raw)
+    return found
 
 
 FETCH_ENTRY = Op(
     "FetchEntryIn",
     {
-        "queue": _name("queue", missing=""),
-        "partition": _name("partition", missing=""),
+        "queue": name_field("queue"),
+        "partition": name_field("partition"),
         "offset": _count("offset", 0, "next offset to read (from 0); below the log start: OFFSET_OUT_OF_RANGE", 0),
         "maxBytes": _count("maxBytes", 1, f"payload bytes this entry may read (at most {MAX_FETCH_BYTES})"),
     },
@@ -159,7 +141,7 @@ CHANGED_ENTRY = Op(
     {
         "after": replace(_AFTER, doc="the page cursor a previous answer gave as next"),
         "limit": _count("limit", 1, f"clamped to {MAX_CHANGED_PAGE}", MAX_CHANGED_PAGE),
-        "queue": _name("queue", missing=""),
+        "queue": name_field("queue"),
         "since": _time("since", doc="ISO-8601; none lists every partition"),
     },
     tenant_free=False,
@@ -229,8 +211,12 @@ REPLAY = Op(
     "DLQReplayIn",
     {
         "reason": Field("string", pattern=NO_NUL, refusal="reason must be a string", doc=_REASON),
-        "queue": _name("queue", doc="the destination queue (created if missing); default its own; " + _NAME_DOC),
-        "partition": _name("partition", doc="the destination partition; default its own; " + _NAME_DOC),
+        "queue": name_field(
+            "queue", missing=None, doc="the destination queue (created if missing); default its own; " + NAME_DOC
+        ),
+        "partition": name_field(
+            "partition", missing=None, doc="the destination partition; default its own; " + NAME_DOC
+        ),
     },
     doc="Optional: no body or ``null`` replays into the dead letter's own queue and partition.",
     extra=_OPTIONAL,
@@ -288,7 +274,7 @@ MESSAGES = Query(
 
 def read_query(params: Params, query: Query) -> dict[str, Any]:
     """The parameters ``query`` declares, read from ``params``."""
-    return query.read(params, _bad)
+    return query.read(params, engine_bad)
 
 
 def path_id(raw: str) -> int | None:
@@ -310,7 +296,7 @@ def partition_id(raw: str) -> int:
 
 
 def parse_fetch(body: Any) -> tuple[list[reads.FetchEntry], int]:
-    fields = FETCH.read(json_object(body), _bad)
+    fields = FETCH.read(json_object(body), engine_bad)
     call_bytes = min(fields["maxBytes"], MAX_FETCH_BYTES)
     parsed = []
     for i, raw in enumerate(fields["entries"]):
@@ -346,7 +332,7 @@ def render_fetch(results: Sequence[reads.FetchedEntry]) -> dict[str, Any]:
 
 def parse_changed(body: Any) -> list[reads.ChangedQuery]:
     parsed = []
-    for i, raw in enumerate(CHANGED.read(json_object(body), _bad)["entries"]):
+    for i, raw in enumerate(CHANGED.read(json_object(body), engine_bad)["entries"]):
         entry = _item(CHANGED_ENTRY, raw, f"entries[{i}]")
         parsed.append(reads.ChangedQuery(**{**entry, "limit": min(entry["limit"], MAX_CHANGED_PAGE)}))
     return parsed
@@ -418,7 +404,7 @@ def parse_subscription(body: Any) -> datetime:
     body = json_object(body)
     if "subscriptionTimestamp" not in body:
         raise InvalidArgument("Missing subscriptionTimestamp in request body")
-    return SUBSCRIPTION.read(body, _bad)["subscriptionTimestamp"]  # type: ignore[no-any-return]
+    return SUBSCRIPTION.read(body, engine_bad)["subscriptionTimestamp"]  # type: ignore[no-any-return]
 
 
 def render_resubscribed(result: groups.GroupResubscribed, raw: str) -> dict[str, Any]:
@@ -432,7 +418,7 @@ def render_resubscribed(result: groups.GroupResubscribed, raw: str) -> dict[str,
 
 
 def parse_seek(body: Any) -> tuple[bool, datetime | None]:
-    fields = SEEK.read(json_object(body) if body is not None else {}, _bad)
+    fields = SEEK.read(json_object(body) if body is not None else {}, engine_bad)
     to_end, raw = fields["toEnd"], fields["timestamp"]
     if not to_end and not raw:
         raise InvalidArgument("Must specify either 'toEnd': true or 'timestamp'")
@@ -520,7 +506,7 @@ def render_lagging(rows: Sequence[browse.LaggingPartition]) -> list[dict[str, An
 
 def parse_trace(body: Any) -> dict[str, Any]:
     """``POST /traces``: the keyword arguments of ``traces.trace_record``."""
-    fields = TRACE.read(json_object(body), _bad)
+    fields = TRACE.read(json_object(body), engine_bad)
     return {
         "partition_id": partition_id(fields["partitionId"]),
         "transaction_id": fields["transactionId"],
@@ -747,7 +733,7 @@ def render_message_retried(result: queue_operator.MessageRetried) -> dict[str, A
 
 def parse_move_to_dlq(body: Any) -> tuple[str, str | None]:
     """``POST /messages/{pid}/{txid}/dlq``: the group (default queue mode) and an error text."""
-    fields = MOVE_TO_DLQ.read({} if body is None else json_object(body), _bad)
+    fields = MOVE_TO_DLQ.read({} if body is None else json_object(body), engine_bad)
     return fields["consumerGroup"], fields["error"]
 
 
@@ -771,7 +757,7 @@ def parse_replay(body: Any) -> tuple[queue_operator.ReplayDestination, str]:
     """``POST /dlq/{id}/replay``: the destination (no body, ``null`` or an
     absent field: the dead letter's own queue or partition) and the reason
     its audit entry keeps."""
-    fields = REPLAY.read({} if body is None else json_object(body), _bad)
+    fields = REPLAY.read({} if body is None else json_object(body), engine_bad)
     destination = queue_operator.ReplayDestination(queue=fields["queue"], partition=fields["partition"])
     return destination, check_text(fields["reason"] or "", "reason")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Field, Op, Param, Query, any_case, flag
+from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, TEXT, Field, Op, Param, Query, any_case, flag
 from queenadmin.domain import clock, names, queues
 from queenadmin.errors import ConflationRefused, InvalidArgument
 from queenadmin.plumbing.db import json_text
@@ -112,7 +112,7 @@ def engine_bad(reason: str, detail: str) -> InvalidArgument:
     return InvalidArgument(detail)
 
 
-_NAME_DOC = (
+NAME_DOC = (
     f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes of UTF-8"
     " (413 name_too_long above)"
 )
@@ -128,7 +128,7 @@ def name_field(what: str, **changes: Any) -> Field:
         pattern=names.SCHEMA_PATTERN,
         refusal=f"{what} must be a non-empty string",
         check=partial(check_name, what=what),
-        doc=_NAME_DOC,
+        doc=NAME_DOC,
     )
     return replace(field, **changes)
 
@@ -168,6 +168,12 @@ def iso_time(raw: str, name: str, expected: str) -> datetime:
         return moment.astimezone(UTC)
     except OverflowError:
         raise InvalidArgument(f"{name} is out of range") from None
+
+
+def time_param(name: str, doc: str) -> Param:
+    """A query string's ISO time (``iso_time``); empty reads as absent."""
+    check = partial(iso_time, name=name, expected="an ISO time")
+    return Param(Field("string", falsy_is_absent=True, check=check, schema_extra={"format": "date-time"}, doc=doc))
 
 
 # --------------------------------------------------------------------------
@@ -383,8 +389,7 @@ DELIVERY = _DELIVERY.exploded(
     },
 )
 #: ``GET /pop``'s selection: a namespace, a task or both.
-_SELECTOR = Param(Field("string", pattern=NO_NUL))
-SELECTION = Query({"namespace": _SELECTOR, "task": _SELECTOR}).exploded(
+SELECTION = Query({"namespace": TEXT, "task": TEXT}).exploded(
     "selection",
     required=True,
     rule={"anyOf": [{"required": [name], "properties": {name: {"minLength": 1}}} for name in ("namespace", "task")]},
@@ -406,7 +411,7 @@ def parse_pop_queue(params: Params, queue: str, partition: str | None = None) ->
 def parse_pop_discovery(params: Params) -> PopCall:
     """``GET /pop?namespace=&task=``: pop from any queue they select."""
     _refuse_conflation(params)
-    namespace, task = (check_text(params.get(name) or None, name) for name in ("namespace", "task"))
+    namespace, task = (params.get(name) or None for name in ("namespace", "task"))
     if namespace is None and task is None:
         raise InvalidArgument("namespace or task is required")
     return _pop_call(params, namespace=namespace, task=task)

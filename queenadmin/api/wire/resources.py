@@ -13,7 +13,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from queenadmin.api.wire.fields import NO_NUL, Field, Op, Param, Query
+from queenadmin.api.wire.fields import NO_NUL, TEXT, Field, Op, Param, Query
 from queenadmin.api.wire.queues import (
     GROUP,
     MAX_OFFSET,
@@ -21,8 +21,8 @@ from queenadmin.api.wire.queues import (
     check_group,
     check_text,
     engine_bad,
-    iso_time,
     json_object,
+    time_param,
 )
 from queenadmin.domain import clock, queues
 from queenadmin.domain.queues import operator as queue_operator
@@ -253,21 +253,10 @@ DEFAULT_DLQ_LIMIT = 100
 MAX_DLQ_LIMIT = 1000
 
 
-_FILTER = Param(Field("string", pattern=NO_NUL))
 _PAGE = "limit must be positive and offset not negative"
-
-
-def _time(doc: str) -> Param:
-    return Param(Field("string", falsy_is_absent=True, schema_extra={"format": "date-time"}, doc=doc))
-
-
+#: Read in this order (the page first).
 DLQ = Query(
     {
-        "queue": _FILTER,
-        "consumerGroup": _FILTER,
-        "partition": _FILTER,
-        "from": _time("failed at or after"),
-        "to": _time("failed at or before"),
         "limit": Param(
             Field("integer", ge=1, refusal=_PAGE, doc=f"default {DEFAULT_DLQ_LIMIT}"),
             "an integer",
@@ -277,22 +266,26 @@ DLQ = Query(
             Field("integer", ge=0, le=MAX_OFFSET, refusal=_PAGE, too_high=f"offset must be at most {MAX_OFFSET}"),
             "an integer",
         ),
+        "queue": TEXT,
+        "consumerGroup": TEXT,
+        "partition": TEXT,
+        "from": time_param("from", "failed at or after"),
+        "to": time_param("to", "failed at or before"),
     }
 )
 
 
 def parse_dlq(params: Params) -> queues.DeadLetterQuery:
     """``GET /dlq``: filters, ``from``/``to`` ISO times, and one page."""
-    limit, offset = (DLQ.params[name].read(params, name, engine_bad) for name in ("limit", "offset"))
-    since, until = params.get("from"), params.get("to")
+    got = DLQ.read(params, engine_bad)
     return queues.DeadLetterQuery(
-        queue=check_text(params.get("queue") or None, "queue"),
-        group=check_text(params.get("consumerGroup") or None, "consumerGroup"),
-        partition=check_text(params.get("partition") or None, "partition"),
-        since=iso_time(since, "from", "an ISO time") if since else None,
-        until=iso_time(until, "to", "an ISO time") if until else None,
-        limit=limit or DEFAULT_DLQ_LIMIT,
-        offset=offset or 0,
+        queue=got["queue"],
+        group=got["consumerGroup"],
+        partition=got["partition"],
+        since=got["from"],
+        until=got["to"],
+        limit=got["limit"] or DEFAULT_DLQ_LIMIT,
+        offset=got["offset"] or 0,
     )
 
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from queenadmin.api.wire.fields import NO_NUL, Field, Param, Query
-from queenadmin.api.wire.queues import iso_time
+from queenadmin.api.wire.fields import TEXT, Field, Param, Query
+from queenadmin.api.wire.queues import engine_bad, time_param
 from queenadmin.domain import clock, procmetrics, queues
 from queenadmin.domain.queues import history, status
 from queenadmin.errors import InvalidArgument
@@ -43,31 +43,18 @@ def millis_z(moment: datetime) -> str:
     return seconds_z(moment)[:-1] + f".{moment.microsecond // 1000:03d}Z"
 
 
-def _bad(reason: str, detail: str) -> InvalidArgument:
-    # The engine family has one code (bad_request); its details name the parameter.
-    return InvalidArgument(detail)
-
-
 # --------------------------------------------------------------------------
 # The query parameters of each route, declared once: ``read`` reads them and
 # the document shows them (``openapi.parameters``). An empty one reads as
 # absent; a NUL is refused before any route (``envelope.unstorable_parameter``).
 
 
-def _moment(name: str, doc: str) -> Param:
-    def check(raw: str) -> datetime:
-        return iso_time(raw, name, "an ISO time")
-
-    return Param(Field("string", falsy_is_absent=True, check=check, schema_extra={"format": "date-time"}, doc=doc))
-
-
-_TEXT = Param(Field("string", pattern=NO_NUL, falsy_is_absent=True))
 #: ``from`` and ``to`` (``to`` is read first): ``read`` fills in the defaults.
 RANGE = {
-    "to": _moment("to", "ISO 8601 with a zone; default: now"),
-    "from": _moment("from", "ISO 8601 with a zone, not after to; default: a span before to"),
+    "to": time_param("to", "ISO 8601 with a zone; default: now"),
+    "from": time_param("from", "ISO 8601 with a zone, not after to; default: a span before to"),
 }
-STATUS = Query({**RANGE, "queue": _TEXT, "namespace": _TEXT, "task": _TEXT})
+STATUS = Query({**RANGE, "queue": TEXT, "namespace": TEXT, "task": TEXT})
 ANALYTICS = Query(
     {
         **STATUS.params,
@@ -88,11 +75,11 @@ STATUS_QUEUES = Query(
     {
         "limit": Param(Field("integer", ge=1, default=DEFAULT_LIMIT, refusal=_PAGE_BOUNDS), "an integer"),
         "offset": Param(Field("integer", ge=0, default=0, refusal=_PAGE_BOUNDS), "an integer"),
-        "namespace": _TEXT,
-        "task": _TEXT,
+        "namespace": TEXT,
+        "task": TEXT,
     }
 )
-SYSTEM_METRICS = Query({**RANGE, "hostname": _TEXT, "workerId": _TEXT})
+SYSTEM_METRICS = Query({**RANGE, "hostname": TEXT, "workerId": TEXT})
 WORKER_METRICS = Query(RANGE)
 
 
@@ -103,7 +90,7 @@ def read(
     ``to`` (where declared) are the range, by default the ``span`` up to ``now``."""
     got = {}
     for name, param in query.params.items():
-        got[name] = param.read(params, name, _bad)
+        got[name] = param.read(params, name, engine_bad)
         if name == "from":
             got["to"] = until = got["to"] or now or clock.now()
             try:
