@@ -1,4 +1,4 @@
-"""Schemathesis hooks for tests/api/test_schemathesis.py (``SCHEMATHESIS_HOOKS``).
+"""Schemathesis hooks for tests/api/test_schemathesis*.py (``SCHEMATHESIS_HOOKS``).
 
 Rules of the wire that no JSON Schema keyword can carry, so the
 generated requests are made to keep them; each is in the document's
