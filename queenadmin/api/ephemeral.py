@@ -112,9 +112,7 @@ def push_ephemeral(request: HttpRequest) -> HttpResponse:
 @router.get(
     "/ephemeral/pop",
     response={200: EphemeralPopOut, **_BAD},
-    # The one query parameter every pop needs (the others: the protocol's
-    # section B and tests/api/test_ephemeral_client.py).
-    openapi_extra=parameters(query={"queue": {**json_schema_of(wire.Name), "required": True}}),
+    openapi_extra=parameters(query=wire.POP.schemas()),
     summary="Take messages (redeliveries first); an empty list when none, also after a wait",
 )
 async def pop_ephemeral(request: HttpRequest) -> HttpResponse:

@@ -17,43 +17,8 @@ from queenadmin.api import grants
 from queenadmin.api.audit import who_of
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import parameters
+from queenadmin.api.schemas import messages as out
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
-from queenadmin.api.schemas.messages import (
-    ChangedIn,
-    ChangedOut,
-    DeadLetterGoneOut,
-    DLQReplayedOut,
-    DLQReplayIn,
-    FetchIn,
-    FetchOut,
-    GroupDeletedOut,
-    GroupDetailOut,
-    GroupQueueDeletedOut,
-    GroupSummaryOut,
-    LaggingOut,
-    MessageDeadLetteredOut,
-    MessageDeletedOut,
-    MessageDetailOut,
-    MessageNotFoundOut,
-    MessageNotNextOut,
-    MessageRetriedOut,
-    MessagesOut,
-    MessageTracesOut,
-    MoveToDlqIn,
-    NamespacesOut,
-    NotDeadLetteredOut,
-    PartitionsOut,
-    QueueFullOut,
-    SeekIn,
-    SeekOut,
-    SubscriptionIn,
-    SubscriptionOut,
-    TasksOut,
-    TraceIn,
-    TraceNamesOut,
-    TraceRecordedOut,
-    TracesByNameOut,
-)
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import messages as wire
 from queenadmin.domain.queues import browse, groups, reads, traces
@@ -69,7 +34,9 @@ router = ScopedRouter(tags=["client routes"], errors=ENGINE_ERRORS)
 # Offset reads
 
 
-@router.with_body("POST", "/fetch", FetchIn, {200: FetchOut}, summary="Read partitions by offset (no lease, no cursor)")
+@router.with_body(
+    "POST", "/fetch", wire.FETCH, {200: out.FetchOut}, summary="Read partitions by offset (no lease, no cursor)"
+)
 def fetch_records(request: HttpRequest) -> HttpResponse:
     entries, max_bytes = wire.parse_fetch(read_engine_json(request))
     grants.require_queues(grants.limits(request), {e.queue for e in entries}, grants.READ)
@@ -79,8 +46,8 @@ def fetch_records(request: HttpRequest) -> HttpResponse:
 @router.with_body(
     "POST",
     "/partitions/changed",
-    ChangedIn,
-    {200: ChangedOut},
+    wire.CHANGED,
+    {200: out.ChangedOut},
     summary="Partitions written since a time, in creation order, paged",
 )
 def partitions_changed(request: HttpRequest) -> HttpResponse:
@@ -96,7 +63,7 @@ def partitions_changed(request: HttpRequest) -> HttpResponse:
 # Consumer groups
 
 
-@router.get("/consumer-groups", response=list[GroupSummaryOut], summary="Every consumer group per queue")
+@router.get("/consumer-groups", response=list[out.GroupSummaryOut], summary="Every consumer group per queue")
 def list_groups(request: HttpRequest) -> HttpResponse:
     return json_response(
         wire.render_group_list(grants.readable(request, "queue", browse.group_list(), lambda g: g.queue))
@@ -105,11 +72,12 @@ def list_groups(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/consumer-groups/lagging",
-    response={200: list[LaggingOut], 400: EngineBadRequestOut},
+    response={200: list[out.LaggingOut], 400: EngineBadRequestOut},
     summary="Partitions whose oldest unfinished message is older than minLagSeconds",
+    openapi_extra=parameters(query=wire.LAGGING.schemas()),
 )
 def lagging_groups(request: HttpRequest) -> HttpResponse:
-    seconds = wire.param_int(request.GET, "minLagSeconds", 3600, minimum=0)
+    seconds = wire.read_query(request.GET, wire.LAGGING)["minLagSeconds"]
     rows = browse.group_lagging(min_lag_seconds=seconds)
     return json_response(wire.render_lagging(grants.readable(request, "queue", rows, lambda x: x.row.queue)))
 
@@ -117,8 +85,8 @@ def lagging_groups(request: HttpRequest) -> HttpResponse:
 @router.with_body(
     "POST",
     "/consumer-groups/{group}/subscription",
-    SubscriptionIn,
-    {200: SubscriptionOut},
+    wire.SUBSCRIPTION,
+    {200: out.SubscriptionOut},
     summary="Start a group at a time where it has not read yet",
     openapi_extra=parameters(path={"group": _NAME}),
 )
@@ -133,8 +101,8 @@ def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
 @router.with_body(
     "POST",
     "/consumer-groups/{group}/queues/{queue}/seek",
-    SeekIn,
-    {200: SeekOut},
+    wire.SEEK,
+    {200: out.SeekOut},
     summary="Move a group's cursors on a queue to the end or to a time",
     openapi_extra=parameters(path={"group": _NAME, "queue": _NAME}),
 )
@@ -156,8 +124,9 @@ def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
 # (Django tries the patterns in order).
 @router.delete(
     "/consumer-groups/{group}/queues/{path:queue}",
-    response={200: GroupQueueDeletedOut, **ENGINE_ERRORS},
+    response={200: out.GroupQueueDeletedOut, **ENGINE_ERRORS},
     summary="Delete a consumer group on one queue",
+    openapi_extra=parameters(query=wire.GROUP_DELETE.schemas()),
 )
 def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpResponse:
     grants.require(request, "queue", queue, grants.ADMIN)
@@ -166,7 +135,7 @@ def delete_group_on_queue(request: HttpRequest, group: str, queue: str) -> HttpR
 
 @router.get(
     "/consumer-groups/{path:group}",
-    response={200: GroupDetailOut, **ENGINE_ERRORS},
+    response={200: out.GroupDetailOut, **ENGINE_ERRORS},
     summary="A consumer group's partitions per queue",
 )
 def get_group(request: HttpRequest, group: str) -> HttpResponse:
@@ -179,8 +148,9 @@ def get_group(request: HttpRequest, group: str) -> HttpResponse:
 
 @router.delete(
     "/consumer-groups/{path:group}",
-    response={200: GroupDeletedOut, **ENGINE_ERRORS},
+    response={200: out.GroupDeletedOut, **ENGINE_ERRORS},
     summary="Delete a consumer group on every queue (deleteMetadata=false rewinds it)",
+    openapi_extra=parameters(query=wire.GROUP_DELETE.schemas()),
 )
 def delete_group(request: HttpRequest, group: str) -> HttpResponse:
     # On every queue, those the group joins later too.
@@ -192,7 +162,7 @@ def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -
     result = groups.queue_group_delete(
         group=wire.lookup_group(group),
         queue=None if queue is None else wire.lookup_queue(queue),
-        delete_metadata=wire.parse_delete_metadata(request.GET),
+        delete_metadata=wire.read_query(request.GET, wire.GROUP_DELETE)["deleteMetadata"],
         who=who_of(request),
     )
     return json_response(wire.render_group_deleted(result))
@@ -205,8 +175,8 @@ def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -
 @router.with_body(
     "POST",
     "/traces",
-    TraceIn,
-    {201: TraceRecordedOut, 404: MessageNotFoundOut},
+    wire.TRACE,
+    {201: out.TraceRecordedOut, 404: out.MessageNotFoundOut},
     summary="Record a trace event on a message",
 )
 def record_trace(request: HttpRequest) -> HttpResponse:
@@ -218,30 +188,32 @@ def record_trace(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/traces/names",
-    response={200: TraceNamesOut, 400: EngineBadRequestOut},
+    response={200: out.TraceNamesOut, 400: EngineBadRequestOut},
     summary="Trace names, most recently used first",
+    openapi_extra=parameters(query=wire.TRACE_NAMES.schemas()),
 )
 def list_trace_names(request: HttpRequest) -> HttpResponse:
-    limit, offset = wire.page_params(request.GET, 50)
+    page = wire.read_query(request.GET, wire.TRACE_NAMES)
     grants.require_every(request, "queue", grants.READ)
-    return json_response(wire.render_trace_names(traces.trace_names(limit=limit, offset=offset), limit, offset))
+    return json_response(wire.render_trace_names(traces.trace_names(**page), **page))
 
 
 @router.get(
     "/traces/by-name/{path:name}",
-    response={200: TracesByNameOut, 400: EngineBadRequestOut},
+    response={200: out.TracesByNameOut, 400: EngineBadRequestOut},
     summary="The trace events filed under a name, oldest first",
+    openapi_extra=parameters(query=wire.TRACES_BY_NAME.schemas()),
 )
 def traces_by_name(request: HttpRequest, name: str) -> HttpResponse:
-    limit, offset = wire.page_params(request.GET, 100)
-    rows, more = traces.traces_by_name(name=name, limit=limit, offset=offset)
+    page = wire.read_query(request.GET, wire.TRACES_BY_NAME)
+    rows, more = traces.traces_by_name(name=name, **page)
     rows = list(grants.readable(request, "queue", rows, lambda r: r.queue))
-    return json_response(wire.render_traces_by_name(rows, more, limit, offset))
+    return json_response(wire.render_traces_by_name(rows, more, **page))
 
 
 @router.get(
     "/traces/{partition_id}/{transaction_id}",
-    response={200: MessageTracesOut, 404: MessageNotFoundOut},
+    response={200: out.MessageTracesOut, 404: out.MessageNotFoundOut},
     summary="A message's trace events, oldest first",
 )
 def message_traces(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
@@ -254,13 +226,13 @@ def message_traces(request: HttpRequest, partition_id: str, transaction_id: str)
 # Namespaces, tasks, partitions, messages
 
 
-@router.get("/resources/namespaces", response=NamespacesOut, summary="Namespaces with their queues and counts")
+@router.get("/resources/namespaces", response=out.NamespacesOut, summary="Namespaces with their queues and counts")
 def list_namespaces(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.READ)
     return json_response(wire.render_groupings(browse.queue_groupings(by="namespace"), "namespace"))
 
 
-@router.get("/resources/tasks", response=TasksOut, summary="Tasks with their queues and counts")
+@router.get("/resources/tasks", response=out.TasksOut, summary="Tasks with their queues and counts")
 def list_tasks(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.READ)
     return json_response(wire.render_groupings(browse.queue_groupings(by="task"), "task"))
@@ -268,22 +240,21 @@ def list_tasks(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/resources/partitions",
-    response={200: PartitionsOut, 400: EngineBadRequestOut},
+    response={200: out.PartitionsOut, 400: EngineBadRequestOut},
     summary="A page of partitions with their depth",
+    openapi_extra=parameters(query=wire.PARTITIONS.schemas()),
 )
 def list_partitions(request: HttpRequest) -> HttpResponse:
-    limit, offset = wire.page_params(request.GET, 100)
-    queue = request.GET.get("queue") or None
-    rows = grants.readable(
-        request, "queue", browse.partition_list(queue=queue, limit=limit, offset=offset), lambda r: r.queue
-    )
-    return json_response(wire.render_partitions(rows, limit, offset))
+    query = wire.read_query(request.GET, wire.PARTITIONS)
+    rows = grants.readable(request, "queue", browse.partition_list(**query), lambda r: r.queue)
+    return json_response(wire.render_partitions(rows, query["limit"], query["offset"]))
 
 
 @router.get(
     "/messages",
-    response={200: MessagesOut, 400: EngineBadRequestOut},
+    response={200: out.MessagesOut, 400: EngineBadRequestOut},
     summary="A page of messages, newest first, with their status",
+    openapi_extra=parameters(query=wire.MESSAGES.schemas()),
 )
 def list_messages(request: HttpRequest) -> HttpResponse:
     query = wire.parse_messages(request.GET)
@@ -303,7 +274,7 @@ def _message(partition_id: str, transaction_id: str) -> _MessageRef:
 
 @router.get(
     "/messages/{partition_id}/{transaction_id}",
-    response={200: MessageDetailOut, 404: MessageNotFoundOut},
+    response={200: out.MessageDetailOut, 404: out.MessageNotFoundOut},
     summary="One message with its status per consumer group",
 )
 def get_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
@@ -313,22 +284,22 @@ def get_message(request: HttpRequest, partition_id: str, transaction_id: str) ->
 
 @router.delete(
     "/messages/{partition_id}/{transaction_id}",
-    response={200: MessageDeletedOut},
+    response={200: out.MessageDeletedOut},
     summary="Delete a message (consumers skip it)",
 )
 def delete_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     grants.require_partition(request, partition_id, grants.ADMIN)
     result = None
-    if partition_id.isascii() and partition_id.isdigit() and len(partition_id) <= 18:
+    if (pid := wire.path_id(partition_id)) is not None:
         result = queue_operator.queue_message_delete(
-            partition_id=int(partition_id), transaction_id=transaction_id, who=who_of(request)
+            partition_id=pid, transaction_id=transaction_id, who=who_of(request)
         )
     return json_response(wire.render_message_deleted(result, partition_id, transaction_id))
 
 
 @router.post(
     "/messages/{partition_id}/{transaction_id}/retry",
-    response={200: MessageRetriedOut, 404: MessageNotFoundOut, 409: NotDeadLetteredOut | QueueFullOut},
+    response={200: out.MessageRetriedOut, 404: out.MessageNotFoundOut, 409: out.NotDeadLetteredOut | out.QueueFullOut},
     summary="Push a dead-lettered message again and drop its dead letters",
 )
 def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
@@ -340,8 +311,8 @@ def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) 
 @router.with_body(
     "POST",
     "/messages/{partition_id}/{transaction_id}/dlq",
-    MoveToDlqIn,
-    {200: MessageDeadLetteredOut, 404: MessageNotFoundOut, 409: MessageNotNextOut},
+    wire.MOVE_TO_DLQ,
+    {200: out.MessageDeadLetteredOut, 404: out.MessageNotFoundOut, 409: out.MessageNotNextOut},
     summary="Move a group's next message to its dead-letter queue",
     required=False,
 )
@@ -361,14 +332,15 @@ def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id:
 @router.with_body(
     "POST",
     "/dlq/{id}/replay",
-    DLQReplayIn,
-    {200: DLQReplayedOut, 404: DeadLetterGoneOut, 409: QueueFullOut},
+    wire.REPLAY,
+    {200: out.DLQReplayedOut, 404: out.DeadLetterGoneOut, 409: out.QueueFullOut},
     summary="Replay a dead letter into its own queue or another (transactionId dlq:<id>), audited",
     required=False,
 )
 def replay_dead_letter(request: HttpRequest, id: str) -> HttpResponse:
     to, reason = wire.parse_replay(read_engine_json(request, optional=True))
-    dead_letter = wire.dead_letter_id(id)
+    # An id that cannot name one answers 404 gone, as Queen does for an id that is no uuid.
+    dead_letter = wire.path_id(id)
     # The dead letter's queue is read from and the destination written:
     # a grant must cover both.
     grants.require_dead_letter(request, dead_letter, grants.WRITE)

@@ -21,24 +21,18 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import dbthreads, grants
 from queenadmin.api.audit import who_of
 from queenadmin.api.http import json_response, read_engine_json
-from queenadmin.api.openapi import parameters
+from queenadmin.api.openapi import PARAMETERS_KEY, parameters
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.schemas.queues import (
-    AckBatchIn,
-    AckIn,
     AckOut,
-    ConfigureIn,
     ConfigureOut,
     ConflationRefusedOut,
     DeadLettersOut,
-    LeaseExtendIn,
     LeaseExtendOut,
     OverviewOut,
-    PauseIn,
     PauseOut,
     PopEmptyOut,
     PopOut,
-    PushIn,
     PushItemFailedOut,
     PushItemOut,
     QueueBusyOut,
@@ -52,10 +46,10 @@ from queenadmin.api.schemas.queues import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
+from queenadmin.api.wire import configure as configure_wire
 from queenadmin.api.wire import messages as messages_wire
 from queenadmin.api.wire import queues as wire
 from queenadmin.api.wire import resources as resources_wire
-from queenadmin.api.wire.fields import SOME_TEXT
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import operator as queue_operator
@@ -70,13 +64,13 @@ router = ScopedRouter(tags=["queues"], errors=ENGINE_ERRORS)
 
 
 @router.with_body(
-    "POST", "/configure", ConfigureIn, {200: ConfigureOut}, summary="Create a queue or change its options"
+    "POST", "/configure", configure_wire.CONFIGURE, {200: ConfigureOut}, summary="Create a queue or change its options"
 )
 def configure_queue(request: HttpRequest) -> HttpResponse:
-    command = wire.parse_configure(read_engine_json(request))
+    command = configure_wire.parse_configure(read_engine_json(request))
     grants.require(request, "queue", command.name, grants.WRITE)
     config = queues.queue_configure(request=command, who=who_of(request))
-    return json_response(wire.render_configure(config))
+    return json_response(configure_wire.render_configure(config))
 
 
 # --------------------------------------------------------------------------
@@ -86,7 +80,7 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
 @router.with_body(
     "POST",
     "/push",
-    PushIn,
+    wire.PUSH,
     {201: list[PushItemOut | PushItemFailedOut], 409: QueueBusyOut},
     summary="Append messages (201, one result per item)",
 )
@@ -213,10 +207,17 @@ _FRAMED = {
 _NAME = json_schema_of(EngineName)
 
 
+def _pop_parameters(*exploded: dict[str, Any], **path: dict[str, Any]) -> dict[str, Any]:
+    """A pop's parameters (``wire.POP``, ``wire.DELIVERY``, ``exploded``), ``path`` and its framed answer."""
+    extra = parameters(path=path, query=wire.POP.schemas())
+    extra[PARAMETERS_KEY] += [wire.DELIVERY, *exploded]
+    return {**_FRAMED, **extra}
+
+
 @router.get(
     "/pop/queue/{queue}",
     response=_POP_RESPONSES,
-    openapi_extra={**_FRAMED, **parameters(path={"queue": _NAME})},
+    openapi_extra=_pop_parameters(queue=_NAME),
     summary="Lease messages from any partition of a queue (204 when none)",
 )
 async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
@@ -228,7 +229,7 @@ async def pop_queue(request: HttpRequest, queue: str) -> HttpResponse:
 @router.get(
     "/pop/queue/{queue}/partition/{partition}",
     response=_POP_RESPONSES,
-    openapi_extra={**_FRAMED, **parameters(path={"queue": _NAME, "partition": _NAME})},
+    openapi_extra=_pop_parameters(queue=_NAME, partition=_NAME),
     summary="Lease messages from one partition (204 when none)",
 )
 async def pop_partition(request: HttpRequest, queue: str, partition: str) -> HttpResponse:
@@ -237,34 +238,10 @@ async def pop_partition(request: HttpRequest, queue: str, partition: str) -> Htt
     return await _pop(request, call)
 
 
-#: ``GET /pop``'s selection: a namespace, a task or both. One query
-#: parameter of type object (form, exploded: ``?namespace=&task=``) is how
-#: OpenAPI says "at least one of".
-_DISCOVERY = {
-    "parameters": [
-        {
-            "name": "selection",
-            "in": "query",
-            "required": True,
-            "style": "form",
-            "explode": True,
-            "schema": {
-                "type": "object",
-                "properties": {
-                    "namespace": {"type": "string", "pattern": SOME_TEXT},
-                    "task": {"type": "string", "pattern": SOME_TEXT},
-                },
-                "anyOf": [{"required": ["namespace"]}, {"required": ["task"]}],
-            },
-        }
-    ]
-}
-
-
 @router.get(
     "/pop",
     response=_POP_RESPONSES,
-    openapi_extra={**_DISCOVERY, **_FRAMED},
+    openapi_extra=_pop_parameters(wire.SELECTION),
     summary="Lease messages from the queues of a namespace and/or task (204 when none)",
 )
 async def pop_discovery(request: HttpRequest) -> HttpResponse:
@@ -278,12 +255,12 @@ async def pop_discovery(request: HttpRequest) -> HttpResponse:
 # Ack and lease
 
 
-@router.with_body("POST", "/ack", AckIn, {200: list[AckOut]}, summary="Acknowledge one message (answers an array)")
+@router.with_body("POST", "/ack", wire.ACK, {200: list[AckOut]}, summary="Acknowledge one message (answers an array)")
 def ack_message(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack(read_engine_json(request)))
 
 
-@router.with_body("POST", "/ack/batch", AckBatchIn, {200: list[AckOut]}, summary="Acknowledge several messages")
+@router.with_body("POST", "/ack/batch", wire.ACK_BATCH, {200: list[AckOut]}, summary="Acknowledge several messages")
 def ack_batch(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack_batch(read_engine_json(request)))
 
@@ -296,7 +273,7 @@ def _acked(request: HttpRequest, items: list[queues.AckItem]) -> HttpResponse:
 @router.with_body(
     "POST",
     "/lease/{lease_id}/extend",
-    LeaseExtendIn,
+    wire.LEASE_EXTEND,
     {200: LeaseExtendOut},
     summary="Extend every partition lease of a pop (200 success:false when gone)",
     errors={400: EngineBadRequestOut},
@@ -316,7 +293,8 @@ def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
 
 @router.get(
     "/resources/queues",
-    response={200: QueueListOut | QueueLanesOut},
+    response={200: QueueListOut | QueueLanesOut, 400: EngineBadRequestOut},
+    openapi_extra=parameters(query=resources_wire.LANES.schemas()),
     summary="Every queue with its depth, newest first",
 )
 def list_queues(request: HttpRequest) -> HttpResponse:
@@ -341,6 +319,7 @@ def _stats_or_404(
 @router.get(
     "/resources/queues/{queue}/depth",
     response={200: QueueDepthOut, 404: QueueNotFoundOut, **ENGINE_ERRORS},
+    openapi_extra=parameters(query=resources_wire.DEPTH.schemas()),
     summary="Pending, in flight and ready, per partition (arithmetic on cursors)",
 )
 def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
@@ -373,7 +352,7 @@ def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) ->
 @router.with_body(
     "POST",
     "/resources/queues/{queue}/pause",
-    PauseIn,
+    resources_wire.PAUSE,
     _PAUSE_ANSWERS,
     summary="Pause every pop of a queue (they answer as an empty queue; pushes and acks go on)",
     required=False,
@@ -386,7 +365,7 @@ def pause_queue(request: HttpRequest, queue: str) -> HttpResponse:
 @router.with_body(
     "POST",
     "/resources/queues/{queue}/resume",
-    PauseIn,
+    resources_wire.PAUSE,
     _PAUSE_ANSWERS,
     summary="Resume the pops of a paused queue and wake the waiting ones",
     required=False,
@@ -399,7 +378,7 @@ def resume_queue(request: HttpRequest, queue: str) -> HttpResponse:
 @router.with_body(
     "POST",
     "/consumer-groups/{group}/queues/{queue}/pause",
-    PauseIn,
+    resources_wire.PAUSE,
     _PAUSE_ANSWERS,
     summary="Pause one consumer group's pops of a queue (other groups read on)",
     required=False,
@@ -412,7 +391,7 @@ def pause_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
 @router.with_body(
     "POST",
     "/consumer-groups/{group}/queues/{queue}/resume",
-    PauseIn,
+    resources_wire.PAUSE,
     _PAUSE_ANSWERS,
     summary="Resume one consumer group's pops of a queue and wake its waiting ones",
     required=False,
@@ -453,7 +432,12 @@ def overview(request: HttpRequest) -> HttpResponse:
     return json_response(resources_wire.render_overview(queues.queue_overview()))
 
 
-@router.get("/dlq", response={200: DeadLettersOut, 400: EngineBadRequestOut}, summary="Dead letters, newest first")
+@router.get(
+    "/dlq",
+    response={200: DeadLettersOut, 400: EngineBadRequestOut},
+    openapi_extra=parameters(query=resources_wire.DLQ.schemas()),
+    summary="Dead letters, newest first",
+)
 def list_dlq(request: HttpRequest) -> HttpResponse:
     query = resources_wire.parse_dlq(request.GET)
     # The total counts every queue's dead letters unless one queue is named.

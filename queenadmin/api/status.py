@@ -9,11 +9,13 @@ Parsing and shapes live in ``api/wire/status.py``.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
 from queenadmin.api.http import json_response
+from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import EngineBadRequestOut
 from queenadmin.api.schemas.queues import QueueNotFoundOut
 from queenadmin.api.schemas.status import (
@@ -36,45 +38,58 @@ router = ScopedRouter(tags=["status"])
 _BAD = {400: EngineBadRequestOut}
 
 
-@router.get("/status", response={200: StatusOut, **_BAD}, summary="Throughput, queues, leases and the DLQ")
+def _matching(request: HttpRequest, query: dict[str, Any]) -> list[status.QueueRow] | None:
+    """The queues a status read names (``queue``, ``namespace``, ``task``) and
+    the token may read; ``None``: every queue, unfiltered. A token with
+    grants sees the queues it may read, as if it had named them."""
+    named = {key: query[key] for key in ("queue", "namespace", "task")}
+    if all(value is None for value in named.values()) and grants.limits(request) is None:
+        return None
+    return list(grants.readable(request, "queue", status.queues_matching(**named), lambda q: q.name))
+
+
+@router.get(
+    "/status",
+    response={200: StatusOut, **_BAD},
+    openapi_extra=parameters(query=wire.STATUS.schemas()),
+    summary="Throughput, queues, leases and the DLQ",
+)
 def get_status(request: HttpRequest) -> HttpResponse:
     now = clock.now()
-    query = wire.parse_status(request.GET, now=now, default_span=timedelta(hours=1))
-    minutes = status.bucket_minutes(query.until - query.since)
-    # A token with grants sees the queues it may read, as if it had named them.
-    filtered = query.queue is not None or query.namespace is not None or query.task is not None
-    filtered = filtered or grants.limits(request) is not None
-    matched = grants.readable(
-        request,
-        "queue",
-        status.queues_matching(queue=query.queue, namespace=query.namespace, task=query.task),
-        lambda q: q.name,
-    )
-    names = [q.name for q in matched] if filtered else None
-    ids = [q.id for q in matched] if filtered else None
-    buckets = status.status_buckets(since=query.since, until=query.until, size=timedelta(minutes=minutes), queues=names)
+    query = wire.read(wire.STATUS, request.GET, now=now)
+    since, until = query["from"], query["to"]
+    minutes = status.bucket_minutes(until - since)
+    chosen = _matching(request, query)
+    matched = chosen if chosen is not None else status.queues_matching(queue=None, namespace=None, task=None)
+    names = None if chosen is None else [q.name for q in chosen]
+    ids = None if chosen is None else [q.id for q in chosen]
     counters = {
         c.queue: c for c in grants.readable(request, "queue", queues.queue_counters(now=now), lambda c: c.queue)
     }
     body = wire.render_status(
-        query,
+        since,
+        until,
         minutes=minutes,
-        buckets=buckets,
+        buckets=status.status_buckets(since=since, until=until, size=timedelta(minutes=minutes), queues=names),
         matched=matched,
         counters=counters,
         leases=status.lease_summary(queue_ids=ids, now=now),
-        dead=status.dlq_summary(queue_ids=ids, since=query.since, until=query.until),
+        dead=status.dlq_summary(queue_ids=ids, since=since, until=until),
         latest=history.latest_sample_at(),
         now=now,
     )
     return json_response(body)
 
 
-@router.get("/status/queues", response={200: StatusQueuesOut, **_BAD}, summary="Queues with their depth, newest first")
+@router.get(
+    "/status/queues",
+    response={200: StatusQueuesOut, **_BAD},
+    openapi_extra=parameters(query=wire.STATUS_QUEUES.schemas()),
+    summary="Queues with their depth, newest first",
+)
 def get_status_queues(request: HttpRequest) -> HttpResponse:
-    limit, offset = wire.parse_page(request.GET)
-    namespace = wire.parse_text(request.GET, "namespace")
-    task = wire.parse_text(request.GET, "task")
+    query = wire.read(wire.STATUS_QUEUES, request.GET)
+    limit, offset, namespace, task = query["limit"], query["offset"], query["namespace"], query["task"]
     listed = sorted(
         (
             c
@@ -101,32 +116,21 @@ def get_status_queue(request: HttpRequest, name: str) -> HttpResponse:
     return json_response(wire.render_status_queue(stats, status.partition_activity(queue_id=stats.id)))
 
 
-@router.get("/status/analytics", response={200: AnalyticsOut, **_BAD}, summary="Messages pushed per time bucket")
+@router.get(
+    "/status/analytics",
+    response={200: AnalyticsOut, **_BAD},
+    openapi_extra=parameters(query=wire.ANALYTICS.schemas()),
+    summary="Messages pushed per time bucket",
+)
 def get_analytics(request: HttpRequest) -> HttpResponse:
-    now = clock.now()
-    query = wire.parse_status(request.GET, now=now, default_span=timedelta(hours=24))
-    interval = wire.parse_interval(request.GET)
-    starts = wire.analytics_buckets(query.since, query.until, interval)
-    filtered = query.queue is not None or query.namespace is not None or query.task is not None
-    filtered = filtered or grants.limits(request) is not None
-    names = (
-        [
-            q.name
-            for q in grants.readable(
-                request,
-                "queue",
-                status.queues_matching(queue=query.queue, namespace=query.namespace, task=query.task),
-                lambda q: q.name,
-            )
-        ]
-        if filtered
-        else None
-    )
-    buckets = status.status_buckets(since=query.since, until=query.until, size=wire.INTERVALS[interval], queues=names)
+    query = wire.read(wire.ANALYTICS, request.GET, now=clock.now(), span=timedelta(hours=24))
+    since, until, interval = query["from"], query["to"], query["interval"]
+    starts = wire.analytics_buckets(since, until, interval)
+    chosen = _matching(request, query)
+    names = None if chosen is None else [q.name for q in chosen]
+    buckets = status.status_buckets(since=since, until=until, size=wire.INTERVALS[interval], queues=names)
     pushed = {b.at: b.pushed for b in buckets}
-    return json_response(
-        wire.render_analytics(query.since, query.until, interval, starts, [pushed.get(at, 0) for at in starts])
-    )
+    return json_response(wire.render_analytics(since, until, interval, starts, [pushed.get(at, 0) for at in starts]))
 
 
 @router.post("/stats/refresh", response=StatsRefreshOut, summary="Sample every queue's counters now")
@@ -138,14 +142,15 @@ def refresh_stats(request: HttpRequest) -> HttpResponse:
 @router.get(
     "/analytics/system-metrics",
     response={200: SystemMetricsOut, **_BAD},
+    openapi_extra=parameters(query=wire.SYSTEM_METRICS.schemas()),
     summary="CPU, memory and requests of each serving process, per time bucket",
 )
 def get_system_metrics(request: HttpRequest) -> HttpResponse:
     # Every replica's hostname, port and pid: the deployment, not one
     # resource, so a token limited to some queues gets none of it.
     grants.require_every(request, "queue", grants.READ)
-    since, until = wire.parse_range(request.GET, now=clock.now(), default_span=timedelta(hours=1))
-    hostname, worker = wire.parse_text(request.GET, "hostname"), wire.parse_text(request.GET, "workerId")
+    query = wire.read(wire.SYSTEM_METRICS, request.GET)
+    since, until, hostname, worker = query["from"], query["to"], query["hostname"], query["workerId"]
     minutes = status.bucket_minutes(until - since)
     replicas = [
         r
@@ -158,12 +163,14 @@ def get_system_metrics(request: HttpRequest) -> HttpResponse:
 @router.get(
     "/analytics/worker-metrics",
     response={200: WorkerMetricsOut, **_BAD},
+    openapi_extra=parameters(query=wire.WORKER_METRICS.schemas()),
     summary="Message counts over time, the deployment as one worker",
 )
 def get_worker_metrics(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.READ)
     now = clock.now()
-    since, until = wire.parse_range(request.GET, now=now, default_span=timedelta(hours=1))
+    query = wire.read(wire.WORKER_METRICS, request.GET, now=now)
+    since, until = query["from"], query["to"]
     minutes = status.bucket_minutes(until - since)
     size = timedelta(minutes=minutes)
     counters = queues.queue_counters(now=now)

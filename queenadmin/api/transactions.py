@@ -6,13 +6,13 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from queenadmin.api import grants, openapi, ratelimit
+from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
 from queenadmin.api.schemas.kv import KVBadRequestOut, KVTooLargeOut
 from queenadmin.api.schemas.queues import QueueBusyOut
 from queenadmin.api.schemas.timers import TimersBadRequestOut, TimersHorizonOut, TimersTooLargeOut
-from queenadmin.api.schemas.transactions import TxnCommitOut, TxnOperationIn, TxnPreconditionOut, TxnRollbackOut
+from queenadmin.api.schemas.transactions import TxnCommitOut, TxnPreconditionOut, TxnRollbackOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
 from queenadmin.api.wire import transactions as wire
@@ -27,8 +27,6 @@ _ERRORS: dict[int | str, Any] = {
 }
 
 router = ScopedRouter(tags=["transactions"], errors=_ERRORS)
-# The body's declaration names the pushes and acks it carries (TxnIn).
-openapi.component(TxnOperationIn)
 
 
 @router.with_body(

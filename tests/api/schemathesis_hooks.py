@@ -1,6 +1,6 @@
-"""Schemathesis hooks for tests/api/test_schemathesis.py (``SCHEMATHESIS_HOOKS``).
+"""Schemathesis hooks for tests/api/test_schemathesis*.py (``SCHEMATHESIS_HOOKS``).
 
-Two rules of the wire that no JSON Schema keyword can carry, so the
+Rules of the wire that no JSON Schema keyword can carry, so the
 generated requests are made to keep them; each is in the document's
 descriptions and has its own API tests.
 
@@ -25,15 +25,25 @@ detail starting "the result" (``kv.incr_sum``). The request is valid; what
 the key holds by then decides. That failure alone is dropped, and counted
 in the run's summary.
 
-4. Not a rule of ours: schemathesis makes some cases in its negative mode
-whose negated part never reaches the server: none is negated after all, or
-only the ``Authorization`` header, which the run replaces with its token.
-It checks them as negative all the same ("Invalid component: positive test
-case"): those valid requests are not sent as negative ones.
+4. Rules across a status read's query parameters (``api/wire/status.py``):
+``from`` is not after ``to`` (by default now, and ``from`` a span before
+it), both within the years the databases hold, and an analytics range has
+at most 10,000 buckets of its interval. Positive cases that break one are
+not sent.
+
+5. Not a rule either: a pop may wait up to 60 s (``wait=true``,
+``timeout``; an ephemeral pop 300 s), longer than the run waits for an
+answer: the generated pops wait ``POP_WAIT_MS`` at most (``_short_wait``),
+a valid timeout as any other.
+
+6. Not a rule of ours: schemathesis's negative variant of an optional body
+is no body at all, which the route rightly takes as the empty one; that
+acceptance is not counted as a failure (``_negated_body_not_sent``).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import schemathesis
@@ -52,10 +62,24 @@ def _integral(value: Any) -> Any:
     return value
 
 
+#: The longest a generated long-poll waits (ms): a client may ask up to 60 s,
+#: which the run cannot spend on each pop.
+POP_WAIT_MS = 50
+
+
+def _short_wait(query: dict[str, Any]) -> None:
+    """A pop's ``timeout`` at most ``POP_WAIT_MS`` (a valid value stays valid)."""
+    timeout = query.get("timeout") or POP_WAIT_MS  # empty: the default, 30 s
+    if isinstance(timeout, int) or (isinstance(timeout, str) and timeout.lstrip("-").isdigit()):
+        query["timeout"] = min(int(timeout), POP_WAIT_MS)
+
+
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
     if case.body is not None and not isinstance(case.body, str | bytes):
         case.body = _integral(case.body)
+    if "/pop" in case.operation.path and isinstance(case.query, dict):
+        _short_wait(case.query)
     return case
 
 
@@ -113,6 +137,34 @@ def keeps_call_rules(path: str, body: Any) -> bool:
     return True
 
 
+#: api.wire.status's MAX_ANALYTICS_POINTS and INTERVALS (in seconds).
+ANALYTICS_POINTS = 10_000
+INTERVAL_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def keeps_range_rules(path: str, query: dict[str, Any]) -> bool:
+    """Whether a status read's ``from``, ``to`` and ``interval`` keep rule 4."""
+    if not path.startswith(("/api/v1/status", "/api/v1/analytics/")) or "{" in path:
+        return True
+    analytics = path.endswith("/status/analytics")
+
+    def moment(name: str) -> datetime | None:
+        text = query.get(name)
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC) if text else None
+
+    try:
+        until = moment("to") or datetime.now(UTC)
+        since = moment("from") or until - timedelta(hours=24 if analytics else 1)
+    except OverflowError:
+        return False
+    except ValueError:
+        return True  # the server's to say; a valid date-time it refuses is a failure
+    if not analytics:
+        return since <= until
+    width = INTERVAL_SECONDS.get(query.get("interval") or "hour", 1)
+    return since <= until and until.timestamp() // width - since.timestamp() // width < ANALYTICS_POINTS
+
+
 def _negated_body_not_sent(case: Any) -> bool:
     """A negative case whose only negated part is a body it does not send
     (an optional body: schemathesis's "invalid" variant is no body at all)."""
@@ -120,19 +172,6 @@ def _negated_body_not_sent(case: Any) -> bool:
         return False
     negated = {location for location, part in case.meta.components.items() if part.mode.is_negative}
     return negated == {ParameterLocation.BODY} and case.body is NOT_SET
-
-
-def _negates_nothing_sent(case: Any) -> bool:
-    """A case generated as negative whose negated parts never reach the
-    server: none at all, or only the ``Authorization`` header, which the run
-    replaces with its token (``--header``). Schemathesis checks such a valid
-    request as negative all the same ("Invalid component: positive test case")."""
-    negated = {location for location, part in case.meta.components.items() if part.mode.is_negative}
-    if not negated:
-        return True
-    data = case.meta.phase.data
-    names = {getattr(data, "parameter", None)} | {m.parameter for m in getattr(data, "mutations", None) or ()}
-    return negated == {ParameterLocation.HEADER} and {n.lower() for n in names if n} <= {"authorization"}
 
 
 def _texts(value: Any) -> list[str]:
@@ -152,11 +191,10 @@ def _nul_in_query(case: Any) -> bool:
 
 @schemathesis.hook
 def filter_case(context: Any, case: Any) -> bool:
-    if case.meta is None:
+    if case.meta is None or case.meta.generation.mode.is_negative:
         return True
-    if case.meta.generation.mode.is_negative:
-        return not _negates_nothing_sent(case)
-    return keeps_call_rules(case.operation.path, case.body) and not _nul_in_query(case)
+    path, query = case.operation.path, case.query or {}
+    return keeps_call_rules(path, case.body) and keeps_range_rules(path, query) and not _nul_in_query(case)
 
 
 #: The start of ``kv.incr_sum``'s and ``check_incr_number``'s detail for the result.

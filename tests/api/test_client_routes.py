@@ -332,6 +332,9 @@ def test_fetch_refusals(http, body, error):
     [
         ({"entries": [{"queue": "q", "since": "yesterday"}]}, "entries[0].since must be an ISO-8601 time"),
         ({"entries": [{"queue": "q", "after": "abc"}]}, "entries[0].after must be a cursor this route answered"),
+        # A digit str.isdigit() knows and int() does not (it was a 500).
+        ({"entries": [{"queue": "q", "after": "\u00b2"}]}, "entries[0].after must be a cursor this route answered"),
+        ({"entries": [{"queue": "q", "after": 5}]}, "entries[0].after must be a cursor this route answered"),
         ({"entries": [{"queue": "q", "limit": 0}]}, "entries[0].limit must be an integer of at least 1"),
     ],
 )
@@ -396,6 +399,9 @@ def test_trace_refusals(http, unique):
         400,
         {"error": "offset must be at most 100000 (narrow the time window with from and to)", "code": "bad_request"},
     )
+    # An empty parameter reads as absent (the document says so too).
+    empty = http.get("/messages", params={"limit": "", "offset": "", "status": "", "from": "", "to": ""})
+    assert (empty.status_code, empty.json()["pagination"]) == (200, {"limit": 200, "offset": 0})
     bad_status = http.get("/messages", params={"status": "lost"})
     assert (bad_status.status_code, bad_status.json()["error"]) == (
         400,

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from queenadmin.api.wire import configure as configure_wire
 from queenadmin.api.wire import queues as wire
 from queenadmin.api.wire import resources as resources_wire
 from queenadmin.domain import queues
@@ -61,12 +62,12 @@ TOO_LONG = (NameTooLong, "name_too_long")
 )
 def test_configure_refusals(body, error, message):
     """Each bad configure body is refused with its class, code and message."""
-    assert refusal(wire.parse_configure, body) == (*error, message)
+    assert refusal(configure_wire.parse_configure, body) == (*error, message)
 
 
 def test_configure_parses_options_nested_and_flat():
     """Nested options win over flat ones; unknown names are dropped; null restores."""
-    request = wire.parse_configure(
+    request = configure_wire.parse_configure(
         {
             "queue": "q",
             "namespace": "ns",
@@ -86,7 +87,7 @@ def test_configure_parses_options_nested_and_flat():
         ),
         replace=True,
     )
-    assert wire.parse_configure({"queue": "q"}) == queues.ConfigureRequest("q")
+    assert configure_wire.parse_configure({"queue": "q"}) == queues.ConfigureRequest("q")
 
 
 # -- push ---------------------------------------------------------------------------

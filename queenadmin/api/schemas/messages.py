@@ -1,97 +1,16 @@
-"""Wire schemas of the offset reads, discovery, consumer groups, traces and
-the operator reads (``api/messages.py``). Answers are closed (``WireOut``)."""
+"""Answers of the offset reads, discovery, consumer groups, traces and the
+operator reads (``api/messages.py``), closed (``WireOut``). Their requests
+are declared once, in ``api/wire/messages.py``: its parsers read the
+declarations and the document shows them."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import Field, RootModel
 
-from queenadmin.api.schemas.common import (
-    NAME_BYTES,
-    EngineName,
-    GroupName,
-    JSONValue,
-    MicrosZTime,
-    Text,
-    WireOut,
-    nullable,
-)
-from queenadmin.api.wire.messages import MAX_CHANGED_PAGE, MAX_FETCH_BYTES, MAX_FETCH_ENTRIES
-from queenadmin.domain import names
-
-# -- requests -----------------------------------------------------------------
-
-
-#: A time ``datetime.fromisoformat`` reads; one without an offset is UTC.
-IsoTime = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
-
-
-class FetchEntryIn(BaseModel):
-    queue: EngineName
-    partition: EngineName
-    offset: int = Field(
-        0, ge=0, description="next offset to read (offsets start at 0); below the log start: OFFSET_OUT_OF_RANGE"
-    )
-    maxBytes: int = Field(
-        MAX_FETCH_BYTES, ge=1, description=f"payload bytes this entry may read (at most {MAX_FETCH_BYTES})"
-    )
-
-
-class FetchIn(BaseModel):
-    entries: list[FetchEntryIn] = Field(min_length=1, max_length=MAX_FETCH_ENTRIES)
-    maxBytes: int = Field(
-        MAX_FETCH_BYTES, ge=1, description=f"payload bytes the call may read (at most {MAX_FETCH_BYTES})"
-    )
-
-
-class ChangedEntryIn(BaseModel):
-    queue: EngineName
-    since: IsoTime | None = Field(None, description="ISO-8601; none lists every partition")
-    after: str | None = Field(
-        None, pattern=r"^[0-9]{1,18}$", description="the page cursor a previous answer gave as next"
-    )
-    limit: int = Field(MAX_CHANGED_PAGE, ge=1, description=f"clamped to {MAX_CHANGED_PAGE}")
-
-
-class ChangedIn(BaseModel):
-    entries: list[ChangedEntryIn] = Field(min_length=1, max_length=MAX_FETCH_ENTRIES)
-
-
-class SubscriptionIn(BaseModel):
-    subscriptionTimestamp: IsoTime
-
-
-def _seek_target(schema: dict[str, Any]) -> None:
-    """Either ``toEnd: true`` or a ``timestamp``."""
-    schema["anyOf"] = [
-        {"required": ["toEnd"], "properties": {"toEnd": {"const": True}}},
-        {
-            "required": ["timestamp"],
-            "properties": {"toEnd": {"const": False}, "timestamp": {"type": "string", "format": "date-time"}},
-        },
-    ]
-
-
-class SeekIn(BaseModel):
-    model_config = ConfigDict(json_schema_extra=_seek_target)
-
-    toEnd: bool = False
-    timestamp: Any = Field(None, description="ISO-8601: where to move the group's cursors; ignored with toEnd")
-
-
-class TraceIn(BaseModel):
-    transactionId: str = Field(min_length=1)
-    partitionId: str = Field(min_length=1, description="a partition id; one that names none answers 404")
-    consumerGroup: GroupName | None = None
-    traceNames: (
-        list[Annotated[str, Field(max_length=NAME_BYTES, pattern=names.SCHEMA_PATTERN_OR_EMPTY)]]
-        | Annotated[str, Field(max_length=NAME_BYTES, pattern=names.SCHEMA_PATTERN_OR_EMPTY)]
-        | None
-    ) = Field(None, description="names to find the trace by; empty ones are skipped")
-    eventType: str | None = Field(None, description='default "info"')
-    data: JSONValue
-
+from queenadmin.api.schemas.common import JSONValue, MicrosZTime, WireOut
+from queenadmin.api.schemas.queues import MessageCountsOut, PushItemOut
 
 # -- answers ------------------------------------------------------------------
 
@@ -143,12 +62,8 @@ class GroupDeletedOut(WireOut):
     metadataDeleted: bool
 
 
-class GroupQueueDeletedOut(WireOut):
-    success: Literal[True]
-    consumerGroup: str
+class GroupQueueDeletedOut(GroupDeletedOut):
     queueName: str
-    deletedPartitions: int
-    metadataDeleted: bool
 
 
 class SubscriptionOut(WireOut):
@@ -245,9 +160,12 @@ class NamedTraceOut(TraceOut):
     message_payload: JSONValue
 
 
-class TracesPageOut(WireOut):
+class PageOut(WireOut):
     limit: int
     offset: int
+
+
+class TracesPageOut(PageOut):
     hasMore: bool
 
 
@@ -263,11 +181,6 @@ class TraceNameOut(WireOut):
     last_seen: MicrosZTime
 
 
-class PageOut(WireOut):
-    limit: int
-    offset: int
-
-
 class TraceNamesOut(WireOut):
     trace_names: list[TraceNameOut]
     pagination: PageOut
@@ -278,34 +191,26 @@ class CountsOut(WireOut):
     pending: int
 
 
-class NamespaceOut(WireOut):
-    namespace: str
+class _GroupingOut(WireOut):
     queues: int
     partitions: int
     messages: CountsOut
+
+
+class NamespaceOut(_GroupingOut):
+    namespace: str
 
 
 class NamespacesOut(WireOut):
     namespaces: list[NamespaceOut]
 
 
-class TaskOut(WireOut):
+class TaskOut(_GroupingOut):
     task: str
-    queues: int
-    partitions: int
-    messages: CountsOut
 
 
 class TasksOut(WireOut):
     tasks: list[TaskOut]
-
-
-class PartitionListCountsOut(WireOut):
-    total: int
-    pending: int
-    processing: int
-    completed: int
-    deadLetter: int
 
 
 class PartitionOut(WireOut):
@@ -316,7 +221,7 @@ class PartitionOut(WireOut):
     task: str | None
     createdAt: MicrosZTime
     lastActivity: MicrosZTime | None
-    messages: PartitionListCountsOut
+    messages: MessageCountsOut
 
 
 class PartitionsOut(WireOut):
@@ -378,11 +283,8 @@ class QueueConfigOut(WireOut):
     priority: int
 
 
-class MessageModeOut(WireOut):
-    hasQueueMode: bool
-    busGroupsCount: int
+class MessageModeOut(ListModeOut):
     consumedByGroups: int
-    type: ModeType
 
 
 class MessageGroupOut(WireOut):
@@ -408,15 +310,6 @@ class MessageDeletedOut(WireOut):
     message: Literal["Message deleted successfully", "Message not found"]
 
 
-class ReplayedAsOut(WireOut):
-    index: int
-    message_id: str
-    transaction_id: str
-    queueName: str
-    status: Literal["queued", "duplicate"]
-    offset: int
-
-
 class MessageRetriedOut(WireOut):
     success: Literal[True]
     result: Literal["moved", "duplicate"]
@@ -424,18 +317,8 @@ class MessageRetriedOut(WireOut):
     partition: str
     partitionId: str
     transactionId: str
-    replayedAs: ReplayedAsOut
+    replayedAs: PushItemOut
     dlqRowsRemoved: int
-
-
-class DLQReplayIn(BaseModel):
-    """Optional: no body or ``null`` replays into the dead letter's own queue and partition."""
-
-    model_config = ConfigDict(json_schema_extra=nullable)
-
-    queue: EngineName | None = Field(None, description="the destination queue (created if missing); default its own")
-    partition: EngineName | None = Field(None, description="the destination partition; default its own")
-    reason: Text | None = Field(None, description="why, kept in the audit trail (ours, not Queen's)")
 
 
 class DLQReplayedOut(WireOut):
@@ -452,7 +335,7 @@ class DLQReplayedOut(WireOut):
     consumerGroup: str
     dlqId: str
     originalTransactionId: str
-    replayedAs: ReplayedAsOut
+    replayedAs: PushItemOut
     dlqRowRemoved: bool
 
 
@@ -476,15 +359,6 @@ class DeadLetterGoneOut(WireOut):
 class NotDeadLetteredOut(WireOut):
     error: Literal["The message is not in the dead-letter queue."]
     code: Literal["not_dead_lettered"]
-
-
-class MoveToDlqIn(BaseModel):
-    """Optional: no body or ``null`` is queue mode and no error text."""
-
-    model_config = ConfigDict(json_schema_extra=nullable)
-
-    consumerGroup: GroupName | None = None
-    error: str | None = None
 
 
 class MessageDeadLetteredOut(WireOut):

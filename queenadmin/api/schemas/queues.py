@@ -1,125 +1,25 @@
 """Message-log wire schemas (protocol.md sections 6 to 11).
 
-The routes parse bodies by hand (the engine envelope names the field that
-is wrong), so the ``In`` models document the requests; the ``Out`` models
-are the exact answers, checked by ``tests/api/test_contract.py``.
+The requests are declared once, in ``api/wire/queues.py`` and
+``api/wire/resources.py`` (their parsers read the declarations and the
+document shows them); the ``Out`` models are the exact answers, checked by
+``tests/api/test_contract.py``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import Field, create_model
 
 from queenadmin.api.schemas.common import (
-    EngineName,
-    GroupName,
     JSONNumber,
     JSONValue,
     MicrosZTime,
     Omit,
-    Text,
     WireOut,
-    nullable,
 )
-from queenadmin.api.wire.fields import SOME_TEXT
-from queenadmin.api.wire.queues import MAX_LEASE_SECONDS, MAX_TXN_BYTES
-from queenadmin.domain.queues.options import BOOL_OPTIONS, CLAMPS, INT_OPTIONS, MAX_INT_OPTION, RANGES, UNSUPPORTED
-
-
-class PushItemIn(BaseModel):
-    queue: EngineName
-    partition: EngineName | None = Field(None, description='default "Default"')
-    payload: JSONValue
-    transactionId: str | None = Field(
-        None, min_length=1, max_length=MAX_TXN_BYTES, pattern=SOME_TEXT, description="dedup key, at most 65535 bytes"
-    )
-    traceId: Any = Field(None, description="a UUID; anything else is ignored")
-
-
-class PushIn(BaseModel):
-    items: list[PushItemIn]
-
-
-class AckIn(BaseModel):
-    transactionId: str = Field(min_length=1, pattern=SOME_TEXT)
-    partitionId: Annotated[str, Field(min_length=1, pattern=SOME_TEXT)] | int = Field(
-        description="the decimal partition id the pop returned (a JSON integer is read as its digits)"
-    )
-    status: str | None = Field(
-        "completed", description="completed, failed, retry or dlq; any other string is completed"
-    )
-    leaseId: Text | None = None
-    error: Any = Field(None, description="a string; any other JSON is stored as its JSON text")
-    consumerGroup: GroupName | None = None
-
-
-def _batch_group(schema: dict[str, Any]) -> None:
-    """The batch's group is read only for an acknowledgment without its own."""
-    group = schema["properties"].pop("consumerGroup")
-    schema["properties"]["consumerGroup"] = {"description": group["description"]}
-    schema["if"] = {
-        "properties": {"acknowledgments": {"contains": {"type": "object", "not": {"required": ["consumerGroup"]}}}}
-    }
-    schema["then"] = {"properties": {"consumerGroup": {k: v for k, v in group.items() if k != "description"}}}
-
-
-class AckBatchIn(BaseModel):
-    model_config = ConfigDict(json_schema_extra=_batch_group)
-
-    acknowledgments: list[AckIn] = Field(description="each may name its own consumerGroup")
-    consumerGroup: GroupName | None = Field(None, description="for the acknowledgments that name none")
-
-
-class LeaseExtendIn(BaseModel):
-    """Optional: no body or ``null`` extends by the default."""
-
-    model_config = ConfigDict(json_schema_extra=nullable)
-
-    seconds: int | None = Field(None, ge=1, le=MAX_LEASE_SECONDS, description="default 60")
-
-
-class PauseIn(BaseModel):
-    """Optional: the reason kept in the audit trail (none: no body or ``null``)."""
-
-    model_config = ConfigDict(json_schema_extra=nullable)
-
-    reason: Text | None = Field(None, description="why, for the audit trail (at most 2,000 characters kept)")
-
-
-def _option_field(name: str) -> Any:
-    """An option's field, from the domain's table (``queues/options.py``)."""
-    if name in BOOL_OPTIONS:
-        return (bool | None, Field(None, description=f"default {str(BOOL_OPTIONS[name]).lower()}"))
-    default = INT_OPTIONS[name]
-    if name in UNSUPPORTED:
-        return (Literal[default] | None, Field(None, description=f"only {default}: {UNSUPPORTED[name]}"))
-    if name in CLAMPS:
-        low, high = CLAMPS[name]
-        return (int | None, Field(None, description=f"default {default}; clamped to {low}..{high}"))
-    if name in RANGES:
-        low, high = RANGES[name]
-        return (int | None, Field(None, ge=low, le=high, description=f"default {default}"))
-    return (int | None, Field(None, ge=0, le=MAX_INT_OPTION, description=f"default {default}"))
-
-
-#: Every option is optional; ``null`` restores its default.
-QueueOptionsIn = create_model(
-    "QueueOptionsIn",
-    __doc__="Every option is optional; ``null`` restores its default; unknown names are dropped.",
-    **{name: _option_field(name) for name in (*INT_OPTIONS, *BOOL_OPTIONS)},
-)
-
-
-class ConfigureIn(QueueOptionsIn):
-    """The queue and its options; options may also be sent flat, beside ``options``."""
-
-    queue: EngineName
-    namespace: Text | None = None
-    task: Text | None = None
-    options: QueueOptionsIn | None = Field(None, description="wins over a flat option of the same name")
-    mode: Literal["merge", "replace"] | None = "merge"
-
+from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 
 # -- answers ------------------------------------------------------------------
 
@@ -130,29 +30,14 @@ class QueueNotFoundOut(WireOut):
     error: Literal["Queue not found"]
 
 
-class QueueOptionsOut(WireOut):
-    """Every option of a queue, defaults filled in (protocol 10)."""
-
-    leaseTime: int
-    retryLimit: int
-    retryDelay: int
-    priority: int
-    maxSize: int
-    ttl: int
-    delayedProcessing: int
-    windowBuffer: int
-    retentionSeconds: int
-    completedRetentionSeconds: int
-    maxWaitTimeSeconds: int
-    minPopWaitTime: int
-    dedupWindowSeconds: int
-    retentionSinkHoldMaxSeconds: int
-    maxQueueSize: int
-    deadLetterQueue: bool
-    dlqAfterMaxRetries: bool
-    retentionEnabled: bool
-    encryptionEnabled: bool
-    retentionSinkHold: bool
+#: Every option of a queue, defaults filled in (protocol 10): the domain's table.
+QueueOptionsOut = create_model(
+    "QueueOptionsOut",
+    __base__=WireOut,
+    __doc__="Every option of a queue, defaults filled in (protocol 10).",
+    **dict.fromkeys(INT_OPTIONS, (int, ...)),  # type: ignore[call-overload]
+    **dict.fromkeys(BOOL_OPTIONS, (bool, ...)),
+)
 
 
 class ConfigureOut(WireOut):
@@ -208,7 +93,14 @@ class PopAutopilotOut(WireOut):
     waitMs: int
 
 
-class PopOut(WireOut):
+class _ConflationKeys(WireOut):
+    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
+    conflationConflict: Literal[True] | Omit = Field(
+        None, description="present when the pop asked for the other policy than the stored one (which applied)"
+    )
+
+
+class PopOut(_ConflationKeys):
     success: Literal[True]
     queue: str
     partition: str = Field(description="the first partition claimed")
@@ -218,13 +110,9 @@ class PopOut(WireOut):
     partitionsClaimed: int
     messages: list[PopMessageOut]
     autopilot: PopAutopilotOut | Omit = Field(None, description="present with autopilot=true")
-    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
-    conflationConflict: Literal[True] | Omit = Field(
-        None, description="present when the pop asked for the other policy than the stored one (which applied)"
-    )
 
 
-class PopEmptyOut(WireOut):
+class PopEmptyOut(_ConflationKeys):
     """An empty pop of a group whose conflation policy has to be said (else a 204)."""
 
     success: Literal[True]
@@ -232,10 +120,6 @@ class PopEmptyOut(WireOut):
     consumerGroup: str
     partitionsClaimed: Literal[0]
     messages: list[PopMessageOut] = Field(max_length=0)
-    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
-    conflationConflict: Literal[True] | Omit = Field(
-        None, description="present when the pop asked for the other policy than the stored one"
-    )
 
 
 class ConflationRefusedOut(WireOut):
@@ -326,13 +210,8 @@ class QueueLanesOut(WireOut):
     stats: Literal["lanes"]
 
 
-class PartitionCountsOut(WireOut):
-    total: int
-    pending: int
-    processing: int
-    completed: int
+class PartitionCountsOut(MessageCountsOut):
     failed: None
-    deadLetter: int
 
 
 class CursorOut(WireOut):
@@ -421,12 +300,7 @@ class QueueNotDeletedOut(WireOut):
     message: Literal["Queue not found"]
 
 
-class OverviewCountsOut(WireOut):
-    total: int
-    pending: int
-    processing: int
-    completed: int
-    deadLetter: int
+class OverviewCountsOut(MessageCountsOut):
     failed: int
 
 

@@ -8,7 +8,7 @@ measured, rather than a made-up zero.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, create_model
 
@@ -30,6 +30,9 @@ SecondsZTime = Annotated[
 ]
 
 
+BucketMinutes = Literal[1, 5, 15, 60, 360]
+
+
 # ``from`` is a Python keyword, and the OpenAPI document is made without
 # aliases: the models with that key are built by name.
 TimeRangeOut: type[WireOut] = create_model(  # type: ignore[call-overload]
@@ -37,15 +40,24 @@ TimeRangeOut: type[WireOut] = create_model(  # type: ignore[call-overload]
 )
 
 
-class ThroughputOut(WireOut):
-    """One time bucket of ``/status``, from the sampler's rows."""
+def _out(name: str, doc: str | None = None, **fields: Any) -> Any:
+    """A flat answer of ``fields`` (name: type), each required."""
+    required = {key: (kind, ...) for key, kind in fields.items()}
+    return create_model(name, __base__=WireOut, __doc__=doc, **required)  # type: ignore[call-overload]
+
+
+#: Push, pop and ack: what Queen counts and this broker does not.
+class RequestCountsOut(WireOut):
+    push: None
+    pop: None
+    ack: None
+
+
+class _BucketOut(WireOut):
+    """What a time bucket of ``/status`` and of the worker metrics share."""
 
     timestamp: SecondsZTime
-    ingested: int
-    processed: int = Field(description="acks applied: completed plus failed")
     popMessages: int
-    ingestedPerSecond: float
-    processedPerSecond: float
     popPerSecond: float
     avgLagMs: int = Field(description="mean age of the oldest claimable message over the samples")
     maxLagMs: int = Field(description="largest age of the oldest claimable message")
@@ -55,6 +67,15 @@ class ThroughputOut(WireOut):
     dbErrors: None
     ackFailed: int
     dlqCount: int
+
+
+class ThroughputOut(_BucketOut):
+    """One time bucket of ``/status``, from the sampler's rows."""
+
+    ingested: int
+    processed: int = Field(description="acks applied: completed plus failed")
+    ingestedPerSecond: float
+    processedPerSecond: float
     queenCpuUserPct: None
     queenCpuSysPct: None
     queenRssMb: None
@@ -63,30 +84,35 @@ class ThroughputOut(WireOut):
     dbPoolSize: None
 
 
-class StatusQueueOut(WireOut):
+class _QueueOut(WireOut):
+    """What every status answer says of a queue."""
+
     id: str
     name: str
     namespace: str | None
     task: str | None
-    partitions: int
-    totalConsumed: int
     paused: bool = Field(description=PAUSED)
     pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
 
 
-class RequestCountsOut(WireOut):
-    push: None
-    pop: None
-    ack: None
+class StatusQueueOut(_QueueOut):
+    partitions: int
+    totalConsumed: int
 
 
-class StatusMessagesOut(WireOut):
+class StatusQueueCountsOut(WireOut):
     total: int
     pending: int = Field(description="not leased (excludes processing)")
     processing: int
+
+
+class StatusCountsOut(StatusQueueCountsOut):
     completed: int
     failed: int
     deadLetter: int
+
+
+class StatusMessagesOut(StatusCountsOut):
     requests: RequestCountsOut
     batchEfficiency: RequestCountsOut
 
@@ -120,7 +146,7 @@ class StatusOut(WireOut):
     """``GET /api/v1/status``."""
 
     timeRange: TimeRangeOut
-    bucketMinutes: Literal[1, 5, 15, 60, 360]
+    bucketMinutes: BucketMinutes
     pointCount: int
     throughput: list[ThroughputOut]
     queues: list[StatusQueueOut]
@@ -133,27 +159,15 @@ class StatusOut(WireOut):
     engine: Literal["postgresql", "sqlite"]
 
 
-class PaginationOut(WireOut):
-    limit: int
-    offset: int
-
-
-class StatusQueueCountsOut(WireOut):
-    total: int
-    pending: int
-    processing: int
-
-
-class StatusQueueItemOut(WireOut):
-    id: str
-    name: str
-    namespace: str | None
-    task: str | None
+class StatusQueueItemOut(_QueueOut):
     createdAt: MillisZTime
     partitions: int
     messages: StatusQueueCountsOut
-    paused: bool = Field(description=PAUSED)
-    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
+
+
+class PaginationOut(WireOut):
+    limit: int
+    offset: int
 
 
 class StatusQueuesOut(WireOut):
@@ -172,25 +186,10 @@ class StatusQueueConfigOut(WireOut):
     deadLetterQueue: bool
 
 
-class StatusQueueInfoOut(WireOut):
-    id: str
-    name: str
-    namespace: str | None
-    task: str | None
+class StatusQueueInfoOut(_QueueOut):
     priority: int
     createdAt: MillisZTime
     config: StatusQueueConfigOut
-    paused: bool = Field(description=PAUSED)
-    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
-
-
-class StatusCountsOut(WireOut):
-    total: int
-    pending: int
-    processing: int
-    completed: int
-    failed: int
-    deadLetter: int
 
 
 class StatusCursorOut(WireOut):
@@ -240,44 +239,22 @@ AnalyticsOut: type[WireOut] = create_model(  # type: ignore[call-overload]
         "to": (MillisZTime, ...),
     },
 )
-
-
-class RefreshPartitionOut(WireOut):
-    partitionsUpdated: int
-    dirtyPartitionsScanned: int
-    partitionsSkippedByWatermark: Literal[0]
-    newPartitions: Literal[0]
-
-
-class RefreshQueueOut(WireOut):
-    queuesUpdated: int
-
-
-class RefreshNamespaceOut(WireOut):
-    namespacesUpdated: int
-
-
-class RefreshTaskOut(WireOut):
-    tasksUpdated: int
-
-
-class RefreshSystemOut(WireOut):
-    systemUpdated: Literal[1]
-
-
-class RefreshCleanupOut(WireOut):
-    orphanedDeleted: Literal[0]
-
-
-class StatsRefreshOut(WireOut):
-    """``POST /api/v1/stats/refresh``: one sample of every queue, taken now."""
-
-    partition: RefreshPartitionOut
-    queue: RefreshQueueOut
-    namespace: RefreshNamespaceOut
-    task: RefreshTaskOut
-    system: RefreshSystemOut
-    cleanup: RefreshCleanupOut
+StatsRefreshOut = _out(
+    "StatsRefreshOut",
+    "``POST /api/v1/stats/refresh``: one sample of every queue, taken now.",
+    partition=_out(
+        "RefreshPartitionOut",
+        partitionsUpdated=int,
+        dirtyPartitionsScanned=int,
+        partitionsSkippedByWatermark=Literal[0],
+        newPartitions=Literal[0],
+    ),
+    queue=_out("RefreshQueueOut", queuesUpdated=int),
+    namespace=_out("RefreshNamespaceOut", namespacesUpdated=int),
+    task=_out("RefreshTaskOut", tasksUpdated=int),
+    system=_out("RefreshSystemOut", systemUpdated=Literal[1]),
+    cleanup=_out("RefreshCleanupOut", orphanedDeleted=Literal[0]),
+)
 
 
 class MetricStatOut(WireOut):
@@ -345,39 +322,31 @@ class SystemMetricsOut(WireOut):
     timeRange: TimeRangeOut
     replicas: list[ReplicaOut]
     replicaCount: int
-    bucketMinutes: Literal[1, 5, 15, 60, 360]
+    bucketMinutes: BucketMinutes
     pointCount: int = Field(description="buckets over all replicas")
 
 
-class WorkerPointOut(WireOut):
+_SAMPLED = "from the process samples; null: none in the bucket"
+
+
+class WorkerPointOut(_BucketOut):
     """One time bucket of the deployment's message counts."""
 
-    timestamp: SecondsZTime
     pushMessages: int
-    popMessages: int
     ackMessages: int
-    pushRequests: int | None = Field(description="from the process samples; null: none in the bucket")
-    popRequests: int | None = Field(description="from the process samples; null: none in the bucket")
-    ackRequests: int | None = Field(description="from the process samples; null: none in the bucket")
+    pushRequests: int | None = Field(description=_SAMPLED)
+    popRequests: int | None = Field(description=_SAMPLED)
+    ackRequests: int | None = Field(description=_SAMPLED)
     jobsDone: None
     pushPerSecond: float
-    popPerSecond: float
     ackPerSecond: float
-    avgEventLoopLagMs: None
-    maxEventLoopLagMs: None
     avgFreeSlots: None
-    minFreeSlots: None
     dbConnections: None
     avgJobQueueSize: None
     maxJobQueueSize: None
     backoffSize: None
-    avgLagMs: int
-    maxLagMs: int
     lagCount: int = Field(description="samples in the bucket")
-    dbErrors: None
     ackSuccess: int
-    ackFailed: int
-    dlqCount: int
 
 
 class WorkerQueueOut(WireOut):
@@ -404,7 +373,7 @@ class WorkerMetricsOut(WireOut):
     """``GET /api/v1/analytics/worker-metrics``: the deployment as one worker."""
 
     timeRange: TimeRangeOut
-    bucketMinutes: Literal[1, 5, 15, 60, 360]
+    bucketMinutes: BucketMinutes
     pointCount: int
     timeSeries: list[WorkerPointOut]
     workers: list[None]

@@ -1,19 +1,18 @@
 """Transaction wire schemas (protocol.md section 5).
 
 The body is declared in ``api/wire/transactions.py`` (its parser reads the
-declaration, the KV and timer ops are those concepts' declarations); the
-pushes and acks it carries are the message log's, documented here as
-``TxnOperationIn``. The ``Out`` models are the exact answers, checked by
+declaration; its pushes, acks, KV and timer ops are those concepts'
+declarations). The ``Out`` models are the exact answers, checked by
 ``tests/api/test_contract.py``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import Field
 
-from queenadmin.api.schemas.common import EngineName, JSONValue, Omit, Text, WireOut
+from queenadmin.api.schemas.common import JSONValue, Omit, WireOut
 from queenadmin.api.schemas.kv import (
     KVCheckHeldOut,
     KVGetFoundOut,
@@ -23,37 +22,7 @@ from queenadmin.api.schemas.kv import (
     KVWriteRefusedOut,
     Reason,
 )
-from queenadmin.api.schemas.queues import AckIn, PushItemIn
 from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut
-from queenadmin.api.wire.fields import SOME_TEXT
-from queenadmin.api.wire.queues import MAX_TXN_BYTES
-
-
-class TxnPushOpIn(BaseModel):
-    """A push: ``items``, or one item inline on the op (without ``queue`` and
-    ``payload`` it rolls back, 200 ``bad_request``)."""
-
-    type: Literal["push"]
-    items: list[PushItemIn] | None = Field(None, description="when absent, the op itself is the one item")
-    queue: EngineName = Field(None, description="inline item")  # type: ignore[assignment]
-    partition: EngineName | None = Field(None, description="inline item")
-    payload: JSONValue = Field(None, description="inline item")
-    transactionId: str | None = Field(
-        None, min_length=1, max_length=MAX_TXN_BYTES, pattern=SOME_TEXT, description="inline item"
-    )
-    traceId: Any = Field(None, description="inline item")
-
-
-class TxnAckOpIn(AckIn):
-    """An ack; a ``partitionId`` that is not digits rolls back (200 ``bad_request``)."""
-
-    type: Literal["ack"]
-    leaseId: Text | None = Field(None, description="fences it; else the one lease of requiredLeases")
-
-
-class TxnOperationIn(RootModel[Annotated[TxnPushOpIn | TxnAckOpIn, Field(discriminator="type")]]):
-    """A push or an ack (KV and timer ops go in ``kv`` and ``timers``)."""
-
 
 # -- answers ------------------------------------------------------------------
 

@@ -7,13 +7,17 @@ kept as their compact JSON text and put back into answers verbatim
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from ninja import Schema
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 
+from queenadmin.api.wire import fields
+from queenadmin.api.wire.fields import Param, Query
 from queenadmin.domain import ephemeral, names
 from queenadmin.errors import EphemeralBadRequest
 
@@ -26,14 +30,14 @@ MAX_TIMEOUT_MS = 300_000
 _encode = msgspec.json.encode
 
 
-def name_of(value: Any, what: str) -> str:
+def name_of(value: Any, what: str, fault: Callable[[str], str | None] = names.fault) -> str:
     """A queue, partition or group name: 1 to 512 bytes, keeping the rule of
     every stored name (``domain.names``: no control characters)."""
     if not isinstance(value, str) or not value:
         raise EphemeralBadRequest(f"{what} must be a non-empty string")
-    fault = names.fault(value)
-    if fault is not None:
-        raise EphemeralBadRequest(f"{what} {fault}")
+    wrong = fault(value)
+    if wrong is not None:
+        raise EphemeralBadRequest(f"{what} {wrong}")
     if len(value.encode()) > MAX_NAME_BYTES:
         raise EphemeralBadRequest(f"{what} is over {MAX_NAME_BYTES} bytes")
     return value
@@ -42,14 +46,7 @@ def name_of(value: Any, what: str) -> str:
 def lookup_name(value: str, what: str) -> str:
     """A queue to look up or delete: ``name_of`` without the rule of stored
     names, so that a queue stored before it is still found."""
-    if not value:
-        raise EphemeralBadRequest(f"{what} must be a non-empty string")
-    fault = names.unstorable(value)
-    if fault is not None:
-        raise EphemeralBadRequest(f"{what} {fault}")
-    if len(value.encode()) > MAX_NAME_BYTES:
-        raise EphemeralBadRequest(f"{what} is over {MAX_NAME_BYTES} bytes")
-    return value
+    return name_of(value, what, names.unstorable)
 
 
 def _name(value: str, info: ValidationInfo) -> str:
@@ -62,16 +59,9 @@ def _group(value: str | None) -> str | None:
 
 #: A queue, partition or group name: no control characters, at most 512
 #: bytes of UTF-8 (``maxLength`` is the byte budget, exact for ASCII).
-Name = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=MAX_NAME_BYTES,
-        pattern=names.SCHEMA_PATTERN,
-        description=f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes",
-    ),
-    AfterValidator(_name),
-]
+_NAME_RULE: dict[str, Any] = {"min_length": 1, "max_length": MAX_NAME_BYTES, "pattern": names.SCHEMA_PATTERN}
+_NAME_DOC = f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes"
+Name = Annotated[str, Field(**_NAME_RULE, description=_NAME_DOC), AfterValidator(_name)]
 #: A group: "" or null is queue mode.
 Group = Annotated[
     str | None,
@@ -192,41 +182,47 @@ class PopCall:
     auto_ack: bool
 
 
-def _int_param(params: Any, name: str, default: int, low: int, high: int) -> int:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return default
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 12:
-        raise EphemeralBadRequest(f"{name} must be a whole number")
-    value = int(raw)
-    if not low <= value <= high:
-        raise EphemeralBadRequest(f"{name} must be {low} to {high}")
-    return value
+def _bad(reason: str, detail: str) -> EphemeralBadRequest:
+    return EphemeralBadRequest(detail)
 
 
-def _bool_param(params: Any, name: str) -> bool:
-    raw = params.get(name)
-    if raw is None or raw == "" or raw == "false":
-        return False
-    if raw == "true":
-        return True
-    raise EphemeralBadRequest(f"{name} must be true or false")
+def _whole(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or len(text) > 12:
+        raise ValueError(text)
+    return int(text)
+
+
+def _name_param(what: str, **more: Any) -> Param:
+    refusal = f"{what} must be a non-empty string"
+    check = partial(name_of, what=what)
+    return Param(fields.Field("string", **_NAME_RULE, doc=_NAME_DOC, refusal=refusal, check=check, **more))
+
+
+def _count_param(low: int, high: int, default: int, doc: str) -> Param:
+    field = fields.Field("integer", ge=low, le=high, default=default, rule=f"{low} to {high}", doc=doc)
+    return Param(field, "a whole number", _whole)
 
 
 #: A pop's default wait when ``wait=true`` comes without a timeout (ms).
 DEFAULT_TIMEOUT_MS = 30_000
+_FLAG = Param(fields.Field("boolean", default=False), "true or false")
+#: ``GET /ephemeral/pop``'s query parameters, in ``PopCall``'s order,
+#: declared once: ``parse_pop`` reads them and the document shows them.
+POP = Query(
+    {
+        "queue": _name_param("queue", missing=""),
+        "partition": _name_param("partition"),
+        "group": _name_param("group", falsy_is_absent=True),
+        "batch": _count_param(1, MAX_BATCH, 1, "messages to take at most"),
+        "wait": _FLAG,
+        "timeout": _count_param(0, MAX_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, "ms to wait for a message with wait=true"),
+        "autoAck": _FLAG,
+    }
+)
 
 
 def parse_pop(params: Any) -> PopCall:
-    return PopCall(
-        queue=name_of(params.get("queue"), "queue"),
-        partition=None if params.get("partition") is None else name_of(params.get("partition"), "partition"),
-        group=None if params.get("group") in (None, "") else name_of(params.get("group"), "group"),
-        batch=_int_param(params, "batch", 1, 1, MAX_BATCH),
-        wait=_bool_param(params, "wait"),
-        timeout_ms=_int_param(params, "timeout", DEFAULT_TIMEOUT_MS, 0, MAX_TIMEOUT_MS),
-        auto_ack=_bool_param(params, "autoAck"),
-    )
+    return PopCall(*POP.read(params, _bad).values())
 
 
 @dataclass(frozen=True, slots=True)

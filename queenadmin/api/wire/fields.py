@@ -8,7 +8,8 @@ batch of operations picked by ``op``: both publish their components
 (``openapi.body_of``) from the same fields the parsers read, so the two
 cannot drift. Rules of the domain (a name's byte budget, answered 413)
 stay in the domain: a field hands its value to ``check`` after its own
-checks, and its bounds document that check.
+checks, and its bounds document that check. A ``Param`` is the same for
+one query-string parameter, a ``Query`` the parameters a route reads.
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class Field:
     #: The rule in words, for a refusal's detail (and the document's).
     rule: str = ""
     refusal: str = ""
+    #: The detail of a number above ``le`` where it is not ``refusal``'s.
+    too_high: str = ""
     #: ``null`` is a bad value (``reason``), not an absent one.
     null_is_bad: bool = False
     #: Any false value (``0``, ``""``, ``[]``…) reads as absent (``value or default``).
@@ -125,6 +128,8 @@ class Field:
                 raise bad(self.missing, self.refusal or f"{name} is required")
             return self.default
         if not self._accepts(value) or (self._bounded and not self._in_bounds(value)):
+            if self.too_high and self.le is not None and self._accepts(value) and value > self.le:
+                raise bad(self.reason, self.too_high)
             raise bad(self.reason, self.refusal or f"{name} must be {self.describe()}")
         return value if self.check is None else self.check(value)
 
@@ -157,6 +162,20 @@ class Field:
 
     def schema(self) -> dict[str, Any]:
         """The JSON Schema of a value (``null`` added where it reads as absent)."""
+        out = self.value_schema()
+        documented: dict[str, Any]
+        if self.falsy_is_absent and not self.required:
+            documented = {"anyOf": [out, {"enum": FALSY}]}
+        elif self.required or self.null_is_bad or self.kind in ("null", "any"):
+            documented = out
+        else:
+            documented = {"anyOf": [out, {"type": "null"}]}
+        if self.doc or self.rule:
+            documented["description"] = self.doc or self.rule
+        return documented
+
+    def value_schema(self) -> dict[str, Any]:
+        """The JSON Schema of a value that is there."""
         out: dict[str, Any] = (
             {} if self.kind == "any" else {"type": list(self.kind) if isinstance(self.kind, tuple) else self.kind}
         )
@@ -175,16 +194,7 @@ class Field:
         if self.choices is not None:
             out["enum"] = list(self.choices)
         out.update(self.schema_extra)
-        documented: dict[str, Any]
-        if self.falsy_is_absent and not self.required:
-            documented = {"anyOf": [out, {"enum": FALSY}]}
-        elif self.required or self.null_is_bad or self.kind in ("null", "any"):
-            documented = out
-        else:
-            documented = {"anyOf": [out, {"type": "null"}]}
-        if self.doc or self.rule:
-            documented["description"] = self.doc or self.rule
-        return documented
+        return out
 
 
 def _num(bound: float) -> str:
@@ -247,16 +257,21 @@ def ref(name: str) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Ops:
-    """Operations picked by ``op``: one ``Op`` each (``op`` their ``const``)."""
+    """Operations picked by ``op`` (or ``key``): one ``Op`` each (``key`` their ``const``)."""
 
     name: str
     ops: Mapping[str, Op]
     doc: str = ""
+    #: The field whose value picks the operation.
+    key: str = "op"
 
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "oneOf": [ref(name) for name in dict.fromkeys(op.name for op in self.ops.values())],
-            "discriminator": {"propertyName": "op", "mapping": {k: ref(op.name)["$ref"] for k, op in self.ops.items()}},
+            "discriminator": {
+                "propertyName": self.key,
+                "mapping": {k: ref(op.name)["$ref"] for k, op in self.ops.items()},
+            },
             "title": self.name,
         }
         if self.doc:
@@ -284,3 +299,117 @@ class Call:
             operations["description"] = self.doc
         body = {"properties": {"operations": operations}, "required": ["operations"], "title": self.name}
         return {**self.operations.components(), self.name: {**body, "type": "object"}}
+
+
+#: A query parameter's text as a value of its field's kind (``ValueError``: it is none).
+FROM_TEXT: dict[str, Callable[[str], Any]] = {
+    "integer": int,
+    "boolean": {"true": True, "false": False}.__getitem__,
+    "string": str,
+}
+
+
+def any_case(word: str) -> str:
+    """A pattern of ``word`` in any case."""
+    return "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in word)
+
+
+def flag_text(*words: str) -> str:
+    """The pattern of a flag's text: one of ``words`` (any case) or empty."""
+    return f"^(?:{'|'.join(map(any_case, words))}|)$"
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A query parameter: its text read as ``field``'s kind, then ``field``'s checks.
+
+    ``parse`` reads the text (default: ``FROM_TEXT`` of the kind) and raises
+    ``ValueError`` (or ``KeyError``) on text that is no such value, refused
+    with ``field.reason`` as "``name`` must be ``words``". An empty
+    parameter reads as absent, a string's only with ``falsy_is_absent``.
+    An integer is clamped to ``cap`` after its checks; ``text`` is the
+    schema of the text where it is not the value's (a flag's words).
+    """
+
+    field: Field
+    words: str = ""
+    parse: Callable[[str], Any] | None = None
+    cap: int | None = None
+    text: Mapping[str, Any] | None = None
+
+    @property
+    def empty_is_absent(self) -> bool:
+        return self.field.kind != "string" or self.field.falsy_is_absent
+
+    def read(self, params: Mapping[str, str], name: str, bad: Bad) -> Any:
+        text = params.get(name)
+        if text is None or (text == "" and self.empty_is_absent):
+            return self.field.read({}, name, bad)
+        parse = self.parse or FROM_TEXT[str(self.field.kind)]
+        try:
+            value = parse(text)
+        except (ValueError, KeyError):
+            raise bad(self.field.reason, f"{name} must be {self.words or self.field.describe()}") from None
+        value = self.field.read({name: value}, name, bad)
+        return value if self.cap is None else min(value, self.cap)
+
+    def schema(self) -> dict[str, Any]:
+        """The schema of the parameter's text (an empty one too where it reads as absent)."""
+        f = self.field
+        schema = dict(self.text) if self.text is not None else f.value_schema()
+        # Text without NUL takes the empty text already.
+        empty_fits = f.kind == "string" and f.pattern in (None, NO_NUL) and f.choices is None and not f.min_length
+        if self.text is None and self.empty_is_absent and not f.required and not (empty_fits and not f.schema_extra):
+            schema = {"anyOf": [schema, {"const": ""}]}
+        doc = f.doc or f.rule
+        if self.cap is not None:
+            doc = f"{doc}; clamped to {self.cap}" if doc else f"clamped to {self.cap}"
+        if doc:
+            schema["description"] = doc
+        if f.default is not None and "default" not in schema:
+            schema["default"] = f.default
+        return schema
+
+
+def flag(
+    *,
+    default: bool = False,
+    doc: str = "",
+    true: tuple[str, ...] = ("true", "1"),
+    false: tuple[str, ...] = ("false", "0"),
+) -> Param:
+    """A flag: one of ``true`` or ``false`` in any case (empty: ``default``), else "must be true or false"."""
+    words = dict.fromkeys(true, True) | dict.fromkeys(false, False)
+    text = {"type": "string", "pattern": flag_text(*true, *false), "default": "true" if default else "false"}
+    field = Field("boolean", default=default, doc=doc)
+    return Param(field, "true or false", lambda raw: words[raw.lower()], text=text)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """The query parameters a route reads, declared once: read by ``read``,
+    published by ``openapi.parameters(query=...)`` from ``schemas``."""
+
+    params: Mapping[str, Param]
+
+    def read(self, params: Mapping[str, str], bad: Bad) -> dict[str, Any]:
+        """Every parameter, read in the declared order (``Param.read``)."""
+        return {name: p.read(params, name, bad) for name, p in self.params.items()}
+
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """Each parameter's schema and whether it is required."""
+        return {name: {**p.schema(), "required": p.field.required} for name, p in self.params.items()}
+
+    def exploded(self, name: str, *, required: bool, rule: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters as one of type object, form, exploded (``?a=&b=``):
+        how OpenAPI says that they go together (``rule``)."""
+        properties = {k: p.schema() for k, p in self.params.items()}
+        schema = {"type": "object", "properties": properties, **rule, "additionalProperties": False}
+        return {"name": name, "in": "query", "required": required, "style": "form", "explode": True, "schema": schema}
+
+
+#: A query parameter's text: empty reads as absent. Every parameter's NUL
+#: and lone surrogate are refused before any route (``api/envelope.py``).
+TEXT = Param(Field("string", pattern=NO_NUL, falsy_is_absent=True))
+#: What a query flag reads by default (any case): ``true``/``1`` or ``false``/``0``.
+FLAG_TEXT = flag_text("true", "1", "false", "0")

@@ -11,12 +11,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, get_args
 
-from queenadmin.api.wire.queues import Params, check_group, check_name, check_text, json_object, push_item
+from queenadmin.api.wire.fields import NO_NUL, Field, Op, Param, Query, flag
+from queenadmin.api.wire.queues import (
+    GROUP,
+    MAX_NAME_BYTES,
+    NAME_DOC,
+    Params,
+    check_group,
+    check_name,
+    check_text,
+    engine_bad,
+    json_object,
+    name_field,
+    push_item,
+)
 from queenadmin.api.wire.queues import lookup_group as check_lookup_group
-from queenadmin.domain import clock
+from queenadmin.domain import clock, names
 from queenadmin.domain.queues import browse, groups, reads, traces
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, MessageNotFound
@@ -31,8 +46,16 @@ MAX_PAGE = 1000
 DEFAULT_MESSAGES_PAGE = 200
 MAX_OFFSET = 1_000_000_000
 MAX_MESSAGES_OFFSET = 100_000
-#: The most digits a dead letter id has (a BIGINT).
-_MAX_ID_DIGITS = 18
+
+
+def _item(op: Op, raw: Any, where: str) -> dict[str, Any]:
+    """The fields of one item of an array: every refusal's detail starts with ``where``."""
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{where} must be an object")
+    try:
+        return op.read(raw, engine_bad)
+    except InvalidArgument as exc:
+        raise type(exc)(f"{where}.{exc.detail}") from None
 
 
 def _iso(raw: Any, name: str) -> datetime:
@@ -51,76 +74,235 @@ def _iso(raw: Any, name: str) -> datetime:
         raise InvalidArgument(f"{name} is out of range") from None
 
 
-def _count(value: Any, name: str, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgument(f"{name} must be an integer of at least {minimum}")
-    return value
+# --------------------------------------------------------------------------
+# The fields of each body and query string, declared once: the parsers below
+# read them and the document shows them (``openapi.body_of``,
+# ``openapi.parameters``). Every refusal is the engine's 400 ``bad_request``
+# (413 for a name over the key budget), so no reason codes.
+
+#: A time ``datetime.fromisoformat`` reads; one without an offset is UTC.
+_TIME = {"format": "date-time"}
 
 
-def param_int(params: Params, name: str, default: int, *, minimum: int, maximum: int | None = None) -> int:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidArgument(f"{name} must be an integer") from None
-    if value < minimum:
-        raise InvalidArgument(f"{name} must be at least {minimum}")
-    return min(value, maximum) if maximum is not None else value
+def _count(what: str, minimum: int, doc: str, default: int | None = None) -> Field:
+    refusal = f"{what} must be an integer of at least {minimum}"
+    return Field("integer", ge=minimum, default=default, null_is_bad=True, refusal=refusal, doc=doc)
 
 
-def _param_bool(params: Params, name: str, default: bool) -> bool:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in ("true", "1"):
-        return True
-    if raw.lower() in ("false", "0"):
-        return False
-    raise InvalidArgument(f"{name} must be true or false")
+def _time(what: str, **given: Any) -> Field:
+    check = partial(_iso, name=what)
+    return Field("string", rule="an ISO-8601 time", check=check, schema_extra=_TIME, **given)
+
+
+def _entries(of: Op) -> Field:
+    def check(entries: list[Any]) -> list[Any]:
+        if not entries:
+            raise InvalidArgument("entries must be a non-empty array")
+        if len(entries) > MAX_FETCH_ENTRIES:
+            raise InvalidArgument(f"at most {MAX_FETCH_ENTRIES} entries per call")
+        return entries
+
+    items = {"minItems": 1, "maxItems": MAX_FETCH_ENTRIES}
+    return Field(
+        "array", missing="", refusal="entries must be a non-empty array", check=check, of=of, schema_extra=items
+    )
+
+
+_NO_CURSOR = "after must be a cursor this route answered"
+
+
+def _cursor(raw: str) -> int:
+    found = path_id(raw)
+    if found is None:
+        raise InvalidArgument(_NO_CURSOR)
+    return found
+
+
+FETCH_ENTRY = Op(
+    "FetchEntryIn",
+    {
+        "queue": name_field("queue"),
+        "partition": name_field("partition"),
+        "offset": _count("offset", 0, "next offset to read (from 0); below the log start: OFFSET_OUT_OF_RANGE", 0),
+        "maxBytes": _count("maxBytes", 1, f"payload bytes this entry may read (at most {MAX_FETCH_BYTES})"),
+    },
+    tenant_free=False,
+)
+_CALL_BYTES = f"payload bytes the call may read (at most {MAX_FETCH_BYTES}); each entry's default"
+FETCH = Op(
+    "FetchIn",
+    {"entries": _entries(FETCH_ENTRY), "maxBytes": _count("maxBytes", 1, _CALL_BYTES, MAX_FETCH_BYTES)},
+    tenant_free=False,
+)
+_AFTER = Field("string", pattern="^[0-9]{1,18}$", refusal=_NO_CURSOR, check=_cursor)
+CHANGED_ENTRY = Op(
+    "ChangedEntryIn",
+    # In the order Queen's broker checks them.
+    {
+        "after": replace(_AFTER, doc="the page cursor a previous answer gave as next"),
+        "limit": _count("limit", 1, f"clamped to {MAX_CHANGED_PAGE}", MAX_CHANGED_PAGE),
+        "queue": name_field("queue"),
+        "since": _time("since", doc="ISO-8601; none lists every partition"),
+    },
+    tenant_free=False,
+)
+CHANGED = Op("ChangedIn", {"entries": _entries(CHANGED_ENTRY)}, tenant_free=False)
+SUBSCRIPTION = Op(
+    "SubscriptionIn",
+    {"subscriptionTimestamp": _time("subscriptionTimestamp", missing="", null_is_bad=True)},
+    tenant_free=False,
+)
+_SEEK_TARGETS = [
+    {"required": ["toEnd"], "properties": {"toEnd": {"const": True}}},
+    {"required": ["timestamp"], "properties": {"toEnd": {"const": False}, "timestamp": {"type": "string", **_TIME}}},
+]
+SEEK = Op(
+    "SeekIn",
+    {
+        "toEnd": Field("boolean", default=False, null_is_bad=True, refusal="toEnd must be true or false"),
+        "timestamp": Field("any", doc="ISO-8601: where to move the group's cursors; ignored with toEnd"),
+    },
+    doc="Either ``toEnd: true`` or a ``timestamp``.",
+    extra={"anyOf": _SEEK_TARGETS},
+    tenant_free=False,
+)
+
+
+def _trace_names(raw: str | list[Any]) -> list[str]:
+    if isinstance(raw, str):
+        raw = [raw]
+    if not all(isinstance(n, str) for n in raw):
+        raise InvalidArgument("traceNames must be a string or an array of strings")
+    return [check_name(n, "traceNames[]") for n in raw if n]
+
+
+_ID = Field("string", missing="", min_length=1, refusal="transactionId and partitionId are required")
+_TRACE_NAME = {"type": "string", "maxLength": MAX_NAME_BYTES, "pattern": names.SCHEMA_PATTERN_OR_EMPTY}
+TRACE = Op(
+    "TraceIn",
+    {
+        "transactionId": _ID,
+        "partitionId": replace(_ID, doc="a partition id; one that names none answers 404"),
+        "data": Field("any", missing="", null_is_bad=True, refusal="data is required", doc="any JSON value, null too"),
+        "traceNames": Field(
+            ("array", "string"),
+            default=[],
+            refusal="traceNames must be a string or an array of strings",
+            check=_trace_names,
+            doc="names to find the trace by; empty ones are skipped",
+            schema_extra={"items": _TRACE_NAME, **{k: v for k, v in _TRACE_NAME.items() if k != "type"}},
+        ),
+        # Checked before the default: false or {} is not a missing type.
+        "eventType": Field("string", refusal="eventType must be a string", doc='default "info"'),
+        "consumerGroup": GROUP,
+    },
+    tenant_free=False,
+)
+_OPTIONAL = {"type": ["object", "null"]}
+MOVE_TO_DLQ = Op(
+    "MoveToDlqIn",
+    {"error": Field("string", refusal="error must be a string"), "consumerGroup": GROUP},
+    doc="Optional: no body or ``null`` is queue mode and no error text.",
+    extra=_OPTIONAL,
+    tenant_free=False,
+)
+_REASON = "why, kept in the audit trail (ours, not Queen's)"
+REPLAY = Op(
+    "DLQReplayIn",
+    {
+        "reason": Field("string", pattern=NO_NUL, refusal="reason must be a string", doc=_REASON),
+        "queue": name_field(
+            "queue", missing=None, doc="the destination queue (created if missing); default its own; " + NAME_DOC
+        ),
+        "partition": name_field(
+            "partition", missing=None, doc="the destination partition; default its own; " + NAME_DOC
+        ),
+    },
+    doc="Optional: no body or ``null`` replays into the dead letter's own queue and partition.",
+    extra=_OPTIONAL,
+    tenant_free=False,
+)
+
+
+def _number(name: str, default: int, ge: int, cap: int | None = None, **more: Any) -> Param:
+    field = Field("integer", default=default, ge=ge, refusal=f"{name} must be at least {ge}", **more)
+    return Param(field, "an integer", cap=cap)
+
+
+def _page(default: int) -> dict[str, Param]:
+    # An offset past any real list answers an empty page; the cap keeps it
+    # inside the databases' integers.
+    return {"limit": _number("limit", default, 1, MAX_PAGE), "offset": _number("offset", 0, 0, MAX_OFFSET)}
+
+
+def _text(doc: str = "empty: any", **more: Any) -> Param:
+    return Param(Field("string", pattern=NO_NUL, falsy_is_absent=True, doc=doc, **more))
+
+
+_TEXT = _text()
+LAGGING = Query({"minLagSeconds": _number("minLagSeconds", 3600, 0)})
+GROUP_DELETE = Query({"deleteMetadata": flag(default=True, doc="false keeps the group's metadata: it rewinds")})
+TRACE_NAMES = Query(_page(50))
+TRACES_BY_NAME = Query(_page(100))
+PARTITIONS = Query({**_page(100), "queue": _TEXT})
+_STATUS = Param(
+    Field(
+        "string",
+        choices=get_args(browse.MessageStatus),
+        falsy_is_absent=True,
+        refusal="status must be pending, processing, completed or dead_letter",
+    )
+)
+#: An offset is read past, row by row: narrow the time window with from/to instead.
+_TOO_FAR = f"offset must be at most {MAX_MESSAGES_OFFSET} (narrow the time window with from and to)"
+MESSAGES = Query(
+    {
+        "status": _STATUS,
+        "limit": _number("limit", DEFAULT_MESSAGES_PAGE, 1, MAX_PAGE),
+        "offset": _number("offset", 0, 0, le=MAX_MESSAGES_OFFSET, too_high=_TOO_FAR),
+        "from": _text("ISO-8601", check=partial(_iso, name="from"), schema_extra=_TIME),
+        "to": _text("ISO-8601", check=partial(_iso, name="to"), schema_extra=_TIME),
+        "queue": _TEXT,
+        "partition": _TEXT,
+        # Queen's console sends ``ns``; the client forwards what it is given.
+        "ns": _TEXT,
+        "namespace": _text("read when ns is empty"),
+        "task": _TEXT,
+    }
+)
+
+
+def read_query(params: Params, query: Query) -> dict[str, Any]:
+    """The parameters ``query`` declares, read from ``params``."""
+    return query.read(params, engine_bad)
+
+
+def path_id(raw: str) -> int | None:
+    """The id a path names (a partition's, a dead letter's); None when it
+    cannot name one (a BIGINT has at most 18 digits here)."""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
 
 
 def partition_id(raw: str) -> int:
     """A partition id from a path; one that names no partition is a 404."""
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+    found = path_id(raw)
+    if found is None:
         raise MessageNotFound()
-    return int(raw)
+    return found
 
 
 # --------------------------------------------------------------------------
 # Offset reads
 
 
-def _entries(body: dict[str, Any]) -> list[Any]:
-    """The ``entries`` of an offset read: 1 to ``MAX_FETCH_ENTRIES``."""
-    entries = body.get("entries")
-    if not isinstance(entries, list) or not entries:
-        raise InvalidArgument("entries must be a non-empty array")
-    if len(entries) > MAX_FETCH_ENTRIES:
-        raise InvalidArgument(f"at most {MAX_FETCH_ENTRIES} entries per call")
-    return entries
-
-
 def parse_fetch(body: Any) -> tuple[list[reads.FetchEntry], int]:
-    body = json_object(body)
-    entries = _entries(body)
-    call_bytes = body.get("maxBytes", MAX_FETCH_BYTES)
-    call_bytes = min(_count(call_bytes, "maxBytes", minimum=1), MAX_FETCH_BYTES)
+    fields = FETCH.read(json_object(body), engine_bad)
+    call_bytes = min(fields["maxBytes"], MAX_FETCH_BYTES)
     parsed = []
-    for i, raw in enumerate(entries):
-        if not isinstance(raw, dict):
-            raise InvalidArgument(f"entries[{i}] must be an object")
-        parsed.append(
-            reads.FetchEntry(
-                queue=check_name(raw.get("queue"), f"entries[{i}].queue"),
-                partition=check_name(raw.get("partition"), f"entries[{i}].partition"),
-                offset=_count(raw.get("offset", 0), f"entries[{i}].offset", minimum=0),
-                max_bytes=min(
-                    _count(raw.get("maxBytes", call_bytes), f"entries[{i}].maxBytes", minimum=1), MAX_FETCH_BYTES
-                ),
-            )
-        )
+    for i, raw in enumerate(fields["entries"]):
+        entry = _item(FETCH_ENTRY, raw, f"entries[{i}]")
+        max_bytes = call_bytes if entry["maxBytes"] is None else min(entry["maxBytes"], MAX_FETCH_BYTES)
+        parsed.append(reads.FetchEntry(entry["queue"], entry["partition"], entry["offset"], max_bytes))
     return parsed, call_bytes
 
 
@@ -149,26 +331,10 @@ def render_fetch(results: Sequence[reads.FetchedEntry]) -> dict[str, Any]:
 
 
 def parse_changed(body: Any) -> list[reads.ChangedQuery]:
-    entries = _entries(json_object(body))
     parsed = []
-    for i, raw in enumerate(entries):
-        if not isinstance(raw, dict):
-            raise InvalidArgument(f"entries[{i}] must be an object")
-        since = raw.get("since")
-        after = raw.get("after")
-        if after is not None and (
-            not isinstance(after, str) or not after.isascii() or not after.isdigit() or len(after) > 18
-        ):
-            raise InvalidArgument(f"entries[{i}].after must be a cursor this route answered")
-        limit = _count(raw.get("limit", MAX_CHANGED_PAGE), f"entries[{i}].limit", minimum=1)
-        parsed.append(
-            reads.ChangedQuery(
-                queue=check_name(raw.get("queue"), f"entries[{i}].queue"),
-                since=None if since is None else _iso(since, f"entries[{i}].since"),
-                after=None if after is None else int(after),
-                limit=min(limit, MAX_CHANGED_PAGE),
-            )
-        )
+    for i, raw in enumerate(CHANGED.read(json_object(body), engine_bad)["entries"]):
+        entry = _item(CHANGED_ENTRY, raw, f"entries[{i}]")
+        parsed.append(reads.ChangedQuery(**{**entry, "limit": min(entry["limit"], MAX_CHANGED_PAGE)}))
     return parsed
 
 
@@ -226,10 +392,6 @@ def lookup_group(raw: str) -> str:
     return check_lookup_group(raw)
 
 
-def parse_delete_metadata(params: Params) -> bool:
-    return _param_bool(params, "deleteMetadata", True)
-
-
 def render_group_deleted(result: groups.GroupDeleted) -> dict[str, Any]:
     body: dict[str, Any] = {"success": True, "consumerGroup": result.group}
     if result.queue is not None:
@@ -242,7 +404,7 @@ def parse_subscription(body: Any) -> datetime:
     body = json_object(body)
     if "subscriptionTimestamp" not in body:
         raise InvalidArgument("Missing subscriptionTimestamp in request body")
-    return _iso(body["subscriptionTimestamp"], "subscriptionTimestamp")
+    return SUBSCRIPTION.read(body, engine_bad)["subscriptionTimestamp"]  # type: ignore[no-any-return]
 
 
 def render_resubscribed(result: groups.GroupResubscribed, raw: str) -> dict[str, Any]:
@@ -256,11 +418,8 @@ def render_resubscribed(result: groups.GroupResubscribed, raw: str) -> dict[str,
 
 
 def parse_seek(body: Any) -> tuple[bool, datetime | None]:
-    body = json_object(body) if body is not None else {}
-    to_end = body.get("toEnd", False)
-    if not isinstance(to_end, bool):
-        raise InvalidArgument("toEnd must be true or false")
-    raw = body.get("timestamp")
+    fields = SEEK.read(json_object(body) if body is not None else {}, engine_bad)
+    to_end, raw = fields["toEnd"], fields["timestamp"]
     if not to_end and not raw:
         raise InvalidArgument("Must specify either 'toEnd': true or 'timestamp'")
     return to_end, None if to_end else _iso(raw, "timestamp")
@@ -347,35 +506,14 @@ def render_lagging(rows: Sequence[browse.LaggingPartition]) -> list[dict[str, An
 
 def parse_trace(body: Any) -> dict[str, Any]:
     """``POST /traces``: the keyword arguments of ``traces.trace_record``."""
-    body = json_object(body)
-    txn, pid = body.get("transactionId"), body.get("partitionId")
-    if not isinstance(txn, str) or not txn or not isinstance(pid, str) or not pid:
-        raise InvalidArgument("transactionId and partitionId are required")
-    if "data" not in body:
-        raise InvalidArgument("data is required")
-    raw_names = body.get("traceNames")
-    if raw_names is None:
-        names: list[str] = []
-    elif isinstance(raw_names, str):
-        names = [raw_names] if raw_names else []
-    elif isinstance(raw_names, list) and all(isinstance(n, str) for n in raw_names):
-        names = [n for n in raw_names if n]
-    else:
-        raise InvalidArgument("traceNames must be a string or an array of strings")
-    for n in names:
-        check_name(n, "traceNames[]")
-    event_type = body.get("eventType")
-    if event_type is not None and not isinstance(event_type, str):
-        # Checked before the default: false or {} is not a missing type.
-        raise InvalidArgument("eventType must be a string")
-    event_type = event_type or "info"
+    fields = TRACE.read(json_object(body), engine_bad)
     return {
-        "partition_id": partition_id(pid),
-        "transaction_id": txn,
-        "group": check_group(body.get("consumerGroup")),
-        "event_type": event_type,
-        "data_json": json_text(body["data"]),
-        "names": names,
+        "partition_id": partition_id(fields["partitionId"]),
+        "transaction_id": fields["transactionId"],
+        "group": fields["consumerGroup"],
+        "event_type": fields["eventType"] or "info",
+        "data_json": json_text(fields["data"]),
+        "names": fields["traceNames"],
     }
 
 
@@ -402,15 +540,6 @@ def _trace(row: traces.TraceRow, *, with_message: bool) -> dict[str, Any]:
 
 def render_message_traces(rows: Sequence[traces.TraceRow]) -> dict[str, Any]:
     return {"traces": [_trace(r, with_message=False) for r in rows]}
-
-
-def page_params(params: Params, default: int) -> tuple[int, int]:
-    # An offset past any real list answers an empty page; the cap keeps it
-    # inside the databases' integers.
-    return (
-        param_int(params, "limit", default, minimum=1, maximum=MAX_PAGE),
-        param_int(params, "offset", 0, minimum=0, maximum=MAX_OFFSET),
-    )
 
 
 def render_traces_by_name(rows: Sequence[traces.TraceRow], more: bool, limit: int, offset: int) -> dict[str, Any]:
@@ -483,25 +612,17 @@ def render_partitions(rows: Sequence[browse.PartitionRow], limit: int, offset: i
 
 
 def parse_messages(params: Params) -> browse.MessageQuery:
-    status = params.get("status") or None
-    if status is not None and status not in get_args(browse.MessageStatus):
-        raise InvalidArgument("status must be pending, processing, completed or dead_letter")
-    limit, offset = page_params(params, DEFAULT_MESSAGES_PAGE)
-    if offset > MAX_MESSAGES_OFFSET:
-        # An offset is read past, row by row: narrow the window with from/to instead.
-        raise InvalidArgument(f"offset must be at most {MAX_MESSAGES_OFFSET} (narrow the time window with from and to)")
-    since, until = params.get("from"), params.get("to")
+    fields = read_query(params, MESSAGES)
     return browse.MessageQuery(
-        queue=params.get("queue") or None,
-        partition=params.get("partition") or None,
-        # Queen's console sends ``ns``; the client forwards what it is given.
-        namespace=params.get("ns") or params.get("namespace") or None,
-        task=params.get("task") or None,
-        status=status,  # type: ignore[arg-type]
-        since=_iso(since, "from") if since else None,
-        until=_iso(until, "to") if until else None,
-        limit=limit,
-        offset=offset,
+        queue=fields["queue"],
+        partition=fields["partition"],
+        namespace=fields["ns"] or fields["namespace"],
+        task=fields["task"],
+        status=fields["status"],
+        since=fields["from"],
+        until=fields["to"],
+        limit=fields["limit"],
+        offset=fields["offset"],
     )
 
 
@@ -554,6 +675,9 @@ def render_messages(rows: Sequence[browse.MessageRow], query: browse.MessageQuer
     }
 
 
+_QUEUE_CONFIG = ("leaseTime", "retryLimit", "retryDelay", "ttl", "priority")
+
+
 def render_message(row: browse.MessageRow | None) -> dict[str, Any]:
     if row is None:
         raise MessageNotFound()
@@ -564,13 +688,7 @@ def render_message(row: browse.MessageRow | None) -> dict[str, Any]:
         "isEncrypted": False,
         "errorMessage": row.error,
         "retryCount": row.retry_count,
-        "queueConfig": {
-            "leaseTime": int(options.get("leaseTime", 0) or 0),
-            "retryLimit": int(options.get("retryLimit", 0) or 0),
-            "retryDelay": int(options.get("retryDelay", 0) or 0),
-            "ttl": int(options.get("ttl", 0) or 0),
-            "priority": int(options.get("priority", 0) or 0),
-        },
+        "queueConfig": {key: int(options.get(key, 0) or 0) for key in _QUEUE_CONFIG},
         "mode": {
             "hasQueueMode": row.has_queue_mode,
             "busGroupsCount": row.total_groups,
@@ -615,11 +733,8 @@ def render_message_retried(result: queue_operator.MessageRetried) -> dict[str, A
 
 def parse_move_to_dlq(body: Any) -> tuple[str, str | None]:
     """``POST /messages/{pid}/{txid}/dlq``: the group (default queue mode) and an error text."""
-    body = {} if body is None else json_object(body)
-    error = body.get("error")
-    if error is not None and not isinstance(error, str):
-        raise InvalidArgument("error must be a string")
-    return check_group(body.get("consumerGroup")), error
+    fields = MOVE_TO_DLQ.read({} if body is None else json_object(body), engine_bad)
+    return fields["consumerGroup"], fields["error"]
 
 
 def render_dead_lettered(result: queue_operator.MessageDeadLettered) -> dict[str, Any]:
@@ -638,27 +753,13 @@ def render_dead_lettered(result: queue_operator.MessageDeadLettered) -> dict[str
 # Queen's DLQ replay
 
 
-def dead_letter_id(raw: str) -> int | None:
-    """The dead letter id a path names; None when it cannot name one (the
-    route answers 404 ``gone``, as Queen does for an id that is no uuid)."""
-    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= _MAX_ID_DIGITS else None
-
-
 def parse_replay(body: Any) -> tuple[queue_operator.ReplayDestination, str]:
     """``POST /dlq/{id}/replay``: the destination (no body, ``null`` or an
     absent field: the dead letter's own queue or partition) and the reason
     its audit entry keeps."""
-    body = {} if body is None else json_object(body)
-    queue, partition, reason = body.get("queue"), body.get("partition"), body.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidArgument("reason must be a string")
-    return (
-        queue_operator.ReplayDestination(
-            queue=None if queue is None else check_name(queue, "queue"),
-            partition=None if partition is None else check_name(partition, "partition"),
-        ),
-        check_text(reason or "", "reason"),
-    )
+    fields = REPLAY.read({} if body is None else json_object(body), engine_bad)
+    destination = queue_operator.ReplayDestination(queue=fields["queue"], partition=fields["partition"])
+    return destination, check_text(fields["reason"] or "", "reason")
 
 
 def render_replayed(result: queue_operator.DLQReplayed) -> dict[str, Any]:

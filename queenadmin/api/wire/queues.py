@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import msgspec
 
-from queenadmin.api.wire.common import is_json_int
+from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, TEXT, Field, Op, Param, Query, any_case, flag
 from queenadmin.domain import clock, names, queues
-from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS, OptionValue, option_value
 from queenadmin.errors import ConflationRefused, InvalidArgument
 from queenadmin.plumbing.db import json_text
 
@@ -53,9 +53,6 @@ DEFAULT_EXTEND_SECONDS = 60
 MAX_LEASE_SECONDS = 10 * 365 * 86400
 #: Offsets are signed 64-bit integers in both databases.
 MAX_OFFSET = 2**63 - 1
-#: Top-level configure fields that are not options.
-_CONFIGURE_FIELDS = ("queue", "namespace", "task", "options", "mode")
-
 #: A query string: Django's ``QueryDict`` or any str -> str mapping.
 Params = Mapping[str, str]
 
@@ -110,26 +107,50 @@ def lookup_group(value: Any) -> str:
     return value
 
 
-def _flag(params: Params, name: str) -> bool:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return False
-    value = raw.lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise InvalidArgument(f"{name} must be true or false")
+def engine_bad(reason: str, detail: str) -> InvalidArgument:
+    # The engine family has one code (bad_request); its details name the field.
+    return InvalidArgument(detail)
 
 
-def query_int(params: Params, name: str) -> int | None:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidArgument(f"{name} must be an integer") from None
+NAME_DOC = (
+    f"no control or bidirectional formatting characters, at most {MAX_NAME_BYTES} bytes of UTF-8"
+    " (413 name_too_long above)"
+)
+
+
+def name_field(what: str, **changes: Any) -> Field:
+    """A queue or partition name: ``check_name``'s rule, refusals naming ``what``."""
+    field = Field(
+        "string",
+        missing="",
+        min_length=1,
+        max_length=MAX_NAME_BYTES,
+        pattern=names.SCHEMA_PATTERN,
+        refusal=f"{what} must be a non-empty string",
+        check=partial(check_name, what=what),
+        doc=NAME_DOC,
+    )
+    return replace(field, **changes)
+
+
+#: A consumer group: ``check_group``'s rule.
+GROUP = Field(
+    "string",
+    default=queues.QUEUE_MODE,
+    max_length=MAX_GROUP_BYTES,
+    pattern=names.SCHEMA_PATTERN_OR_EMPTY,
+    refusal="consumerGroup must be a string",
+    check=check_group,
+    doc=f'"" or null: queue mode; at most {MAX_GROUP_BYTES} bytes of UTF-8 (413 above)',
+)
+
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _flag_doc(doc: str) -> Param:
+    """A flag of a query string: true, 1 or yes; false, 0, no or empty; any case."""
+    return flag(doc=f"{doc}: true, 1 or yes; false, 0, no or empty (any case)", true=_TRUE, false=_FALSE)
 
 
 def iso_time(raw: str, name: str, expected: str) -> datetime:
@@ -149,79 +170,36 @@ def iso_time(raw: str, name: str, expected: str) -> datetime:
         raise InvalidArgument(f"{name} is out of range") from None
 
 
-# --------------------------------------------------------------------------
-# Configure
-
-
-def parse_configure(body: Any) -> queues.ConfigureRequest:
-    """``POST /configure``: the queue, its namespace and task, the options.
-
-    Options come in ``options`` or flat at the top level (protocol section
-    10); ``options`` wins where both name one. Each known option must be an
-    integer, a boolean or null as its kind says, and is then checked by the
-    domain's rules (``options.option_value``), in body order; unknown names
-    are dropped.
-    """
-    body = json_object(body)
-    name = check_name(body.get("queue"), "queue")
-    mode = body.get("mode")
-    if mode not in (None, "merge", "replace"):
-        raise InvalidArgument("mode must be merge or replace")
-    nested = body.get("options")
-    if nested is None:
-        nested = {}
-    if not isinstance(nested, dict):
-        raise InvalidArgument("options must be an object")
-    flat = {k: v for k, v in body.items() if k not in _CONFIGURE_FIELDS}
-    namespace = body.get("namespace")
-    task = body.get("task")
-    for label, value in (("namespace", namespace), ("task", task)):
-        if value is not None and not isinstance(value, str):
-            raise InvalidArgument(f"{label} must be a string or null")
-        check_text(value, label)
-    return queues.ConfigureRequest(
-        name=name,
-        namespace=namespace,
-        task=task,
-        options=queues.QueueOptions(option_changes({**flat, **nested})),
-        replace=mode == "replace",
-    )
-
-
-def option_changes(given: dict[str, Any]) -> tuple[tuple[str, OptionValue | None], ...]:
-    """The changes ``given`` (option name -> JSON value) asks for, checked
-    in order as ``parse_configure`` checks them: the dashboard's settings
-    form checks each of its fields with this, so its texts are the API's."""
-    changes: list[tuple[str, OptionValue | None]] = []
-    for name, value in given.items():
-        if name not in INT_OPTIONS and name not in BOOL_OPTIONS:
-            continue
-        if value is None:
-            changes.append((name, None))
-            continue
-        if name in INT_OPTIONS and not is_json_int(value):
-            raise InvalidArgument(f"option {name} must be an integer")
-        if name in BOOL_OPTIONS and not isinstance(value, bool):
-            raise InvalidArgument(f"option {name} must be a boolean")
-        changes.append((name, option_value(name, value)))
-    return tuple(changes)
-
-
-def render_configure(config: queues.QueueConfig) -> dict[str, Any]:
-    return {
-        "configured": True,
-        "queueId": str(config.id),
-        "partitionId": None,
-        "queue": config.name,
-        "namespace": config.namespace,
-        "task": config.task,
-        "storage": "segments",
-        "options": dict(config.options),
-    }
+def time_param(name: str, doc: str) -> Param:
+    """A query string's ISO time (``iso_time``); empty reads as absent."""
+    check = partial(iso_time, name=name, expected="an ISO time")
+    return Param(Field("string", falsy_is_absent=True, check=check, schema_extra={"format": "date-time"}, doc=doc))
 
 
 # --------------------------------------------------------------------------
 # Push
+
+
+#: One pushed message. Its parser is ``parse_push_items``, by hand: a push
+#: of 1,000 items is the hot path, measured (bench/cpu_compare.py push1000).
+PUSH_ITEM = Op(
+    "PushItemIn",
+    {
+        "queue": name_field("queue"),
+        "partition": name_field("partition", missing=None, default=queues.DEFAULT_PARTITION, doc='default "Default"'),
+        "payload": Field("any", missing="", null_is_bad=True, doc="any JSON value, null included"),
+        "transactionId": Field(
+            "string",
+            min_length=1,
+            max_length=MAX_TXN_BYTES,
+            pattern=SOME_TEXT,
+            doc=f"dedup key, at most {MAX_TXN_BYTES} bytes",
+        ),
+        "traceId": Field("any", doc="a UUID; anything else is ignored"),
+    },
+    tenant_free=False,
+)
+PUSH = Op("PushIn", {"items": Field("array", missing="", of=PUSH_ITEM)}, tenant_free=False)
 
 
 def parse_push(body: Any) -> list[queues.PushItem]:
@@ -345,6 +323,82 @@ class PopCall:
     frames: bool = False
 
 
+def _count(refusal: str, **more: Any) -> Param:
+    return Param(Field("integer", ge=1, refusal=refusal, **more), "an integer")
+
+
+def _read(params: Params, name: str) -> Any:
+    """The parameter ``name`` of a pop's query, read by its declaration."""
+    return _POP_PARAMS[name].read(params, name, engine_bad)
+
+
+_CLAMPED = f"the largest values are clamped ({MAX_BATCH} messages, {MAX_PARTITIONS} partitions)"
+
+
+#: A pop's query (the conflation flags, which go with the group, are ``DELIVERY``).
+POP = Query(
+    {
+        "batch": _count("batch must be at least 1", doc=f"default {DEFAULT_BATCH}; {_CLAMPED}"),
+        "partitions": _count(f"partitions must be from 1 to {MAX_PARTITIONS}", doc=_CLAMPED),
+        "wait": _flag_doc("long-poll: wait up to timeout ms for a message"),
+        "timeout": Param(
+            Field("integer", default=DEFAULT_TIMEOUT_MS, doc=f"ms; clamped to 0..{MAX_TIMEOUT_MS}"), "an integer"
+        ),
+        "leaseSeconds": _count(
+            "leaseSeconds must be at least 1",
+            le=MAX_LEASE_SECONDS,
+            too_high=f"leaseSeconds must be at most {MAX_LEASE_SECONDS}",
+        ),
+        "subscriptionMode": Param(
+            Field("string", pattern=NO_NUL, doc="a new group's start: new or new-only; anything else: all")
+        ),
+        "subscriptionFrom": Param(
+            Field("string", schema_extra={"anyOf": [{"enum": ["now", ""]}, {"format": "date-time"}]})
+        ),
+        "autopilot": _flag_doc(
+            f"batch {AUTOPILOT_BATCH}, partitions {AUTOPILOT_PARTITIONS} where unset (no conflation)"
+        ),
+        "frames": _flag_doc("answer with the framed pop where the server serves it"),
+    }
+)
+_IS_TRUE = {"pattern": f"^(?:{'|'.join(map(any_case, _TRUE))})$"}
+#: The group and the flags that go with it: a conflating pop needs a group
+#: and no auto-ack.
+_DELIVERY = Query(
+    {
+        # Read by ``check_group``: queue mode, its default, is no text to publish.
+        "consumerGroup": Param(replace(GROUP, default=None)),
+        "conflation": _flag_doc("last-value delivery: one message per partition, the newest"),
+        "autoAck": _flag_doc("complete the messages on delivery"),
+        "commitOnDelivery": _flag_doc("the same as autoAck"),
+    }
+)
+DELIVERY = _DELIVERY.exploded(
+    "delivery",
+    required=False,
+    rule={
+        "if": {"required": ["conflation"], "properties": {"conflation": _IS_TRUE}},
+        "then": {
+            "required": ["consumerGroup"],
+            "properties": {
+                "consumerGroup": {"minLength": 1},
+                "autoAck": {"not": _IS_TRUE},
+                "commitOnDelivery": {"not": _IS_TRUE},
+            },
+        },
+    },
+)
+#: ``GET /pop``'s selection: a namespace, a task or both.
+SELECTION = Query({"namespace": TEXT, "task": TEXT}).exploded(
+    "selection",
+    required=True,
+    rule={"anyOf": [{"required": [name], "properties": {name: {"minLength": 1}}} for name in ("namespace", "task")]},
+)
+
+
+_POP_PARAMS = {**POP.params, **_DELIVERY.params}
+
+
 def parse_pop_queue(params: Params, queue: str, partition: str | None = None) -> PopCall:
     """``GET /pop/queue/{queue}[/partition/{partition}]`` and its query."""
     _refuse_conflation(params)
@@ -357,8 +411,7 @@ def parse_pop_queue(params: Params, queue: str, partition: str | None = None) ->
 def parse_pop_discovery(params: Params) -> PopCall:
     """``GET /pop?namespace=&task=``: pop from any queue they select."""
     _refuse_conflation(params)
-    namespace = check_text(params.get("namespace") or None, "namespace")
-    task = check_text(params.get("task") or None, "task")
+    namespace, task = (params.get(name) or None for name in ("namespace", "task"))
     if namespace is None and task is None:
         raise InvalidArgument("namespace or task is required")
     return _pop_call(params, namespace=namespace, task=task)
@@ -367,11 +420,11 @@ def parse_pop_discovery(params: Params) -> PopCall:
 def _refuse_conflation(params: Params) -> None:
     """A conflating pop's refusals, before any other check (Queen's order):
     no consumer group, then auto-ack (``autoAck`` or ``commitOnDelivery``)."""
-    if not _flag(params, "conflation"):
+    if not _read(params, "conflation"):
         return
     if check_group(params.get("consumerGroup")) == queues.QUEUE_MODE:
         raise ConflationRefused(NO_GROUP_CONFLATION)
-    if _flag(params, "autoAck") or _flag(params, "commitOnDelivery"):
+    if _read(params, "autoAck") or _read(params, "commitOnDelivery"):
         raise ConflationRefused(AUTO_ACK_CONFLATION)
 
 
@@ -383,15 +436,11 @@ def _pop_call(
     namespace: str | None = None,
     task: str | None = None,
 ) -> PopCall:
-    conflation = _flag(params, "conflation")
+    conflation = _read(params, "conflation")
     autopilot = None
-    on_autopilot = _flag(params, "autopilot")
-    batch = query_int(params, "batch")
-    if batch is not None and batch < 1:
-        raise InvalidArgument("batch must be at least 1")
-    partitions = query_int(params, "partitions")
-    if partitions is not None and partitions < 1:
-        raise InvalidArgument(f"partitions must be from 1 to {MAX_PARTITIONS}")
+    on_autopilot = _read(params, "autopilot")
+    batch = _read(params, "batch")
+    partitions = _read(params, "partitions")
     # A conflating group claims partitions ?? batch partitions, one message
     # each; so does a group whose stored policy is conflation, whatever this
     # pop asked. Autopilot never resizes a conflating pop.
@@ -399,13 +448,8 @@ def _pop_call(
     if on_autopilot and not conflation:
         autopilot = Autopilot(batch or AUTOPILOT_BATCH, partitions or AUTOPILOT_PARTITIONS)
         batch, partitions = autopilot.batch, autopilot.partitions
-    timeout_ms = query_int(params, "timeout")
-    timeout_ms = DEFAULT_TIMEOUT_MS if timeout_ms is None else max(0, min(timeout_ms, MAX_TIMEOUT_MS))
-    lease = query_int(params, "leaseSeconds")
-    if lease is not None and lease < 1:
-        raise InvalidArgument("leaseSeconds must be at least 1")
-    if lease is not None and lease > MAX_LEASE_SECONDS:
-        raise InvalidArgument(f"leaseSeconds must be at most {MAX_LEASE_SECONDS}")
+    timeout_ms = max(0, min(_read(params, "timeout"), MAX_TIMEOUT_MS))
+    lease = _read(params, "leaseSeconds")
     # Queen's reading: new and new-only mean "new"; any other value "all".
     raw_mode = params.get("subscriptionMode") or None
     mode: queues.SubscriptionMode | None = None
@@ -415,7 +459,7 @@ def _pop_call(
     if isinstance(since, str) and since != "now":
         since = iso_time(since, "subscriptionFrom", "an ISO time or now")
     # commitOnDelivery is read only when autoAck does not already say so.
-    auto_ack = _flag(params, "autoAck") or _flag(params, "commitOnDelivery")
+    auto_ack = _read(params, "autoAck") or _read(params, "commitOnDelivery")
     request = queues.PopRequest(
         group=check_group(params.get("consumerGroup")),
         batch=min(batch or DEFAULT_BATCH, MAX_BATCH),
@@ -431,7 +475,7 @@ def _pop_call(
         namespace=namespace,
         task=task,
     )
-    return PopCall(request, _flag(params, "wait"), timeout_ms / 1000, autopilot, _flag(params, "frames"))
+    return PopCall(request, _read(params, "wait"), timeout_ms / 1000, autopilot, _read(params, "frames"))
 
 
 def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: int) -> dict[str, Any]:
@@ -501,6 +545,61 @@ def render_empty_pop(call: PopCall, policy: queues.ConflationPolicy) -> dict[str
 # Ack and lease
 
 
+def _partition_id(value: str | int) -> str:
+    return str(check_text(str(value), "partitionId"))
+
+
+#: One acknowledgment (of /ack, /ack/batch or a transaction); read in this order.
+ACK = Op(
+    "AckIn",
+    {
+        "transactionId": Field(
+            "string",
+            missing="",
+            min_length=1,
+            pattern=SOME_TEXT,
+            refusal="transactionId must be a non-empty string",
+            check=partial(check_text, what="transactionId"),
+        ),
+        "partitionId": Field(
+            ("string", "integer"),
+            missing="",
+            min_length=1,
+            pattern=SOME_TEXT,
+            refusal="partitionId must be a non-empty string",
+            check=_partition_id,
+            doc="the decimal partition id the pop returned (a JSON integer is read as its digits)",
+        ),
+        "status": Field("string", doc="completed, failed, retry or dlq; any other string is completed"),
+        "leaseId": Field("string", pattern=NO_NUL, check=partial(check_text, what="leaseId")),
+        "error": Field("any", doc="a string; any other JSON is stored as its JSON text"),
+        "consumerGroup": GROUP,
+    },
+    tenant_free=False,
+)
+#: The batch's group is read only for an acknowledgment without its own.
+ACK_BATCH = Op(
+    "AckBatchIn",
+    {
+        "acknowledgments": Field(
+            "array",
+            missing="",
+            of=ACK,
+            refusal="acknowledgments must be an array",
+            doc="each may name its own consumerGroup",
+        ),
+        "consumerGroup": Field("any", doc="for the acknowledgments that name none"),
+    },
+    extra={
+        "if": {
+            "properties": {"acknowledgments": {"contains": {"type": "object", "not": {"required": ["consumerGroup"]}}}}
+        },
+        "then": {"properties": {"consumerGroup": GROUP.schema()}},
+    },
+    tenant_free=False,
+)
+
+
 def parse_ack(body: Any) -> list[queues.AckItem]:
     """``POST /ack``: one acknowledgment, as a list of one."""
     body = json_object(body)
@@ -510,37 +609,22 @@ def parse_ack(body: Any) -> list[queues.AckItem]:
 def parse_ack_batch(body: Any) -> list[queues.AckItem]:
     """``POST /ack/batch``: ``acknowledgments``, each may name its group."""
     body = json_object(body)
-    raw = body.get("acknowledgments")
-    if not isinstance(raw, list):
-        raise InvalidArgument("acknowledgments must be an array")
+    raw = ACK_BATCH.fields["acknowledgments"].read(body, "acknowledgments", engine_bad)
     group = body.get("consumerGroup")
     return [ack_item(i, a, a.get("consumerGroup", group) if isinstance(a, dict) else group) for i, a in enumerate(raw)]
 
 
+_ACK_FIELDS = tuple((name, f) for name, f in ACK.fields.items() if name != "consumerGroup")
+
+
 def ack_item(index: int, raw: Any, group: Any) -> queues.AckItem:
-    """One acknowledgment object (of /ack, /ack/batch or a transaction)."""
+    """One acknowledgment object (of /ack, /ack/batch or a transaction); its
+    group is ``group`` (the batch's when the object names none)."""
     if not isinstance(raw, dict):
         raise InvalidArgument(f"acknowledgment {index} must be an object")
-    txn = raw.get("transactionId")
-    if not isinstance(txn, str) or not txn:
-        raise InvalidArgument("transactionId must be a non-empty string")
-    check_text(txn, "transactionId")
-    pid = raw.get("partitionId")
-    if is_json_int(pid):
-        pid = str(pid)
-    if not isinstance(pid, str) or not pid:
-        raise InvalidArgument("partitionId must be a non-empty string")
-    check_text(pid, "partitionId")
-    status = raw.get("status")
-    if status is not None and not isinstance(status, str):
-        raise InvalidArgument("status must be a string")
+    txn, pid, status, lease, error = (f.read(raw, name, engine_bad) for name, f in _ACK_FIELDS)
     # Any other status reads as completed (protocol section 5.1).
     status = status if status in queues.ACK_STATUSES else "completed"
-    lease = raw.get("leaseId")
-    if lease is not None and not isinstance(lease, str):
-        raise InvalidArgument("leaseId must be a string")
-    check_text(lease, "leaseId")
-    error = raw.get("error")
     if error is not None and not isinstance(error, str):
         error = json.dumps(error)
     return queues.AckItem(index, txn, pid, status, lease or None, error, check_group(group))  # type: ignore[arg-type]
@@ -561,20 +645,32 @@ def render_acks(outcomes: Sequence[queues.AckOutcome]) -> list[dict[str, Any]]:
     ]
 
 
+LEASE_EXTEND = Op(
+    "LeaseExtendIn",
+    {
+        "seconds": Field(
+            "integer",
+            ge=1,
+            default=DEFAULT_EXTEND_SECONDS,
+            le=MAX_LEASE_SECONDS,
+            refusal="seconds must be an integer of at least 1",
+            too_high=f"seconds must be at most {MAX_LEASE_SECONDS}",
+            doc=f"default {DEFAULT_EXTEND_SECONDS}",
+        )
+    },
+    doc="Optional: no body or ``null`` extends by the default.",
+    extra={"type": ["object", "null"]},
+    tenant_free=False,
+)
+
+
 def parse_lease_extend(body: Any) -> int:
     """``POST /lease/{id}/extend``: the seconds to extend by (default 60).
 
     No body, or a JSON null, means the default.
     """
     fields = {} if body is None else json_object(body)
-    seconds = fields.get("seconds")
-    if seconds is None:
-        seconds = DEFAULT_EXTEND_SECONDS
-    if not is_json_int(seconds) or seconds < 1:
-        raise InvalidArgument("seconds must be an integer of at least 1")
-    if seconds > MAX_LEASE_SECONDS:
-        raise InvalidArgument(f"seconds must be at most {MAX_LEASE_SECONDS}")
-    return seconds
+    return int(LEASE_EXTEND.fields["seconds"].read(fields, "seconds", engine_bad))
 
 
 def render_lease_extension(extension: queues.LeaseExtension) -> dict[str, Any]:

@@ -9,25 +9,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
+from queenadmin.api.wire.fields import NO_NUL, TEXT, Field, Op, Param, Query
 from queenadmin.api.wire.queues import (
+    GROUP,
     MAX_OFFSET,
     Params,
     check_group,
     check_text,
-    iso_time,
+    engine_bad,
     json_object,
-    query_int,
+    time_param,
 )
 from queenadmin.domain import clock, queues
 from queenadmin.domain.queues import operator as queue_operator
-from queenadmin.errors import InvalidArgument
+
+LANES = Query(
+    {
+        "stats": Param(
+            Field("string", pattern=NO_NUL, doc="lanes: names and partition counts only; anything else: every figure")
+        )
+    }
+)
 
 
 def wants_lanes(params: Params) -> bool:
     """``GET /resources/queues?stats=lanes``: names and partition counts only."""
     return params.get("stats") == "lanes"
+
+
+DEPTH = Query(
+    {"group": Param(replace(GROUP, default=None, doc="a consumer group (none or empty: the slowest named one)"))}
+)
 
 
 def parse_depth_group(params: Params) -> str | None:
@@ -36,7 +52,7 @@ def parse_depth_group(params: Params) -> str | None:
     return check_group(group) if group else None
 
 
-def _messages(totals: queues.QueueTotals) -> dict[str, int]:
+def _messages(totals: queues.QueueTotals | queues.PartitionDepth) -> dict[str, int]:
     return {
         "total": totals.total,
         "pending": totals.pending,
@@ -99,14 +115,7 @@ def render_queue(stats: queues.QueueStats) -> dict[str, Any]:
     """
     partitions = []
     for p in stats.partitions:
-        counts = {
-            "total": p.total,
-            "pending": p.pending,
-            "processing": p.processing,
-            "completed": p.completed,
-            "failed": None,
-            "deadLetter": p.dead_letter,
-        }
+        counts = {**_messages(p), "failed": None}
         partitions.append(
             {
                 "id": str(p.id),
@@ -137,16 +146,28 @@ def render_queue(stats: queues.QueueStats) -> dict[str, Any]:
     }
 
 
+PAUSE = Op(
+    "PauseIn",
+    {
+        "reason": Field(
+            "string",
+            default="",
+            pattern=NO_NUL,
+            check=partial(check_text, what="reason"),
+            doc="why, for the audit trail (at most 2,000 characters kept)",
+        )
+    },
+    doc="Optional: the reason kept in the audit trail (none: no body or ``null``).",
+    extra={"type": ["object", "null"]},
+    tenant_free=False,
+)
+
+
 def parse_pause(body: Any) -> str:
     """A pause's or resume's reason for the audit trail: ``{"reason": ...}``,
     optional (no body, ``null`` or no reason: none)."""
     fields = {} if body is None else json_object(body)
-    reason = fields.get("reason")
-    if reason is None:
-        return ""
-    if not isinstance(reason, str):
-        raise InvalidArgument("reason must be a string")
-    return str(check_text(reason, "reason"))
+    return str(PAUSE.fields["reason"].read(fields, "reason", engine_bad))
 
 
 def render_pause(change: queue_operator.PauseChange) -> dict[str, Any]:
@@ -195,12 +216,10 @@ def render_overview(overview: queues.Overview) -> dict[str, Any]:
     stats = overview.queues
     lags = overview.offset_lags
     times = overview.time_lags
+    each = [_messages(q.totals) for q in stats]
     totals = {
-        "total": sum(q.totals.total for q in stats),
-        "pending": sum(q.totals.pending for q in stats),
-        "processing": sum(q.totals.processing for q in stats),
-        "completed": sum(q.totals.completed for q in stats),
-        "deadLetter": sum(q.totals.dead_letter for q in stats),
+        key: sum(counts[key] for counts in each)
+        for key in ("total", "pending", "processing", "completed", "deadLetter")
     }
     return {
         "queues": len(stats),
@@ -234,24 +253,39 @@ DEFAULT_DLQ_LIMIT = 100
 MAX_DLQ_LIMIT = 1000
 
 
+_PAGE = "limit must be positive and offset not negative"
+#: Read in this order (the page first).
+DLQ = Query(
+    {
+        "limit": Param(
+            Field("integer", ge=1, refusal=_PAGE, doc=f"default {DEFAULT_DLQ_LIMIT}"),
+            "an integer",
+            cap=MAX_DLQ_LIMIT,
+        ),
+        "offset": Param(
+            Field("integer", ge=0, le=MAX_OFFSET, refusal=_PAGE, too_high=f"offset must be at most {MAX_OFFSET}"),
+            "an integer",
+        ),
+        "queue": TEXT,
+        "consumerGroup": TEXT,
+        "partition": TEXT,
+        "from": time_param("from", "failed at or after"),
+        "to": time_param("to", "failed at or before"),
+    }
+)
+
+
 def parse_dlq(params: Params) -> queues.DeadLetterQuery:
     """``GET /dlq``: filters, ``from``/``to`` ISO times, and one page."""
-    limit = query_int(params, "limit")
-    offset = query_int(params, "offset")
-    if (limit is not None and limit < 1) or (offset is not None and offset < 0):
-        raise InvalidArgument("limit must be positive and offset not negative")
-    if offset is not None and offset > MAX_OFFSET:
-        raise InvalidArgument(f"offset must be at most {MAX_OFFSET}")
-    since = params.get("from")
-    until = params.get("to")
+    got = DLQ.read(params, engine_bad)
     return queues.DeadLetterQuery(
-        queue=check_text(params.get("queue") or None, "queue"),
-        group=check_text(params.get("consumerGroup") or None, "consumerGroup"),
-        partition=check_text(params.get("partition") or None, "partition"),
-        since=iso_time(since, "from", "an ISO time") if since else None,
-        until=iso_time(until, "to", "an ISO time") if until else None,
-        limit=min(limit or DEFAULT_DLQ_LIMIT, MAX_DLQ_LIMIT),
-        offset=offset or 0,
+        queue=got["queue"],
+        group=got["consumerGroup"],
+        partition=got["partition"],
+        since=got["from"],
+        until=got["to"],
+        limit=got["limit"] or DEFAULT_DLQ_LIMIT,
+        offset=got["offset"] or 0,
     )
 
 

@@ -10,12 +10,12 @@ takes from measurements this broker does not keep answer ``null``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from queenadmin.api.wire.queues import iso_time
-from queenadmin.domain import procmetrics, queues
+from queenadmin.api.wire.fields import TEXT, Field, Param, Query
+from queenadmin.api.wire.queues import engine_bad, time_param
+from queenadmin.domain import clock, procmetrics, queues
 from queenadmin.domain.queues import history, status
 from queenadmin.errors import InvalidArgument
 from queenadmin.plumbing import db
@@ -43,72 +43,63 @@ def millis_z(moment: datetime) -> str:
     return seconds_z(moment)[:-1] + f".{moment.microsecond // 1000:03d}Z"
 
 
-def _time(params: Params, name: str) -> datetime | None:
-    raw = params.get(name)
-    return iso_time(raw, name, "an ISO time") if raw else None
+# --------------------------------------------------------------------------
+# The query parameters of each route, declared once: ``read`` reads them and
+# the document shows them (``openapi.parameters``). An empty one reads as
+# absent; a NUL is refused before any route (``envelope.unstorable_parameter``).
 
 
-def parse_text(params: Params, name: str) -> str | None:
-    value = params.get(name) or None
-    if value is not None and "\x00" in value:
-        raise InvalidArgument(f"{name} must not contain NUL")
-    return value
+#: ``from`` and ``to`` (``to`` is read first): ``read`` fills in the defaults.
+RANGE = {
+    "to": time_param("to", "ISO 8601 with a zone; default: now"),
+    "from": time_param("from", "ISO 8601 with a zone, not after to; default: a span before to"),
+}
+STATUS = Query({**RANGE, "queue": TEXT, "namespace": TEXT, "task": TEXT})
+ANALYTICS = Query(
+    {
+        **STATUS.params,
+        "interval": Param(
+            Field(
+                "string",
+                choices=tuple(INTERVALS),
+                default="hour",
+                falsy_is_absent=True,
+                refusal="interval must be minute, hour or day",
+                doc=f"a bucket's width; at most {MAX_ANALYTICS_POINTS} buckets in the range",
+            )
+        ),
+    }
+)
+_PAGE_BOUNDS = "limit must be positive and offset not negative"
+STATUS_QUEUES = Query(
+    {
+        "limit": Param(Field("integer", ge=1, default=DEFAULT_LIMIT, refusal=_PAGE_BOUNDS), "an integer"),
+        "offset": Param(Field("integer", ge=0, default=0, refusal=_PAGE_BOUNDS), "an integer"),
+        "namespace": TEXT,
+        "task": TEXT,
+    }
+)
+SYSTEM_METRICS = Query({**RANGE, "hostname": TEXT, "workerId": TEXT})
+WORKER_METRICS = Query(RANGE)
 
 
-@dataclass(frozen=True)
-class StatusQuery:
-    since: datetime
-    until: datetime
-    queue: str | None
-    namespace: str | None
-    task: str | None
-
-
-def parse_range(params: Params, *, now: datetime, default_span: timedelta) -> tuple[datetime, datetime]:
-    """``from`` and ``to`` (ISO, with a zone); defaults: the span up to now."""
-    until = _time(params, "to") or now
-    try:
-        since = _time(params, "from") or until - default_span
-    except OverflowError:
-        raise InvalidArgument("from is out of range") from None
-    if since > until:
-        raise InvalidArgument("from must not be after to")
-    return since, until
-
-
-def parse_status(params: Params, *, now: datetime, default_span: timedelta) -> StatusQuery:
-    since, until = parse_range(params, now=now, default_span=default_span)
-    return StatusQuery(
-        since, until, parse_text(params, "queue"), parse_text(params, "namespace"), parse_text(params, "task")
-    )
-
-
-def parse_interval(params: Params) -> Interval:
-    raw = params.get("interval") or "hour"
-    if raw == "minute":
-        return "minute"
-    if raw == "hour":
-        return "hour"
-    if raw == "day":
-        return "day"
-    raise InvalidArgument("interval must be minute, hour or day")
-
-
-def parse_page(params: Params) -> tuple[int, int]:
-    values = []
-    for name, default in (("limit", DEFAULT_LIMIT), ("offset", 0)):
-        raw = params.get(name)
-        if raw is None or raw == "":
-            values.append(default)
-            continue
-        try:
-            values.append(int(raw))
-        except ValueError:
-            raise InvalidArgument(f"{name} must be an integer") from None
-    limit, offset = values
-    if limit < 1 or offset < 0:
-        raise InvalidArgument("limit must be positive and offset not negative")
-    return limit, offset
+def read(
+    query: Query, params: Params, *, now: datetime | None = None, span: timedelta = timedelta(hours=1)
+) -> dict[str, Any]:
+    """The parameters ``query`` declares, by name, in its order; ``from`` and
+    ``to`` (where declared) are the range, by default the ``span`` up to ``now``."""
+    got = {}
+    for name, param in query.params.items():
+        got[name] = param.read(params, name, engine_bad)
+        if name == "from":
+            got["to"] = until = got["to"] or now or clock.now()
+            try:
+                got["from"] = since = got["from"] or until - span
+            except OverflowError:
+                raise InvalidArgument("from is out of range") from None
+            if since > until:
+                raise InvalidArgument("from must not be after to")
+    return got
 
 
 def _time_range(since: datetime, until: datetime) -> dict[str, str]:
@@ -132,7 +123,8 @@ def _engine() -> str:
 
 
 def render_status(
-    query: StatusQuery,
+    since: datetime,
+    until: datetime,
     *,
     minutes: int,
     buckets: Sequence[status.Bucket],
@@ -187,7 +179,7 @@ def render_status(
     failed = sum(c.failed for c in chosen)
     dlq = sum(c.dlq for c in chosen)
     return {
-        "timeRange": _time_range(query.since, query.until),
+        "timeRange": _time_range(since, until),
         "bucketMinutes": minutes,
         "pointCount": len(throughput),
         "throughput": throughput,

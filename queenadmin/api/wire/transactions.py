@@ -7,12 +7,21 @@ per position.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from queenadmin.api.wire import kv as kv_wire
 from queenadmin.api.wire import timers as timers_wire
-from queenadmin.api.wire.fields import Bad, Field, Op, ref
-from queenadmin.api.wire.queues import MAX_GROUP_BYTES, ack_item, check_group, json_object, parse_push_items
+from queenadmin.api.wire.fields import Bad, Field, Op, Ops, ref
+from queenadmin.api.wire.queues import (
+    ACK,
+    MAX_GROUP_BYTES,
+    PUSH_ITEM,
+    ack_item,
+    check_group,
+    json_object,
+    parse_push_items,
+)
 from queenadmin.domain import kv, names, queues, transactions
 from queenadmin.errors import InvalidArgument
 
@@ -35,8 +44,46 @@ def _rollback_at(at: str) -> Bad:
 # --------------------------------------------------------------------------
 # The fields of a body, declared once: the parser below reads them and the
 # document shows them (``openapi.body_of``). The pushes and acks of
-# ``operations`` are the message log's (``TxnOperationIn``, registered by
-# the route), the KV and timer ops those concepts' declarations.
+# ``operations`` are the message log's items and acks, the KV and timer ops
+# those concepts' declarations.
+
+#: A push op's own item, read only when it has no ``items`` (a null queue is
+#: the item's bad queue, 400; an absent one rolls back).
+_INLINE = {name: replace(f, missing=None, null_is_bad=name == "queue") for name, f in PUSH_ITEM.fields.items()}
+OPERATION = Ops(
+    "TxnOperationIn",
+    {
+        "push": Op(
+            "TxnPushOpIn",
+            {
+                "type": Field("string", missing="", const="push"),
+                "items": Field("array", of=PUSH_ITEM, doc="when absent, the op itself is the one item"),
+                **{name: Field("any", doc="inline item") for name in _INLINE},
+            },
+            doc="A push: ``items``, or one item inline on the op (without ``queue`` and ``payload`` it"
+            " rolls back, 200 ``bad_request``).",
+            extra={
+                "anyOf": [
+                    {"required": ["items"], "properties": {"items": {"type": "array"}}},
+                    {"properties": {"items": {"type": "null"}, **{name: f.schema() for name, f in _INLINE.items()}}},
+                ]
+            },
+            tenant_free=False,
+        ),
+        "ack": Op(
+            "TxnAckOpIn",
+            {
+                "type": Field("string", missing="", const="ack"),
+                **ACK.fields,
+                "leaseId": replace(ACK.fields["leaseId"], doc="fences it; else the one lease of requiredLeases"),
+            },
+            doc="An ack; a ``partitionId`` that is not digits rolls back (200 ``bad_request``).",
+            tenant_free=False,
+        ),
+    },
+    doc="A push or an ack (KV and timer ops go in ``kv`` and ``timers``).",
+    key="type",
+)
 
 _NOT_A_STRING = " has a partition or metadata that is not a string"
 POSITION = Op(
@@ -64,7 +111,7 @@ BODY = Op(
         "operations": Field(
             "array",
             rule="an array",
-            schema_extra={"items": ref("TxnOperationIn")},
+            of=OPERATION,
             doc="pushes and acks (KV and timer ops go in kv and timers)",
         ),
         "requiredLeases": Field(

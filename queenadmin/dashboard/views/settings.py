@@ -4,7 +4,7 @@ and **Create a queue…** on ``/queues/``.
 Both forms are ``POST /configure`` in another dress. The fields make the
 body a client would send (each option's text read as JSON, so ``30`` is a
 number, ``null`` restores the default, and ``abc`` reaches the parser as
-the string a client might send); the API's parser (``api/wire/queues.py``)
+the string a client might send); the API's parser (``api/wire/configure.py``)
 checks it and the API's domain call (``queues.queue_configure``) applies
 it, with the operator as ``who`` for the audit entry. So the form and the
 API cannot disagree on what is valid, nor word a refusal differently. Each
@@ -26,7 +26,7 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
 
-from queenadmin.api.wire import queues as wire
+from queenadmin.api.wire import configure as wire
 from queenadmin.dashboard import links, live
 from queenadmin.dashboard.views.access import HtmxHttpRequest, staff_action, who_of
 from queenadmin.dashboard.views.queues import QUEUE, QUEUES

@@ -3,7 +3,7 @@
 ``OPTIONS`` declares every option once: its name, default (whose type is
 its kind), label, unit and what it does here. ``INT_OPTIONS`` and
 ``BOOL_OPTIONS`` are read from it, and so are the API's schema
-(``api/schemas/queues.py``) and the dashboard's settings table and forms.
+(``api/wire/configure.py``) and the dashboard's settings table and forms.
 
 Options are stored in ``Queue.options`` under the protocol's own option
 names (``leaseTime``, ``retryLimit``...), every option with its value, so
@@ -11,7 +11,7 @@ those names are the log's vocabulary for them, not only the wire's.
 
 Where the checks live:
 
-- the wire parser (``api/wire/queues.py``) checks shape and JSON types: the
+- the wire parser (``api/wire/configure.py``) checks shape and JSON types: the
   options object, flat options beside it, an integer or a boolean or null
   for each known option; unknown names are dropped, as the broker drops
   them. It checks each option in body order and calls ``option_value`` on
