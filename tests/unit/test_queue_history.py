@@ -14,6 +14,7 @@ from django.db import transaction
 from queenadmin.domain import clock, queues
 from queenadmin.domain.queues import history, sampler
 from queenadmin.domain.queues.sampler import SamplerLoop
+from queenadmin.domain.queues.store.base import from_unix_micros
 from queenadmin.models import QueueSample
 from queenadmin.plumbing.db import json_text
 
@@ -347,3 +348,11 @@ def test_the_sums_per_tick_are_every_queues_series_through_rollup_and_pruning(se
             assert summed
             assert history.total_series(since=since) == summed
         assert QueueSampleTotal.objects.count() == QueueSample.objects.values("resolution", "at").distinct().count()
+        # The overview's small charts read the same depth points, their
+        # times in microseconds.
+        since = now - timedelta(seconds=900)
+        depths = history.queues_depth_series(queues=["sum-a", "sum-b", "none"], since=since)
+        assert set(depths) == {"sum-a", "sum-b"}
+        for name, points in depths.items():
+            expected = [(p.at, float(p.depth)) for p in queues.queue_series(queue=name, since=since)]
+            assert [(from_unix_micros(t), depth) for t, depth in points] == expected

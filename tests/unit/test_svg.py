@@ -43,3 +43,19 @@ def test_per_minute_rates_from_a_counter_skip_resets():
 
 def test_nice_axis_maximum():
     assert [svg._nice_max(v) for v in (0, 0.5, 1, 3, 7, 11, 4200)] == [1, 1, 1, 5, 10, 20, 5000]
+
+
+def test_line_chart_draws_microsecond_times_as_the_datetimes_they_are():
+    """The statistics reads give times as microseconds since the epoch: the
+    chart draws them where it draws the same moments as datetimes."""
+    moments = [
+        T0 + timedelta(seconds=s, microseconds=us) for s, us in ((-10, 0), (0, 0), (7, 250), (1800, 1), (3600, 0))
+    ]
+    values = [1.0, 2.0, 3.5, 0.0, 9.0]
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    micros = [(t - epoch) // timedelta(microseconds=1) for t in moments]
+    window = {"title": "Depth", "since": T0, "until": T0 + timedelta(hours=1)}
+    as_datetimes = svg.line_chart([("depth", list(zip(moments, values, strict=True)))], **window)
+    as_micros = svg.line_chart([("depth", list(zip(micros, values, strict=True)))], **window)
+    assert as_micros == as_datetimes
+    assert 'data-values="2,3.5,0,9"' in as_micros  # the point before the window is left out

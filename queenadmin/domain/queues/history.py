@@ -625,11 +625,13 @@ def total_series(*, since: datetime, until: datetime | None = None) -> list[Samp
 
 def queues_depth_series(
     *, queues: Sequence[str], since: datetime, until: datetime | None = None
-) -> dict[str, list[tuple[datetime, float]]]:
+) -> dict[str, list[tuple[int, float]]]:
     """The depth points of ``queue_series`` for each of ``queues``, in one
     statement (the overview's small charts): each queue's rows, oldest
-    first; a queue with none in the window is left out. The depth alone is
-    read: the counters of a row cost more to load than the rest."""
+    first, their times as whole microseconds since the Unix epoch (what a
+    chart takes; ``from_unix_micros`` makes one a datetime); a queue with
+    none in the window is left out. The depth alone is read: the counters
+    of a row cost more to load than the rest."""
     rows = (
         _series_rows(QueueSample, since, until)
         .filter(queue__in=list(queues))
@@ -637,9 +639,9 @@ def queues_depth_series(
         .order_by("queue", "at")
         .values_list("queue", "t", "depth")
     )
-    found: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
+    found: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for queue, t, depth in rows:
-        found[queue].append((from_unix_micros(t), float(depth)))
+        found[queue].append((t, float(depth)))
     return dict(found)
 
 
