@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+import threading
+import time
+from datetime import datetime, timedelta
 
 import pytest
 import time_machine
+from django.db import connection, transaction
 
 from queenadmin.domain import clock
-from queenadmin.domain.kv import KVCheck, kv_delete, kv_namespaces_kept, kv_put
+from queenadmin.domain.kv import KVCheck, kv_delete, kv_namespaces_keep_in_txn, kv_namespaces_kept, kv_put
 from queenadmin.domain.queues import history, sampler
 from queenadmin.domain.queues.sampler import SamplerLoop
 from queenadmin.errors import PreconditionFailed
@@ -117,3 +120,39 @@ def test_the_wait_after_a_count_is_one_tick_per_share_of_the_interval():
     assert sampler.ticks_after_count(0.99, 10) == 0
     assert sampler.ticks_after_count(2.5, 10) == 2
     assert sampler.ticks_after_count(30.0, 10) == 30
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_counts_kept_at_once_both_commit_and_the_later_stays():
+    """The sampler and an operator's refresh may keep a count at the same
+    moment (each replica runs both): the second waits for the first and
+    commits after it, and its count is what is kept (a delete-then-insert
+    failed here on PostgreSQL with a duplicate namespace, a 500 on
+    ``POST /api/v1/stats/refresh``)."""
+    kv_put(namespace="app", key="a", value=1, ttl=None)
+    first_in = threading.Event()
+    errors: list[BaseException] = []
+
+    def keep(counts: list[tuple[str, int]], at: datetime, hold: float) -> None:
+        try:
+            with transaction.atomic():
+                kv_namespaces_keep_in_txn(counts=counts, now=at)
+                first_in.set()
+                time.sleep(hold)
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    t0 = clock.now()
+    first = threading.Thread(target=keep, args=([("app", 1), ("old", 5)], t0, 0.5))
+    first.start()
+    assert first_in.wait(10)
+    second = threading.Thread(target=keep, args=([("app", 2)], t0 + timedelta(seconds=1), 0.0))
+    second.start()
+    first.join(10)
+    second.join(10)
+    assert errors == []
+    at, counts = kv_namespaces_kept()
+    assert counts == [("app", 2)]
+    assert at == t0 + timedelta(seconds=1)

@@ -367,23 +367,30 @@ class Store:
             return [(ns, int(n)) for ns, n in cursor.fetchall()]
 
     def keep_namespace_counts(self, counts: Sequence[tuple[str, int]], at: datetime) -> None:
-        """Replace the kept counts (``KVNamespaceCount``) with ``counts``.
+        """Make the kept counts (``KVNamespaceCount``) ``counts`` as of ``at``.
 
         A row for the empty namespace, which no key can have, holds the
-        total and says when the store was counted, empty or not.
+        total and says when the store was counted, empty or not. Rows are
+        upserted in namespace order, then the namespaces this count did not
+        see are deleted: two steps writing at once (the sampler and an
+        operator's refresh) wait for each other on the first row, and the
+        later one's count is what stays.
         """
         # No key is stored in the empty namespace (``check_stored_namespace``).
-        counts = [(ns, n) for ns, n in counts if ns != MARK_NAMESPACE]
-        rows = [(MARK_NAMESPACE, sum(n for _, n in counts)), *counts]
+        rows = sorted([(MARK_NAMESPACE, sum(n for _, n in counts)), *((ns, n) for ns, n in counts if ns)])
         when = db.to_db_time(at)
         with connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {COUNTS_TABLE}")
             # In slices: SQLite takes at most 32,766 parameters a statement.
             for start in range(0, len(rows), 1_000):
                 part = rows[start : start + 1_000]
                 values = ", ".join(["(%s, %s, %s)"] * len(part))
                 params = [value for namespace, n in part for value in (namespace, n, when)]
-                cursor.execute(f"INSERT INTO {COUNTS_TABLE} (namespace, keys, counted_at) VALUES {values}", params)
+                cursor.execute(
+                    f"INSERT INTO {COUNTS_TABLE} (namespace, keys, counted_at) VALUES {values}"
+                    " ON CONFLICT (namespace) DO UPDATE SET keys = excluded.keys, counted_at = excluded.counted_at",
+                    params,
+                )
+            cursor.execute(f"DELETE FROM {COUNTS_TABLE} WHERE counted_at <> %s", [when])
 
     def kept_namespace_counts(self) -> tuple[datetime | None, list[tuple[str, int]]]:
         """The kept counts by namespace, and when they were counted (None: never)."""
