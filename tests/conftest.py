@@ -48,6 +48,16 @@ IS_POSTGRES = os.environ.get("DATABASE_URL", "").startswith("postgres")
 requires_postgres = pytest.mark.skipif(not IS_POSTGRES, reason="needs PostgreSQL (DATABASE_URL)")
 
 
+def stop_process(process: subprocess.Popen[Any], timeout: float = 15) -> None:
+    """Ask ``process`` to end, and kill it if it has not within ``timeout`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -272,12 +282,7 @@ def run_server(
         token = template.token if template is not None else _admin_token(env, f"live-{secrets.token_hex(4)}")
         yield LiveServer(url, token, env, process, log_path, clock_file)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         log_file.close()
         if db_name:
             _drop_later(db_name)

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, LiveServer, run_server
+from tests.conftest import ROOT, LiveServer, run_server, stop_process
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -224,9 +224,4 @@ def restarted(server: LiveServer) -> Iterator[subprocess.Popen[bytes]]:
             time.sleep(0.1)
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.conftest import stop_process
+
 HERE = Path(__file__).resolve().parent
 CLIENT_ID = "queenadmin"
 CLIENT_SECRET = "tests-only-client-secret"
@@ -71,14 +73,14 @@ def run_provider(*, port: int, redirect_uri: str, post_logout_redirect_uri: str)
         if _answers(process, issuer, deadline=time.monotonic() + 60):
             break
         attempts.append(f"{_state(process)}\n{log_path.read_text(errors='replace')}")
-        _stop(process)
+        stop_process(process, timeout=10)
     else:
         shutil.rmtree(folder, ignore_errors=True)
         raise RuntimeError("the OpenID provider did not start:\n" + "\n---\n".join(attempts))
     try:
         yield Provider(issuer, log_path)
     finally:
-        _stop(process)
+        stop_process(process, timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -101,12 +103,3 @@ def _state(process: subprocess.Popen[bytes]) -> str:
     wchan = (proc / "wchan").read_text() if (proc / "wchan").exists() else "?"
     state = next((line for line in (proc / "status").read_text().splitlines() if line.startswith("State:")), "?")
     return f"still running ({state}, waiting in {wchan or 'nothing'})"
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
