@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, get_args
 
-from queenadmin.api.wire.fields import NO_NUL, Field, Op, Param, Query, flag
+from queenadmin.api.wire.fields import NO_NUL, TEXT, Field, Op, Param, Query, flag
 from queenadmin.api.wire.queues import (
     GROUP,
     MAX_NAME_BYTES,
@@ -236,7 +236,7 @@ def _page(default: int) -> dict[str, Param]:
 
 
 def _text(doc: str = "empty: any", **more: Any) -> Param:
-    return Param(Field("string", pattern=NO_NUL, falsy_is_absent=True, doc=doc, **more))
+    return Param(replace(TEXT.field, doc=doc, **more))
 
 
 _TEXT = _text()
