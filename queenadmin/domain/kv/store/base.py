@@ -369,15 +369,15 @@ class Store:
     def keep_namespace_counts(self, counts: Sequence[tuple[str, int]], at: datetime) -> None:
         """Make the kept counts (``KVNamespaceCount``) ``counts`` as of ``at``.
 
-        A row for the empty namespace, which no key can have, holds the
-        total and says when the store was counted, empty or not. Rows are
+        A row for the empty namespace, which no key can have, says when
+        the store was counted, empty or not (its ``keys`` is 0). Rows are
         upserted in namespace order, then the namespaces this count did not
         see are deleted: two steps writing at once (the sampler and an
         operator's refresh) wait for each other on the first row, and the
         later one's count is what stays.
         """
         # No key is stored in the empty namespace (``check_stored_namespace``).
-        rows = sorted([(MARK_NAMESPACE, sum(n for _, n in counts)), *((ns, n) for ns, n in counts if ns)])
+        rows = sorted([(MARK_NAMESPACE, 0), *((ns, n) for ns, n in counts if ns)])
         when = db.to_db_time(at)
         with connection.cursor() as cursor:
             # In slices: SQLite takes at most 32,766 parameters a statement.
