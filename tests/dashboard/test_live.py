@@ -147,14 +147,19 @@ async def test_viewers_get_the_live_page_without_buttons(viewer):
 
 
 async def test_a_foreign_origin_is_refused(operator):
-    _communicator, connected, _ = await _connect("/ws/locks/", operator, origin="http://evil.example")
+    communicator, connected, _ = await _connect("/ws/locks/", operator, origin="http://evil.example")
     assert not connected
+    # The browser answers the refusal: the app and its channel layer reader
+    # end before the test's event loop closes (else a Redis stream left to
+    # the collector warns "loop is closed", an error at teardown).
+    await communicator.disconnect()
 
 
 async def test_an_unknown_page_is_refused(operator):
     """No route: refused at the handshake (asgi logs it in one line)."""
-    _communicator, connected, _ = await _connect("/ws/nope/", operator)
+    communicator, connected, _ = await _connect("/ws/nope/", operator)
     assert not connected
+    await communicator.disconnect()
 
 
 async def test_logging_out_closes_the_logins_sockets_at_once(operator):
