@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, TypedDict
 from uuid import UUID
 
@@ -24,7 +23,7 @@ from queenadmin.api.wire.queues import (
     check_text,
     json_object,
 )
-from queenadmin.domain import names, queues, streams
+from queenadmin.domain import clock, names, queues, streams
 from queenadmin.errors import InvalidArgument
 from queenadmin.plumbing import db
 
@@ -269,14 +268,13 @@ def parse_state_get(body: Any) -> StateGetCall:
     return StateGetCall(query_id=query_id, partition_id=partition_id, which=which)
 
 
-def _time(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def render_state(rows: list[streams.StateRow]) -> dict[str, Any]:
     return {
         "success": True,
-        "rows": [{"key": r.key, "value": json.loads(r.value_json), "updated_at": _time(r.updated_at)} for r in rows],
+        "rows": [
+            {"key": r.key, "value": json.loads(r.value_json), "updated_at": clock.iso_millis_z(r.updated_at)}
+            for r in rows
+        ],
     }
 
 
