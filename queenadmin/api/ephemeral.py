@@ -34,7 +34,7 @@ from queenadmin.api.schemas.ephemeral import (
 )
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import ephemeral as wire
-from queenadmin.domain import ephemeral
+from queenadmin.domain import clock, ephemeral
 from queenadmin.domain.queues import wakeups
 from queenadmin.errors import EphemeralBadRequest
 
@@ -45,10 +45,6 @@ router = ScopedRouter(tags=["ephemeral"], errors=_BAD)
 
 def _body(request: HttpRequest) -> Any:
     return read_json(request, EphemeralBadRequest, "ephemeral_bad_request")
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @router.with_body(
@@ -62,7 +58,8 @@ def configure_ephemeral(request: HttpRequest) -> HttpResponse:
     call = wire.parse_configure(_body(request))
     grants.require(request, "queue", call.queue, grants.WRITE)
     at = ephemeral.eph_configure(queue=call.queue, options=call.options, who=who_of(request))
-    return json_response({"queue": call.queue, "options": call.options, "updatedAt": _iso(at)}, 201)
+    updated_at = clock.iso_millis_z(datetime.fromtimestamp(at / 1000, UTC))
+    return json_response({"queue": call.queue, "options": call.options, "updatedAt": updated_at}, 201)
 
 
 @router.with_body(

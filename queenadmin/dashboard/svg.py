@@ -7,7 +7,6 @@ classes (``static/queenadmin/queues.css``), so the charts follow the page.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -134,17 +133,3 @@ def line_chart(
             f'<text class="legend line-{n}" x="{_PAD_LEFT + 6 + 130 * n}" y="{_PAD_TOP + 12}">{escape(name)}</text>'
         )
     return _frame(title, top, "".join(body), f"{since:%H:%M}", f"{until:%H:%M} UTC")
-
-
-def per_minute(points: Sequence[tuple[datetime, float]]) -> list[tuple[datetime, float]]:
-    """Rates per minute from a cumulative counter sampled at ``points``.
-
-    A counter that went down (a restart, a deleted queue) gives no rate for
-    that step rather than a negative one.
-    """
-    result = []
-    for (t0, v0), (t1, v1) in itertools.pairwise(points):
-        seconds = (t1 - t0).total_seconds()
-        if seconds > 0 and v1 >= v0:
-            result.append((t1, (v1 - v0) * 60 / seconds))
-    return result

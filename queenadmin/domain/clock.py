@@ -39,6 +39,11 @@ def iso_jsonb(moment: datetime | None) -> str | None:
     return text + "+00:00"
 
 
+def iso_millis_z(moment: datetime) -> str:
+    """Render as ``YYYY-MM-DDTHH:MM:SS.fffZ`` (Queen's status answers, streams)."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
 def iso_micros_z(moment: datetime | None) -> str | None:
     """Render as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (console lists, timers)."""
     if moment is None:

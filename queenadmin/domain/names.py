@@ -107,14 +107,6 @@ def identity_label(identity: str) -> str:
     return label_of(identity, IDENTITY_CHARS)
 
 
-def utf8_length(text: str) -> int | None:
-    """``text``'s length in UTF-8 bytes, or ``None`` for a lone surrogate."""
-    try:
-        return len(text.encode())
-    except UnicodeEncodeError:
-        return None
-
-
 #: The engine's store-key budget for a queue, partition, group or trace
 #: name (protocol 12).
 ENGINE_NAME_BYTES: Final = 511

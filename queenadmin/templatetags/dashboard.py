@@ -22,6 +22,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from queenadmin.dashboard import links, pages
 from queenadmin.dashboard.text import escape_char, shown_text
+from queenadmin.domain import clock
 from queenadmin.domain.masking import mask_token
 
 register = template.Library()
@@ -30,9 +31,7 @@ register = template.Library()
 @register.filter
 def iso(moment: datetime | None) -> str:
     """``2026-11-30T19:04:42.123Z`` (milliseconds, UTC)."""
-    if moment is None:
-        return ""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return "" if moment is None else clock.iso_millis_z(moment)
 
 
 @register.filter

@@ -337,7 +337,6 @@ def test_query_count_does_not_grow_with_the_data(viewer, url, data, django_asser
     for module, name in [
         (board, "DLQ_COUNT_CAP"),
         (board, "DLQ_DETAIL_CAP"),
-        (overview, "KV_COUNT_CAP"),
         (overview, "LOCK_COUNT_CAP"),
         (overview, "TIMER_COUNT_CAP"),
         (overview, "TIMER_WINDOW_CAP"),

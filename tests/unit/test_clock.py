@@ -28,3 +28,16 @@ def test_iso_micros_z_is_utc_with_six_fraction_digits(moment, text):
 def test_iso_micros_z_of_none_is_none():
     """No time renders as none."""
     assert clock.iso_micros_z(None) is None
+
+
+@pytest.mark.parametrize(
+    ("moment", "text"),
+    [
+        (datetime(2026, 12, 6, 19, 44, 25, 357902, tzinfo=UTC), "2026-12-06T19:44:25.357Z"),
+        (datetime(197, 1, 2, 3, 4, 5, tzinfo=UTC), "0197-01-02T03:04:05.000Z"),
+        (datetime(2026, 6, 1, 5, 0, 0, 999, tzinfo=ZoneInfo("Europe/Paris")), "2026-06-01T03:00:00.000Z"),
+    ],
+)
+def test_iso_millis_z_is_utc_with_the_fraction_cut_to_milliseconds(moment, text):
+    """Any zone is written in UTC, with a four-digit year, the milliseconds (cut, not rounded) and a Z."""
+    assert clock.iso_millis_z(moment) == text

@@ -8,30 +8,13 @@ import pytest
 import time_machine
 
 from queenadmin.domain import locks, overview, search, timers
-from queenadmin.domain.kv import LOCKS_NAMESPACE, kv_put
+from queenadmin.domain.kv import kv_put
 from tests.dashboard_ops.conftest import push
 
 pytestmark = pytest.mark.django_db
 
 T0 = datetime(2026, 10, 8, 10, 0, 0, tzinfo=UTC)
 ALL_KINDS = frozenset({"queue", "lock", "kv", "timer", "message"})
-
-
-def test_kv_counts_per_namespace_are_live_keys_without_locks(monkeypatch):
-    with time_machine.travel(T0, tick=False) as traveller:
-        for i in range(5):
-            kv_put(namespace="a", key=f"k{i}", value=i, ttl=None)
-        kv_put(namespace="b", key="short", value=1, ttl=timedelta(seconds=5))
-        kv_put(namespace="b", key="long", value=1, ttl=None)
-        locks.lock_acquire(name="L", ttl=60, owner="o")
-        traveller.shift(10)
-        now = T0 + timedelta(seconds=10)
-        counts = {n.namespace: n.keys for n in overview.kv_namespace_counts(now=now)}
-        assert counts == {"a": overview.Bounded(5, False), "b": overview.Bounded(1, False)}
-        monkeypatch.setattr(overview, "KV_COUNT_CAP", 3)
-        counts = {n.namespace: n.keys for n in overview.kv_namespace_counts(now=now)}
-        assert counts["a"] == overview.Bounded(3, True)
-        assert LOCKS_NAMESPACE not in counts
 
 
 def test_lock_permits_held_count_live_ones_up_to_the_cap(monkeypatch):

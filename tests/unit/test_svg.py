@@ -31,16 +31,6 @@ def test_line_chart_keeps_points_in_the_window_and_names_series():
     assert "11:00 UTC" in chart
 
 
-def test_per_minute_rates_from_a_counter_skip_resets():
-    counter = [
-        (T0, 100.0),
-        (T0 + timedelta(seconds=30), 130.0),
-        (T0 + timedelta(seconds=60), 10.0),
-        (T0 + timedelta(seconds=90), 40.0),
-    ]
-    assert svg.per_minute(counter) == [(T0 + timedelta(seconds=30), 60.0), (T0 + timedelta(seconds=90), 60.0)]
-
-
 def test_nice_axis_maximum():
     assert [svg._nice_max(v) for v in (0, 0.5, 1, 3, 7, 11, 4200)] == [1, 1, 1, 5, 10, 20, 5000]
 

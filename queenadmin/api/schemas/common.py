@@ -95,15 +95,6 @@ EngineName = Annotated[
         ),
     ),
 ]
-#: A consumer group: ``null`` or ``""`` is queue mode.
-GroupName = Annotated[
-    str,
-    Field(
-        max_length=NAME_BYTES,
-        pattern=names.SCHEMA_PATTERN_OR_EMPTY,
-        description=f'"" or null: queue mode; at most {NAME_BYTES} bytes of UTF-8 (413 above)',
-    ),
-]
 #: A path parameter read by the ``path`` converter (``scopes.RestOfPath``:
 #: newlines included): no NUL.
 PATH_TEXT = SOME_TEXT

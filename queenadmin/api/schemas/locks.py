@@ -42,10 +42,16 @@ class LockGuardOut(WireOut):
     required: Literal[True]
 
 
-class LockAcquiredOut(WireOut):
+class _LockResult(WireOut):
+    """What every result of a locks call starts with."""
+
     index: int
-    op: Literal["acquire"]
+    op: str
     name: str
+
+
+class LockAcquiredOut(_LockResult):
+    op: Literal["acquire"]
     acquired: Literal[True]
     slot: int
     token: int
@@ -54,57 +60,45 @@ class LockAcquiredOut(WireOut):
     already: Literal[True] | Omit = Field(None, description="present when this owner held it already")
 
 
-class LockAcquireRefusedOut(WireOut):
-    index: int
+class LockAcquireRefusedOut(_LockResult):
     op: Literal["acquire"]
-    name: str
     acquired: Literal[False]
     reason: Literal["held", "contended"]
     holders: list[LockHolderOut]
 
 
-class LockRenewedOut(WireOut):
-    index: int
+class LockRenewedOut(_LockResult):
     op: Literal["renew"]
-    name: str
     renewed: Literal[True]
     slot: int
     token: int = Field(description="a new token: the old one no longer guards, renews or releases")
     guard: LockGuardOut
 
 
-class LockRenewLostOut(WireOut):
-    index: int
+class LockRenewLostOut(_LockResult):
     op: Literal["renew"]
-    name: str
     renewed: Literal[False]
     reason: Literal["lost"]
     slot: int
     holders: list[LockHolderOut]
 
 
-class LockReleasedOut(WireOut):
-    index: int
+class LockReleasedOut(_LockResult):
     op: Literal["release"]
-    name: str
     released: Literal[True]
     slot: int
 
 
-class LockReleaseLostOut(WireOut):
-    index: int
+class LockReleaseLostOut(_LockResult):
     op: Literal["release"]
-    name: str
     released: Literal[False]
     reason: Literal["lost"]
     slot: int
     holders: list[LockHolderOut]
 
 
-class LockGetOut(WireOut):
-    index: int
+class LockGetOut(_LockResult):
     op: Literal["get"]
-    name: str
     held: bool
     holders: list[LockLeaseOut]
 

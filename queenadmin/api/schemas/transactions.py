@@ -57,28 +57,22 @@ class _KVPart(WireOut):
     opIndex: int
 
 
-class TxnKVGetFoundOut(KVGetFoundOut, _KVPart):
-    pass
+class TxnKVGetFoundOut(KVGetFoundOut, _KVPart): ...
 
 
-class TxnKVGetMissOut(KVGetMissOut, _KVPart):
-    pass
+class TxnKVGetMissOut(KVGetMissOut, _KVPart): ...
 
 
-class TxnKVGetManyOut(KVGetManyOut, _KVPart):
-    pass
+class TxnKVGetManyOut(KVGetManyOut, _KVPart): ...
 
 
-class TxnKVWriteAppliedOut(KVWriteAppliedOut, _KVPart):
-    pass
+class TxnKVWriteAppliedOut(KVWriteAppliedOut, _KVPart): ...
 
 
-class TxnKVCheckHeldOut(KVCheckHeldOut, _KVPart):
-    pass
+class TxnKVCheckHeldOut(KVCheckHeldOut, _KVPart): ...
 
 
-class TxnKVWriteRefusedOut(KVWriteRefusedOut, _KVPart):
-    pass
+class TxnKVWriteRefusedOut(KVWriteRefusedOut, _KVPart): ...
 
 
 class _TimerPart(WireOut):
@@ -87,16 +81,13 @@ class _TimerPart(WireOut):
     opIndex: int
 
 
-class TxnTimerScheduledOut(ScheduledOut, _TimerPart):
-    pass
+class TxnTimerScheduledOut(ScheduledOut, _TimerPart): ...
 
 
-class TxnTimerCancelledOut(CancelledOut, _TimerPart):
-    pass
+class TxnTimerCancelledOut(CancelledOut, _TimerPart): ...
 
 
-class TxnTimerAbsentOut(AbsentOut, _TimerPart):
-    pass
+class TxnTimerAbsentOut(AbsentOut, _TimerPart): ...
 
 
 TxnResultOut = (

@@ -33,6 +33,11 @@ def to_decimal(value: Any) -> Decimal:
     return Decimal(value)
 
 
+def reasoned(error: type[QueenError]) -> Callable[[str, str], QueenError]:
+    """The refusal of a family whose answers carry the reason code (KV, locks, timers)."""
+    return lambda reason, detail: error(detail, reason=reason)
+
+
 def names_tenant(body: dict[str, Any]) -> bool:
     return any(name in body for name in TENANT_FIELDS)
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from queenadmin.api.wire.common import batch_op, is_json_int, to_decimal
+from queenadmin.api.wire.common import batch_op, is_json_int, reasoned, to_decimal
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, masking, names
@@ -23,9 +23,7 @@ OP_NAMES = frozenset({"get", "getMany", "getPrefix", "put", "putIfAbsent", "dele
 MAX_TTL_SECONDS = int(kv.MAX_TTL.total_seconds())
 
 
-def _bad(reason: str, detail: str) -> KVBadRequest:
-    return KVBadRequest(detail, reason=reason)
-
+_bad = reasoned(KVBadRequest)
 
 # --------------------------------------------------------------------------
 # The fields of a KV operation (protocol 2.2, 2.12), declared once: the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from queenadmin.api.wire.common import batch_op
+from queenadmin.api.wire.common import batch_op, reasoned
 from queenadmin.api.wire.fields import Call, Field, Op, Ops
 from queenadmin.domain import clock, kv, locks, masking, names
 from queenadmin.errors import LocksBadRequest
@@ -14,9 +14,7 @@ VERBS: frozenset[str] = frozenset({"acquire", "renew", "release", "get"})
 MAX_TTL_SECONDS = int(kv.MAX_TTL.total_seconds())
 
 
-def _bad(reason: str, detail: str) -> LocksBadRequest:
-    return LocksBadRequest(detail, reason=reason)
-
+_bad = reasoned(LocksBadRequest)
 
 _TTL_DOC = f"an integer from 1 to {MAX_TTL_SECONDS}"
 _NAME_DOC = f"a non-empty string of at most {locks.MAX_NAME_BYTES} bytes, without control characters or '#'"

@@ -39,10 +39,6 @@ def seconds_z(moment: datetime) -> str:
     return f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}Z"
 
 
-def millis_z(moment: datetime) -> str:
-    return seconds_z(moment)[:-1] + f".{moment.microsecond // 1000:03d}Z"
-
-
 # --------------------------------------------------------------------------
 # The query parameters of each route, declared once: ``read`` reads them and
 # the document shows them (``openapi.parameters``). An empty one reads as
@@ -103,7 +99,7 @@ def read(
 
 
 def _time_range(since: datetime, until: datetime) -> dict[str, str]:
-    return {"from": millis_z(since), "to": millis_z(until)}
+    return {"from": clock.iso_millis_z(since), "to": clock.iso_millis_z(until)}
 
 
 def _rate(count: int, minutes: int) -> float:
@@ -225,7 +221,7 @@ def render_status_queues(counters: Sequence[queues.QueueCounters], *, limit: int
                 "name": c.queue,
                 "namespace": c.namespace,
                 "task": c.task,
-                "createdAt": millis_z(c.created_at),
+                "createdAt": clock.iso_millis_z(c.created_at),
                 "partitions": c.partitions,
                 "messages": {"total": c.pushed, "pending": c.depth - c.processing, "processing": c.processing},
                 "paused": c.paused,
@@ -249,7 +245,7 @@ def _counts(total: int, pending: int, processing: int, completed: int, failed: i
 
 
 def _maybe_millis(moment: datetime | None) -> str | None:
-    return None if moment is None else millis_z(moment)
+    return None if moment is None else clock.iso_millis_z(moment)
 
 
 def render_status_queue(stats: queues.QueueStats, activity: Mapping[int, status.PartitionActivity]) -> dict[str, Any]:
@@ -265,7 +261,7 @@ def render_status_queue(stats: queues.QueueStats, activity: Mapping[int, status.
             {
                 "id": str(p.id),
                 "name": p.name,
-                "createdAt": millis_z(p.created_at),
+                "createdAt": clock.iso_millis_z(p.created_at),
                 "messages": _counts(*counts),
                 "stats": _counts(*counts),
                 "cursor": {"totalConsumed": act.acked if act else 0, "batchesConsumed": 0},
@@ -281,7 +277,7 @@ def render_status_queue(stats: queues.QueueStats, activity: Mapping[int, status.
             "namespace": stats.namespace,
             "task": stats.task,
             "priority": int(options.get("priority", 0)),
-            "createdAt": millis_z(stats.created_at),
+            "createdAt": clock.iso_millis_z(stats.created_at),
             "config": {
                 "leaseTime": int(options.get("leaseTime", 0)),
                 "retryLimit": int(options.get("retryLimit", 0)),
@@ -324,10 +320,12 @@ def render_analytics(
     since: datetime, until: datetime, interval: Interval, starts: Sequence[datetime], pushed: Sequence[int]
 ) -> dict[str, Any]:
     return {
-        "dataPoints": [{"timestamp": millis_z(at), "messages": n} for at, n in zip(starts, pushed, strict=True)],
+        "dataPoints": [
+            {"timestamp": clock.iso_millis_z(at), "messages": n} for at, n in zip(starts, pushed, strict=True)
+        ],
         "interval": interval,
-        "from": millis_z(since),
-        "to": millis_z(until),
+        "from": clock.iso_millis_z(since),
+        "to": clock.iso_millis_z(until),
     }
 
 
@@ -357,12 +355,9 @@ def _stat(stat: procmetrics.Stat | None, digits: int = 2) -> dict[str, float] | 
     return {name: round(getattr(stat, name), digits) for name in ("avg", "min", "max", "last")}
 
 
-_UNMEASURED = {"avg": None, "min": None, "max": None, "last": None}
-
-
 def _replica_point(point: procmetrics.ReplicaPoint) -> dict[str, Any]:
     return {
-        "timestamp": millis_z(point.at),
+        "timestamp": clock.iso_millis_z(point.at),
         "sampleCount": point.samples,
         "metrics": {
             "cpu": {

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, TypedDict
 from uuid import UUID
 
@@ -22,9 +21,10 @@ from queenadmin.api.wire.queues import (
     check_group,
     check_name,
     check_text,
+    engine_bad,
     json_object,
 )
-from queenadmin.domain import names, queues, streams
+from queenadmin.domain import clock, names, queues, streams
 from queenadmin.errors import InvalidArgument
 from queenadmin.plumbing import db
 
@@ -44,13 +44,8 @@ class QueryCall(TypedDict):
     reset: bool
 
 
-def _bad(reason: str, detail: str) -> InvalidArgument:
-    # The engine family has one code (bad_request); its details name the field.
-    return InvalidArgument(detail)
-
-
 def _at(where: str) -> Bad:
-    """``_bad`` for the fields of one item: its details start with ``where``."""
+    """``engine_bad`` for the fields of one item: its details start with ``where``."""
     return lambda reason, detail: InvalidArgument(f"{where}.{detail}")
 
 
@@ -194,7 +189,7 @@ CYCLE = Op(
 
 
 def query_id_of(body: dict[str, Any]) -> UUID:
-    text = QUERY_ID.read(body, "query_id", _bad)
+    text = QUERY_ID.read(body, "query_id", engine_bad)
     try:
         return UUID(text)
     except ValueError:
@@ -202,7 +197,7 @@ def query_id_of(body: dict[str, Any]) -> UUID:
 
 
 def partition_id_of(body: dict[str, Any]) -> int:
-    raw = PARTITION_ID.read(body, "partition_id", _bad)
+    raw = PARTITION_ID.read(body, "partition_id", engine_bad)
     raw = check_text(str(raw), "partition_id")
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         return NO_PARTITION
@@ -211,7 +206,7 @@ def partition_id_of(body: dict[str, Any]) -> int:
 
 def parse_query(body: Any) -> QueryCall:
     """``POST /streams/v1/queries``."""
-    fields = QUERY.read(json_object(body), _bad)
+    fields = QUERY.read(json_object(body), engine_bad)
     return QueryCall(
         name=fields["name"],
         source_queue=fields["source_queue"],
@@ -252,12 +247,12 @@ def parse_state_get(body: Any) -> StateGetCall:
     body = json_object(body)
     query_id, partition_id = query_id_of(body), partition_id_of(body)
     fields = STATE_GET.fields
-    keys = fields["keys"].read(body, "keys", _bad)
+    keys = fields["keys"].read(body, "keys", engine_bad)
     if not all(isinstance(k, str) for k in keys):
         raise InvalidArgument("keys must be an array of strings")
     for key in keys:
         check_text(key, "keys")
-    prefix = check_text(fields["key_prefix"].read(body, "key_prefix", _bad), "key_prefix")
+    prefix = check_text(fields["key_prefix"].read(body, "key_prefix", engine_bad), "key_prefix")
     ripe = body.get("ripe_at_or_before")
     if ripe is not None:
         if isinstance(ripe, bool) or not isinstance(ripe, int | float):
@@ -269,14 +264,13 @@ def parse_state_get(body: Any) -> StateGetCall:
     return StateGetCall(query_id=query_id, partition_id=partition_id, which=which)
 
 
-def _time(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def render_state(rows: list[streams.StateRow]) -> dict[str, Any]:
     return {
         "success": True,
-        "rows": [{"key": r.key, "value": json.loads(r.value_json), "updated_at": _time(r.updated_at)} for r in rows],
+        "rows": [
+            {"key": r.key, "value": json.loads(r.value_json), "updated_at": clock.iso_millis_z(r.updated_at)}
+            for r in rows
+        ],
     }
 
 
@@ -333,17 +327,17 @@ def parse_cycle(body: Any) -> streams.Cycle:
     body = json_object(body)
     query_id, partition_id = query_id_of(body), partition_id_of(body)
     fields = CYCLE.fields
-    group = fields["consumer_group"].read(body, "consumer_group", _bad)
-    state_ops = fields["state_ops"].read(body, "state_ops", _bad)
-    push_items = fields["push_items"].read(body, "push_items", _bad)
+    group = fields["consumer_group"].read(body, "consumer_group", engine_bad)
+    state_ops = fields["state_ops"].read(body, "state_ops", engine_bad)
+    push_items = fields["push_items"].read(body, "push_items", engine_bad)
     return streams.Cycle(
         query_id=query_id,
         partition_id=partition_id,
         group=check_group(group),
         state_ops=tuple(_state_op(i, raw) for i, raw in enumerate(state_ops)),
         pushes=tuple(_push_item(i, raw) for i, raw in enumerate(push_items)),
-        ack=_ack(fields["ack"].read(body, "ack", _bad)),
-        release_lease=fields["release_lease"].read(body, "release_lease", _bad),
+        ack=_ack(fields["ack"].read(body, "ack", engine_bad)),
+        release_lease=fields["release_lease"].read(body, "release_lease", engine_bad),
     )
 
 

@@ -14,11 +14,12 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from queenadmin.api.wire.common import reasoned
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
 from queenadmin.domain import clock, names, timers
 from queenadmin.domain.timers import ops as timer_ops
-from queenadmin.errors import TimersBadRequest
+from queenadmin.errors import QueenError, TimersBadRequest
 
 OPS = frozenset({"schedule", "reschedule", "cancel"})
 #: Fields only the server sets (protocol 4.2); so is any field starting "_".
@@ -44,9 +45,7 @@ SERVER_OWNED = frozenset(
 )
 
 
-def _bad(reason: str, detail: str) -> TimersBadRequest:
-    return TimersBadRequest(detail, reason=reason)
-
+_bad = reasoned(TimersBadRequest)
 
 # --------------------------------------------------------------------------
 # The fields of a timer operation (protocol 4.2, 4.6), declared once: the
@@ -158,7 +157,7 @@ def _validate(index: int, raw: Any) -> dict[str, Any]:
                 "by the broker, and deliverAt is not expressible: send the relative delayMs)",
             )
 
-    def bad(reason: str, detail: str) -> TimersBadRequest:
+    def bad(reason: str, detail: str) -> QueenError:
         return _bad(reason, f"op {index}: {detail}")
 
     QUEUE.read(raw, "queue", bad)

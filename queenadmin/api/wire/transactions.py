@@ -19,6 +19,7 @@ from queenadmin.api.wire.queues import (
     PUSH_ITEM,
     ack_item,
     check_group,
+    engine_bad,
     json_object,
     parse_push_items,
 )
@@ -27,10 +28,6 @@ from queenadmin.errors import InvalidArgument
 
 #: Positions per call (protocol 5.1).
 MAX_POSITIONS = 16_384
-
-
-def _bad(reason: str, detail: str) -> InvalidArgument:
-    return InvalidArgument(detail)
 
 
 class _Rollback(Exception):
@@ -173,7 +170,7 @@ def _positions(raw: list[Any], base: int) -> tuple[tuple[transactions.TxnPositio
 
 def parse_transaction(body: Any) -> transactions.TxnBundle:
     """A ``POST /transaction`` body as a bundle; raise the 400/413 refusals."""
-    arrays = BODY.read(json_object(body), _bad)
+    arrays = BODY.read(json_object(body), engine_bad)
     operations: list[Any] = arrays["operations"] or []
     lease = _leases(operations, arrays["requiredLeases"] or [])
     acks: list[queues.AckItem] = []

@@ -51,8 +51,6 @@ from queenadmin.errors import QueenError
 PAGE = 50
 #: Queues one "all that match" request goes through (the rest: send it again).
 MAX_QUEUES_PER_REQUEST = 100
-#: The filters of the page, as its query string and its forms name them.
-FILTERS = ("queue", "group", "error", "sig")
 
 
 def _filters(data: Any) -> board.AcrossQueues:

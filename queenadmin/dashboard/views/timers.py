@@ -243,9 +243,6 @@ def parse_move(text: str) -> tuple[datetime | None, timedelta | None]:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)), None
 
 
-_ACTION = {"cancel": "timer.cancel", "move": "timer.move", "fire": "timer.fire"}
-
-
 def _timer_action(request: HtmxHttpRequest, verb: Verb) -> HttpResponse:
     source = request.POST if request.method == "POST" else request.GET
     ident = {k: source.get(k, "") for k in ("queue", "key", "message_id", "txn", "partition")}

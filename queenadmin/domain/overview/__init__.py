@@ -14,11 +14,8 @@ from datetime import datetime, timedelta
 
 from queenadmin.domain.kv import LOCKS_NAMESPACE
 from queenadmin.domain.overview.store import store
-from queenadmin.domain.search import distinct_values
-from queenadmin.models import DeadLetter, KVEntry, Timer
+from queenadmin.models import DeadLetter, Timer
 
-#: Keys counted per KV namespace at most.
-KV_COUNT_CAP = 1_000
 #: Lock permits counted at most.
 LOCK_COUNT_CAP = 10_000
 #: Pending timers counted at most.
@@ -52,25 +49,6 @@ def _bounded_table(table: str, cap: int) -> Bounded:
     """
     n, estimate = store().table_count(table, cap)
     return Bounded(min(n, cap), n > cap, estimate if n > cap else None)
-
-
-@dataclass(frozen=True)
-class NamespaceCount:
-    namespace: str
-    keys: Bounded
-
-
-def kv_namespace_counts(*, now: datetime) -> list[NamespaceCount]:
-    """Live keys per KV namespace but the locks', by name, each up to ``KV_COUNT_CAP``.
-
-    Two statements: the namespaces by a loose index scan, then one bounded
-    count per namespace in one ``UNION ALL``.
-    """
-    namespaces = [ns for ns in distinct_values(KVEntry, "namespace") if ns != LOCKS_NAMESPACE]
-    if not namespaces:
-        return []
-    counts = store().live_key_counts(namespaces, now=now, cap=KV_COUNT_CAP)
-    return [NamespaceCount(ns, _bounded(counts[ns], KV_COUNT_CAP)) for ns in namespaces]
 
 
 def locks_held(*, now: datetime) -> Bounded:

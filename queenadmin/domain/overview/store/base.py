@@ -6,7 +6,6 @@ from an exact one by that extra row); nothing here locks or writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -36,22 +35,6 @@ class Store:
     def table_count(self, table: str, cap: int) -> tuple[int, int | None]:
         """Rows of ``table`` up to ``cap + 1``, and the planner's estimate of all (or None)."""
         return _count_upto(f"SELECT 1 FROM {table}", [], cap), None
-
-    def live_key_counts(self, namespaces: Sequence[str], *, now: datetime, cap: int) -> dict[str, int]:
-        """Live KV keys of each namespace, up to ``cap + 1`` each, in one statement."""
-        if not namespaces:
-            return {}
-        branch = (
-            f"SELECT %s, COUNT(*) FROM (SELECT 1 FROM {KV_TABLE} WHERE namespace = %s"
-            f" AND (expires_at IS NULL OR expires_at > %s) LIMIT {cap + 1}) b"
-        )
-        when = to_db_time(now)
-        params: list[Any] = []
-        for ns in namespaces:
-            params += [ns, ns, when]
-        with connection.cursor() as cur:
-            cur.execute(" UNION ALL ".join([branch] * len(namespaces)), params)
-            return {ns: int(n) for ns, n in cur.fetchall()}
 
     def live_keys(self, namespace: str, *, now: datetime, cap: int) -> int:
         """Live KV keys of one namespace, up to ``cap + 1``."""
