@@ -10,7 +10,8 @@ api/wire/fields.py). What JSON Schema cannot say is kept by the hooks of
 ``schemathesis_hooks.py`` (integers spelled as integers, rules across a
 call's items and across a status read's range, one refusal that depends on
 the stored value; pops wait briefly); ``schemathesis.toml`` counts a 413 as
-a refusal.
+a refusal, and has the coverage phase ask each path three of the methods it
+does not declare, not all eight (the router refuses them all in one place).
 
 Bounded (``MAX_EXAMPLES`` per operation, a fixed seed): 15 at
 ``QA_SCALE=ci``, 60 at ``full`` (tests/scale.py, ``make soak``). The run is
