@@ -22,6 +22,9 @@ from queenadmin.errors import KVBadRequest, LocksBadRequest
 router = ScopedRouter(tags=["history"])
 
 _KV_QUERY = frozenset({"before", "limit"})
+#: A version or an event id is a PostgreSQL bigint: a cursor above it names
+#: nothing and is refused, as the document's ``maximum`` says.
+MAX_CURSOR = 2**63 - 1
 
 
 def _positive(
@@ -33,9 +36,10 @@ def _positive(
 ) -> int | None:
     if raw is None:
         return None
+    top = MAX_CURSOR if top is None else top
     number = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 19 else 0
-    if number < 1 or (top is not None and number > top):
-        bound = f"from 1 to {top}" if top is not None else "a positive integer"
+    if number < 1 or number > top:
+        bound = f"from 1 to {top}"
         raise error(f"{name} must be {bound}", reason=reason)
     return number
 
@@ -60,7 +64,12 @@ def version_out(row: kv.KVVersionRow) -> dict[str, Any]:
     openapi_extra=parameters(
         path={"ns": json_schema_of(Namespace), "key": json_schema_of(KVKey, pattern=PATH_TEXT)},
         query={
-            "before": {"type": "integer", "minimum": 1, "description": "versions below this one (a page's nextBefore)"},
+            "before": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_CURSOR,
+                "description": "versions below this one (a page's nextBefore)",
+            },
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_LIMIT, "default": 50},
         },
     ),
@@ -110,7 +119,12 @@ def event_out(event: lock_history.LockEvent) -> dict[str, Any]:
     openapi_extra=parameters(
         path={"name": {"type": "string", "minLength": 1}},
         query={
-            "before": {"type": "integer", "minimum": 1, "description": "events below this (a page's nextBefore)"},
+            "before": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_CURSOR,
+                "description": "events below this (a page's nextBefore)",
+            },
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_LIMIT, "default": 50},
         },
     ),

@@ -167,6 +167,9 @@ def test_an_excluded_namespace_keeps_no_history(client):
         ("/api/v1/history/kv/carts/k?limit=x", "kv_bad_limit"),
         ("/api/v1/history/kv/carts/k?before=-1", "kv_bad_cursor"),
         ("/api/v1/history/kv/carts/k?before=", "kv_bad_cursor"),
+        # One above the largest bigint (a 19-digit number) and a longer one.
+        ("/api/v1/history/kv/carts/k?before=9223372036854775808", "kv_bad_cursor"),
+        ("/api/v1/history/kv/carts/k?before=8081129987569334586469077949087744", "kv_bad_cursor"),
         ("/api/v1/history/kv/carts/k?after=3", "kv_bad_query"),
         ("/api/v1/history/kv/Carts/k", "kv_bad_namespace"),
         ("/api/v1/history/kv/queen-locks/job%230", "kv_locks_namespace"),
@@ -177,6 +180,19 @@ def test_bad_input_is_400_with_its_reason(client, path, reason):
     assert answer.status_code == 400, answer.content
     body = answer.json()
     assert body["reason"] == reason, body
+
+
+def test_the_largest_cursor_the_document_allows_is_answered(client):
+    """``before`` up to the largest bigint, the document's ``maximum``, reads
+    a page; one above it is refused (the cases above)."""
+    kv_ops(client, {"op": "put", "ns": "top", "key": "k", "value": 1, "forever": True})
+    page = history(client, "top", "k", "?before=9223372036854775807").json()
+    assert [v["value"] for v in page["versions"]] == [1]
+    assert client.get("/api/v1/history/locks/jobs?before=9223372036854775807").json()["events"] == []
+    document = client.get("/api/v1/openapi.json").json()
+    for path in ("/api/v1/history/kv/{ns}/{key}", "/api/v1/history/locks/{name}"):
+        (before,) = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == "before"]
+        assert before["schema"]["maximum"] == 2**63 - 1
 
 
 def test_a_key_over_its_size_is_413_as_on_the_key_routes(client):
@@ -267,6 +283,7 @@ def test_a_lock_life_over_the_api_names_fingerprints_never_owners(client):
     [
         ("/api/v1/history/locks/jobs?limit=0", "locks_bad_limit"),
         ("/api/v1/history/locks/jobs?before=x", "locks_bad_cursor"),
+        ("/api/v1/history/locks/jobs?before=9223372036854775808", "locks_bad_cursor"),
         ("/api/v1/history/locks/jobs?owner=me", "locks_bad_query"),
     ],
 )
