@@ -55,7 +55,7 @@ def partitions_changed(request: HttpRequest) -> HttpResponse:
     grants.require_queues(grants.limits(request), {q.queue for q in queries}, grants.READ)
     # Read the safe time before the partitions, so it never runs ahead of them.
     safe = reads.safe_time()
-    pages = [reads.partitions_changed(query=q) for q in queries]
+    pages = reads.partitions_changed_each(queries=queries)
     return json_response(wire.render_changed(pages, safe))
 
 

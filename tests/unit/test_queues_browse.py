@@ -201,3 +201,19 @@ def test_offset_reads_start_at_the_log_start_retention_moved():
         # A group that never read the partition starts at the log start, not at a deleted offset.
         c = queues.queue_claim(request=queues.PopRequest(queue="kept", group="late", batch=10))
         assert [m.offset for m in c.messages] == [3, 4]
+
+
+@pytest.mark.django_db
+def test_changed_partitions_of_many_queues_look_the_queues_up_at_once(django_assert_num_queries):
+    """Each query gets its page, in order; a queue that does not exist is
+    not found; the queues are one statement, each found queue's partitions one."""
+    push("alpha", 2, partition="a")
+    push("beta", 1, partition="b1")
+    push("beta", 1, partition="b2")
+    queries = [reads.ChangedQuery(queue=name) for name in ("beta", "missing", "alpha", "beta")]
+    with django_assert_num_queries(1 + 3):
+        pages = reads.partitions_changed_each(queries=queries)
+    assert [(p.queue, p.found) for p in pages] == [("beta", True), ("missing", False), ("alpha", True), ("beta", True)]
+    assert [c.name for c in pages[0].partitions] == ["b1", "b2"] == [c.name for c in pages[3].partitions]
+    assert [(c.name, c.last_offset) for c in pages[2].partitions] == [("a", 1)]
+    assert pages[1].partitions == ()

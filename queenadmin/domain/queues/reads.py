@@ -148,7 +148,19 @@ def partitions_changed(*, query: ChangedQuery) -> ChangedPage:
     written when it was made. ``found`` is False when the queue does not
     exist. Reads only; no transaction needed.
     """
-    queue_id = Queue.objects.filter(name=query.queue).values_list("id", flat=True).first()
+    (page,) = partitions_changed_each(queries=[query])
+    return page
+
+
+def partitions_changed_each(*, queries: Sequence[ChangedQuery]) -> list[ChangedPage]:
+    """``partitions_changed`` of each query, in order: the queues are looked
+    up in one statement (a call may ask after 1,024 of them), then each
+    found queue's partitions in one."""
+    ids = dict(Queue.objects.filter(name__in={q.queue for q in queries}).values_list("name", "id"))
+    return [_changed_page(query, ids.get(query.queue)) for query in queries]
+
+
+def _changed_page(query: ChangedQuery, queue_id: int | None) -> ChangedPage:
     if queue_id is None:
         return ChangedPage(query.queue, (), None, False)
     rows = Partition.objects.filter(queue_id=queue_id)
