@@ -1,14 +1,16 @@
 """Real-browser tests: Playwright drives Debian's chromium against ``serve``.
 
 ``playwright install`` cannot download here, so the browser is
-``/usr/bin/chromium`` (``.ci/install-system`` installs it with apt). Every
-test saves screenshots under ``test-artifacts/browser/`` (gitignored), and
-every page's HTML and websocket frame is kept for the secrets grep.
+``/usr/bin/chromium`` (``.ci/install-system`` installs it with apt). With
+``QA_SHOTS=1`` every test saves screenshots under ``test-artifacts/browser/``
+(gitignored); every page's HTML and websocket frame is kept for the secrets
+grep.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -23,6 +25,10 @@ from tests.conftest import ROOT, LiveServer, run_server, stop_process
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
+#: QA_SHOTS=1 saves the screenshots the tests name (``shot``). Off by
+#: default: they check nothing, and each full-page one is a render and a PNG
+#: of chromium's CPU (about 50 in a run of this folder).
+SHOTS = os.environ.get("QA_SHOTS") == "1"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -199,6 +205,8 @@ def login(browser: Any, seen: Seen) -> Iterator[Callable[..., Any]]:
 
 
 def shot(page: Any, name: str) -> None:
+    if not SHOTS:
+        return
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import ARTIFACTS, api
+from tests.browser.conftest import ARTIFACTS, SHOTS, api
 
 pytestmark = pytest.mark.live
 
@@ -31,9 +31,8 @@ SIZES = {"wide": {"width": 1440, "height": 900}, "phone": {"width": 390, "height
 SCHEMES = ("light", "dark")
 #: What fails the check; "moderate" and "minor" findings are not counted.
 BLOCKING = ("serious", "critical")
-#: QA_SHOTS=1 saves every page at both sizes in both schemes under
-#: test-artifacts/browser/ (80 full-page screenshots: off by default, for time).
-SHOTS = os.environ.get("QA_SHOTS") == "1"
+# QA_SHOTS=1 (conftest.SHOTS) also saves every page at both sizes in both
+# schemes under test-artifacts/browser/ (180 full-page screenshots).
 
 Q = "pages-orders"
 DEAD_Q = "pages-mail"
