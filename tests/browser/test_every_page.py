@@ -264,6 +264,15 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "admin-kv": ("otto", "/admin/queenadmin/kventry/", "#result_list tbody tr"),
     "admin-audit": ("otto", "/admin/queenadmin/auditentry/", "#result_list tbody tr"),
 }
+#: Resolves when every running animation of a finite length has ended
+#: (getAnimations() recalculates styles first, so the transitions a scheme
+#: switch starts are among them), or after 2 s.
+SETTLED = """() => Promise.race([
+    Promise.all(document.getAnimations()
+        .filter(a => a.playState === "running" && a.effect.getComputedTiming().endTime !== Infinity)
+        .map(a => a.finished.catch(() => null))),
+    new Promise(done => setTimeout(done, 2000)),
+]).then(() => null)"""
 #: On a phone, the dashboard's header (top bar and status line) ends this
 #: high at most: the page's own content starts in the first screen.
 PHONE_HEADER_PX = 120
@@ -305,13 +314,10 @@ def test_every_page_fits_the_screen_and_passes_axe(name, pages, confirmations, s
         for scheme in SCHEMES:
             page.emulate_media(color_scheme=scheme)
             # The admin's links fade to their new colour (a CSS transition):
-            # the colours checked are the settled ones.
-            # (A loop, not wait_for_function: that evaluates a string, which
-            # the page's Content-Security-Policy refuses.)
-            for _ in range(100):
-                if page.evaluate("() => document.getAnimations().every(a => a.playState !== 'running')"):
-                    break
-                page.wait_for_timeout(20)
+            # the colours checked are the settled ones. (One call that awaits
+            # the transitions, not a poll: wait_for_function evaluates a
+            # string, which the page's Content-Security-Policy refuses.)
+            page.evaluate(SETTLED)
             where_ = f"{name} at {size} in {scheme}"
             luminance = _background_luminance(page)
             if (scheme == "dark") != (luminance < 0.2):
