@@ -180,23 +180,43 @@ def seen() -> Seen:
     return Seen()
 
 
+#: (server, user) -> the cookies of a context that logged in there through
+#: the form, for the later contexts of the same user on the same server.
+_signed_in: dict[tuple[str, str, str], Any] = {}
+
+
 @pytest.fixture
 def login(browser: Any, seen: Seen) -> Iterator[Callable[..., Any]]:
-    """``login(server, "otto")``: a logged-in page at 1280x800."""
+    """``login(server, "otto")``: a logged-in page at 1280x800, on the overview.
+
+    A user's first login on a server goes through the form; later ones start
+    a new context with that session's cookies (the production hasher costs
+    about 0.5 s of the server's CPU a password check).
+    """
     contexts: list[Any] = []
 
     def make(server: LiveServer, user: str) -> Any:
-        context = browser.new_context(viewport={"width": 1280, "height": 800}, timezone_id="Europe/Paris")
+        # The log's folder is the server's own: a port may be used again.
+        key = (server.url, str(server.log_path), user)
+        state = _signed_in.get(key)
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 800}, timezone_id="Europe/Paris", storage_state=state
+        )
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(15_000)
         seen.watch(page)
+        if state is not None:
+            page.goto(f"{server.url}/")
+            page.wait_for_url(f"{server.url}/")
+            return page
         page.goto(f"{server.url}/login/")
         shot(page, "login")
         page.fill("input[name=username]", user)
         page.fill("input[name=password]", "pw")
         page.click("button[type=submit]")
         page.wait_for_url(f"{server.url}/")
+        _signed_in[key] = context.storage_state()
         return page
 
     yield make
