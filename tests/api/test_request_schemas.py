@@ -214,3 +214,34 @@ def test_queue_bodies_and_queries_are_their_parsers_declarations():
     dlq = query("/api/v1/dlq")
     assert set(dlq) == set(resources.DLQ.params)
     assert dlq["limit"]["anyOf"][0] == {"type": "integer", "minimum": 1}
+
+
+def test_the_document_is_made_once_a_prefix_and_again_when_a_setting_changes(monkeypatch, settings):
+    """``/api/v1/openapi.json`` is kept per path prefix (it follows from the
+    code and the settings); each caller gets its own copy; a changed setting
+    (a test's override) makes it again."""
+    from ninja import NinjaAPI
+
+    from queenadmin.api import api
+
+    made: list[str | None] = []
+    make = NinjaAPI.get_openapi_schema
+
+    def counted(self: NinjaAPI, **kwargs: object) -> object:
+        made.append(kwargs.get("path_prefix"))  # type: ignore[arg-type]
+        return make(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(NinjaAPI, "get_openapi_schema", counted)
+    api.documents.clear()
+    first = Client().get("/api/v1/openapi.json")
+    second = Client().get("/api/v1/openapi.json")
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content
+    assert made == ["/api/v1/"]
+    mine = api.get_openapi_schema(path_prefix="/api/v1/")
+    mine["paths"].clear()
+    assert api.get_openapi_schema(path_prefix="/api/v1/")["paths"]
+    assert made == ["/api/v1/"]
+    settings.QUEENADMIN_KV_MAX_KEYS_PER_CALL = 7
+    assert Client().get("/api/v1/openapi.json").status_code == 200
+    assert made == ["/api/v1/", "/api/v1/"]
