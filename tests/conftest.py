@@ -79,7 +79,6 @@ def _admin_psql(sql: str) -> None:
 @dataclass
 class LiveServer:
     url: str
-    token: str
     env: dict[str, str]
     process: subprocess.Popen[bytes]
     log_path: Path
@@ -87,6 +86,17 @@ class LiveServer:
     clock_file: Path | None = None
     #: Seconds the server's wall clock has been moved forward in all.
     shifted: float = 0.0
+    #: The admin-scope token, once known (``token``).
+    known_token: str | None = None
+
+    @property
+    def token(self) -> str:
+        """An admin-scope API token of the server's database, made with
+        ``manage.py apitoken`` when first asked for if the database did not
+        come with one: a test that never calls the API saves the process."""
+        if self.known_token is None:
+            self.known_token = _admin_token(self.env, f"live-{secrets.token_hex(4)}")
+        return self.known_token
 
     def manage(self, *args: str) -> str:
         return _manage(self.env, *args)
@@ -152,6 +162,18 @@ class _Template:
 _template: _Template | None = None
 SQLITE_FILE = "queenadmin.sqlite3"
 
+#: The template's token by the database of each running server started on a
+#: copy of the template (``_database_of``): a replica of one (``extra_env``
+#: naming that database) uses it instead of minting a token of its own in a
+#: ``manage.py apitoken`` process (about 1.5 s of CPU).
+_template_copies: dict[str, str] = {}
+
+
+def _database_of(env: dict[str, str]) -> str:
+    """Which database a server with ``env`` opens: its URL, else (SQLite)
+    the data folder that holds the file."""
+    return env.get("DATABASE_URL") or env["QUEENADMIN_DATA_DIR"]
+
 
 def _live_template() -> _Template:
     global _template
@@ -213,6 +235,37 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     drop_live_template()
 
 
+def _database_for(env: dict[str, str], template: _Template | None) -> str | None:
+    """Give a server with ``env`` a database of its own: on PostgreSQL a new
+    one (a copy of ``template`` if given; its name is returned, to drop),
+    on SQLite a copy of the template's file in the data folder (none: an
+    empty folder, which ``serve`` migrates)."""
+    if IS_POSTGRES:
+        name = f"qa_live_{os.getpid()}_{secrets.token_hex(3)}"
+        _admin_psql(f"CREATE DATABASE {name}" + (f" TEMPLATE {template.database}" if template else ""))
+        env["DATABASE_URL"] = f"{os.environ['DATABASE_URL'].rsplit('/', 1)[0]}/{name}"
+        return name
+    if template is not None and template.sqlite_file is not None:
+        copied = Path(env["QUEENADMIN_DATA_DIR"]) / SQLITE_FILE
+        shutil.copyfile(template.sqlite_file, copied)
+        copied.chmod(0o600)
+    return None
+
+
+@contextlib.contextmanager
+def migrated_database(env: dict[str, str]) -> Iterator[None]:
+    """For a ``manage.py serve`` a test runs itself: ``env`` (with its
+    ``QUEENADMIN_DATA_DIR``) gets a copy of the session's migrated template
+    as its database, dropped afterwards, so that the start migrates
+    nothing."""
+    name = _database_for(env, _live_template())
+    try:
+        yield
+    finally:
+        if name:
+            _drop_later(name)
+
+
 @contextlib.contextmanager
 def run_server(
     extra_env: dict[str, str] | None = None,
@@ -229,7 +282,9 @@ def run_server(
     database that ``serve`` migrates, as on a first start) or ``extra_env``
     names the database or data folder to use (a second replica of another
     server's database, say); then a token is made with ``manage.py
-    apitoken``. ``clock=True`` lets the test move the server's wall clock
+    apitoken`` when the test first asks for it, except for a replica of a
+    running server on a template copy, which shares that server's token.
+    ``clock=True`` lets the test move the server's wall clock
     (``server.shift``).
     """
     extra_env = dict(extra_env or {})
@@ -239,15 +294,8 @@ def run_server(
     own_database = not ({"DATABASE_URL", "QUEENADMIN_DATA_DIR"} & extra_env.keys())
     template = _live_template() if own_database and not fresh else None
     db_name = None
-    if IS_POSTGRES and own_database:
-        db_name = f"qa_live_{os.getpid()}_{secrets.token_hex(3)}"
-        _admin_psql(f"CREATE DATABASE {db_name}" + (f" TEMPLATE {template.database}" if template else ""))
-        base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-        env["DATABASE_URL"] = f"{base}/{db_name}"
-    elif template is not None and template.sqlite_file is not None:
-        copied = tmp / SQLITE_FILE
-        shutil.copyfile(template.sqlite_file, copied)
-        copied.chmod(0o600)
+    if own_database:
+        db_name = _database_for(env, template)
     clock_file = None
     if clock:
         clock_file = tmp / "clock-shift"
@@ -266,6 +314,10 @@ def run_server(
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
+    database = _database_of(env)
+    copy_token = template.token if template is not None else _template_copies.get(database)
+    if template is not None:
+        _template_copies[database] = template.token
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -279,9 +331,10 @@ def run_server(
             if time.monotonic() > deadline:
                 raise RuntimeError("serve did not answer /health:\n" + log_path.read_text())
             time.sleep(0.05)
-        token = template.token if template is not None else _admin_token(env, f"live-{secrets.token_hex(4)}")
-        yield LiveServer(url, token, env, process, log_path, clock_file)
+        yield LiveServer(url, env, process, log_path, clock_file, known_token=copy_token)
     finally:
+        if template is not None:
+            del _template_copies[database]
         stop_process(process)
         log_file.close()
         if db_name:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import signal
 import socket
 import subprocess
@@ -18,7 +17,7 @@ from html.parser import HTMLParser
 import httpx
 import pytest
 
-from tests.conftest import IS_POSTGRES, ROOT, _admin_psql, _drop_database, free_port, requires_postgres, run_server
+from tests.conftest import IS_POSTGRES, ROOT, free_port, migrated_database, requires_postgres, run_server
 
 pytestmark = pytest.mark.live
 
@@ -53,18 +52,12 @@ def test_a_stop_signal_the_moment_serve_listens_stops_it(workers):
     take the signals) is kept and handed on: serve stops and says "stopped".
     It was once dropped, and a supervisor of two workers served on for good
     (seen as a stop right after "serving on" under load)."""
-    env = {"PYTHONPATH": str(ROOT / "tests" / "stophook")}
-    name = None
+    env = {"PYTHONPATH": str(ROOT / "tests" / "stophook"), "QUEENADMIN_DATA_DIR": tempfile.mkdtemp(prefix="qa-ops-")}
     if IS_POSTGRES:
-        name = f"qa_stop_{secrets.token_hex(3)}"
-        _admin_psql(f"CREATE DATABASE {name}")
-        env["DATABASE_URL"] = f"{os.environ['DATABASE_URL'].rsplit('/', 1)[0]}/{name}"
         env["DJANGO_SECRET_KEY"] = "stop-test-key"
-    try:
+    # A migrated database: what is tested comes after migrating.
+    with migrated_database(env):
         done = _serve_once(env, "--workers", str(workers))
-    finally:
-        if name:
-            _drop_database(name)
     said = done.stdout + done.stderr
     assert done.returncode == 0, said
     assert said.splitlines()[-1] == "stopped", said
