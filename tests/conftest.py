@@ -191,8 +191,22 @@ def _live_template() -> _Template:
         env["DATABASE_URL"] = f"{(DIRECT_URL or os.environ['DATABASE_URL']).rsplit('/', 1)[0]}/{database}"
         if DIRECT_URL:
             env.pop("QUEENADMIN_DB_POOLER", None)
-    _manage(env, "migrate", "--verbosity", "0")
-    token = _admin_token(env, "live-tests")
+    # Both commands in one process: one Django start (about 1.5 s of CPU) less.
+    both = (
+        "import django; django.setup(); from django.core.management import call_command;"
+        "call_command('migrate', verbosity=0);"
+        "call_command('apitoken', 'create', 'live-tests', '--scope', 'admin')"
+    )
+    made = subprocess.run(
+        [sys.executable, "-c", both],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "queenadmin.settings"},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    # apitoken prints the token last.
+    token = made.stdout.strip().splitlines()[-1]
     sqlite_file = None
     if not IS_POSTGRES:
         sqlite_file = folder / SQLITE_FILE
