@@ -48,6 +48,33 @@ IS_POSTGRES = os.environ.get("DATABASE_URL", "").startswith("postgres")
 requires_postgres = pytest.mark.skipif(not IS_POSTGRES, reason="needs PostgreSQL (DATABASE_URL)")
 
 
+def _share_the_default_ssl_context() -> None:
+    """Every httpx client of this process shares one default SSL context.
+
+    httpx makes a new one for each ``Client``/``AsyncClient`` (each
+    ``httpx.get``, each ``Queen`` client), loading certifi's bundle: about
+    46 ms of CPU a client here, 2 ms with the context shared. The tests
+    talk plain HTTP to local servers; the context is only built, never
+    used. A client given its own ``verify`` or ``cert`` still gets its own.
+    """
+    from httpx._transports import default
+
+    made = default.create_ssl_context
+    shared: list[Any] = []
+
+    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is not True or cert is not None or not trust_env:
+            return made(verify=verify, cert=cert, trust_env=trust_env)
+        if not shared:
+            shared.append(made())
+        return shared[0]
+
+    default.create_ssl_context = create_ssl_context  # type: ignore[assignment]
+
+
+_share_the_default_ssl_context()
+
+
 def stop_process(process: subprocess.Popen[Any], timeout: float = 15) -> None:
     """Ask ``process`` to end, and kill it if it has not within ``timeout`` seconds."""
     process.terminate()
@@ -333,18 +360,7 @@ def run_server(
     if template is not None:
         _template_copies[database] = template.token
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError("serve exited:\n" + log_path.read_text())
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("serve did not answer /health:\n" + log_path.read_text())
-            time.sleep(0.05)
+        _wait_for_health(process, url, log_path)
         yield LiveServer(url, env, process, log_path, clock_file, known_token=copy_token)
     finally:
         if template is not None:
@@ -354,6 +370,27 @@ def run_server(
         if db_name:
             _drop_later(db_name)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _wait_for_health(process: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
+    """Return once ``/health`` answers 200; raise if serve exits or takes a minute.
+
+    One client for all the tries: a client per try cost this process as
+    much CPU as the starting server took.
+    """
+    deadline = time.monotonic() + 60
+    with httpx.Client(timeout=1) as probe:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError("serve exited:\n" + log_path.read_text())
+            try:
+                if probe.get(f"{url}/health").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("serve did not answer /health:\n" + log_path.read_text())
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager
