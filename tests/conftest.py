@@ -295,14 +295,19 @@ def _database_for(env: dict[str, str], template: _Template | None) -> str | None
 
 @contextlib.contextmanager
 def migrated_database(env: dict[str, str]) -> Iterator[None]:
-    """For a ``manage.py serve`` a test runs itself: ``env`` (with its
+    """For servers without a database of their own: ``env`` (with its
     ``QUEENADMIN_DATA_DIR``) gets a copy of the session's migrated template
-    as its database, dropped afterwards, so that the start migrates
-    nothing."""
-    name = _database_for(env, _live_template())
+    as its database, dropped afterwards, so that a start migrates nothing.
+    A ``run_server`` given that database meanwhile gets the template's
+    token."""
+    template = _live_template()
+    name = _database_for(env, template)
+    database = _database_of(env)
+    _template_copies[database] = template.token
     try:
         yield
     finally:
+        del _template_copies[database]
         if name:
             _drop_later(name)
 

@@ -34,7 +34,7 @@ from django.db import ProgrammingError, connection
 
 from queenadmin.api.envelope import ApiErrorMiddleware
 from queenadmin.plumbing import db
-from tests.conftest import DIRECT_URL, IS_POSTGRES, ROOT, LiveServer, requires_postgres, run_server
+from tests.conftest import DIRECT_URL, IS_POSTGRES, ROOT, LiveServer, migrated_database, requires_postgres, run_server
 
 #: DATABASE_URL is a pooler in front of QUEENADMIN_TEST_DIRECT_URL.
 BEHIND_POOLER = IS_POSTGRES and bool(DIRECT_URL)
@@ -353,17 +353,19 @@ def _listening_ports(database: str) -> set[int]:
 
 @requires_pooler
 @pytest.mark.live
-async def test_listen_goes_over_the_listen_url_and_wakes_another_replica_at_once(unique):
+async def test_listen_goes_over_the_listen_url_and_wakes_another_replica_at_once(unique, tmp_path):
     """With DATABASE_LISTEN_URL, every LISTEN runs on a direct connection
     (none on PgBouncer's server connections) and a push on one replica
     wakes a pop waiting on the other without waiting for any poll."""
     with ExitStack() as stack:
-        first = stack.enter_context(run_server(_pooler_env(QUEENADMIN_DB_POOLER_POLL_SECONDS=SLOW)))
-        database = first.env["DATABASE_URL"].rsplit("/", 1)[1]
+        copy = {"QUEENADMIN_DATA_DIR": str(tmp_path)}
+        stack.enter_context(migrated_database(copy))
+        database = copy["DATABASE_URL"].rsplit("/", 1)[1]
         listen_url = f"{DIRECT_URL.rsplit('/', 1)[0]}/{database}"
-        first.process.terminate()
-        first.process.wait(timeout=15)
-        env = _replica_env(first, QUEENADMIN_DB_POOLER_POLL_SECONDS=SLOW, DATABASE_LISTEN_URL=listen_url)
+        env = {
+            "DATABASE_URL": copy["DATABASE_URL"],
+            **_pooler_env(QUEENADMIN_DB_POOLER_POLL_SECONDS=SLOW, DATABASE_LISTEN_URL=listen_url),
+        }
         waiting = stack.enter_context(run_server(env))
         pushing = stack.enter_context(run_server(env))
         late = await _woken_within(waiting, pushing, unique("listen"))
