@@ -15,7 +15,7 @@ from django.db import connection
 from queenadmin.domain import firstrun, tokens
 from queenadmin.models import TokenScope
 from queenadmin.plumbing import files
-from tests.conftest import IS_POSTGRES, ROOT, requires_postgres, run_server
+from tests.conftest import IS_POSTGRES, ROOT, migrated_database, requires_postgres, run_server
 
 pytestmark = pytest.mark.live
 
@@ -41,7 +41,10 @@ def test_an_existing_open_data_folder_is_tightened(tmp_path):
     data = tmp_path / "data"
     data.mkdir(mode=0o755)
     data.chmod(0o755)
-    with run_server(extra_env={"QUEENADMIN_DATA_DIR": str(data)}):
+    existing = {"QUEENADMIN_DATA_DIR": str(data)}
+    # A migrated database (on SQLite, its file in the folder), so that the
+    # start migrates nothing.
+    with migrated_database(existing), run_server(extra_env=existing):
         assert _mode(data) == 0o700
 
 
@@ -80,46 +83,42 @@ def test_bootstrap_credentials_are_printed_to_a_terminal(tmp_path):
     log it only says where they are: test_serve.py)."""
     import os as _os
     import pty
-    import secrets
     import select
     import time
 
-    from tests.conftest import _admin_psql, free_port
+    from tests.conftest import free_port
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     env["QUEENADMIN_DATA_DIR"] = str(tmp_path)
-    db_name = None
     if IS_POSTGRES:
-        db_name = f"qa_tty_{secrets.token_hex(3)}"
-        _admin_psql(f"CREATE DATABASE {db_name}")
-        env["DATABASE_URL"] = f"{os.environ['DATABASE_URL'].rsplit('/', 1)[0]}/{db_name}"
         env["DJANGO_SECRET_KEY"] = "tty-test-key"
     master, slave = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--bootstrap", "--port", str(free_port())],
-        cwd=ROOT,
-        env=env,
-        stdout=slave,
-        stderr=slave,
-    )
-    _os.close(slave)
-    seen = b""
-    try:
-        deadline = time.monotonic() + 60
-        while b"serving on http" not in seen and time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1)
-            if ready:
-                try:
-                    seen += _os.read(master, 4096)
-                except OSError:
-                    break
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-        _os.close(master)
-        if db_name:
-            _admin_psql(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")
+    # A migrated database with no account yet: the first start's
+    # credentials are what is tested, not its migrations.
+    with migrated_database(env):
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--bootstrap", "--port", str(free_port())],
+            cwd=ROOT,
+            env=env,
+            stdout=slave,
+            stderr=slave,
+        )
+        _os.close(slave)
+        seen = b""
+        try:
+            deadline = time.monotonic() + 60
+            while b"serving on http" not in seen and time.monotonic() < deadline:
+                ready, _, _ = select.select([master], [], [], 1)
+                if ready:
+                    try:
+                        seen += _os.read(master, 4096)
+                    except OSError:
+                        break
+        finally:
+            process.terminate()
+            process.wait(timeout=15)
+            _os.close(master)
     text = seen.decode(errors="replace")
     written = (tmp_path / "first-run.txt").read_text()
     token = next(line.split(": ", 1)[1] for line in written.splitlines() if "API token:" in line)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,26 +22,35 @@ from tests.conftest import LiveServer, run_server
 pytestmark = pytest.mark.live
 
 HTTPS = {"X-Forwarded-Proto": "https"}
-USER = """
-from django.contrib.auth.models import User
-User.objects.create_user("otto", password="pw", is_staff=True)
-"""
+#: What is tested is the proxy's headers, not the password hasher: each of
+#: the some fifteen logins would cost PBKDF2's 0.34 s of CPU.
+FAST_HASHING = {"DJANGO_SETTINGS_MODULE": "tests.fast_hashing_settings"}
 
 
 @pytest.fixture(scope="module")
 def trusted() -> Iterator[LiveServer]:
-    """127.0.0.1 is the trusted proxy (uvicorn's default, said outright)."""
-    env = {"FORWARDED_ALLOW_IPS": "127.0.0.1", "DJANGO_SECURE_HSTS_SECONDS": "3600"}
-    with run_server(extra_env=env) as server:
-        server.manage("shell", "-c", USER)
+    """127.0.0.1 is the trusted proxy (uvicorn's default, said outright).
+    ``--bootstrap`` makes the account the tests log in with (``admin``,
+    its password in first-run.txt) inside the server process."""
+    env = {"FORWARDED_ALLOW_IPS": "127.0.0.1", "DJANGO_SECURE_HSTS_SECONDS": "3600", **FAST_HASHING}
+    with run_server(extra_env=env, args=("--bootstrap",)) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def password(trusted: LiveServer) -> str:
+    """The password of ``trusted``'s ``admin``."""
+    notes = Path(trusted.env["QUEENADMIN_DATA_DIR"]) / "first-run.txt"
+    found = re.search(r"user admin, password (\S+)\)", notes.read_text())
+    assert found is not None
+    return found.group(1)
 
 
 @pytest.fixture(scope="module")
 def untrusted() -> Iterator[LiveServer]:
     """Only 192.0.2.1 is trusted: 127.0.0.1's forwarded headers are not;
     ``QUEENADMIN_HTTPS=1`` says browsers come over HTTPS only."""
-    env = {"FORWARDED_ALLOW_IPS": "192.0.2.1", "QUEENADMIN_HTTPS": "1"}
+    env = {"FORWARDED_ALLOW_IPS": "192.0.2.1", "QUEENADMIN_HTTPS": "1", **FAST_HASHING}
     with run_server(extra_env=env) as server:
         yield server
 
@@ -67,20 +77,20 @@ def login(server: LiveServer, username: str, password: str, headers: dict[str, s
     )
 
 
-def test_https_from_the_trusted_proxy_gets_secure_cookies_and_hsts(trusted):
+def test_https_from_the_trusted_proxy_gets_secure_cookies_and_hsts(trusted, password):
     page = httpx.get(f"{trusted.url}/login/", headers=HTTPS)
     assert secure(set_cookies(page)["csrftoken"])
     assert page.headers["strict-transport-security"] == "max-age=3600"
-    logged_in = login(trusted, "otto", "pw", HTTPS)
+    logged_in = login(trusted, "admin", password, HTTPS)
     assert logged_in.status_code == 302
     assert secure(set_cookies(logged_in)["sessionid"])
 
 
-def test_plain_http_gets_neither(trusted):
+def test_plain_http_gets_neither(trusted, password):
     page = httpx.get(f"{trusted.url}/login/")
     assert not secure(set_cookies(page)["csrftoken"])
     assert "strict-transport-security" not in page.headers
-    logged_in = login(trusted, "otto", "pw", {})
+    logged_in = login(trusted, "admin", password, {})
     assert logged_in.status_code == 302
     assert not secure(set_cookies(logged_in)["sessionid"])
 
@@ -95,17 +105,17 @@ def test_an_untrusted_peers_forwarded_proto_is_ignored(untrusted):
     assert secure(set_cookies(plain)["csrftoken"])
 
 
-def test_failures_count_against_the_address_the_trusted_proxy_forwarded(trusted):
+def test_failures_count_against_the_address_the_trusted_proxy_forwarded(trusted, password):
     """The right-most X-Forwarded-For entry is the client: what a client
     put before it (here a new address each time) changes nothing; another
     forwarded client is not locked."""
     for n in range(5):
         forwarded = {"X-Forwarded-For": f"203.0.113.{n}, 198.51.100.7"}
         assert login(trusted, f"guess{n}", "wrong", forwarded).status_code in (200, 429)
-    locked = login(trusted, "otto", "pw", {"X-Forwarded-For": "198.51.100.7"})
+    locked = login(trusted, "admin", password, {"X-Forwarded-For": "198.51.100.7"})
     assert locked.status_code == 429
     assert "Try again in 15 minutes." in locked.text
-    other = login(trusted, "otto", "pw", {"X-Forwarded-For": "198.51.100.8"})
+    other = login(trusted, "admin", password, {"X-Forwarded-For": "198.51.100.8"})
     assert other.status_code == 302
 
 

@@ -21,8 +21,7 @@ import concurrent.futures
 import json
 import logging
 import os
-import subprocess
-import sys
+import runpy
 import threading
 import time
 from contextlib import ExitStack
@@ -35,7 +34,7 @@ from django.db import ProgrammingError, connection
 
 from queenadmin.api.envelope import ApiErrorMiddleware
 from queenadmin.plumbing import db
-from tests.conftest import DIRECT_URL, IS_POSTGRES, ROOT, LiveServer, requires_postgres, run_server
+from tests.conftest import DIRECT_URL, IS_POSTGRES, ROOT, LiveServer, migrated_database, requires_postgres, run_server
 
 #: DATABASE_URL is a pooler in front of QUEENADMIN_TEST_DIRECT_URL.
 BEHIND_POOLER = IS_POSTGRES and bool(DIRECT_URL)
@@ -50,19 +49,20 @@ SLOW = "60"
 
 
 def _settings_of(env: dict[str, str]) -> dict[str, object]:
-    code = (
-        "import json, django; django.setup(); from django.conf import settings as s;"
-        "d = s.DATABASES['default'];"
-        "print(json.dumps({'prepare_threshold': d['OPTIONS'].get('prepare_threshold', 'unset'),"
-        " 'server_side_cursors_off': d.get('DISABLE_SERVER_SIDE_CURSORS', False),"
-        " 'pooler': s.QUEENADMIN_DB_POOLER, 'listen': s.QUEENADMIN_DB_LISTEN_URL}))"
-    )
+    """What settings.py makes of ``env`` (with this process's environment
+    less its database variables): the module run again in this process,
+    as a start reads it, without a Python process per configuration."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("QUEENADMIN_DB_", "DATABASE_"))}
-    base["DJANGO_SETTINGS_MODULE"] = "queenadmin.settings"
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, check=True
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "environ", {**base, **env})
+        s = runpy.run_path(str(ROOT / "queenadmin" / "settings.py"))
+    d = s["DATABASES"]["default"]
+    return {
+        "prepare_threshold": d["OPTIONS"].get("prepare_threshold", "unset"),
+        "server_side_cursors_off": d.get("DISABLE_SERVER_SIDE_CURSORS", False),
+        "pooler": s["QUEENADMIN_DB_POOLER"],
+        "listen": s["QUEENADMIN_DB_LISTEN_URL"],
+    }
 
 
 def test_behind_a_transaction_pooler_nothing_is_prepared_and_no_cursor_outlives_its_transaction():
@@ -88,9 +88,8 @@ def test_behind_a_transaction_pooler_nothing_is_prepared_and_no_cursor_outlives_
 
 
 def test_an_unknown_pooler_mode_is_refused_at_start():
-    with pytest.raises(subprocess.CalledProcessError) as refused:
+    with pytest.raises(ValueError, match=r"^QUEENADMIN_DB_POOLER must be transaction, session or none$"):
         _settings_of({"DATABASE_URL": "postgresql://postgres@127.0.0.1/queen", "QUEENADMIN_DB_POOLER": "statement"})
-    assert "QUEENADMIN_DB_POOLER must be transaction, session or none" in refused.value.stderr
 
 
 @pytest.mark.django_db
@@ -354,17 +353,19 @@ def _listening_ports(database: str) -> set[int]:
 
 @requires_pooler
 @pytest.mark.live
-async def test_listen_goes_over_the_listen_url_and_wakes_another_replica_at_once(unique):
+async def test_listen_goes_over_the_listen_url_and_wakes_another_replica_at_once(unique, tmp_path):
     """With DATABASE_LISTEN_URL, every LISTEN runs on a direct connection
     (none on PgBouncer's server connections) and a push on one replica
     wakes a pop waiting on the other without waiting for any poll."""
     with ExitStack() as stack:
-        first = stack.enter_context(run_server(_pooler_env(QUEENADMIN_DB_POOLER_POLL_SECONDS=SLOW)))
-        database = first.env["DATABASE_URL"].rsplit("/", 1)[1]
+        copy = {"QUEENADMIN_DATA_DIR": str(tmp_path)}
+        stack.enter_context(migrated_database(copy))
+        database = copy["DATABASE_URL"].rsplit("/", 1)[1]
         listen_url = f"{DIRECT_URL.rsplit('/', 1)[0]}/{database}"
-        first.process.terminate()
-        first.process.wait(timeout=15)
-        env = _replica_env(first, QUEENADMIN_DB_POOLER_POLL_SECONDS=SLOW, DATABASE_LISTEN_URL=listen_url)
+        env = {
+            "DATABASE_URL": copy["DATABASE_URL"],
+            **_pooler_env(QUEENADMIN_DB_POOLER_POLL_SECONDS=SLOW, DATABASE_LISTEN_URL=listen_url),
+        }
         waiting = stack.enter_context(run_server(env))
         pushing = stack.enter_context(run_server(env))
         late = await _woken_within(waiting, pushing, unique("listen"))
