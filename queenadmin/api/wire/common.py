@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 from urllib.parse import unquote_to_bytes
 
 from django.http import HttpRequest
 
 from queenadmin.errors import QueenError
+
+_E = TypeVar("_E", bound=QueenError)
 
 #: Body fields that would name a tenant; the tenant is never an input.
 TENANT_FIELDS = ("tenant", "tenantId", "_tenant")
@@ -33,7 +35,7 @@ def to_decimal(value: Any) -> Decimal:
     return Decimal(value)
 
 
-def reasoned(error: type[QueenError]) -> Callable[[str, str], QueenError]:
+def reasoned(error: type[_E]) -> Callable[[str, str], _E]:
     """The refusal of a family whose answers carry the reason code (KV, locks, timers)."""
     return lambda reason, detail: error(detail, reason=reason)
 

@@ -19,7 +19,7 @@ from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
 from queenadmin.domain import clock, names, timers
 from queenadmin.domain.timers import ops as timer_ops
-from queenadmin.errors import QueenError, TimersBadRequest
+from queenadmin.errors import TimersBadRequest
 
 OPS = frozenset({"schedule", "reschedule", "cancel"})
 #: Fields only the server sets (protocol 4.2); so is any field starting "_".
@@ -157,7 +157,7 @@ def _validate(index: int, raw: Any) -> dict[str, Any]:
                 "by the broker, and deliverAt is not expressible: send the relative delayMs)",
             )
 
-    def bad(reason: str, detail: str) -> QueenError:
+    def bad(reason: str, detail: str) -> TimersBadRequest:
         return _bad(reason, f"op {index}: {detail}")
 
     QUEUE.read(raw, "queue", bad)
