@@ -31,16 +31,14 @@ def _positive(
     raw: str | None,
     name: str,
     reason: str,
-    top: int | None = None,
+    top: int = MAX_CURSOR,
     error: type[KVBadRequest | LocksBadRequest] = KVBadRequest,
 ) -> int | None:
     if raw is None:
         return None
-    top = MAX_CURSOR if top is None else top
     number = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 19 else 0
     if number < 1 or number > top:
-        bound = f"from 1 to {top}"
-        raise error(f"{name} must be {bound}", reason=reason)
+        raise error(f"{name} must be from 1 to {top}", reason=reason)
     return number
 
 
