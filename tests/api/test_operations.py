@@ -47,13 +47,13 @@ def _stop(server, sig=signal.SIGTERM) -> int:
 
 
 @pytest.mark.parametrize("workers", [1, pytest.param(2, marks=requires_postgres)])
-def test_a_stop_signal_the_moment_serve_listens_stops_it(workers):
+def test_a_stop_signal_the_moment_serve_listens_stops_it(workers, tmp_path):
     """A SIGTERM between serve's own signal handlers and uvicorn's (here:
     sent by tests/stophook as uvicorn's server or supervisor is about to
     take the signals) is kept and handed on: serve stops and says "stopped".
     It was once dropped, and a supervisor of two workers served on for good
     (seen as a stop right after "serving on" under load)."""
-    env = {"PYTHONPATH": str(ROOT / "tests" / "stophook"), "QUEENADMIN_DATA_DIR": tempfile.mkdtemp(prefix="qa-ops-")}
+    env = {"PYTHONPATH": str(ROOT / "tests" / "stophook"), "QUEENADMIN_DATA_DIR": str(tmp_path)}
     if IS_POSTGRES:
         env["DJANGO_SECRET_KEY"] = "stop-test-key"
     # A migrated database: what is tested comes after migrating.
