@@ -255,11 +255,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _redis_url = _env("REDIS_URL")
 if _redis_url:
+    from queenadmin.server.channel_layer import redis_layer_config
+
     CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [_redis_url]},
-        }
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": redis_layer_config(_redis_url)}
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

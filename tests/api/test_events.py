@@ -13,6 +13,7 @@ import pytest
 from channels_redis.core import RedisChannelLayer
 
 from queenadmin.domain import events
+from queenadmin.server.channel_layer import redis_layer_config
 from tests.conftest import run_server
 
 pytestmark = pytest.mark.live
@@ -21,7 +22,7 @@ REDIS_URL = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/0")
 
 
 async def test_a_write_on_serve_reaches_a_listener_through_redis(unique):
-    layer = RedisChannelLayer(hosts=[REDIS_URL])
+    layer = RedisChannelLayer(**redis_layer_config(REDIS_URL))
     channel = await layer.new_channel()
     await layer.group_add(events.KV_GROUP, channel)
     ns = unique("events")

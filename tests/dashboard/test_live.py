@@ -15,6 +15,7 @@ from django.test import Client, override_settings
 
 from queenadmin.domain import kv, locks, timers
 from queenadmin.server.app import _websocket as websocket_app
+from queenadmin.server.channel_layer import redis_layer_config
 from tests.api.test_events import REDIS_URL
 from tests.dashboard.conftest import advance_versions
 
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 @pytest.fixture(autouse=True)
 def redis_layer():
     """A real Redis channel layer (the one replicas share), private to this test."""
-    config = {"hosts": [REDIS_URL], "prefix": f"dash-test-{uuid.uuid4().hex[:8]}"}
+    config = redis_layer_config(REDIS_URL, prefix=f"dash-test-{uuid.uuid4().hex[:8]}")
     with override_settings(
         CHANNEL_LAYERS={"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": config}}
     ):
