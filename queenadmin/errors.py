@@ -31,6 +31,11 @@ class KVBadRequest(InvalidArgument):
     reason = "kv_bad_request"
 
 
+class KVConflict(KVBadRequest):
+    """The stored value refuses a valid KV call (an ``incr`` whose result
+    could not be held exactly); nothing in the call was written."""
+
+
 class KVPayloadTooLarge(InvalidArgument):
     """A key or value is over the KV size limit."""
 

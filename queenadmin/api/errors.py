@@ -20,6 +20,9 @@ from queenadmin import errors
 #: Exception class -> (HTTP status, family). The first class in the MRO wins.
 STATUS: dict[type[errors.QueenError], tuple[int, str]] = {
     errors.KVBadRequest: (400, "kv"),
+    # The request is valid; the stored value decides (RFC 9110: a conflict
+    # with the target's current state).
+    errors.KVConflict: (409, "kv"),
     errors.KVPayloadTooLarge: (413, "kv"),
     errors.LocksBadRequest: (400, "kv"),
     errors.TimersBadRequest: (400, "kv"),

@@ -14,6 +14,7 @@ from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema
 from queenadmin.api.schemas.kv import (
     KVBadRequestOut,
     KVCallOut,
+    KVConflictOut,
     KVGetOut,
     KVKey,
     KVListOut,
@@ -40,7 +41,7 @@ router = ScopedRouter(tags=["kv"], errors=_ERRORS)
     "POST",
     "/kv",
     wire.CALL,
-    {200: KVCallOut | KVPreconditionOut},
+    {200: KVCallOut | KVPreconditionOut, 409: KVConflictOut},
     summary="Apply a batch of KV operations",
     array_too=True,
 )

@@ -36,6 +36,13 @@ from queenadmin.errors import QueueNotFound
 router = ScopedRouter(tags=["status"])
 
 _BAD = {400: EngineBadRequestOut}
+#: What a range read answers for each range (docs/reference.md, status reads).
+_RANGE = (
+    "`from` after `to` is an empty range: 200 with no points. An instant before year 1 or after 9999 in "
+    "UTC reads as the first or last one the databases hold (the answer's range says so). 400 "
+    '`{"error", "code": "bad_request"}`: a time that is not ISO 8601 (`from must be an ISO time`) or '
+    "has no zone (`to must carry a time zone`)."
+)
 
 
 def _matching(request: HttpRequest, query: dict[str, Any]) -> list[status.QueueRow] | None:
@@ -53,6 +60,7 @@ def _matching(request: HttpRequest, query: dict[str, Any]) -> list[status.QueueR
     response={200: StatusOut, **_BAD},
     openapi_extra=parameters(query=wire.STATUS.schemas()),
     summary="Throughput, queues, leases and the DLQ",
+    description=_RANGE,
 )
 def get_status(request: HttpRequest) -> HttpResponse:
     now = clock.now()
@@ -121,16 +129,25 @@ def get_status_queue(request: HttpRequest, name: str) -> HttpResponse:
     response={200: AnalyticsOut, **_BAD},
     openapi_extra=parameters(query=wire.ANALYTICS.schemas()),
     summary="Messages pushed per time bucket",
+    description=(
+        f"At most {wire.MAX_ANALYTICS_POINTS} buckets: a finer `interval` is answered with the next coarser "
+        f"one that fits (minute, hour, day; the answer's `interval`), a range of more than "
+        f"{wire.MAX_ANALYTICS_POINTS} days with its last {wire.MAX_ANALYTICS_POINTS} (the answer's `from`). "
+        + _RANGE
+        + " 400 too for an `interval` other than minute, hour or day."
+    ),
 )
 def get_analytics(request: HttpRequest) -> HttpResponse:
     query = wire.read(wire.ANALYTICS, request.GET, now=clock.now(), span=timedelta(hours=24))
-    since, until, interval = query["from"], query["to"], query["interval"]
-    starts = wire.analytics_buckets(since, until, interval)
+    until = query["to"]
+    series = wire.analytics_series(query["from"], until, query["interval"])
     chosen = _matching(request, query)
     names = None if chosen is None else [q.name for q in chosen]
-    buckets = status.status_buckets(since=since, until=until, size=wire.INTERVALS[interval], queues=names)
+    size = wire.INTERVALS[series.interval]
+    buckets = status.status_buckets(since=series.since, until=until, size=size, queues=names)
     pushed = {b.at: b.pushed for b in buckets}
-    return json_response(wire.render_analytics(since, until, interval, starts, [pushed.get(at, 0) for at in starts]))
+    counts = [pushed.get(at, 0) for at in series.starts]
+    return json_response(wire.render_analytics(series.since, until, series.interval, series.starts, counts))
 
 
 @router.post("/stats/refresh", response=StatsRefreshOut, summary="Sample every queue's counters now")
@@ -144,6 +161,7 @@ def refresh_stats(request: HttpRequest) -> HttpResponse:
     response={200: SystemMetricsOut, **_BAD},
     openapi_extra=parameters(query=wire.SYSTEM_METRICS.schemas()),
     summary="CPU, memory and requests of each serving process, per time bucket",
+    description=_RANGE,
 )
 def get_system_metrics(request: HttpRequest) -> HttpResponse:
     # Every replica's hostname, port and pid: the deployment, not one
@@ -165,6 +183,7 @@ def get_system_metrics(request: HttpRequest) -> HttpResponse:
     response={200: WorkerMetricsOut, **_BAD},
     openapi_extra=parameters(query=wire.WORKER_METRICS.schemas()),
     summary="Message counts over time, the deployment as one worker",
+    description=_RANGE,
 )
 def get_worker_metrics(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.READ)

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
-from queenadmin.api.schemas.kv import KVBadRequestOut, KVTooLargeOut
+from queenadmin.api.schemas.kv import KVBadRequestOut, KVConflictOut, KVTooLargeOut
 from queenadmin.api.schemas.queues import QueueBusyOut
 from queenadmin.api.schemas.timers import TimersBadRequestOut, TimersHorizonOut, TimersTooLargeOut
 from queenadmin.api.schemas.transactions import TxnCommitOut, TxnPreconditionOut, TxnRollbackOut
@@ -21,7 +21,7 @@ from queenadmin.domain import transactions
 _ERRORS: dict[int | str, Any] = {
     400: EngineBadRequestOut | KVBadRequestOut | TimersBadRequestOut,
     403: TimersHorizonOut,
-    409: QueueBusyOut,
+    409: QueueBusyOut | KVConflictOut,
     413: NameTooLongOut | KVTooLargeOut | TimersTooLargeOut,
     429: RateLimitedOut,
 }

@@ -10,7 +10,7 @@ import pytest
 import time_machine
 from django.test import Client, override_settings
 
-from queenadmin.domain import tokens
+from queenadmin.domain import kv, tokens
 from queenadmin.models import KVEntry
 
 pytestmark = pytest.mark.django_db
@@ -217,6 +217,32 @@ def test_bad_calls_answer_their_reason_and_write_nothing(client, body, reason, s
     assert payload["detail"]
     assert set(payload) == {"error", "reason", "detail"}
     assert KVEntry.objects.count() == 0
+
+
+#: An ``incr`` the stored value refuses (the request is valid): what the key
+#: holds, the ``incr`` and the refusal's detail. 409 (a conflict with the
+#: key's current state), the KV envelope with reason ``kv_bad_request``.
+BEYOND = "is beyond what incr computes exactly (magnitude below 1e100, at most 100 decimal places)"
+STATE_REFUSALS = [
+    (10**100 - 1, 1, f"the result {BEYOND}"),
+    (10**20, 0.5, "the result has more significant digits than a fractional number keeps (17)"),
+    (10**100, 1, f"the stored value {BEYOND}"),
+]
+
+
+@pytest.mark.parametrize(("stored", "delta", "detail"), STATE_REFUSALS, ids=["past-1e100", "17-digits", "stored-1e100"])
+def test_an_incr_the_stored_value_refuses_answers_409_and_writes_nothing(client, stored, delta, detail):
+    kv_ops(client, {"op": "put", "ns": "t", "key": "n", "value": stored, "forever": True})
+    version = KVEntry.objects.get(key="n").version
+    response = kv_ops(
+        client,
+        {"op": "put", "ns": "t", "key": "rider", "value": 1, "forever": True},
+        {"op": "incr", "ns": "t", "key": "n", "delta": delta, "forever": True},
+    )
+    assert response.status_code == 409
+    assert response.json() == {"error": "kv_bad_request", "reason": "kv_bad_request", "detail": detail}
+    assert not KVEntry.objects.filter(key="rider").exists()
+    assert (KVEntry.objects.get(key="n").version, kv.kv_get(namespace="t", key="n").value) == (version, stored)
 
 
 # -- path routes --------------------------------------------------------------

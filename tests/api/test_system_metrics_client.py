@@ -127,7 +127,6 @@ async def test_the_time_range_picks_the_samples(server, http, admin):
     [
         ({"from": "yesterday"}, "from must be an ISO time"),
         ({"to": "2026-01-01T00:00:00"}, "to must carry a time zone"),
-        ({"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"}, "from must not be after to"),
         ({"hostname": "a\x00b"}, "hostname must not contain NUL"),
     ],
 )

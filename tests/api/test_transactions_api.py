@@ -189,6 +189,30 @@ def test_bad_request_rollbacks_answer_200(client):
     assert (missing.status_code, missing.json()["reason"]) == (200, "queue_not_found")
 
 
+def test_an_incr_the_stored_value_refuses_answers_409_and_commits_nothing(client):
+    """The request is valid, the counter's value decides: 409 (a conflict
+    with the key's current state) in the KV envelope, as on ``POST /kv``,
+    and the bundle is all or nothing."""
+    kv.kv_put(namespace="counters", key="n", value=10**100 - 1, ttl=None)
+    body = {
+        "operations": [{"type": "push", "items": [{"queue": "out", "payload": 1}]}],
+        "kv": [
+            {"op": "put", "ns": "state", "key": "k", "value": 1, "forever": True},
+            {"op": "incr", "ns": "counters", "key": "n", "delta": 1, "forever": True},
+        ],
+        "timers": [{"op": "schedule", "queue": "out", "timerKey": "t", "delayMs": 1, "txn": "t", "payload": "MQ=="}],
+    }
+    response = commit(client, body)
+    assert response.status_code == 409
+    assert response.json() == {
+        "error": "kv_bad_request",
+        "reason": "kv_bad_request",
+        "detail": "the result is beyond what incr computes exactly (magnitude below 1e100, at most 100 decimal places)",
+    }
+    nothing_changed()
+    assert kv.kv_get(namespace="counters", key="n").value == 10**100 - 1
+
+
 def test_an_inline_push_item_is_one_item(client):
     answer = commit(client, {"operations": [{"type": "push", "queue": "out", "payload": {"x": 1}}]}).json()
     assert answer["success"] is True

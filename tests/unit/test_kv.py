@@ -10,7 +10,7 @@ import time_machine
 
 from queenadmin.api.wire import kv as kv_wire
 from queenadmin.domain import kv
-from queenadmin.errors import KVBadRequest, KVPayloadTooLarge, PreconditionFailed
+from queenadmin.errors import KVBadRequest, KVConflict, KVPayloadTooLarge, PreconditionFailed
 from queenadmin.models import KVEntry
 
 pytestmark = pytest.mark.django_db
@@ -260,7 +260,7 @@ def test_incr_is_exact_beyond_28_digits():
     result = incr("huge", 1)
     assert (result.applied, result.value) == (True, 10**30 + 1)
     assert KVEntry.objects.get(key="huge").value_json == "1" + "0" * 29 + "1"
-    with pytest.raises(KVBadRequest, match="more significant digits than a fractional number keeps"):
+    with pytest.raises(KVConflict, match="more significant digits than a fractional number keeps"):
         incr("huge", 0.5)
     assert get("huge").row.value == 10**30 + 1
 
@@ -282,12 +282,13 @@ def test_incr_refuses_numbers_beyond_its_exact_range(field, number):
     with pytest.raises(KVBadRequest) as refused:
         one(op)
     assert str(refused.value).startswith(f"{field} is beyond what incr computes exactly")
+    assert not isinstance(refused.value, KVConflict)  # the request's own number: a 400
     assert get("r").row is None
 
 
-def test_incr_on_a_stored_number_beyond_its_range_is_a_bad_request():
+def test_incr_on_a_stored_number_beyond_its_range_is_a_conflict():
     put("giant", 10**100)
-    with pytest.raises(KVBadRequest, match="the stored value is beyond what incr computes exactly"):
+    with pytest.raises(KVConflict, match="the stored value is beyond what incr computes exactly"):
         incr("giant")
     assert get("giant").row.value == 10**100
 
@@ -295,7 +296,7 @@ def test_incr_on_a_stored_number_beyond_its_range_is_a_bad_request():
 def test_incr_is_exact_up_to_its_range_and_refuses_past_it():
     incr("edge", 10**100 - 2)
     assert incr("edge", 1).value == 10**100 - 1
-    with pytest.raises(KVBadRequest, match="the result is beyond what incr computes exactly"):
+    with pytest.raises(KVConflict, match="the result is beyond what incr computes exactly"):
         incr("edge", 1)
     assert get("edge").row.value == 10**100 - 1
 

@@ -168,6 +168,17 @@ class KVBadRequestOut(WireOut):
     detail: str
 
 
+class KVConflictOut(WireOut):
+    """409: a valid call the stored value refuses: an ``incr`` whose result, or
+    the stored number it adds to, is beyond what it computes exactly (magnitude
+    below 1e100, at most 100 decimal places, a fraction of at most 17
+    significant digits). Nothing in the call was written."""
+
+    error: Literal["kv_bad_request"]
+    reason: Literal["kv_bad_request"]
+    detail: str
+
+
 class KVTooLargeOut(WireOut):
     """413: a key or value over the KV size limits."""
 

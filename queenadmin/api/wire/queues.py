@@ -153,8 +153,14 @@ def _flag_doc(doc: str) -> Param:
     return flag(doc=f"{doc}: true, 1 or yes; false, 0, no or empty (any case)", true=_TRUE, false=_FALSE)
 
 
-def iso_time(raw: str, name: str, expected: str) -> datetime:
-    """An ISO time with its zone, within the range the databases hold; else ``InvalidArgument``."""
+#: The first and last instants the databases hold (years 1 to 9999 in UTC).
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def iso_time(raw: str, name: str, expected: str, *, clamp: bool = False) -> datetime:
+    """An ISO time with its zone, within the range the databases hold; else
+    ``InvalidArgument`` (with ``clamp``: the first or last instant they hold)."""
     try:
         moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
@@ -167,12 +173,14 @@ def iso_time(raw: str, name: str, expected: str) -> datetime:
         # the databases' converters cannot represent.
         return moment.astimezone(UTC)
     except OverflowError:
+        if clamp:
+            return EARLIEST if moment.year == 1 else LATEST
         raise InvalidArgument(f"{name} is out of range") from None
 
 
-def time_param(name: str, doc: str) -> Param:
+def time_param(name: str, doc: str, *, clamp: bool = False) -> Param:
     """A query string's ISO time (``iso_time``); empty reads as absent."""
-    check = partial(iso_time, name=name, expected="an ISO time")
+    check = partial(iso_time, name=name, expected="an ISO time", clamp=clamp)
     return Param(Field("string", falsy_is_absent=True, check=check, schema_extra={"format": "date-time"}, doc=doc))
 
 

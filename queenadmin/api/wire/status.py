@@ -10,14 +10,14 @@ takes from measurements this broker does not keep answer ``null``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from queenadmin.api.wire.fields import TEXT, Field, Param, Query
-from queenadmin.api.wire.queues import engine_bad, time_param
+from queenadmin.api.wire.queues import EARLIEST, engine_bad, time_param
 from queenadmin.domain import clock, procmetrics, queues
 from queenadmin.domain.queues import history, status
-from queenadmin.errors import InvalidArgument
 from queenadmin.plumbing import db
 
 Params = Mapping[str, str]
@@ -28,7 +28,8 @@ INTERVALS: dict[str, timedelta] = {
     "day": timedelta(days=1),
 }
 #: An analytics answer has at most this many points (a minute interval over
-#: about a week); a finer request is refused rather than answered slowly.
+#: about a week); a finer interval is coarsened (``analytics_series``) rather
+#: than answered slowly.
 MAX_ANALYTICS_POINTS = 10_000
 DEFAULT_LIMIT = 100
 
@@ -46,9 +47,17 @@ def seconds_z(moment: datetime) -> str:
 
 
 #: ``from`` and ``to`` (``to`` is read first): ``read`` fills in the defaults.
+#: Any instant is a bound: past the years the databases hold (1 to 9999 in
+#: UTC) it reads as their first or last instant, as no data lies beyond; a
+#: ``from`` after ``to`` is an empty range (docs/reference.md, status reads).
+_BEYOND = "; an instant before year 1 or after 9999 in UTC reads as the first or last one"
 RANGE = {
-    "to": time_param("to", "ISO 8601 with a zone; default: now"),
-    "from": time_param("from", "ISO 8601 with a zone, not after to; default: a span before to"),
+    "to": time_param("to", "ISO 8601 with a zone; default: now" + _BEYOND, clamp=True),
+    "from": time_param(
+        "from",
+        "ISO 8601 with a zone; default: a span before to; after to: an empty range" + _BEYOND,
+        clamp=True,
+    ),
 }
 STATUS = Query({**RANGE, "queue": TEXT, "namespace": TEXT, "task": TEXT})
 ANALYTICS = Query(
@@ -61,7 +70,11 @@ ANALYTICS = Query(
                 default="hour",
                 falsy_is_absent=True,
                 refusal="interval must be minute, hour or day",
-                doc=f"a bucket's width; at most {MAX_ANALYTICS_POINTS} buckets in the range",
+                doc=(
+                    f"a bucket's width; a range of more than {MAX_ANALYTICS_POINTS} buckets is answered "
+                    "with the next coarser interval that fits (the answer's interval), and one of more "
+                    f"than {MAX_ANALYTICS_POINTS} days with its last {MAX_ANALYTICS_POINTS} (the answer's from)"
+                ),
             )
         ),
     }
@@ -89,13 +102,16 @@ def read(
         got[name] = param.read(params, name, engine_bad)
         if name == "from":
             got["to"] = until = got["to"] or now or clock.now()
-            try:
-                got["from"] = since = got["from"] or until - span
-            except OverflowError:
-                raise InvalidArgument("from is out of range") from None
-            if since > until:
-                raise InvalidArgument("from must not be after to")
+            got["from"] = got["from"] or _before(until, span)
     return got
+
+
+def _before(moment: datetime, span: timedelta) -> datetime:
+    """``span`` before ``moment``, or the first instant the databases hold."""
+    try:
+        return moment - span
+    except OverflowError:
+        return EARLIEST
 
 
 def _time_range(since: datetime, until: datetime) -> dict[str, str]:
@@ -298,22 +314,41 @@ def render_status_queue(stats: queues.QueueStats, activity: Mapping[int, status.
 # GET /status/analytics
 
 
-def analytics_buckets(since: datetime, until: datetime, interval: Interval) -> list[datetime]:
-    """Queen's ``generate_series(date_trunc(from), date_trunc(to), width)``."""
-    width = INTERVALS[interval]
+@dataclass(frozen=True)
+class Series:
+    """The buckets an analytics answer has: their ``interval``, the range's
+    start (``since``, the request's or moved up) and each bucket's start."""
 
-    def trunc(moment: datetime) -> datetime:
-        if interval == "minute":
-            return moment.replace(second=0, microsecond=0)
-        if interval == "hour":
-            return moment.replace(minute=0, second=0, microsecond=0)
-        return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    interval: Interval
+    since: datetime
+    starts: list[datetime]
 
-    first, last = trunc(since), trunc(until)
-    count = int((last - first) / width) + 1
-    if count > MAX_ANALYTICS_POINTS:
-        raise InvalidArgument(f"interval {interval} gives more than {MAX_ANALYTICS_POINTS} points for this range")
-    return [first + i * width for i in range(count)]
+
+def _trunc(moment: datetime, interval: Interval) -> datetime:
+    if interval == "minute":
+        return moment.replace(second=0, microsecond=0)
+    if interval == "hour":
+        return moment.replace(minute=0, second=0, microsecond=0)
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def analytics_series(since: datetime, until: datetime, interval: Interval) -> Series:
+    """Queen's ``generate_series(date_trunc(from), date_trunc(to), width)``,
+    of at most ``MAX_ANALYTICS_POINTS`` buckets: a finer ``interval`` is
+    coarsened (minute, hour, day) until the range fits, and a range of more
+    days starts that many days before ``until``. No bucket when ``since`` is
+    after ``until`` (an empty range)."""
+    if since > until:
+        return Series(interval, since, [])
+    names: list[Interval] = ["minute", "hour", "day"]
+    for name in names[names.index(interval) :]:
+        width = INTERVALS[name]
+        first, last = _trunc(since, name), _trunc(until, name)
+        count = (last - first) // width + 1
+        if count <= MAX_ANALYTICS_POINTS:
+            return Series(name, since, [first + i * width for i in range(count)])
+    first = last - (MAX_ANALYTICS_POINTS - 1) * width
+    return Series("day", first, [first + i * width for i in range(MAX_ANALYTICS_POINTS)])
 
 
 def render_analytics(

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 
 from queenadmin.conf import settings
 from queenadmin.domain import names
-from queenadmin.errors import KVBadRequest, KVPayloadTooLarge
+from queenadmin.errors import KVBadRequest, KVConflict, KVPayloadTooLarge
 
 NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 #: Upper bound on a lifetime (100 years), so an absurd TTL is a refusal,
@@ -142,12 +142,13 @@ class KVIncr:
         check_new_key(self.key)
 
 
-def check_incr_number(number: Decimal, what: str) -> Decimal:
-    """``number`` when ``incr`` can compute with it exactly, else a refusal."""
+def check_incr_number(number: Decimal, what: str, refusal: type[KVBadRequest] = KVBadRequest) -> Decimal:
+    """``number`` when ``incr`` can compute with it exactly, else ``refusal``
+    (``KVConflict`` for a number the stored value decides)."""
     if not number.is_finite():
-        raise KVBadRequest(f"{what} must be a finite number")
+        raise refusal(f"{what} must be a finite number")
     if number and (number.adjusted() >= INCR_DIGITS or number.as_tuple().exponent < -INCR_DIGITS):  # type: ignore[operator]
-        raise KVBadRequest(
+        raise refusal(
             f"{what} is beyond what incr computes exactly (magnitude below 1e{INCR_DIGITS}, "
             f"at most {INCR_DIGITS} decimal places)"
         )
@@ -157,12 +158,13 @@ def check_incr_number(number: Decimal, what: str) -> Decimal:
 def incr_sum(base: Decimal, delta: Decimal) -> Decimal:
     """``base + delta``, exactly (both checked by ``check_incr_number``).
 
-    Refuse a sum beyond the range, or a fraction that a JSON reader (a
-    double) could not hold exactly: it would read back rounded.
+    Refuse (``KVConflict``: the stored value decides, not the request) a sum
+    beyond the range, or a fraction that a JSON reader (a double) could not
+    hold exactly: it would read back rounded.
     """
-    total = check_incr_number(INCR_CONTEXT.add(base, delta), "the result")
+    total = check_incr_number(INCR_CONTEXT.add(base, delta), "the result", KVConflict)
     if total != total.to_integral_value() and Decimal(repr(float(total))) != total:
-        raise KVBadRequest("the result has more significant digits than a fractional number keeps (17)")
+        raise KVConflict("the result has more significant digits than a fractional number keeps (17)")
     return total
 
 

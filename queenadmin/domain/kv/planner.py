@@ -30,6 +30,7 @@ from queenadmin.domain.kv.ops import (
     check_incr_number,
     incr_sum,
 )
+from queenadmin.errors import KVConflict
 
 
 class Stored:
@@ -218,7 +219,7 @@ def decide(position: int, op: KVWrite, stored: Stored | None, now: datetime, pla
     current = cur_value()
     if live and (isinstance(current, bool) or not isinstance(current, int | float)):
         return refuse("type")
-    base = check_incr_number(_exact(current), "the stored value") if live else Decimal(0)
+    base = check_incr_number(_exact(current), "the stored value", KVConflict) if live else Decimal(0)
     total = incr_sum(base, op.delta)
     if (op.minimum is not None and total < op.minimum) or (op.maximum is not None and total > op.maximum):
         return refuse("limit", current if live else 0, cur_version)
