@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from queenadmin.api.http import embed_json, utc_micros_z
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, TEXT, Field, Op, Param, Query, any_case, flag
 from queenadmin.domain import clock, names, queues
 from queenadmin.errors import ConflationRefused, InvalidArgument
@@ -479,18 +480,20 @@ def _pop_call(
 
 
 def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: int) -> dict[str, Any]:
+    """A pop's answer, for ``http.json_dumps`` (payloads embedded as stored)."""
+    lease_id, group = claim.lease_id, claim.group
     messages = [
         {
             "id": m.message_id,
             "transactionId": m.transaction_id,
             "traceId": m.trace_id,
-            "data": json.loads(m.payload_json),
+            "data": embed_json(m.payload_json),
             "producerSub": m.producer_sub,
-            "createdAt": clock.iso_micros_z(m.created_at),
+            "createdAt": utc_micros_z(m.created_at),
             "partitionId": str(m.partition_id),
             "partition": m.partition,
-            "leaseId": claim.lease_id,
-            "consumerGroup": claim.group,
+            "leaseId": lease_id,
+            "consumerGroup": group,
             "deliveryAttempt": m.delivery_attempt,
             "offset": m.offset,
         }
