@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -230,18 +231,46 @@ def operations_of(body: Any, error: type[QueenError], reason: str) -> Any:
 
 _encode = msgspec.json.encode
 
+#: A stored JSON text (a message's payload) that ``json_dumps`` writes into
+#: an answer as it is, not parsed and written again: ``json.loads`` of each
+#: payload and its encoding were half of a pop answer's rendering
+#: (bench/README.md, "Where the time goes"). The text must be JSON, as every
+#: stored payload is (a push writes it with msgspec or ``db.json_text``);
+#: its spelling goes out as stored (``1e-07`` where a push wrote that).
+embed_json = msgspec.Raw
+
+
+def utc_micros_z(moment: datetime) -> datetime | str:
+    """``clock.iso_micros_z(moment)`` as ``json_dumps`` writes it: the
+    datetime itself where msgspec writes the same text (UTC, a non-zero
+    fraction: six digits and ``Z``), in C; else that text."""
+    if moment.microsecond and moment.tzinfo is UTC:
+        return moment
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+
+
+def _plain(value: Any) -> Any:
+    """``json``'s reading of what only msgspec writes (``json_dumps``'s fallback)."""
+    if isinstance(value, msgspec.Raw):
+        return json.loads(bytes(memoryview(value)))
+    if isinstance(value, datetime):
+        return _encode(value)[1:-1].decode()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
 
 def json_dumps(data: Any) -> bytes:
     """Compact UTF-8 JSON of ``data``: msgspec, or ``json`` where it refuses.
 
     msgspec writes integers of any size and non-string keys as ``json``
     does; it refuses lone surrogates and types it does not know, which
-    ``json`` writes (or refuses) exactly as before.
+    ``json`` writes (or refuses) exactly as before. ``embed_json`` texts and
+    datetimes go through both (``json`` parses the one and takes msgspec's
+    text of the other).
     """
     try:
         return _encode(data)
     except (TypeError, ValueError):
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=_plain).encode()
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:

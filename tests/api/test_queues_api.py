@@ -6,6 +6,7 @@ nothing was written (read back through the resource routes).
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from queenadmin.api.wire.queues import _payload_text as stored_text
 from tests.conftest import requires_postgres, run_server
 
 pytestmark = pytest.mark.live
@@ -207,6 +209,49 @@ def test_pop_answers_the_protocol_shape(http, unique):
         "deliveryAttempt": 1, "offset": 0,
     }  # fmt: skip
     assert ISO_Z.match(message["createdAt"])
+
+
+#: Payloads whose JSON is easy to get wrong, each pushed and popped back.
+UNUSUAL_PAYLOADS = [
+    {"deep": {"a": [1, [2, [3, {"b": None}]]], "z": {}}, "first": True, "empty": []},
+    12345678901234567890,
+    -(2**70) - 1,
+    [1e-7, 1.0, -0.0, 1e22, 1.5e300, 0.1, 5e-324],
+    {"null stores json's spelling": None, "small": 1e-7, "big": 1e22},
+    'quote " backslash \\ slash / tab \t newline \n nul \x00 del \x7f',
+    "line\u2028para\u2029 é 😀 \u00a0 \ufeff",
+    {'\u2028key "quoted"': "\\", "ключ": "значение", "": ""},
+    None,
+    False,
+    "",
+    [],
+]
+
+
+def _strict(value: Any) -> str:
+    """``value`` spelled so that 1 and 1.0 (equal in Python) differ."""
+    return json.dumps(value, ensure_ascii=True)
+
+
+@pytest.mark.parametrize(
+    ("route", "params"),
+    [
+        ("/pop/queue/{q}", {"wait": "false"}),
+        ("/pop/queue/{q}/partition/Default", {"wait": "false"}),
+        ("/pop/queue/{q}", {"wait": "true", "timeout": 2000, "consumerGroup": "odd-group"}),
+    ],
+)
+def test_unusual_payloads_come_back_equal_through_pop(http, unique, route, params):
+    q = unique("odd")
+    push(http, q, *UNUSUAL_PAYLOADS)
+    answer = http.get(route.format(q=q), params={"batch": 50, **params})
+    assert answer.status_code == 200
+    got = [m["data"] for m in answer.json()["messages"]]
+    assert [_strict(v) for v in got] == [_strict(v) for v in UNUSUAL_PAYLOADS]
+    # The payloads travel as the push stored them, not parsed and written
+    # again (which spells a stored 1e-07 as 1e-7).
+    for payload in UNUSUAL_PAYLOADS:
+        assert stored_text(payload).encode() in answer.content
 
 
 def test_empty_pop_is_204_without_a_body(http, unique):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import tracemalloc
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import msgspec
 import pytest
@@ -19,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queenadmin.api.envelope import BodyTooLarge
-from queenadmin.api.http import json_dumps, parse_cost, read_json
+from queenadmin.api.http import embed_json, json_dumps, parse_cost, read_json, utc_micros_z
+from queenadmin.domain import clock
 from queenadmin.errors import InvalidArgument
 
 
@@ -92,6 +95,31 @@ def test_written_json_is_compact_utf8():
     assert json_dumps({"a": [1, "é", None, True, 1.5]}) == '{"a":[1,"é",null,true,1.5]}'.encode()
     # A non-string key is written as json writes it.
     assert json_dumps({1: "x"}) == b'{"1":"x"}'
+
+
+def test_an_embedded_json_text_is_written_as_it_is():
+    stored = '{"a": [1e-07, 12345678901234567890], "s": "\\"\u2028"}'
+    data = {"data": embed_json(stored), "n": 1}
+    assert json_dumps(data) == b'{"data":' + stored.encode() + b',"n":1}'
+    # Where msgspec refuses (a key it cannot write), json parses the text.
+    assert json.loads(json_dumps({**data, None: 2})) == {"data": json.loads(stored), "n": 1, "null": 2}
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(2026, 12, 7, 5, 16, 1, 120000, tzinfo=UTC),
+        datetime(2026, 12, 7, 5, 16, 1, 1, tzinfo=UTC),
+        datetime(2026, 12, 7, 5, 16, 1, tzinfo=UTC),
+        datetime(12, 1, 2, 3, 4, 5, 999999, tzinfo=UTC),
+        datetime(2026, 12, 7, 6, 16, 1, 5, tzinfo=timezone(timedelta(hours=1))),
+        datetime(2026, 12, 7, 5, 16, 1, 5, tzinfo=ZoneInfo("UTC")),
+    ],
+)
+def test_a_datetime_is_written_as_iso_micros_z(moment):
+    wanted = f'"{clock.iso_micros_z(moment)}"'.encode()
+    assert json_dumps(utc_micros_z(moment)) == wanted
+    assert json_dumps({None: utc_micros_z(moment)}) == b'{"null":' + wanted + b"}"
 
 
 #: Bodies of one element repeated, from the densest JSON there is to a
