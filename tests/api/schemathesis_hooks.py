@@ -4,26 +4,18 @@ Rules of the wire that no JSON Schema keyword can carry, so the
 generated requests are made to keep them; each is in the document's
 descriptions and has its own API tests.
 
-1. JSON Schema's ``integer`` admits ``2.0`` (2020-12, which OpenAPI 3.1 uses),
-and schemathesis sends whole floats for integer fields on purpose. Queen's
-protocol does not: an integer field must be spelled as a JSON integer, and
-``1.0`` answers 400 (protocol 3.4 and 10; tests/api/test_locks_api.py holds
-``token: 1.0`` and ``limit: 2.0`` refused). No schema keyword can say how a
-number is spelled, so the generated bodies spell whole floats as integers,
-which is what the document means.
-
-2. Rules across the items of one call (protocol 2.12, 3.4, 4.2): a budget
+1. Rules across the items of one call (protocol 2.12, 3.4, 4.2): a budget
 of keys (KV ``getMany`` counts its keys, ``getPrefix`` its limit; a locks
 ``get`` 1000, an ``acquire`` its limit) and no key written, lock named or
 timer given twice. A request that breaks one is a valid document but a
 refused call; positive cases that do are not sent.
 
-5. Not a rule either: a pop may wait up to 60 s (``wait=true``,
+2. Not a rule either: a pop may wait up to 60 s (``wait=true``,
 ``timeout``; an ephemeral pop 300 s), longer than the run waits for an
 answer: the generated pops wait ``POP_WAIT_MS`` at most (``_short_wait``),
 a valid timeout as any other.
 
-6. Not a rule of ours: schemathesis's negative variant of an optional body
+3. Not a rule of ours: schemathesis's negative variant of an optional body
 is no body at all, which the route rightly takes as the empty one; that
 acceptance is not counted as a failure (``_negated_body_not_sent``).
 """
@@ -36,17 +28,6 @@ import schemathesis
 from schemathesis.core import NOT_SET
 from schemathesis.core.failures import AcceptedNegativeData
 from schemathesis.core.parameters import ParameterLocation
-
-
-def _integral(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_integral(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _integral(item) for key, item in value.items()}
-    return value
-
 
 #: The longest a generated long-poll waits (ms): a client may ask up to 60 s,
 #: which the run cannot spend on each pop.
@@ -62,8 +43,6 @@ def _short_wait(query: dict[str, Any]) -> None:
 
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
-    if case.body is not None and not isinstance(case.body, str | bytes):
-        case.body = _integral(case.body)
     if "/pop" in case.operation.path and isinstance(case.query, dict):
         _short_wait(case.query)
     return case

@@ -7,11 +7,11 @@ all``): no answer may be a 5xx or off its schema, a request the document
 allows must not be refused, and one it forbids must be. So the request
 schemas say what the parsers accept (both come from one declaration,
 api/wire/fields.py). What JSON Schema cannot say is kept by the hooks of
-``schemathesis_hooks.py`` (integers spelled as integers, rules across a
-call's items and across a status read's range, one refusal that depends on
-the stored value; pops wait briefly); ``schemathesis.toml`` counts a 413 as
-a refusal, and has the coverage phase ask each path three of the methods it
-does not declare, not all eight (the router refuses them all in one place).
+``schemathesis_hooks.py`` (rules across a call's items; pops wait
+briefly); ``schemathesis.toml`` counts a 413 as a refusal, and has
+the coverage phase ask each path three of the methods it does not declare,
+not all eight (the router refuses them all in one place). A whole float
+(``2.0``) is an integer, as JSON Schema says and the parsers read it.
 
 Bounded (``MAX_EXAMPLES`` per operation, a fixed seed): 15 at
 ``QA_SCALE=ci``, 60 at ``full`` (tests/scale.py, ``make soak``). The run is

@@ -17,8 +17,26 @@ _E = TypeVar("_E", bound=QueenError)
 TENANT_FIELDS = ("tenant", "tenantId", "_tenant")
 
 
+def json_int(value: Any) -> int | None:
+    """The ``int`` a body's integer field holds, or None where it holds none.
+
+    An ``int`` that is not a ``bool`` is itself; a whole float (``2.0``,
+    ``1e3``) is its ``int``, as JSON Schema's ``integer`` counts it (2020-12,
+    which the published OpenAPI 3.1 document uses; Python clients that
+    compute ``30 / 1`` send ``30.0``). A fraction, a bool, a string, NaN or
+    infinity hold none: the caller refuses them. Bounds are the caller's, on
+    the ``int`` (``1e300`` is a 301-digit one, refused as that integer is).
+    """
+    if type(value) is int:
+        return value
+    if type(value) is float:
+        return int(value) if value.is_integer() else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def is_json_int(value: Any) -> TypeGuard[int]:
-    """A JSON integer: an ``int`` that is not a ``bool``."""
+    """An ``int`` that is not a ``bool``: an integer field's value once
+    ``json_int`` has read it (a whole float is refused by this alone)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -14,9 +14,10 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from ninja import Schema
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo
 
 from queenadmin.api.wire import fields
+from queenadmin.api.wire.common import json_int
 from queenadmin.api.wire.fields import Param, Query
 from queenadmin.domain import ephemeral, names
 from queenadmin.errors import EphemeralBadRequest
@@ -69,20 +70,32 @@ Group = Annotated[
     AfterValidator(_group),
 ]
 
-# The bodies are these ninja Schemas, validated strictly (``1.0`` is no
-# integer, as everywhere on the wire): each is both the parser and what
-# the document shows. Every refusal is ``ephemeral_bad_request``.
+# The bodies are these ninja Schemas, validated strictly (``"5"`` is no
+# integer, ``true`` no boolean): each is both the parser and what the
+# document shows. Every refusal is ``ephemeral_bad_request``.
 
 
 class _In(Schema):
     model_config = ConfigDict(strict=True)
 
 
+def _integral(value: Any) -> Any:
+    """A whole float as its ``int`` (``json_int``), as every integer field
+    reads one; any other value is left to the strict check."""
+    if type(value) is float and (whole := json_int(value)) is not None:
+        return whole
+    return value
+
+
+#: A count: an integer of at least 0 (``2.0`` reads as 2; ``1.5``, ``true`` and ``-1`` are refused).
+Count = Annotated[int, Field(ge=0), BeforeValidator(_integral)]
+
+
 class EphemeralWindowBufferIn(_In):
     model_config = ConfigDict(extra="forbid")
 
-    ms: int | None = Field(None, ge=0)
-    count: int | None = Field(None, ge=0)
+    ms: Count | None = None
+    count: Count | None = None
 
 
 class EphemeralOptionsIn(_In):
@@ -90,12 +103,12 @@ class EphemeralOptionsIn(_In):
 
     model_config = ConfigDict(extra="forbid")
 
-    maxBytes: int | None = Field(None, ge=0, description="clamped to 1 to 16 MiB")
-    maxLength: int | None = Field(None, ge=0, description="clamped to 1 to 10000")
+    maxBytes: Count | None = Field(None, description="clamped to 1 to 16 MiB")
+    maxLength: Count | None = Field(None, description="clamped to 1 to 10000")
     policy: Literal["reject", "dropOldest"] | None = None
-    ttlSeconds: int | None = Field(None, ge=0, description="0: off")
-    leaseSeconds: int | None = Field(None, ge=0, description="clamped to 1 s to 24 h")
-    retryLimit: int | None = Field(None, ge=0, description="clamped to 1 to 1000")
+    ttlSeconds: Count | None = Field(None, description="0: off")
+    leaseSeconds: Count | None = Field(None, description="clamped to 1 s to 24 h")
+    retryLimit: Count | None = Field(None, description="clamped to 1 to 1000")
     windowBuffer: EphemeralWindowBufferIn | None = None
 
 
@@ -150,8 +163,10 @@ class ConfigureCall:
 
 def parse_configure(body: Any) -> ConfigureCall:
     call = _validated(EphemeralConfigureIn, body)
-    # The domain keeps its own rule of options (and what was sent of them).
-    return ConfigureCall(call.queue, ephemeral.check_options(body.get("options") or {}))
+    # The domain keeps its own rule of options (and what was sent of them):
+    # the names in the order sent, each with the value read (2.0 as 2).
+    read = call.options.model_dump(exclude_unset=True) if call.options is not None else {}
+    return ConfigureCall(call.queue, ephemeral.check_options({name: read[name] for name in body.get("options") or {}}))
 
 
 def parse_queue(body: Any) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from queenadmin.api.wire.common import TENANT_FIELDS, is_json_int, is_json_number
+from queenadmin.api.wire.common import TENANT_FIELDS, is_json_int, is_json_number, json_int
 
 Kind = Literal["integer", "number", "boolean", "string", "array", "object", "null", "any"]
 #: Makes the refusal of a reason code: ``bad(reason, detail)``.
@@ -101,9 +101,12 @@ class Field:
     #: ``read`` is on the hot paths (a KV put reads ``required``).
     _accepts: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
     _bounded: bool = field(init=False, repr=False, compare=False)
+    #: An integer field (not also a number): a whole float reads as its ``int``.
+    _integral: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        checks = [_TYPES[kind] for kind in ((self.kind,) if isinstance(self.kind, str) else self.kind)]
+        kinds = (self.kind,) if isinstance(self.kind, str) else self.kind
+        checks = [_TYPES[kind] for kind in kinds]
 
         def accepts(value: Any) -> bool:
             return any(check(value) for check in checks)
@@ -111,13 +114,19 @@ class Field:
         bounds = (self.choices, self.min_length, self.ge, self.le)
         object.__setattr__(self, "_accepts", checks[0] if len(checks) == 1 else accepts)
         object.__setattr__(self, "_bounded", self.const is not _ABSENT or any(b is not None for b in bounds))
+        object.__setattr__(self, "_integral", "integer" in kinds and "number" not in kinds)
 
     @property
     def required(self) -> bool:
         return self.missing is not None
 
     def read(self, raw: Mapping[str, Any], name: str, bad: Bad) -> Any:
-        """The value of ``name`` in ``raw``, checked; raise ``bad(reason)``."""
+        """The value of ``name`` in ``raw``, checked; raise ``bad(reason)``.
+
+        An integer field's whole float (``2.0``) reads as its ``int``
+        (``json_int``) before the bounds, which hold for that ``int``; only a
+        value of another type pays for that look.
+        """
         value = raw.get(name, _ABSENT)
         if (
             value is _ABSENT
@@ -127,8 +136,12 @@ class Field:
             if self.missing is not None:
                 raise bad(self.missing, self.refusal or f"{name} is required")
             return self.default
-        if not self._accepts(value) or (self._bounded and not self._in_bounds(value)):
-            if self.too_high and self.le is not None and self._accepts(value) and value > self.le:
+        if not self._accepts(value):
+            if not self._integral or type(value) is not float or (whole := json_int(value)) is None:
+                raise bad(self.reason, self.refusal or f"{name} must be {self.describe()}")
+            value = whole
+        if self._bounded and not self._in_bounds(value):
+            if self.too_high and self.le is not None and value > self.le:
                 raise bad(self.reason, self.too_high)
             raise bad(self.reason, self.refusal or f"{name} must be {self.describe()}")
         return value if self.check is None else self.check(value)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from queenadmin.api.wire.common import batch_op, is_json_int, reasoned, to_decimal
+from queenadmin.api.wire.common import batch_op, json_int, reasoned, to_decimal
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, masking, names
@@ -201,9 +201,10 @@ def _expiry(raw: dict[str, Any]) -> timedelta | None:
         raise _bad("kv_expiry_not_specified", "give exactly one of ttlSeconds or forever: true")
     if forever:
         return None
-    if not is_json_int(ttl) or ttl <= 0 or ttl > MAX_TTL_SECONDS:
+    seconds = json_int(ttl)
+    if seconds is None or seconds <= 0 or seconds > MAX_TTL_SECONDS:
         raise _bad(TTL.reason, f"ttlSeconds must be an integer from 1 to {MAX_TTL_SECONDS}")
-    return timedelta(seconds=ttl)
+    return timedelta(seconds=seconds)
 
 
 def _expect(raw: dict[str, Any], *, mandatory: bool = False) -> int | None:
@@ -211,10 +212,10 @@ def _expect(raw: dict[str, Any], *, mandatory: bool = False) -> int | None:
         if mandatory:
             raise _bad(EXPECT.reason, "expect is required")
         return None
-    expect = raw["expect"]
-    if not is_json_int(expect) or expect < 0:
+    expect = json_int(raw["expect"])
+    if expect is None or expect < 0:
         raise _bad(EXPECT.reason, "expect must be an integer >= 0")
-    return int(expect)
+    return expect
 
 
 def _required(raw: dict[str, Any]) -> bool:
