@@ -12,8 +12,8 @@ from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
 from queenadmin.api.schemas.history import KVHistoryOut, LockHistoryOut
 from queenadmin.api.schemas.kv import KVBadRequestOut, KVKey, KVTooLargeOut, Namespace
-from queenadmin.api.schemas.locks import LocksBadRequestOut
 from queenadmin.api.scopes import ScopedRouter
+from queenadmin.api.wire import locks as locks_wire
 from queenadmin.domain import clock, kv, masking
 from queenadmin.domain.kv.ops import MAX_PAGE_LIMIT
 from queenadmin.domain.locks import history as lock_history
@@ -113,7 +113,7 @@ def event_out(event: lock_history.LockEvent) -> dict[str, Any]:
 
 @router.get(
     "/history/locks/{path:name}",
-    response={200: LockHistoryOut, 400: LocksBadRequestOut, 429: RateLimitedOut},
+    response={200: LockHistoryOut, 400: locks_wire.BAD_REQUEST.model, 429: RateLimitedOut},
     openapi_extra=parameters(
         path={"name": {"type": "string", "minLength": 1}},
         query={

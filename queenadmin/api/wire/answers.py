@@ -1,0 +1,165 @@
+"""One declaration per answer body: the model the document shows and the renderer.
+
+An ``Answer`` names each key of a body once (``Key``): its JSON name, its
+type and description as ``/api/v1/openapi.json`` shows them, whether the
+body may leave it out, and where its value comes from in the domain's
+result. From that it makes ``model``, the pydantic model the document
+shows (and ``tests/api/test_contract.py`` holds every answer to), and
+``render``, the function that builds the body: one dict literal, written
+out and compiled once at import as dataclasses write ``__init__``, so a hot
+path keeps the speed of a hand-written one.
+
+Where a value comes from (``Key``): a one-value ``Literal`` with no
+``src`` is that constant; otherwise ``src`` (by default the key's name in
+snake case) is one of the renderer's arguments (``args``) or a dotted
+attribute path of the subject. ``via`` turns it into the wire's value
+(``with_args`` names arguments it takes after it); a nested ``Answer``,
+or ``Many`` of one, renders with its own renderer, handed the arguments it
+shares with its parent. ``mask`` is applied when the ``masked`` argument is
+true (a fingerprint for a caller who may not see the value). ``omit``: the
+body leaves the key out unless ``when`` (an argument or attribute, by
+default the value not being ``None``) holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import Field, create_model
+
+from queenadmin.api.schemas.common import Omit, WireOut
+
+Render = Callable[..., dict[str, Any]]
+
+
+def one(value: Any) -> Any:
+    """``Literal[value]``, for a constant that is a variable."""
+    return Literal[value]
+
+
+def either(*answers: Answer) -> Any:
+    """The union of ``answers``' models (``A | B``), as a type of the document."""
+    return functools.reduce(operator.or_, (answer.model for answer in answers))
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """A list of ``answer``s."""
+
+    answer: Answer
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One key of an answer body (see the module's docstring)."""
+
+    type: Any
+    doc: str = ""
+    src: str | None = None
+    via: Callable[..., Any] | None = None
+    with_args: tuple[str, ...] = ()
+    mask: Callable[[Any], Any] | None = None
+    omit: bool = False
+    when: str | None = None
+
+    def annotation(self) -> Any:
+        if isinstance(self.type, Answer):
+            return self.type.model
+        if isinstance(self.type, Many):
+            return list[self.type.answer.model]  # type: ignore[name-defined]
+        return self.type
+
+    def constant(self) -> tuple[bool, Any]:
+        values = get_args(self.type) if get_origin(self.type) is Literal else ()
+        return (self.src is None and len(values) == 1), (values[0] if values else None)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class Answer:
+    """An answer body, declared once: ``model`` for the document, ``render`` for the wire.
+
+    ``keys`` are ``Key``s, or types (a ``Key`` of nothing else). ``render(subject,
+    *args)`` takes the renderer's arguments in ``args``' order (``masked``
+    among them where a key masks).
+    """
+
+    def __init__(self, name: str, /, *, doc: str = "", args: tuple[str, ...] = (), **keys: Any) -> None:
+        self.name = name
+        self.args = args
+        self.keys = {name: key if isinstance(key, Key) else Key(key) for name, key in keys.items()}
+        fields: dict[str, Any] = {}
+        for json_name, key in self.keys.items():
+            annotation = key.annotation()
+            if key.omit:
+                fields[json_name] = (annotation | Omit, Field(None, description=key.doc or None))
+            elif key.doc:
+                fields[json_name] = (annotation, Field(description=key.doc))
+            else:
+                fields[json_name] = (annotation, ...)
+        self.model: type[WireOut] = create_model(
+            name, __base__=WireOut, __doc__=doc or None, __module__=__name__, **fields
+        )
+        self.render: Render = self._compile()
+
+    def _compile(self) -> Render:
+        scope: dict[str, Any] = {}
+        head: list[str] = []
+        tail: list[str] = []
+
+        def name_of(value: Any) -> str:
+            ident = f"_g{len(scope)}"
+            scope[ident] = value
+            return ident
+
+        def read(path: str) -> str:
+            return path if path in self.args else "r." + path
+
+        for json_name, key in self.keys.items():
+            is_const, const = key.constant()
+            if is_const:
+                assert isinstance(const, str | bool | int), const
+                expr = repr(const)
+            else:
+                expr = read(key.src or _snake(json_name))
+            nested = key.type.answer if isinstance(key.type, Many) else key.type
+            if isinstance(nested, Answer):
+                missing = set(nested.args) - set(self.args)
+                assert not missing, f"{self.name}.{json_name}: {nested.name} needs {missing}"
+                rest = "".join(f", {arg}" for arg in nested.args)
+                fn = name_of(nested.render)
+                expr = f"[{fn}(x{rest}) for x in {expr}]" if isinstance(key.type, Many) else f"{fn}({expr}{rest})"
+            if key.via is not None:
+                expr = f"{name_of(key.via)}({expr}{''.join(f', {arg}' for arg in key.with_args)})"
+            if key.mask is not None:
+                assert "masked" in self.args, f"{self.name}.{json_name} masks: give the masked argument"
+                expr = f"({name_of(key.mask)}({expr}) if masked else {expr})"
+            if key.omit or tail:
+                if not key.omit:
+                    tail.append(f"    out[{json_name!r}] = {expr}")
+                elif key.when:
+                    tail.append(f"    if {read(key.when)}:\n        out[{json_name!r}] = {expr}")
+                else:
+                    tail.append(f"    if (v := {expr}) is not None:\n        out[{json_name!r}] = v")
+            else:
+                head.append(f"{json_name!r}: {expr}")
+        params = ", ".join(("r", *self.args))
+        body = "{" + ", ".join(head) + "}"
+        source = f"def render({params}):\n"
+        source += (
+            f"    out = {body}\n" + "".join(f"{line}\n" for line in tail) + "    return out\n"
+            if tail
+            else f"    return {body}\n"
+        )
+        self.source = source
+        exec(compile(source, f"<answer {self.name}>", "exec"), scope)
+        render: Render = scope["render"]
+        render.__qualname__ = f"{self.name}.render"
+        return render

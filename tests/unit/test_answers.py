@@ -1,0 +1,83 @@
+"""``wire.answers``: one declaration gives the document's model and the renderer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from queenadmin.api.wire.answers import Answer, Key, Many
+
+
+@dataclass
+class Item:
+    slot: int
+    owner: str | None
+
+
+@dataclass
+class Result:
+    name: str
+    expires_at: int | None
+    already: bool
+    items: tuple[Item, ...]
+    extra: str | None = None
+
+
+ITEM = Answer("ItemOut", args=("masked",), slot=int, owner=Key(str | None, mask=lambda v: f"#{v}"))
+RESULT = Answer(
+    "ResultOut",
+    doc="A result.",
+    args=("index", "masked"),
+    index=int,
+    op=Key(Literal["get"]),
+    name=Key(str, "the name"),
+    extra=Key(str, omit=True),
+    expiresAt=Key(int | None, via=lambda v: None if v is None else v * 2),
+    already=Key(Literal[True], "when held already", omit=True, when="already"),
+    items=Key(Many(ITEM)),
+)
+
+
+def test_render_reads_constants_arguments_attributes_and_nested_answers():
+    result = Result("a", 5, False, (Item(0, "w"),))
+    assert RESULT.render(result, 3, False) == {
+        "index": 3,
+        "op": "get",
+        "name": "a",
+        "expiresAt": 10,
+        "items": [{"slot": 0, "owner": "w"}],
+    }
+
+
+def test_render_keeps_the_declared_order_with_keys_left_out_or_masked():
+    result = Result("a", None, True, (Item(1, "w"), Item(2, None)), extra="x")
+    out = RESULT.render(result, 0, True)
+    assert list(out) == ["index", "op", "name", "extra", "expiresAt", "already", "items"]
+    assert out["already"] is True
+    assert out["expiresAt"] is None
+    assert out["items"] == [{"slot": 1, "owner": "#w"}, {"slot": 2, "owner": "#None"}]
+
+
+def test_the_model_is_what_the_document_shows():
+    schema = RESULT.model.model_json_schema()
+    assert schema["description"] == "A result."
+    assert schema["required"] == ["index", "op", "name", "expiresAt", "items"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["already"] == {
+        "const": True,
+        "description": "when held already",
+        "title": "Already",
+        "type": "boolean",
+    }
+    assert schema["properties"]["extra"] == {"title": "Extra", "type": "string"}
+    assert schema["properties"]["items"]["items"] == {"$ref": "#/$defs/ItemOut"}
+    RESULT.model.model_validate(RESULT.render(Result("a", 1, True, (Item(0, None),)), 1, False))
+
+
+def test_a_nested_answer_needs_its_arguments_from_its_parent():
+    with pytest.raises(AssertionError, match="needs"):
+        Answer("BadOut", items=Key(Many(ITEM)))
+    with pytest.raises(AssertionError, match="masked argument"):
+        Answer("BadOut", owner=Key(str, mask=str))
