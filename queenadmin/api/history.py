@@ -11,8 +11,8 @@ from queenadmin.api.http import json_response
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
 from queenadmin.api.schemas.history import KVHistoryOut, LockHistoryOut
-from queenadmin.api.schemas.kv import KVBadRequestOut, KVKey, KVTooLargeOut, Namespace
 from queenadmin.api.scopes import ScopedRouter
+from queenadmin.api.wire import kv as kv_wire
 from queenadmin.api.wire import locks as locks_wire
 from queenadmin.domain import clock, kv, masking
 from queenadmin.domain.kv.ops import MAX_PAGE_LIMIT
@@ -58,9 +58,9 @@ def version_out(row: kv.KVVersionRow) -> dict[str, Any]:
 
 @router.get(
     "/history/kv/{ns}/{path:key}",
-    response={200: KVHistoryOut, 400: KVBadRequestOut, 413: KVTooLargeOut, 429: RateLimitedOut},
+    response={200: KVHistoryOut, 400: kv_wire.BAD_REQUEST.model, 413: kv_wire.TOO_LARGE.model, 429: RateLimitedOut},
     openapi_extra=parameters(
-        path={"ns": json_schema_of(Namespace), "key": json_schema_of(KVKey, pattern=PATH_TEXT)},
+        path={"ns": json_schema_of(kv_wire.Namespace), "key": json_schema_of(kv_wire.KVKey, pattern=PATH_TEXT)},
         query={
             "before": {
                 "type": "integer",

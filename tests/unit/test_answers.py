@@ -7,7 +7,7 @@ from typing import Literal
 
 import pytest
 
-from queenadmin.api.wire.answers import Answer, Key, Many
+from queenadmin.api.wire.answers import Answer, Key, Many, list_of
 
 
 @dataclass
@@ -81,3 +81,12 @@ def test_a_nested_answer_needs_its_arguments_from_its_parent():
         Answer("BadOut", items=Key(Many(ITEM)))
     with pytest.raises(AssertionError, match="masked argument"):
         Answer("BadOut", owner=Key(str, mask=str))
+
+
+def test_a_body_may_write_some_keys_first_and_read_the_subject_whole_or_by_index():
+    pair = Answer("PairOut", first=("count",), name=Key(str, src="0"), keys=Key(int, src="1"), count=Literal[2])
+    assert list(pair.render(("a", 3))) == ["count", "name", "keys"]
+    assert list(pair.model.model_json_schema()["properties"]) == ["name", "keys", "count"]
+    listing = Answer("ListingOut", pairs=Key(list_of(pair), src=".", via=lambda pairs: [pair.render(p) for p in pairs]))
+    assert listing.render([("b", 1)]) == {"pairs": [{"count": 2, "name": "b", "keys": 1}]}
+    assert listing.model.model_json_schema()["properties"]["pairs"]["items"] == {"$ref": "#/$defs/PairOut"}

@@ -8,21 +8,15 @@ declarations). The ``Out`` models are the exact answers, checked by
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from queenadmin.api.schemas.common import JSONValue, Omit, WireOut
-from queenadmin.api.schemas.kv import (
-    KVCheckHeldOut,
-    KVGetFoundOut,
-    KVGetManyOut,
-    KVGetMissOut,
-    KVWriteAppliedOut,
-    KVWriteRefusedOut,
-    Reason,
-)
 from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut
+from queenadmin.api.wire import kv as kv_wire
 
 # -- answers ------------------------------------------------------------------
 
@@ -52,27 +46,18 @@ class TxnPositionOut(WireOut):
     success: Literal[True]
 
 
-class _KVPart(WireOut):
-    type: Literal["kv"]
-    opIndex: int
-
-
-class TxnKVGetFoundOut(KVGetFoundOut, _KVPart): ...
-
-
-class TxnKVGetMissOut(KVGetMissOut, _KVPart): ...
-
-
-class TxnKVGetManyOut(KVGetManyOut, _KVPart): ...
-
-
-class TxnKVWriteAppliedOut(KVWriteAppliedOut, _KVPart): ...
-
-
-class TxnKVCheckHeldOut(KVCheckHeldOut, _KVPart): ...
-
-
-class TxnKVWriteRefusedOut(KVWriteRefusedOut, _KVPart): ...
+#: A KV result inside a commit's results: ``type`` and ``opIndex`` first.
+_KV_PARTS = [
+    answer.within(f"Txn{answer.name}", type=Literal["kv"], opIndex=int).model
+    for answer in (
+        kv_wire.GET_FOUND,
+        kv_wire.GET_MISS,
+        kv_wire.GET_MANY,
+        kv_wire.WRITE_APPLIED,
+        kv_wire.CHECK_HELD,
+        kv_wire.WRITE_REFUSED,
+    )
+]
 
 
 class _TimerPart(WireOut):
@@ -90,26 +75,18 @@ class TxnTimerCancelledOut(CancelledOut, _TimerPart): ...
 class TxnTimerAbsentOut(AbsentOut, _TimerPart): ...
 
 
-TxnResultOut = (
-    TxnAckOut
-    | TxnPushOut
-    | TxnPositionOut
-    | TxnKVGetFoundOut
-    | TxnKVGetMissOut
-    | TxnKVGetManyOut
-    | TxnKVWriteAppliedOut
-    | TxnKVCheckHeldOut
-    | TxnKVWriteRefusedOut
-    | TxnTimerScheduledOut
-    | TxnTimerCancelledOut
-    | TxnTimerAbsentOut
+TxnResultOut = functools.reduce(
+    operator.or_,
+    [TxnAckOut, TxnPushOut, TxnPositionOut, *_KV_PARTS, TxnTimerScheduledOut, TxnTimerCancelledOut, TxnTimerAbsentOut],
 )
 
 
 class TxnCommitOut(WireOut):
     transactionId: str
     success: Literal[True]
-    results: list[TxnResultOut] = Field(description="flat: acks and pushed items, then kv, timers, positions")
+    results: list[TxnResultOut] = Field(  # type: ignore[valid-type]
+        description="flat: acks and pushed items, then kv, timers, positions"
+    )
 
 
 class TxnRollbackOut(WireOut):
@@ -134,6 +111,6 @@ class TxnPreconditionOut(WireOut):
     results: Annotated[list[TxnAckOut], Field(max_length=0)]
     ok: Literal[False]
     failedIndex: int = Field(description="flat index of the failed op")
-    kvReason: Reason
+    kvReason: kv_wire.Reason
     version: int
     value: JSONValue

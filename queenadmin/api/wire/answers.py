@@ -11,8 +11,9 @@ path keeps the speed of a hand-written one.
 
 Where a value comes from (``Key``): a one-value ``Literal`` with no
 ``src`` is that constant; otherwise ``src`` (by default the key's name in
-snake case) is one of the renderer's arguments (``args``) or a dotted
-attribute path of the subject. ``via`` turns it into the wire's value
+snake case) is one of the renderer's arguments (``args``), a dotted
+attribute path of the subject, an index into it (``"0"``) or the subject
+itself (``"."``). ``via`` turns it into the wire's value
 (``with_args`` names arguments it takes after it); a nested ``Answer``,
 or ``Many`` of one, renders with its own renderer, handed the arguments it
 shares with its parent. ``mask`` is applied when the ``masked`` argument is
@@ -40,6 +41,11 @@ Render = Callable[..., dict[str, Any]]
 def one(value: Any) -> Any:
     """``Literal[value]``, for a constant that is a variable."""
     return Literal[value]
+
+
+def list_of(*answers: Answer) -> Any:
+    """``list[A | B]`` of ``answers``' models, as a type of the document."""
+    return list[either(*answers)]  # type: ignore[misc]
 
 
 def either(*answers: Answer) -> Any:
@@ -71,7 +77,7 @@ class Key:
         if isinstance(self.type, Answer):
             return self.type.model
         if isinstance(self.type, Many):
-            return list[self.type.answer.model]  # type: ignore[name-defined]
+            return list_of(self.type.answer)
         return self.type
 
     def constant(self) -> tuple[bool, Any]:
@@ -88,13 +94,17 @@ class Answer:
 
     ``keys`` are ``Key``s, or types (a ``Key`` of nothing else). ``render(subject,
     *args)`` takes the renderer's arguments in ``args``' order (``masked``
-    among them where a key masks).
+    among them where a key masks), and writes the keys ``first`` names
+    before the others (the document lists them where they are declared).
     """
 
-    def __init__(self, name: str, /, *, doc: str = "", args: tuple[str, ...] = (), **keys: Any) -> None:
+    def __init__(
+        self, name: str, /, *, doc: str = "", args: tuple[str, ...] = (), first: tuple[str, ...] = (), **keys: Any
+    ) -> None:
         self.name = name
         self.args = args
-        self.keys = {name: key if isinstance(key, Key) else Key(key) for name, key in keys.items()}
+        self.first = first
+        self.keys: dict[str, Any] = {name: key if isinstance(key, Key) else Key(key) for name, key in keys.items()}
         fields: dict[str, Any] = {}
         for json_name, key in self.keys.items():
             annotation = key.annotation()
@@ -109,6 +119,10 @@ class Answer:
         )
         self.render: Render = self._compile()
 
+    def within(self, name: str, **keys: Any) -> Answer:
+        """This answer with ``keys`` first: a part of a bigger body (a transaction's result)."""
+        return Answer(name, doc="", args=self.args, **keys, **self.keys)
+
     def _compile(self) -> Render:
         scope: dict[str, Any] = {}
         head: list[str] = []
@@ -120,9 +134,12 @@ class Answer:
             return ident
 
         def read(path: str) -> str:
-            return path if path in self.args else "r." + path
+            if path in self.args or path == ".":
+                return "r" if path == "." else path
+            return f"r[{path}]" if path.isdigit() else "r." + path
 
-        for json_name, key in self.keys.items():
+        ordered = sorted(self.keys.items(), key=lambda item: item[0] not in self.first)
+        for json_name, key in ordered:
             is_const, const = key.constant()
             if is_const:
                 assert isinstance(const, str | bool | int), const
