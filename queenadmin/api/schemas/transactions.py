@@ -15,8 +15,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from queenadmin.api.schemas.common import JSONValue, Omit, WireOut
-from queenadmin.api.schemas.timers import AbsentOut, CancelledOut, ScheduledOut
 from queenadmin.api.wire import kv as kv_wire
+from queenadmin.api.wire import timers as timers_wire
 
 # -- answers ------------------------------------------------------------------
 
@@ -60,24 +60,16 @@ _KV_PARTS = [
 ]
 
 
-class _TimerPart(WireOut):
-    index: int
-    type: Literal["timer"]
-    opIndex: int
-
-
-class TxnTimerScheduledOut(ScheduledOut, _TimerPart): ...
-
-
-class TxnTimerCancelledOut(CancelledOut, _TimerPart): ...
-
-
-class TxnTimerAbsentOut(AbsentOut, _TimerPart): ...
+#: A timer outcome inside a commit's results: ``index``, ``type`` and ``opIndex`` first.
+_TIMER_PARTS = [
+    answer.within(f"TxnTimer{answer.name}", index=int, type=Literal["timer"], opIndex=int).model
+    for answer in (timers_wire.SCHEDULED, timers_wire.CANCELLED, timers_wire.ABSENT)
+]
 
 
 TxnResultOut = functools.reduce(
     operator.or_,
-    [TxnAckOut, TxnPushOut, TxnPositionOut, *_KV_PARTS, TxnTimerScheduledOut, TxnTimerCancelledOut, TxnTimerAbsentOut],
+    [TxnAckOut, TxnPushOut, TxnPositionOut, *_KV_PARTS, *_TIMER_PARTS],
 )
 
 
