@@ -10,7 +10,6 @@ from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
 from queenadmin.api.schemas.queues import QueueBusyOut
-from queenadmin.api.schemas.transactions import TxnCommitOut, TxnPreconditionOut, TxnRollbackOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
 from queenadmin.api.wire import kv as kv_wire
@@ -33,7 +32,7 @@ router = ScopedRouter(tags=["transactions"], errors=_ERRORS)
     "POST",
     "/transaction",
     wire.BODY,
-    {200: TxnCommitOut | TxnRollbackOut | TxnPreconditionOut},
+    {200: wire.COMMIT.model | wire.ROLLBACK.model | wire.PRECONDITION.model},
     summary="Commit acks, pushes, KV ops, timers and positions all or nothing",
     description=(
         "A rollback is an HTTP 200 with `success: false` and a `reason`; a lock's guard "

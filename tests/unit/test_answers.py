@@ -90,3 +90,10 @@ def test_a_body_may_write_some_keys_first_and_read_the_subject_whole_or_by_index
     listing = Answer("ListingOut", pairs=Key(list_of(pair), src=".", via=lambda pairs: [pair.render(p) for p in pairs]))
     assert listing.render([("b", 1)]) == {"pairs": [{"count": 2, "name": "b", "keys": 1}]}
     assert listing.model.model_json_schema()["properties"]["pairs"]["items"] == {"$ref": "#/$defs/PairOut"}
+
+
+def test_none_and_an_empty_list_are_constants_and_each_body_gets_its_own_list():
+    nothing = Answer("NothingOut", error=None, results=Key(list[int], empty=True))
+    first, second = nothing.render(object()), nothing.render(object())
+    assert first == {"error": None, "results": []}
+    assert first["results"] is not second["results"]

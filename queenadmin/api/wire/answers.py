@@ -9,17 +9,18 @@ shows (and ``tests/api/test_contract.py`` holds every answer to), and
 out and compiled once at import as dataclasses write ``__init__``, so a hot
 path keeps the speed of a hand-written one.
 
-Where a value comes from (``Key``): a one-value ``Literal`` with no
-``src`` is that constant; otherwise ``src`` (by default the key's name in
-snake case) is one of the renderer's arguments (``args``), a dotted
-attribute path of the subject, an index into it (``"0"``) or the subject
-itself (``"."``). ``via`` turns it into the wire's value
-(``with_args`` names arguments it takes after it); a nested ``Answer``,
-or ``Many`` of one, renders with its own renderer, handed the arguments it
-shares with its parent. ``mask`` is applied when the ``masked`` argument is
-true (a fingerprint for a caller who may not see the value). ``omit``: the
-body leaves the key out unless ``when`` (an argument or attribute, by
-default the value not being ``None``) holds.
+Where a value comes from (``Key``): a one-value ``Literal`` (or ``None``)
+with no ``src`` is that constant, ``empty`` an empty list; otherwise
+``src`` (by default the key's name in snake case) is one of the
+renderer's arguments (``args``), a dotted attribute path of the subject,
+an index into it (``"0"``) or the subject itself (``"."``). ``via`` turns
+it into the wire's value (``with_args`` names arguments it takes after
+it); a nested ``Answer``, or ``Many`` of one, renders with its own
+renderer, handed the arguments it shares with its parent. ``mask`` is
+applied when the ``masked`` argument is true (a fingerprint for a caller
+who may not see the value). ``omit``: the body leaves the key out unless
+``when`` (an argument or attribute, by default the value not being
+``None``) holds.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class Key:
     mask: Callable[[Any], Any] | None = None
     omit: bool = False
     when: str | None = None
+    #: Always an empty list (``[]``).
+    empty: bool = False
 
     def annotation(self) -> Any:
         if isinstance(self.type, Answer):
@@ -81,6 +84,8 @@ class Key:
         return self.type
 
     def constant(self) -> tuple[bool, Any]:
+        if self.empty or self.type is None:
+            return True, [] if self.empty else None
         values = get_args(self.type) if get_origin(self.type) is Literal else ()
         return (self.src is None and len(values) == 1), (values[0] if values else None)
 
@@ -142,7 +147,7 @@ class Answer:
         for json_name, key in ordered:
             is_const, const = key.constant()
             if is_const:
-                assert isinstance(const, str | bool | int), const
+                assert const in ([], None) or isinstance(const, str | bool | int), const
                 expr = repr(const)
             else:
                 expr = read(key.src or _snake(json_name))
