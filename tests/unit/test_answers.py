@@ -97,3 +97,12 @@ def test_none_and_an_empty_list_are_constants_and_each_body_gets_its_own_list():
     first, second = nothing.render(object()), nothing.render(object())
     assert first == {"error": None, "results": []}
     assert first["results"] is not second["results"]
+
+
+def test_when_may_be_a_function_of_the_subject():
+    waited = Answer("WaitedOut", waitedMs=Key(int, via=lambda ms: ms or 0, omit=True, when=lambda r: r.name == "a"))
+    waited_result = Result("a", None, False, ())
+    waited_result.waited_ms = None  # type: ignore[attr-defined]
+    assert waited.render(waited_result) == {"waitedMs": 0}
+    waited_result.name = "b"
+    assert waited.render(waited_result) == {}

@@ -19,8 +19,8 @@ it); a nested ``Answer``, or ``Many`` of one, renders with its own
 renderer, handed the arguments it shares with its parent. ``mask`` is
 applied when the ``masked`` argument is true (a fingerprint for a caller
 who may not see the value). ``omit``: the body leaves the key out unless
-``when`` (an argument or attribute, by default the value not being
-``None``) holds.
+``when`` (an argument or attribute, or a function of the subject; by
+default the value not being ``None``) holds.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Key:
     with_args: tuple[str, ...] = ()
     mask: Callable[[Any], Any] | None = None
     omit: bool = False
-    when: str | None = None
+    when: str | Callable[[Any], bool] | None = None
     #: Always an empty list (``[]``).
     empty: bool = False
 
@@ -167,7 +167,8 @@ class Answer:
                 if not key.omit:
                     tail.append(f"    out[{json_name!r}] = {expr}")
                 elif key.when:
-                    tail.append(f"    if {read(key.when)}:\n        out[{json_name!r}] = {expr}")
+                    when = read(key.when) if isinstance(key.when, str) else f"{name_of(key.when)}(r)"
+                    tail.append(f"    if {when}:\n        out[{json_name!r}] = {expr}")
                 else:
                     tail.append(f"    if (v := {expr}) is not None:\n        out[{json_name!r}] = v")
             else:
