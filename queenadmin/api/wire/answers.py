@@ -12,11 +12,11 @@ path keeps the speed of a hand-written one.
 Where a value comes from (``Key``): a one-value ``Literal`` (or ``None``)
 with no ``src`` is that constant, ``empty`` an empty list; otherwise
 ``src`` (by default the key's name in snake case) is one of the
-renderer's arguments (``args``), a dotted attribute path of the subject,
-an index into it (``"0"``) or the subject itself (``"."``). ``via`` turns
-it into the wire's value (``with_args`` names arguments it takes after
-it); a nested ``Answer``, or ``Many`` of one, renders with its own
-renderer, handed the arguments it shares with its parent. ``mask`` is
+renderer's arguments (``args``), a dotted path into the subject
+(attributes, and indexes: ``"0.id"``), or the subject itself (``"."``).
+``via`` turns it into the wire's value (``with_args`` names arguments it
+takes after it); a nested ``Answer``, or ``Many`` of one, renders with its
+own renderer, handed the arguments it shares with its parent. ``mask`` is
 applied when the ``masked`` argument is true (a fingerprint for a caller
 who may not see the value). ``omit``: the body leaves the key out unless
 ``when`` (an argument or attribute, or a function of the subject; by
@@ -141,7 +141,7 @@ class Answer:
         def read(path: str) -> str:
             if path in self.args or path == ".":
                 return "r" if path == "." else path
-            return f"r[{path}]" if path.isdigit() else "r." + path
+            return "r" + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path.split("."))
 
         ordered = sorted(self.keys.items(), key=lambda item: item[0] not in self.first)
         for json_name, key in ordered:
