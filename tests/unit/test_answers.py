@@ -106,3 +106,20 @@ def test_when_may_be_a_function_of_the_subject():
     assert waited.render(waited_result) == {"waitedMs": 0}
     waited_result.name = "b"
     assert waited.render(waited_result) == {}
+
+
+def test_a_list_of_flat_answers_is_one_comprehension_handed_its_parents_values():
+    @dataclass
+    class Claim:
+        lease_id: str
+        messages: tuple[Item, ...]
+
+    message = Answer("MessageOut", args=("lease",), slot=int, leaseId=Key(str, src="lease"))
+    claim = Answer("ClaimOut", messages=Many(message, lease="lease_id"))
+    assert claim.render(Claim("l1", (Item(1, None), Item(2, None)))) == {
+        "messages": [{"slot": 1, "leaseId": "l1"}, {"slot": 2, "leaseId": "l1"}]
+    }
+    assert "for x0 in r.messages" in claim.source
+    assert "render" not in claim.source.partition("\n")[2]
+    # An item with keys left out is rendered by its own function.
+    assert "for x0 in r.items" in RESULT.source

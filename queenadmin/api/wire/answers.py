@@ -12,7 +12,7 @@ path keeps the speed of a hand-written one.
 Where a value comes from (``Key``): a one-value ``Literal`` (or ``None``)
 with no ``src`` is that constant, ``empty`` an empty list; otherwise
 ``src`` (by default the key's name in snake case) is one of the
-renderer's arguments (``args``), a dotted path into the subject
+renderer's arguments (``args``) or the subject, followed by a dotted path
 (attributes, and indexes: ``"0.id"``), or the subject itself (``"."``).
 ``via`` turns it into the wire's value (``with_args`` names arguments it
 takes after it); a nested ``Answer``, or ``Many`` of one, renders with its
@@ -54,11 +54,13 @@ def either(*answers: Answer) -> Any:
     return functools.reduce(operator.or_, (answer.model for answer in answers))
 
 
-@dataclass(frozen=True, slots=True)
 class Many:
-    """A list of ``answer``s."""
+    """A list of ``answer``s; ``args`` gives its arguments by ``src`` (by
+    default, the parent's arguments of the same names)."""
 
-    answer: Answer
+    def __init__(self, answer: Answer, **args: str) -> None:
+        self.answer = answer
+        self.args = args
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,52 +132,15 @@ class Answer:
 
     def _compile(self) -> Render:
         scope: dict[str, Any] = {}
-        head: list[str] = []
-        tail: list[str] = []
 
         def name_of(value: Any) -> str:
             ident = f"_g{len(scope)}"
             scope[ident] = value
             return ident
 
-        def read(path: str) -> str:
-            if path in self.args or path == ".":
-                return "r" if path == "." else path
-            return "r" + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path.split("."))
-
-        ordered = sorted(self.keys.items(), key=lambda item: item[0] not in self.first)
-        for json_name, key in ordered:
-            is_const, const = key.constant()
-            if is_const:
-                assert const in ([], None) or isinstance(const, str | bool | int), const
-                expr = repr(const)
-            else:
-                expr = read(key.src or _snake(json_name))
-            nested = key.type.answer if isinstance(key.type, Many) else key.type
-            if isinstance(nested, Answer):
-                missing = set(nested.args) - set(self.args)
-                assert not missing, f"{self.name}.{json_name}: {nested.name} needs {missing}"
-                rest = "".join(f", {arg}" for arg in nested.args)
-                fn = name_of(nested.render)
-                expr = f"[{fn}(x{rest}) for x in {expr}]" if isinstance(key.type, Many) else f"{fn}({expr}{rest})"
-            if key.via is not None:
-                expr = f"{name_of(key.via)}({expr}{''.join(f', {arg}' for arg in key.with_args)})"
-            if key.mask is not None:
-                assert "masked" in self.args, f"{self.name}.{json_name} masks: give the masked argument"
-                expr = f"({name_of(key.mask)}({expr}) if masked else {expr})"
-            if key.omit or tail:
-                if not key.omit:
-                    tail.append(f"    out[{json_name!r}] = {expr}")
-                elif key.when:
-                    when = read(key.when) if isinstance(key.when, str) else f"{name_of(key.when)}(r)"
-                    tail.append(f"    if {when}:\n        out[{json_name!r}] = {expr}")
-                else:
-                    tail.append(f"    if (v := {expr}) is not None:\n        out[{json_name!r}] = v")
-            else:
-                head.append(f"{json_name!r}: {expr}")
-        params = ", ".join(("r", *self.args))
+        head, tail = self._keys("r", {arg: arg for arg in self.args}, name_of, 0)
         body = "{" + ", ".join(head) + "}"
-        source = f"def render({params}):\n"
+        source = f"def render({', '.join(('r', *self.args))}):\n"
         source += (
             f"    out = {body}\n" + "".join(f"{line}\n" for line in tail) + "    return out\n"
             if tail
@@ -186,3 +151,70 @@ class Answer:
         render: Render = scope["render"]
         render.__qualname__ = f"{self.name}.render"
         return render
+
+    def _keys(
+        self, subject: str, bound: dict[str, str], name_of: Callable[[Any], str], depth: int
+    ) -> tuple[list[str], list[str]]:
+        """The dict literal's entries and the statements after it, of ``subject``
+        (an expression), with the arguments ``bound`` to expressions."""
+        head: list[str] = []
+        tail: list[str] = []
+
+        def read(path: str) -> str:
+            if path == ".":
+                return subject
+            first, *rest = path.split(".")
+            start = bound[first] if first in bound else subject + (f"[{first}]" if first.isdigit() else f".{first}")
+            return start + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in rest)
+
+        for json_name, key in sorted(self.keys.items(), key=lambda item: item[0] not in self.first):
+            is_const, const = key.constant()
+            if is_const:
+                assert const in ([], None) or isinstance(const, str | bool | int), const
+                expr = repr(const)
+            else:
+                expr = read(key.src or _snake(json_name))
+            if isinstance(key.type, Many | Answer):
+                expr = self._nested(json_name, key.type, expr, read, bound, name_of, depth)
+            if key.via is not None:
+                expr = f"{name_of(key.via)}({expr}{''.join(f', {bound[arg]}' for arg in key.with_args)})"
+            if key.mask is not None:
+                assert "masked" in bound, f"{self.name}.{json_name} masks: give the masked argument"
+                expr = f"({name_of(key.mask)}({expr}) if {bound['masked']} else {expr})"
+            if key.omit or tail:
+                if not key.omit:
+                    tail.append(f"    out[{json_name!r}] = {expr}")
+                elif key.when:
+                    when = read(key.when) if isinstance(key.when, str) else f"{name_of(key.when)}({subject})"
+                    tail.append(f"    if {when}:\n        out[{json_name!r}] = {expr}")
+                else:
+                    tail.append(f"    if (v := {expr}) is not None:\n        out[{json_name!r}] = v")
+            else:
+                head.append(f"{json_name!r}: {expr}")
+        return head, tail
+
+    def _nested(
+        self,
+        json_name: str,
+        nested: Many | Answer,
+        expr: str,
+        read: Callable[[str], str],
+        bound: dict[str, str],
+        name_of: Callable[[Any], str],
+        depth: int,
+    ) -> str:
+        """A nested answer of ``expr``; a list of them is written inline, as
+        one comprehension, when each item's body is a dict literal."""
+        answer = nested.answer if isinstance(nested, Many) else nested
+        given = dict(nested.args) if isinstance(nested, Many) else {}
+        missing = set(answer.args) - set(bound) - set(given)
+        assert not missing, f"{self.name}.{json_name}: {answer.name} needs {missing}"
+        args = {arg: read(given[arg]) if arg in given else bound[arg] for arg in answer.args}
+        if not isinstance(nested, Many):
+            return f"{name_of(answer.render)}({expr}{''.join(f', {value}' for value in args.values())})"
+        item = f"x{depth}"
+        head, tail = answer._keys(item, args, name_of, depth + 1)
+        if tail:
+            rest = "".join(f", {value}" for value in args.values())
+            return f"[{name_of(answer.render)}({item}{rest}) for {item} in {expr}]"
+        return f"[{{{', '.join(head)}}} for {item} in {expr}]"
