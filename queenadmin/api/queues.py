@@ -24,17 +24,10 @@ from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import PARAMETERS_KEY, parameters
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.schemas.queues import (
-    AckOut,
     ConfigureOut,
-    ConflationRefusedOut,
     DeadLettersOut,
-    LeaseExtendOut,
     OverviewOut,
     PauseOut,
-    PopEmptyOut,
-    PopOut,
-    PushItemFailedOut,
-    PushItemOut,
     QueueBusyOut,
     QueueDeletedOut,
     QueueDepthOut,
@@ -50,6 +43,7 @@ from queenadmin.api.wire import configure as configure_wire
 from queenadmin.api.wire import messages as messages_wire
 from queenadmin.api.wire import queues as wire
 from queenadmin.api.wire import resources as resources_wire
+from queenadmin.api.wire.answers import list_of
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import operator as queue_operator
@@ -81,7 +75,7 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
     "POST",
     "/push",
     wire.PUSH,
-    {201: list[PushItemOut | PushItemFailedOut], 409: QueueBusyOut},
+    {201: list_of(wire.PUSHED, wire.PUSH_FAILED), 409: QueueBusyOut},
     summary="Append messages (201, one result per item)",
 )
 def push_messages(request: HttpRequest) -> HttpResponse:
@@ -192,10 +186,10 @@ async def _empty(call: wire.PopCall, policy: queues.ConflationPolicy | None) -> 
 
 
 _POP_RESPONSES: dict[int | str, Any] = {
-    200: PopOut | PopEmptyOut,
+    200: wire.POPPED.model | wire.EMPTY_POP.model,
     204: None,
     **ENGINE_ERRORS,
-    400: EngineBadRequestOut | ConflationRefusedOut,
+    400: EngineBadRequestOut | wire.CONFLATION_REFUSED.model,
 }
 #: ``frames=true`` answers the framed pop (``wire/binary.py``) where
 #: ``FRAMED_POP`` is on.
@@ -255,12 +249,16 @@ async def pop_discovery(request: HttpRequest) -> HttpResponse:
 # Ack and lease
 
 
-@router.with_body("POST", "/ack", wire.ACK, {200: list[AckOut]}, summary="Acknowledge one message (answers an array)")
+@router.with_body(
+    "POST", "/ack", wire.ACK, {200: list_of(wire.ACKED)}, summary="Acknowledge one message (answers an array)"
+)
 def ack_message(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack(read_engine_json(request)))
 
 
-@router.with_body("POST", "/ack/batch", wire.ACK_BATCH, {200: list[AckOut]}, summary="Acknowledge several messages")
+@router.with_body(
+    "POST", "/ack/batch", wire.ACK_BATCH, {200: list_of(wire.ACKED)}, summary="Acknowledge several messages"
+)
 def ack_batch(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack_batch(read_engine_json(request)))
 
@@ -274,7 +272,7 @@ def _acked(request: HttpRequest, items: list[queues.AckItem]) -> HttpResponse:
     "POST",
     "/lease/{lease_id}/extend",
     wire.LEASE_EXTEND,
-    {200: LeaseExtendOut},
+    {200: wire.LEASE_EXTENDED.model},
     summary="Extend every partition lease of a pop (200 success:false when gone)",
     errors={400: EngineBadRequestOut},
     required=False,
@@ -284,7 +282,7 @@ def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
     seconds = wire.parse_lease_extend(read_engine_json(request, optional=True))
     grants.require_lease(request, lease_id, grants.WRITE)
     extension = queues.queue_lease_extend(lease_id=lease_id, seconds=seconds)
-    return json_response(wire.render_lease_extension(extension))
+    return json_response(wire.LEASE_EXTENDED.render(extension))
 
 
 # --------------------------------------------------------------------------

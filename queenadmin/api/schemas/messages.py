@@ -10,7 +10,8 @@ from typing import Literal
 from pydantic import Field, RootModel
 
 from queenadmin.api.schemas.common import JSONValue, MicrosZTime, WireOut
-from queenadmin.api.schemas.queues import MessageCountsOut, PushItemOut
+from queenadmin.api.schemas.queues import MessageCountsOut
+from queenadmin.api.wire import queues as queues_wire
 
 # -- answers ------------------------------------------------------------------
 
@@ -317,7 +318,7 @@ class MessageRetriedOut(WireOut):
     partition: str
     partitionId: str
     transactionId: str
-    replayedAs: PushItemOut
+    replayedAs: queues_wire.PUSHED.model  # type: ignore[name-defined]
     dlqRowsRemoved: int
 
 
@@ -335,7 +336,7 @@ class DLQReplayedOut(WireOut):
     consumerGroup: str
     dlqId: str
     originalTransactionId: str
-    replayedAs: PushItemOut
+    replayedAs: queues_wire.PUSHED.model  # type: ignore[name-defined]
     dlqRowRemoved: bool
 
 

@@ -16,7 +16,6 @@ from queenadmin.api.schemas.common import (
     JSONNumber,
     JSONValue,
     MicrosZTime,
-    Omit,
     WireOut,
 )
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
@@ -49,106 +48,6 @@ class ConfigureOut(WireOut):
     task: str | None
     storage: Literal["segments"]
     options: QueueOptionsOut
-
-
-class PushItemOut(WireOut):
-    index: int
-    message_id: str
-    transaction_id: str
-    queueName: str
-    status: Literal["queued", "duplicate"] = Field(description="a duplicate carries the original id and offset")
-    offset: int
-
-
-class PushItemFailedOut(WireOut):
-    """An item the queue's ``maxSize`` refused (Queen 1.x's answer); nothing written."""
-
-    index: int
-    message_id: None
-    transaction_id: str
-    queueName: str
-    status: Literal["failed"]
-    offset: None
-    error: str
-
-
-class PopMessageOut(WireOut):
-    id: str
-    transactionId: str
-    traceId: str | None
-    data: JSONValue
-    producerSub: str | None
-    createdAt: MicrosZTime
-    partitionId: str = Field(description="a decimal string; acks echo it")
-    partition: str
-    leaseId: str = Field(description='"" with autoAck')
-    consumerGroup: str
-    deliveryAttempt: int
-    offset: int
-
-
-class PopAutopilotOut(WireOut):
-    batch: int
-    partitions: int
-    waitMs: int
-
-
-class _ConflationKeys(WireOut):
-    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
-    conflationConflict: Literal[True] | Omit = Field(
-        None, description="present when the pop asked for the other policy than the stored one (which applied)"
-    )
-
-
-class PopOut(_ConflationKeys):
-    success: Literal[True]
-    queue: str
-    partition: str = Field(description="the first partition claimed")
-    partitionId: str
-    leaseId: str
-    consumerGroup: str
-    partitionsClaimed: int
-    messages: list[PopMessageOut]
-    autopilot: PopAutopilotOut | Omit = Field(None, description="present with autopilot=true")
-
-
-class PopEmptyOut(_ConflationKeys):
-    """An empty pop of a group whose conflation policy has to be said (else a 204)."""
-
-    success: Literal[True]
-    queue: str | None
-    consumerGroup: str
-    partitionsClaimed: Literal[0]
-    messages: list[PopMessageOut] = Field(max_length=0)
-
-
-class ConflationRefusedOut(WireOut):
-    """400 of a conflating pop with no consumerGroup, or with autoAck."""
-
-    success: Literal[False]
-    error: str
-    messages: list[PopMessageOut] = Field(max_length=0)
-
-
-class AckOut(WireOut):
-    index: int
-    transactionId: str
-    success: bool
-    error: str | None
-    leaseReleased: bool
-    dlq: bool
-    noop: bool
-
-
-class LeaseExtendOut(WireOut):
-    """The three times are the same new expiry (null when nothing was renewed)."""
-
-    leaseId: str
-    success: bool
-    renewed: int
-    newExpiresAt: MicrosZTime | None
-    expiresAt: MicrosZTime | None
-    lease_expires_at: MicrosZTime | None
 
 
 class MessageCountsOut(WireOut):
