@@ -8,7 +8,7 @@ document shows them); the ``Out`` models are the exact answers, checked by
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, create_model
 
@@ -18,6 +18,7 @@ from queenadmin.api.schemas.common import (
     MicrosZTime,
     WireOut,
 )
+from queenadmin.api.wire.answers import Answer, Key
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 
 # -- answers ------------------------------------------------------------------
@@ -50,12 +51,18 @@ class ConfigureOut(WireOut):
     options: QueueOptionsOut
 
 
-class MessageCountsOut(WireOut):
-    total: int
-    pending: int = Field(description="not yet completed, leased ones included")
-    processing: int = Field(description="under a live lease")
-    completed: int
-    deadLetter: int
+MESSAGE_COUNTS = Answer(
+    "MessageCountsOut",
+    total=int,
+    pending=Key(int, "not yet completed, leased ones included"),
+    processing=Key(int, "under a live lease"),
+    completed=int,
+    deadLetter=int,
+)
+if TYPE_CHECKING:
+    MessageCountsOut = WireOut
+else:
+    MessageCountsOut = MESSAGE_COUNTS.model
 
 
 class SegmentsOut(WireOut):

@@ -203,18 +203,20 @@ class Answer:
         name_of: Callable[[Any], str],
         depth: int,
     ) -> str:
-        """A nested answer of ``expr``; a list of them is written inline, as
-        one comprehension, when each item's body is a dict literal."""
+        """A nested answer of ``expr``; written inline when its body is a dict
+        literal (a list of them: one comprehension) and ``expr`` is read once."""
         answer = nested.answer if isinstance(nested, Many) else nested
         given = dict(nested.args) if isinstance(nested, Many) else {}
         missing = set(answer.args) - set(bound) - set(given)
         assert not missing, f"{self.name}.{json_name}: {answer.name} needs {missing}"
         args = {arg: read(given[arg]) if arg in given else bound[arg] for arg in answer.args}
+        rest = "".join(f", {value}" for value in args.values())
         if not isinstance(nested, Many):
-            return f"{name_of(answer.render)}({expr}{''.join(f', {value}' for value in args.values())})"
+            # Inline only what is read once (a name): a property is not run per key.
+            head, tail = answer._keys(expr, args, name_of, depth + 1) if expr.isidentifier() else ([], ["call"])
+            return f"{name_of(answer.render)}({expr}{rest})" if tail else f"{{{', '.join(head)}}}"
         item = f"x{depth}"
         head, tail = answer._keys(item, args, name_of, depth + 1)
         if tail:
-            rest = "".join(f", {value}" for value in args.values())
             return f"[{name_of(answer.render)}({item}{rest}) for {item} in {expr}]"
         return f"[{{{', '.join(head)}}} for {item} in {expr}]"
