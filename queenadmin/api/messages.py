@@ -25,7 +25,7 @@ from queenadmin.api.wire.answers import list_of
 from queenadmin.domain import clock
 from queenadmin.domain.queues import browse, groups, reads, traces
 from queenadmin.domain.queues import operator as queue_operator
-from queenadmin.errors import DeadLetterGone
+from queenadmin.errors import DeadLetterGone, MessageNotFound
 
 #: A group or queue name a route stores (the rule of names, ``domain.names``).
 _NAME = json_schema_of(EngineName)
@@ -258,14 +258,15 @@ def list_partitions(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/messages",
-    response={200: out.MessagesOut, 400: EngineBadRequestOut},
+    response={200: out.MESSAGES.model, 400: EngineBadRequestOut},
     summary="A page of messages, newest first, with their status",
     openapi_extra=parameters(query=wire.MESSAGES.schemas()),
 )
 def list_messages(request: HttpRequest) -> HttpResponse:
     query = wire.parse_messages(request.GET)
     rows = grants.readable(request, "queue", browse.message_list(query=query), lambda r: r.queue)
-    return json_response(wire.render_messages(rows, query))
+    mode = (any(r.has_queue_mode for r in rows), max((r.total_groups for r in rows), default=0))
+    return json_response(out.MESSAGES.render(rows, mode, query.limit, query.offset))
 
 
 class _MessageRef(TypedDict):
@@ -280,17 +281,20 @@ def _message(partition_id: str, transaction_id: str) -> _MessageRef:
 
 @router.get(
     "/messages/{partition_id}/{transaction_id}",
-    response={200: out.MessageDetailOut, 404: out.MESSAGE_NOT_FOUND.model},
+    response={200: out.MESSAGE_DETAIL.model, 404: out.MESSAGE_NOT_FOUND.model},
     summary="One message with its status per consumer group",
 )
 def get_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     grants.require_partition(request, partition_id, grants.READ)
-    return json_response(wire.render_message(browse.message_get(**_message(partition_id, transaction_id))))
+    row = browse.message_get(**_message(partition_id, transaction_id))
+    if row is None:
+        raise MessageNotFound()
+    return json_response(out.MESSAGE_DETAIL.render(row))
 
 
 @router.delete(
     "/messages/{partition_id}/{transaction_id}",
-    response={200: out.MessageDeletedOut},
+    response={200: out.MESSAGE_DELETED.model},
     summary="Delete a message (consumers skip it)",
 )
 def delete_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
@@ -300,29 +304,29 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
         result = queue_operator.queue_message_delete(
             partition_id=pid, transaction_id=transaction_id, who=who_of(request)
         )
-    return json_response(wire.render_message_deleted(result, partition_id, transaction_id))
+    return json_response(out.MESSAGE_DELETED.render(result, partition_id, transaction_id))
 
 
 @router.post(
     "/messages/{partition_id}/{transaction_id}/retry",
     response={
-        200: out.MessageRetriedOut,
+        200: out.MESSAGE_RETRIED.model,
         404: out.MESSAGE_NOT_FOUND.model,
-        409: out.NotDeadLetteredOut | out.QueueFullOut,
+        409: out.NOT_DEAD_LETTERED.model | out.QUEUE_FULL.model,
     },
     summary="Push a dead-lettered message again and drop its dead letters",
 )
 def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     grants.require_partition(request, partition_id, grants.WRITE)
     result = queue_operator.queue_message_retry(**_message(partition_id, transaction_id), who=who_of(request))
-    return json_response(wire.render_message_retried(result))
+    return json_response(out.MESSAGE_RETRIED.render(result))
 
 
 @router.with_body(
     "POST",
     "/messages/{partition_id}/{transaction_id}/dlq",
     wire.MOVE_TO_DLQ,
-    {200: out.MessageDeadLetteredOut, 404: out.MESSAGE_NOT_FOUND.model, 409: out.MessageNotNextOut},
+    {200: out.DEAD_LETTERED.model, 404: out.MESSAGE_NOT_FOUND.model, 409: out.MESSAGE_NOT_NEXT.model},
     summary="Move a group's next message to its dead-letter queue",
     required=False,
 )
@@ -332,7 +336,7 @@ def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id:
     result = queue_operator.queue_message_dead_letter(
         **_message(partition_id, transaction_id), group=group, error=error, who=who_of(request)
     )
-    return json_response(wire.render_dead_lettered(result))
+    return json_response(out.DEAD_LETTERED.render(result))
 
 
 # --------------------------------------------------------------------------
@@ -343,7 +347,7 @@ def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id:
     "POST",
     "/dlq/{id}/replay",
     wire.REPLAY,
-    {200: out.DLQReplayedOut, 404: out.DeadLetterGoneOut, 409: out.QueueFullOut},
+    {200: out.DLQ_REPLAYED.model, 404: out.DEAD_LETTER_GONE.model, 409: out.QUEUE_FULL.model},
     summary="Replay a dead letter into its own queue or another (transactionId dlq:<id>), audited",
     required=False,
 )
@@ -364,4 +368,4 @@ def replay_dead_letter(request: HttpRequest, id: str) -> HttpResponse:
         # the copy went, so it needs the grants that replay needed. Checked
         # after the call, so a replay that moved it meanwhile is covered.
         grants.require_replayed(request, result.source_queue, result.queue, grants.WRITE)
-    return json_response(wire.render_replayed(result))
+    return json_response(out.DLQ_REPLAYED.render(result))

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, RootModel
+from pydantic import RootModel
 
-from queenadmin.api.schemas.common import JSONValue, MicrosZTime, WireOut
+from queenadmin.api.schemas.common import JSONValue, MicrosZTime
 from queenadmin.api.schemas.queues import MESSAGE_COUNTS
 from queenadmin.api.wire import queues as queues_wire
 from queenadmin.api.wire.answers import Answer, Key, Many
@@ -238,144 +238,177 @@ Status = Literal["pending", "processing", "completed", "dead_letter"]
 ModeType = Literal["queue", "bus", "hybrid", "none"]
 
 
-class BusStatusOut(WireOut):
-    consumedBy: int
-    totalGroups: int
+def _mode(has_queue_mode: bool, groups_count: int) -> str:
+    if has_queue_mode and groups_count:
+        return "hybrid"
+    if has_queue_mode:
+        return "queue"
+    return "bus" if groups_count else "none"
 
 
-class _MessageOut(WireOut):
-    """What a message's list row and its detail both show."""
-
-    id: str
-    transactionId: str
-    partitionId: str
-    offset: int
-    queuePath: str
-    queue: str
-    partition: str
-    namespace: str | None
-    task: str | None
-    status: Status
-    traceId: str | None
-    producerSub: str | None
-    createdAt: MicrosZTime
-    leaseExpiresAt: MicrosZTime | None
-
-
-class MessageListItemOut(_MessageOut):
-    queueStatus: Status
-    busStatus: BusStatusOut
-    queuePriority: int
-
-
-class ListModeOut(WireOut):
-    hasQueueMode: bool
-    busGroupsCount: int
-    type: ModeType
-
-
-class MessagesOut(WireOut):
-    messages: list[MessageListItemOut]
-    mode: ListModeOut
-    pagination: PAGE.model  # type: ignore[name-defined]
-
-
-class QueueConfigOut(WireOut):
-    leaseTime: int
-    retryLimit: int
-    retryDelay: int
-    ttl: int
-    priority: int
+#: What a message's list row and its detail both show.
+_MESSAGE: dict[str, Any] = {
+    "id": str,
+    "transactionId": str,
+    "partitionId": _ID,
+    "offset": int,
+    "queuePath": Key(str, src=".", via=lambda row: f"{row.queue}/{row.partition}"),
+    "queue": str,
+    "partition": str,
+    "namespace": str | None,
+    "task": str | None,
+    "status": Status,
+    "traceId": str | None,
+    "producerSub": str | None,
+    "createdAt": _TIME,
+    "leaseExpiresAt": Key(MicrosZTime | None, src="lease_until", via=clock.iso_micros_z),
+}
+_LIST_ITEM = Answer(
+    "MessageListItemOut",
+    **_MESSAGE,
+    queueStatus=Status,
+    busStatus=Key(Answer("BusStatusOut", consumedBy=int, totalGroups=Key(int, src="total_groups")), src="."),
+    queuePriority=Key(int, src="options", via=lambda options: int(options.get("priority", 0) or 0)),
+)
+#: ``mode``: (whether a row has the queue mode, the most bus groups of a row).
+MESSAGES = Answer(
+    "MessagesOut",
+    args=("mode", *_PAGE_ARGS),
+    messages=Key(Many(_LIST_ITEM), src="."),
+    mode=Key(
+        Answer(
+            "ListModeOut",
+            hasQueueMode=Key(bool, src="0"),
+            busGroupsCount=Key(int, src="1"),
+            type=Key(ModeType, src=".", via=lambda mode: _mode(*mode)),
+        ),
+        src="mode",
+    ),
+    pagination=Key(PAGE, src="."),
+)
 
 
-class MessageModeOut(ListModeOut):
-    consumedByGroups: int
+def _option(name: str) -> Key:
+    return Key(int, src=".", via=lambda options: int(options.get(name, 0) or 0))
 
 
-class MessageGroupOut(WireOut):
-    name: str
-    consumed: bool
-    leaseExpiresAt: MicrosZTime | None
+_CONFIG: dict[str, Any] = {name: _option(name) for name in ("leaseTime", "retryLimit", "retryDelay", "ttl", "priority")}
+_CURSOR: tuple[str, ...] = ("offset",)
+MESSAGE_DETAIL = Answer(
+    "MessageDetailOut",
+    **_MESSAGE,
+    payload=_PAYLOAD,
+    isEncrypted=Literal[False],
+    errorMessage=Key(str | None, src="error"),
+    retryCount=int | None,
+    queueConfig=Key(Answer("QueueConfigOut", **_CONFIG), src="options"),
+    mode=Key(
+        Answer(
+            "MessageModeOut",
+            first=("hasQueueMode", "busGroupsCount", "consumedByGroups"),
+            hasQueueMode=bool,
+            busGroupsCount=Key(int, src="total_groups"),
+            type=Key(ModeType, src=".", via=lambda row: _mode(row.has_queue_mode, row.total_groups)),
+            consumedByGroups=Key(int, src="consumed_by"),
+        ),
+        src=".",
+    ),
+    consumerGroups=Key(
+        Many(
+            Answer(
+                "MessageGroupOut",
+                args=_CURSOR,
+                name=Key(str, src="group"),
+                consumed=Key(bool, src=".", via=lambda c, offset: offset <= c.committed, with_args=_CURSOR),
+                leaseExpiresAt=Key(
+                    MicrosZTime | None,
+                    src=".",
+                    via=lambda c, offset: clock.iso_micros_z(c.lease_until) if offset <= c.batch_last else None,
+                    with_args=_CURSOR,
+                ),
+            ),
+            offset="offset",
+        ),
+        src="cursors",
+    ),
+)
 
 
-class MessageDetailOut(_MessageOut):
-    payload: JSONValue
-    isEncrypted: Literal[False]
-    errorMessage: str | None
-    retryCount: int | None
-    queueConfig: QueueConfigOut
-    mode: MessageModeOut
-    consumerGroups: list[MessageGroupOut]
+def _deleted(result: Any) -> bool:
+    return result is not None and bool(result.deleted)
 
 
-class MessageDeletedOut(WireOut):
-    success: bool = Field(description="false when no such message was stored")
-    partitionId: str
-    transactionId: str
-    message: Literal["Message deleted successfully", "Message not found"]
-
-
-class MessageRetriedOut(WireOut):
-    success: Literal[True]
-    result: Literal["moved", "duplicate"]
-    queue: str
-    partition: str
-    partitionId: str
-    transactionId: str
-    replayedAs: queues_wire.PUSHED.model  # type: ignore[name-defined]
-    dlqRowsRemoved: int
-
-
-class DLQReplayedOut(WireOut):
-    """``moved``: the copy was appended and the dead letter removed;
+#: Of the operator call's result (None: no such message), and the ids asked for.
+MESSAGE_DELETED = Answer(
+    "MessageDeletedOut",
+    args=("partition_id", "transaction_id"),
+    success=Key(bool, "false when no such message was stored", src=".", via=_deleted),
+    partitionId=Key(str, src="partition_id"),
+    transactionId=Key(str, src="transaction_id"),
+    message=Key(
+        Literal["Message deleted successfully", "Message not found"],
+        src=".",
+        via=lambda result: "Message deleted successfully" if _deleted(result) else "Message not found",
+    ),
+)
+_MOVED = Literal["moved", "duplicate"]
+_REPLAYED_AS = Key(queues_wire.PUSHED, src="pushed")
+MESSAGE_RETRIED = Answer(
+    "MessageRetriedOut",
+    success=Literal[True],
+    result=Key(_MOVED, src="pushed.status", via=lambda status: "moved" if status == "queued" else "duplicate"),
+    queue=str,
+    partition=str,
+    partitionId=_ID,
+    transactionId=str,
+    replayedAs=_REPLAYED_AS,
+    dlqRowsRemoved=Key(int, src="dead_letters_removed"),
+)
+DLQ_REPLAYED = Answer(
+    "DLQReplayedOut",
+    doc="""``moved``: the copy was appended and the dead letter removed;
     ``duplicate``: nothing was appended, as the dead letter was replayed
     before (``replayedAs`` and ``queue``/``partition`` name that copy,
     whatever destination this call names) or the destination already held
-    ``dlq:<id>`` (the dead letter is kept)."""
-
-    success: Literal[True]
-    result: Literal["moved", "duplicate"]
-    queue: str
-    partition: str
-    consumerGroup: str
-    dlqId: str
-    originalTransactionId: str
-    replayedAs: queues_wire.PUSHED.model  # type: ignore[name-defined]
-    dlqRowRemoved: bool
-
-
-class QueueFullOut(WireOut):
-    """409: the destination queue's ``maxSize`` would be exceeded; nothing was written."""
-
-    error: str
-    code: Literal["queue_full"]
-
-
-class DeadLetterGoneOut(WireOut):
-    """404: no such dead letter and no record of its replay (never was,
-    purged, or replayed longer ago than ``QUEENADMIN_DLQ_REPLAY_KEEP_SECONDS``)."""
-
-    success: Literal[False]
-    result: Literal["gone"]
-    error: Literal["Message not found"]
-    code: Literal["gone"]
-
-
-class NotDeadLetteredOut(WireOut):
-    error: Literal["The message is not in the dead-letter queue."]
-    code: Literal["not_dead_lettered"]
-
-
-class MessageDeadLetteredOut(WireOut):
-    success: Literal[True]
-    queue: str
-    partition: str
-    partitionId: str
-    transactionId: str
-    consumerGroup: str
-    offset: int
-
-
-class MessageNotNextOut(WireOut):
-    error: str
-    code: Literal["message_not_next"]
+    ``dlq:<id>`` (the dead letter is kept).""",
+    success=Literal[True],
+    result=_MOVED,
+    queue=str,
+    partition=str,
+    consumerGroup=Key(str, src="group"),
+    dlqId=Key(str, src="dead_letter_id", via=str),
+    originalTransactionId=str,
+    replayedAs=_REPLAYED_AS,
+    dlqRowRemoved=Key(bool, src="row_removed"),
+)
+QUEUE_FULL = Answer(
+    "QueueFullOut",
+    doc="409: the destination queue's ``maxSize`` would be exceeded; nothing was written.",
+    error=str,
+    code=Literal["queue_full"],
+)
+DEAD_LETTER_GONE = Answer(
+    "DeadLetterGoneOut",
+    doc="""404: no such dead letter and no record of its replay (never was,
+    purged, or replayed longer ago than ``QUEENADMIN_DLQ_REPLAY_KEEP_SECONDS``).""",
+    success=Literal[False],
+    result=Literal["gone"],
+    error=Literal["Message not found"],
+    code=Literal["gone"],
+)
+NOT_DEAD_LETTERED = Answer(
+    "NotDeadLetteredOut",
+    error=Literal["The message is not in the dead-letter queue."],
+    code=Literal["not_dead_lettered"],
+)
+DEAD_LETTERED = Answer(
+    "MessageDeadLetteredOut",
+    success=Literal[True],
+    queue=str,
+    partition=str,
+    partitionId=_ID,
+    transactionId=str,
+    consumerGroup=Key(str, src="group"),
+    offset=int,
+)
+MESSAGE_NOT_NEXT = Answer("MessageNotNextOut", error=str, code=Literal["message_not_next"])

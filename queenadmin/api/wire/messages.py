@@ -9,8 +9,6 @@ answer (``lib/schema/procedures/008_consumer_groups.sql``, ``010_messages``,
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -28,10 +26,9 @@ from queenadmin.api.wire.queues import (
     engine_bad,
     json_object,
     name_field,
-    push_item,
 )
 from queenadmin.api.wire.queues import lookup_group as check_lookup_group
-from queenadmin.domain import clock, names
+from queenadmin.domain import names
 from queenadmin.domain.queues import browse, reads
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, MessageNotFound
@@ -395,127 +392,10 @@ def parse_messages(params: Params) -> browse.MessageQuery:
     )
 
 
-def _mode(has_queue_mode: bool, groups_count: int) -> str:
-    if has_queue_mode and groups_count:
-        return "hybrid"
-    if has_queue_mode:
-        return "queue"
-    return "bus" if groups_count else "none"
-
-
-def _message(row: browse.MessageRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "transactionId": row.transaction_id,
-        "partitionId": str(row.partition_id),
-        "offset": row.offset,
-        "queuePath": f"{row.queue}/{row.partition}",
-        "queue": row.queue,
-        "partition": row.partition,
-        "namespace": row.namespace,
-        "task": row.task,
-        "status": row.status,
-        "traceId": row.trace_id,
-        "producerSub": row.producer_sub,
-        "createdAt": clock.iso_micros_z(row.created_at),
-        "leaseExpiresAt": clock.iso_micros_z(row.lease_until),
-    }
-
-
-def render_messages(rows: Sequence[browse.MessageRow], query: browse.MessageQuery) -> dict[str, Any]:
-    has_queue_mode = any(r.has_queue_mode for r in rows)
-    groups_count = max((r.total_groups for r in rows), default=0)
-    return {
-        "messages": [
-            {
-                **_message(r),
-                "queueStatus": r.queue_status,
-                "busStatus": {"consumedBy": r.consumed_by, "totalGroups": r.total_groups},
-                "queuePriority": int(r.options.get("priority", 0) or 0),
-            }
-            for r in rows
-        ],
-        "mode": {
-            "hasQueueMode": has_queue_mode,
-            "busGroupsCount": groups_count,
-            "type": _mode(has_queue_mode, groups_count),
-        },
-        "pagination": {"limit": query.limit, "offset": query.offset},
-    }
-
-
-_QUEUE_CONFIG = ("leaseTime", "retryLimit", "retryDelay", "ttl", "priority")
-
-
-def render_message(row: browse.MessageRow | None) -> dict[str, Any]:
-    if row is None:
-        raise MessageNotFound()
-    options = row.options
-    return {
-        **_message(row),
-        "payload": json.loads(row.payload_json),
-        "isEncrypted": False,
-        "errorMessage": row.error,
-        "retryCount": row.retry_count,
-        "queueConfig": {key: int(options.get(key, 0) or 0) for key in _QUEUE_CONFIG},
-        "mode": {
-            "hasQueueMode": row.has_queue_mode,
-            "busGroupsCount": row.total_groups,
-            "consumedByGroups": row.consumed_by,
-            "type": _mode(row.has_queue_mode, row.total_groups),
-        },
-        "consumerGroups": [
-            {
-                "name": c.group,
-                "consumed": row.offset <= c.committed,
-                "leaseExpiresAt": clock.iso_micros_z(c.lease_until) if row.offset <= c.batch_last else None,
-            }
-            for c in row.cursors
-        ],
-    }
-
-
-def render_message_deleted(
-    result: queue_operator.MessageDeleted | None, partition_id: str, transaction_id: str
-) -> dict[str, Any]:
-    deleted = result is not None and result.deleted
-    return {
-        "success": deleted,
-        "partitionId": partition_id,
-        "transactionId": transaction_id,
-        "message": "Message deleted successfully" if deleted else "Message not found",
-    }
-
-
-def render_message_retried(result: queue_operator.MessageRetried) -> dict[str, Any]:
-    return {
-        "success": True,
-        "result": "moved" if result.pushed.status == "queued" else "duplicate",
-        "queue": result.queue,
-        "partition": result.partition,
-        "partitionId": str(result.partition_id),
-        "transactionId": result.transaction_id,
-        "replayedAs": push_item(result.pushed),
-        "dlqRowsRemoved": result.dead_letters_removed,
-    }
-
-
 def parse_move_to_dlq(body: Any) -> tuple[str, str | None]:
     """``POST /messages/{pid}/{txid}/dlq``: the group (default queue mode) and an error text."""
     fields = MOVE_TO_DLQ.read({} if body is None else json_object(body), engine_bad)
     return fields["consumerGroup"], fields["error"]
-
-
-def render_dead_lettered(result: queue_operator.MessageDeadLettered) -> dict[str, Any]:
-    return {
-        "success": True,
-        "queue": result.queue,
-        "partition": result.partition,
-        "partitionId": str(result.partition_id),
-        "transactionId": result.transaction_id,
-        "consumerGroup": result.group,
-        "offset": result.offset,
-    }
 
 
 # --------------------------------------------------------------------------
@@ -529,17 +409,3 @@ def parse_replay(body: Any) -> tuple[queue_operator.ReplayDestination, str]:
     fields = REPLAY.read({} if body is None else json_object(body), engine_bad)
     destination = queue_operator.ReplayDestination(queue=fields["queue"], partition=fields["partition"])
     return destination, check_text(fields["reason"] or "", "reason")
-
-
-def render_replayed(result: queue_operator.DLQReplayed) -> dict[str, Any]:
-    return {
-        "success": True,
-        "result": result.result,
-        "queue": result.queue,
-        "partition": result.partition,
-        "consumerGroup": result.group,
-        "dlqId": str(result.dead_letter_id),
-        "originalTransactionId": result.original_transaction_id,
-        "replayedAs": push_item(result.pushed),
-        "dlqRowRemoved": result.row_removed,
-    }
