@@ -102,7 +102,8 @@ class Answer:
     ``keys`` are ``Key``s, or types (a ``Key`` of nothing else). ``render(subject,
     *args)`` takes the renderer's arguments in ``args``' order (``masked``
     among them where a key masks), and writes the keys ``first`` names
-    before the others (the document lists them where they are declared).
+    before the others, in that order (the document lists them where they
+    are declared).
     """
 
     def __init__(
@@ -111,7 +112,7 @@ class Answer:
         self.name = name
         self.args = args
         self.first = first
-        self.keys: dict[str, Any] = {name: key if isinstance(key, Key) else Key(key) for name, key in keys.items()}
+        self.keys: dict[str, Any] = {json: key if isinstance(key, Key) else Key(key) for json, key in keys.items()}
         fields: dict[str, Any] = {}
         for json_name, key in self.keys.items():
             annotation = key.annotation()
@@ -167,7 +168,8 @@ class Answer:
             start = bound[first] if first in bound else subject + (f"[{first}]" if first.isdigit() else f".{first}")
             return start + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in rest)
 
-        for json_name, key in sorted(self.keys.items(), key=lambda item: item[0] not in self.first):
+        first = {json_name: place for place, json_name in enumerate(self.first)}
+        for json_name, key in sorted(self.keys.items(), key=lambda item: first.get(item[0], len(first))):
             is_const, const = key.constant()
             if is_const:
                 assert const in ([], None) or isinstance(const, str | bool | int), const
@@ -213,8 +215,11 @@ class Answer:
         rest = "".join(f", {value}" for value in args.values())
         if not isinstance(nested, Many):
             # Inline only what is read once (a name): a property is not run per key.
-            head, tail = answer._keys(expr, args, name_of, depth + 1) if expr.isidentifier() else ([], ["call"])
-            return f"{name_of(answer.render)}({expr}{rest})" if tail else f"{{{', '.join(head)}}}"
+            if expr.isidentifier():
+                head, tail = answer._keys(expr, args, name_of, depth + 1)
+                if not tail:
+                    return f"{{{', '.join(head)}}}"
+            return f"{name_of(answer.render)}({expr}{rest})"
         item = f"x{depth}"
         head, tail = answer._keys(item, args, name_of, depth + 1)
         if tail:
