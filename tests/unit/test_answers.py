@@ -93,7 +93,7 @@ def test_a_body_may_write_some_keys_first_and_read_the_subject_whole_or_by_index
 
 
 def test_none_and_an_empty_list_are_constants_and_each_body_gets_its_own_list():
-    nothing = Answer("NothingOut", error=None, results=Key(list[int], empty=True))
+    nothing = Answer("NothingOut", error=None, results=Key(list[int], const=[]))
     first, second = nothing.render(object()), nothing.render(object())
     assert first == {"error": None, "results": []}
     assert first["results"] is not second["results"]
@@ -123,3 +123,12 @@ def test_a_list_of_flat_answers_is_one_comprehension_handed_its_parents_values()
     assert "render" not in claim.source.partition("\n")[2]
     # An item with keys left out is rendered by its own function.
     assert "for x0 in r.items" in RESULT.source
+
+
+def test_via_makes_the_subject_of_a_nested_answer_and_const_is_any_constant():
+    segments = Answer("SegOut", segments=Key(int, const=0), messages=Key(int, src="."))
+    summary = Answer("SummaryOut", segments=Key(segments, src="items", via=len))
+    assert summary.render(Result("a", None, False, (Item(0, None), Item(1, None)))) == {
+        "segments": {"segments": 0, "messages": 2}
+    }
+    assert segments.model.model_json_schema()["properties"]["segments"] == {"title": "Segments", "type": "integer"}

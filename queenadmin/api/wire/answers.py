@@ -10,17 +10,17 @@ out and compiled once at import as dataclasses write ``__init__``, so a hot
 path keeps the speed of a hand-written one.
 
 Where a value comes from (``Key``): a one-value ``Literal`` (or ``None``)
-with no ``src`` is that constant, ``empty`` an empty list; otherwise
-``src`` (by default the key's name in snake case) is one of the
-renderer's arguments (``args``) or the subject, followed by a dotted path
-(attributes, and indexes: ``"0.id"``), or the subject itself (``"."``).
-``via`` turns it into the wire's value (``with_args`` names arguments it
-takes after it); a nested ``Answer``, or ``Many`` of one, renders with its
-own renderer, handed the arguments it shares with its parent. ``mask`` is
-applied when the ``masked`` argument is true (a fingerprint for a caller
-who may not see the value). ``omit``: the body leaves the key out unless
-``when`` (an argument or attribute, or a function of the subject; by
-default the value not being ``None``) holds.
+with no ``src`` is that constant, as is ``const``; otherwise ``src`` (by
+default the key's name in snake case) is one of the renderer's arguments
+(``args``) or the subject, followed by a dotted path (attributes, and
+indexes: ``"0.id"``), or the subject itself (``"."``). ``via`` turns it
+into the wire's value (``with_args`` names arguments it takes after it),
+or into the subject of a nested ``Answer`` (or ``Many`` of one), which
+renders with its own keys, handed the arguments it shares with its
+parent. ``mask`` is applied when the ``masked`` argument is true (a
+fingerprint for a caller who may not see the value). ``omit``: the body
+leaves the key out unless ``when`` (an argument or attribute, or a
+function of the subject; by default the value not being ``None``) holds.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from pydantic import Field, create_model
 from queenadmin.api.schemas.common import Omit, WireOut
 
 Render = Callable[..., dict[str, Any]]
+_UNSET: Any = object()
 
 
 def one(value: Any) -> Any:
@@ -75,8 +76,8 @@ class Key:
     mask: Callable[[Any], Any] | None = None
     omit: bool = False
     when: str | Callable[[Any], bool] | None = None
-    #: Always an empty list (``[]``).
-    empty: bool = False
+    #: Always this value (``[]``: a new empty list per body).
+    const: Any = _UNSET
 
     def annotation(self) -> Any:
         if isinstance(self.type, Answer):
@@ -86,8 +87,8 @@ class Key:
         return self.type
 
     def constant(self) -> tuple[bool, Any]:
-        if self.empty or self.type is None:
-            return True, [] if self.empty else None
+        if self.const is not _UNSET or self.type is None:
+            return True, None if self.const is _UNSET else self.const
         values = get_args(self.type) if get_origin(self.type) is Literal else ()
         return (self.src is None and len(values) == 1), (values[0] if values else None)
 
@@ -176,10 +177,10 @@ class Answer:
                 expr = repr(const)
             else:
                 expr = read(key.src or _snake(json_name))
-            if isinstance(key.type, Many | Answer):
-                expr = self._nested(json_name, key.type, expr, read, bound, name_of, depth)
             if key.via is not None:
                 expr = f"{name_of(key.via)}({expr}{''.join(f', {bound[arg]}' for arg in key.with_args)})"
+            if isinstance(key.type, Many | Answer):
+                expr = self._nested(json_name, key.type, expr, read, bound, name_of, depth)
             if key.mask is not None:
                 assert "masked" in bound, f"{self.name}.{json_name} masks: give the masked argument"
                 expr = f"({name_of(key.mask)}({expr}) if {bound['masked']} else {expr})"

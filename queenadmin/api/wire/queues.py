@@ -578,7 +578,7 @@ _EMPTY_KEYS: dict[str, Any] = {
     "queue": Key(str | None, src="request.queue"),
     "consumerGroup": Key(str, src="request.group"),
     "partitionsClaimed": Literal[0],
-    "messages": Key(_NO_MESSAGES, empty=True),
+    "messages": Key(_NO_MESSAGES, const=[]),
 }
 #: ``policy``: the group's conflation policy.
 EMPTY_POP = Answer(
@@ -594,7 +594,7 @@ CONFLATION_REFUSED = Answer(
     doc="400 of a conflating pop with no consumerGroup, or with autoAck.",
     success=Literal[False],
     error=str,
-    messages=Key(_NO_MESSAGES, empty=True),
+    messages=Key(_NO_MESSAGES, const=[]),
 )
 
 

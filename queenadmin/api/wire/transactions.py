@@ -280,7 +280,7 @@ _RESULTS = Key(
 COMMIT = Answer("TxnCommitOut", args=("sees_permit",), transactionId=str, success=Literal[True], results=_RESULTS)
 _REASONS = Literal["rejected_ack", "duplicate", "queue_not_found", "bad_request", "too_large", "queue_full"]
 _NONE_DONE: Any = Annotated[list_of(ACK_DONE), Doc(max_length=0)]
-_NOTHING: dict[str, Any] = {"error": str, "results": Key(_NONE_DONE, empty=True)}
+_NOTHING: dict[str, Any] = {"error": str, "results": Key(_NONE_DONE, const=[])}
 ROLLBACK = Answer(
     "TxnRollbackOut",
     doc="HTTP 200: nothing of the bundle was applied.",
