@@ -308,8 +308,7 @@ PUSH_FAILED = Answer(
     offset=None,
     error=str,
 )
-#: One message's answer to a push, as the protocol spells it (a DLQ replay
-#: or a retry answers its copy's in ``replayedAs``).
+#: One message's answer to a push (a DLQ replay's or retry's ``replayedAs`` too).
 push_item = PUSHED.render
 _push_failed = PUSH_FAILED.render
 
@@ -504,7 +503,6 @@ _MESSAGE = Answer(
     id=Key(str, src="message_id"),
     transactionId=str,
     traceId=str | None,
-    # Embedded as stored, and times in C where msgspec writes the same text.
     data=Key(JSONValue, src="payload_json", via=embed_json),
     producerSub=str | None,
     createdAt=Key(MicrosZTime, via=utc_micros_z),
@@ -518,18 +516,16 @@ _MESSAGE = Answer(
 _AUTOPILOT = Answer("PopAutopilotOut", args=("waited_ms",), batch=int, partitions=int, waitMs=Key(int, src="waited_ms"))
 
 
+_STORED = "present when the group's stored policy is conflation"
+_OTHER = "present when the pop asked for the other policy than the stored one (which applied)"
+
+
 def _conflation(conflation: str, conflict: str) -> dict[str, Any]:
     """A pop's conflation keys, each present only when true (``conflation``, ``conflict``)."""
+    flag = Literal[True]
     return {
-        "conflation": Key(
-            Literal[True], "present when the group's stored policy is conflation", omit=True, when=conflation
-        ),
-        "conflationConflict": Key(
-            Literal[True],
-            "present when the pop asked for the other policy than the stored one (which applied)",
-            omit=True,
-            when=conflict,
-        ),
+        "conflation": Key(flag, _STORED, omit=True, when=conflation),
+        "conflationConflict": Key(flag, _OTHER, omit=True, when=conflict),
     }
 
 
