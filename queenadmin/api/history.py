@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response
 from queenadmin.api.openapi import parameters
-from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
-from queenadmin.api.schemas.history import KVHistoryOut, LockHistoryOut
-from queenadmin.api.schemas.kv import KVBadRequestOut, KVKey, KVTooLargeOut, Namespace
-from queenadmin.api.schemas.locks import LocksBadRequestOut
+from queenadmin.api.schemas.common import PATH_TEXT, JsonbTime, JSONValue, RateLimitedOut, json_schema_of
 from queenadmin.api.scopes import ScopedRouter
+from queenadmin.api.wire import kv as kv_wire
+from queenadmin.api.wire import locks as locks_wire
+from queenadmin.api.wire.answers import Answer, Key, Many
 from queenadmin.domain import clock, kv, masking
 from queenadmin.domain.kv.ops import MAX_PAGE_LIMIT
 from queenadmin.domain.locks import history as lock_history
@@ -42,25 +42,50 @@ def _positive(
     return number
 
 
-def version_out(row: kv.KVVersionRow) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "version": row.version,
-        "op": row.op,
-        "value": row.value,
-        "at": clock.iso_jsonb(row.at),
-        "by": row.by,
-    }
-    if row.digest is not None:
-        out["digest"] = row.digest
-        out["size"] = row.size
-    return out
+VERSION = Answer(
+    "KVVersionOut",
+    doc="One version of a key, newest first in a page.",
+    version=Key(int, "the version this write made; a delete has one of its own"),
+    op=Literal["put", "incr", "delete"],
+    value=Key(JSONValue, "the value written; null for a delete, and for a value kept only as its digest"),
+    at=Key(JsonbTime, via=clock.iso_jsonb),
+    by=Key(str | None, "a token's name or a JWT's sub, the operator; null: unknown"),
+    digest=Key(
+        str, "sha256 (hex) of the value's JSON text, when it was over QUEENADMIN_KV_HISTORY_VALUE_BYTES", omit=True
+    ),
+    size=Key(
+        int, "the value's JSON text in bytes, beside a digest", omit=True, when=lambda row: row.digest is not None
+    ),
+)
+_NEXT_BEFORE = Key(int | None, "pass as ?before= for the next page; null: no more", src="next_before")
+VERSIONS = Answer("KVHistoryOut", versions=Many(VERSION), nextBefore=_NEXT_BEFORE)
+EVENT = Answer(
+    "LockEventOut",
+    doc="One event of a lock's life, newest first in a page.",
+    event=Literal["acquired", "renewed", "released", "expired", "forced", "guard_refused"],
+    at=Key(JsonbTime, "when; for an expiry, when the lease ran out", via=clock.iso_jsonb),
+    slot=Key(int, "the permit (0 for a lock; a semaphore's slot)"),
+    token=Key(str, "the fencing token's fingerprint, never the token", via=masking.mask_token),
+    holder=Key(str | None, "who took the lease: an API token's name or a JWT's sub; null: not named"),
+    waitedMs=Key(
+        int,
+        "acquired: how long its owner waited (0: at once)",
+        via=lambda waited: waited or 0,
+        omit=True,
+        when=lambda event: event.event == "acquired",
+    ),
+    heldMs=Key(int, "released, forced, expired: since the acquire", omit=True),
+    marginMs=Key(int, "renewed: what was left of the lease", omit=True),
+    expiresAt=Key(JsonbTime, "acquired, renewed: when the lease runs out", via=clock.iso_jsonb, omit=True),
+)
+EVENTS = Answer("LockHistoryOut", events=Many(EVENT), nextBefore=_NEXT_BEFORE)
 
 
 @router.get(
     "/history/kv/{ns}/{path:key}",
-    response={200: KVHistoryOut, 400: KVBadRequestOut, 413: KVTooLargeOut, 429: RateLimitedOut},
+    response={200: VERSIONS.model, 400: kv_wire.BAD_REQUEST.model, 413: kv_wire.TOO_LARGE.model, 429: RateLimitedOut},
     openapi_extra=parameters(
-        path={"ns": json_schema_of(Namespace), "key": json_schema_of(KVKey, pattern=PATH_TEXT)},
+        path={"ns": json_schema_of(kv_wire.Namespace), "key": json_schema_of(kv_wire.KVKey, pattern=PATH_TEXT)},
         query={
             "before": {
                 "type": "integer",
@@ -89,31 +114,12 @@ def kv_history(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     before = _positive(request.GET.get("before"), "before", "kv_bad_cursor")
     limit = _positive(request.GET.get("limit"), "limit", "kv_bad_limit", MAX_PAGE_LIMIT) or 50
     page = kv.kv_history(namespace=ns, key=key, before=before, limit=limit)
-    return json_response({"versions": [version_out(r) for r in page.versions], "nextBefore": page.next_before})
-
-
-def event_out(event: lock_history.LockEvent) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "event": event.event,
-        "at": clock.iso_jsonb(event.at),
-        "slot": event.slot,
-        "token": masking.mask_token(event.token),
-        "holder": event.holder,
-    }
-    if event.event == "acquired":
-        out["waitedMs"] = event.waited_ms or 0
-    if event.held_ms is not None:
-        out["heldMs"] = event.held_ms
-    if event.margin_ms is not None:
-        out["marginMs"] = event.margin_ms
-    if event.expires_at is not None:
-        out["expiresAt"] = clock.iso_jsonb(event.expires_at)
-    return out
+    return json_response(VERSIONS.render(page))
 
 
 @router.get(
     "/history/locks/{path:name}",
-    response={200: LockHistoryOut, 400: LocksBadRequestOut, 429: RateLimitedOut},
+    response={200: EVENTS.model, 400: locks_wire.BAD_REQUEST.model, 429: RateLimitedOut},
     openapi_extra=parameters(
         path={"name": {"type": "string", "minLength": 1}},
         query={
@@ -137,4 +143,4 @@ def lock_history_route(request: HttpRequest, name: str) -> HttpResponse:
     grants.require(request, "lock", name, grants.READ)
     ratelimit.admit(request, "read")
     page = lock_history.lock_events(name=name, before=before, limit=limit)
-    return json_response({"events": [event_out(e) for e in page.events], "nextBefore": page.next_before})
+    return json_response(EVENTS.render(page))

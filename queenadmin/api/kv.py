@@ -11,20 +11,6 @@ from queenadmin.api import grants, ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import etag_header, parameters
 from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
-from queenadmin.api.schemas.kv import (
-    KVBadRequestOut,
-    KVCallOut,
-    KVConflictOut,
-    KVGetOut,
-    KVKey,
-    KVListOut,
-    KVNamespacesOut,
-    KVNewKey,
-    KVPreconditionOut,
-    KVTooLargeOut,
-    KVWriteOut,
-    Namespace,
-)
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import kv as wire
 from queenadmin.domain import clock, kv, masking, tokens
@@ -32,7 +18,7 @@ from queenadmin.errors import KVBadRequest
 from queenadmin.models import TokenScope
 from queenadmin.plumbing import db
 
-_ERRORS: dict[int | str, Any] = {400: KVBadRequestOut, 413: KVTooLargeOut, 429: RateLimitedOut}
+_ERRORS: dict[int | str, Any] = {400: wire.BAD_REQUEST.model, 413: wire.TOO_LARGE.model, 429: RateLimitedOut}
 
 router = ScopedRouter(tags=["kv"], errors=_ERRORS)
 
@@ -41,7 +27,7 @@ router = ScopedRouter(tags=["kv"], errors=_ERRORS)
     "POST",
     "/kv",
     wire.CALL,
-    {200: KVCallOut | KVPreconditionOut, 409: KVConflictOut},
+    {200: wire.CALL_OUT.model | wire.PRECONDITION.model, 409: wire.CONFLICT.model},
     summary="Apply a batch of KV operations",
     array_too=True,
 )
@@ -66,9 +52,11 @@ def _needs(ops: list[kv.KVOp]) -> TokenScope:
 
 
 #: ``ns`` and ``key`` of the path routes (``key`` may hold slashes).
-_KEY_PATH = parameters(path={"ns": json_schema_of(Namespace), "key": json_schema_of(KVKey, pattern=PATH_TEXT)})
+_KEY_PATH = parameters(
+    path={"ns": json_schema_of(wire.Namespace), "key": json_schema_of(wire.KVKey, pattern=PATH_TEXT)}
+)
 #: A put's key is one to store: the rule of names (``domain.names``).
-_PUT_KEY_PATH = parameters(path={"ns": json_schema_of(Namespace), "key": json_schema_of(KVNewKey)})
+_PUT_KEY_PATH = parameters(path={"ns": json_schema_of(wire.Namespace), "key": json_schema_of(wire.KVNewKey)})
 
 
 def _no_query(request: HttpRequest) -> None:
@@ -86,7 +74,7 @@ def _single(request: HttpRequest, raw: dict[str, Any]) -> dict[str, Any]:
 
 @router.get(
     "/kv/{ns}/{path:key}",
-    response={200: KVGetOut, **_ERRORS},
+    response={200: wire.GET_OUT, **_ERRORS},
     openapi_extra={**etag_header(), **_KEY_PATH},
     summary="Read one key",
 )
@@ -105,7 +93,7 @@ _PATH_FIELDS = ("value", "ttlSeconds", "forever", "expect", "required")
     "PUT",
     "/kv/{ns}/{path:key}",
     wire.PATH_PUT,
-    {200: KVWriteOut | KVPreconditionOut},
+    {200: wire.WRITE_OUT | wire.PRECONDITION.model},
     summary="Write one key",
     openapi_extra=_PUT_KEY_PATH,
 )
@@ -120,7 +108,7 @@ def put_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     "DELETE",
     "/kv/{ns}/{path:key}",
     wire.PATH_DELETE,
-    {200: KVWriteOut | KVPreconditionOut},
+    {200: wire.WRITE_OUT | wire.PRECONDITION.model},
     summary="Delete one key",
     required=False,
     openapi_extra=_KEY_PATH,
@@ -135,22 +123,22 @@ def delete_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 
 @router.get(
     "/resources/kv/namespaces",
-    response={200: KVNamespacesOut, 429: RateLimitedOut},
+    response={200: wire.NAMESPACES.model, 429: RateLimitedOut},
     summary="KV namespaces with key counts",
 )
 def list_namespaces(request: HttpRequest) -> HttpResponse:
     ratelimit.admit(request, "read")
     rows = grants.readable(request, "kv", kv.kv_namespaces(), lambda row: row[0])
-    return json_response({"namespaces": [{"namespace": ns, "keys": n} for ns, n in rows]})
+    return json_response(wire.NAMESPACES.render(None, rows))
 
 
 @router.with_body(
     "POST",
     "/resources/kv/list",
     wire.LIST,
-    {200: KVListOut},
+    {200: wire.PAGE.model},
     summary="One console page of a namespace",
-    errors={400: KVBadRequestOut, 429: RateLimitedOut},
+    errors={400: wire.BAD_REQUEST.model, 429: RateLimitedOut},
 )
 def list_keys(request: HttpRequest) -> HttpResponse:
     body = read_json(request, KVBadRequest, "kv_bad_body")
@@ -181,16 +169,8 @@ def list_keys(request: HttpRequest) -> HttpResponse:
         listed = grants.readable(request, "lock", page.rows, lambda row: tokens.kv_resource(namespace, row.key)[1])
     sees = grants.sees_permit(request)
     for row in listed:
-        item: dict[str, Any] = {"key": row.key}
         hidden = wire.masked(row, sees)
         value = masking.mask_permit_value(row.value) if hidden else row.value
-        if not keys_only:
-            item["value"] = value
-        item["version"] = masking.mask_token(row.version) if hidden else row.version
-        item["expiresAt"] = clock.iso_micros_z(row.expires_at)
-        item["updatedAt"] = clock.iso_micros_z(row.updated_at)
-        if include_expired:
-            item["expired"] = row.expires_at is not None and row.expires_at <= now
+        rows.append(wire.PAGE_ROW.render(row, value, hidden, not keys_only, include_expired, now))
         size += len(row.key.encode()) + len(db.json_text(value).encode())
-        rows.append(item)
-    return json_response({"rows": rows, "truncated": page.truncated, "nextAfter": page.next_after, "bytes": size})
+    return json_response(wire.PAGE.render(page, rows, size))

@@ -7,20 +7,19 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import grants, ratelimit, scopes
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.schemas.common import RateLimitedOut
-from queenadmin.api.schemas.locks import LocksBadRequestOut, LocksCallOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import locks as wire
 from queenadmin.domain import locks
 from queenadmin.errors import LocksBadRequest
 
-router = ScopedRouter(tags=["locks"], errors={400: LocksBadRequestOut, 429: RateLimitedOut})
+router = ScopedRouter(tags=["locks"], errors={400: wire.BAD_REQUEST.model, 429: RateLimitedOut})
 
 
 @router.with_body(
     "POST",
     "/locks",
     wire.CALL,
-    {200: LocksCallOut},
+    {200: wire.CALL_OUT.model},
     summary="Acquire, renew, release or read locks and semaphores",
     description=(
         "Each operation is independent. A lock held by somebody else is a 200 with "

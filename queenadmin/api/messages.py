@@ -21,9 +21,11 @@ from queenadmin.api.schemas import messages as out
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import messages as wire
+from queenadmin.api.wire.answers import list_of
+from queenadmin.domain import clock
 from queenadmin.domain.queues import browse, groups, reads, traces
 from queenadmin.domain.queues import operator as queue_operator
-from queenadmin.errors import DeadLetterGone
+from queenadmin.errors import DeadLetterGone, MessageNotFound
 
 #: A group or queue name a route stores (the rule of names, ``domain.names``).
 _NAME = json_schema_of(EngineName)
@@ -35,19 +37,19 @@ router = ScopedRouter(tags=["client routes"], errors=ENGINE_ERRORS)
 
 
 @router.with_body(
-    "POST", "/fetch", wire.FETCH, {200: out.FetchOut}, summary="Read partitions by offset (no lease, no cursor)"
+    "POST", "/fetch", wire.FETCH, {200: out.FETCH.model}, summary="Read partitions by offset (no lease, no cursor)"
 )
 def fetch_records(request: HttpRequest) -> HttpResponse:
     entries, max_bytes = wire.parse_fetch(read_engine_json(request))
     grants.require_queues(grants.limits(request), {e.queue for e in entries}, grants.READ)
-    return json_response(wire.render_fetch(reads.queue_fetch(entries=entries, max_bytes=max_bytes)))
+    return json_response(out.FETCH.render(reads.queue_fetch(entries=entries, max_bytes=max_bytes)))
 
 
 @router.with_body(
     "POST",
     "/partitions/changed",
     wire.CHANGED,
-    {200: out.ChangedOut},
+    {200: out.CHANGED.model},
     summary="Partitions written since a time, in creation order, paged",
 )
 def partitions_changed(request: HttpRequest) -> HttpResponse:
@@ -56,37 +58,39 @@ def partitions_changed(request: HttpRequest) -> HttpResponse:
     # Read the safe time before the partitions, so it never runs ahead of them.
     safe = reads.safe_time()
     pages = reads.partitions_changed_each(queries=queries)
-    return json_response(wire.render_changed(pages, safe))
+    return json_response(out.CHANGED.render(pages, safe))
 
 
 # --------------------------------------------------------------------------
 # Consumer groups
 
 
-@router.get("/consumer-groups", response=list[out.GroupSummaryOut], summary="Every consumer group per queue")
+@router.get("/consumer-groups", response=list_of(out.GROUP_SUMMARY), summary="Every consumer group per queue")
 def list_groups(request: HttpRequest) -> HttpResponse:
-    return json_response(
-        wire.render_group_list(grants.readable(request, "queue", browse.group_list(), lambda g: g.queue))
-    )
+    rows = grants.readable(request, "queue", browse.group_list(), lambda g: g.queue)
+    return json_response([out.GROUP_SUMMARY.render(r) for r in rows])
 
 
 @router.get(
     "/consumer-groups/lagging",
-    response={200: list[out.LaggingOut], 400: EngineBadRequestOut},
+    response={200: list_of(out.LAGGING), 400: EngineBadRequestOut},
     summary="Partitions whose oldest unfinished message is older than minLagSeconds",
     openapi_extra=parameters(query=wire.LAGGING.schemas()),
 )
 def lagging_groups(request: HttpRequest) -> HttpResponse:
     seconds = wire.read_query(request.GET, wire.LAGGING)["minLagSeconds"]
     rows = browse.group_lagging(min_lag_seconds=seconds)
-    return json_response(wire.render_lagging(grants.readable(request, "queue", rows, lambda x: x.row.queue)))
+    now = clock.now()
+    return json_response(
+        [out.LAGGING.render(x, now) for x in grants.readable(request, "queue", rows, lambda x: x.row.queue)]
+    )
 
 
 @router.with_body(
     "POST",
     "/consumer-groups/{group}/subscription",
     wire.SUBSCRIPTION,
-    {200: out.SubscriptionOut},
+    {200: out.RESUBSCRIBED.model},
     summary="Start a group at a time where it has not read yet",
     openapi_extra=parameters(path={"group": _NAME}),
 )
@@ -95,14 +99,14 @@ def resubscribe_group(request: HttpRequest, group: str) -> HttpResponse:
     timestamp = wire.parse_subscription(body)
     grants.require_every(request, "queue", grants.WRITE)
     result = groups.queue_group_resubscribe(group=wire.parse_group(group), timestamp=timestamp, who=who_of(request))
-    return json_response(wire.render_resubscribed(result, body["subscriptionTimestamp"]))
+    return json_response(out.RESUBSCRIBED.render(result, body["subscriptionTimestamp"]))
 
 
 @router.with_body(
     "POST",
     "/consumer-groups/{group}/queues/{queue}/seek",
     wire.SEEK,
-    {200: out.SeekOut},
+    {200: out.SEEK.model},
     summary="Move a group's cursors on a queue to the end or to a time",
     openapi_extra=parameters(path={"group": _NAME, "queue": _NAME}),
 )
@@ -116,7 +120,7 @@ def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
         timestamp=timestamp,
         who=who_of(request),
     )
-    return json_response(wire.render_seek(result))
+    return json_response(out.SEEK.render(result))
 
 
 # The routes below take the rest of the path (``path:``), so that a name
@@ -124,7 +128,7 @@ def seek_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
 # (Django tries the patterns in order).
 @router.delete(
     "/consumer-groups/{group}/queues/{path:queue}",
-    response={200: out.GroupQueueDeletedOut, **ENGINE_ERRORS},
+    response={200: out.GROUP_QUEUE_DELETED.model, **ENGINE_ERRORS},
     summary="Delete a consumer group on one queue",
     openapi_extra=parameters(query=wire.GROUP_DELETE.schemas()),
 )
@@ -143,12 +147,14 @@ def get_group(request: HttpRequest, group: str) -> HttpResponse:
     if grants.limits(request) is not None:
         shown = set(grants.readable(request, "queue", list(detail), lambda queue: queue))
         detail = {queue: rows for queue, rows in detail.items() if queue in shown}
-    return json_response(wire.render_group_detail(detail))
+    now = clock.now()
+    oldest = browse.oldest_unfinished([r for rows in detail.values() for r in rows])
+    return json_response({queue: out.GROUP_QUEUE.render(rows, now, oldest) for queue, rows in detail.items()})
 
 
 @router.delete(
     "/consumer-groups/{path:group}",
-    response={200: out.GroupDeletedOut, **ENGINE_ERRORS},
+    response={200: out.GROUP_DELETED.model, **ENGINE_ERRORS},
     summary="Delete a consumer group on every queue (deleteMetadata=false rewinds it)",
     openapi_extra=parameters(query=wire.GROUP_DELETE.schemas()),
 )
@@ -165,7 +171,7 @@ def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -
         delete_metadata=wire.read_query(request.GET, wire.GROUP_DELETE)["deleteMetadata"],
         who=who_of(request),
     )
-    return json_response(wire.render_group_deleted(result))
+    return json_response((out.GROUP_DELETED if result.queue is None else out.GROUP_QUEUE_DELETED).render(result))
 
 
 # --------------------------------------------------------------------------
@@ -176,31 +182,31 @@ def _group_deleted(request: HttpRequest, group: str, queue: str | None = None) -
     "POST",
     "/traces",
     wire.TRACE,
-    {201: out.TraceRecordedOut, 404: out.MessageNotFoundOut},
+    {201: out.TRACE_RECORDED.model, 404: out.MESSAGE_NOT_FOUND.model},
     summary="Record a trace event on a message",
 )
 def record_trace(request: HttpRequest) -> HttpResponse:
     trace = wire.parse_trace(read_engine_json(request))
     grants.require_partition(request, trace["partition_id"], grants.WRITE)
     trace_id = traces.trace_record(**trace)
-    return json_response({"success": True, "traceId": trace_id}, 201)
+    return json_response(out.TRACE_RECORDED.render(None, trace_id), 201)
 
 
 @router.get(
     "/traces/names",
-    response={200: out.TraceNamesOut, 400: EngineBadRequestOut},
+    response={200: out.TRACE_NAMES.model, 400: EngineBadRequestOut},
     summary="Trace names, most recently used first",
     openapi_extra=parameters(query=wire.TRACE_NAMES.schemas()),
 )
 def list_trace_names(request: HttpRequest) -> HttpResponse:
     page = wire.read_query(request.GET, wire.TRACE_NAMES)
     grants.require_every(request, "queue", grants.READ)
-    return json_response(wire.render_trace_names(traces.trace_names(**page), **page))
+    return json_response(out.TRACE_NAMES.render(traces.trace_names(**page), page["limit"], page["offset"]))
 
 
 @router.get(
     "/traces/by-name/{path:name}",
-    response={200: out.TracesByNameOut, 400: EngineBadRequestOut},
+    response={200: out.TRACES_BY_NAME.model, 400: EngineBadRequestOut},
     summary="The trace events filed under a name, oldest first",
     openapi_extra=parameters(query=wire.TRACES_BY_NAME.schemas()),
 )
@@ -208,58 +214,59 @@ def traces_by_name(request: HttpRequest, name: str) -> HttpResponse:
     page = wire.read_query(request.GET, wire.TRACES_BY_NAME)
     rows, more = traces.traces_by_name(name=name, **page)
     rows = list(grants.readable(request, "queue", rows, lambda r: r.queue))
-    return json_response(wire.render_traces_by_name(rows, more, **page))
+    return json_response(out.TRACES_BY_NAME.render(rows, page["limit"], page["offset"], more))
 
 
 @router.get(
     "/traces/{partition_id}/{transaction_id}",
-    response={200: out.MessageTracesOut, 404: out.MessageNotFoundOut},
+    response={200: out.MESSAGE_TRACES.model, 404: out.MESSAGE_NOT_FOUND.model},
     summary="A message's trace events, oldest first",
 )
 def message_traces(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     grants.require_partition(request, partition_id, grants.READ)
     rows = traces.traces_for_message(partition_id=wire.partition_id(partition_id), transaction_id=transaction_id)
-    return json_response(wire.render_message_traces(rows))
+    return json_response(out.MESSAGE_TRACES.render(rows))
 
 
 # --------------------------------------------------------------------------
 # Namespaces, tasks, partitions, messages
 
 
-@router.get("/resources/namespaces", response=out.NamespacesOut, summary="Namespaces with their queues and counts")
+@router.get("/resources/namespaces", response=out.NAMESPACES.model, summary="Namespaces with their queues and counts")
 def list_namespaces(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.READ)
-    return json_response(wire.render_groupings(browse.queue_groupings(by="namespace"), "namespace"))
+    return json_response(out.NAMESPACES.render(browse.queue_groupings(by="namespace")))
 
 
-@router.get("/resources/tasks", response=out.TasksOut, summary="Tasks with their queues and counts")
+@router.get("/resources/tasks", response=out.TASKS.model, summary="Tasks with their queues and counts")
 def list_tasks(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.READ)
-    return json_response(wire.render_groupings(browse.queue_groupings(by="task"), "task"))
+    return json_response(out.TASKS.render(browse.queue_groupings(by="task")))
 
 
 @router.get(
     "/resources/partitions",
-    response={200: out.PartitionsOut, 400: EngineBadRequestOut},
+    response={200: out.PARTITIONS.model, 400: EngineBadRequestOut},
     summary="A page of partitions with their depth",
     openapi_extra=parameters(query=wire.PARTITIONS.schemas()),
 )
 def list_partitions(request: HttpRequest) -> HttpResponse:
     query = wire.read_query(request.GET, wire.PARTITIONS)
     rows = grants.readable(request, "queue", browse.partition_list(**query), lambda r: r.queue)
-    return json_response(wire.render_partitions(rows, query["limit"], query["offset"]))
+    return json_response(out.PARTITIONS.render(rows, query["limit"], query["offset"]))
 
 
 @router.get(
     "/messages",
-    response={200: out.MessagesOut, 400: EngineBadRequestOut},
+    response={200: out.MESSAGES.model, 400: EngineBadRequestOut},
     summary="A page of messages, newest first, with their status",
     openapi_extra=parameters(query=wire.MESSAGES.schemas()),
 )
 def list_messages(request: HttpRequest) -> HttpResponse:
     query = wire.parse_messages(request.GET)
     rows = grants.readable(request, "queue", browse.message_list(query=query), lambda r: r.queue)
-    return json_response(wire.render_messages(rows, query))
+    mode = (any(r.has_queue_mode for r in rows), max((r.total_groups for r in rows), default=0))
+    return json_response(out.MESSAGES.render(rows, mode, query.limit, query.offset))
 
 
 class _MessageRef(TypedDict):
@@ -274,17 +281,20 @@ def _message(partition_id: str, transaction_id: str) -> _MessageRef:
 
 @router.get(
     "/messages/{partition_id}/{transaction_id}",
-    response={200: out.MessageDetailOut, 404: out.MessageNotFoundOut},
+    response={200: out.MESSAGE_DETAIL.model, 404: out.MESSAGE_NOT_FOUND.model},
     summary="One message with its status per consumer group",
 )
 def get_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     grants.require_partition(request, partition_id, grants.READ)
-    return json_response(wire.render_message(browse.message_get(**_message(partition_id, transaction_id))))
+    row = browse.message_get(**_message(partition_id, transaction_id))
+    if row is None:
+        raise MessageNotFound()
+    return json_response(out.MESSAGE_DETAIL.render(row))
 
 
 @router.delete(
     "/messages/{partition_id}/{transaction_id}",
-    response={200: out.MessageDeletedOut},
+    response={200: out.MESSAGE_DELETED.model},
     summary="Delete a message (consumers skip it)",
 )
 def delete_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
@@ -294,25 +304,29 @@ def delete_message(request: HttpRequest, partition_id: str, transaction_id: str)
         result = queue_operator.queue_message_delete(
             partition_id=pid, transaction_id=transaction_id, who=who_of(request)
         )
-    return json_response(wire.render_message_deleted(result, partition_id, transaction_id))
+    return json_response(out.MESSAGE_DELETED.render(result, partition_id, transaction_id))
 
 
 @router.post(
     "/messages/{partition_id}/{transaction_id}/retry",
-    response={200: out.MessageRetriedOut, 404: out.MessageNotFoundOut, 409: out.NotDeadLetteredOut | out.QueueFullOut},
+    response={
+        200: out.MESSAGE_RETRIED.model,
+        404: out.MESSAGE_NOT_FOUND.model,
+        409: out.NOT_DEAD_LETTERED.model | out.QUEUE_FULL.model,
+    },
     summary="Push a dead-lettered message again and drop its dead letters",
 )
 def retry_message(request: HttpRequest, partition_id: str, transaction_id: str) -> HttpResponse:
     grants.require_partition(request, partition_id, grants.WRITE)
     result = queue_operator.queue_message_retry(**_message(partition_id, transaction_id), who=who_of(request))
-    return json_response(wire.render_message_retried(result))
+    return json_response(out.MESSAGE_RETRIED.render(result))
 
 
 @router.with_body(
     "POST",
     "/messages/{partition_id}/{transaction_id}/dlq",
     wire.MOVE_TO_DLQ,
-    {200: out.MessageDeadLetteredOut, 404: out.MessageNotFoundOut, 409: out.MessageNotNextOut},
+    {200: out.DEAD_LETTERED.model, 404: out.MESSAGE_NOT_FOUND.model, 409: out.MESSAGE_NOT_NEXT.model},
     summary="Move a group's next message to its dead-letter queue",
     required=False,
 )
@@ -322,7 +336,7 @@ def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id:
     result = queue_operator.queue_message_dead_letter(
         **_message(partition_id, transaction_id), group=group, error=error, who=who_of(request)
     )
-    return json_response(wire.render_dead_lettered(result))
+    return json_response(out.DEAD_LETTERED.render(result))
 
 
 # --------------------------------------------------------------------------
@@ -333,7 +347,7 @@ def move_message_to_dlq(request: HttpRequest, partition_id: str, transaction_id:
     "POST",
     "/dlq/{id}/replay",
     wire.REPLAY,
-    {200: out.DLQReplayedOut, 404: out.DeadLetterGoneOut, 409: out.QueueFullOut},
+    {200: out.DLQ_REPLAYED.model, 404: out.DEAD_LETTER_GONE.model, 409: out.QUEUE_FULL.model},
     summary="Replay a dead letter into its own queue or another (transactionId dlq:<id>), audited",
     required=False,
 )
@@ -354,4 +368,4 @@ def replay_dead_letter(request: HttpRequest, id: str) -> HttpResponse:
         # the copy went, so it needs the grants that replay needed. Checked
         # after the call, so a replay that moved it meanwhile is covered.
         grants.require_replayed(request, result.source_queue, result.queue, grants.WRITE)
-    return json_response(wire.render_replayed(result))
+    return json_response(out.DLQ_REPLAYED.render(result))

@@ -22,26 +22,12 @@ from queenadmin.api import dbthreads, grants
 from queenadmin.api.audit import who_of
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import PARAMETERS_KEY, parameters
+from queenadmin.api.schemas import queues as out
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
 from queenadmin.api.schemas.queues import (
-    AckOut,
     ConfigureOut,
-    ConflationRefusedOut,
-    DeadLettersOut,
-    LeaseExtendOut,
     OverviewOut,
-    PauseOut,
-    PopEmptyOut,
-    PopOut,
-    PushItemFailedOut,
-    PushItemOut,
     QueueBusyOut,
-    QueueDeletedOut,
-    QueueDepthOut,
-    QueueDetailOut,
-    QueueLanesOut,
-    QueueListOut,
-    QueueNotDeletedOut,
     QueueNotFoundOut,
 )
 from queenadmin.api.scopes import ScopedRouter
@@ -50,6 +36,7 @@ from queenadmin.api.wire import configure as configure_wire
 from queenadmin.api.wire import messages as messages_wire
 from queenadmin.api.wire import queues as wire
 from queenadmin.api.wire import resources as resources_wire
+from queenadmin.api.wire.answers import list_of
 from queenadmin.conf import settings
 from queenadmin.domain import clock, kv, queues
 from queenadmin.domain.queues import operator as queue_operator
@@ -81,7 +68,7 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
     "POST",
     "/push",
     wire.PUSH,
-    {201: list[PushItemOut | PushItemFailedOut], 409: QueueBusyOut},
+    {201: list_of(wire.PUSHED, wire.PUSH_FAILED), 409: QueueBusyOut},
     summary="Append messages (201, one result per item)",
 )
 def push_messages(request: HttpRequest) -> HttpResponse:
@@ -192,10 +179,10 @@ async def _empty(call: wire.PopCall, policy: queues.ConflationPolicy | None) -> 
 
 
 _POP_RESPONSES: dict[int | str, Any] = {
-    200: PopOut | PopEmptyOut,
+    200: wire.POPPED.model | wire.EMPTY_POP.model,
     204: None,
     **ENGINE_ERRORS,
-    400: EngineBadRequestOut | ConflationRefusedOut,
+    400: EngineBadRequestOut | wire.CONFLATION_REFUSED.model,
 }
 #: ``frames=true`` answers the framed pop (``wire/binary.py``) where
 #: ``FRAMED_POP`` is on.
@@ -255,12 +242,16 @@ async def pop_discovery(request: HttpRequest) -> HttpResponse:
 # Ack and lease
 
 
-@router.with_body("POST", "/ack", wire.ACK, {200: list[AckOut]}, summary="Acknowledge one message (answers an array)")
+@router.with_body(
+    "POST", "/ack", wire.ACK, {200: list_of(wire.ACKED)}, summary="Acknowledge one message (answers an array)"
+)
 def ack_message(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack(read_engine_json(request)))
 
 
-@router.with_body("POST", "/ack/batch", wire.ACK_BATCH, {200: list[AckOut]}, summary="Acknowledge several messages")
+@router.with_body(
+    "POST", "/ack/batch", wire.ACK_BATCH, {200: list_of(wire.ACKED)}, summary="Acknowledge several messages"
+)
 def ack_batch(request: HttpRequest) -> HttpResponse:
     return _acked(request, wire.parse_ack_batch(read_engine_json(request)))
 
@@ -274,7 +265,7 @@ def _acked(request: HttpRequest, items: list[queues.AckItem]) -> HttpResponse:
     "POST",
     "/lease/{lease_id}/extend",
     wire.LEASE_EXTEND,
-    {200: LeaseExtendOut},
+    {200: wire.LEASE_EXTENDED.model},
     summary="Extend every partition lease of a pop (200 success:false when gone)",
     errors={400: EngineBadRequestOut},
     required=False,
@@ -284,7 +275,7 @@ def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
     seconds = wire.parse_lease_extend(read_engine_json(request, optional=True))
     grants.require_lease(request, lease_id, grants.WRITE)
     extension = queues.queue_lease_extend(lease_id=lease_id, seconds=seconds)
-    return json_response(wire.render_lease_extension(extension))
+    return json_response(wire.LEASE_EXTENDED.render(extension))
 
 
 # --------------------------------------------------------------------------
@@ -293,17 +284,17 @@ def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
 
 @router.get(
     "/resources/queues",
-    response={200: QueueListOut | QueueLanesOut, 400: EngineBadRequestOut},
+    response={200: out.QUEUE_LIST.model | out.LANES.model, 400: EngineBadRequestOut},
     openapi_extra=parameters(query=resources_wire.LANES.schemas()),
     summary="Every queue with its depth, newest first",
 )
 def list_queues(request: HttpRequest) -> HttpResponse:
     stats = grants.readable(request, "queue", queues.queue_list(), lambda q: q.name)
     if resources_wire.wants_lanes(request.GET):
-        return json_response(resources_wire.render_lanes(stats))
+        return json_response(out.LANES.render(stats))
     # Store-wide KV totals only for a token that may read every namespace.
     kv_rows, kv_bytes = kv.kv_totals() if grants.may_read_every(request, "kv") else (0, 0)
-    return json_response(resources_wire.render_queue_list(stats, kv_rows=kv_rows, kv_bytes=kv_bytes))
+    return json_response(out.QUEUE_LIST.render(stats, kv_rows, kv_bytes))
 
 
 def _stats_or_404(
@@ -318,14 +309,14 @@ def _stats_or_404(
 
 @router.get(
     "/resources/queues/{queue}/depth",
-    response={200: QueueDepthOut, 404: QueueNotFoundOut, **ENGINE_ERRORS},
+    response={200: out.QUEUE_DEPTH.model, 404: QueueNotFoundOut, **ENGINE_ERRORS},
     openapi_extra=parameters(query=resources_wire.DEPTH.schemas()),
     summary="Pending, in flight and ready, per partition (arithmetic on cursors)",
 )
 def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
     group = resources_wire.parse_depth_group(request.GET)
     grants.require(request, "queue", queue, grants.READ)
-    return json_response(resources_wire.render_depth(_stats_or_404(queue, group, with_age=True)))
+    return json_response(out.QUEUE_DEPTH.render(_stats_or_404(queue, group, with_age=True)))
 
 
 # --------------------------------------------------------------------------
@@ -333,7 +324,7 @@ def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
 # ``path:`` routes below and the messages router's consumer-group routes,
 # which would otherwise shadow them (Django tries the patterns in order).
 
-_PAUSE_ANSWERS: dict[int | str, Any] = {200: PauseOut, 404: QueueNotFoundOut}
+_PAUSE_ANSWERS: dict[int | str, Any] = {200: out.PAUSE.model, 404: QueueNotFoundOut}
 
 
 def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) -> HttpResponse:
@@ -346,7 +337,7 @@ def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) ->
     else:
         verb = queue_operator.queue_group_pause if pause else queue_operator.queue_group_resume
         change = verb(queue=queue, group=group, who=who)
-    return json_response(resources_wire.render_pause(change))
+    return json_response(out.PAUSE.render(change))
 
 
 @router.with_body(
@@ -406,24 +397,24 @@ def resume_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
 # they would otherwise shadow (Django tries the patterns in order).
 @router.get(
     "/resources/queues/{path:queue}",
-    response={200: QueueDetailOut, 404: QueueNotFoundOut, 400: EngineBadRequestOut},
+    response={200: out.QUEUE_DETAIL.model, 404: QueueNotFoundOut, 400: EngineBadRequestOut},
     summary="One queue with its partitions",
 )
 def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
     grants.require(request, "queue", queue, grants.READ)
-    return json_response(resources_wire.render_queue(_stats_or_404(queue, with_messages=True)))
+    return json_response(out.QUEUE_DETAIL.render(_stats_or_404(queue, with_messages=True)))
 
 
 @router.delete(
     "/resources/queues/{path:queue}",
-    response={200: QueueDeletedOut | QueueNotDeletedOut, 400: EngineBadRequestOut},
+    response={200: out.QUEUE_DELETED.model | out.QUEUE_NOT_DELETED.model, 400: EngineBadRequestOut},
     summary="Delete a queue and everything in it",
 )
 def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
     wire.check_text(queue, "queue")
     grants.require(request, "queue", queue, grants.ADMIN)
     existed = queues.queue_delete(name=queue, who=who_of(request))
-    return json_response(resources_wire.render_delete(queue, existed=existed))
+    return json_response((out.QUEUE_DELETED if existed else out.QUEUE_NOT_DELETED).render(None, queue))
 
 
 @router.get("/resources/overview", response=OverviewOut, summary="Counts across every queue")
@@ -434,7 +425,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/dlq",
-    response={200: DeadLettersOut, 400: EngineBadRequestOut},
+    response={200: out.DEAD_LETTERS.model, 400: EngineBadRequestOut},
     openapi_extra=parameters(query=resources_wire.DLQ.schemas()),
     summary="Dead letters, newest first",
 )
@@ -446,4 +437,4 @@ def list_dlq(request: HttpRequest) -> HttpResponse:
     else:
         grants.require(request, "queue", query.queue, grants.READ)
     rows, total = queues.dlq_list(query=query)
-    return json_response(resources_wire.render_dlq(rows, total))
+    return json_response(out.DEAD_LETTERS.render(rows, total))

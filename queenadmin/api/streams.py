@@ -19,18 +19,11 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import grants
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
-from queenadmin.api.schemas.streams import (
-    CycleOut,
-    QueryConflictOut,
-    QueryOut,
-    StateGetOut,
-    StreamsTooLargeOut,
-)
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import streams as wire
 from queenadmin.domain import streams
 
-_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut | StreamsTooLargeOut}
+_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut | wire.TOO_LARGE.model}
 
 router = ScopedRouter(tags=["streams"], errors=_ERRORS)
 
@@ -39,7 +32,7 @@ router = ScopedRouter(tags=["streams"], errors=_ERRORS)
     "POST",
     "/streams/v1/queries",
     wire.QUERY,
-    {200: QueryOut, 409: QueryConflictOut},
+    {200: wire.QUERY_OUT.model, 409: wire.CONFLICT.model},
     summary="Register a streaming query (idempotent; each worker calls it at start)",
     description=(
         "A new name is `fresh`. The same `config_hash` changes nothing; a changed one answers 409 "
@@ -55,14 +48,14 @@ def register_query(request: HttpRequest) -> HttpResponse:
     grants.require_queues(limits, queues, grants.WRITE)
     # The stored query's queues are checked under its row lock.
     reg = streams.stream_register(**call, grants=limits)
-    return json_response(wire.render_registration(reg), 409 if reg.conflict else 200)
+    return json_response((wire.CONFLICT if reg.conflict else wire.QUERY_OUT).render(reg), 409 if reg.conflict else 200)
 
 
 @router.with_body(
     "POST",
     "/streams/v1/state/get",
     wire.STATE_GET,
-    {200: StateGetOut},
+    {200: wire.STATE_OUT.model},
     summary="Read a query's state on one source partition",
     description=(
         "Rows by key; filters combine with AND. An unknown query or partition has no rows. "
@@ -75,14 +68,14 @@ def get_state(request: HttpRequest) -> HttpResponse:
     if limits is not None:
         grants.require_partitions(limits, [call["partition_id"]], grants.READ)
         streams.stream_require(limits, streams.stream_queues(query_id=call["query_id"]), grants.READ)
-    return json_response(wire.render_state(streams.stream_state_get(**call)))
+    return json_response(wire.STATE_OUT.render(streams.stream_state_get(**call)))
 
 
 @router.with_body(
     "POST",
     "/streams/v1/cycle",
     wire.CYCLE,
-    {200: CycleOut},
+    {200: wire.CYCLE_OUT.model},
     summary="Commit a cycle: state ops, sink pushes and the source ack, all or nothing",
     description=(
         "One database transaction. A cycle that cannot apply (unknown query or partition, a stale or "
@@ -99,4 +92,4 @@ def commit_cycle(request: HttpRequest) -> HttpResponse:
         grants.require_queues(limits, [p.queue for p in cycle.pushes], grants.WRITE)
         streams.stream_require(limits, streams.stream_queues(query_id=cycle.query_id), grants.WRITE)
     outcome = streams.stream_cycle(cycle=cycle, producer_sub=request.auth.producer_sub)  # type: ignore[attr-defined]
-    return json_response(wire.render_cycle(cycle, outcome, body))
+    return json_response(wire.CYCLE_OUT.render(outcome, body))

@@ -9,18 +9,6 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.schemas.common import NameTooLongOut, RateLimitedOut
-from queenadmin.api.schemas.timers import (
-    AbsentOut,
-    CancelledOut,
-    TimerCountOut,
-    TimerFoundOut,
-    TimerListOut,
-    TimerMissingOut,
-    TimersBadRequestOut,
-    TimersCallOut,
-    TimersHorizonOut,
-    TimersTooLargeOut,
-)
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import timers as wire
 from queenadmin.api.wire.common import split_raw_path
@@ -30,19 +18,19 @@ from queenadmin.errors import TimersBadRequest
 router = ScopedRouter(tags=["timers"])
 
 _WRITE_ERRORS: dict[int | str, Any] = {
-    400: TimersBadRequestOut,
-    403: TimersHorizonOut,
-    413: TimersTooLargeOut | NameTooLongOut,
+    400: wire.BAD_REQUEST.model,
+    403: wire.HORIZON.model,
+    413: wire.TOO_LARGE.model | NameTooLongOut,
     429: RateLimitedOut,
 }
-_READ_ERRORS: dict[int | str, Any] = {400: TimersBadRequestOut, 429: RateLimitedOut}
+_READ_ERRORS: dict[int | str, Any] = {400: wire.BAD_REQUEST.model, 429: RateLimitedOut}
 
 
 @router.with_body(
     "POST",
     "/timers",
     wire.CALL,
-    {200: TimersCallOut},
+    {200: wire.CALL_OUT.model},
     summary="Schedule, reschedule or cancel timers (all-or-nothing validation)",
     errors=_WRITE_ERRORS,
     array_too=True,
@@ -54,9 +42,9 @@ def timers_batch(request: HttpRequest) -> HttpResponse:
     # A schedule spends the KV write rate (protocol 4.6).
     ratelimit.admit(request, "write")
     if not ops:
-        return json_response({"results": []})
+        return json_response(wire.CALL_OUT.render([]))
     outcomes = timers.timers_call(ops, producer_sub=request.auth.producer_sub)  # type: ignore[attr-defined]
-    return json_response({"results": [wire.outcome_out(o) for o in outcomes]})
+    return json_response(wire.CALL_OUT.render(outcomes))
 
 
 def _queue_and_key(request: HttpRequest, queue: str, timer_key: str) -> tuple[str, str]:
@@ -72,7 +60,7 @@ _PREFIX = "/api/v1/timers/"
 
 @router.delete(
     "/timers/{queue}/{path:timer_key}",
-    response={200: CancelledOut | AbsentOut, 400: TimersBadRequestOut, 413: NameTooLongOut},
+    response={200: wire.CANCELLED.model | wire.ABSENT.model, 400: wire.BAD_REQUEST.model, 413: NameTooLongOut},
     summary="Cancel one timer (absent, with ?txn echoed, when it is not pending)",
 )
 def cancel_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:
@@ -86,7 +74,7 @@ def cancel_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpRespon
 
 @router.get(
     "/timers/{queue}/{path:timer_key}",
-    response={200: TimerFoundOut | TimerMissingOut, 429: RateLimitedOut},
+    response={200: wire.FOUND.model | wire.MISSING.model, 429: RateLimitedOut},
     summary="Peek one timer, with its payload",
 )
 def peek_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:
@@ -98,7 +86,7 @@ def peek_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse
 
 @router.get(
     "/timers/{queue}",
-    response={200: TimerListOut | TimerCountOut, **_READ_ERRORS},
+    response={200: wire.PAGE.model | wire.COUNT.model, **_READ_ERRORS},
     summary="A keyset page of a queue's pending timers (?after=&limit=), or their count (?mode=count&prefix=)",
 )
 def list_timers(request: HttpRequest, queue: str) -> HttpResponse:
@@ -111,9 +99,9 @@ def list_timers(request: HttpRequest, queue: str) -> HttpResponse:
             raise TimersBadRequest("mode must be count", reason="timers_read_mode_unknown")
         if "after" in params or "limit" in params:
             raise TimersBadRequest("after and limit do not go with mode=count", reason="timers_count_bad_params")
-        return json_response({"count": timers.timers_count(queue=queue, prefix=params.get("prefix") or "")})
+        return json_response(
+            wire.COUNT.render(None, timers.timers_count(queue=queue, prefix=params.get("prefix") or ""))
+        )
     limit = wire.page_limit(params.get("limit"))
     page = timers.timers_list(queue=queue, after=params.get("after") or "", limit=limit)
-    return json_response(
-        {"rows": [wire.row_out(r) for r in page.rows], "truncated": page.truncated, "nextAfter": page.next_after}
-    )
+    return json_response(wire.PAGE.render(page))

@@ -9,20 +9,19 @@ from django.http import HttpRequest, HttpResponse
 from queenadmin.api import grants, ratelimit
 from queenadmin.api.http import json_response
 from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
-from queenadmin.api.schemas.kv import KVBadRequestOut, KVConflictOut, KVTooLargeOut
 from queenadmin.api.schemas.queues import QueueBusyOut
-from queenadmin.api.schemas.timers import TimersBadRequestOut, TimersHorizonOut, TimersTooLargeOut
-from queenadmin.api.schemas.transactions import TxnCommitOut, TxnPreconditionOut, TxnRollbackOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
+from queenadmin.api.wire import kv as kv_wire
+from queenadmin.api.wire import timers as timers_wire
 from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
 
 _ERRORS: dict[int | str, Any] = {
-    400: EngineBadRequestOut | KVBadRequestOut | TimersBadRequestOut,
-    403: TimersHorizonOut,
-    409: QueueBusyOut | KVConflictOut,
-    413: NameTooLongOut | KVTooLargeOut | TimersTooLargeOut,
+    400: EngineBadRequestOut | kv_wire.BAD_REQUEST.model | timers_wire.BAD_REQUEST.model,
+    403: timers_wire.HORIZON.model,
+    409: QueueBusyOut | kv_wire.CONFLICT.model,
+    413: NameTooLongOut | kv_wire.TOO_LARGE.model | timers_wire.TOO_LARGE.model,
     429: RateLimitedOut,
 }
 
@@ -33,7 +32,7 @@ router = ScopedRouter(tags=["transactions"], errors=_ERRORS)
     "POST",
     "/transaction",
     wire.BODY,
-    {200: TxnCommitOut | TxnRollbackOut | TxnPreconditionOut},
+    {200: wire.COMMIT.model | wire.ROLLBACK.model | wire.PRECONDITION.model},
     summary="Commit acks, pushes, KV ops, timers and positions all or nothing",
     description=(
         "A rollback is an HTTP 200 with `success: false` and a `reason`; a lock's guard "

@@ -39,7 +39,7 @@ def test_acquire_writes_a_kv_row_whose_version_is_the_token():
     assert row.value == {"owner": "w-1"}
     assert row.version == granted.token
     assert granted.guard == kv.KVCheck("queen-locks", "report#0", granted.token, required=True)
-    assert locks_wire.guard_out(granted.guard) == {
+    assert locks_wire.GUARD.render(granted.guard) == {
         "op": "check",
         "ns": "queen-locks",
         "key": "report#0",

@@ -8,7 +8,8 @@ document shows them); the ``Out`` models are the exact answers, checked by
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, create_model
 
@@ -16,9 +17,10 @@ from queenadmin.api.schemas.common import (
     JSONNumber,
     JSONValue,
     MicrosZTime,
-    Omit,
     WireOut,
 )
+from queenadmin.api.wire.answers import Answer, Key, Many
+from queenadmin.domain import clock
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 
 # -- answers ------------------------------------------------------------------
@@ -51,117 +53,18 @@ class ConfigureOut(WireOut):
     options: QueueOptionsOut
 
 
-class PushItemOut(WireOut):
-    index: int
-    message_id: str
-    transaction_id: str
-    queueName: str
-    status: Literal["queued", "duplicate"] = Field(description="a duplicate carries the original id and offset")
-    offset: int
-
-
-class PushItemFailedOut(WireOut):
-    """An item the queue's ``maxSize`` refused (Queen 1.x's answer); nothing written."""
-
-    index: int
-    message_id: None
-    transaction_id: str
-    queueName: str
-    status: Literal["failed"]
-    offset: None
-    error: str
-
-
-class PopMessageOut(WireOut):
-    id: str
-    transactionId: str
-    traceId: str | None
-    data: JSONValue
-    producerSub: str | None
-    createdAt: MicrosZTime
-    partitionId: str = Field(description="a decimal string; acks echo it")
-    partition: str
-    leaseId: str = Field(description='"" with autoAck')
-    consumerGroup: str
-    deliveryAttempt: int
-    offset: int
-
-
-class PopAutopilotOut(WireOut):
-    batch: int
-    partitions: int
-    waitMs: int
-
-
-class _ConflationKeys(WireOut):
-    conflation: Literal[True] | Omit = Field(None, description="present when the group's stored policy is conflation")
-    conflationConflict: Literal[True] | Omit = Field(
-        None, description="present when the pop asked for the other policy than the stored one (which applied)"
-    )
-
-
-class PopOut(_ConflationKeys):
-    success: Literal[True]
-    queue: str
-    partition: str = Field(description="the first partition claimed")
-    partitionId: str
-    leaseId: str
-    consumerGroup: str
-    partitionsClaimed: int
-    messages: list[PopMessageOut]
-    autopilot: PopAutopilotOut | Omit = Field(None, description="present with autopilot=true")
-
-
-class PopEmptyOut(_ConflationKeys):
-    """An empty pop of a group whose conflation policy has to be said (else a 204)."""
-
-    success: Literal[True]
-    queue: str | None
-    consumerGroup: str
-    partitionsClaimed: Literal[0]
-    messages: list[PopMessageOut] = Field(max_length=0)
-
-
-class ConflationRefusedOut(WireOut):
-    """400 of a conflating pop with no consumerGroup, or with autoAck."""
-
-    success: Literal[False]
-    error: str
-    messages: list[PopMessageOut] = Field(max_length=0)
-
-
-class AckOut(WireOut):
-    index: int
-    transactionId: str
-    success: bool
-    error: str | None
-    leaseReleased: bool
-    dlq: bool
-    noop: bool
-
-
-class LeaseExtendOut(WireOut):
-    """The three times are the same new expiry (null when nothing was renewed)."""
-
-    leaseId: str
-    success: bool
-    renewed: int
-    newExpiresAt: MicrosZTime | None
-    expiresAt: MicrosZTime | None
-    lease_expires_at: MicrosZTime | None
-
-
-class MessageCountsOut(WireOut):
-    total: int
-    pending: int = Field(description="not yet completed, leased ones included")
-    processing: int = Field(description="under a live lease")
-    completed: int
-    deadLetter: int
-
-
-class SegmentsOut(WireOut):
-    segments: int
-    messages: int
+MESSAGE_COUNTS = Answer(
+    "MessageCountsOut",
+    total=int,
+    pending=Key(int, "not yet completed, leased ones included"),
+    processing=Key(int, "under a live lease"),
+    completed=int,
+    deadLetter=int,
+)
+if TYPE_CHECKING:
+    MessageCountsOut = WireOut
+else:
+    MessageCountsOut = MESSAGE_COUNTS.model
 
 
 #: The pause fields (``domain/queues/operator/pause.py``): additive, so the
@@ -170,134 +73,129 @@ PAUSED = "every pop of the queue is paused (answers as an empty queue)"
 PAUSED_GROUPS = "consumer groups whose pops of the queue are paused"
 
 
-class QueueSummaryOut(WireOut):
-    id: str
-    name: str
-    queue: str
-    namespace: str | None
-    task: str | None
-    storage: Literal["segments"]
-    partitions: int
-    segments: SegmentsOut
-    messages: MessageCountsOut
-    retainedBytes: int
-    options: QueueOptionsOut
-    createdAt: MicrosZTime
-    paused: bool = Field(description=PAUSED)
-    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
-
-
-class QueueListOut(WireOut):
-    queues: list[QueueSummaryOut] = Field(description="newest first")
-    kvRows: int
-    kvBytes: int
-    timerRows: int
-    timerBytes: int
-
-
-class QueueLaneOut(WireOut):
-    id: str
-    name: str
-    queue: str
-    partitions: int
-    createdAt: MicrosZTime
-
-
-class QueueLanesOut(WireOut):
-    """``?stats=lanes``: the light form."""
-
-    queues: list[QueueLaneOut]
-    stats: Literal["lanes"]
-
-
-class PartitionCountsOut(MessageCountsOut):
-    failed: None
-
-
-class CursorOut(WireOut):
-    totalConsumed: int
-    batchesConsumed: int
-
-
-class PartitionDetailOut(WireOut):
-    id: str
-    name: str
-    createdAt: MicrosZTime
-    messages: PartitionCountsOut
-    stats: PartitionCountsOut
-    cursor: CursorOut
-    lastActivity: MicrosZTime | None
-    oldestMessage: MicrosZTime | None = Field(description="oldest message still pending for the slowest group")
-    newestMessage: MicrosZTime | None
-    retainedBytes: int
-
-
-class QueueDetailOut(WireOut):
-    id: str
-    name: str
-    namespace: str | None
-    task: str | None
-    createdAt: MicrosZTime
-    options: QueueOptionsOut
-    partitions: list[PartitionDetailOut]
-    segments: SegmentsOut
-    totals: MessageCountsOut
-    retainedBytes: int
-    paused: bool = Field(description=PAUSED)
-    pausedGroups: list[str] = Field(description=PAUSED_GROUPS)
-
-
-class PartitionDepthOut(WireOut):
-    partition: str
-    pending: int
-    processing: int
-    ready: int
-
-
-class QueueDepthOut(WireOut):
-    """Arithmetic on cursors; a named group never seen counts -1."""
-
-    queue: str
-    group: str | None
-    pending: int
-    processing: int
-    ready: int
-    partitionsPending: int
-    partitionsReady: int
-    conflation: bool = Field(description="the named group's stored policy (false without a group)")
-    effectivePending: int
-    effectiveReady: int
-    deadLetter: int
-    oldestReadyAgeSeconds: JSONNumber | None
-    partitions: list[PartitionDepthOut]
-
-
-class PauseOut(WireOut):
-    """A pause or resume: what it names is now ``paused`` (``changed`` false
-    when it already was), with the queue's whole pause state."""
-
-    success: Literal[True]
-    queue: str
-    consumerGroup: str | None = Field(description="the group the route names; null for the queue's routes")
-    paused: bool
-    changed: bool
-    queuePaused: bool = Field(description="every pop of the queue is paused")
-    pausedGroups: list[str]
-
-
-class QueueDeletedOut(WireOut):
-    deleted: Literal[True]
-    existed: Literal[True]
-    queue: str
-
-
-class QueueNotDeletedOut(WireOut):
-    """Deleting a queue that does not exist is still a 200."""
-
-    deleted: Literal[False]
-    existed: Literal[False]
-    queue: str
-    message: Literal["Queue not found"]
+_TIME = Key(MicrosZTime, via=clock.iso_micros_z)
+_ID = Key(str, via=str)
+_OPTIONS = Key(QueueOptionsOut, via=dict)
+_PAUSED: dict[str, Any] = {
+    "paused": Key(bool, PAUSED),
+    "pausedGroups": Key(list[str], PAUSED_GROUPS, src="paused_groups", via=list),
+}
+#: Of a message count: the log holds no segments.
+SEGMENTS = Answer("SegmentsOut", segments=Key(int, const=0), messages=Key(int, src="."))
+QUEUE_SUMMARY = Answer(
+    "QueueSummaryOut",
+    id=_ID,
+    name=str,
+    queue=Key(str, src="name"),
+    namespace=str | None,
+    task=str | None,
+    storage=Literal["segments"],
+    partitions=Key(int, via=len),
+    segments=Key(SEGMENTS, src="partitions", via=lambda partitions: sum(p.total for p in partitions)),
+    messages=Key(MESSAGE_COUNTS, src="totals"),
+    retainedBytes=int,
+    options=_OPTIONS,
+    createdAt=_TIME,
+    **_PAUSED,
+)
+#: The queues, and the KV store's rows and bytes.
+QUEUE_LIST = Answer(
+    "QueueListOut",
+    args=("kv_rows", "kv_bytes"),
+    queues=Key(Many(QUEUE_SUMMARY), "newest first", src="."),
+    kvRows=int,
+    kvBytes=int,
+    timerRows=Key(int, const=0),
+    timerBytes=Key(int, const=0),
+)
+_LANE = Answer(
+    "QueueLaneOut", id=_ID, name=str, queue=Key(str, src="name"), partitions=Key(int, via=len), createdAt=_TIME
+)
+LANES = Answer(
+    "QueueLanesOut",
+    doc="``?stats=lanes``: the light form.",
+    queues=Key(Many(_LANE), src="."),
+    stats=Literal["lanes"],
+)
+_PARTITION_COUNTS = Answer("PartitionCountsOut", **MESSAGE_COUNTS.keys, failed=None)
+_CURSOR = Answer(
+    "CursorOut",
+    totalConsumed=Key(int, src=".", via=lambda p: p.completed + p.dead_letter),
+    batchesConsumed=Key(int, const=0),
+)
+_PARTITION_DETAIL = Answer(
+    "PartitionDetailOut",
+    id=_ID,
+    name=str,
+    createdAt=_TIME,
+    messages=Key(_PARTITION_COUNTS, src="."),
+    stats=Key(_PARTITION_COUNTS, src="."),
+    cursor=Key(_CURSOR, src="."),
+    lastActivity=Key(MicrosZTime | None, src="last_push_at", via=clock.iso_micros_z),
+    oldestMessage=Key(
+        MicrosZTime | None,
+        "oldest message still pending for the slowest group",
+        src="oldest_message_at",
+        via=clock.iso_micros_z,
+    ),
+    newestMessage=Key(MicrosZTime | None, src="newest_message_at", via=clock.iso_micros_z),
+    retainedBytes=int,
+)
+QUEUE_DETAIL = Answer(
+    "QueueDetailOut",
+    id=_ID,
+    name=str,
+    namespace=str | None,
+    task=str | None,
+    createdAt=_TIME,
+    options=_OPTIONS,
+    partitions=Many(_PARTITION_DETAIL),
+    segments=Key(SEGMENTS, src="totals.total"),
+    totals=MESSAGE_COUNTS,
+    retainedBytes=int,
+    **_PAUSED,
+)
+_DEPTH = Answer("PartitionDepthOut", partition=Key(str, src="name"), pending=int, processing=int, ready=int)
+QUEUE_DEPTH = Answer(
+    "QueueDepthOut",
+    doc="Arithmetic on cursors; a named group never seen counts -1.",
+    queue=Key(str, src="name"),
+    group=str | None,
+    pending=Key(int, src="totals.pending"),
+    processing=Key(int, src="totals.processing"),
+    ready=Key(int, src="totals.ready"),
+    partitionsPending=Key(int, src="totals.partitions_pending"),
+    partitionsReady=Key(int, src="totals.partitions_ready"),
+    # A conflating group's work is one handler call per partition.
+    conflation=Key(bool, "the named group's stored policy (false without a group)"),
+    effectivePending=Key(int, src=".", via=lambda s: s.totals.partitions_pending if s.conflation else s.totals.pending),
+    effectiveReady=Key(int, src=".", via=lambda s: s.totals.partitions_ready if s.conflation else s.totals.ready),
+    deadLetter=Key(int, src="totals.dead_letter"),
+    oldestReadyAgeSeconds=Key(JSONNumber | None, src="oldest_ready_age"),
+    partitions=Many(_DEPTH),
+)
+PAUSE = Answer(
+    "PauseOut",
+    doc="""A pause or resume: what it names is now ``paused`` (``changed`` false
+    when it already was), with the queue's whole pause state.""",
+    success=Literal[True],
+    queue=Key(str, src="state.queue"),
+    consumerGroup=Key(str | None, "the group the route names; null for the queue's routes", src="group"),
+    paused=bool,
+    changed=bool,
+    queuePaused=Key(bool, "every pop of the queue is paused", src="state.paused"),
+    pausedGroups=Key(list[str], src="state.paused_groups", via=list),
+)
+QUEUE_DELETED = Answer("QueueDeletedOut", args=("queue",), deleted=Literal[True], existed=Literal[True], queue=str)
+QUEUE_NOT_DELETED = Answer(
+    "QueueNotDeletedOut",
+    doc="Deleting a queue that does not exist is still a 200.",
+    args=("queue",),
+    deleted=Literal[False],
+    existed=Literal[False],
+    queue=str,
+    message=Literal["Queue not found"],
+)
 
 
 class OverviewCountsOut(MessageCountsOut):
@@ -327,26 +225,30 @@ class OverviewOut(WireOut):
     statsAge: int
 
 
-class DeadLetterOut(WireOut):
-    id: str
-    queue: str
-    partition: str
-    partitionId: str
-    consumerGroup: str
-    transactionId: str
-    messageId: str
-    offset: int
-    data: JSONValue
-    errorMessage: str | None
-    retryCount: int
-    producerSub: str | None
-    createdAt: MicrosZTime
-    failedAt: MicrosZTime
-
-
-class DeadLettersOut(WireOut):
-    messages: list[DeadLetterOut] = Field(description="newest first")
-    total: int = Field(description="rows matching the filters, all pages")
+_DEAD_LETTER = Answer(
+    "DeadLetterOut",
+    id=_ID,
+    queue=str,
+    partition=str,
+    partitionId=_ID,
+    consumerGroup=Key(str, src="group"),
+    transactionId=str,
+    messageId=str,
+    offset=int,
+    data=Key(JSONValue, src="payload_json", via=json.loads),
+    errorMessage=Key(str | None, src="error"),
+    retryCount=int,
+    producerSub=str | None,
+    createdAt=_TIME,
+    failedAt=_TIME,
+)
+#: A page of dead letters, and how many match the filters.
+DEAD_LETTERS = Answer(
+    "DeadLettersOut",
+    args=("total",),
+    messages=Key(Many(_DEAD_LETTER), "newest first", src="."),
+    total=Key(int, "rows matching the filters, all pages"),
+)
 
 
 class QueueBusyOut(WireOut):

@@ -16,7 +16,9 @@ import msgspec
 from ninja import Schema
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo
 
+from queenadmin.api.schemas.common import JSONValue
 from queenadmin.api.wire import fields
+from queenadmin.api.wire.answers import Answer, Key, Many
 from queenadmin.api.wire.common import json_int
 from queenadmin.api.wire.fields import Param, Query
 from queenadmin.domain import ephemeral, names
@@ -252,37 +254,97 @@ def parse_ack(body: Any) -> AckCall:
     return AckCall(call.queue, call.group, [ephemeral.AckItem(item.id, item.status or None) for item in call.acks])
 
 
-def render_pop(queue: str, take: ephemeral.Take) -> dict[str, Any]:
-    return {
-        "queue": queue,
-        "messages": [
-            {"id": m.id, "partition": m.partition, "attempts": m.attempts, "payload": msgspec.Raw(m.payload.encode())}
-            for m in take.messages
-        ],
-    }
+# --------------------------------------------------------------------------
+# Answers (each declared once: ``wire.answers``)
 
-
-def render_queue(view: ephemeral.QueueView) -> dict[str, Any]:
-    return {
-        "queue": view.queue,
-        "tier": "declared" if view.declared else "implicit",
-        "depth": view.depth,
-        "bytes": view.bytes,
-        "partitions": view.partitions,
-        "groups": view.groups,
-        "drops": {"bounds": view.drops_bounds, "ttl": view.drops_ttl, "retry": view.drops_retry},
-        "options": view.options.wire(),
-    }
-
-
-def render_depth(view: ephemeral.DepthView) -> dict[str, Any]:
-    return {
-        "queue": view.queue,
-        "group": None,
-        "tier": "declared" if view.declared else "implicit",
-        "pending": view.depth,
-        "partitionsPending": sum(1 for p in view.partitions if p.pending),
-        "bytes": view.bytes,
-        "partitions": [{"partition": p.partition, "pending": p.pending, "bytes": p.bytes} for p in view.partitions],
-        "groups": [{"group": g.group, "pending": g.pending, "skipped": g.skipped} for g in view.groups],
-    }
+_POLICY = Literal["reject", "dropOldest"]
+_SENT = Key(int, omit=True)
+_ECHO_BUFFER = Answer("EphemeralWindowBufferEchoOut", ms=_SENT, count=_SENT)
+#: Rendered as the call sent them (``ConfigureCall.options``).
+OPTIONS_ECHO = Answer(
+    "EphemeralOptionsEchoOut",
+    doc="The options as the configure call sent them (only those it sent).",
+    maxBytes=_SENT,
+    maxLength=_SENT,
+    policy=Key(_POLICY, omit=True),
+    ttlSeconds=_SENT,
+    leaseSeconds=_SENT,
+    retryLimit=_SENT,
+    windowBuffer=Key(_ECHO_BUFFER.model, omit=True),
+)
+CONFIGURED = Answer("EphemeralConfigureOut", args=("updated_at",), queue=str, options=OPTIONS_ECHO.model, updatedAt=str)
+RESET = Answer("EphemeralResetOut", args=("queue", "dropped"), queue=str, dropped=int)
+DELETED = Answer("EphemeralDeleteOut", args=("queue",), queue=str, deleted=bool, declared=bool)
+PUSHED = Answer("EphemeralPushOut", args=("pushed",), pushed=int)
+MESSAGE = Answer(
+    "EphemeralMessageOut",
+    id=Key(str, "opaque: e:<epoch hex>:<partition>:<seq>"),
+    partition=str,
+    attempts=int,
+    payload=Key(JSONValue, via=lambda payload: msgspec.Raw(payload.encode())),
+)
+POPPED = Answer("EphemeralPopOut", args=("queue",), queue=str, messages=Many(MESSAGE))
+_OUTCOME = Key(Literal["acked", "redelivered", "stale", "unknown"], src="1")
+#: One per ``(AckItem, outcome)``.
+ACKED = Answer(
+    "EphemeralAckOut",
+    results=Key(Many(Answer("EphemeralAckResultOut", id=Key(str, src="0.id"), outcome=_OUTCOME)), src="."),
+)
+DROPS = Answer(
+    "EphemeralDropsOut",
+    bounds=Key(int, src="drops_bounds"),
+    ttl=Key(int, src="drops_ttl"),
+    retry=Key(int, src="drops_retry"),
+)
+_BUFFER = Answer("EphemeralWindowBufferOut", ms=Key(int, src="window_ms"), count=Key(int, src="window_count"))
+EFFECTIVE = Answer(
+    "EphemeralEffectiveOptionsOut",
+    maxBytes=int,
+    maxLength=int,
+    policy=_POLICY,
+    ttlSeconds=int,
+    leaseSeconds=int,
+    retryLimit=int,
+    windowBuffer=Key(_BUFFER, src="."),
+)
+_TIER = Key(
+    Literal["declared", "implicit"], src="declared", via=lambda declared: "declared" if declared else "implicit"
+)
+QUEUE = Answer(
+    "EphemeralQueueOut",
+    queue=str,
+    tier=_TIER,
+    depth=int,
+    bytes=int,
+    partitions=int,
+    groups=int,
+    drops=Key(DROPS, src="."),
+    options=EFFECTIVE,
+)
+#: Of the queues listed, and the cell's bytes.
+QUEUES = Answer(
+    "EphemeralQueuesOut",
+    args=("cell_bytes",),
+    queues=Key(Many(QUEUE), src="."),
+    count=Key(int, src=".", via=len),
+    cellBytes=int,
+)
+_PARTITION = Answer("EphemeralPartitionDepthOut", partition=str, pending=int, bytes=int)
+_GROUP = Answer("EphemeralGroupDepthOut", group=str, pending=int, skipped=int)
+DEPTH = Answer(
+    "EphemeralDepthOut",
+    queue=str,
+    group=None,
+    tier=_TIER,
+    pending=Key(int, src="depth"),
+    partitionsPending=Key(int, src="partitions", via=lambda partitions: sum(1 for p in partitions if p.pending)),
+    bytes=int,
+    partitions=Many(_PARTITION),
+    groups=Many(_GROUP),
+)
+ERROR = Answer(
+    "EphemeralErrorOut",
+    doc="``{error, code}``: ``error`` is prose, ``code`` the machine code.",
+    error=str,
+    code=Literal["ephemeral_bad_request", "queue_full", "ephemeral_unavailable", "ephemeral_queue_not_found"],
+)

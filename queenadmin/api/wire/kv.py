@@ -9,8 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field as Doc
+from pydantic import WithJsonSchema
+
+from queenadmin.api.schemas.common import JsonbTime, JSONValue, MicrosZTime
+from queenadmin.api.wire.answers import Answer, Key, Many, either, list_of
 from queenadmin.api.wire.common import batch_op, json_int, reasoned, to_decimal
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
@@ -50,6 +55,22 @@ NEW_KEY = replace(
     pattern=names.SCHEMA_PATTERN,
     doc=f"no control or bidirectional formatting characters, at most {_KEY_BYTES} bytes of UTF-8 (413 above)",
 )
+Namespace = Annotated[str, Doc(pattern=NAMESPACE)]
+KVKey = Annotated[str, WithJsonSchema(KEY.schema())]
+KVNewKey = Annotated[str, WithJsonSchema(NEW_KEY.schema())]
+Reason = Literal["exists", "absent", "version", "limit", "type"]
+WriteOp = Literal["put", "putIfAbsent", "delete", "incr", "check"]
+#: A row's version as a read shows it: a lock permit's (its lock's token)
+#: is a fingerprint to a caller who may not write that lock.
+RowVersion = Annotated[
+    int | str,
+    Doc(
+        description=(
+            "the row's version; for a lock permit (ns queen-locks) read by a caller who may not write "
+            "its lock, a fingerprint string such as a1b2c3… (the owner in its value is one too)"
+        )
+    ),
+]
 TTL = Field("integer", "kv_bad_ttl", ge=1, le=MAX_TTL_SECONDS, doc="exactly one of ttlSeconds or forever: true")
 FOREVER = Field("boolean", "kv_bad_request")
 EXPECT = Field("integer", "kv_bad_expect", ge=0, doc="0 = must not exist; N = must be at version N")
@@ -366,20 +387,158 @@ def masked(row: kv.KVRow, sees_permit: SeesPermit) -> bool:
     return row.namespace == kv.LOCKS_NAMESPACE and not sees_permit(row.key)
 
 
-def row_out(row: kv.KVRow, *, with_value: bool = True, sees_permit: SeesPermit = sees_all) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": row.key}
-    if masked(row, sees_permit):
-        # The version is the lock's token and the value names its owner.
-        if with_value:
-            out["value"] = masking.mask_permit_value(row.value)
-        out["version"] = masking.mask_token(row.version)
-    else:
-        if with_value:
-            out["value"] = row.value
-        out["version"] = row.version
-    out["expiresAt"] = clock.iso_jsonb(row.expires_at)
-    out["updatedAt"] = clock.iso_jsonb(row.updated_at)
-    return out
+_TIME = Key(JsonbTime, via=clock.iso_jsonb)
+ROW = Answer(
+    "KVRowOut",
+    args=("masked",),
+    key=str,
+    value=Key(JSONValue, mask=masking.mask_permit_value),
+    version=Key(RowVersion, mask=masking.mask_token),
+    expiresAt=Key(JsonbTime | None, "null: forever", via=clock.iso_jsonb),
+    updatedAt=_TIME,
+)
+KEY_ROW = Answer(
+    "KVKeyRowOut",
+    doc="A getPrefix row with ``keysOnly: true``: no value.",
+    args=("masked",),
+    key=str,
+    version=Key(RowVersion, mask=masking.mask_token),
+    expiresAt=Key(JsonbTime | None, via=clock.iso_jsonb),
+    updatedAt=_TIME,
+)
+
+
+def _rows(rows: tuple[kv.KVRow, ...], sees_permit: SeesPermit, with_value: bool = True) -> list[dict[str, Any]]:
+    render = (ROW if with_value else KEY_ROW).render
+    return [render(row, masked(row, sees_permit)) for row in rows]
+
+
+def _result(name: str, op: Any, doc: str = "", args: tuple[str, ...] = (), **keys: Any) -> Answer:
+    return Answer(name, doc=doc, args=("index", *args), index=int, op=op, **keys)
+
+
+_FOUND_KEYS: dict[str, Any] = {
+    "key": Key(str, src="row.key"),
+    "value": Key(JSONValue, src="row.value", mask=masking.mask_permit_value),
+    "version": Key(RowVersion, src="row.version", mask=masking.mask_token),
+    "expiresAt": Key(JsonbTime | None, src="row.expires_at", via=clock.iso_jsonb),
+    "updatedAt": Key(JsonbTime, src="row.updated_at", via=clock.iso_jsonb),
+}
+GET_FOUND = _result("KVGetFoundOut", Literal["get"], args=("masked",), found=Literal[True], **_FOUND_KEYS)
+GET_MISS = _result(
+    "KVGetMissOut", Literal["get"], "No live row (an expired row is a miss).", found=Literal[False], key=str
+)
+_LIVE_ROWS = Key(list_of(ROW), "live rows, in key byte order", via=_rows, with_args=("sees_permit",))
+GET_MANY = _result(
+    "KVGetManyOut",
+    Literal["getMany"],
+    args=("sees_permit",),
+    rows=_LIVE_ROWS,
+    missing=Key(list[str], via=list),
+    truncated=bool,
+)
+GET_PREFIX = _result(
+    "KVGetPrefixOut",
+    Literal["getPrefix"],
+    args=("sees_permit", "with_value"),
+    rows=Key(list_of(ROW) | list_of(KEY_ROW), via=_rows, with_args=("sees_permit", "with_value")),
+    truncated=bool,
+    nextAfter=Key(str | None, "the last key when truncated, else null"),
+)
+WRITE_APPLIED = _result(
+    "KVWriteAppliedOut",
+    Literal["put", "putIfAbsent", "delete", "incr"],
+    "An applied put, putIfAbsent, delete or incr.",
+    applied=Literal[True],
+    key=str,
+    value=Key(JSONValue, "written value; the removed one on delete; incr: the new number"),
+    version=int,
+)
+CHECK_HELD = _result(
+    "KVCheckHeldOut",
+    Literal["check"],
+    "A check that holds: no ``value`` key, ``version`` is the ``expect``.",
+    applied=Literal[True],
+    key=str,
+    version=int,
+)
+WRITE_REFUSED = _result(
+    "KVWriteRefusedOut",
+    WriteOp,
+    "A write or check that did not apply: what a reader would see now.",
+    applied=Literal[False],
+    reason=Reason,
+    key=str,
+    value=Key(JSONValue, "the current live value, null if none"),
+    version=Key(int, "the current live version, 0 if none"),
+)
+GET_OUT = either(GET_FOUND, GET_MISS)
+WRITE_OUT = either(WRITE_APPLIED, WRITE_REFUSED)
+_RESULTS = list_of(GET_FOUND, GET_MISS, GET_MANY, GET_PREFIX, WRITE_APPLIED, CHECK_HELD, WRITE_REFUSED)
+CALL_OUT = Answer("KVCallOut", results=Key(_RESULTS, "one per operation, in request order"))
+PRECONDITION = Answer(
+    "KVPreconditionOut",
+    doc="A ``required`` op did not apply: nothing in the call was written.",
+    ok=Literal[False],
+    reason=Literal["kv_precondition"],
+    failedIndex=int,
+    kvReason=Reason,
+    version=int,
+    value=JSONValue,
+)
+BAD_REQUEST = Answer(
+    "KVBadRequestOut",
+    doc="400: ``error`` is the machine code, ``reason`` the finer one (protocol 2.12).",
+    error=Literal["kv_bad_request"],
+    reason=str,
+    detail=str,
+)
+CONFLICT = Answer(
+    "KVConflictOut",
+    doc="""409: a valid call the stored value refuses: an ``incr`` whose result, or
+    the stored number it adds to, is beyond what it computes exactly (magnitude
+    below 1e100, at most 100 decimal places, a fraction of at most 17
+    significant digits). Nothing in the call was written.""",
+    error=Literal["kv_bad_request"],
+    reason=Literal["kv_bad_request"],
+    detail=str,
+)
+TOO_LARGE = Answer(
+    "KVTooLargeOut",
+    doc="413: a key or value over the KV size limits.",
+    error=Literal["payload_too_large"],
+    reason=Literal["kv_key_too_large", "kv_value_too_large"],
+    detail=str,
+)
+#: A console row: ``value`` is the route's (masked where ``masked``).
+PAGE_ROW = Answer(
+    "KVListRowOut",
+    args=("value", "masked", "with_value", "include_expired", "now"),
+    key=str,
+    value=Key(JSONValue, "absent with keysOnly", omit=True, when="with_value"),
+    version=Key(RowVersion, mask=masking.mask_token),
+    expiresAt=Key(MicrosZTime | None, via=clock.iso_micros_z),
+    updatedAt=Key(MicrosZTime, via=clock.iso_micros_z),
+    expired=Key(
+        bool,
+        "present with includeExpired",
+        src="expires_at",
+        via=lambda at, now: at is not None and at <= now,
+        with_args=("now",),
+        omit=True,
+        when="include_expired",
+    ),
+)
+#: A console page: ``rows`` (``PAGE_ROW``) and ``bytes`` are the route's.
+PAGE = Answer(
+    "KVListOut", args=("rows", "bytes"), rows=list_of(PAGE_ROW), truncated=bool, nextAfter=str | None, bytes=int
+)
+NAMESPACE_ROW = Answer(
+    "KVNamespaceOut",
+    namespace=Key(str, src="0"),
+    keys=Key(int, "rows, expired but not yet reaped ones included", src="1"),
+)
+NAMESPACES = Answer("KVNamespacesOut", args=("namespaces",), namespaces=Many(NAMESPACE_ROW))
 
 
 def result_out(index: int, result: kv.KVResult, *, sees_permit: SeesPermit = sees_all) -> dict[str, Any]:
@@ -388,35 +547,18 @@ def result_out(index: int, result: kv.KVResult, *, sees_permit: SeesPermit = see
     A lock permit the caller may not hold (``sees_permit`` of its key is
     false) shows its owner and version as fingerprints.
     """
+    if isinstance(result, kv.WriteResult):
+        if not result.applied:
+            return WRITE_REFUSED.render(result, index)
+        # A held check has no value key (protocol 2.3).
+        return (CHECK_HELD if result.op == "check" else WRITE_APPLIED).render(result, index)
     if isinstance(result, kv.GetResult):
         if result.row is None:
-            return {"index": index, "op": "get", "found": False, "key": result.key}
-        return {"index": index, "op": "get", "found": True, **row_out(result.row, sees_permit=sees_permit)}
+            return GET_MISS.render(result, index)
+        return GET_FOUND.render(result, index, masked(result.row, sees_permit))
     if isinstance(result, kv.GetManyResult):
-        return {
-            "index": index,
-            "op": "getMany",
-            "rows": [row_out(r, sees_permit=sees_permit) for r in result.rows],
-            "missing": list(result.missing),
-            "truncated": result.truncated,
-        }
-    if isinstance(result, kv.PageResult):
-        return {
-            "index": index,
-            "op": "getPrefix",
-            "rows": [row_out(r, with_value=not result.keys_only, sees_permit=sees_permit) for r in result.rows],
-            "truncated": result.truncated,
-            "nextAfter": result.next_after,
-        }
-    out: dict[str, Any] = {"index": index, "op": result.op, "applied": result.applied}
-    if not result.applied:
-        out["reason"] = result.reason
-    out["key"] = result.key
-    if not (result.op == "check" and result.applied):
-        # A held check has no value key (protocol 2.3).
-        out["value"] = result.value
-    out["version"] = result.version
-    return out
+        return GET_MANY.render(result, index, sees_permit)
+    return GET_PREFIX.render(result, index, sees_permit, not result.keys_only)
 
 
 def results_out(results: list[kv.KVResult], *, sees_permit: SeesPermit = sees_all) -> dict[str, Any]:

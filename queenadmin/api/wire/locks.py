@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
+from queenadmin.api.schemas.common import JsonbTime
+from queenadmin.api.wire.answers import Answer, Key, Many, list_of, one
 from queenadmin.api.wire.common import batch_op, reasoned
 from queenadmin.api.wire.fields import Call, Field, Op, Ops
 from queenadmin.domain import clock, kv, locks, masking, names
@@ -120,67 +122,86 @@ def parse_lock_ops(raw_ops: Any) -> list[locks.LockOp]:
 
 
 # --------------------------------------------------------------------------
-# Results to JSON (protocol 3.3)
+# Results to JSON (protocol 3.3): each answer declared once (``wire.answers``)
+
+_TIME = Key(JsonbTime, via=clock.iso_jsonb)
+_FINGERPRINT = "a fingerprint{} to a caller who may not write the lock"
+HOLDER = Answer("LockHolderOut", slot=int, owner=str | None)
+#: ``masked`` (a caller who may read the lock but not write it): the owner
+#: and token as fingerprints (``masking.mask_token``), which tell holders
+#: apart and renew or release nothing.
+LEASE = Answer(
+    "LockLeaseOut",
+    doc="A live permit, as ``get`` shows it.",
+    args=("masked",),
+    slot=int,
+    owner=Key(str | None, _FINGERPRINT.format(""), mask=masking.mask_token),
+    token=Key(int | str, _FINGERPRINT.format(" (a string)"), mask=masking.mask_token),
+    since=Key(JsonbTime, "when this holder first took the permit", via=clock.iso_jsonb),
+    expiresAt=Key(JsonbTime | None, via=clock.iso_jsonb),
+    renewedAt=_TIME,
+)
+GUARD = Answer(
+    "LockGuardOut",
+    doc="The KV ``check`` to put first in a transaction: it holds while the token is current.",
+    op=Literal["check"],
+    ns=Key(Literal["queen-locks"], src="namespace"),
+    key=str,
+    expect=int,
+    required=Literal[True],
+)
 
 
-def guard_out(check: kv.KVCheck | None) -> dict[str, Any] | None:
-    """A guard as the KV ``check`` op a client puts in its batch."""
-    if check is None:
-        return None
-    return {"op": "check", "ns": check.namespace, "key": check.key, "expect": check.expect, "required": True}
+def _result(name: str, op: str, **keys: Any) -> Answer:
+    return Answer(name, args=("index", *keys.pop("args", ())), index=int, op=one(op), name=str, **keys)
 
 
-def _holder_out(holder: locks.Holder, *, lease: bool, masked: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {"slot": holder.slot, "owner": masking.mask_token(holder.owner) if masked else holder.owner}
-    if lease:
-        out["token"] = masking.mask_token(holder.token) if masked else holder.token
-        out["since"] = clock.iso_jsonb(holder.since)
-        out["expiresAt"] = clock.iso_jsonb(holder.expires_at)
-        out["renewedAt"] = clock.iso_jsonb(holder.renewed_at)
-    return out
-
-
-def _holders_out(holders: tuple[locks.Holder, ...]) -> list[dict[str, Any]]:
-    return [_holder_out(h, lease=False) for h in holders]
+_LOST = {"reason": Literal["lost"], "slot": int, "holders": Many(HOLDER)}
+_ALREADY = Key(Literal[True], "present when this owner held it already", omit=True, when="already")
+ACQUIRED = _result(
+    "LockAcquiredOut",
+    "acquire",
+    acquired=Literal[True],
+    slot=int,
+    token=int,
+    owner=str | None,
+    guard=GUARD,
+    already=_ALREADY,
+)
+REFUSED = _result(
+    "LockAcquireRefusedOut",
+    "acquire",
+    acquired=Literal[False],
+    reason=Literal["held", "contended"],
+    holders=Many(HOLDER),
+)
+_NEW_TOKEN = Key(int, "a new token: the old one no longer guards, renews or releases")
+RENEWED = _result("LockRenewedOut", "renew", renewed=Literal[True], slot=int, token=_NEW_TOKEN, guard=GUARD)
+RENEW_LOST = _result("LockRenewLostOut", "renew", renewed=Literal[False], **_LOST)
+RELEASED = _result("LockReleasedOut", "release", released=Literal[True], slot=int)
+RELEASE_LOST = _result("LockReleaseLostOut", "release", released=Literal[False], **_LOST)
+GET = _result("LockGetOut", "get", args=("masked",), held=bool, holders=Many(LEASE))
+_RESULTS = list_of(ACQUIRED, REFUSED, RENEWED, RENEW_LOST, RELEASED, RELEASE_LOST, GET)
+CALL_OUT = Answer("LocksCallOut", results=Key(_RESULTS, "one per operation, in request order"))
+BAD_REQUEST = Answer(
+    "LocksBadRequestOut",
+    doc="400: ``error`` is the machine code, ``reason`` the finer one (protocol 3.4).",
+    error=Literal["locks_bad_request"],
+    reason=str,
+    detail=str,
+)
 
 
 def result_out(index: int, result: locks.LockResult, *, masked: bool = False) -> dict[str, Any]:
     """One result element exactly as protocol.md 3.3 shows it.
 
-    ``masked`` (a caller who may read the lock but not write it): a
-    ``get`` shows each holder's owner and token as fingerprints
-    (``masking.mask_token``), which tell holders apart and renew or
-    release nothing. The other operations need write, so never mask.
+    ``masked`` shows a ``get``'s holders as fingerprints (``LEASE``); the
+    other operations need write, so never mask.
     """
-    out: dict[str, Any]
     if isinstance(result, locks.Acquire):
-        out = {"index": index, "op": "acquire", "name": result.name, "acquired": result.acquired}
-        if result.acquired:
-            out.update(slot=result.slot, token=result.token, owner=result.owner, guard=guard_out(result.guard))
-            if result.already:
-                out["already"] = True
-        else:
-            out["reason"] = result.reason
-            out["holders"] = _holders_out(result.holders)
-        return out
+        return (ACQUIRED if result.acquired else REFUSED).render(result, index)
     if isinstance(result, locks.Renewal):
-        out = {"index": index, "op": "renew", "name": result.name, "renewed": result.renewed}
-        if result.renewed:
-            out.update(slot=result.slot, token=result.token, guard=guard_out(result.guard))
-        else:
-            out.update(reason="lost", slot=result.slot, holders=_holders_out(result.holders))
-        return out
+        return (RENEWED if result.renewed else RENEW_LOST).render(result, index)
     if isinstance(result, locks.Release):
-        out = {"index": index, "op": "release", "name": result.name, "released": result.released}
-        if result.released:
-            out["slot"] = result.slot
-        else:
-            out.update(reason="lost", slot=result.slot, holders=_holders_out(result.holders))
-        return out
-    return {
-        "index": index,
-        "op": "get",
-        "name": result.name,
-        "held": result.held,
-        "holders": [_holder_out(h, lease=True, masked=masked) for h in result.holders],
-    }
+        return (RELEASED if result.released else RELEASE_LOST).render(result, index)
+    return GET.render(result, index, masked)

@@ -9,8 +9,6 @@ answer (``lib/schema/procedures/008_consumer_groups.sql``, ``010_messages``,
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -28,11 +26,10 @@ from queenadmin.api.wire.queues import (
     engine_bad,
     json_object,
     name_field,
-    push_item,
 )
 from queenadmin.api.wire.queues import lookup_group as check_lookup_group
-from queenadmin.domain import clock, names
-from queenadmin.domain.queues import browse, groups, reads, traces
+from queenadmin.domain import names
+from queenadmin.domain.queues import browse, reads
 from queenadmin.domain.queues import operator as queue_operator
 from queenadmin.errors import InvalidArgument, MessageNotFound
 from queenadmin.plumbing.db import json_text
@@ -306,60 +303,12 @@ def parse_fetch(body: Any) -> tuple[list[reads.FetchEntry], int]:
     return parsed, call_bytes
 
 
-def render_fetch(results: Sequence[reads.FetchedEntry]) -> dict[str, Any]:
-    return {
-        "entries": [
-            {
-                "queue": r.queue,
-                "partition": r.partition,
-                "records": [
-                    {
-                        "offset": rec.offset,
-                        "transactionId": rec.transaction_id,
-                        "payload": json.loads(rec.payload_json),
-                        "ts": clock.iso_micros_z(rec.created_at),
-                    }
-                    for rec in r.records
-                ],
-                "highWatermark": r.high_watermark,
-                "logStartOffset": r.log_start,
-                "error": r.error,
-            }
-            for r in results
-        ]
-    }
-
-
 def parse_changed(body: Any) -> list[reads.ChangedQuery]:
     parsed = []
     for i, raw in enumerate(CHANGED.read(json_object(body), engine_bad)["entries"]):
         entry = _item(CHANGED_ENTRY, raw, f"entries[{i}]")
         parsed.append(reads.ChangedQuery(**{**entry, "limit": min(entry["limit"], MAX_CHANGED_PAGE)}))
     return parsed
-
-
-def render_changed(pages: Sequence[reads.ChangedPage], safe_time: datetime) -> dict[str, Any]:
-    return {
-        "entries": [
-            {
-                "queue": p.queue,
-                "partitions": [
-                    {
-                        "name": c.name,
-                        "id": str(c.id),
-                        "lastOffset": c.last_offset,
-                        "logStart": c.log_start,
-                        "lastWriteAt": clock.iso_micros_z(c.last_write_at),
-                    }
-                    for c in p.partitions
-                ],
-                "next": None if p.next is None else str(p.next),
-                "error": None if p.found else "UNKNOWN_TOPIC_OR_PARTITION",
-            }
-            for p in pages
-        ],
-        "safeTime": clock.iso_micros_z(safe_time),
-    }
 
 
 # --------------------------------------------------------------------------
@@ -392,29 +341,11 @@ def lookup_group(raw: str) -> str:
     return check_lookup_group(raw)
 
 
-def render_group_deleted(result: groups.GroupDeleted) -> dict[str, Any]:
-    body: dict[str, Any] = {"success": True, "consumerGroup": result.group}
-    if result.queue is not None:
-        body["queueName"] = result.queue
-    body.update(deletedPartitions=result.cursors, metadataDeleted=result.metadata_deleted)
-    return body
-
-
 def parse_subscription(body: Any) -> datetime:
     body = json_object(body)
     if "subscriptionTimestamp" not in body:
         raise InvalidArgument("Missing subscriptionTimestamp in request body")
     return SUBSCRIPTION.read(body, engine_bad)["subscriptionTimestamp"]  # type: ignore[no-any-return]
-
-
-def render_resubscribed(result: groups.GroupResubscribed, raw: str) -> dict[str, Any]:
-    return {
-        "success": True,
-        "consumerGroup": result.group,
-        "newTimestamp": raw,
-        "rowsUpdated": result.queues,
-        "partitionsMoved": result.cursors,
-    }
 
 
 def parse_seek(body: Any) -> tuple[bool, datetime | None]:
@@ -423,81 +354,6 @@ def parse_seek(body: Any) -> tuple[bool, datetime | None]:
     if not to_end and not raw:
         raise InvalidArgument("Must specify either 'toEnd': true or 'timestamp'")
     return to_end, None if to_end else _iso(raw, "timestamp")
-
-
-def render_seek(result: groups.GroupSeek) -> dict[str, Any]:
-    return {
-        "success": True,
-        "consumerGroup": result.group,
-        "queueName": result.queue,
-        "seekToEnd": result.to_end,
-        "targetTimestamp": clock.iso_micros_z(result.timestamp),
-        "partitionsUpdated": result.partitions,
-    }
-
-
-def render_group_list(rows: Sequence[browse.GroupSummary]) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": r.name,
-            "topics": [r.queue],
-            "queueName": r.queue,
-            "members": r.members,
-            "partitionsWithLag": r.partitions_with_lag,
-            "totalLag": r.total_lag,
-            "maxTimeLag": r.max_time_lag,
-            "state": r.state,
-            "subscriptionMode": r.subscription_mode,
-            "subscriptionTimestamp": None,
-            "subscriptionCreatedAt": clock.iso_micros_z(r.subscription_created_at),
-        }
-        for r in rows
-    ]
-
-
-def render_group_detail(detail: Mapping[str, Sequence[browse.GroupPartition]]) -> dict[str, Any]:
-    now = clock.now()
-    oldest = browse.oldest_unfinished([r for rows in detail.values() for r in rows])
-    result = {}
-    for queue, rows in detail.items():
-        result[queue] = {
-            "partitions": [
-                {
-                    "partition": r.partition,
-                    "workerId": r.lease_id if r.lease_active(now) else None,
-                    "lastConsumedAt": clock.iso_micros_z(r.last_claim_at),
-                    "totalConsumed": max(0, r.committed - r.start),
-                    "offsetLag": r.lag,
-                    "timeLagSeconds": (
-                        int((now - oldest[(r.group, r.partition_id)]).total_seconds())
-                        if (r.group, r.partition_id) in oldest
-                        else 0
-                    ),
-                    "leaseActive": r.lease_active(now),
-                }
-                for r in rows
-            ]
-        }
-    return result
-
-
-def render_lagging(rows: Sequence[browse.LaggingPartition]) -> list[dict[str, Any]]:
-    now = clock.now()
-    return [
-        {
-            "consumer_group": x.row.group,
-            "queue_name": x.row.queue,
-            "partition_name": x.row.partition,
-            "partition_id": str(x.row.partition_id),
-            "worker_id": x.row.lease_id if x.row.lease_active(now) else None,
-            "offset_lag": x.row.lag,
-            "time_lag_seconds": x.lag_seconds,
-            "lag_hours": round(x.lag_seconds / 3600, 2),
-            "oldest_unconsumed_at": clock.iso_micros_z(x.oldest_at),
-            "last_consumed_at": clock.iso_micros_z(x.row.last_claim_at),
-        }
-        for x in rows
-    ]
 
 
 # --------------------------------------------------------------------------
@@ -514,96 +370,6 @@ def parse_trace(body: Any) -> dict[str, Any]:
         "event_type": fields["eventType"] or "info",
         "data_json": json_text(fields["data"]),
         "names": fields["traceNames"],
-    }
-
-
-def _trace(row: traces.TraceRow, *, with_message: bool) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": row.trace_id,
-        "event_type": row.event_type,
-        "data": json.loads(row.data_json),
-        "consumer_group": row.group,
-        "worker_id": row.worker_id,
-        "created_at": clock.iso_micros_z(row.created_at),
-        "trace_names": list(row.names),
-    }
-    if with_message:
-        body.update(
-            transaction_id=row.transaction_id,
-            partition_id=str(row.partition_id),
-            queue_name=row.queue,
-            partition_name=row.partition,
-            message_payload=None if row.payload_json is None else json.loads(row.payload_json),
-        )
-    return body
-
-
-def render_message_traces(rows: Sequence[traces.TraceRow]) -> dict[str, Any]:
-    return {"traces": [_trace(r, with_message=False) for r in rows]}
-
-
-def render_traces_by_name(rows: Sequence[traces.TraceRow], more: bool, limit: int, offset: int) -> dict[str, Any]:
-    return {
-        "traces": [_trace(r, with_message=True) for r in rows],
-        "pagination": {"limit": limit, "offset": offset, "hasMore": more},
-    }
-
-
-def render_trace_names(rows: Sequence[traces.TraceNameStats], limit: int, offset: int) -> dict[str, Any]:
-    return {
-        "trace_names": [
-            {
-                "trace_name": r.name,
-                "trace_count": r.traces,
-                "message_count": r.messages,
-                "last_seen": clock.iso_micros_z(r.last_seen),
-            }
-            for r in rows
-        ],
-        "pagination": {"limit": limit, "offset": offset},
-    }
-
-
-# --------------------------------------------------------------------------
-# Namespaces, tasks, partitions
-
-
-def render_groupings(rows: Sequence[browse.Grouping], key: str) -> dict[str, Any]:
-    return {
-        f"{key}s": [
-            {
-                key: r.name,
-                "queues": r.queues,
-                "partitions": r.partitions,
-                "messages": {"total": r.total, "pending": r.pending},
-            }
-            for r in rows
-        ]
-    }
-
-
-def render_partitions(rows: Sequence[browse.PartitionRow], limit: int, offset: int) -> dict[str, Any]:
-    return {
-        "partitions": [
-            {
-                "id": str(r.id),
-                "name": r.name,
-                "queue": r.queue,
-                "namespace": r.namespace,
-                "task": r.task,
-                "createdAt": clock.iso_micros_z(r.created_at),
-                "lastActivity": clock.iso_micros_z(r.last_push_at),
-                "messages": {
-                    "total": r.total,
-                    "pending": r.pending,
-                    "processing": r.processing,
-                    "completed": r.completed,
-                    "deadLetter": r.dead_letter,
-                },
-            }
-            for r in rows
-        ],
-        "pagination": {"limit": limit, "offset": offset},
     }
 
 
@@ -626,127 +392,10 @@ def parse_messages(params: Params) -> browse.MessageQuery:
     )
 
 
-def _mode(has_queue_mode: bool, groups_count: int) -> str:
-    if has_queue_mode and groups_count:
-        return "hybrid"
-    if has_queue_mode:
-        return "queue"
-    return "bus" if groups_count else "none"
-
-
-def _message(row: browse.MessageRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "transactionId": row.transaction_id,
-        "partitionId": str(row.partition_id),
-        "offset": row.offset,
-        "queuePath": f"{row.queue}/{row.partition}",
-        "queue": row.queue,
-        "partition": row.partition,
-        "namespace": row.namespace,
-        "task": row.task,
-        "status": row.status,
-        "traceId": row.trace_id,
-        "producerSub": row.producer_sub,
-        "createdAt": clock.iso_micros_z(row.created_at),
-        "leaseExpiresAt": clock.iso_micros_z(row.lease_until),
-    }
-
-
-def render_messages(rows: Sequence[browse.MessageRow], query: browse.MessageQuery) -> dict[str, Any]:
-    has_queue_mode = any(r.has_queue_mode for r in rows)
-    groups_count = max((r.total_groups for r in rows), default=0)
-    return {
-        "messages": [
-            {
-                **_message(r),
-                "queueStatus": r.queue_status,
-                "busStatus": {"consumedBy": r.consumed_by, "totalGroups": r.total_groups},
-                "queuePriority": int(r.options.get("priority", 0) or 0),
-            }
-            for r in rows
-        ],
-        "mode": {
-            "hasQueueMode": has_queue_mode,
-            "busGroupsCount": groups_count,
-            "type": _mode(has_queue_mode, groups_count),
-        },
-        "pagination": {"limit": query.limit, "offset": query.offset},
-    }
-
-
-_QUEUE_CONFIG = ("leaseTime", "retryLimit", "retryDelay", "ttl", "priority")
-
-
-def render_message(row: browse.MessageRow | None) -> dict[str, Any]:
-    if row is None:
-        raise MessageNotFound()
-    options = row.options
-    return {
-        **_message(row),
-        "payload": json.loads(row.payload_json),
-        "isEncrypted": False,
-        "errorMessage": row.error,
-        "retryCount": row.retry_count,
-        "queueConfig": {key: int(options.get(key, 0) or 0) for key in _QUEUE_CONFIG},
-        "mode": {
-            "hasQueueMode": row.has_queue_mode,
-            "busGroupsCount": row.total_groups,
-            "consumedByGroups": row.consumed_by,
-            "type": _mode(row.has_queue_mode, row.total_groups),
-        },
-        "consumerGroups": [
-            {
-                "name": c.group,
-                "consumed": row.offset <= c.committed,
-                "leaseExpiresAt": clock.iso_micros_z(c.lease_until) if row.offset <= c.batch_last else None,
-            }
-            for c in row.cursors
-        ],
-    }
-
-
-def render_message_deleted(
-    result: queue_operator.MessageDeleted | None, partition_id: str, transaction_id: str
-) -> dict[str, Any]:
-    deleted = result is not None and result.deleted
-    return {
-        "success": deleted,
-        "partitionId": partition_id,
-        "transactionId": transaction_id,
-        "message": "Message deleted successfully" if deleted else "Message not found",
-    }
-
-
-def render_message_retried(result: queue_operator.MessageRetried) -> dict[str, Any]:
-    return {
-        "success": True,
-        "result": "moved" if result.pushed.status == "queued" else "duplicate",
-        "queue": result.queue,
-        "partition": result.partition,
-        "partitionId": str(result.partition_id),
-        "transactionId": result.transaction_id,
-        "replayedAs": push_item(result.pushed),
-        "dlqRowsRemoved": result.dead_letters_removed,
-    }
-
-
 def parse_move_to_dlq(body: Any) -> tuple[str, str | None]:
     """``POST /messages/{pid}/{txid}/dlq``: the group (default queue mode) and an error text."""
     fields = MOVE_TO_DLQ.read({} if body is None else json_object(body), engine_bad)
     return fields["consumerGroup"], fields["error"]
-
-
-def render_dead_lettered(result: queue_operator.MessageDeadLettered) -> dict[str, Any]:
-    return {
-        "success": True,
-        "queue": result.queue,
-        "partition": result.partition,
-        "partitionId": str(result.partition_id),
-        "transactionId": result.transaction_id,
-        "consumerGroup": result.group,
-        "offset": result.offset,
-    }
 
 
 # --------------------------------------------------------------------------
@@ -760,17 +409,3 @@ def parse_replay(body: Any) -> tuple[queue_operator.ReplayDestination, str]:
     fields = REPLAY.read({} if body is None else json_object(body), engine_bad)
     destination = queue_operator.ReplayDestination(queue=fields["queue"], partition=fields["partition"])
     return destination, check_text(fields["reason"] or "", "reason")
-
-
-def render_replayed(result: queue_operator.DLQReplayed) -> dict[str, Any]:
-    return {
-        "success": True,
-        "result": result.result,
-        "queue": result.queue,
-        "partition": result.partition,
-        "consumerGroup": result.group,
-        "dlqId": str(result.dead_letter_id),
-        "originalTransactionId": result.original_transaction_id,
-        "replayedAs": push_item(result.pushed),
-        "dlqRowRemoved": result.row_removed,
-    }

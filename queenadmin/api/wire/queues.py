@@ -15,11 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from pydantic import Field as Doc
 
 from queenadmin.api.http import embed_json, utc_micros_z
+from queenadmin.api.schemas.common import JSONValue, MicrosZTime
+from queenadmin.api.wire.answers import Answer, Key, Many, list_of
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, TEXT, Field, Op, Param, Query, any_case, flag
 from queenadmin.domain import clock, names, queues
 from queenadmin.errors import ConflationRefused, InvalidArgument, NameTooLong
@@ -284,27 +287,34 @@ def parse_push_items(raw: Any) -> list[queues.PushItem]:
     return items
 
 
-def push_item(r: queues.PushResult) -> dict[str, Any]:
-    """One message's answer to a push, as the protocol spells it (a DLQ
-    replay or a retry answers its copy's in ``replayedAs``)."""
-    return {
-        "index": r.index,
-        "message_id": r.message_id,
-        "transaction_id": r.transaction_id,
-        "queueName": r.queue,
-        "status": r.status,
-        "offset": r.offset,
-    }
+_QUEUE_NAME = Key(str, src="queue")
+PUSHED = Answer(
+    "PushItemOut",
+    index=int,
+    message_id=str,
+    transaction_id=str,
+    queueName=_QUEUE_NAME,
+    status=Key(Literal["queued", "duplicate"], "a duplicate carries the original id and offset"),
+    offset=int,
+)
+PUSH_FAILED = Answer(
+    "PushItemFailedOut",
+    doc="An item the queue's ``maxSize`` refused (Queen 1.x's answer); nothing written.",
+    index=int,
+    message_id=None,
+    transaction_id=str,
+    queueName=_QUEUE_NAME,
+    status=Literal["failed"],
+    offset=None,
+    error=str,
+)
+#: One message's answer to a push (a DLQ replay's or retry's ``replayedAs`` too).
+push_item = PUSHED.render
+_push_failed = PUSH_FAILED.render
 
 
 def render_push(results: Sequence[queues.PushResult]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for r in results:
-        item = push_item(r)
-        if r.status == "failed":
-            item.update(message_id=None, offset=None, error=r.error)
-        out.append(item)
-    return out
+    return [_push_failed(r) if r.status == "failed" else push_item(r) for r in results]
 
 
 # --------------------------------------------------------------------------
@@ -487,42 +497,65 @@ def _pop_call(
     return PopCall(request, _read(params, "wait"), timeout_ms / 1000, autopilot, _read(params, "frames"))
 
 
+_MESSAGE = Answer(
+    "PopMessageOut",
+    args=("lease_id", "group"),
+    id=Key(str, src="message_id"),
+    transactionId=str,
+    traceId=str | None,
+    data=Key(JSONValue, src="payload_json", via=embed_json),
+    producerSub=str | None,
+    createdAt=Key(MicrosZTime, via=utc_micros_z),
+    partitionId=Key(str, "a decimal string; acks echo it", via=str),
+    partition=str,
+    leaseId=Key(str, '"" with autoAck', src="lease_id"),
+    consumerGroup=Key(str, src="group"),
+    deliveryAttempt=int,
+    offset=int,
+)
+_AUTOPILOT = Answer("PopAutopilotOut", args=("waited_ms",), batch=int, partitions=int, waitMs=Key(int, src="waited_ms"))
+
+
+_STORED = "present when the group's stored policy is conflation"
+_OTHER = "present when the pop asked for the other policy than the stored one (which applied)"
+
+
+def _conflation(conflation: str, conflict: str) -> dict[str, Any]:
+    """A pop's conflation keys, each present only when true (``conflation``, ``conflict``)."""
+    flag = Literal[True]
+    return {
+        "conflation": Key(flag, _STORED, omit=True, when=conflation),
+        "conflationConflict": Key(flag, _OTHER, omit=True, when=conflict),
+    }
+
+
+_POP_KEYS: dict[str, Any] = {
+    "success": Literal[True],
+    "queue": str,
+    "partition": Key(str, "the first partition claimed"),
+    "partitionId": Key(str, via=str),
+    "leaseId": str,
+    "consumerGroup": Key(str, src="group"),
+    "partitionsClaimed": Key(int, src="partitions", via=len),
+    "messages": Many(_MESSAGE, lease_id="lease_id", group="group"),
+    "autopilot": Key(_AUTOPILOT.model, "present with autopilot=true", omit=True),
+}
+#: The conflation keys are written last, as the document lists them first.
+POPPED = Answer(
+    "PopOut",
+    args=("autopilot",),
+    first=tuple(_POP_KEYS),
+    **_conflation("conflation", "conflation_conflict"),
+    **_POP_KEYS,
+)
+
+
 def render_claim(claim: queues.Claim, autopilot: Autopilot | None, waited_ms: int) -> dict[str, Any]:
     """A pop's answer, for ``http.json_dumps`` (payloads embedded as stored)."""
-    lease_id, group = claim.lease_id, claim.group
-    messages = [
-        {
-            "id": m.message_id,
-            "transactionId": m.transaction_id,
-            "traceId": m.trace_id,
-            "data": embed_json(m.payload_json),
-            "producerSub": m.producer_sub,
-            "createdAt": utc_micros_z(m.created_at),
-            "partitionId": str(m.partition_id),
-            "partition": m.partition,
-            "leaseId": lease_id,
-            "consumerGroup": group,
-            "deliveryAttempt": m.delivery_attempt,
-            "offset": m.offset,
-        }
-        for m in claim.messages
-    ]
-    body: dict[str, Any] = {
-        "success": True,
-        "queue": claim.queue,
-        "partition": claim.partition,
-        "partitionId": str(claim.partition_id),
-        "leaseId": claim.lease_id,
-        "consumerGroup": claim.group,
-        "partitionsClaimed": len(claim.partitions),
-        "messages": messages,
-    }
     # A conflating claim is sized by partitions ?? batch, never by autopilot
     # (a group stored as conflating, popped with autopilot=true).
-    if autopilot is not None and not claim.conflation:
-        body["autopilot"] = {"batch": autopilot.batch, "partitions": autopilot.partitions, "waitMs": waited_ms}
-    body.update(conflation_keys(claim.conflation, claim.conflation_conflict))
-    return body
+    echo = None if autopilot is None or claim.conflation else _AUTOPILOT.render(autopilot, waited_ms)
+    return POPPED.render(claim, echo)
 
 
 def conflation_keys(conflation: bool, conflict: bool) -> dict[str, bool]:
@@ -535,21 +568,39 @@ def conflation_keys(conflation: bool, conflict: bool) -> dict[str, bool]:
     return keys
 
 
+_NO_MESSAGES: Any = Annotated[list_of(_MESSAGE), Doc(max_length=0)]
+_EMPTY_KEYS: dict[str, Any] = {
+    "success": Literal[True],
+    "queue": Key(str | None, src="request.queue"),
+    "consumerGroup": Key(str, src="request.group"),
+    "partitionsClaimed": Literal[0],
+    "messages": Key(_NO_MESSAGES, const=[]),
+}
+#: ``policy``: the group's conflation policy.
+EMPTY_POP = Answer(
+    "PopEmptyOut",
+    doc="An empty pop of a group whose conflation policy has to be said (else a 204).",
+    args=("policy",),
+    first=tuple(_EMPTY_KEYS),
+    **_conflation("policy.conflation", "policy.conflict"),
+    **_EMPTY_KEYS,
+)
+CONFLATION_REFUSED = Answer(
+    "ConflationRefusedOut",
+    doc="400 of a conflating pop with no consumerGroup, or with autoAck.",
+    success=Literal[False],
+    error=str,
+    messages=Key(_NO_MESSAGES, const=[]),
+)
+
+
 def render_empty_pop(call: PopCall, policy: queues.ConflationPolicy) -> dict[str, Any] | None:
     """An empty pop's body when the group's conflation policy has to be
     said (a 200 then, never a 204: the client takes a silent answer for a
     broker that ignored ``conflation=true``); None otherwise (a 204)."""
-    keys = conflation_keys(policy.conflation, policy.conflict)
-    if not keys:
+    if not (policy.conflation or policy.conflict):
         return None
-    return {
-        "success": True,
-        "queue": call.request.queue,
-        "consumerGroup": call.request.group,
-        "partitionsClaimed": 0,
-        "messages": [],
-        **keys,
-    }
+    return EMPTY_POP.render(call, policy)
 
 
 # --------------------------------------------------------------------------
@@ -698,19 +749,13 @@ def ack_item(index: int, raw: Any, group: Any) -> queues.AckItem:
     return queues.AckItem(index, txn, pid, status, lease or None, error, check_group(group))  # type: ignore[arg-type]
 
 
+ACKED = Answer(
+    "AckOut", index=int, transactionId=str, success=bool, error=str | None, leaseReleased=bool, dlq=bool, noop=bool
+)
+
+
 def render_acks(outcomes: Sequence[queues.AckOutcome]) -> list[dict[str, Any]]:
-    return [
-        {
-            "index": o.index,
-            "transactionId": o.transaction_id,
-            "success": o.success,
-            "error": o.error,
-            "leaseReleased": o.lease_released,
-            "dlq": o.dlq,
-            "noop": o.noop,
-        }
-        for o in outcomes
-    ]
+    return [ACKED.render(o) for o in outcomes]
 
 
 LEASE_EXTEND = Op(
@@ -741,13 +786,14 @@ def parse_lease_extend(body: Any) -> int:
     return int(LEASE_EXTEND.fields["seconds"].read(fields, "seconds", engine_bad))
 
 
-def render_lease_extension(extension: queues.LeaseExtension) -> dict[str, Any]:
-    expires = clock.iso_micros_z(extension.expires_at)
-    return {
-        "leaseId": extension.lease_id,
-        "success": extension.renewed > 0,
-        "renewed": extension.renewed,
-        "newExpiresAt": expires,
-        "expiresAt": expires,
-        "lease_expires_at": expires,
-    }
+_EXPIRES = Key(MicrosZTime | None, src="expires_at", via=clock.iso_micros_z)
+LEASE_EXTENDED = Answer(
+    "LeaseExtendOut",
+    doc="The three times are the same new expiry (null when nothing was renewed).",
+    leaseId=str,
+    success=Key(bool, src="renewed", via=lambda renewed: renewed > 0),
+    renewed=int,
+    newExpiresAt=_EXPIRES,
+    expiresAt=_EXPIRES,
+    lease_expires_at=_EXPIRES,
+)

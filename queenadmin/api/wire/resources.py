@@ -7,8 +7,6 @@ routes that read or administer queues rather than move messages.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -25,7 +23,6 @@ from queenadmin.api.wire.queues import (
     time_param,
 )
 from queenadmin.domain import clock, queues
-from queenadmin.domain.queues import operator as queue_operator
 
 LANES = Query(
     {
@@ -62,90 +59,6 @@ def _messages(totals: queues.QueueTotals | queues.PartitionDepth) -> dict[str, i
     }
 
 
-def render_lanes(stats: Sequence[queues.QueueStats]) -> dict[str, Any]:
-    lanes = [
-        {
-            "id": str(q.id),
-            "name": q.name,
-            "queue": q.name,
-            "partitions": len(q.partitions),
-            "createdAt": clock.iso_micros_z(q.created_at),
-        }
-        for q in stats
-    ]
-    return {"queues": lanes, "stats": "lanes"}
-
-
-def render_queue_list(stats: Sequence[queues.QueueStats], *, kv_rows: int, kv_bytes: int) -> dict[str, Any]:
-    return {
-        "queues": [_queue_summary(q) for q in stats],
-        "kvRows": kv_rows,
-        "kvBytes": kv_bytes,
-        "timerRows": 0,
-        "timerBytes": 0,
-    }
-
-
-def _queue_summary(stats: queues.QueueStats) -> dict[str, Any]:
-    retained = sum(p.total for p in stats.partitions)
-    return {
-        "id": str(stats.id),
-        "name": stats.name,
-        "queue": stats.name,
-        "namespace": stats.namespace,
-        "task": stats.task,
-        "storage": "segments",
-        "partitions": len(stats.partitions),
-        "segments": {"segments": 0, "messages": retained},
-        "messages": _messages(stats.totals),
-        "retainedBytes": stats.retained_bytes,
-        "options": dict(stats.options),
-        "createdAt": clock.iso_micros_z(stats.created_at),
-        "paused": stats.paused,
-        "pausedGroups": list(stats.paused_groups),
-    }
-
-
-def render_queue(stats: queues.QueueStats) -> dict[str, Any]:
-    """One queue with its partitions.
-
-    ``oldestMessage`` is the push time of the oldest message still pending
-    for the cursor behind the counts (the slowest named group); see
-    ``queues.queue_stats``.
-    """
-    partitions = []
-    for p in stats.partitions:
-        counts = {**_messages(p), "failed": None}
-        partitions.append(
-            {
-                "id": str(p.id),
-                "name": p.name,
-                "createdAt": clock.iso_micros_z(p.created_at),
-                "messages": counts,
-                "stats": counts,
-                "cursor": {"totalConsumed": p.completed + p.dead_letter, "batchesConsumed": 0},
-                "lastActivity": clock.iso_micros_z(p.last_push_at),
-                "oldestMessage": clock.iso_micros_z(p.oldest_message_at),
-                "newestMessage": clock.iso_micros_z(p.newest_message_at),
-                "retainedBytes": p.retained_bytes,
-            }
-        )
-    return {
-        "id": str(stats.id),
-        "name": stats.name,
-        "namespace": stats.namespace,
-        "task": stats.task,
-        "createdAt": clock.iso_micros_z(stats.created_at),
-        "options": dict(stats.options),
-        "partitions": partitions,
-        "segments": {"segments": 0, "messages": stats.totals.total},
-        "totals": _messages(stats.totals),
-        "retainedBytes": stats.retained_bytes,
-        "paused": stats.paused,
-        "pausedGroups": list(stats.paused_groups),
-    }
-
-
 PAUSE = Op(
     "PauseIn",
     {
@@ -168,48 +81,6 @@ def parse_pause(body: Any) -> str:
     optional (no body, ``null`` or no reason: none)."""
     fields = {} if body is None else json_object(body)
     return str(PAUSE.fields["reason"].read(fields, "reason", engine_bad))
-
-
-def render_pause(change: queue_operator.PauseChange) -> dict[str, Any]:
-    state = change.state
-    return {
-        "success": True,
-        "queue": state.queue,
-        "consumerGroup": change.group,
-        "paused": change.paused,
-        "changed": change.changed,
-        "queuePaused": state.paused,
-        "pausedGroups": list(state.paused_groups),
-    }
-
-
-def render_depth(stats: queues.QueueStats) -> dict[str, Any]:
-    t = stats.totals
-    return {
-        "queue": stats.name,
-        "group": stats.group,
-        "pending": t.pending,
-        "processing": t.processing,
-        "ready": t.ready,
-        "partitionsPending": t.partitions_pending,
-        "partitionsReady": t.partitions_ready,
-        # A conflating group's work is one handler call per partition.
-        "conflation": stats.conflation,
-        "effectivePending": t.partitions_pending if stats.conflation else t.pending,
-        "effectiveReady": t.partitions_ready if stats.conflation else t.ready,
-        "deadLetter": t.dead_letter,
-        "oldestReadyAgeSeconds": stats.oldest_ready_age,
-        "partitions": [
-            {"partition": p.name, "pending": p.pending, "processing": p.processing, "ready": p.ready}
-            for p in stats.partitions
-        ],
-    }
-
-
-def render_delete(name: str, *, existed: bool) -> dict[str, Any]:
-    if existed:
-        return {"deleted": True, "existed": True, "queue": name}
-    return {"deleted": False, "existed": False, "queue": name, "message": "Queue not found"}
 
 
 def render_overview(overview: queues.Overview) -> dict[str, Any]:
@@ -287,26 +158,3 @@ def parse_dlq(params: Params) -> queues.DeadLetterQuery:
         limit=got["limit"] or DEFAULT_DLQ_LIMIT,
         offset=got["offset"] or 0,
     )
-
-
-def render_dlq(rows: Sequence[queues.DeadLetterRow], total: int) -> dict[str, Any]:
-    messages = [
-        {
-            "id": str(r.id),
-            "queue": r.queue,
-            "partition": r.partition,
-            "partitionId": str(r.partition_id),
-            "consumerGroup": r.group,
-            "transactionId": r.transaction_id,
-            "messageId": r.message_id,
-            "offset": r.offset,
-            "data": json.loads(r.payload_json),
-            "errorMessage": r.error,
-            "retryCount": r.retry_count,
-            "producerSub": r.producer_sub,
-            "createdAt": clock.iso_micros_z(r.created_at),
-            "failedAt": clock.iso_micros_z(r.failed_at),
-        }
-        for r in rows
-    ]
-    return {"messages": messages, "total": total}

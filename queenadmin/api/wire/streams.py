@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 from uuid import UUID
 
+from queenadmin.api.schemas.common import JSONValue
+from queenadmin.api.wire.answers import Answer, Key, Many
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Bad, Field, Op
 from queenadmin.api.wire.queues import (
     MAX_GROUP_BYTES,
@@ -216,22 +218,24 @@ def parse_query(body: Any) -> QueryCall:
     )
 
 
-def render_registration(reg: streams.Registration) -> dict[str, Any]:
-    if reg.conflict:
-        return {
-            "success": False,
-            "query_id": str(reg.query_id),
-            "name": reg.name,
-            "error": f"config_hash mismatch: stored {reg.stored_hash}, given {reg.config_hash}",
-        }
-    return {
-        "success": True,
-        "query_id": str(reg.query_id),
-        "name": reg.name,
-        "config_hash": reg.config_hash,
-        "fresh": reg.fresh,
-        "reset": reg.reset,
-    }
+_QUERY_ID = Key(str, via=str)
+QUERY_OUT = Answer(
+    "QueryOut",
+    success=Literal[True],
+    query_id=_QUERY_ID,
+    name=str,
+    config_hash=str,
+    fresh=bool,
+    reset=bool,
+)
+CONFLICT = Answer(
+    "QueryConflictOut",
+    doc="409: the config hash changed and ``reset`` was not asked for; nothing changed.",
+    success=Literal[False],
+    query_id=_QUERY_ID,
+    name=str,
+    error=Key(str, src=".", via=lambda reg: f"config_hash mismatch: stored {reg.stored_hash}, given {reg.config_hash}"),
+)
 
 
 class StateGetCall(TypedDict):
@@ -264,14 +268,21 @@ def parse_state_get(body: Any) -> StateGetCall:
     return StateGetCall(query_id=query_id, partition_id=partition_id, which=which)
 
 
-def render_state(rows: list[streams.StateRow]) -> dict[str, Any]:
-    return {
-        "success": True,
-        "rows": [
-            {"key": r.key, "value": json.loads(r.value_json), "updated_at": clock.iso_millis_z(r.updated_at)}
-            for r in rows
-        ],
-    }
+STATE_OUT = Answer(
+    "StateGetOut",
+    success=Literal[True],
+    rows=Key(
+        Many(
+            Answer(
+                "StateRowOut",
+                key=str,
+                value=Key(JSONValue, src="value_json", via=json.loads),
+                updated_at=Key(str, via=clock.iso_millis_z),
+            )
+        ),
+        src=".",
+    ),
+)
 
 
 def _object(raw: Any, where: str) -> dict[str, Any]:
@@ -341,24 +352,25 @@ def parse_cycle(body: Any) -> streams.Cycle:
     )
 
 
-def render_cycle(cycle: streams.Cycle, outcome: streams.CycleOutcome, body: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "success": outcome.success,
-        "query_id": str(body.get("query_id")),
-        "partition_id": str(body.get("partition_id")),
-        "state_ops_applied": outcome.state_ops_applied,
-        "push_results": [
-            {"messageId": p.message_id, "transactionId": p.transaction_id, "queue": p.queue} for p in outcome.pushed
-        ],
-        "ack_result": None
-        if outcome.acked is None
-        else {
-            "success": True,
-            "count": outcome.acked.count,
-            "lease_released": outcome.acked.lease_released,
-            "dlq": False,
-        },
-    }
-    if not outcome.success:
-        out["error"] = outcome.error
-    return out
+_PUSHED = Answer("CyclePushOut", messageId=str, transactionId=str, queue=str)
+_ACKED = Answer("CycleAckOut", success=Literal[True], count=int, lease_released=bool, dlq=Literal[False])
+#: The outcome of a cycle; ``body`` is the call's, whose ids it echoes.
+CYCLE_OUT = Answer(
+    "CycleOut",
+    doc="""A committed cycle, or (``success: false``, still 200, as Queen answers)
+    one that rolled back whole: ``error`` says why.""",
+    args=("body",),
+    success=bool,
+    query_id=Key(str, src="body", via=lambda body: str(body.get("query_id"))),
+    partition_id=Key(str, src="body", via=lambda body: str(body.get("partition_id"))),
+    state_ops_applied=int,
+    push_results=Key(Many(_PUSHED), src="pushed"),
+    ack_result=Key(_ACKED.model | None, src="acked", via=lambda acked: None if acked is None else _ACKED.render(acked)),
+    error=Key(Any, omit=True, when=lambda outcome: not outcome.success),
+)
+TOO_LARGE = Answer(
+    "StreamsTooLargeOut",
+    doc="413: a state key or value is over its limit; nothing was written.",
+    error=str,
+    code=Literal["payload_too_large"],
+)

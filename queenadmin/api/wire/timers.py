@@ -12,8 +12,10 @@ import base64
 import binascii
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
+from queenadmin.api.schemas.common import MicrosZTime
+from queenadmin.api.wire.answers import Answer, Key, Many, list_of
 from queenadmin.api.wire.common import reasoned
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
@@ -242,43 +244,97 @@ def parse_timer_ops(raw_ops: Any, *, max_ops: int | None = None) -> list[timers.
 # Outcomes and rows to JSON (protocol 4.3, 4.4)
 
 
+_TIME = Key(MicrosZTime, via=clock.iso_micros_z)
+_WHERE: dict[str, Any] = {"queue": str, "timerKey": str}
+SCHEDULED = Answer(
+    "ScheduledOut",
+    ok=Key(Literal[True], src="ok"),
+    status=Literal["scheduled", "rescheduled"],
+    **_WHERE,
+    txn=str,
+    messageId=Key(str, "the id the fired message will have"),
+    deliverAt=_TIME,
+)
+CANCELLED = Answer(
+    "CancelledOut",
+    ok=Key(Literal[True], src="ok"),
+    status=Key(Literal["cancelled"], src="status"),
+    **_WHERE,
+    txn=Key(str, "the txn of the removed timer"),
+)
+ABSENT = Answer(
+    "AbsentOut",
+    doc="No pending timer under the key: it was cancelled or has fired.",
+    ok=Key(Literal[False], src="ok"),
+    status=Key(Literal["absent"], src="status"),
+    **_WHERE,
+    txn=Key(str | None, "the txn the cancel gave, echoed"),
+)
+_OUTCOMES = {"scheduled": SCHEDULED, "rescheduled": SCHEDULED, "cancelled": CANCELLED, "absent": ABSENT}
+
+
 def outcome_out(outcome: timers.TimerOutcome) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "ok": outcome.ok,
-        "status": outcome.status,
-        "queue": outcome.queue,
-        "timerKey": outcome.timer_key,
-        "txn": outcome.txn,
-    }
-    if outcome.status in ("scheduled", "rescheduled"):
-        out["messageId"] = outcome.message_id
-        out["deliverAt"] = clock.iso_micros_z(outcome.deliver_at)
-    return out
+    return _OUTCOMES[outcome.status].render(outcome)
 
 
-def row_out(row: timers.TimerRow) -> dict[str, Any]:
-    return {
-        "queue": row.queue,
-        "timerKey": row.timer_key,
-        "partition": row.partition,
-        "deliverAt": clock.iso_micros_z(row.deliver_at),
-        "txn": row.txn,
-        "messageId": row.message_id,
-        "payloadZstd": False,
-        "encrypted": row.encrypted,
-        "producerSub": row.producer_sub,
-        "attempts": row.attempts,
-        "lastError": row.last_error,
-        "claimed": False,
-        "createdAt": clock.iso_micros_z(row.created_at),
-        "updatedAt": clock.iso_micros_z(row.updated_at),
-    }
+CALL_OUT = Answer(
+    "TimersCallOut",
+    results=Key(
+        list_of(SCHEDULED, CANCELLED, ABSENT), src=".", via=lambda outcomes: [outcome_out(o) for o in outcomes]
+    ),
+)
+ROW = Answer(
+    "TimerRowOut",
+    **_WHERE,
+    partition=str,
+    deliverAt=_TIME,
+    txn=str,
+    messageId=str,
+    payloadZstd=Literal[False],
+    encrypted=bool,
+    producerSub=str | None,
+    attempts=int,
+    lastError=str | None,
+    claimed=Literal[False],
+    createdAt=_TIME,
+    updatedAt=_TIME,
+)
+FOUND = Answer(
+    "TimerFoundOut",
+    first=("found",),
+    **ROW.keys,
+    found=Literal[True],
+    payload=Key(str, "base64 of the stored (decompressed) payload", src="payload_b64"),
+)
+#: No pending timer: ``queue`` and ``timerKey`` as asked.
+MISSING = Answer("TimerMissingOut", args=("queue", "timer_key"), found=Literal[False], **_WHERE)
+PAGE = Answer("TimerListOut", rows=Many(ROW), truncated=bool, nextAfter=str | None)
+COUNT = Answer("TimerCountOut", args=("count",), count=int)
+BAD_REQUEST = Answer(
+    "TimersBadRequestOut",
+    doc="400: ``reason`` names the refusal (protocol 4.6).",
+    error=Literal["timers_bad_request"],
+    reason=str,
+    detail=str,
+)
+HORIZON = Answer(
+    "TimersHorizonOut",
+    doc="403: the timer would be due past the 90-day horizon.",
+    error=Literal["timer_horizon_exceeded"],
+    reason=Literal["timers_horizon"],
+    detail=str,
+)
+TOO_LARGE = Answer(
+    "TimersTooLargeOut",
+    doc="413: the decoded payload is over 1 MiB.",
+    error=Literal["payload_too_large"],
+    reason=Literal["timers_payload_too_large"],
+    detail=str,
+)
 
 
 def peek_out(queue: str, timer_key: str, row: timers.TimerRow | None) -> dict[str, Any]:
-    if row is None:
-        return {"found": False, "queue": queue, "timerKey": timer_key}
-    return {"found": True, **row_out(row), "payload": row.payload_b64}
+    return MISSING.render(None, queue, timer_key) if row is None else FOUND.render(row)
 
 
 def page_limit(raw: str | None) -> int:

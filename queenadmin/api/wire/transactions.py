@@ -8,10 +8,14 @@ per position.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field as Doc
+
+from queenadmin.api.schemas.common import JSONValue
 from queenadmin.api.wire import kv as kv_wire
 from queenadmin.api.wire import timers as timers_wire
+from queenadmin.api.wire.answers import Answer, Key, list_of
 from queenadmin.api.wire.fields import Bad, Field, Op, Ops, ref
 from queenadmin.api.wire.queues import (
     ACK,
@@ -216,35 +220,90 @@ def parse_transaction(body: Any) -> transactions.TxnBundle:
     )
 
 
+# --------------------------------------------------------------------------
+# Results to JSON (protocol 5.3, 5.4): each answer declared once (``wire.answers``)
+
+_DONE: dict[str, Any] = {"index": int}
+ACK_DONE = Answer(
+    "TxnAckOut", **_DONE, type=Literal["ack"], success=Literal[True], transactionId=str, error=None, dlq=bool
+)
+PUSHED = Answer(
+    "TxnPushOut",
+    **_DONE,
+    type=Literal["push"],
+    success=Literal[True],
+    transactionId=str,
+    messageId=str,
+    queueName=Key(str, src="queue"),
+    duplicate=Key(Literal[True], "the same transactionId came earlier in this bundle", omit=True, when="duplicate"),
+)
+POSITION_SET = Answer("TxnPositionOut", **_DONE, type=Literal["position"], success=Literal[True])
+#: A KV result or timer outcome inside a commit's results: the body is the
+#: concept's, with ``type`` and ``opIndex`` (the document lists them first).
+_KV_PARTS = [
+    answer.within(f"Txn{answer.name}", type=Literal["kv"], opIndex=int)
+    for answer in (
+        kv_wire.GET_FOUND,
+        kv_wire.GET_MISS,
+        kv_wire.GET_MANY,
+        kv_wire.WRITE_APPLIED,
+        kv_wire.CHECK_HELD,
+        kv_wire.WRITE_REFUSED,
+    )
+]
+_TIMER_PARTS = [
+    answer.within(f"TxnTimer{answer.name}", index=int, type=Literal["timer"], opIndex=int)
+    for answer in (timers_wire.SCHEDULED, timers_wire.CANCELLED, timers_wire.ABSENT)
+]
+
+
 def _result_out(result: transactions.TxnResult, sees_permit: kv_wire.SeesPermit) -> dict[str, Any]:
     if isinstance(result, transactions.AckDone):
-        return {
-            "index": result.index,
-            "type": "ack",
-            "success": True,
-            "transactionId": result.transaction_id,
-            "error": None,
-            "dlq": result.dlq,
-        }
+        return ACK_DONE.render(result)
     if isinstance(result, transactions.Pushed):
-        out: dict[str, Any] = {
-            "index": result.index,
-            "type": "push",
-            "success": True,
-            "transactionId": result.transaction_id,
-            "messageId": result.message_id,
-            "queueName": result.queue,
-        }
-        if result.duplicate:
-            out["duplicate"] = True
-        return out
+        return PUSHED.render(result)
     if isinstance(result, transactions.KVDone):
         element = kv_wire.result_out(result.index, result.result, sees_permit=sees_permit)
         return {**element, "type": "kv", "opIndex": result.op_index}
     if isinstance(result, transactions.TimerDone):
         element = timers_wire.outcome_out(result.outcome)
         return {"index": result.index, "type": "timer", "opIndex": result.op_index, **element}
-    return {"index": result.index, "type": "position", "success": True}
+    return POSITION_SET.render(result)
+
+
+_RESULTS = Key(
+    list_of(ACK_DONE, PUSHED, POSITION_SET, *_KV_PARTS, *_TIMER_PARTS),
+    "flat: acks and pushed items, then kv, timers, positions",
+    via=lambda results, sees: [_result_out(r, sees) for r in results],
+    with_args=("sees_permit",),
+)
+COMMIT = Answer("TxnCommitOut", args=("sees_permit",), transactionId=str, success=Literal[True], results=_RESULTS)
+_REASONS = Literal["rejected_ack", "duplicate", "queue_not_found", "bad_request", "too_large", "queue_full"]
+_NONE_DONE: Any = Annotated[list_of(ACK_DONE), Doc(max_length=0)]
+_NOTHING: dict[str, Any] = {"error": str, "results": Key(_NONE_DONE, const=[])}
+ROLLBACK = Answer(
+    "TxnRollbackOut",
+    doc="HTTP 200: nothing of the bundle was applied.",
+    transactionId=str,
+    success=Literal[False],
+    reason=Key(
+        _REASONS, "queue_full: a pushed queue's maxSize would be exceeded (queenadmin; Queen stores maxSize only)"
+    ),
+    **_NOTHING,
+)
+PRECONDITION = Answer(
+    "TxnPreconditionOut",
+    doc="HTTP 200: a required KV op (a lock's guard, ``once``) did not hold; nothing applied.",
+    transactionId=str,
+    success=Literal[False],
+    reason=Key(Literal["kv_precondition"], src="reason"),
+    **_NOTHING,
+    ok=Literal[False],
+    failedIndex=Key(int, "flat index of the failed op", src="precondition.failed_index"),
+    kvReason=Key(kv_wire.Reason, src="precondition.kv_reason"),
+    version=Key(int, src="precondition.version"),
+    value=Key(JSONValue, src="precondition.value"),
+)
 
 
 def outcome_out(outcome: transactions.TxnOutcome, *, sees_permit: kv_wire.SeesPermit | None = None) -> dict[str, Any]:
@@ -254,26 +313,5 @@ def outcome_out(outcome: transactions.TxnOutcome, *, sees_permit: kv_wire.SeesPe
     caller who may not write its lock shows fingerprints).
     """
     if outcome.success:
-        sees = sees_permit or kv_wire.sees_all
-        return {
-            "transactionId": outcome.transaction_id,
-            "success": True,
-            "results": [_result_out(r, sees) for r in outcome.results],
-        }
-    out: dict[str, Any] = {
-        "transactionId": outcome.transaction_id,
-        "success": False,
-        "reason": outcome.reason,
-        "error": outcome.error,
-        "results": [],
-    }
-    failed = outcome.precondition
-    if failed is not None:
-        out.update(
-            ok=False,
-            failedIndex=failed.failed_index,
-            kvReason=failed.kv_reason,
-            version=failed.version,
-            value=failed.value,
-        )
-    return out
+        return COMMIT.render(outcome, sees_permit or kv_wire.sees_all)
+    return (ROLLBACK if outcome.precondition is None else PRECONDITION).render(outcome)
