@@ -22,7 +22,11 @@ _startup = uvicorn.Server.startup
 
 
 async def _held_startup(self: Any, sockets: Any = None) -> None:
-    (_gate / f"held-{os.getpid()}").write_text(str(self.config.port))
+    # Written under another name, then renamed: a test polling for
+    # ``held-*`` never reads the file before its port is in it.
+    writing = _gate / f"writing-{os.getpid()}"
+    writing.write_text(str(self.config.port))
+    writing.rename(_gate / f"held-{os.getpid()}")
     while not (_gate / "open").exists() and not self.should_exit:
         await asyncio.sleep(0.02)
     await _startup(self, sockets=sockets)
