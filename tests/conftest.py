@@ -23,6 +23,7 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import os
+import runpy
 import secrets
 import shutil
 import signal
@@ -83,6 +84,15 @@ def stop_process(process: subprocess.Popen[Any], timeout: float = 15) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def settings_of(environ: dict[str, str]) -> dict[str, Any]:
+    """What ``queenadmin/settings.py`` makes of ``environ``: the module run
+    again in this process, as a start reads it, without a Python process
+    per configuration."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "environ", environ)
+        return runpy.run_path(str(ROOT / "queenadmin" / "settings.py"))
 
 
 def free_port() -> int:

@@ -21,7 +21,6 @@ import concurrent.futures
 import json
 import logging
 import os
-import runpy
 import threading
 import time
 from contextlib import ExitStack
@@ -34,7 +33,15 @@ from django.db import ProgrammingError, connection
 
 from queenadmin.api.envelope import ApiErrorMiddleware
 from queenadmin.plumbing import db
-from tests.conftest import DIRECT_URL, IS_POSTGRES, ROOT, LiveServer, migrated_database, requires_postgres, run_server
+from tests.conftest import (
+    DIRECT_URL,
+    IS_POSTGRES,
+    LiveServer,
+    migrated_database,
+    requires_postgres,
+    run_server,
+    settings_of,
+)
 
 #: DATABASE_URL is a pooler in front of QUEENADMIN_TEST_DIRECT_URL.
 BEHIND_POOLER = IS_POSTGRES and bool(DIRECT_URL)
@@ -50,12 +57,9 @@ SLOW = "60"
 
 def _settings_of(env: dict[str, str]) -> dict[str, object]:
     """What settings.py makes of ``env`` (with this process's environment
-    less its database variables): the module run again in this process,
-    as a start reads it, without a Python process per configuration."""
+    less its database variables)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("QUEENADMIN_DB_", "DATABASE_"))}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(os, "environ", {**base, **env})
-        s = runpy.run_path(str(ROOT / "queenadmin" / "settings.py"))
+    s = settings_of({**base, **env})
     d = s["DATABASES"]["default"]
     return {
         "prepare_threshold": d["OPTIONS"].get("prepare_threshold", "unset"),

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import runpy
 import time
-from pathlib import Path
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer
 
-from queenadmin import settings as settings_module
 from queenadmin.domain import events
 from queenadmin.server.channel_layer import redis_layer_config
+from tests.conftest import settings_of
 
 REDIS_URL = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/0")
 
@@ -99,12 +97,11 @@ def test_an_outage_of_the_channel_layer_is_logged_once_and_its_end_once(monkeypa
     assert layer.sent == ["group-0"]
 
 
-def test_a_layer_on_redis_waits_longer_for_a_reply_than_redis_holds_a_receive(monkeypatch):
+def test_a_layer_on_redis_waits_longer_for_a_reply_than_redis_holds_a_receive():
     """A receive is a BZPOPMIN Redis holds for ``brpop_timeout`` seconds.
     Read with redis-py 8's own 5 s, an idle receive raced that and raised
     TimeoutError on a busy host: the settings' layer reads for longer."""
-    monkeypatch.setattr(os, "environ", {**os.environ, "REDIS_URL": REDIS_URL})
-    made = runpy.run_path(str(Path(settings_module.__file__)))
+    made = settings_of({**os.environ, "REDIS_URL": REDIS_URL})
     layer = RedisChannelLayer(**made["CHANNEL_LAYERS"]["default"]["CONFIG"])
     connection = layer.create_pool(0).connection_kwargs
     assert connection["socket_timeout"] >= 2 * layer.brpop_timeout
