@@ -46,6 +46,19 @@ def test_lagging_lists_a_partition_once_its_oldest_unfinished_message_is_old_eno
         assert row.lag_seconds == 70 * 60
 
 
+def test_lagging_compares_the_exact_age_not_its_whole_seconds():
+    """Half a second old is older than 0 seconds (it used to be read as 0,
+    not over 0), and 1.5 s is not older than 2; the answer's seconds are whole."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        push("orders", 1)
+        consume("orders", "billing", 0)
+        traveller.shift(timedelta(milliseconds=500))
+        (row,) = [x for x in browse.group_lagging(min_lag_seconds=0) if x.row.group == "billing"]
+        assert row.lag_seconds == 0
+        traveller.shift(timedelta(seconds=1))
+        assert [x for x in browse.group_lagging(min_lag_seconds=2) if x.row.group == "billing"] == []
+
+
 def test_seek_to_a_time_places_the_cursor_after_the_last_message_pushed_by_then():
     """The group reads next the first message pushed after the time; its lease and delivery counts go."""
     with time_machine.travel(T0, tick=False) as traveller:

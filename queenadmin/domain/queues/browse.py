@@ -263,9 +263,10 @@ def group_lagging(*, min_lag_seconds: int) -> list[LaggingPartition]:
         at = oldest.get((r.group, r.partition_id))
         if at is None:
             continue
-        seconds = int((now - at).total_seconds())
-        if seconds > min_lag_seconds:
-            result.append(LaggingPartition(r, at, seconds))
+        # The exact age: a message 0.5 s old is older than 0 seconds.
+        age = (now - at).total_seconds()
+        if age > min_lag_seconds:
+            result.append(LaggingPartition(r, at, int(age)))
     result.sort(key=lambda x: (-x.lag_seconds, x.row.group, x.row.queue, x.row.partition))
     return result
 
