@@ -393,8 +393,10 @@ def test_a_table_that_still_scrolls_says_so_and_takes_the_keyboard(pages, seeded
     page.evaluate("dispatchEvent(new Event('resize'))")
     expect(box).to_have_attribute("data-scrolls", "")
     expect(box).to_have_attribute("tabindex", "0")
-    cue = box.evaluate("b => getComputedStyle(b, '::before').content")
-    assert "scrolls sideways" in cue, cue
+    # Read again until it holds: a table the live region swaps in is
+    # detached from the page, and a detached box has no computed style.
+    cue = "() => getComputedStyle(document.querySelector('.scroll-x'), '::before').content"
+    page.wait_for_function(f"({cue})().includes('scrolls sideways')")
 
 
 def test_the_api_docs_fit_a_phone_in_its_own_width(browser, seeded):
