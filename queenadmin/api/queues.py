@@ -24,12 +24,7 @@ from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import PARAMETERS_KEY, parameters
 from queenadmin.api.schemas import queues as out
 from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
-from queenadmin.api.schemas.queues import (
-    ConfigureOut,
-    OverviewOut,
-    QueueBusyOut,
-    QueueNotFoundOut,
-)
+from queenadmin.api.schemas.queues import QueueBusyOut, QueueNotFoundOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
 from queenadmin.api.wire import configure as configure_wire
@@ -51,13 +46,17 @@ router = ScopedRouter(tags=["queues"], errors=ENGINE_ERRORS)
 
 
 @router.with_body(
-    "POST", "/configure", configure_wire.CONFIGURE, {200: ConfigureOut}, summary="Create a queue or change its options"
+    "POST",
+    "/configure",
+    configure_wire.CONFIGURE,
+    {200: out.CONFIGURED.model},
+    summary="Create a queue or change its options",
 )
 def configure_queue(request: HttpRequest) -> HttpResponse:
     command = configure_wire.parse_configure(read_engine_json(request))
     grants.require(request, "queue", command.name, grants.WRITE)
     config = queues.queue_configure(request=command, who=who_of(request))
-    return json_response(configure_wire.render_configure(config))
+    return json_response(out.CONFIGURED.render(config))
 
 
 # --------------------------------------------------------------------------
@@ -417,10 +416,10 @@ def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
     return json_response((out.QUEUE_DELETED if existed else out.QUEUE_NOT_DELETED).render(None, queue))
 
 
-@router.get("/resources/overview", response=OverviewOut, summary="Counts across every queue")
+@router.get("/resources/overview", response=out.OVERVIEW.model, summary="Counts across every queue")
 def overview(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.READ)
-    return json_response(resources_wire.render_overview(queues.queue_overview()))
+    return json_response(out.OVERVIEW.render(queues.queue_overview()))
 
 
 @router.get(
