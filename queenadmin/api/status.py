@@ -14,10 +14,9 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
+from queenadmin.api.errors import ENGINE_BAD_REQUEST, QUEUE_NOT_FOUND
 from queenadmin.api.http import json_response
 from queenadmin.api.openapi import parameters
-from queenadmin.api.schemas.common import EngineBadRequestOut
-from queenadmin.api.schemas.queues import QueueNotFoundOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import status as wire
 from queenadmin.domain import clock, procmetrics, queues
@@ -26,7 +25,7 @@ from queenadmin.errors import QueueNotFound
 
 router = ScopedRouter(tags=["status"])
 
-_BAD = {400: EngineBadRequestOut}
+_BAD = {400: ENGINE_BAD_REQUEST.model}
 #: What a range read answers for each range (docs/reference.md, status reads).
 _RANGE = (
     "`from` after `to` is an empty range: 200 with no points. An instant before year 1 or after 9999 in "
@@ -103,7 +102,7 @@ def get_status_queues(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/status/queues/{name}",
-    response={200: wire.STATUS_QUEUE_OUT.model, 404: QueueNotFoundOut},
+    response={200: wire.STATUS_QUEUE_OUT.model, 404: QUEUE_NOT_FOUND.model},
     summary="One queue with its partitions and consumer activity",
 )
 def get_status_queue(request: HttpRequest, name: str) -> HttpResponse:

@@ -28,12 +28,6 @@ from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 # -- answers ------------------------------------------------------------------
 
 
-class QueueNotFoundOut(WireOut):
-    """404 of the queue detail and depth reads."""
-
-    error: Literal["Queue not found"]
-
-
 #: Every option of a queue, defaults filled in (protocol 10): the domain's table.
 QueueOptionsOut = create_model(
     "QueueOptionsOut",
@@ -277,10 +271,3 @@ DEAD_LETTERS = Answer(
     messages=Key(Many(_DEAD_LETTER), "newest first", src="."),
     total=Key(int, "rows matching the filters, all pages"),
 )
-
-
-class QueueBusyOut(WireOut):
-    """409: the queue was deleted again and again while the push ran; retry."""
-
-    error: str
-    code: Literal["queue_busy"]
