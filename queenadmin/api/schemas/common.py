@@ -1,10 +1,10 @@
-"""Pieces every wire schema shares: the answer base, times, numbers, errors.
+"""Pieces every wire schema shares: the answer base, times, numbers, names.
 
-The routers parse bodies and build answers by hand, so these models are the
-published contract rather than the code path; ``tests/api/test_contract.py``
-checks every answer the API suite gets against them. Answer models forbid
-keys they do not name, so a key added to an answer without its schema fails
-that check.
+Answers are declared once (``wire.answers``: the model the document shows
+and the renderer), refusals with their table in ``api/errors.py``;
+``tests/api/test_contract.py`` checks every answer the API suite gets
+against the document. Answer models forbid keys they do not name, so a key
+added to an answer without its schema fails that check.
 """
 
 from __future__ import annotations
