@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from queenadmin.api import api, streams_api
+from queenadmin.api.errors import NO_ROUTE
 from queenadmin.api.http import json_response
 from queenadmin.api.metrics import metrics_view
 
@@ -16,7 +17,7 @@ def health(request: HttpRequest) -> HttpResponse:
 
 @csrf_exempt
 def no_such_route(request: HttpRequest) -> HttpResponse:
-    return json_response({"code": "no_such_route", "error": "not found", "path": request.path}, 404)
+    return json_response(NO_ROUTE.render(request), 404)
 
 
 urlpatterns = [

@@ -15,7 +15,6 @@ import struct
 import zstandard
 from django.http import HttpRequest
 
-from queenadmin.api.envelope import BodyTooLarge
 from queenadmin.conf import settings
 from queenadmin.errors import QueenError, UnsupportedMediaType
 
@@ -29,6 +28,11 @@ _U32 = struct.Struct("<I")
 
 #: ``HttpRequest`` attribute caching the decoded body.
 _DECODED = "_queenadmin_decoded_body"
+
+
+class BodyTooLarge(Exception):
+    """A body refused after it was read (its parse would cost too much):
+    answered like the body limit, 413 in plain text (``ApiErrorMiddleware``)."""
 
 
 class ZstdDamaged(ValueError):

@@ -16,6 +16,7 @@ from django.http.response import HttpResponseBase
 from django.urls import Resolver404, resolve
 
 from queenadmin.api import errors as error_table
+from queenadmin.api.bodies import BodyTooLarge
 from queenadmin.domain import names
 from queenadmin.errors import (
     EphemeralBadRequest,
@@ -27,12 +28,6 @@ from queenadmin.errors import (
 )
 from queenadmin.plumbing import db
 from queenadmin.plumbing.middleware import DualModeMiddleware, payload_too_large
-
-
-class BodyTooLarge(Exception):
-    """A body refused after it was read (its parse would cost too much):
-    answered like the body limit, 413 in plain text (``ApiErrorMiddleware``)."""
-
 
 #: Answers Django or ninja give on their own in HTML or plain text, as the
 #: protocol's engine family (``{"error", "code"}``) on API routes.

@@ -7,9 +7,10 @@ from typing import Literal
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit
+from queenadmin.api.errors import RATE_LIMITED
 from queenadmin.api.http import json_response
 from queenadmin.api.openapi import parameters
-from queenadmin.api.schemas.common import PATH_TEXT, JsonbTime, JSONValue, RateLimitedOut, json_schema_of
+from queenadmin.api.schemas.common import PATH_TEXT, JsonbTime, JSONValue, json_schema_of
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import kv as kv_wire
 from queenadmin.api.wire import locks as locks_wire
@@ -83,7 +84,12 @@ EVENTS = Answer("LockHistoryOut", events=Many(EVENT), nextBefore=_NEXT_BEFORE)
 
 @router.get(
     "/history/kv/{ns}/{path:key}",
-    response={200: VERSIONS.model, 400: kv_wire.BAD_REQUEST.model, 413: kv_wire.TOO_LARGE.model, 429: RateLimitedOut},
+    response={
+        200: VERSIONS.model,
+        400: kv_wire.BAD_REQUEST.model,
+        413: kv_wire.TOO_LARGE.model,
+        429: RATE_LIMITED.model,
+    },
     openapi_extra=parameters(
         path={"ns": json_schema_of(kv_wire.Namespace), "key": json_schema_of(kv_wire.KVKey, pattern=PATH_TEXT)},
         query={
@@ -119,7 +125,7 @@ def kv_history(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 
 @router.get(
     "/history/locks/{path:name}",
-    response={200: EVENTS.model, 400: locks_wire.BAD_REQUEST.model, 429: RateLimitedOut},
+    response={200: EVENTS.model, 400: locks_wire.BAD_REQUEST.model, 429: RATE_LIMITED.model},
     openapi_extra=parameters(
         path={"name": {"type": "string", "minLength": 1}},
         query={

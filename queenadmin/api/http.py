@@ -11,8 +11,7 @@ from typing import Any
 import msgspec
 from django.http import HttpRequest, HttpResponse
 
-from queenadmin.api.bodies import decoded_body
-from queenadmin.api.envelope import BodyTooLarge
+from queenadmin.api.bodies import BodyTooLarge, decoded_body
 from queenadmin.conf import settings
 from queenadmin.errors import InvalidArgument, QueenError
 

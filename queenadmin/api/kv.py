@@ -8,9 +8,10 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit, scopes
+from queenadmin.api.errors import RATE_LIMITED
 from queenadmin.api.http import json_response, operations_of, read_json
 from queenadmin.api.openapi import etag_header, parameters
-from queenadmin.api.schemas.common import PATH_TEXT, RateLimitedOut, json_schema_of
+from queenadmin.api.schemas.common import PATH_TEXT, json_schema_of
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import kv as wire
 from queenadmin.domain import clock, kv, masking, tokens
@@ -18,7 +19,7 @@ from queenadmin.errors import KVBadRequest
 from queenadmin.models import TokenScope
 from queenadmin.plumbing import db
 
-_ERRORS: dict[int | str, Any] = {400: wire.BAD_REQUEST.model, 413: wire.TOO_LARGE.model, 429: RateLimitedOut}
+_ERRORS: dict[int | str, Any] = {400: wire.BAD_REQUEST.model, 413: wire.TOO_LARGE.model, 429: RATE_LIMITED.model}
 
 router = ScopedRouter(tags=["kv"], errors=_ERRORS)
 
@@ -123,7 +124,7 @@ def delete_key(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 
 @router.get(
     "/resources/kv/namespaces",
-    response={200: wire.NAMESPACES.model, 429: RateLimitedOut},
+    response={200: wire.NAMESPACES.model, 429: RATE_LIMITED.model},
     summary="KV namespaces with key counts",
 )
 def list_namespaces(request: HttpRequest) -> HttpResponse:
@@ -138,7 +139,7 @@ def list_namespaces(request: HttpRequest) -> HttpResponse:
     wire.LIST,
     {200: wire.PAGE.model},
     summary="One console page of a namespace",
-    errors={400: wire.BAD_REQUEST.model, 429: RateLimitedOut},
+    errors={400: wire.BAD_REQUEST.model, 429: RATE_LIMITED.model},
 )
 def list_keys(request: HttpRequest) -> HttpResponse:
     body = read_json(request, KVBadRequest, "kv_bad_body")

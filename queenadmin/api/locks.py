@@ -5,14 +5,14 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit, scopes
+from queenadmin.api.errors import RATE_LIMITED
 from queenadmin.api.http import json_response, operations_of, read_json
-from queenadmin.api.schemas.common import RateLimitedOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import locks as wire
 from queenadmin.domain import locks
 from queenadmin.errors import LocksBadRequest
 
-router = ScopedRouter(tags=["locks"], errors={400: wire.BAD_REQUEST.model, 429: RateLimitedOut})
+router = ScopedRouter(tags=["locks"], errors={400: wire.BAD_REQUEST.model, 429: RATE_LIMITED.model})
 
 
 @router.with_body(

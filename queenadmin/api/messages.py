@@ -15,10 +15,11 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
 from queenadmin.api.audit import who_of
+from queenadmin.api.errors import ENGINE_BAD_REQUEST, ENGINE_ERRORS
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import parameters
 from queenadmin.api.schemas import messages as out
-from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
+from queenadmin.api.schemas.common import EngineName, json_schema_of
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import messages as wire
 from queenadmin.api.wire.answers import list_of
@@ -73,7 +74,7 @@ def list_groups(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/consumer-groups/lagging",
-    response={200: list_of(out.LAGGING), 400: EngineBadRequestOut},
+    response={200: list_of(out.LAGGING), 400: ENGINE_BAD_REQUEST.model},
     summary="Partitions whose oldest unfinished message is older than minLagSeconds",
     openapi_extra=parameters(query=wire.LAGGING.schemas()),
 )
@@ -194,7 +195,7 @@ def record_trace(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/traces/names",
-    response={200: out.TRACE_NAMES.model, 400: EngineBadRequestOut},
+    response={200: out.TRACE_NAMES.model, 400: ENGINE_BAD_REQUEST.model},
     summary="Trace names, most recently used first",
     openapi_extra=parameters(query=wire.TRACE_NAMES.schemas()),
 )
@@ -206,7 +207,7 @@ def list_trace_names(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/traces/by-name/{path:name}",
-    response={200: out.TRACES_BY_NAME.model, 400: EngineBadRequestOut},
+    response={200: out.TRACES_BY_NAME.model, 400: ENGINE_BAD_REQUEST.model},
     summary="The trace events filed under a name, oldest first",
     openapi_extra=parameters(query=wire.TRACES_BY_NAME.schemas()),
 )
@@ -246,7 +247,7 @@ def list_tasks(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/resources/partitions",
-    response={200: out.PARTITIONS.model, 400: EngineBadRequestOut},
+    response={200: out.PARTITIONS.model, 400: ENGINE_BAD_REQUEST.model},
     summary="A page of partitions with their depth",
     openapi_extra=parameters(query=wire.PARTITIONS.schemas()),
 )
@@ -258,7 +259,7 @@ def list_partitions(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/messages",
-    response={200: out.MESSAGES.model, 400: EngineBadRequestOut},
+    response={200: out.MESSAGES.model, 400: ENGINE_BAD_REQUEST.model},
     summary="A page of messages, newest first, with their status",
     openapi_extra=parameters(query=wire.MESSAGES.schemas()),
 )

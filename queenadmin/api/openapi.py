@@ -14,13 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from queenadmin.api import grants, routes
-from queenadmin.api.schemas.common import (
-    AuthErrorOut,
-    ForbiddenOut,
-    NoRouteOut,
-    UnavailableOut,
-    UnsupportedMediaTypeOut,
-)
+from queenadmin.api.errors import AUTH_ERROR, FORBIDDEN, NO_ROUTE, UNAVAILABLE, UNSUPPORTED_MEDIA_TYPE
 from queenadmin.api.wire.fields import Declared
 
 #: Component schemas collected from ``body_of``; merged into /api/openapi.json.
@@ -134,11 +128,11 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
 
     and the parameter rules given with ``parameters``.
     """
-    auth_ref = component(AuthErrorOut)
-    forbidden_ref = component(ForbiddenOut)
-    unavailable_ref = component(UnavailableOut)
-    no_route_ref = component(NoRouteOut)
-    unsupported_ref = component(UnsupportedMediaTypeOut)
+    auth_ref = component(AUTH_ERROR.model)
+    forbidden_ref = component(FORBIDDEN.model)
+    unavailable_ref = component(UNAVAILABLE.model)
+    no_route_ref = component(NO_ROUTE.model)
+    unsupported_ref = component(UNSUPPORTED_MEDIA_TYPE.model)
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():
             _merge_parameters(operation)

@@ -20,16 +20,11 @@ from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import dbthreads, grants
 from queenadmin.api.audit import who_of
+from queenadmin.api.errors import ENGINE_BAD_REQUEST, ENGINE_ERRORS, QUEUE_BUSY, QUEUE_NOT_FOUND
 from queenadmin.api.http import json_response, read_engine_json
 from queenadmin.api.openapi import PARAMETERS_KEY, parameters
 from queenadmin.api.schemas import queues as out
-from queenadmin.api.schemas.common import ENGINE_ERRORS, EngineBadRequestOut, EngineName, json_schema_of
-from queenadmin.api.schemas.queues import (
-    ConfigureOut,
-    OverviewOut,
-    QueueBusyOut,
-    QueueNotFoundOut,
-)
+from queenadmin.api.schemas.common import EngineName, json_schema_of
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
 from queenadmin.api.wire import configure as configure_wire
@@ -51,13 +46,17 @@ router = ScopedRouter(tags=["queues"], errors=ENGINE_ERRORS)
 
 
 @router.with_body(
-    "POST", "/configure", configure_wire.CONFIGURE, {200: ConfigureOut}, summary="Create a queue or change its options"
+    "POST",
+    "/configure",
+    configure_wire.CONFIGURE,
+    {200: out.CONFIGURED.model},
+    summary="Create a queue or change its options",
 )
 def configure_queue(request: HttpRequest) -> HttpResponse:
     command = configure_wire.parse_configure(read_engine_json(request))
     grants.require(request, "queue", command.name, grants.WRITE)
     config = queues.queue_configure(request=command, who=who_of(request))
-    return json_response(configure_wire.render_configure(config))
+    return json_response(out.CONFIGURED.render(config))
 
 
 # --------------------------------------------------------------------------
@@ -68,7 +67,7 @@ def configure_queue(request: HttpRequest) -> HttpResponse:
     "POST",
     "/push",
     wire.PUSH,
-    {201: list_of(wire.PUSHED, wire.PUSH_FAILED), 409: QueueBusyOut},
+    {201: list_of(wire.PUSHED, wire.PUSH_FAILED), 409: QUEUE_BUSY.model},
     summary="Append messages (201, one result per item)",
 )
 def push_messages(request: HttpRequest) -> HttpResponse:
@@ -182,7 +181,7 @@ _POP_RESPONSES: dict[int | str, Any] = {
     200: wire.POPPED.model | wire.EMPTY_POP.model,
     204: None,
     **ENGINE_ERRORS,
-    400: EngineBadRequestOut | wire.CONFLATION_REFUSED.model,
+    400: ENGINE_BAD_REQUEST.model | wire.CONFLATION_REFUSED.model,
 }
 #: ``frames=true`` answers the framed pop (``wire/binary.py``) where
 #: ``FRAMED_POP`` is on.
@@ -267,7 +266,7 @@ def _acked(request: HttpRequest, items: list[queues.AckItem]) -> HttpResponse:
     wire.LEASE_EXTEND,
     {200: wire.LEASE_EXTENDED.model},
     summary="Extend every partition lease of a pop (200 success:false when gone)",
-    errors={400: EngineBadRequestOut},
+    errors={400: ENGINE_BAD_REQUEST.model},
     required=False,
 )
 def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
@@ -284,7 +283,7 @@ def extend_lease(request: HttpRequest, lease_id: str) -> HttpResponse:
 
 @router.get(
     "/resources/queues",
-    response={200: out.QUEUE_LIST.model | out.LANES.model, 400: EngineBadRequestOut},
+    response={200: out.QUEUE_LIST.model | out.LANES.model, 400: ENGINE_BAD_REQUEST.model},
     openapi_extra=parameters(query=resources_wire.LANES.schemas()),
     summary="Every queue with its depth, newest first",
 )
@@ -309,7 +308,7 @@ def _stats_or_404(
 
 @router.get(
     "/resources/queues/{queue}/depth",
-    response={200: out.QUEUE_DEPTH.model, 404: QueueNotFoundOut, **ENGINE_ERRORS},
+    response={200: out.QUEUE_DEPTH.model, 404: QUEUE_NOT_FOUND.model, **ENGINE_ERRORS},
     openapi_extra=parameters(query=resources_wire.DEPTH.schemas()),
     summary="Pending, in flight and ready, per partition (arithmetic on cursors)",
 )
@@ -324,7 +323,7 @@ def queue_depth(request: HttpRequest, queue: str) -> HttpResponse:
 # ``path:`` routes below and the messages router's consumer-group routes,
 # which would otherwise shadow them (Django tries the patterns in order).
 
-_PAUSE_ANSWERS: dict[int | str, Any] = {200: out.PAUSE.model, 404: QueueNotFoundOut}
+_PAUSE_ANSWERS: dict[int | str, Any] = {200: out.PAUSE.model, 404: QUEUE_NOT_FOUND.model}
 
 
 def _paused(request: HttpRequest, queue: str, group: str | None, pause: bool) -> HttpResponse:
@@ -397,7 +396,7 @@ def resume_group(request: HttpRequest, group: str, queue: str) -> HttpResponse:
 # they would otherwise shadow (Django tries the patterns in order).
 @router.get(
     "/resources/queues/{path:queue}",
-    response={200: out.QUEUE_DETAIL.model, 404: QueueNotFoundOut, 400: EngineBadRequestOut},
+    response={200: out.QUEUE_DETAIL.model, 404: QUEUE_NOT_FOUND.model, 400: ENGINE_BAD_REQUEST.model},
     summary="One queue with its partitions",
 )
 def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
@@ -407,7 +406,7 @@ def get_queue(request: HttpRequest, queue: str) -> HttpResponse:
 
 @router.delete(
     "/resources/queues/{path:queue}",
-    response={200: out.QUEUE_DELETED.model | out.QUEUE_NOT_DELETED.model, 400: EngineBadRequestOut},
+    response={200: out.QUEUE_DELETED.model | out.QUEUE_NOT_DELETED.model, 400: ENGINE_BAD_REQUEST.model},
     summary="Delete a queue and everything in it",
 )
 def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
@@ -417,15 +416,15 @@ def delete_queue(request: HttpRequest, queue: str) -> HttpResponse:
     return json_response((out.QUEUE_DELETED if existed else out.QUEUE_NOT_DELETED).render(None, queue))
 
 
-@router.get("/resources/overview", response=OverviewOut, summary="Counts across every queue")
+@router.get("/resources/overview", response=out.OVERVIEW.model, summary="Counts across every queue")
 def overview(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.READ)
-    return json_response(resources_wire.render_overview(queues.queue_overview()))
+    return json_response(out.OVERVIEW.render(queues.queue_overview()))
 
 
 @router.get(
     "/dlq",
-    response={200: out.DEAD_LETTERS.model, 400: EngineBadRequestOut},
+    response={200: out.DEAD_LETTERS.model, 400: ENGINE_BAD_REQUEST.model},
     openapi_extra=parameters(query=resources_wire.DLQ.schemas()),
     summary="Dead letters, newest first",
 )

@@ -14,19 +14,9 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
+from queenadmin.api.errors import ENGINE_BAD_REQUEST, QUEUE_NOT_FOUND
 from queenadmin.api.http import json_response
 from queenadmin.api.openapi import parameters
-from queenadmin.api.schemas.common import EngineBadRequestOut
-from queenadmin.api.schemas.queues import QueueNotFoundOut
-from queenadmin.api.schemas.status import (
-    AnalyticsOut,
-    StatsRefreshOut,
-    StatusOut,
-    StatusQueueDetailOut,
-    StatusQueuesOut,
-    SystemMetricsOut,
-    WorkerMetricsOut,
-)
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import status as wire
 from queenadmin.domain import clock, procmetrics, queues
@@ -35,7 +25,7 @@ from queenadmin.errors import QueueNotFound
 
 router = ScopedRouter(tags=["status"])
 
-_BAD = {400: EngineBadRequestOut}
+_BAD = {400: ENGINE_BAD_REQUEST.model}
 #: What a range read answers for each range (docs/reference.md, status reads).
 _RANGE = (
     "`from` after `to` is an empty range: 200 with no points. An instant before year 1 or after 9999 in "
@@ -57,7 +47,7 @@ def _matching(request: HttpRequest, query: dict[str, Any]) -> list[status.QueueR
 
 @router.get(
     "/status",
-    response={200: StatusOut, **_BAD},
+    response={200: wire.STATUS_OUT.model, **_BAD},
     openapi_extra=parameters(query=wire.STATUS.schemas()),
     summary="Throughput, queues, leases and the DLQ",
     description=_RANGE,
@@ -91,7 +81,7 @@ def get_status(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/status/queues",
-    response={200: StatusQueuesOut, **_BAD},
+    response={200: wire.STATUS_QUEUES_OUT.model, **_BAD},
     openapi_extra=parameters(query=wire.STATUS_QUEUES.schemas()),
     summary="Queues with their depth, newest first",
 )
@@ -107,12 +97,12 @@ def get_status_queues(request: HttpRequest) -> HttpResponse:
         key=lambda c: (c.created_at, c.queue_id),
         reverse=True,
     )
-    return json_response(wire.render_status_queues(listed[offset : offset + limit], limit=limit, offset=offset))
+    return json_response(wire.STATUS_QUEUES_OUT.render(listed[offset : offset + limit], limit, offset))
 
 
 @router.get(
     "/status/queues/{name}",
-    response={200: StatusQueueDetailOut, 404: QueueNotFoundOut},
+    response={200: wire.STATUS_QUEUE_OUT.model, 404: QUEUE_NOT_FOUND.model},
     summary="One queue with its partitions and consumer activity",
 )
 def get_status_queue(request: HttpRequest, name: str) -> HttpResponse:
@@ -126,7 +116,7 @@ def get_status_queue(request: HttpRequest, name: str) -> HttpResponse:
 
 @router.get(
     "/status/analytics",
-    response={200: AnalyticsOut, **_BAD},
+    response={200: wire.ANALYTICS_OUT.model, **_BAD},
     openapi_extra=parameters(query=wire.ANALYTICS.schemas()),
     summary="Messages pushed per time bucket",
     description=(
@@ -147,18 +137,18 @@ def get_analytics(request: HttpRequest) -> HttpResponse:
     buckets = status.status_buckets(since=series.since, until=until, size=size, queues=names)
     pushed = {b.at: b.pushed for b in buckets}
     counts = [pushed.get(at, 0) for at in series.starts]
-    return json_response(wire.render_analytics(series.since, until, series.interval, series.starts, counts))
+    return json_response(wire.ANALYTICS_OUT.render(series, until, counts))
 
 
-@router.post("/stats/refresh", response=StatsRefreshOut, summary="Sample every queue's counters now")
+@router.post("/stats/refresh", response=wire.REFRESH_OUT.model, summary="Sample every queue's counters now")
 def refresh_stats(request: HttpRequest) -> HttpResponse:
     grants.require_every(request, "queue", grants.WRITE)
-    return json_response(wire.render_refresh(history.stats_refresh()))
+    return json_response(wire.REFRESH_OUT.render(history.stats_refresh()))
 
 
 @router.get(
     "/analytics/system-metrics",
-    response={200: SystemMetricsOut, **_BAD},
+    response={200: wire.SYSTEM_METRICS_OUT.model, **_BAD},
     openapi_extra=parameters(query=wire.SYSTEM_METRICS.schemas()),
     summary="CPU, memory and requests of each serving process, per time bucket",
     description=_RANGE,
@@ -175,12 +165,12 @@ def get_system_metrics(request: HttpRequest) -> HttpResponse:
         for r in procmetrics.procmetrics_replicas(since=since, until=until, bucket=timedelta(minutes=minutes))
         if (hostname is None or r.host == hostname) and (worker is None or str(r.pid) == worker)
     ]
-    return json_response(wire.render_system_metrics(since, until, minutes, replicas))
+    return json_response(wire.SYSTEM_METRICS_OUT.render(replicas, since, until, minutes))
 
 
 @router.get(
     "/analytics/worker-metrics",
-    response={200: WorkerMetricsOut, **_BAD},
+    response={200: wire.WORKER_METRICS_OUT.model, **_BAD},
     openapi_extra=parameters(query=wire.WORKER_METRICS.schemas()),
     summary="Message counts over time, the deployment as one worker",
     description=_RANGE,
@@ -192,16 +182,14 @@ def get_worker_metrics(request: HttpRequest) -> HttpResponse:
     since, until = query["from"], query["to"]
     minutes = status.bucket_minutes(until - since)
     size = timedelta(minutes=minutes)
-    counters = queues.queue_counters(now=now)
-    per_queue = history.queue_activity(since=since, until=until)
     return json_response(
-        wire.render_worker_metrics(
+        wire.WORKER_METRICS_OUT.render(
+            queues.queue_counters(now=now),
             since,
             until,
-            minutes=minutes,
-            buckets=status.status_buckets(since=since, until=until, size=size, queues=None),
-            per_queue=per_queue,
-            counters=counters,
-            requests=procmetrics.procmetrics_requests(since=since, until=until, bucket=size),
+            minutes,
+            status.status_buckets(since=since, until=until, size=size, queues=None),
+            history.queue_activity(since=since, until=until),
+            procmetrics.procmetrics_requests(since=since, until=until, bucket=size),
         )
     )

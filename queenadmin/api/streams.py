@@ -17,13 +17,13 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants
+from queenadmin.api.errors import ENGINE_BAD_REQUEST, NAME_TOO_LONG
 from queenadmin.api.http import json_response, read_engine_json
-from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import streams as wire
 from queenadmin.domain import streams
 
-_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut | wire.TOO_LARGE.model}
+_ERRORS: dict[int | str, Any] = {400: ENGINE_BAD_REQUEST.model, 413: NAME_TOO_LONG.model | wire.TOO_LARGE.model}
 
 router = ScopedRouter(tags=["streams"], errors=_ERRORS)
 

@@ -7,8 +7,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit
+from queenadmin.api.errors import NAME_TOO_LONG, RATE_LIMITED
 from queenadmin.api.http import json_response, operations_of, read_json
-from queenadmin.api.schemas.common import NameTooLongOut, RateLimitedOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import timers as wire
 from queenadmin.api.wire.common import split_raw_path
@@ -20,10 +20,10 @@ router = ScopedRouter(tags=["timers"])
 _WRITE_ERRORS: dict[int | str, Any] = {
     400: wire.BAD_REQUEST.model,
     403: wire.HORIZON.model,
-    413: wire.TOO_LARGE.model | NameTooLongOut,
-    429: RateLimitedOut,
+    413: wire.TOO_LARGE.model | NAME_TOO_LONG.model,
+    429: RATE_LIMITED.model,
 }
-_READ_ERRORS: dict[int | str, Any] = {400: wire.BAD_REQUEST.model, 429: RateLimitedOut}
+_READ_ERRORS: dict[int | str, Any] = {400: wire.BAD_REQUEST.model, 429: RATE_LIMITED.model}
 
 
 @router.with_body(
@@ -60,7 +60,7 @@ _PREFIX = "/api/v1/timers/"
 
 @router.delete(
     "/timers/{queue}/{path:timer_key}",
-    response={200: wire.CANCELLED.model | wire.ABSENT.model, 400: wire.BAD_REQUEST.model, 413: NameTooLongOut},
+    response={200: wire.CANCELLED.model | wire.ABSENT.model, 400: wire.BAD_REQUEST.model, 413: NAME_TOO_LONG.model},
     summary="Cancel one timer (absent, with ?txn echoed, when it is not pending)",
 )
 def cancel_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:
@@ -74,7 +74,7 @@ def cancel_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpRespon
 
 @router.get(
     "/timers/{queue}/{path:timer_key}",
-    response={200: wire.FOUND.model | wire.MISSING.model, 429: RateLimitedOut},
+    response={200: wire.FOUND.model | wire.MISSING.model, 429: RATE_LIMITED.model},
     summary="Peek one timer, with its payload",
 )
 def peek_timer(request: HttpRequest, queue: str, timer_key: str) -> HttpResponse:

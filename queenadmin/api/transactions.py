@@ -7,9 +7,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from queenadmin.api import grants, ratelimit
+from queenadmin.api.errors import ENGINE_BAD_REQUEST, NAME_TOO_LONG, QUEUE_BUSY, RATE_LIMITED
 from queenadmin.api.http import json_response
-from queenadmin.api.schemas.common import EngineBadRequestOut, NameTooLongOut, RateLimitedOut
-from queenadmin.api.schemas.queues import QueueBusyOut
 from queenadmin.api.scopes import ScopedRouter
 from queenadmin.api.wire import binary
 from queenadmin.api.wire import kv as kv_wire
@@ -18,11 +17,11 @@ from queenadmin.api.wire import transactions as wire
 from queenadmin.domain import transactions
 
 _ERRORS: dict[int | str, Any] = {
-    400: EngineBadRequestOut | kv_wire.BAD_REQUEST.model | timers_wire.BAD_REQUEST.model,
+    400: ENGINE_BAD_REQUEST.model | kv_wire.BAD_REQUEST.model | timers_wire.BAD_REQUEST.model,
     403: timers_wire.HORIZON.model,
-    409: QueueBusyOut | kv_wire.CONFLICT.model,
-    413: NameTooLongOut | kv_wire.TOO_LARGE.model | timers_wire.TOO_LARGE.model,
-    429: RateLimitedOut,
+    409: QUEUE_BUSY.model | kv_wire.CONFLICT.model,
+    413: NAME_TOO_LONG.model | kv_wire.TOO_LARGE.model | timers_wire.TOO_LARGE.model,
+    429: RATE_LIMITED.model,
 }
 
 router = ScopedRouter(tags=["transactions"], errors=_ERRORS)

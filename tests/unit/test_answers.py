@@ -7,7 +7,8 @@ from typing import Literal
 
 import pytest
 
-from queenadmin.api.wire.answers import Answer, Key, Many, list_of
+from queenadmin.api.wire.answers import Answer, Key, Many, engine_refusal, kv_refusal, list_of
+from queenadmin.errors import InvalidArgument, KVBadRequest
 
 
 @dataclass
@@ -132,3 +133,23 @@ def test_via_makes_the_subject_of_a_nested_answer_and_const_is_any_constant():
         "segments": {"segments": 0, "messages": 2}
     }
     assert segments.model.model_json_schema()["properties"]["segments"] == {"title": "Segments", "type": "integer"}
+
+
+def test_a_refusal_is_read_from_its_exception_whatever_its_model_names():
+    kv = kv_refusal("KVRefusedOut", "400: refused.", error=Literal["kv_bad_request"])
+    assert kv.render(KVBadRequest("no such op", reason="kv_unknown_op")) == {
+        "error": "kv_bad_request",
+        "reason": "kv_unknown_op",
+        "detail": "no such op",
+    }
+    # No finer reason: the code stands in for it.
+    assert kv.render(InvalidArgument("bad"))["reason"] == "bad_request"
+    engine = engine_refusal("EngineRefusedOut", code=Literal["bad_request"])
+    assert engine.render(InvalidArgument("limit must be positive")) == {
+        "error": "limit must be positive",
+        "code": "bad_request",
+    }
+    schema = kv.model.model_json_schema()
+    assert schema["description"] == "400: refused."
+    assert schema["properties"]["error"] == {"const": "kv_bad_request", "title": "Error", "type": "string"}
+    assert schema["required"] == ["error", "reason", "detail"]

@@ -1,15 +1,15 @@
-"""Pieces every wire schema shares: the answer base, times, numbers, errors.
+"""Pieces every wire schema shares: the answer base, times, numbers, names.
 
-The routers parse bodies and build answers by hand, so these models are the
-published contract rather than the code path; ``tests/api/test_contract.py``
-checks every answer the API suite gets against them. Answer models forbid
-keys they do not name, so a key added to an answer without its schema fails
-that check.
+Answers are declared once (``wire.answers``: the model the document shows
+and the renderer), refusals with their table in ``api/errors.py``;
+``tests/api/test_contract.py`` checks every answer the API suite gets
+against the document. Answer models forbid keys they do not name, so a key
+added to an answer without its schema fails that check.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
@@ -100,69 +100,3 @@ EngineName = Annotated[
 PATH_TEXT = SOME_TEXT
 #: A text field stored as given: no NUL.
 Text = Annotated[str, Field(pattern=NO_NUL)]
-
-
-class AuthErrorOut(WireOut):
-    """401: the bearer token is missing, unknown or revoked."""
-
-    error: Literal["unauthorized"]
-    code: Literal["unauthorized"]
-    detail: str
-
-
-class ForbiddenOut(WireOut):
-    """403: the bearer token's scope does not allow the call (the 401 shape)."""
-
-    error: Literal["forbidden"]
-    code: Literal["forbidden"]
-    detail: str
-
-
-class UnavailableOut(WireOut):
-    """503: the database connection was lost or refused; nothing was done, retry."""
-
-    error: str
-    code: Literal["unavailable"]
-
-
-class UnsupportedMediaTypeOut(WireOut):
-    """415: the body's ``Content-Encoding`` is neither ``identity`` nor ``zstd``."""
-
-    error: str
-    code: Literal["unsupported_media_type"]
-
-
-class RateLimitedOut(WireOut):
-    """429 (with ``Retry-After``): the token's KV call rate is spent."""
-
-    error: Literal["rate_limited"]
-    reason: Literal["rate_limited"]
-    detail: str
-
-
-class NoRouteOut(WireOut):
-    """404 from outside the API's routes: the path matches none (a path
-    parameter that holds a newline, say, or a slash where none may be)."""
-
-    code: Literal["no_such_route"]
-    error: Literal["not found"]
-    path: str
-
-
-class EngineBadRequestOut(WireOut):
-    """400 on the message-log routes: ``error`` is prose, ``code`` the machine code."""
-
-    error: str
-    code: Literal["bad_request"]
-
-
-class NameTooLongOut(WireOut):
-    """413: a queue, partition or group name is over the 511-byte key budget."""
-
-    error: str
-    code: Literal["name_too_long"]
-
-
-#: The refusals every message-log route may answer (``api/queues.py``,
-#: ``api/messages.py``): the engine's 400 and a name over the key budget.
-ENGINE_ERRORS: dict[int | str, Any] = {400: EngineBadRequestOut, 413: NameTooLongOut}

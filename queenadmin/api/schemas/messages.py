@@ -15,7 +15,7 @@ from pydantic import RootModel
 from queenadmin.api.schemas.common import JSONValue, MicrosZTime
 from queenadmin.api.schemas.queues import MESSAGE_COUNTS
 from queenadmin.api.wire import queues as queues_wire
-from queenadmin.api.wire.answers import Answer, Key, Many
+from queenadmin.api.wire.answers import Answer, Key, Many, engine_refusal
 from queenadmin.domain import clock
 
 # -- answers ------------------------------------------------------------------
@@ -381,22 +381,21 @@ DLQ_REPLAYED = Answer(
     replayedAs=_REPLAYED_AS,
     dlqRowRemoved=Key(bool, src="row_removed"),
 )
-QUEUE_FULL = Answer(
+QUEUE_FULL: Answer = engine_refusal(
     "QueueFullOut",
-    doc="409: the destination queue's ``maxSize`` would be exceeded; nothing was written.",
-    error=str,
+    "409: the destination queue's ``maxSize`` would be exceeded; nothing was written.",
     code=Literal["queue_full"],
 )
-DEAD_LETTER_GONE = Answer(
+DEAD_LETTER_GONE: Answer = Answer(
     "DeadLetterGoneOut",
     doc="""404: no such dead letter and no record of its replay (never was,
     purged, or replayed longer ago than ``QUEENADMIN_DLQ_REPLAY_KEEP_SECONDS``).""",
     success=Literal[False],
     result=Literal["gone"],
-    error=Literal["Message not found"],
-    code=Literal["gone"],
+    error=Key(Literal["Message not found"], src="detail"),
+    code=Key(Literal["gone"], src="code"),
 )
-NOT_DEAD_LETTERED = Answer(
+NOT_DEAD_LETTERED: Answer = engine_refusal(
     "NotDeadLetteredOut",
     error=Literal["The message is not in the dead-letter queue."],
     code=Literal["not_dead_lettered"],
@@ -411,4 +410,4 @@ DEAD_LETTERED = Answer(
     consumerGroup=Key(str, src="group"),
     offset=int,
 )
-MESSAGE_NOT_NEXT = Answer("MessageNotNextOut", error=str, code=Literal["message_not_next"])
+MESSAGE_NOT_NEXT: Answer = engine_refusal("MessageNotNextOut", code=Literal["message_not_next"])

@@ -9,9 +9,11 @@ document shows them); the ``Out`` models are the exact answers, checked by
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import astuple
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, create_model
+from pydantic import create_model
 
 from queenadmin.api.schemas.common import (
     JSONNumber,
@@ -20,16 +22,10 @@ from queenadmin.api.schemas.common import (
     WireOut,
 )
 from queenadmin.api.wire.answers import Answer, Key, Many
-from queenadmin.domain import clock
+from queenadmin.domain import clock, queues
 from queenadmin.domain.queues.options import BOOL_OPTIONS, INT_OPTIONS
 
 # -- answers ------------------------------------------------------------------
-
-
-class QueueNotFoundOut(WireOut):
-    """404 of the queue detail and depth reads."""
-
-    error: Literal["Queue not found"]
 
 
 #: Every option of a queue, defaults filled in (protocol 10): the domain's table.
@@ -40,17 +36,6 @@ QueueOptionsOut = create_model(
     **dict.fromkeys(INT_OPTIONS, (int, ...)),  # type: ignore[call-overload]
     **dict.fromkeys(BOOL_OPTIONS, (bool, ...)),
 )
-
-
-class ConfigureOut(WireOut):
-    configured: Literal[True]
-    queueId: str
-    partitionId: None
-    queue: str
-    namespace: str | None
-    task: str | None
-    storage: Literal["segments"]
-    options: QueueOptionsOut
 
 
 MESSAGE_COUNTS = Answer(
@@ -76,6 +61,18 @@ PAUSED_GROUPS = "consumer groups whose pops of the queue are paused"
 _TIME = Key(MicrosZTime, via=clock.iso_micros_z)
 _ID = Key(str, via=str)
 _OPTIONS = Key(QueueOptionsOut, via=dict)
+#: Of the ``queues.QueueConfig``.
+CONFIGURED = Answer(
+    "ConfigureOut",
+    configured=Literal[True],
+    queueId=Key(str, src="id", via=str),
+    partitionId=None,
+    queue=Key(str, src="name"),
+    namespace=str | None,
+    task=str | None,
+    storage=Literal["segments"],
+    options=_OPTIONS,
+)
 _PAUSED: dict[str, Any] = {
     "paused": Key(bool, PAUSED),
     "pausedGroups": Key(list[str], PAUSED_GROUPS, src="paused_groups", via=list),
@@ -198,31 +195,56 @@ QUEUE_NOT_DELETED = Answer(
 )
 
 
-class OverviewCountsOut(MessageCountsOut):
-    failed: int
+def _summed(stats: Sequence[queues.QueueStats]) -> queues.QueueTotals:
+    return queues.QueueTotals(*map(sum, zip(*map(astuple, (_NO_TOTALS, *(q.totals for q in stats))), strict=True)))
 
 
-class LagOut(WireOut):
-    avg: JSONNumber
-    median: JSONNumber
-    min: JSONNumber
-    max: JSONNumber
+def _time_lag(times: Sequence[float]) -> tuple[float, int, int, float]:
+    return (sum(times) / len(times) if times else 0), 0, 0, max(times, default=0)
 
 
-class LagsOut(WireOut):
-    time: LagOut = Field(description="seconds the oldest ready message has waited, across queues")
-    offset: LagOut = Field(description="pending messages per partition")
+def _offset_lag(lags: Sequence[int]) -> tuple[float, int, int, int]:
+    """Of the pending counts, ascending."""
+    if not lags:
+        return 0, 0, 0, 0
+    return sum(lags) / len(lags), lags[len(lags) // 2], lags[0], lags[-1]
 
 
-class OverviewOut(WireOut):
-    queues: int
-    partitions: int
-    namespaces: int
-    tasks: int
-    messages: OverviewCountsOut
-    lag: LagsOut
-    timestamp: MicrosZTime
-    statsAge: int
+_NO_TOTALS = queues.QueueTotals.of(())
+#: Of a lag's figures, in the order of its keys.
+_LAG = Answer(
+    "LagOut",
+    avg=Key(JSONNumber, src="0"),
+    median=Key(JSONNumber, src="1"),
+    min=Key(JSONNumber, src="2"),
+    max=Key(JSONNumber, src="3"),
+)
+#: Of the ``queues.Overview``.
+OVERVIEW = Answer(
+    "OverviewOut",
+    queues=Key(int, via=len),
+    partitions=int,
+    namespaces=int,
+    tasks=int,
+    messages=Key(
+        Answer("OverviewCountsOut", **MESSAGE_COUNTS.keys, failed=Key(int, const=0)), src="queues", via=_summed
+    ),
+    lag=Key(
+        Answer(
+            "LagsOut",
+            time=Key(
+                _LAG,
+                "seconds the oldest ready message has waited, across queues",
+                src="time_lags",
+                via=_time_lag,
+            ),
+            offset=Key(_LAG, "pending messages per partition", src="offset_lags", via=_offset_lag),
+        ),
+        src=".",
+    ),
+    timestamp=Key(MicrosZTime, src="taken_at", via=clock.iso_micros_z),
+    statsAge=Key(int, const=0),
+)
 
 
 _DEAD_LETTER = Answer(
@@ -249,10 +271,3 @@ DEAD_LETTERS = Answer(
     messages=Key(Many(_DEAD_LETTER), "newest first", src="."),
     total=Key(int, "rows matching the filters, all pages"),
 )
-
-
-class QueueBusyOut(WireOut):
-    """409: the queue was deleted again and again while the push ran; retry."""
-
-    error: str
-    code: Literal["queue_busy"]

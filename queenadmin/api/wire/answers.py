@@ -226,3 +226,22 @@ class Answer:
         if tail:
             return f"[{name_of(answer.render)}({item}{rest}) for {item} in {expr}]"
         return f"[{{{', '.join(head)}}} for {item} in {expr}]"
+
+
+# --------------------------------------------------------------------------
+# Refusals (``api/errors.py`` renders a ``QueenError`` with its answer)
+
+
+def _reason(exc: Any) -> Any:
+    return exc.reason or exc.code
+
+
+def kv_refusal(name: str, doc: str = "", *, error: Any, reason: Any = str) -> Answer:
+    """The KV family's body (KV, locks, timers; protocol 1.3) of a refusal:
+    ``error`` its code, ``reason`` the finer one (else the code), ``detail``."""
+    return Answer(name, doc=doc, error=Key(error, src="code"), reason=Key(reason, src=".", via=_reason), detail=str)
+
+
+def engine_refusal(name: str, doc: str = "", *, code: Any, error: Any = str) -> Answer:
+    """The engine family's body of a refusal: ``error`` its prose (``detail``), ``code`` its code."""
+    return Answer(name, doc=doc, error=Key(error, src="detail"), code=Key(code, src="code"))

@@ -32,8 +32,7 @@ from typing import Any, TypeVar
 
 from django.http import HttpRequest
 
-from queenadmin.api.bodies import ZstdDamaged, decoded_body, inflate_zstd
-from queenadmin.api.envelope import BodyTooLarge
+from queenadmin.api.bodies import BodyTooLarge, ZstdDamaged, decoded_body, inflate_zstd
 from queenadmin.api.http import _TOKEN_COST, json_dumps, parse_cost, parse_json_bytes, read_engine_json
 from queenadmin.api.wire import transactions as txn_wire
 from queenadmin.api.wire.queues import Autopilot, conflation_keys, json_object, parse_push_items

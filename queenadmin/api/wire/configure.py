@@ -103,16 +103,3 @@ def option_changes(given: dict[str, Any]) -> tuple[tuple[str, OptionValue | None
     form checks each of its fields with this, so its texts are the API's."""
     fields = OPTIONS.fields
     return tuple((name, fields[name].read(given, name, engine_bad)) for name in given if name in fields)
-
-
-def render_configure(config: queues.QueueConfig) -> dict[str, Any]:
-    return {
-        "configured": True,
-        "queueId": str(config.id),
-        "partitionId": None,
-        "queue": config.name,
-        "namespace": config.namespace,
-        "task": config.task,
-        "storage": "segments",
-        "options": dict(config.options),
-    }

@@ -18,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from queenadmin.api.schemas.common import JSONValue
 from queenadmin.api.wire import fields
-from queenadmin.api.wire.answers import Answer, Key, Many
+from queenadmin.api.wire.answers import Answer, Key, Many, engine_refusal
 from queenadmin.api.wire.common import json_int
 from queenadmin.api.wire.fields import Param, Query
 from queenadmin.domain import ephemeral, names
@@ -342,9 +342,8 @@ DEPTH = Answer(
     partitions=Many(_PARTITION),
     groups=Many(_GROUP),
 )
-ERROR = Answer(
+ERROR = engine_refusal(
     "EphemeralErrorOut",
-    doc="``{error, code}``: ``error`` is prose, ``code`` the machine code.",
-    error=str,
+    "``{error, code}``: ``error`` is prose, ``code`` the machine code.",
     code=Literal["ephemeral_bad_request", "queue_full", "ephemeral_unavailable", "ephemeral_queue_not_found"],
 )

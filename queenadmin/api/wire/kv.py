@@ -15,7 +15,7 @@ from pydantic import Field as Doc
 from pydantic import WithJsonSchema
 
 from queenadmin.api.schemas.common import JsonbTime, JSONValue, MicrosZTime
-from queenadmin.api.wire.answers import Answer, Key, Many, either, list_of
+from queenadmin.api.wire.answers import Answer, Key, Many, either, kv_refusal, list_of
 from queenadmin.api.wire.common import batch_op, json_int, reasoned, to_decimal
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
@@ -486,29 +486,25 @@ PRECONDITION = Answer(
     version=int,
     value=JSONValue,
 )
-BAD_REQUEST = Answer(
+BAD_REQUEST = kv_refusal(
     "KVBadRequestOut",
-    doc="400: ``error`` is the machine code, ``reason`` the finer one (protocol 2.12).",
+    "400: ``error`` is the machine code, ``reason`` the finer one (protocol 2.12).",
     error=Literal["kv_bad_request"],
-    reason=str,
-    detail=str,
 )
-CONFLICT = Answer(
+CONFLICT = kv_refusal(
     "KVConflictOut",
-    doc="""409: a valid call the stored value refuses: an ``incr`` whose result, or
+    """409: a valid call the stored value refuses: an ``incr`` whose result, or
     the stored number it adds to, is beyond what it computes exactly (magnitude
     below 1e100, at most 100 decimal places, a fraction of at most 17
     significant digits). Nothing in the call was written.""",
     error=Literal["kv_bad_request"],
     reason=Literal["kv_bad_request"],
-    detail=str,
 )
-TOO_LARGE = Answer(
+TOO_LARGE = kv_refusal(
     "KVTooLargeOut",
-    doc="413: a key or value over the KV size limits.",
+    "413: a key or value over the KV size limits.",
     error=Literal["payload_too_large"],
     reason=Literal["kv_key_too_large", "kv_value_too_large"],
-    detail=str,
 )
 #: A console row: ``value`` is the route's (masked where ``masked``).
 PAGE_ROW = Answer(

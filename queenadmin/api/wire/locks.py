@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from queenadmin.api.schemas.common import JsonbTime
-from queenadmin.api.wire.answers import Answer, Key, Many, list_of, one
+from queenadmin.api.wire.answers import Answer, Key, Many, kv_refusal, list_of, one
 from queenadmin.api.wire.common import batch_op, reasoned
 from queenadmin.api.wire.fields import Call, Field, Op, Ops
 from queenadmin.domain import clock, kv, locks, masking, names
@@ -183,12 +183,10 @@ RELEASE_LOST = _result("LockReleaseLostOut", "release", released=Literal[False],
 GET = _result("LockGetOut", "get", args=("masked",), held=bool, holders=Many(LEASE))
 _RESULTS = list_of(ACQUIRED, REFUSED, RENEWED, RENEW_LOST, RELEASED, RELEASE_LOST, GET)
 CALL_OUT = Answer("LocksCallOut", results=Key(_RESULTS, "one per operation, in request order"))
-BAD_REQUEST = Answer(
+BAD_REQUEST = kv_refusal(
     "LocksBadRequestOut",
-    doc="400: ``error`` is the machine code, ``reason`` the finer one (protocol 3.4).",
+    "400: ``error`` is the machine code, ``reason`` the finer one (protocol 3.4).",
     error=Literal["locks_bad_request"],
-    reason=str,
-    detail=str,
 )
 
 

@@ -585,11 +585,11 @@ EMPTY_POP = Answer(
     **_conflation("policy.conflation", "policy.conflict"),
     **_EMPTY_KEYS,
 )
-CONFLATION_REFUSED = Answer(
+CONFLATION_REFUSED: Answer = Answer(
     "ConflationRefusedOut",
     doc="400 of a conflating pop with no consumerGroup, or with autoAck.",
     success=Literal[False],
-    error=str,
+    error=Key(str, src="detail"),
     messages=Key(_NO_MESSAGES, const=[]),
 )
 

@@ -22,7 +22,7 @@ from queenadmin.api.wire.queues import (
     json_object,
     time_param,
 )
-from queenadmin.domain import clock, queues
+from queenadmin.domain import queues
 
 LANES = Query(
     {
@@ -49,16 +49,6 @@ def parse_depth_group(params: Params) -> str | None:
     return check_group(group) if group else None
 
 
-def _messages(totals: queues.QueueTotals | queues.PartitionDepth) -> dict[str, int]:
-    return {
-        "total": totals.total,
-        "pending": totals.pending,
-        "processing": totals.processing,
-        "completed": totals.completed,
-        "deadLetter": totals.dead_letter,
-    }
-
-
 PAUSE = Op(
     "PauseIn",
     {
@@ -81,40 +71,6 @@ def parse_pause(body: Any) -> str:
     optional (no body, ``null`` or no reason: none)."""
     fields = {} if body is None else json_object(body)
     return str(PAUSE.fields["reason"].read(fields, "reason", engine_bad))
-
-
-def render_overview(overview: queues.Overview) -> dict[str, Any]:
-    stats = overview.queues
-    lags = overview.offset_lags
-    times = overview.time_lags
-    each = [_messages(q.totals) for q in stats]
-    totals = {
-        key: sum(counts[key] for counts in each)
-        for key in ("total", "pending", "processing", "completed", "deadLetter")
-    }
-    return {
-        "queues": len(stats),
-        "partitions": overview.partitions,
-        "namespaces": overview.namespaces,
-        "tasks": overview.tasks,
-        "messages": {**totals, "failed": 0},
-        "lag": {
-            "time": {
-                "avg": sum(times) / len(times) if times else 0,
-                "median": 0,
-                "min": 0,
-                "max": max(times, default=0),
-            },
-            "offset": {
-                "avg": sum(lags) / len(lags) if lags else 0,
-                "median": lags[len(lags) // 2] if lags else 0,
-                "min": lags[0] if lags else 0,
-                "max": lags[-1] if lags else 0,
-            },
-        },
-        "timestamp": clock.iso_micros_z(overview.taken_at),
-        "statsAge": 0,
-    }
 
 
 # --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypedDict
 from uuid import UUID
 
 from queenadmin.api.schemas.common import JSONValue
-from queenadmin.api.wire.answers import Answer, Key, Many
+from queenadmin.api.wire.answers import Answer, Key, Many, engine_refusal
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Bad, Field, Op
 from queenadmin.api.wire.queues import (
     MAX_GROUP_BYTES,
@@ -368,9 +368,8 @@ CYCLE_OUT = Answer(
     ack_result=Key(_ACKED.model | None, src="acked", via=lambda acked: None if acked is None else _ACKED.render(acked)),
     error=Key(Any, omit=True, when=lambda outcome: not outcome.success),
 )
-TOO_LARGE = Answer(
+TOO_LARGE: Answer = engine_refusal(
     "StreamsTooLargeOut",
-    doc="413: a state key or value is over its limit; nothing was written.",
-    error=str,
+    "413: a state key or value is over its limit; nothing was written.",
     code=Literal["payload_too_large"],
 )

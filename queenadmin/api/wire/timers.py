@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from queenadmin.api.schemas.common import MicrosZTime
-from queenadmin.api.wire.answers import Answer, Key, Many, list_of
+from queenadmin.api.wire.answers import Answer, Key, Many, kv_refusal, list_of
 from queenadmin.api.wire.common import reasoned
 from queenadmin.api.wire.fields import NO_NUL, SOME_TEXT, Call, Field, Op, Ops
 from queenadmin.conf import settings
@@ -310,26 +310,22 @@ FOUND = Answer(
 MISSING = Answer("TimerMissingOut", args=("queue", "timer_key"), found=Literal[False], **_WHERE)
 PAGE = Answer("TimerListOut", rows=Many(ROW), truncated=bool, nextAfter=str | None)
 COUNT = Answer("TimerCountOut", args=("count",), count=int)
-BAD_REQUEST = Answer(
+BAD_REQUEST = kv_refusal(
     "TimersBadRequestOut",
-    doc="400: ``reason`` names the refusal (protocol 4.6).",
+    "400: ``reason`` names the refusal (protocol 4.6).",
     error=Literal["timers_bad_request"],
-    reason=str,
-    detail=str,
 )
-HORIZON = Answer(
+HORIZON = kv_refusal(
     "TimersHorizonOut",
-    doc="403: the timer would be due past the 90-day horizon.",
+    "403: the timer would be due past the 90-day horizon.",
     error=Literal["timer_horizon_exceeded"],
     reason=Literal["timers_horizon"],
-    detail=str,
 )
-TOO_LARGE = Answer(
+TOO_LARGE = kv_refusal(
     "TimersTooLargeOut",
-    doc="413: the decoded payload is over 1 MiB.",
+    "413: the decoded payload is over 1 MiB.",
     error=Literal["payload_too_large"],
     reason=Literal["timers_payload_too_large"],
-    detail=str,
 )
 
 
