@@ -324,3 +324,28 @@ def test_a_position_at_offset_0_reads_from_the_first_message_and_a_negative_one_
     refused = commit(client, {"positions": [{"queue": "in", "consumerGroup": "g", "offset": -1}]})
     assert (refused.status_code, refused.json()["reason"]) == (200, "bad_request")
     assert "positions[0].offset is the next offset to read (0 or more) or null" in refused.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("position", "reason", "error"),
+    [
+        ({"queue": "in\x00", "offset": 1}, "queue_not_found", "QTXN queue 'in\\x00' does not exist"),
+        (
+            {"queue": "in", "partition": "p\x00", "offset": 1},
+            "bad_request",
+            "QTXN queue 'in' has no partition 'p\\x00'",
+        ),
+    ],
+)
+def test_a_position_naming_a_queue_or_partition_with_a_nul_rolls_back(client, position, reason, error):
+    """A NUL names no queue or partition (no database stores one): the
+    bundle rolls back as for any missing one, on both databases
+    (PostgreSQL answered 500: it refuses NUL even in a comparison)."""
+    push("in", 1)
+    answer = commit(client, {"positions": [position]})
+    assert answer.status_code == 200
+    assert {k: answer.json()[k] for k in ("success", "reason", "error")} == {
+        "success": False,
+        "reason": reason,
+        "error": error,
+    }
