@@ -14,10 +14,6 @@ refused call; positive cases that do are not sent.
 ``timeout``; an ephemeral pop 300 s), longer than the run waits for an
 answer: the generated pops wait ``POP_WAIT_MS`` at most (``_short_wait``),
 a valid timeout as any other.
-
-3. Not a rule of ours: schemathesis's negative variant of an optional body
-is no body at all, which the route rightly takes as the empty one; that
-acceptance is not counted as a failure (``_negated_body_not_sent``).
 """
 
 from __future__ import annotations
@@ -25,9 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 import schemathesis
-from schemathesis.core import NOT_SET
-from schemathesis.core.failures import AcceptedNegativeData
-from schemathesis.core.parameters import ParameterLocation
 
 #: The longest a generated long-poll waits (ms): a client may ask up to 60 s,
 #: which the run cannot spend on each pop.
@@ -102,15 +95,6 @@ def keeps_call_rules(path: str, body: Any) -> bool:
     return True
 
 
-def _negated_body_not_sent(case: Any) -> bool:
-    """A negative case whose only negated part is a body it does not send
-    (an optional body: schemathesis's "invalid" variant is no body at all)."""
-    if case.meta is None or not case.meta.generation.mode.is_negative:
-        return False
-    negated = {location for location, part in case.meta.components.items() if part.mode.is_negative}
-    return negated == {ParameterLocation.BODY} and case.body is NOT_SET
-
-
 def _texts(value: Any) -> list[str]:
     if isinstance(value, list | tuple):
         return [t for item in value for t in _texts(item)]
@@ -131,8 +115,3 @@ def filter_case(context: Any, case: Any) -> bool:
     if case.meta is None or case.meta.generation.mode.is_negative:
         return True
     return keeps_call_rules(case.operation.path, case.body) and not _nul_in_query(case)
-
-
-@schemathesis.hook
-def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool:
-    return not (isinstance(failure, AcceptedNegativeData) and _negated_body_not_sent(case))

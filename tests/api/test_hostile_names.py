@@ -398,6 +398,35 @@ def test_nul_in_a_read_parameter_answers_400(client):
     assert answer.json() == {"error": "kv_bad_request", "reason": "kv_bad_key", "detail": "key must not contain NUL"}
 
 
+#: Query parameters the timer reads take that the document does not declare
+#: (the routes read ``request.GET`` themselves): the reason the check of
+#: ``api/envelope.py`` covers every parameter, not only the declared ones.
+NUL_UNDECLARED_TIMER_READS = [
+    ("GET", "/api/v1/timers/q?mode=count&prefix=a%00b", "prefix must not contain NUL"),
+    ("GET", "/api/v1/timers/q?after=a%00b", "after must not contain NUL"),
+    ("DELETE", "/api/v1/timers/q/k?txn=a%00b", "txn must not contain NUL"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "detail"), NUL_UNDECLARED_TIMER_READS)
+def test_nul_in_a_query_parameter_a_route_reads_undeclared_answers_400(client, method, path, detail):
+    """A NUL in a parameter the timer routes read but the document does not
+    declare is a 400 in the timers' family, as in a declared one: the value
+    would otherwise reach the database (a 500 on PostgreSQL)."""
+    answer = client.generic(method, path)
+    body = {"error": "timers_bad_request", "reason": "timers_bad_request", "detail": detail}
+    assert (answer.status_code, answer.json()) == (400, body)
+
+
+def test_nul_in_a_declared_and_an_undeclared_query_parameter_answers_the_same(client):
+    """A declared parameter (``queue`` of ``GET /resources/partitions``) and
+    one no route reads (``probe``) get the same 400 naming the parameter."""
+    for name in ("queue", "probe"):
+        answer = client.get(f"/api/v1/resources/partitions?{name}=a%00b")
+        expected = {"error": f"{name} must not contain NUL", "code": "bad_request"}
+        assert (answer.status_code, answer.json()) == (400, expected), name
+
+
 def test_nul_in_any_parameter_of_any_route_answers_400(client):
     """Every route of the API (``routes.ROUTES``), with a NUL in each path
     parameter in turn and then in the query string: 400 in the JSON

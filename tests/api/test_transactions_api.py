@@ -213,6 +213,38 @@ def test_an_incr_the_stored_value_refuses_answers_409_and_commits_nothing(client
     assert kv.kv_get(namespace="counters", key="n").value == 10**100 - 1
 
 
+@pytest.mark.parametrize(
+    ("op", "status", "answer"),
+    [
+        # schemathesis's case (QA_SCALE=full): a queue, no payload, a partition
+        # with a control character.
+        (
+            {"type": "push", "items": None, "queue": "q", "partition": "p\x12", "transactionId": " \\"},
+            400,
+            {"error": "items[0].partition must not contain control characters", "code": "bad_request"},
+        ),
+        (
+            {"type": "push", "partition": "p" * 600},
+            413,
+            {"error": "items[0].partition is over 511 bytes", "code": "name_too_long"},
+        ),
+        (
+            {"type": "push", "queue": None},
+            400,
+            {"error": "items[0].queue must be a non-empty string", "code": "bad_request"},
+        ),
+    ],
+)
+def test_an_inline_item_without_queue_or_payload_is_refused_for_a_bad_field_first(client, op, status, answer):
+    """An inline push missing its queue or payload rolls back (200), but a
+    field it has that breaks its rule refuses the call first, as in
+    ``items``: the document's rule for that field holds either way."""
+    kv_put = {"op": "put", "ns": "state", "key": "k", "value": 1, "forever": True}
+    response = commit(client, {"operations": [op], "kv": [kv_put]})
+    assert (response.status_code, response.json()) == (status, answer)
+    nothing_changed()
+
+
 def test_an_inline_push_item_is_one_item(client):
     answer = commit(client, {"operations": [{"type": "push", "queue": "out", "payload": {"x": 1}}]}).json()
     assert answer["success"] is True
@@ -292,3 +324,28 @@ def test_a_position_at_offset_0_reads_from_the_first_message_and_a_negative_one_
     refused = commit(client, {"positions": [{"queue": "in", "consumerGroup": "g", "offset": -1}]})
     assert (refused.status_code, refused.json()["reason"]) == (200, "bad_request")
     assert "positions[0].offset is the next offset to read (0 or more) or null" in refused.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("position", "reason", "error"),
+    [
+        ({"queue": "in\x00", "offset": 1}, "queue_not_found", "QTXN queue 'in\\x00' does not exist"),
+        (
+            {"queue": "in", "partition": "p\x00", "offset": 1},
+            "bad_request",
+            "QTXN queue 'in' has no partition 'p\\x00'",
+        ),
+    ],
+)
+def test_a_position_naming_a_queue_or_partition_with_a_nul_rolls_back(client, position, reason, error):
+    """A NUL names no queue or partition (no database stores one): the
+    bundle rolls back as for any missing one, on both databases
+    (PostgreSQL answered 500: it refuses NUL even in a comparison)."""
+    push("in", 1)
+    answer = commit(client, {"positions": [position]})
+    assert answer.status_code == 200
+    assert {k: answer.json()[k] for k in ("success", "reason", "error")} == {
+        "success": False,
+        "reason": reason,
+        "error": error,
+    }

@@ -62,7 +62,7 @@ OPERATION = Ops(
                 **{name: Field("any", doc="inline item") for name in _INLINE},
             },
             doc="A push: ``items``, or one item inline on the op (without ``queue`` and ``payload`` it"
-            " rolls back, 200 ``bad_request``).",
+            " rolls back, 200 ``bad_request``; a bad field it has is refused first, 400).",
             extra={
                 "anyOf": [
                     {"required": ["items"], "properties": {"items": {"type": "array"}}},
@@ -85,6 +85,10 @@ OPERATION = Ops(
     doc="A push or an ack (KV and timer ops go in ``kv`` and ``timers``).",
     key="type",
 )
+
+#: A valid queue and payload, standing in for an inline item's absent ones
+#: while the fields it has are checked.
+_STAND_INS = {"queue": "q", "payload": None}
 
 _NOT_A_STRING = " has a partition or metadata that is not a string"
 POSITION = Op(
@@ -198,10 +202,15 @@ def parse_transaction(body: Any) -> transactions.TxnBundle:
         elif kind == "push":
             raw_items = op.get("items")
             if raw_items is None:
+                inline = {k: v for k, v in op.items() if k != "type"}
                 if "queue" not in op or "payload" not in op:
+                    # The fields it has are checked as any item's first: a
+                    # bad one refuses the call (400), as everywhere in the
+                    # body; only the queue or payload missing rolls back.
+                    parse_push_items([{**_STAND_INS, **inline}])
                     invalid = invalid or f"operations[{i}] pushes no items and no inline queue and payload"
                     continue
-                raw_items = [{k: v for k, v in op.items() if k != "type"}]
+                raw_items = [inline]
             for pushed in parse_push_items(raw_items):
                 pushes.append(transactions.TxnPush(index, pushed))
                 index += 1

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest, Least
 
-from queenadmin.domain import clock, events
+from queenadmin.domain import clock, events, names
 from queenadmin.domain.queues import wakeups
 from queenadmin.domain.queues.consume.commands import (
     AckItem,
@@ -385,10 +385,16 @@ def queue_position_in_txn(*, queue: str, group: str, partition: str, offset: int
     partition or a negative offset.
     """
     assert connection.in_atomic_block
-    queue_id = Queue.objects.filter(name=queue).values_list("id", flat=True).first()
+    # A name no database can store (a NUL, which PostgreSQL refuses even to
+    # compare) names nothing: the answer SQLite gives, without asking.
+    queue_id = None
+    if names.unstorable(queue) is None:
+        queue_id = Queue.objects.filter(name=queue).values_list("id", flat=True).first()
     if queue_id is None or not lock_queue_rows([queue_id]):
         raise QueueNotFound()
-    found = Partition.objects.filter(queue_id=queue_id, name=partition).values_list("id", "next_offset").first()
+    found = None
+    if names.unstorable(partition) is None:
+        found = Partition.objects.filter(queue_id=queue_id, name=partition).values_list("id", "next_offset").first()
     if found is None:
         raise ValueError(f"queue {queue!r} has no partition {partition!r}")
     pid, next_offset = found
