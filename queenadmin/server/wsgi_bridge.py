@@ -25,11 +25,11 @@ thread, so ``/health`` and the API stopped answering):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import io
 import os
-import queue
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -143,13 +143,45 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
 
 
+class _Slot:
+    """One thread of a hop: it sleeps on ``wake`` until a job is handed to it."""
+
+    __slots__ = ("job", "wake")
+
+    def __init__(self) -> None:
+        self.job: tuple[Any, ...] | None = None
+        #: Held while the thread has nothing to do; released to hand it ``job``.
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
+class _Crew:
+    """One process's threads of a hop: those idle, and the jobs none took yet."""
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        #: The idle threads, the most recently idle last.
+        self.idle: list[_Slot] = []
+        self.backlog: collections.deque[tuple[Any, ...]] = collections.deque()
+
+
 class ThreadHop:
     """A fixed set of threads that run jobs for the event loop.
 
     ``loop.run_in_executor`` goes through a ``concurrent.futures.Future``
     chained to an asyncio one (two futures, their callbacks and a state
-    copy per call). Here a job is queued with its asyncio future and the
-    thread settles that future with one ``call_soon_threadsafe``.
+    copy per call). Here a job is handed to a thread with its asyncio
+    future and the thread settles that future with one
+    ``call_soon_threadsafe``.
+
+    A job wakes exactly one thread, the one idle most recently (its memory
+    still in the CPU's caches); one that finds every thread busy waits in
+    the backlog for the first to finish. With a ``queue.SimpleQueue`` that
+    all the threads waited on, each job woke a second, idle thread that
+    found nothing and slept again, and the two fought the loop for the GIL:
+    12 context switches per lone KV put in the serving process (one client,
+    ``perf stat``), where this makes 4 (bench/README.md, "Where the time
+    goes").
 
     The threads start at the first job of each process (a forked child
     starts its own). They are daemons: uvicorn waits for the requests in
@@ -164,8 +196,8 @@ class ThreadHop:
         #: A job whose awaiting task was cancelled before a thread took it
         #: is dropped (as ``run_in_executor`` drops it), not run.
         self.skip_cancelled = skip_cancelled
-        self._jobs: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        #: The process whose threads serve ``_jobs``; 0 before the first job.
+        self._crew = _Crew()
+        #: The process whose threads ``_crew`` holds; 0 before the first job.
         self._pid = 0
         self._lock = threading.Lock()
 
@@ -175,24 +207,41 @@ class ThreadHop:
             self._start()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((loop, future, contextvars.copy_context(), fn, args))
+        job = (loop, future, contextvars.copy_context(), fn, args)
+        crew = self._crew
+        with crew.mutex:
+            slot = crew.idle.pop() if crew.idle else None
+            if slot is None:
+                crew.backlog.append(job)
+        if slot is not None:
+            slot.job = job
+            slot.wake.release()
         return await future
 
     def _start(self) -> None:
         with self._lock:
             if self._pid == os.getpid():
                 return
-            self._jobs = queue.SimpleQueue()  # a parent's queue has no threads here
+            self._crew = crew = _Crew()  # a parent's crew has no threads here
             for n in range(self.size):
                 threading.Thread(
-                    target=self._work, args=(self._jobs, self.skip_cancelled), name=f"{self.name}_{n}", daemon=True
+                    target=self._work, args=(crew, _Slot(), self.skip_cancelled), name=f"{self.name}_{n}", daemon=True
                 ).start()
             self._pid = os.getpid()
 
     @staticmethod
-    def _work(jobs: queue.SimpleQueue[tuple[Any, ...]], skip_cancelled: bool) -> None:
+    def _work(crew: _Crew, slot: _Slot, skip_cancelled: bool) -> None:
         while True:
-            loop, future, context, fn, args = jobs.get()
+            with crew.mutex:
+                job = crew.backlog.popleft() if crew.backlog else None
+                if job is None:
+                    crew.idle.append(slot)
+            if job is None:
+                slot.wake.acquire()
+                job, slot.job = slot.job, None
+            assert job is not None
+            loop, future, context, fn, args = job
+            del job
             # Read off the loop: a cancel landing just after this is the
             # same as one landing while the job runs.
             if skip_cancelled and future.cancelled():
@@ -202,10 +251,13 @@ class ThreadHop:
                 result, error = context.run(fn, *args), None
             except BaseException as exc:  # handed to the awaiting task
                 result, error = None, exc
+            # Freed before the loop wakes, so the thread holds the GIL as
+            # little as it can once the loop wants it back.
+            del context, fn, args
             # RuntimeError: the loop closed meanwhile, nobody awaits.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, result, error)
-            del loop, future, context, fn, args, result, error
+            del loop, future, result, error
 
 
 class BufferedWSGI:
