@@ -105,18 +105,21 @@ async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     declared = _declared_length(scope)
     if declared is not None and declared > limit:
         raise BodyRefused(413, "payload too large\n")
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    grace = settings.BODY_GRACE_SECONDS
-    rate = settings.BODY_MIN_RATE
     chunks: list[bytes] = []
     size = 0
     more = True
     arrived = compat.body_complete(receive)
+    # The deadline's clock and settings only where there is a wait: finding
+    # the running loop is a getpid() system call each time.
+    deadline: tuple[asyncio.AbstractEventLoop, float, float, float] | None = None
     while more:
         if arrived:  # no wait, so no deadline to set and cancel
             message = await receive()
         else:
+            if deadline is None:
+                loop = asyncio.get_running_loop()
+                deadline = (loop, loop.time(), settings.BODY_GRACE_SECONDS, settings.BODY_MIN_RATE)
+            loop, started, grace, rate = deadline
             remaining = started + grace + size / rate - loop.time()
             try:
                 async with asyncio.timeout(max(remaining, 0.0)):
@@ -205,6 +208,19 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
 
 
+#: This process's id, kept up to date across ``fork``: ``os.getpid()`` is a
+#: system call, which ``ThreadHop.run`` made per job.
+_this_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _this_pid
+    _this_pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class _Slot:
     """One thread of a hop: it sleeps on ``wake`` until a job is handed to it."""
 
@@ -263,11 +279,13 @@ class ThreadHop:
         self._pid = 0
         self._lock = threading.Lock()
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Await ``fn(*args)`` run on one of the threads, in a copy of this context."""
-        if self._pid != os.getpid():
+    async def run(self, fn: Callable[..., T], *args: Any, loop: asyncio.AbstractEventLoop | None = None) -> T:
+        """Await ``fn(*args)`` run on one of the threads, in a copy of this
+        context; ``loop``: the running loop, when the caller has it at hand."""
+        if self._pid != _this_pid:
             self._start()
-        loop = asyncio.get_running_loop()
+        if loop is None:
+            loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         job = (loop, future, contextvars.copy_context(), fn, args)
         crew = self._crew
@@ -349,7 +367,7 @@ class BufferedWSGI:
         # returns that same object: the body is held once.
         environ = wsgi_environ(scope, io.BytesIO(body))
         environ["CONTENT_LENGTH"] = str(len(body))
-        status, headers, chunks = await self.threads.run(self._run, environ, loop, send)
+        status, headers, chunks = await self.threads.run(self._run, environ, loop, send, loop=loop)
         if status is None:  # a streaming answer, already sent from the thread
             return
         await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -267,6 +267,27 @@ async def test_the_hop_starts_threads_of_its_own_in_another_process():
     assert hop._pid == os.getpid()
 
 
+def test_a_forked_child_knows_its_own_pid_without_asking():
+    """The hop compares a kept pid, not ``os.getpid()`` (a system call) per
+    job: a forked child must have its own."""
+    from queenadmin.server import wsgi_bridge
+
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        ok = False
+        try:
+            ok = getattr(wsgi_bridge, "_this_pid", None) == os.getpid()
+        finally:
+            os.write(write_end, b"1" if ok else b"0")
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert os.read(read_end, 1) == b"1"
+    assert getattr(wsgi_bridge, "_this_pid", None) == os.getpid()
+    os.close(read_end)
+    os.close(write_end)
+
+
 async def test_a_body_already_read_is_taken_without_a_deadline():
     cycle = _cycle(RecordingTransport(), method="POST")
     cycle.scope["path"] = "/api/v1/kv"  # type: ignore[index]
