@@ -2,7 +2,7 @@
 
 - ``db``: the database seam (the vendor, the time adapters, the JSON text
   we store, statements prepared on the server, the pooler's rules).
-- ``compat``: every private name of Django, uvicorn, a2wsgi and
+- ``compat``: every private name of Django, uvicorn and
   prometheus_client that queenadmin relies on, each behind a function.
 - ``middleware``: the sync/async middleware base ours share, and the
   protocol's answer to a body over its limit.

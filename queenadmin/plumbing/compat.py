@@ -31,10 +31,6 @@ uvicorn
     says whether a request's body is all in, so the body is read without a
     timer (``body_complete``).
 
-a2wsgi
-    ``a2wsgi.wsgi.build_environ`` (not in its ``__all__``): the PEP 3333
-    environ of an ASGI scope, for the WSGI bridge (``wsgi_environ``).
-
 prometheus_client
     A histogram child's ``_buckets`` and ``_sum``: ``metrics`` adds a
     batch of observations at once (``observe`` costs a locked file write
@@ -59,7 +55,6 @@ import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
-from a2wsgi.wsgi import build_environ
 from django.core.handlers.base import BaseHandler
 from django.dispatch import Signal
 from django.dispatch.dispatcher import NONE_ID
@@ -141,11 +136,6 @@ def body_complete(receive: Any) -> bool:
     """
     cycle = getattr(receive, "__self__", None)
     return isinstance(cycle, RequestResponseCycle) and not cycle.more_body
-
-
-def wsgi_environ(scope: dict[str, Any], body: Any) -> dict[str, Any]:
-    """The WSGI environ of an HTTP ``scope`` with ``body`` as its input."""
-    return dict(build_environ(scope, body))  # type: ignore[arg-type]
 
 
 def histogram_add(child: Any, bucket: int, count: float) -> None:

@@ -25,11 +25,12 @@ thread, so ``/health`` and the API stopped answering):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import io
 import os
-import queue
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -104,18 +105,21 @@ async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     declared = _declared_length(scope)
     if declared is not None and declared > limit:
         raise BodyRefused(413, "payload too large\n")
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    grace = settings.BODY_GRACE_SECONDS
-    rate = settings.BODY_MIN_RATE
     chunks: list[bytes] = []
     size = 0
     more = True
     arrived = compat.body_complete(receive)
+    # The deadline's clock and settings only where there is a wait: finding
+    # the running loop is a getpid() system call each time.
+    deadline: tuple[asyncio.AbstractEventLoop, float, float, float] | None = None
     while more:
         if arrived:  # no wait, so no deadline to set and cancel
             message = await receive()
         else:
+            if deadline is None:
+                loop = asyncio.get_running_loop()
+                deadline = (loop, loop.time(), settings.BODY_GRACE_SECONDS, settings.BODY_MIN_RATE)
+            loop, started, grace, rate = deadline
             remaining = started + grace + size / rate - loop.time()
             try:
                 async with asyncio.timeout(max(remaining, 0.0)):
@@ -134,6 +138,67 @@ async def read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+#: The WSGI name of each request header name seen (``HTTP_X_A`` of
+#: ``x-a``): a client sends the same few on every call. At most
+#: ``_HEADER_NAMES_KEPT`` are kept, so made-up names cannot grow it.
+_header_names: dict[bytes, str] = {b"content-length": "CONTENT_LENGTH", b"content-type": "CONTENT_TYPE"}
+_HEADER_NAMES_KEPT = 256
+
+
+def _header_name(name: bytes) -> str:
+    found = _header_names.get(name)
+    if found is None:
+        found = f"HTTP_{name.decode('latin1')}".upper().replace("-", "_")
+        if len(_header_names) < _HEADER_NAMES_KEPT:
+            _header_names[name] = found
+    return found
+
+
+def wsgi_environ(scope: dict[str, Any], body: Any) -> dict[str, Any]:
+    """The PEP 3333 environ of an HTTP ``scope`` with ``body`` as its input.
+
+    What ``a2wsgi.wsgi.build_environ`` makes (``tests/unit/test_wsgi_bridge.py``
+    compares them), with each header's WSGI name made once per process
+    instead of per request: building it was ~9 us of a lone KV put's ~700
+    of server CPU.
+    """
+    script_name = scope.get("root_path", "").encode("utf8").decode("latin1")
+    path_info = scope["path"].encode("utf8").decode("latin1")
+    if path_info.startswith(script_name):
+        path_info = path_info[len(script_name) :]
+    from_os = os.environ.get("SCRIPT_NAME", "")
+    if from_os:
+        script_name = from_os.encode(sys.getfilesystemencoding(), "surrogateescape").decode("latin1")
+    server_addr, server_port = scope.get("server") or ("localhost", 80)
+    environ: dict[str, Any] = {
+        "asgi.scope": scope,
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": script_name,
+        "PATH_INFO": path_info,
+        "QUERY_STRING": scope["query_string"].decode("ascii"),
+        "SERVER_PROTOCOL": f"HTTP/{scope['http_version']}",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": body,
+        "wsgi.errors": sys.stdout,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+        "SERVER_NAME": server_addr,
+        "SERVER_PORT": str(server_port or 0),
+    }
+    client = scope.get("client")
+    if client is not None:
+        environ["REMOTE_ADDR"], port = client
+        environ["REMOTE_PORT"] = str(port)
+    for name, raw in scope.get("headers", ()):
+        key = _header_name(name)
+        value = raw.decode("latin1")
+        # A repeated header is one entry, its values joined by commas.
+        environ[key] = environ[key] + "," + value if key in environ else value
+    return environ
+
+
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.cancelled():
         return
@@ -143,13 +208,58 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
 
 
+#: This process's id, kept up to date across ``fork``: ``os.getpid()`` is a
+#: system call, which ``ThreadHop.run`` made per job.
+_this_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _this_pid
+    _this_pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+class _Slot:
+    """One thread of a hop: it sleeps on ``wake`` until a job is handed to it."""
+
+    __slots__ = ("job", "wake")
+
+    def __init__(self) -> None:
+        self.job: tuple[Any, ...] | None = None
+        #: Held while the thread has nothing to do; released to hand it ``job``.
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
+class _Crew:
+    """One process's threads of a hop: those idle, and the jobs none took yet."""
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        #: The idle threads, the most recently idle last.
+        self.idle: list[_Slot] = []
+        self.backlog: collections.deque[tuple[Any, ...]] = collections.deque()
+
+
 class ThreadHop:
     """A fixed set of threads that run jobs for the event loop.
 
     ``loop.run_in_executor`` goes through a ``concurrent.futures.Future``
     chained to an asyncio one (two futures, their callbacks and a state
-    copy per call). Here a job is queued with its asyncio future and the
-    thread settles that future with one ``call_soon_threadsafe``.
+    copy per call). Here a job is handed to a thread with its asyncio
+    future and the thread settles that future with one
+    ``call_soon_threadsafe``.
+
+    A job wakes exactly one thread, the one idle most recently (its memory
+    still in the CPU's caches); one that finds every thread busy waits in
+    the backlog for the first to finish. With a ``queue.SimpleQueue`` that
+    all the threads waited on, each job woke a second, idle thread that
+    found nothing and slept again, and the two fought the loop for the GIL:
+    12 context switches per lone KV put in the serving process (one client,
+    ``perf stat``), where this makes 4 (bench/README.md, "Where the time
+    goes").
 
     The threads start at the first job of each process (a forked child
     starts its own). They are daemons: uvicorn waits for the requests in
@@ -164,35 +274,54 @@ class ThreadHop:
         #: A job whose awaiting task was cancelled before a thread took it
         #: is dropped (as ``run_in_executor`` drops it), not run.
         self.skip_cancelled = skip_cancelled
-        self._jobs: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        #: The process whose threads serve ``_jobs``; 0 before the first job.
+        self._crew = _Crew()
+        #: The process whose threads ``_crew`` holds; 0 before the first job.
         self._pid = 0
         self._lock = threading.Lock()
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Await ``fn(*args)`` run on one of the threads, in a copy of this context."""
-        if self._pid != os.getpid():
+    async def run(self, fn: Callable[..., T], *args: Any, loop: asyncio.AbstractEventLoop | None = None) -> T:
+        """Await ``fn(*args)`` run on one of the threads, in a copy of this
+        context; ``loop``: the running loop, when the caller has it at hand."""
+        if self._pid != _this_pid:
             self._start()
-        loop = asyncio.get_running_loop()
+        if loop is None:
+            loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((loop, future, contextvars.copy_context(), fn, args))
+        job = (loop, future, contextvars.copy_context(), fn, args)
+        crew = self._crew
+        with crew.mutex:
+            slot = crew.idle.pop() if crew.idle else None
+            if slot is None:
+                crew.backlog.append(job)
+        if slot is not None:
+            slot.job = job
+            slot.wake.release()
         return await future
 
     def _start(self) -> None:
         with self._lock:
             if self._pid == os.getpid():
                 return
-            self._jobs = queue.SimpleQueue()  # a parent's queue has no threads here
+            self._crew = crew = _Crew()  # a parent's crew has no threads here
             for n in range(self.size):
                 threading.Thread(
-                    target=self._work, args=(self._jobs, self.skip_cancelled), name=f"{self.name}_{n}", daemon=True
+                    target=self._work, args=(crew, _Slot(), self.skip_cancelled), name=f"{self.name}_{n}", daemon=True
                 ).start()
             self._pid = os.getpid()
 
     @staticmethod
-    def _work(jobs: queue.SimpleQueue[tuple[Any, ...]], skip_cancelled: bool) -> None:
+    def _work(crew: _Crew, slot: _Slot, skip_cancelled: bool) -> None:
         while True:
-            loop, future, context, fn, args = jobs.get()
+            with crew.mutex:
+                job = crew.backlog.popleft() if crew.backlog else None
+                if job is None:
+                    crew.idle.append(slot)
+            if job is None:
+                slot.wake.acquire()
+                job, slot.job = slot.job, None
+            assert job is not None
+            loop, future, context, fn, args = job
+            del job
             # Read off the loop: a cancel landing just after this is the
             # same as one landing while the job runs.
             if skip_cancelled and future.cancelled():
@@ -202,10 +331,13 @@ class ThreadHop:
                 result, error = context.run(fn, *args), None
             except BaseException as exc:  # handed to the awaiting task
                 result, error = None, exc
+            # Freed before the loop wakes, so the thread holds the GIL as
+            # little as it can once the loop wants it back.
+            del context, fn, args
             # RuntimeError: the loop closed meanwhile, nobody awaits.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, result, error)
-            del loop, future, context, fn, args, result, error
+            del loop, future, result, error
 
 
 class BufferedWSGI:
@@ -233,9 +365,9 @@ class BufferedWSGI:
         loop = asyncio.get_running_loop()
         # BytesIO shares the bytes and Django's read of the whole stream
         # returns that same object: the body is held once.
-        environ = compat.wsgi_environ(scope, io.BytesIO(body))
+        environ = wsgi_environ(scope, io.BytesIO(body))
         environ["CONTENT_LENGTH"] = str(len(body))
-        status, headers, chunks = await self.threads.run(self._run, environ, loop, send)
+        status, headers, chunks = await self.threads.run(self._run, environ, loop, send, loop=loop)
         if status is None:  # a streaming answer, already sent from the thread
             return
         await send({"type": "http.response.start", "status": status, "headers": headers})

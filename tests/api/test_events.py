@@ -58,3 +58,43 @@ def test_coalesced_events_keep_every_name():
 class _AliveThread:
     def is_alive(self) -> bool:
         return True
+
+
+class _CountingCondition:
+    """A condition that counts its wake-ups."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._cond = threading.Condition()
+        self.wakes = 0
+
+    def __enter__(self) -> bool:
+        return self._cond.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._cond.__exit__(*exc)
+
+    def notify(self, n: int = 1) -> None:
+        self.wakes += 1
+        self._cond.notify(n)
+
+    def notify_all(self) -> None:
+        self.wakes += 1
+        self._cond.notify_all()
+
+
+def test_marks_wake_the_flush_thread_only_when_nothing_was_pending():
+    """Writes marked while an event is pending do not wake the thread again:
+    it is awake already, or was woken by the first."""
+    publisher = events._Publisher()
+    cond = _CountingCondition()
+    publisher._cond = cond  # type: ignore[assignment]
+    publisher._thread = _AliveThread()  # type: ignore[assignment]
+    publisher.mark("kv", {"type": "kv.changed", "namespaces": ["a"]})
+    publisher.mark("kv", {"type": "kv.changed", "namespaces": ["b"]})
+    publisher.mark("locks", {"type": "lock.changed"})
+    assert cond.wakes == 1
+    publisher._pending.clear()  # as the flush thread takes a batch
+    publisher.mark("kv", {"type": "kv.changed", "namespaces": ["c"]})
+    assert cond.wakes == 2

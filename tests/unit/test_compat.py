@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import io
 from typing import Any
 
 import pytest
@@ -176,40 +175,6 @@ def test_uvicorn_server_startup_is_where_serve_announces():
     assert list(inspect.signature(Server.startup).parameters) == ["self", "sockets"]
     assert "self.servers = [server]" in inspect.getsource(Server.startup)
     assert "self.started = True" in inspect.getsource(Server.startup)
-
-
-def test_a2wsgi_build_environ_makes_a_wsgi_environ():
-    body = io.BytesIO(b"{}")
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/api/v1/kv",
-        "raw_path": b"/api/v1/kv",
-        "root_path": "",
-        "query_string": b"a=1",
-        "http_version": "1.1",
-        "scheme": "http",
-        "server": ("127.0.0.1", 8000),
-        "client": ("127.0.0.1", 5000),
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"authorization", b"Bearer t"),
-            (b"x-a", b"1"),
-            (b"x-a", b"2"),
-        ],
-    }
-    environ = compat.wsgi_environ(scope, body)
-    assert environ["REQUEST_METHOD"] == "POST"
-    assert environ["PATH_INFO"] == "/api/v1/kv"
-    assert environ["QUERY_STRING"] == "a=1"
-    assert environ["CONTENT_TYPE"] == "application/json"
-    assert environ["HTTP_AUTHORIZATION"] == "Bearer t"
-    assert environ["HTTP_X_A"] == "1,2"
-    assert environ["SERVER_NAME"] == "127.0.0.1"
-    assert environ["SERVER_PORT"] == "8000"
-    assert environ["REMOTE_ADDR"] == "127.0.0.1"
-    assert environ["wsgi.input"] is body
-    assert environ["wsgi.url_scheme"] == "http"
 
 
 def test_prometheus_histogram_children_count_what_compat_adds():

@@ -175,6 +175,33 @@ async def test_the_thread_hop_runs_jobs_on_its_threads_in_the_callers_context():
     assert threading.current_thread().name not in {r[2] for r in results}
 
 
+async def _all_idle(hop: ThreadHop) -> None:
+    """Until every thread of ``hop`` waits for a job (a bound, not a figure)."""
+    for _ in range(2000):
+        crew = getattr(hop, "_crew", None)
+        if crew is None or len(crew.idle) == hop.size:
+            return
+        await asyncio.sleep(0.001)
+
+
+async def test_a_lone_job_wakes_the_thread_idle_most_recently():
+    """One job at a time runs on one thread, the one that ran the last:
+    the others are not woken (they used to be, each job waking a second
+    thread for nothing, and taking turns)."""
+    hop = ThreadHop(4, "hoplifo")
+    release = threading.Event()
+    # Every thread started and busy once, so all four are idle afterwards.
+    busy = [asyncio.ensure_future(hop.run(release.wait, 5)) for _ in range(4)]
+    await asyncio.sleep(0.05)
+    release.set()
+    await asyncio.gather(*busy)
+    names = []
+    for _ in range(12):
+        await _all_idle(hop)
+        names.append(await hop.run(lambda: threading.current_thread().name))
+    assert len(set(names)) == 1, names
+
+
 async def test_the_thread_hop_hands_back_exceptions():
     hop = ThreadHop(1, "hoperr")
 
@@ -233,11 +260,32 @@ async def test_the_hop_starts_threads_of_its_own_in_another_process():
     # threads it does not have.
     hop = ThreadHop(1, "hoppid")
     assert await hop.run(lambda: 1) == 1
-    parents_queue = hop._jobs
+    parents_crew = hop._crew
     hop._pid = -1
     assert await asyncio.wait_for(hop.run(threading.current_thread), 5) is not threading.current_thread()
-    assert hop._jobs is not parents_queue
+    assert hop._crew is not parents_crew
     assert hop._pid == os.getpid()
+
+
+def test_a_forked_child_knows_its_own_pid_without_asking():
+    """The hop compares a kept pid, not ``os.getpid()`` (a system call) per
+    job: a forked child must have its own."""
+    from queenadmin.server import wsgi_bridge
+
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        ok = False
+        try:
+            ok = getattr(wsgi_bridge, "_this_pid", None) == os.getpid()
+        finally:
+            os.write(write_end, b"1" if ok else b"0")
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert os.read(read_end, 1) == b"1"
+    assert getattr(wsgi_bridge, "_this_pid", None) == os.getpid()
+    os.close(read_end)
+    os.close(write_end)
 
 
 async def test_a_body_already_read_is_taken_without_a_deadline():

@@ -116,3 +116,37 @@ def test_a_batch_of_puts_writes_all_in_key_order_and_keeps_live_created_at():
     assert created["b"] == T0  # was live: keeps its creation time
     assert created["c"] == later  # had expired: created anew
     assert created["a"] == later
+
+
+def test_lone_writes_tell_the_dashboards_without_a_commit_hook(monkeypatch):
+    """A lone write's one statement committed when it returned: its event is
+    marked at once, without going through ``on_commit``; a write in a
+    transaction still waits for the commit."""
+    from django.db import transaction
+
+    from queenadmin.domain import clock, events
+    from queenadmin.domain.kv.store import store
+
+    if not store().one_statement_writes:
+        pytest.skip("this store writes a lone put in a transaction")
+    seen: list[tuple[str, Any]] = []
+    monkeypatch.setattr(events.publisher, "listeners", [lambda group, message: seen.append((group, message))])
+    hooked: list[Any] = []
+    real_on_commit = transaction.on_commit
+    monkeypatch.setattr(
+        events.transaction, "on_commit", lambda func, *a, **kw: (hooked.append(func), real_on_commit(func, *a, **kw))
+    )
+    first = one({"op": "put", "key": "e1", "value": 1, "forever": True})
+    assert one({"op": "put", "key": "e1", "value": 2, "forever": True, "expect": first.version}).applied
+    kv.kv_call(
+        kv_wire.parse_ops([{"ns": "fast", "op": "put", "key": k, "value": 1, "forever": True} for k in ("m1", "m2")])
+    )
+    assert seen == [("kv", {"type": "kv.changed", "namespaces": ["fast"]})] * 3
+    assert hooked == []
+    with transaction.atomic():
+        kv.kv_call_in_txn(
+            kv_wire.parse_ops([{"ns": "fast", "op": "put", "key": "t", "value": 1, "forever": True}]), now=clock.now()
+        )
+        assert len(seen) == 3
+    assert len(hooked) == 1
+    assert len(seen) == 4

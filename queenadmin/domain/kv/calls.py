@@ -170,22 +170,25 @@ def _fast(the_store: Store, op: KVOp, now: datetime, by: str | None) -> WriteRes
         # A conditional form whose condition failed: the planner answers why.
         return None
     version, value_json = written
-    _changed([op.namespace])
+    _changed([op.namespace], committed=True)
     return WriteResult(op.name, True, op.key, json.loads(value_json), version)
 
 
 def _put_many_fast(the_store: Store, ops: Sequence[KVPut], now: datetime, by: str | None) -> list[KVResult]:
     versions = the_store.put_many_fast(ops, now, by)
-    _changed(sorted({op.namespace for op in ops}))
+    _changed(sorted({op.namespace for op in ops}), committed=True)
     return [
         WriteResult(op.name, True, op.key, json.loads(op.value_json), versions[(op.namespace, op.key)]) for op in ops
     ]
 
 
-def _changed(namespaces: list[str]) -> None:
-    events.broadcast_on_commit(events.KV_GROUP, {"type": "kv.changed", "namespaces": namespaces})
+def _changed(namespaces: list[str], *, committed: bool = False) -> None:
+    """Tell the dashboards; ``committed``: the write was an autocommit
+    statement that returned, so there is no commit left to wait for."""
+    broadcast = events.broadcast_committed if committed else events.broadcast_on_commit
+    broadcast(events.KV_GROUP, {"type": "kv.changed", "namespaces": namespaces})
     if LOCKS_NAMESPACE in namespaces:
-        events.broadcast_on_commit(events.LOCKS_GROUP, {"type": "lock.changed"})
+        broadcast(events.LOCKS_GROUP, {"type": "lock.changed"})
 
 
 def _single_reads(the_store: Store, gets: list[tuple[int, KVGet]], now: datetime, out: dict[int, KVResult]) -> None:
