@@ -358,7 +358,7 @@ class _Settings:
     TIMER_TICK_SECONDS: float = setting(
         0.025, "timers", "Seconds between timer loop steps while timers keep coming due (CPU rises as it falls)."
     )
-    TIMER_FIRE_BATCH: int = setting(256, "timers", "Timers fired per transaction.")
+    TIMER_FIRE_BATCH: int = setting(1000, "timers", "Timers fired per transaction.")
     TIMER_LOOPS: int = setting(
         4, "timers", "How many timer loops may fire at once (permits of the lock `queenadmin.timers`)."
     )

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
+from queenadmin.domain import queues as log
 from queenadmin.domain.timers.store import Due, Held, NewRow, Store, store
-from queenadmin.models import Timer
+from queenadmin.models import Message, Partition, Timer
 
 pytestmark = pytest.mark.django_db
 
@@ -336,6 +337,68 @@ def test_two_takers_never_take_the_same_timer(timer_store, new_row):
         take_then_fail()
     assert keys(taken) == ["r"]
     assert list(Timer.objects.values_list("timer_key", flat=True)) == ["r"]
+
+
+# --------------------------------------------------------------------------
+# move_due: take, and append to the log where the store can
+
+
+def _log(queue: str) -> list[tuple[int, str, str]]:
+    return list(
+        Message.objects.filter(partition__queue__name=queue)
+        .order_by("offset")
+        .values_list("offset", "transaction_id", "message_id")
+    )
+
+
+def test_move_due_appends_each_timer_once_or_leaves_it_to_the_caller(timer_store, new_row):
+    """Every timer taken is appended by the store or left for the caller's
+    push, never both: with the caller's push of what is left, the log holds
+    one message per transactionId, at the partition's next offsets in due
+    order; a transactionId already in the log, or taken twice in the
+    batch, adds nothing. The partition's offsets and bytes move with it."""
+    log.queue_push(items=[log.PushItem(queue="q", partition="Default", payload_json="0", transaction_id="dup")])
+    timer_store.upsert(
+        [
+            new_row("a", due=T0 - 3 * S),
+            new_row("b", due=T0 - 2 * S, txn="dup"),
+            new_row("c", due=T0 - S, txn="twice"),
+            new_row("d", txn="twice"),
+            new_row("late", due=T0 + 10 * S),
+        ],
+        T0,
+    )
+    moved = timer_store.move_due(T0, 10, BIG)
+    assert (moved.taken, moved.upcoming, moved.known_next, moved.due_queues) == (4, T0 + 10 * S, True, ["q"])
+    assert moved.appended == 0 or (moved.appended, moved.left, moved.queues) == (2, [], ["q"])
+    pushed = log.queue_push_in_txn(items=[_item(d) for d in moved.left], now=T0)
+    assert moved.appended + sum(1 for r in pushed if r.status == "queued") == 2
+    assert _log("q") == [(0, "dup", _log("q")[0][2]), (1, "txn-a", "m-a"), (2, "twice", "m-c")]
+    partition = Partition.objects.get(queue__name="q", name="Default")
+    assert (partition.next_offset, partition.retained_bytes) == (3, 1 + 2 * len('{"n":1}'))
+    assert sorted(Timer.objects.values_list("timer_key", flat=True)) == ["late"]
+
+
+def test_move_due_leaves_the_timers_of_a_missing_partition_to_the_caller(timer_store, new_row):
+    """A queue or partition that does not exist yet is the push path's to
+    make: nothing is appended, and every timer taken is left."""
+    log.queue_push(items=[log.PushItem(queue="q", partition="Default", payload_json="0")])
+    timer_store.upsert([new_row("a", partition="other"), new_row("b", queue="new")], T0)
+    moved = timer_store.move_due(T0, 10, BIG)
+    assert (moved.taken, moved.appended, keys(moved.left), moved.queues) == (2, 0, ["a", "b"], [])
+    assert len(_log("q")) == 1
+    assert not Timer.objects.exists()
+
+
+def _item(due: Due) -> log.PushItem:
+    return log.PushItem(
+        queue=due.queue,
+        partition=due.partition,
+        payload_json=due.payload_json,
+        transaction_id=due.txn,
+        message_id=due.message_id,
+        producer_sub=due.producer_sub,
+    )
 
 
 # --------------------------------------------------------------------------

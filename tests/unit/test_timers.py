@@ -10,6 +10,8 @@ from django.db import transaction
 
 from queenadmin.domain import locks, timers
 from queenadmin.domain import queues as log_domain
+from queenadmin.domain.timers.store import Store as TimerStore
+from queenadmin.domain.timers.store import store as timer_store
 from queenadmin.errors import LeaseExpired, PreconditionFailed, TimerHorizonExceeded
 from queenadmin.models import DeadLetter, Message, Timer
 
@@ -171,6 +173,55 @@ def test_a_step_takes_its_timers_in_one_statement_and_pushes_without_a_savepoint
         assert sum(1 for q in sql if q.upper().startswith("SAVEPOINT")) == 1, sql
         per_step.append(sum(1 for q in sql if "queenadmin_timer" in q))
     assert per_step == [1, 1] if connection.vendor == "postgresql" else per_step == [2, 2]
+
+
+def store_moves_batches() -> bool:
+    """Whether the timer store appends due batches itself (PostgreSQL's does)."""
+    return type(timer_store()).move_due is not TimerStore.move_due
+
+
+def test_a_batch_into_existing_partitions_is_appended_without_the_push_path(monkeypatch):
+    """Where the store can, the statement that takes a due batch also appends
+    it to the log when every partition exists: no row comes back to be
+    pushed, and the messages are those the push path would write (ids,
+    txns, due order)."""
+    if not store_moves_batches():
+        pytest.skip("this database's store leaves every batch to the push path")
+    with time_machine.travel(T0, tick=False):
+        schedule(key="warm", delay=0 * S)
+    fire(T0)  # the push path makes the queue and its partition
+    real_push = log_domain.queue_push_in_txn
+
+    def no_push(**kw):
+        raise AssertionError(f"pushed {len(kw['items'])} timers")
+
+    monkeypatch.setattr(log_domain, "queue_push_in_txn", no_push)
+    with time_machine.travel(T0, tick=False):
+        scheduled = [schedule(key=f"k{i}", delay=(1 + i % 3) * S) for i in range(9)]
+    step = fire(T0 + 5 * S)
+    assert (step.fired, step.duplicates, step.more) == (9, 0, False)
+    monkeypatch.setattr(log_domain, "queue_push_in_txn", real_push)
+    fired = [(m.offset, m.message_id, m.transaction_id) for m in messages()[1:]]
+    by_due = sorted(scheduled, key=lambda o: (o.deliver_at, o.timer_key))
+    assert fired == [(1 + n, o.message_id, o.txn) for n, o in enumerate(by_due)]
+
+
+def test_a_step_after_a_full_batch_starts_past_it_and_the_next_from_the_earliest():
+    """A step given the ``resume`` of a full batch takes the timers after it;
+    a timer that came due before that point waits for a step without one."""
+    if not store_moves_batches():
+        pytest.skip("this database's store reads the due timers from the earliest every step")
+    with time_machine.travel(T0, tick=False):
+        for i in range(4):
+            schedule(key=f"k{i}", delay=(2 + i) * S)
+    first = fire(T0 + 10 * S, limit=2)
+    assert (first.fired, first.more) == (2, True)
+    assert first.resume is not None
+    with time_machine.travel(T0, tick=False):
+        schedule(key="early", delay=S)
+    assert fire(T0 + 10 * S, limit=5, after=first.resume).fired == 2
+    assert list(Timer.objects.values_list("timer_key", flat=True)) == ["early"]
+    assert fire(T0 + 10 * S).fired == 1
 
 
 def test_fire_now_delivers_once_and_then_answers_absent():

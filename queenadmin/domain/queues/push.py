@@ -333,6 +333,19 @@ def _append(
     return results
 
 
+def queue_appended_in_txn(*, queues: Sequence[str]) -> None:
+    """Wake the pops of ``queues`` and tell the dashboards, on commit, after
+    a store statement of the caller's transaction appended messages to them
+    and sent their NOTIFY (``append_from_sql``: timers' fire). Inside the
+    caller's transaction (asserted)."""
+    assert connection.in_atomic_block
+    names = sorted(set(queues))
+    if not names:
+        return
+    wakeups.notify_on_commit(names, notified=True)
+    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
+
+
 _Plan = tuple[list[MessageRow], list[PushResult], dict[int, tuple[int, int]], list[str]]
 
 

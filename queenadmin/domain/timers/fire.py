@@ -35,7 +35,7 @@ from queenadmin.domain import clock, events, kv
 from queenadmin.domain import queues as log_domain
 from queenadmin.domain.timers import wake
 from queenadmin.domain.timers.ops import DLQ_GROUP, LOOP_LOCK, MAX_ATTEMPTS, TimerOutcome
-from queenadmin.domain.timers.store import Due, Held, WakeListener, store
+from queenadmin.domain.timers.store import Due, Held, Resume, WakeListener, store
 from queenadmin.errors import LeaseExpired, PreconditionFailed, QueenError
 from queenadmin.plumbing import db
 
@@ -75,6 +75,8 @@ class FireStep:
     #: When the earliest timer left is due (None: none is), if ``known_next``.
     next_fire_at: datetime | None = None
     known_next: bool = False
+    #: With ``more``: the ``after`` of the next step.
+    resume: Resume | None = None
 
 
 def _backoff(attempts: int) -> timedelta:
@@ -167,47 +169,61 @@ def timers_fire_due(
     limit: int | None = None,
     guard: kv.KVCheck | None = None,
     deadline: float | None = None,
+    after: Resume | None = None,
 ) -> FireStep:
     """Fire the timers due at ``now`` (at most ``limit``) in one transaction.
 
     ``guard`` (a lease's KV check) makes the step commit only while the
     lease is the caller's: otherwise it raises ``PreconditionFailed`` and
     nothing is written. ``deadline`` (``time.monotonic()``) makes it raise
-    ``LeaseExpired``, nothing written, when the step ends after it. Must be
-    the outermost call.
+    ``LeaseExpired``, nothing written, when the step ends after it.
+    ``after`` (the ``resume`` of a step that answered ``more``) lets the
+    store start past the timers that step took. Must be the outermost call.
 
-    The batch is taken (claimed and deleted) in one statement and pushed in
-    one call, without a savepoint. When that push is refused, the step's
-    transaction rolls back and a second one fires the batch timer by timer,
-    so that only the refused ones back off.
+    The batch is taken (claimed and deleted) and, on PostgreSQL, appended
+    to the log in one statement (``Store.move_due``); what the store did
+    not append is pushed in one call, without a savepoint. When that push
+    is refused, the step's transaction rolls back and a second one fires
+    the batch timer by timer, so that only the refused ones back off.
     """
     now = now or clock.now()
     limit = limit or settings.TIMER_FIRE_BATCH
     try:
-        return _step(now, limit, guard, deadline)
+        return _step(now, limit, guard, deadline, after)
     except _PushRefused:
         return _step_one_by_one(now, limit, guard, deadline)
 
 
-def _step(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float | None) -> FireStep:
+def _step(
+    now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float | None, after: Resume | None
+) -> FireStep:
     with transaction.atomic(durable=True):
         if guard is not None:
             kv.kv_call_in_txn([guard], now=now)
-        due, upcoming = store().take_due(now, limit, FIRE_MAX_BYTES)
-        if not due:
-            return FireStep(next_fire_at=upcoming, known_next=True)
-        items = _push_items(due)
-        try:
-            results = log_domain.queue_push_in_txn(items=items, now=now)
-        except QueenError as exc:
-            raise _PushRefused() from exc
+        moved = store().move_due(now, limit, FIRE_MAX_BYTES, after)
+        if not moved.taken:
+            return FireStep(next_fire_at=moved.upcoming, known_next=moved.known_next)
+        duplicates = moved.taken - len(moved.left) - moved.appended
+        if moved.appended:
+            log_domain.queue_appended_in_txn(queues=moved.queues)
+        if moved.left:
+            try:
+                results = log_domain.queue_push_in_txn(items=_push_items(moved.left), now=now)
+            except QueenError as exc:
+                raise _PushRefused() from exc
+            duplicates += sum(1 for r in results if r.status == "duplicate")
         if deadline is not None and time.monotonic() > deadline:
             raise LeaseExpired()
-        events.broadcast_on_commit(
-            events.TIMERS_GROUP, {"type": "timers.changed", "queues": sorted({d.queue for d in due})[:20]}
-        )
-    duplicates = sum(1 for r in results if r.status == "duplicate")
-    return FireStep(len(due) - duplicates, duplicates, more=len(due) >= limit, next_fire_at=upcoming, known_next=True)
+        events.broadcast_on_commit(events.TIMERS_GROUP, {"type": "timers.changed", "queues": moved.due_queues[:20]})
+    more = moved.taken >= limit
+    return FireStep(
+        moved.taken - duplicates,
+        duplicates,
+        more=more,
+        next_fire_at=moved.upcoming,
+        known_next=moved.known_next,
+        resume=moved.last if more else None,
+    )
 
 
 def _step_one_by_one(now: datetime, limit: int, guard: kv.KVCheck | None, deadline: float | None) -> FireStep:
@@ -367,14 +383,17 @@ class TimerLoop:
 
     # -- running ---------------------------------------------------------
 
-    def step(self) -> FireStep | None:
-        """One step: hold the permit, fire what is due. None without a permit."""
+    def step(self, after: Resume | None = None) -> FireStep | None:
+        """One step: hold the permit, fire what is due. None without a permit.
+
+        ``after``: the ``resume`` of the step before, when it answered ``more``.
+        """
         if self._lease.hold() is None:
             return None
         deadline = self.lock.valid_until
         assert deadline is not None
         try:
-            result = timers_fire_due(now=clock.now(), guard=self.lock.guard(), deadline=deadline)
+            result = timers_fire_due(now=clock.now(), guard=self.lock.guard(), deadline=deadline, after=after)
         except (PreconditionFailed, LeaseExpired):
             logger.warning("timer loop lost its lease; it fired nothing and will try again")
             self._lease.give_up()
@@ -386,15 +405,19 @@ class TimerLoop:
 
     def run(self, stop: threading.Event) -> None:
         tick = settings.TIMER_TICK_SECONDS
+        after: Resume | None = None
         while not stop.is_set():
             seen = wake.generation()
             try:
                 close_old_connections()
                 self._open_listen()
-                result = self.step()
+                result, after = self.step(after), None
                 if result is None:
                     wait = min(wake.idle_seconds(), self.lease_seconds / 3)
                 elif result.more:
+                    # A run of full batches goes on past the last one taken;
+                    # the step after it starts from the earliest again.
+                    after = result.resume
                     continue
                 else:
                     wait = self._next_sleep(clock.now(), result)

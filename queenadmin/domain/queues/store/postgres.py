@@ -105,6 +105,65 @@ RECENT = (
 )
 
 
+def append_from_sql(source: str) -> str:
+    """CTEs that append the rows of the CTE ``source`` to the log, for a
+    statement that makes those rows in its first CTEs (timers' fire).
+
+    ``source`` has one row per message: ``queue``, ``partition``, ``txn``
+    (its transactionId), ``message_id``, ``payload_json``, ``producer_sub``
+    and ``seq`` (the push order). The CTEs follow the caller's, each led by
+    a comma; the statement binds ``%(now)s`` (the push time). They apply
+    ``_append``'s rules in SQL: the queues found and locked, then the
+    partitions, as ``_LOCATE`` does; a transactionId the partition took
+    within its queue's dedup window, or earlier in ``source``, is a
+    duplicate; the others get the partition's next offsets in ``seq``
+    order, the partitions their new offsets, bytes and push time, and
+    their queues a NOTIFY (``notify``). ``log_append`` is one row:
+    ``applied``, ``appended`` (messages written) and ``queues`` (those
+    written to, sorted). When a (queue, partition) is missing, a queue is
+    capped, or a dedup window is not a number, nothing is written
+    (``applied`` false) and the caller takes the push path.
+    """
+    return (
+        f", log_w AS MATERIALIZED (SELECT DISTINCT queue AS qn, partition AS pn FROM {source}),"
+        " log_q AS MATERIALIZED (SELECT id, name, options FROM queenadmin_queue"
+        " WHERE name IN (SELECT qn FROM log_w) ORDER BY id FOR KEY SHARE),"
+        " log_c AS MATERIALIZED (SELECT p.id, log_w.qn, log_w.pn FROM log_w JOIN log_q ON log_q.name = log_w.qn"
+        " JOIN queenadmin_partition AS p ON p.queue_id = log_q.id AND p.name = log_w.pn),"
+        " log_ok AS MATERIALIZED (SELECT (SELECT count(*) FROM log_c) = (SELECT count(*) FROM log_w)"
+        " AND NOT EXISTS (SELECT FROM log_q WHERE coalesce(log_q.options -> 'maxSize', 'null') NOT IN ('0', 'null')"
+        " OR jsonb_typeof(coalesce(log_q.options -> 'dedupWindowSeconds', '0')) <> 'number') AS yes),"
+        # The InitPlan reads every queue row (locked) before any partition is.
+        " log_l AS MATERIALIZED (SELECT id, next_offset FROM queenadmin_partition"
+        " WHERE id IN (SELECT id FROM log_c) AND (SELECT yes FROM log_ok) ORDER BY id FOR NO KEY UPDATE),"
+        " log_r AS MATERIALIZED (SELECT s.seq, s.queue, s.txn, s.message_id, s.payload_json, s.producer_sub,"
+        " log_l.id AS pid, log_l.next_offset, CASE WHEN w.win > 0"
+        " THEN %(now)s::timestamptz - make_interval(secs => w.win::double precision) END AS cutoff"
+        f" FROM {source} AS s JOIN log_q ON log_q.name = s.queue"
+        " JOIN log_c ON log_c.qn = s.queue AND log_c.pn = s.partition JOIN log_l ON log_l.id = log_c.id"
+        " CROSS JOIN LATERAL (SELECT trunc(coalesce((log_q.options ->> 'dedupWindowSeconds')::numeric, 3600)) AS win)"
+        " AS w),"
+        # As RECENT: a LATERAL probe per row, never a join.
+        " log_d AS MATERIALIZED (SELECT log_r.*, log_r.cutoff IS NOT NULL AND (h.hit IS NOT NULL"
+        " OR row_number() OVER (PARTITION BY log_r.pid, log_r.txn ORDER BY log_r.seq) > 1) AS dup"
+        " FROM log_r LEFT JOIN LATERAL (SELECT 1 AS hit FROM queenadmin_message AS m WHERE m.partition_id = log_r.pid"
+        " AND m.transaction_id = log_r.txn AND m.created_at > log_r.cutoff OFFSET 0 LIMIT 1) AS h ON true),"
+        " log_o AS MATERIALIZED (SELECT log_d.*,"
+        " log_d.next_offset - 1 + row_number() OVER (PARTITION BY log_d.pid ORDER BY log_d.seq) AS off"
+        " FROM log_d WHERE NOT log_d.dup),"
+        " log_u AS (UPDATE queenadmin_partition AS p SET next_offset = p.next_offset + v.n,"
+        " retained_bytes = p.retained_bytes + v.b, last_push_at = %(now)s"
+        " FROM (SELECT pid, count(*) AS n, sum(octet_length(payload_json)) AS b FROM log_o GROUP BY pid) AS v"
+        " WHERE p.id = v.pid),"
+        " log_i AS (INSERT INTO queenadmin_message"
+        " (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, producer_sub, created_at)"
+        " SELECT pid, off, txn, message_id, payload_json, NULL, producer_sub, %(now)s FROM log_o RETURNING 1),"
+        f" log_n AS (SELECT x.qn, pg_notify('{CHANNEL}', x.qn) FROM (SELECT DISTINCT queue AS qn FROM log_o) AS x),"
+        " log_append AS (SELECT (SELECT yes FROM log_ok) AS applied, (SELECT count(*) FROM log_i) AS appended,"
+        " (SELECT array_agg(qn ORDER BY qn) FROM log_n) AS queues)"
+    )
+
+
 def _lines(values: Sequence[str]) -> str | None:
     """``values`` as one text, a line each, when PostgreSQL's
     ``string_to_array(text, E'\\n')`` gives them back; else None."""

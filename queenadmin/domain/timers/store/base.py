@@ -72,6 +72,35 @@ class Held(Due):
     encrypted: bool
 
 
+#: Where a step's scan of due timers may start: past the (fire time in
+#: microseconds since the epoch, id) of the last timer the previous full
+#: batch took.
+Resume = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What ``move_due`` did with the due timers it took."""
+
+    #: Timers taken: gone for this transaction's later statements.
+    taken: int
+    #: Messages the store appended to the log for them; the rest of the
+    #: taken it appended were duplicates of the log (or of each other).
+    appended: int
+    #: The queues it appended to, sorted.
+    queues: list[str]
+    #: The queues of every timer taken, sorted.
+    due_queues: list[str]
+    #: Taken timers it did not append, earliest first: the caller pushes them.
+    left: list[Due]
+    #: The fire time of the earliest timer left, if ``known_next``.
+    upcoming: datetime | None
+    known_next: bool
+    #: The last timer taken, for the next step's ``after`` (None: none
+    #: taken, or the database has no use for it).
+    last: Resume | None = None
+
+
 class WakeListener:
     """A connection of its own that hears timer writes of every process."""
 
@@ -356,6 +385,30 @@ class Store:
         left may be one another step holds (due already).
         """
         raise NotImplementedError
+
+    def move_due(self, now: datetime, limit: int, max_bytes: int, after: Resume | None = None) -> Moved:
+        """``take_due``, and the messages of what it took appended to the log
+        where the database can do it in the same statement.
+
+        ``after`` (a previous full batch's ``last``) lets the scan start past
+        the timers that batch took; timers due before it are then left to
+        a later step without one. A database whose index forgets deleted
+        rows at once may ignore it.
+
+        This one appends nothing (every timer taken is ``left`` for the
+        caller's push) and ignores ``after``: SQLite frees a deleted row's
+        index entry in the same transaction.
+        """
+        due, upcoming = self.take_due(now, limit, max_bytes)
+        return Moved(
+            taken=len(due),
+            appended=0,
+            queues=[],
+            due_queues=sorted({d.queue for d in due}),
+            left=due,
+            upcoming=upcoming,
+            known_next=True,
+        )
 
     def claim_key(self, queue: str, timer_key: str) -> Held | None:
         """One pending timer, its row locked for this transaction; None if none.

@@ -11,24 +11,30 @@ from __future__ import annotations
 
 import select
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 from django.db import connection
 
+from queenadmin.domain.queues.store.postgres import append_from_sql
 from queenadmin.domain.timers.store.base import (
     DUE_COLUMNS,
     TABLE,
     WAKE_CHANNEL,
     Due,
     Key,
+    Moved,
     NewRow,
+    Resume,
     Store,
     WakeListener,
 )
 from queenadmin.plumbing import db
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: Before every timer: the start of the index.
+_NEVER = "-infinity"
 _GONE_COLUMNS = ", ".join(f"t.{c.strip()}" for c in DUE_COLUMNS.split(","))
 _NULLS = ", ".join(["NULL"] * len(DUE_COLUMNS.split(",")))
 #: Claim, size and delete the due rows, and read the earliest one left, in
@@ -44,6 +50,40 @@ _TAKE_DUE = (
     f" SELECT {DUE_COLUMNS}, fire_at, false FROM gone"
     f" UNION ALL SELECT {_NULLS}, (SELECT fire_at FROM {TABLE} WHERE id NOT IN (SELECT id FROM taken)"
     " ORDER BY fire_at, id LIMIT 1), true"
+)
+
+#: Take the due rows as ``_TAKE_DUE`` does and append them to the log in
+#: the same statement (``append_from_sql``): nothing of a batch travels to
+#: the client and back, and no row is planned in Python. The earliest left
+#: is read only when the batch was not full (a full one steps again at
+#: once). Where the log's set-based append does not apply, the taken rows
+#: come back for the push path. ``(after_at, after_id)`` starts the scan
+#: past the rows the previous full batch took: the index keeps a deleted
+#: row's entry until a vacuum, and a step from the start of the index
+#: steps over every timer fired since (measured with autovacuum off, 300,000
+#: timers fired: one such scan read 7,430 pages, 60-130 ms; 10,000 more
+#: fired in batches of 256 cost PostgreSQL 430-1,030 us a timer, resumed
+#: 45-55).
+_MOVE_DUE = (
+    f"WITH picked AS (SELECT id, fire_at, length(payload_json) AS n FROM {TABLE}"
+    " WHERE fire_at <= %(now)s AND (fire_at, id) > (%(after_at)s, %(after_id)s)"
+    " ORDER BY fire_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED),"
+    " sized AS (SELECT id, row_number() OVER w AS k, sum(n) OVER w AS total FROM picked"
+    " WINDOW w AS (ORDER BY fire_at, id)),"
+    " taken AS MATERIALIZED (SELECT id FROM sized WHERE k = 1 OR total <= %(max_bytes)s),"
+    # ``= ANY(ARRAY(...))``: probes of the primary key, where a join with
+    # ``taken`` was planned as a hash join over the whole table.
+    f" gone AS (DELETE FROM {TABLE} AS t WHERE t.id = ANY(ARRAY(SELECT id FROM taken))"
+    f" RETURNING {_GONE_COLUMNS}, t.fire_at),"
+    " src AS MATERIALIZED (SELECT gone.*, row_number() OVER (ORDER BY fire_at, id) AS seq FROM gone)"
+    + append_from_sql("src")
+    + f" SELECT {DUE_COLUMNS}, fire_at, NULL::bigint, NULL::bigint, NULL::text[], NULL::text[], NULL::timestamptz,"
+    " NULL::bigint[] FROM gone WHERE NOT (SELECT applied FROM log_append)"
+    f" UNION ALL SELECT {_NULLS}, NULL, (SELECT count(*) FROM taken), (SELECT appended FROM log_append),"
+    " (SELECT queues FROM log_append), (SELECT array_agg(DISTINCT queue) FROM gone),"
+    f" (SELECT fire_at FROM {TABLE} WHERE (SELECT count(*) FROM taken) < %(limit)s"
+    " AND id NOT IN (SELECT id FROM taken) ORDER BY fire_at, id LIMIT 1),"
+    " (SELECT ARRAY[extract(epoch FROM fire_at) * 1000000, id]::bigint[] FROM gone ORDER BY fire_at DESC, id DESC LIMIT 1)"
 )
 
 
@@ -124,6 +164,34 @@ class PostgresStore(Store):
         taken = sorted((r for r in records if not r[-1]), key=lambda r: (r[-2], r[0]))
         upcoming = next((r[-2] for r in records if r[-1]), None)
         return [Due(*r[:-2]) for r in taken], db.from_db_time(upcoming)
+
+    def move_due(self, now: datetime, limit: int, max_bytes: int, after: Resume | None = None) -> Moved:
+        """One statement (``_MOVE_DUE``); rows another step holds are skipped."""
+        assert connection.in_atomic_block
+        after_at, after_id = (-1, 0) if after is None else after
+        params = {
+            "now": db.to_db_time(now),
+            "limit": limit,
+            "max_bytes": max_bytes,
+            # Whole microseconds since the epoch: exact both ways.
+            "after_at": db.to_db_time(_EPOCH + timedelta(microseconds=after_at)) if after_at >= 0 else _NEVER,
+            "after_id": after_id,
+        }
+        with connection.cursor() as cur:
+            cur.execute(_MOVE_DUE, params)
+            records = cur.fetchall()
+        (*_, taken, appended, queues, due_queues, upcoming, last) = next(r for r in records if r[0] is None)
+        rows = sorted((r for r in records if r[0] is not None), key=lambda r: (r[9], r[0]))
+        return Moved(
+            taken=int(taken),
+            appended=int(appended),
+            queues=list(queues or ()),
+            due_queues=sorted(due_queues or ()),
+            left=[Due(*r[:-7]) for r in rows],
+            upcoming=db.from_db_time(upcoming),
+            known_next=int(taken) < limit,
+            last=None if last is None else (int(last[0]), int(last[1])),
+        )
 
     def notify_wake(self) -> None:
         assert connection.in_atomic_block
