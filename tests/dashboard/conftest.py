@@ -7,29 +7,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 
-from queenadmin.dashboard.permissions import CHANGE, OPERATOR_ONLY_PAGES, OPERATORS_GROUP, VIEW, VIEWERS_GROUP
-
-
-def _group(name: str) -> Group:
-    """The group the migrations made; re-made with the dashboard's permissions
-    after a transactional test's flush removed it (flush keeps no data)."""
-    group, created = Group.objects.get_or_create(name=name)
-    if created:
-        # As the migrations make them: viewers see no API tokens.
-        viewed = [perm for page, perm in VIEW.items() if page not in OPERATOR_ONLY_PAGES or name == OPERATORS_GROUP]
-        wanted = viewed + (list(CHANGE.values()) if name == OPERATORS_GROUP else [])
-        codenames = [perm.split(".", 1)[1] for perm in wanted]
-        group.permissions.add(*Permission.objects.filter(content_type__app_label="queenadmin", codename__in=codenames))
-    return group
+from queenadmin.dashboard.permissions import OPERATORS_GROUP, VIEWERS_GROUP
+from tests.roles import role_group
 
 
 def _user(username: str, *, group: str | None, staff: bool = True) -> User:
     user = User.objects.create_user(username=username, password="pw", is_staff=staff)
     if group:
-        user.groups.add(_group(group))
+        user.groups.add(role_group(group))
     return user
 
 

@@ -30,7 +30,7 @@ from queenadmin.dashboard.twofactor import SSO_BACKEND
 from queenadmin.domain.roles import role_of
 from queenadmin.models import AuditEntry
 from tests.conftest import free_port
-from tests.dashboard.conftest import _group
+from tests.roles import role_group as _group
 
 CLIENT_ID = "queenadmin-tests"
 SECRET = "stub-client-secret"

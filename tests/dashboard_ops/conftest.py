@@ -10,12 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 
 from queenadmin.dashboard.permissions import OPERATORS_GROUP, VIEWERS_GROUP
 from queenadmin.domain import queues
 from queenadmin.plumbing.db import json_text
+from tests.roles import role_group
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def make_client(db: None) -> Callable[..., Client]:
         made += 1
         user = User.objects.create_user(f"{role}{made}", password="pw", is_staff=role != "user")
         if role in ("viewer", "operator"):
-            user.groups.add(Group.objects.get(name=VIEWERS_GROUP if role == "viewer" else OPERATORS_GROUP))
+            user.groups.add(role_group(VIEWERS_GROUP if role == "viewer" else OPERATORS_GROUP))
         client = Client(enforce_csrf_checks=csrf)
         client.force_login(user)
         return client

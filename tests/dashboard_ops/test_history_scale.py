@@ -22,13 +22,8 @@ from tests.scale import scaled, sized
 #: versions of it (PostgreSQL prunes none while the transaction is open), so
 #: at full size the first test had not ended after 10 minutes. Committed, it
 #: takes about 3 minutes at full size: more than the suite's 300 s a test
-#: allows on a loaded host. ``serialized_rollback`` gives each test back the
-#: migrations' rows (the roles' groups) that a flush before it removed.
-pytestmark = [
-    pytest.mark.django_db(transaction=True, serialized_rollback=True),
-    scaled,
-    pytest.mark.timeout(sized(ci=300, full=1800)),
-]
+#: allows on a loaded host.
+pytestmark = [pytest.mark.django_db(transaction=True), scaled, pytest.mark.timeout(sized(ci=300, full=1800))]
 
 
 def _plan(sql: str, params: list[object]) -> str:
