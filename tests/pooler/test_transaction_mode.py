@@ -165,7 +165,7 @@ def test_a_timer_loop_failing_on_an_undeclared_pooler_logs_one_line_not_a_traceb
         RuntimeError("something else"),
     ]
 
-    def failing_step(self):
+    def failing_step(self, after=None):
         cause = causes.pop(0)
         if not causes:
             stop.set()
