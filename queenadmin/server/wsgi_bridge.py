@@ -157,18 +157,18 @@ def _header_name(name: bytes) -> str:
 def wsgi_environ(scope: dict[str, Any], body: Any) -> dict[str, Any]:
     """The PEP 3333 environ of an HTTP ``scope`` with ``body`` as its input.
 
-    What ``a2wsgi.wsgi.build_environ`` makes (``tests/unit/test_wsgi_bridge.py``
+    What ``a2wsgi.wsgi.build_environ`` makes (``tests/unit/test_wsgi_environ.py``
     compares them), with each header's WSGI name made once per process
     instead of per request: building it was ~9 us of a lone KV put's ~700
-    of server CPU.
+    of server CPU. One difference: a2wsgi lets a ``SCRIPT_NAME`` in the
+    process's environment override the scope's; here the prefix is the
+    scope's ``root_path`` only, since settings.py is the one reader of the
+    environment (``tests/unit/test_settings_list.py``).
     """
     script_name = scope.get("root_path", "").encode("utf8").decode("latin1")
     path_info = scope["path"].encode("utf8").decode("latin1")
     if path_info.startswith(script_name):
         path_info = path_info[len(script_name) :]
-    from_os = os.environ.get("SCRIPT_NAME", "")
-    if from_os:
-        script_name = from_os.encode(sys.getfilesystemencoding(), "surrogateescape").decode("latin1")
     server_addr, server_port = scope.get("server") or ("localhost", 80)
     environ: dict[str, Any] = {
         "asgi.scope": scope,
