@@ -13,7 +13,7 @@ from queenadmin.domain.identity import sso
 from queenadmin.domain.identity.discovery import ProviderUnavailable, metadata_of
 from queenadmin.domain.roles import role_of
 from queenadmin.models import AuditEntry
-from tests.dashboard.conftest import _group
+from tests.roles import role_group as _group
 
 ON = {
     "QUEENADMIN_OIDC_ISSUER": "https://idp.example.com/realms/ops",
