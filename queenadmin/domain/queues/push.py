@@ -328,16 +328,15 @@ def _append(
     elif rows:
         store().write_messages(rows, moves, now, names)
     if rows:
-        wakeups.notify_on_commit(names, notified=True)
-        events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": names[:20]})
+        queue_appended_in_txn(queues=names)
     return results
 
 
 def queue_appended_in_txn(*, queues: Sequence[str]) -> None:
     """Wake the pops of ``queues`` and tell the dashboards, on commit, after
     a store statement of the caller's transaction appended messages to them
-    and sent their NOTIFY (``append_from_sql``: timers' fire). Inside the
-    caller's transaction (asserted)."""
+    and sent their NOTIFY (a push's write, or ``append_from_sql``: timers'
+    fire). Inside the caller's transaction (asserted)."""
     assert connection.in_atomic_block
     names = sorted(set(queues))
     if not names:
