@@ -732,13 +732,17 @@ async def procrastinate_job(env: Env) -> Figures:
 # -- Timers ------------------------------------------------------------------
 
 
-async def _schedule(client: httpx.AsyncClient, queue: str, first: int, dues: list[float]) -> list[dict[str, Any]]:
+async def _schedule(
+    client: httpx.AsyncClient, queue: str, first: int, dues: list[float], partitions: int = 1
+) -> list[dict[str, Any]]:
+    """Timers ``t<first>``...; with ``partitions`` > 1 timer n goes to ``p{n % partitions}``."""
     now = time.time()
     ops = [
         {
             "op": "schedule",
             "queue": queue,
             "timerKey": f"t{first + k}",
+            **({"partition": f"p{(first + k) % partitions}"} if partitions > 1 else {}),
             "txn": str(uuid.uuid4()),
             "delayMs": max(0, round((due - now) * 1000)),
             "payload": _b64(json.dumps({"n": first + k, "due": due, "pad": PAD})),
@@ -757,7 +761,9 @@ def _burst_lead(count: int) -> float:
 async def ours_timer_burst(env: Env) -> Figures:
     """``--count`` timers (256 per call, 2 callers) due at one instant, 2
     consumers popping 100 + one ack call: seconds from the instant to the
-    last ack."""
+    last ack. The timers spread over ``PARTITIONS`` partitions, as the pop
+    rows' messages do: a partition is leased to one consumer at a time, and
+    the peers' due jobs have no order to keep."""
     queue = _name("burst")
     count = env.count
     clients = _ours_http(env, 2)
@@ -768,7 +774,7 @@ async def ours_timer_burst(env: Env) -> Figures:
 
         async def scheduler(i: int) -> None:
             for first in batches[i::2]:
-                await _schedule(clients[i], queue, first, [due] * min(256, count - first))
+                await _schedule(clients[i], queue, first, [due] * min(256, count - first), PARTITIONS)
 
         await asyncio.gather(scheduler(0), scheduler(1))
     finally:
