@@ -39,7 +39,21 @@ runs one row (repeatable; names in ``--list``).
 (SQLite, one process) against ours on PostgreSQL, so a user of the default
 knows what one process gives. ``--serve-from CHECKOUT`` serves another
 checkout (a worktree of an older commit) to compare it with today's. At the
-end it prints each serve process's peak RSS (``VmHWM``).
+end it prints each serve process's peak RSS (``VmHWM``), and each side's CPU
+per operation split between its processes and its PostgreSQL backends.
+
+``--floor`` runs ``kv-put-16``, ``kv-cas-16``, ``push-1`` and ``pop-1`` with
+ours replaced by our domain called in process, no HTTP:
+``bench/peers/floor_worker.py``, one process with ``serve``'s environment
+on ours' scratch database, whose threads (the row's concurrency) call the
+domain functions the API views call (``kv.kv_call``, ``queues.queue_push``,
+``queue_claim`` + ``queue_ack``) on the same data. Its CPU and ours'
+PostgreSQL backends are counted per operation as serve's are; the peers'
+side and the pairing of rounds are as without it. Ours then has no client
+and no request path (HTTP, the thread hop, Django, ninja, auth, JSON), so
+the CPU per operation is the figure to read: set beside a run without
+``--floor``, serve's CPU per operation less the floor's is the request
+path's. The other rows run as they do without it.
 """
 
 from __future__ import annotations
@@ -61,7 +75,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -82,6 +96,8 @@ DELAY_MS = 2000
 PEER_POLL_S = 0.5
 #: ``--sqlite``: the side serving on SQLite, measured against our own on PostgreSQL.
 SQLITE_SIDE = "queenadmin on SQLite"
+#: ``--floor``: our domain called in process (``bench/peers/floor_worker.py``).
+FLOOR_SIDE = "queenadmin in process"
 
 
 def log(message: str) -> None:
@@ -150,6 +166,8 @@ class Side:
     name: str
     roots: list[int]
     database: str | None
+    #: The PostgreSQL backends among the processes a snapshot counted.
+    backends: set[int] = field(default_factory=set)
 
     def snapshot(self) -> dict[int, float]:
         parents, cpu, cmdlines = _proc_table()
@@ -162,6 +180,8 @@ class Side:
             backend = needle is not None and cmdlines[pid].startswith(b"postgres: ") and needle in cmdlines[pid]
             if walk in self.roots or backend:
                 mine[pid] = seconds
+            if backend and walk not in self.roots:
+                self.backends.add(pid)
         return mine
 
     def peak_rss(self) -> dict[int, int]:
@@ -183,6 +203,10 @@ class Side:
     @staticmethod
     def grown(before: dict[int, float], after: dict[int, float]) -> float:
         return sum(max(0.0, s - before.get(pid, 0.0)) for pid, s in after.items())
+
+    def grown_in_backends(self, before: dict[int, float], after: dict[int, float]) -> float:
+        """``grown`` of the PostgreSQL backends only."""
+        return sum(max(0.0, s - before.get(pid, 0.0)) for pid, s in after.items() if pid in self.backends)
 
 
 # --------------------------------------------------------------------------
@@ -270,6 +294,9 @@ class Ours:
     token: str
     side: Side
     version: str
+    #: The environment serve runs with (``--floor``'s worker takes the same).
+    env: dict[str, str] = field(default_factory=dict)
+    checkout: Path = ROOT
 
     @classmethod
     def start(cls, scratch: Scratch, workers: int, sqlite: bool = False, checkout: Path = ROOT) -> Ours:
@@ -305,7 +332,7 @@ class Ours:
             ["git", "-C", str(checkout), "describe", "--always", "--dirty"], capture_output=True, text=True
         ).stdout.strip()
         side = Side(SQLITE_SIDE if sqlite else "queenadmin", [process.pid], database)
-        return cls(url, created.stdout.split()[-1], side, commit)
+        return cls(url, created.stdout.split()[-1], side, commit, env, checkout)
 
 
 @dataclass
@@ -339,10 +366,12 @@ class Etcd:
 class Driver:
     """A peer library in a process of its own, one JSON command per line."""
 
-    def __init__(self, scratch: Scratch, name: str, argv: list[str], database: str, cwd: Path) -> None:
+    def __init__(
+        self, scratch: Scratch, name: str, argv: list[str], database: str, cwd: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.scratch = scratch
-        self.process = scratch.start(name, argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.process = scratch.start(name, argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.side = Side(name, [self.process.pid], database)
         self._read()  # {"ready": true}: schema installed
         self.version = str(self.call({"cmd": "version"})["version"])
@@ -378,6 +407,8 @@ class Env:
     rate: float
     etcd: Etcd | None = None
     pgboss: Driver | None = None
+    #: ``--floor``: our domain in a process of its own (``floor_worker.py``).
+    floor: Driver | None = None
     procrastinate: Driver | None = None
     round: int = 0
     #: The side being measured and its CPU at the start of the measured work.
@@ -881,6 +912,51 @@ def peer_timer_steady(peer: str) -> Callable[[Env], Coroutine[Any, Any, Figures]
     return run
 
 
+# -- --floor: our domain in process, no HTTP (bench/peers/floor_worker.py) ---
+
+
+def _floor(env: Env) -> Driver:
+    assert env.floor is not None, "--floor starts the worker"
+    return env.floor
+
+
+def floor_kv(cmd: str, concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    """``kv-put`` or ``kv-cas``: each thread on its own keys, as ``ours_kv_put``
+    and ``ours_kv_cas`` over HTTP."""
+
+    async def run(env: Env) -> Figures:
+        answer = _floor(env).call({"cmd": cmd, "seconds": env.seconds, "concurrency": concurrency, "round": env.round})
+        return _rate(answer["ops"], answer["seconds"])
+
+    return run
+
+
+def floor_push(concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    async def run(env: Env) -> Figures:
+        command = {"cmd": "push", "queue": _name("push"), "seconds": env.seconds, "concurrency": concurrency}
+        answer = _floor(env).call(command)
+        return _rate(answer["ops"], answer["seconds"])
+
+    return run
+
+
+def floor_pop(concurrency: int) -> Callable[[Env], Coroutine[Any, Any, Figures]]:
+    """``ours_pop`` of batch 1: the same prefill, through the same domain
+    function, before the meter starts."""
+
+    async def run(env: Env) -> Figures:
+        worker = _floor(env)
+        queue = _name("pop")
+        total = _pop_prefill(env, 1)
+        worker.call({"cmd": "prefill", "queue": queue, "count": total})
+        env.start_meter()
+        command = {"cmd": "pop", "queue": queue, "seconds": env.seconds, "concurrency": concurrency, "total": total}
+        answer = worker.call(command)
+        return {**_rate(answer["ops"], answer["seconds"]), "empty pops": answer["empty"]}
+
+    return run
+
+
 # --------------------------------------------------------------------------
 # Rows
 
@@ -1059,6 +1135,40 @@ def sqlite_rows() -> list[Row]:
     return rows
 
 
+#: ``--floor``: the rows whose "ours" is our domain in process, and how.
+FLOOR_RUNS: dict[str, tuple[Callable[[Env], Coroutine[Any, Any, Figures]], str]] = {
+    "kv-put-16": (floor_kv("kv-put", 16), "ours: kv.kv_call of one put, 16 threads in process"),
+    "kv-cas-16": (floor_kv("kv-cas", 16), "ours: kv.kv_call of one put with expect, 16 threads in process"),
+    "push-1": (floor_push(8), "ours: queues.queue_push of 1 item, 8 threads in process, a partition per thread"),
+    "pop-1": (
+        floor_pop(8),
+        f"ours: queues.queue_claim batch 1 + queue_ack, 8 threads in process, {PARTITIONS} partitions",
+    ),
+}
+FLOOR_NOTE = (
+    'in floor mode "ours" has no HTTP, no client and no request path (the domain called by threads of one'
+    " process), so the CPU per operation is the figure to read; the throughput ratio is not comparable:"
+    " the peer's side still pays its client or caller"
+)
+
+
+def floor_rows() -> list[Row]:
+    """``ROWS`` with ours replaced by our domain in process where
+    ``FLOOR_RUNS`` says how; the other rows as they are."""
+    rows: list[Row] = []
+    for row in ROWS:
+        if row.name not in FLOOR_RUNS:
+            rows.append(row)
+            continue
+        run, ours_note = FLOOR_RUNS[row.name]
+        peer_notes = [part.strip() for part in row.note.split(";") if not part.strip().startswith(("ours", "both"))]
+        if row.note.startswith("both"):
+            peer_notes.insert(0, "etcd: httpx.AsyncClient, one connection per client")
+        note = "; ".join([ours_note, *peer_notes])
+        rows.append(replace(row, work=f"{row.work} (ours in process)", ours=run, ours_side=FLOOR_SIDE, note=note))
+    return rows
+
+
 @dataclass
 class Outcome:
     row: Row
@@ -1080,7 +1190,10 @@ def _measure(side: Side, run: Callable[[Env], Coroutine[Any, Any, Figures]], env
         figures = asyncio.run(run(env))
     # This process drives ours (the Python clients): near 1.0 core, the client is the limit.
     figures["client cores"] = (time.process_time() - client) / max(1e-9, time.monotonic() - wall)
-    cpu = Side.grown(env.baseline, side.snapshot())
+    after = side.snapshot()
+    cpu = Side.grown(env.baseline, after)
+    # Of it, the side's PostgreSQL backends (the rest: its process tree).
+    figures["pg µs/op"] = side.grown_in_backends(env.baseline, after) / max(1.0, figures["ops"]) * 1e6
     return figures, cpu / max(1.0, figures["ops"]) * 1e6
 
 
@@ -1219,6 +1332,12 @@ def _ratios(out: Outcome, figure: str) -> list[float]:
     return [(p[figure] / o[figure]) if lower_better else (o[figure] / p[figure]) for o, p in pairs]
 
 
+def _split(figures: list[Figures], cpu: list[float]) -> tuple[float, float]:
+    """(PostgreSQL, process tree) CPU µs/op, the medians of the rounds."""
+    pg = [f.get("pg µs/op", 0.0) for f in figures]
+    return statistics.median(pg), statistics.median(c - p for c, p in zip(cpu, pg, strict=True))
+
+
 def report(outcomes: list[Outcome], meta: dict[str, str], args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     print(
@@ -1258,11 +1377,27 @@ def report(outcomes: list[Outcome], meta: dict[str, str], args: argparse.Namespa
                     "ratios": ratios,
                     "cpu_us_per_op_ours": statistics.median(out.cpu_ours),
                     "cpu_us_per_op_peer": statistics.median(out.cpu_peer),
+                    "pg_us_per_op_ours": _split(out.ours, out.cpu_ours)[0],
+                    "pg_us_per_op_peer": _split(out.peer, out.cpu_peer)[0],
                     "client_cores_ours": statistics.median(f["client cores"] for f in out.ours),
                     "load_min": min(out.loads),
                     "load_max": max(out.loads),
                     "note": out.row.note,
+                    "ours_side": out.row.ours_side,
                 }
+            )
+    if any(out.row.ours_side == FLOOR_SIDE for out in outcomes):
+        print(f"\nNote: {FLOOR_NOTE}.")
+    measured = [out for out in outcomes if not out.error]
+    if measured:
+        print("\nCPU µs/op by where it ran (median of the rounds): the process tree, then the PostgreSQL backends\n")
+        print("| work | ours: processes | ours: PostgreSQL | peer | peer: processes | peer: PostgreSQL |")
+        print("|---|---|---|---|---|---|")
+        for out in measured:
+            ours_pg, ours_tree, peer_pg, peer_tree = _split(out.ours, out.cpu_ours) + _split(out.peer, out.cpu_peer)
+            work = out.row.work.format(count=args.count, rate=args.rate)
+            print(
+                f"| {work} | {ours_tree:,.0f} | {ours_pg:,.0f} | {out.row.peer} | {peer_tree:,.0f} | {peer_pg:,.0f} |"
             )
     print("\nNotes:")
     for out in outcomes:
@@ -1312,6 +1447,11 @@ def main() -> int:
     parser.add_argument("--no-install", action="store_true", help="skip the install step")
     parser.add_argument("--sqlite", action="store_true", help="the rows on SQLite against ours on PostgreSQL (no peer)")
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help=f"{', '.join(FLOOR_RUNS)}: ours is our domain called in process, no HTTP (bench/peers/floor_worker.py)",
+    )
+    parser.add_argument(
         "--serve-from",
         type=Path,
         default=ROOT,
@@ -1326,7 +1466,9 @@ def main() -> int:
         help="py-spy on our serve processes and pg_stat_statements per row into DIR (figures then include py-spy's cost)",
     )
     args = parser.parse_args()
-    table = sqlite_rows() if args.sqlite else ROWS
+    if args.floor and args.sqlite:
+        parser.error("--floor and --sqlite do not go together")
+    table = sqlite_rows() if args.sqlite else floor_rows() if args.floor else ROWS
     if args.list:
         for row in table:
             against = "ours on PostgreSQL" if row.ours_side == SQLITE_SIDE else row.peer
@@ -1357,6 +1499,14 @@ def main() -> int:
             env.instances = {SQLITE_SIDE: embedded, "queenadmin": ours}
             sides[SQLITE_SIDE] = embedded.side
             versions.append("SQLite (serve, one process, synchronous=FULL)")
+        if any(row.ours_side == FLOOR_SIDE for row in rows):
+            # serve's environment and database; the token only to name the producer as the API does.
+            argv = [str(ours.checkout / ".venv" / "bin" / "python"), str(PEERS / "floor_worker.py"), str(ours.checkout)]
+            floor_env = {**ours.env, "BENCH_FLOOR_TOKEN": ours.token}
+            assert ours.side.database is not None
+            env.floor = Driver(scratch, FLOOR_SIDE, argv, ours.side.database, ours.checkout, floor_env)
+            sides[FLOOR_SIDE] = env.floor.side
+            versions.append(f"{FLOOR_SIDE}: {env.floor.version}, the same checkout and database as serve")
         if "etcd" in peers:
             env.etcd = Etcd.start(scratch)
             sides["etcd"] = env.etcd.side
