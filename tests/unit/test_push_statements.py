@@ -276,3 +276,226 @@ def test_the_message_table_keeps_no_index_on_the_partition_alone() -> None:
     indexed = [c["columns"] for c in constraints.values() if c["index"] or c["unique"]]
     assert ["partition_id"] not in indexed, indexed
     assert ["partition_id", "msg_offset"] in indexed, indexed
+
+
+# --------------------------------------------------------------------------
+# A lone push outside any transaction (``push_one_committed``)
+
+
+def _one_statement_pushes() -> None:
+    from queenadmin.domain.queues.store import store
+
+    if not store().pushes_one_committed:
+        pytest.skip("this store pushes a lone message in a transaction")
+
+
+@contextmanager
+def atomics_entered() -> Iterator[list[bool]]:
+    """One entry per ``transaction.atomic`` block entered inside the block."""
+    from django.db.transaction import Atomic
+
+    entered: list[bool] = []
+    enter = Atomic.__enter__
+
+    def counting(self: Any) -> Any:
+        entered.append(True)
+        return enter(self)
+
+    Atomic.__enter__ = counting  # type: ignore[method-assign]
+    try:
+        yield entered
+    finally:
+        Atomic.__enter__ = enter  # type: ignore[method-assign]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("txn", ["t-2", None])
+def test_a_lone_push_of_one_message_is_one_statement_and_no_transaction(
+    txn: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside any transaction, a push of one message to a queue and
+    partition that exist is one statement, committed by itself: no atomic
+    block, no on-commit hook; this process's pops are woken and the
+    dashboards told once, after it returned."""
+    from django.db import transaction
+
+    from queenadmin.domain import events
+    from queenadmin.domain.queues import wakeups
+
+    _one_statement_pushes()
+    first = push_one(txn="t-1")
+    woken: list[list[str]] = []
+    monkeypatch.setattr(wakeups.hub, "wake_threadsafe", lambda names: woken.append(list(names)))
+    told: list[tuple[str, Any]] = []
+    monkeypatch.setattr(events.publisher, "listeners", [lambda group, message: told.append((group, message))])
+    hooked: list[Any] = []
+    monkeypatch.setattr(transaction, "on_commit", lambda func, *a, **kw: hooked.append(func))
+    with atomics_entered() as entered, counted() as seen:
+        result = push_one(txn=txn)
+    assert (result.status, result.offset, result.queue) == ("queued", 1, "q")
+    assert result.message_id != first.message_id
+    assert result.transaction_id == (txn if txn is not None else result.message_id)
+    assert len(seen) == 1, "\n".join(seen)
+    assert "queenadmin_push_one" in seen[0]
+    assert entered == []
+    assert hooked == []
+    assert woken == [["q"]]
+    assert told == [(events.QUEUES_GROUP, {"type": "queues.changed", "queues": ["q"]})]
+    stored = Message.objects.get(message_id=result.message_id)
+    assert (stored.offset, stored.transaction_id, stored.payload) == (1, result.transaction_id, '{"n":1}')
+    assert stored.partition.next_offset == 2
+    assert stored.partition.retained_bytes == 2 * len('{"n":1}')
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lone_duplicate_is_one_statement_and_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lone push of a transactionId already in the partition answers the
+    original in one statement; nothing is written, nobody is woken."""
+    from queenadmin.domain.queues import wakeups
+
+    _one_statement_pushes()
+    first = push_one(txn="t-1")
+    woken: list[list[str]] = []
+    monkeypatch.setattr(wakeups.hub, "wake_threadsafe", lambda names: woken.append(list(names)))
+    with atomics_entered() as entered, counted() as seen:
+        again = push_one(txn="t-1")
+    assert (again.status, again.message_id, again.offset) == ("duplicate", first.message_id, 0)
+    assert len(seen) == 1, "\n".join(seen)
+    assert entered == []
+    assert woken == []
+    assert Message.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lone_push_falls_back_to_the_transaction_where_the_statement_cannot_answer() -> None:
+    """A new queue, a new partition and a capped queue take the
+    transactional path, with its answers; a queue without dedup window
+    takes the one statement and does not deduplicate."""
+    _one_statement_pushes()
+    with atomics_entered() as entered:
+        created = push_one("new", txn="a")
+        other = push_one("new", txn="a", partition="p2")
+    assert [(r.status, r.offset) for r in (created, other)] == [("queued", 0), ("queued", 0)]
+    assert entered
+    queues.queue_configure(request=queues.ConfigureRequest("new", options=queues.QueueOptions((("maxSize", 3),))))
+    with atomics_entered() as entered:
+        refused = [push_one("new", txn="b"), push_one("new", txn="c")]
+    assert [(r.status, r.offset) for r in refused] == [("queued", 1), ("failed", -1)]
+    assert entered
+    request = queues.ConfigureRequest("new", options=queues.QueueOptions((("maxSize", 0), ("dedupWindowSeconds", 0))))
+    queues.queue_configure(request=request)
+    with atomics_entered() as entered:
+        twice = [push_one("new", txn="a"), push_one("new", txn="a")]
+    assert [(r.status, r.offset) for r in twice] == [("queued", 2), ("queued", 3)]
+    assert entered == []
+
+
+def _wait_for_lock_waiter(seconds: float = 30) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+            )
+            (waiting,) = cur.fetchone()
+        if waiting:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the lone push never waited for the partition lock")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lone_push_that_waited_for_a_push_of_its_transaction_id_answers_duplicate() -> None:
+    """A push of transactionId ``t`` holds the partition, uncommitted; a lone
+    push of ``t`` to that partition waits for it, and once it commits
+    answers its message as the original: its dedup read runs after the lock
+    is granted, in a snapshot that sees the commit. One message is written."""
+    import threading
+
+    from django.db import connections, transaction
+
+    _one_statement_pushes()
+    push_one(txn="seed")
+    holding = threading.Event()
+    release = threading.Event()
+    held: list[queues.PushResult] = []
+    lone: list[queues.PushResult] = []
+    failures: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                held.extend(
+                    queues.queue_push_in_txn(
+                        items=[queues.PushItem("q", "p", db.json_text({"n": 2}), "t")], now=clock.now()
+                    )
+                )
+                holding.set()
+                assert release.wait(60)
+        except BaseException as exc:
+            failures.append(exc)
+            holding.set()
+        finally:
+            connections.close_all()
+
+    def push() -> None:
+        try:
+            lone.append(push_one(txn="t"))
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(60)
+    pusher = threading.Thread(target=push)
+    try:
+        pusher.start()
+        _wait_for_lock_waiter()
+    finally:
+        release.set()
+        holder.join(60)
+        pusher.join(60)
+    assert not failures, failures
+    [original] = held
+    [answer] = lone
+    assert original.status == "queued"
+    assert (answer.status, answer.message_id, answer.offset) == ("duplicate", original.message_id, original.offset)
+    assert Message.objects.filter(transaction_id="t").count() == 1
+
+
+def _push_t(_n: int) -> tuple[str, str, int]:
+    from queenadmin.domain import queues
+    from queenadmin.plumbing import db
+    from tests.conftest import start_together
+
+    start_together()
+    [result] = queues.queue_push(items=[queues.PushItem("q", "p", db.json_text({"n": _n}), "race")])
+    return result.status, result.message_id, result.offset
+
+
+def test_concurrent_lone_pushes_of_one_transaction_id_write_one_message(spawn) -> None:
+    """Processes pushing the same transactionId to one partition at once,
+    each alone: one message, every other answer a duplicate of it."""
+    push_one(txn="seed")
+    results = spawn(_push_t, [(n,) for n in range(4)])
+    queued = [r for r in results if r[0] == "queued"]
+    assert len(queued) == 1, results
+    assert {(mid, offset) for _, mid, offset in results} == {queued[0][1:]}
+    assert Message.objects.filter(transaction_id="race").count() == 1
+
+
+def test_the_database_runs_the_push_function_the_store_describes() -> None:
+    """``PUSH_ONE_FUNCTION`` changed without a migration replacing the
+    function leaves the database running the old one."""
+    from queenadmin.domain.queues.store.postgres import PUSH_ONE_FUNCTION
+
+    _one_statement_pushes()
+    with connection.cursor() as cur:
+        cur.execute("SELECT prosrc FROM pg_proc WHERE proname = 'queenadmin_push_one'")
+        [(source,)] = cur.fetchall()
+    assert source == PUSH_ONE_FUNCTION.split("$$")[1]

@@ -20,7 +20,7 @@ from queenadmin.domain.queues.options import AUTO_CREATE_OPTIONS, inferred_names
 from queenadmin.domain.queues.refs import QueueRef
 from queenadmin.domain.queues.stats import queue_pending
 from queenadmin.domain.queues.store import Append, store
-from queenadmin.domain.queues.store.base import MessageRow, RecentRow
+from queenadmin.domain.queues.store.base import LonePush, MessageRow, RecentRow
 from queenadmin.errors import QueueBusy, QueueFull
 from queenadmin.models.queues import NEVER_LOGGED, DeadLetter, Partition, Queue
 from queenadmin.plumbing.shapes import quick_init
@@ -72,7 +72,6 @@ class PushResult:
     error: str | None = None
 
 
-@transaction.atomic(durable=True)
 def queue_push(*, items: Sequence[PushItem], producer_sub: str | None = None) -> list[PushResult]:
     """Append ``items`` in order; return one result per item, index-aligned.
 
@@ -86,8 +85,49 @@ def queue_push(*, items: Sequence[PushItem], producer_sub: str | None = None) ->
     queue whose ``maxSize`` they would overflow answer ``failed`` and are
     not written; the other queues' items are (Queen's push answer). Must
     be the outermost transaction (``queue_push_in_txn`` runs inside one).
+    Where the store has ``pushes_one_committed`` (PostgreSQL), a push of
+    one item to a queue and partition that exist is one autocommit
+    statement (``_push_one_committed``).
     """
+    if len(items) == 1 and not connection.in_atomic_block and store().pushes_one_committed:
+        pushed = _push_one_committed(items[0], producer_sub)
+        if pushed is not None:
+            return [pushed]
+    return _push_atomic(items, producer_sub)
+
+
+@transaction.atomic(durable=True)
+def _push_atomic(items: Sequence[PushItem], producer_sub: str | None) -> list[PushResult]:
     return queue_push_in_txn(items=items, now=clock.now(), partial=True, producer_sub=producer_sub)
+
+
+def _push_one_committed(item: PushItem, producer_sub: str | None) -> PushResult | None:
+    """``queue_push`` of ``item`` alone, committed when it returns; None,
+    nothing written, for the cases the transactional path must take."""
+    mid = uuid7s(1)[0] if item.message_id is None else item.message_id
+    txn = item.transaction_id if item.transaction_id is not None else mid
+    sub = producer_sub if item.producer_sub is None else item.producer_sub
+    push = LonePush(
+        queue=item.queue,
+        partition=item.partition,
+        transaction_id=txn,
+        dedup=item.transaction_id is not None,
+        message_id=mid,
+        payload_json=item.payload_json,
+        trace_id=item.trace_id,
+        now=clock.now(),
+        producer_sub=sub,
+    )
+    done = store().push_one_committed(push)
+    if done is None:
+        return None
+    if done.outcome == "duplicate":
+        return PushResult(0, done.message_id, txn, item.queue, "duplicate", done.offset)
+    # The statement committed, its NOTIFY with it: what ``notify_on_commit``
+    # and ``broadcast_on_commit`` would run on commit runs now.
+    wakeups.hub.wake_threadsafe([item.queue])
+    events.broadcast_committed(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [item.queue]})
+    return PushResult(0, done.message_id, txn, item.queue, "queued", done.offset)
 
 
 #: Tries at reading, creating and locking the queues of a push before it

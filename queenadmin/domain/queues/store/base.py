@@ -64,6 +64,35 @@ class Append:
     producer_sub: str | None = None
 
 
+@dataclass(frozen=True)
+class LonePush:
+    """One message for ``Store.push_one_committed``: a push of it alone."""
+
+    queue: str
+    partition: str
+    #: The dedup key (the message id when the item named none).
+    transaction_id: str
+    #: Whether ``transaction_id`` was named, so it deduplicates.
+    dedup: bool
+    message_id: str
+    payload_json: str
+    trace_id: str | None
+    now: datetime
+    #: Who pushed it (``producerSub``).
+    producer_sub: str | None = None
+
+
+@dataclass(frozen=True)
+class LonePushed:
+    """What ``Store.push_one_committed`` did, committed."""
+
+    #: ``queued``: the message is in at ``offset``; ``duplicate``: the
+    #: transactionId's original is ``message_id`` at ``offset``.
+    outcome: Literal["queued", "duplicate"]
+    message_id: str
+    offset: int
+
+
 #: (offset, transactionId, message id, payload JSON, trace id, pushed at, producer sub).
 ClaimedRow = tuple[int, str, str, str, str | None, datetime, str | None]
 
@@ -298,6 +327,21 @@ class Store:
         the partition's next offset and bytes move, waiting pops are
         notified (as ``notify``), and None is returned. Only where
         ``appends_one``.
+        """
+        raise NotImplementedError
+
+    #: ``push_one_committed`` answers (else the caller pushes in a transaction).
+    pushes_one_committed: ClassVar[bool] = False
+
+    def push_one_committed(self, push: LonePush) -> LonePushed | None:
+        """Push one message in one autocommit statement, outside any transaction.
+
+        The queue and partition are found and locked as ``locate`` does,
+        the dedup read runs after the partition lock is granted, and the
+        message is appended as ``append_one`` does (NOTIFY included). None,
+        nothing written, when the queue or partition is missing, the queue
+        is capped, or its dedup window is not a number: the caller then
+        takes the transactional path. Only where ``pushes_one_committed``.
         """
         raise NotImplementedError
 

@@ -23,6 +23,8 @@ from queenadmin.domain.queues.store.base import (
     SIGNATURE_RULES,
     Append,
     LocatedRow,
+    LonePush,
+    LonePushed,
     MessageRow,
     QueueRow,
     RecentRow,
@@ -86,6 +88,100 @@ _APPEND_ONE = (
     " SELECT (SELECT message_id FROM d), (SELECT msg_offset FROM d), (SELECT count(*) FROM n), (SELECT count(*) FROM u)"
 )
 
+
+#: The function behind ``push_one_committed``: a lone push of one message,
+#: outside any transaction, in one autocommit statement (one round trip
+#: instead of BEGIN, ``_LOCATE``, ``_APPEND_ONE`` and COMMIT: BEGIN and
+#: COMMIT alone were 148 us of PostgreSQL's 580 a push, bench/log.py). The
+#: migrations create it from a frozen copy of this text (0031); a change
+#: here needs a migration that replaces it, which
+#: ``tests/unit/test_push_statements.py`` checks.
+#:
+#: In order, as the transactional path does: (1) the queue row ``FOR KEY
+#: SHARE``, then the partition row ``FOR NO KEY UPDATE`` (``_LOCATE``'s
+#: locks, in its order); a missing queue or partition, a ``maxSize`` (its
+#: advisory lock comes before the partitions) or a dedup window that is
+#: not a number answers ``general`` with nothing written, and the caller
+#: takes the transactional path, which creates what is missing. (2) The
+#: dedup read, a statement of its own after the lock: in READ COMMITTED a
+#: VOLATILE function takes a new snapshot for each statement it runs, so
+#: the read sees a message of the same transactionId that a concurrent
+#: push committed while this one waited for the partition lock (one
+#: statement locking and reading would read in the snapshot taken before
+#: the wait, miss it, and append a second copy). (3) The append of
+#: ``_APPEND_ONE``: the partition's next offset, retained bytes and push
+#: time, the message, the NOTIFY for waiting pops (``notify``).
+#:
+#: Plans are cached per connection and made with sequential scans off: a
+#: generic plan made while a table was small would otherwise stay a scan
+#: as it grows (``queenadmin_kv_lock_and_read`` does the same). OFFSET 0
+#: keeps the dedup read's ORDER BY ... LIMIT off the (partition, offset)
+#: index, as in ``_APPEND_ONE``. The window is read as ``append_from_sql``
+#: reads it: missing is 3600, a number is truncated to whole seconds.
+PUSH_ONE_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION queenadmin_push_one(
+    queue_name text, partition_name text, txn_id text, dedup boolean, new_id text,
+    payload_json text, trace text, sub text, pushed_at timestamptz,
+    OUT verdict text, OUT found_id text, OUT found_offset bigint
+)
+LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+AS $$
+DECLARE
+    qid bigint;
+    opts jsonb;
+    win jsonb;
+    cutoff timestamptz;
+    pid bigint;
+    nxt bigint;
+BEGIN
+    verdict := 'general';
+    SELECT q.id, q.options INTO qid, opts FROM queenadmin_queue AS q WHERE q.name = queue_name FOR KEY SHARE;
+    IF NOT FOUND OR coalesce(opts -> 'maxSize', 'null') NOT IN ('0', 'null') THEN
+        RETURN;
+    END IF;
+    IF dedup THEN
+        win := coalesce(opts -> 'dedupWindowSeconds', '3600');
+        IF jsonb_typeof(win) <> 'number' THEN
+            RETURN;
+        END IF;
+        IF trunc(win::numeric) > 0 THEN
+            cutoff := pushed_at - make_interval(secs => trunc(win::numeric)::double precision);
+        END IF;
+    END IF;
+    SELECT p.id, p.next_offset INTO pid, nxt FROM queenadmin_partition AS p
+    WHERE p.queue_id = qid AND p.name = partition_name FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF cutoff IS NOT NULL THEN
+        SELECT s.message_id, s.msg_offset INTO found_id, found_offset
+        FROM (SELECT m.message_id, m.msg_offset FROM queenadmin_message AS m
+              WHERE m.partition_id = pid AND m.transaction_id = txn_id AND m.created_at > cutoff OFFSET 0) AS s
+        ORDER BY s.msg_offset LIMIT 1;
+        IF FOUND THEN
+            verdict := 'duplicate';
+            RETURN;
+        END IF;
+    END IF;
+    UPDATE queenadmin_partition AS p SET next_offset = nxt + 1,
+        retained_bytes = p.retained_bytes + octet_length(payload_json), last_push_at = pushed_at
+    WHERE p.id = pid;
+    INSERT INTO queenadmin_message
+        (partition_id, msg_offset, transaction_id, message_id, payload, trace_id, producer_sub, created_at)
+    VALUES (pid, nxt, txn_id, new_id, payload_json, trace, sub, pushed_at);
+    PERFORM pg_notify('{CHANNEL}', queue_name);
+    verdict := 'queued';
+    found_offset := nxt;
+END
+$$
+"""
+
+#: The call of ``PUSH_ONE_FUNCTION``.
+_PUSH_ONE = (
+    "SELECT verdict, found_id, found_offset FROM queenadmin_push_one(%s::text, %s::text, %s::text, %s::boolean,"
+    " %s::text, %s::text, %s::text, %s::text, %s::timestamptz)"
+)
 
 #: Messages of (partition, transactionId) pairs pushed after a time: one
 #: probe of the (partition, transactionId) index per pair. With ANY(pids)
@@ -370,6 +466,32 @@ class PostgresStore(PostgresConsume, Store):
             return dup_mid, int(dup_offset)
         assert (notified, updated) == (1, 1), "the partition was locked and read by this transaction"
         return None
+
+    pushes_one_committed: ClassVar[bool] = True
+
+    def push_one_committed(self, push: LonePush) -> LonePushed | None:
+        # One statement, so a transaction pooler may run it on any server
+        # session (``pg_run`` prepares nothing behind one).
+        assert not connection.in_atomic_block, "an autocommit statement"
+        p = push
+        params = [
+            p.queue,
+            p.partition,
+            p.transaction_id,
+            p.dedup,
+            p.message_id,
+            p.payload_json,
+            p.trace_id,
+            p.producer_sub,
+            p.now,
+        ]
+        [(verdict, found_id, offset)] = pg_run(_PUSH_ONE, params)
+        if verdict == "general":
+            return None
+        if verdict == "duplicate":
+            return LonePushed("duplicate", found_id, int(offset))
+        assert verdict == "queued", verdict
+        return LonePushed("queued", p.message_id, int(offset))
 
     def write_messages(
         self, rows: Sequence[MessageRow], partitions: dict[int, tuple[int, int]], now: datetime, queues: Sequence[str]
