@@ -447,8 +447,7 @@ def _append_one(
     duplicate = store().append_one(append)
     if duplicate is not None:
         return PushResult(0, duplicate[0], txn, item.queue, "duplicate", duplicate[1])
-    wakeups.notify_on_commit([item.queue], notified=True)
-    events.broadcast_on_commit(events.QUEUES_GROUP, {"type": "queues.changed", "queues": [item.queue]})
+    queue_appended_in_txn(queues=[item.queue])
     return PushResult(0, mid, txn, item.queue, "queued", offset)
 
 
