@@ -25,6 +25,7 @@ from queenadmin.domain import kv
 from queenadmin.domain.kv import group
 from queenadmin.domain.kv.store import store
 from queenadmin.plumbing import db
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,22 +127,6 @@ def _hold_key_lock(key: str) -> psycopg.Connection[Any]:
     return holder
 
 
-def _in_thread(fn, *args) -> tuple[threading.Thread, list[Any]]:
-    out: list[Any] = []
-
-    def run():
-        try:
-            out.append(fn(*args))
-        except BaseException as exc:
-            out.append(exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
-
-
 def test_writes_queued_behind_one_in_flight_share_one_statement(grouping, counted, monkeypatch):
     """Writes that arrive while one is in flight go out together, each with
     its own answer; a second write of a key waits for the next group."""
@@ -151,7 +136,7 @@ def test_writes_queued_behind_one_in_flight_share_one_statement(grouping, counte
     combiner = group.combiner_of(store())
     holder = _hold_key_lock("gate")
     try:
-        gate, gate_out = _in_thread(one, {"op": "put", "key": "gate", "value": 0, "forever": True})
+        gate, gate_out = in_thread(one, {"op": "put", "key": "gate", "value": 0, "forever": True})
         time.sleep(0.2)  # the gate's write leads, and waits for the lock
         assert combiner._busy
         waves = [
@@ -165,7 +150,7 @@ def test_writes_queued_behind_one_in_flight_share_one_statement(grouping, counte
         ]
         threads = []
         for op in waves:
-            threads.append(_in_thread(one, op))
+            threads.append(in_thread(one, op))
             # One at a time, so the queue's order is the list's.
             deadline = time.monotonic() + 10
             while len(combiner._queue) < len(threads):
@@ -212,9 +197,9 @@ def test_a_failed_statement_fails_every_member(grouping, counted, monkeypatch):
     combiner = group.combiner_of(the_store)
     holder = _hold_key_lock("gate2")
     try:
-        gate, gate_out = _in_thread(one, {"op": "put", "key": "gate2", "value": 0, "forever": True})
+        gate, gate_out = in_thread(one, {"op": "put", "key": "gate2", "value": 0, "forever": True})
         time.sleep(0.2)
-        threads = [_in_thread(one, {"op": "put", "key": f"f{n}", "value": n, "forever": True}) for n in range(3)]
+        threads = [in_thread(one, {"op": "put", "key": f"f{n}", "value": n, "forever": True}) for n in range(3)]
         deadline = time.monotonic() + 10
         while len(combiner._queue) < 3:
             assert time.monotonic() < deadline
@@ -237,7 +222,7 @@ def test_a_write_behind_a_stuck_group_writes_alone(grouping, counted):
     combiner = group.combiner_of(store())
     holder = _hold_key_lock("stuck")
     try:
-        gate, gate_out = _in_thread(one, {"op": "put", "key": "stuck", "value": 0, "forever": True})
+        gate, gate_out = in_thread(one, {"op": "put", "key": "stuck", "value": 0, "forever": True})
         time.sleep(0.2)
         assert combiner._busy
         began = time.monotonic()

@@ -20,6 +20,7 @@ from django.db import connections, transaction
 
 from queenadmin.domain import clock, kv, locks
 from tests.conftest import one_writer_at_a_time, permit_key_waiters
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,20 +39,6 @@ def _hold_the_key(name: str, token: int, entered: threading.Event, leave: thread
         connections.close_all()
 
 
-def _in_thread(target, *args) -> tuple[threading.Thread, list]:
-    out: list = []
-
-    def run() -> None:
-        try:
-            out.append(target(*args))
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
-
-
 @pytest.mark.parametrize("waited", [TTL, 2 * TTL])
 def test_an_acquire_that_waited_past_its_lease_holds_a_live_permit(waited):
     """The first holder's guarded step keeps the key while its lease runs out
@@ -65,7 +52,7 @@ def test_an_acquire_that_waited_past_its_lease_holds_a_live_permit(waited):
         holder.start()
         assert entered.wait(10)
         traveller.shift(TTL)  # w-1's lease has run out; its step still runs
-        waiter, got = _in_thread(lambda: locks.lock_acquire(name="report", ttl=TTL, owner="w-2"))
+        waiter, got = in_thread(lambda: locks.lock_acquire(name="report", ttl=TTL, owner="w-2"))
         time.sleep(0.5)  # the acquire is waiting for the key
         assert not got
         traveller.shift(waited)
@@ -91,7 +78,7 @@ def test_a_renew_that_waited_past_its_lease_leaves_a_live_permit():
         holder.start()
         assert entered.wait(10)
         traveller.shift(TTL / 2)
-        waiter, got = _in_thread(lambda: locks.lock_renew(name="report", token=first.token, ttl=TTL, owner="w-1"))
+        waiter, got = in_thread(lambda: locks.lock_renew(name="report", token=first.token, ttl=TTL, owner="w-1"))
         time.sleep(0.5)
         assert not got
         traveller.shift(2 * TTL)
@@ -150,9 +137,9 @@ def test_the_first_acquire_queued_on_an_expired_permit_takes_it():
             holder.start()
             assert entered.wait(10)
             traveller.shift(TTL)
-            waiter, got = _in_thread(lambda name=name: locks.lock_acquire(name=name, ttl=TTL, owner="w-2"))
+            waiter, got = in_thread(lambda name=name: locks.lock_acquire(name=name, ttl=TTL, owner="w-2"))
             _wait_for(lambda name=name: permit_key_waiters(name, 0) == 1)
-            back, got_back = _in_thread(lambda name=name: locks.lock_acquire(name=name, ttl=TTL, owner="w-1"))
+            back, got_back = in_thread(lambda name=name: locks.lock_acquire(name=name, ttl=TTL, owner="w-1"))
             _wait_for(lambda name=name: permit_key_waiters(name, 0) == 2)
             leave.set()
             for thread in (holder, waiter, back):

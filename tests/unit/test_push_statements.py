@@ -23,6 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from queenadmin.domain import clock, queues
 from queenadmin.models import Message, Queue
 from queenadmin.plumbing import db
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -422,7 +423,6 @@ def test_a_lone_push_that_waited_for_a_push_of_its_transaction_id_answers_duplic
     holding = threading.Event()
     release = threading.Event()
     held: list[queues.PushResult] = []
-    lone: list[queues.PushResult] = []
     failures: list[BaseException] = []
 
     def hold() -> None:
@@ -441,26 +441,18 @@ def test_a_lone_push_that_waited_for_a_push_of_its_transaction_id_answers_duplic
         finally:
             connections.close_all()
 
-    def push() -> None:
-        try:
-            lone.append(push_one(txn="t"))
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            connections.close_all()
-
     holder = threading.Thread(target=hold)
     holder.start()
     assert holding.wait(60)
-    pusher = threading.Thread(target=push)
+    pusher, lone = in_thread(lambda: push_one(txn="t"))
     try:
-        pusher.start()
         _wait_for_lock_waiter()
     finally:
         release.set()
         holder.join(60)
         pusher.join(60)
     assert not failures, failures
+    assert not [a for a in lone if isinstance(a, BaseException)], lone
     [original] = held
     [answer] = lone
     assert original.status == "queued"
