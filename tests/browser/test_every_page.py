@@ -77,6 +77,10 @@ def _seed(server: Any) -> None:
         assert client.post("/api/v1/ephemeral/configure", json=configured).status_code == 201
         typing = {"queue": EPH_Q, "partition": "room-7", "messages": [{"payload": {"user": i}} for i in range(5)]}
         assert client.post("/api/v1/ephemeral/push", json=typing).status_code == 201
+        # The groups' leases outlive the module: an auto-created queue's 60 s
+        # lease ran out on a slow hour before the leases page was reached.
+        leased = {"queue": Q, "options": {"leaseTime": 3600}}
+        assert client.post("/api/v1/configure", json=leased).status_code == 200
         for group, batch in (("fulfillment", 8), ("analytics", 3)):
             answer = client.get(
                 f"/api/v1/pop/queue/{Q}", params={"consumerGroup": group, "wait": "false", "batch": batch}
