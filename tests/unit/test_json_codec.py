@@ -145,9 +145,10 @@ _SHAPES = {
 def test_parse_cost_bounds_what_parsing_takes(shape):
     """The estimate is at least 0.9 and at most 2.5 times what msgspec's
     objects take, as tracemalloc counts them (an over-estimate only refuses
-    a body sooner)."""
+    a body sooner). 200 kB bodies: the ratios agree with 2 MB ones to 2%
+    (2.048 against 2.033 for empty lists), for a tenth of the CPU."""
     element = _SHAPES[shape]
-    body = b"[" + b",".join([element] * (2_000_000 // len(element) + 1)) + b"]"
+    body = b"[" + b",".join([element] * (200_000 // len(element) + 1)) + b"]"
     tracemalloc.start()
     try:
         parsed = msgspec.json.decode(body)
