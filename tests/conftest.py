@@ -81,23 +81,24 @@ _KEPT_BY_FLUSH = frozenset({"django_content_type", "auth_permission"})
 
 
 def _flush_only_the_tables_written() -> None:
-    """On PostgreSQL, a transactional test's flush truncates only the tables holding rows.
+    """A transactional test's flush empties only the tables holding rows.
 
-    Django's flush truncates every table (46 here: about 300 ms, since
-    TRUNCATE gives each table, index and TOAST table a new file), then
-    post_migrate inserts the content types and permissions again (100 ms
-    more). A test writes a handful of tables: those are found in one query
-    and truncated (with CASCADE, for the empty tables that point at them),
-    about 40 ms; the content types and permissions stay. The statements are
-    Django's own (``DatabaseOperations.sql_flush``); a flush that resets
-    sequences, and SQLite's (DELETE, already cheap), are left as they were.
+    Django's flush empties every table (46 here: on PostgreSQL about 300 ms,
+    since TRUNCATE gives each table, index and TOAST table a new file; on
+    SQLite 60 to 130 ms of DELETEs), then post_migrate inserts the content
+    types and permissions again (100 ms more). A test writes a handful of
+    tables: those are found in one query and emptied (with the empty
+    tables that point at them, as CASCADE would), about 40 ms; the content
+    types and permissions stay. The statements are Django's own
+    (``DatabaseOperations.sql_flush``); a flush that resets sequences is
+    left as it was.
     """
     from django.core.management.commands import flush
 
     made = flush.sql_flush
 
     def sql_flush(style: Any, connection: Any, reset_sequences: bool = True, allow_cascade: bool = False) -> list[str]:
-        if connection.vendor != "postgresql" or reset_sequences:
+        if reset_sequences:
             return made(style, connection, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
         tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
         probes = [
