@@ -40,6 +40,20 @@ CHROMIUM_ARGS = [
 
 pytestmark = pytest.mark.live
 
+#: An ``expect`` waits as long as a page's actions do (``set_default_timeout``
+#: below), not Playwright's 5 s: on a slow hour of this shared machine
+#: Swagger UI took longer than 5 s to draw the API docs (CI legs at
+#: 1,276 s). A check that holds returns at once; only a failing one waits.
+EXPECT_TIMEOUT_MS = 15_000
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _expect_waits_as_long_as_actions() -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+
+
 USERS = """
 from django.contrib.auth.models import Group, User
 from django.db import transaction
@@ -204,7 +218,7 @@ def login(browser: Any, seen: Seen) -> Iterator[Callable[..., Any]]:
         )
         contexts.append(context)
         page = context.new_page()
-        page.set_default_timeout(15_000)
+        page.set_default_timeout(EXPECT_TIMEOUT_MS)
         seen.watch(page)
         if state is not None:
             page.goto(f"{server.url}/")
