@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -25,7 +26,6 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.sessions.backends.base import SessionBase
 from django.http import QueryDict
-from redis.exceptions import RedisError
 
 from queenadmin.conf import settings as app_settings
 from queenadmin.dashboard import live, pages
@@ -35,6 +35,20 @@ from queenadmin.dashboard.twofactor import socket_unverified
 from queenadmin.domain import clock
 
 log = logging.getLogger(__name__)
+
+
+def _layer_unreachable(exc: Exception) -> bool:
+    """Whether ``exc`` says the channel layer cannot be reached.
+
+    redis-py is imported only by the Redis layer (channels_redis): a
+    process on the in-memory layer (SQLite, one process) never loads it,
+    about 0.1 s of each start, and no RedisError can come from there.
+    """
+    if isinstance(exc, OSError):
+        return True
+    errors = sys.modules.get("redis.exceptions")
+    return errors is not None and isinstance(exc, errors.RedisError)
+
 
 #: Close codes (RFC 6455 leaves 4000-4999 to applications).
 CLOSE_UNKNOWN_PAGE = 4404
@@ -94,7 +108,9 @@ class DashboardConsumer(AsyncWebsocketConsumer):
             for group in groups:
                 await self.channel_layer.group_add(group, self.channel_name)
                 self.joined.append(group)
-        except (OSError, RedisError) as exc:
+        except Exception as exc:
+            if not _layer_unreachable(exc):
+                raise
             log.warning("dashboard socket refused: the channel layer is unreachable (%s)", exc)
             # Memberships already made expire with the layer's group expiry.
             self.joined = []
