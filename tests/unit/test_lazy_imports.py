@@ -3,7 +3,8 @@
 mozilla-django-oidc (and requests, which it brings) raised a worker's
 memory by about 26 MiB, paid by every deployment; it is imported by the
 single sign-on views at their first request (dashboard/urls.py) and by a
-logout, not by the URLconf the API's requests load.
+logout, not by the URLconf the API's requests load. redis-py is loaded by
+the Redis channel layer alone, not by a process on the in-memory one.
 """
 
 from __future__ import annotations
