@@ -101,12 +101,10 @@ def _flush_only_the_tables_written() -> None:
         if reset_sequences:
             return made(style, connection, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
         tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
-        probes = [
-            f"SELECT %s WHERE EXISTS (SELECT 1 FROM {connection.ops.quote_name(table)})"
-            for table in sorted(set(tables) - _KEPT_BY_FLUSH)
-        ]
+        emptied = sorted(set(tables) - _KEPT_BY_FLUSH)
+        probes = [f"SELECT %s WHERE EXISTS (SELECT 1 FROM {connection.ops.quote_name(table)})" for table in emptied]
         with connection.cursor() as cursor:
-            cursor.execute(" UNION ALL ".join(probes), sorted(set(tables) - _KEPT_BY_FLUSH))
+            cursor.execute(" UNION ALL ".join(probes), emptied)
             written = [table for (table,) in cursor.fetchall()]
         return list(connection.ops.sql_flush(style, written, allow_cascade=True))
 

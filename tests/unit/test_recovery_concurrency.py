@@ -40,7 +40,7 @@ def _consumers_done() -> bool:
 
 
 def worker(role: str, seed: int) -> dict[str, Any]:
-    from queenadmin.domain import queues, transactions
+    from queenadmin.domain import kv, queues, transactions
     from queenadmin.domain.audit import Who
     from queenadmin.domain.queues import operator as queue_operator
 
@@ -78,8 +78,6 @@ def worker(role: str, seed: int) -> dict[str, Any]:
                 done["committed"] += outcome.success
         time.sleep(rng.uniform(0, 0.005))
     if consumer:
-        from queenadmin.domain import kv
-
         kv.kv_incr(namespace="race", key="consumers-done", delta=1, ttl=None)
     return done
 
